@@ -1,0 +1,58 @@
+// Dense float32 tensors on the host, and named trainable parameters. Layouts
+// are row-major; images are NHWC (Keras' channels_last), batch first.
+#ifndef LOCKSTEP_CORE_TENSOR_H_
+#define LOCKSTEP_CORE_TENSOR_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lockstep {
+
+using Shape = std::vector<int64_t>;
+
+// Number of elements of `shape` (1 for a scalar, 0 if any dim is 0).
+int64_t NumElements(const Shape& shape);
+// "[28, 28, 1]".
+std::string ShapeToString(const Shape& shape);
+
+// Owns its storage. Copyable (deep copy) and movable.
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(Shape shape);  // zero-filled
+  Tensor(Shape shape, std::vector<float> values);  // values.size() must match
+
+  const Shape& shape() const { return shape_; }
+  int64_t dim(int i) const { return shape_[i]; }
+  int rank() const { return static_cast<int>(shape_.size()); }
+  int64_t size() const { return static_cast<int64_t>(data_.size()); }
+  float* data() { return data_.data(); }
+  const float* data() const { return data_.data(); }
+  std::vector<float>& values() { return data_; }
+  const std::vector<float>& values() const { return data_; }
+
+  // Reshapes and zero-fills only when the shape changes (buffers are reused
+  // across steps without reallocation).
+  void Resize(const Shape& shape);
+  // Changes the shape, keeping the data; element counts must match.
+  void Reshape(const Shape& shape);
+  void SetZero();
+
+ private:
+  Shape shape_;
+  std::vector<float> data_;
+};
+
+// A trainable parameter: its value and the gradient accumulated by backward.
+// Names are stable and unique within a model ("dense_1/kernel"): they key
+// checkpoints and optimizer state.
+struct Param {
+  std::string name;
+  Tensor value;
+  Tensor grad;
+};
+
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_CORE_TENSOR_H_
