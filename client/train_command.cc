@@ -1,0 +1,100 @@
+// The `train` verb: parse flags, load and validate the job, run the local
+// trainer with progress on stdout, stop cleanly on SIGINT/SIGTERM.
+#include "client/train_command.h"
+
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+
+#include <atomic>
+
+#include "absl/status/status.h"
+#include "client/cli_flags.h"
+#include "core/job_spec.h"
+#include "core/trainer.h"
+
+namespace lockstep {
+namespace {
+
+std::atomic<bool> g_stop{false};
+std::atomic<int> g_signal{0};
+
+void OnSignal(int sig) {
+  if (g_stop.exchange(true)) {
+    // A second signal: stop now, without the checkpoint.
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+  }
+  g_signal.store(sig);
+}
+
+int Fail(const absl::Status& status) {
+  std::cerr << "lockstep train: error: " << status.message() << std::endl;
+  return status.code() == absl::StatusCode::kInvalidArgument ||
+                 status.code() == absl::StatusCode::kNotFound
+             ? 2
+             : 1;
+}
+
+}  // namespace
+
+const char kTrainUsage[] =
+    "usage: lockstep train JOB.json [--storage DIR] [--threads N] "
+    "[--no-resume] [--stop-after-steps N]\n"
+    "  --storage DIR          results under DIR/jobs/NAME/ (default "
+    "./lockstep_storage)\n"
+    "  --threads N            compute threads (default: every core)\n"
+    "  --no-resume            start over; earlier checkpoints are moved "
+    "aside, not deleted\n"
+    "  --stop-after-steps N   checkpoint and stop once N global steps are "
+    "done\n";
+
+int RunTrainCommand(const std::vector<std::string>& args) {
+  absl::StatusOr<ParsedFlags> flags = ParseFlags(
+      args, {"storage", "threads", "stop-after-steps"}, {"no-resume", "help"});
+  if (!flags.ok()) {
+    std::cerr << "lockstep train: " << flags.status().message() << "\n"
+              << kTrainUsage;
+    return 2;
+  }
+  if (flags->Has("help")) {
+    std::cout << kTrainUsage;
+    return 0;
+  }
+  if (flags->positional.size() != 1) {
+    std::cerr << "lockstep train: expected one job file, got "
+              << flags->positional.size() << "\n"
+              << kTrainUsage;
+    return 2;
+  }
+  absl::StatusOr<int64_t> threads = flags->GetInt("threads", 0);
+  if (!threads.ok()) return Fail(threads.status());
+  if (*threads < 0 || *threads > 1024) {
+    return Fail(absl::InvalidArgumentError(
+        "--threads: must be between 0 (every core) and 1024"));
+  }
+  absl::StatusOr<int64_t> stop_after = flags->GetInt("stop-after-steps", -1);
+  if (!stop_after.ok()) return Fail(stop_after.status());
+
+  absl::StatusOr<JobSpec> spec = LoadJobSpec(flags->positional[0]);
+  if (!spec.ok()) return Fail(spec.status());
+
+  TrainOptions options;
+  options.storage_dir = flags->Get("storage", "lockstep_storage");
+  options.threads = static_cast<int>(*threads);
+  options.resume = !flags->Has("no-resume");
+  options.stop_after_steps = *stop_after;
+  options.stop_requested = &g_stop;
+  options.log = [](const std::string& line) {
+    std::cout << line << std::endl;
+  };
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+
+  absl::StatusOr<TrainResult> result = RunLocalTraining(*spec, options);
+  if (!result.ok()) return Fail(result.status());
+  if (!result->finished && g_signal.load() != 0) return 128 + g_signal.load();
+  return 0;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,539 @@
+// The single-process training loop (see trainer.h). One step: every local
+// replica runs forward/backward on its slice of the global batch, gradients
+// are summed into replica 0 in replica order (deterministic), replica 0's
+// optimizer updates, and the new parameters are copied to the others.
+#include "core/trainer.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "core/batch_prefetcher.h"
+#include "core/checkpoint.h"
+#include "core/dataset.h"
+#include "core/file_util.h"
+#include "core/fingerprint.h"
+#include "core/lr_schedule.h"
+#include "core/model.h"
+#include "core/optimizer.h"
+#include "core/progress.h"
+#include "core/random.h"
+#include "core/result_file.h"
+#include "core/shard_plan.h"
+#include "core/status_macros.h"
+#include "core/step_pool.h"
+#include "core/summary_writer.h"
+#include "kernels/cpu/threading.h"
+
+namespace lockstep {
+namespace {
+
+constexpr int64_t kEvalChunk = 1000;
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// Running loss/accuracy over an epoch, as Keras' progress bar shows them.
+struct RunningMetrics {
+  double loss_sum = 0;
+  int64_t correct = 0;
+  int64_t count = 0;
+  void Add(const BatchLoss& b) {
+    loss_sum += b.loss_sum;
+    correct += b.correct;
+    count += b.count;
+  }
+  double loss() const { return count ? loss_sum / count : 0.0; }
+  double accuracy() const {
+    return count ? static_cast<double>(correct) / count : 0.0;
+  }
+};
+
+absl::Status CheckDataFitsModel(const JobSpec& spec, const Model& model,
+                                const Dataset& train, const Dataset& test) {
+  const int64_t want = NumElements(model.input_shape());
+  for (const Dataset* d : {&train, &test}) {
+    const int64_t have = NumElements(d->sample_shape);
+    if (have != want) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "model.input_shape: %s has %d values per sample, but the data (%s) "
+          "has %d per sample (%s)",
+          ShapeToString(model.input_shape()), want, d->source, have,
+          ShapeToString(d->sample_shape)));
+    }
+  }
+  const int64_t units = NumElements(model.output_shape());
+  const int64_t classes = train.num_classes;
+  const bool mse_scalar = spec.loss == LossType::kMse && units == 1;
+  if (units != classes && !mse_scalar) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model.layers[%d]: the model outputs %d values per sample but the "
+        "data has %d classes (data.num_classes); the last layer needs %d "
+        "units",
+        spec.model.layers.size() - 1, units, classes, classes));
+  }
+  if (train.num_samples == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("data: the training set (", train.source, ") is empty"));
+  }
+  return absl::OkStatus();
+}
+
+class LocalTrainer {
+ public:
+  LocalTrainer(const JobSpec& spec, const TrainOptions& options)
+      : spec_(spec), options_(options) {}
+
+  absl::StatusOr<TrainResult> Run();
+
+ private:
+  absl::Status Setup();
+  absl::Status PrepareStorage();
+  absl::Status Restore();
+  BatchLoss Step(Batch& batch);
+  absl::Status Commit(int64_t step);
+  BatchLoss Evaluate();
+  void Log(const std::string& line) {
+    if (options_.log) options_.log(line);
+  }
+  bool StopRequested() const {
+    return options_.stop_requested != nullptr &&
+           options_.stop_requested->load(std::memory_order_relaxed);
+  }
+
+  const JobSpec& spec_;
+  const TrainOptions& options_;
+  std::string job_json_;
+  std::string job_dir_;
+  Dataset train_, test_;
+  std::unique_ptr<ShardPlan> plan_;
+  std::vector<std::unique_ptr<Model>> replicas_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<LrSchedule> schedule_;
+  std::unique_ptr<CheckpointStore> checkpoints_;
+  std::unique_ptr<SummaryWriter> summaries_;
+  std::unique_ptr<StepPool> pool_;
+  int64_t total_steps_ = 0;
+  int64_t start_step_ = 0;
+  int64_t last_commit_step_ = -1;
+  std::string last_checkpoint_;
+};
+
+absl::Status LocalTrainer::Setup() {
+  job_json_ = JobSpecToJson(spec_);
+  ASSIGN_OR_RETURN(train_, LoadDataset(spec_.data, Split::kTrain));
+  ASSIGN_OR_RETURN(test_, LoadDataset(spec_.data, Split::kTest));
+  const int64_t replicas = spec_.total_replicas();
+  for (int64_t r = 0; r < replicas; ++r) {
+    ASSIGN_OR_RETURN(std::unique_ptr<Model> m,
+                     Model::Build(spec_.model, spec_.seed));
+    replicas_.push_back(std::move(m));
+  }
+  RETURN_IF_ERROR(CheckDataFitsModel(spec_, *replicas_[0], train_, test_));
+  plan_ = std::make_unique<ShardPlan>(train_.num_samples,
+                                      spec_.batch_size_per_replica, replicas,
+                                      spec_.seed, spec_.data.shuffle);
+  total_steps_ = spec_.epochs > 0 ? spec_.epochs * plan_->steps_per_epoch()
+                                  : spec_.steps;
+  ASSIGN_OR_RETURN(optimizer_,
+                   Optimizer::Create(spec_.optimizer, replicas_[0]->params()));
+  ASSIGN_OR_RETURN(LrSchedule schedule,
+                   LrSchedule::Create(spec_.lr_schedule,
+                                      spec_.optimizer.learning_rate,
+                                      plan_->steps_per_epoch()));
+  schedule_ = std::make_unique<LrSchedule>(std::move(schedule));
+
+  // Lanes run replicas side by side; leftover cores go to each lane's BLAS.
+  int threads = options_.threads > 0
+                    ? options_.threads
+                    : std::max(1u, std::thread::hardware_concurrency());
+  int lanes = static_cast<int>(std::min<int64_t>(replicas, threads));
+  pool_ = std::make_unique<StepPool>(lanes);
+  SetNumThreads(lanes > 1 ? 1 : threads);
+  return absl::OkStatus();
+}
+
+absl::Status LocalTrainer::PrepareStorage() {
+  job_dir_ = JoinPath(JoinPath(options_.storage_dir, "jobs"), spec_.name);
+  const std::string ckpt_dir = JoinPath(job_dir_, "checkpoints");
+  RETURN_IF_ERROR(AnnotateStatus(MakeDirs(ckpt_dir), "--storage"));
+  if (!options_.resume) {
+    CheckpointStore old(ckpt_dir, spec_.checkpoint.keep);
+    if (!old.ListSteps().empty()) {
+      // Keep earlier work: move it aside rather than mix two runs.
+      const std::string aside = absl::StrCat(
+          ckpt_dir, ".before-", absl::ToUnixSeconds(absl::Now()));
+      if (std::rename(ckpt_dir.c_str(), aside.c_str()) != 0) {
+        return absl::InternalError(absl::StrCat(
+            "cannot move old checkpoints to \"", aside, "\": ",
+            strerror(errno)));
+      }
+      Log(absl::StrCat("--no-resume: earlier checkpoints moved to ", aside));
+      RETURN_IF_ERROR(MakeDirs(ckpt_dir));
+    }
+  }
+  checkpoints_ =
+      std::make_unique<CheckpointStore>(ckpt_dir, spec_.checkpoint.keep);
+  ASSIGN_OR_RETURN(summaries_,
+                   SummaryWriter::Open(JoinPath(job_dir_, "summaries")));
+  return absl::OkStatus();
+}
+
+absl::Status LocalTrainer::Restore() {
+  if (!options_.resume) return absl::OkStatus();
+  std::vector<std::string> warnings;
+  absl::StatusOr<LoadedCheckpoint> loaded = checkpoints_->LoadLatest(&warnings);
+  for (const std::string& w : warnings) Log(absl::StrCat("warning: ", w));
+  if (absl::IsNotFound(loaded.status())) return absl::OkStatus();
+  if (!loaded.ok()) {
+    return AnnotateStatus(
+        loaded.status(),
+        "cannot resume (use --no-resume to start over; old checkpoints are "
+        "kept aside)");
+  }
+  const std::string where = absl::StrCat("checkpoint ", loaded->path);
+  if (loaded->state.job_json != job_json_) {
+    Log(absl::StrCat("note: the job file changed since ", where,
+                     "; resuming with the new settings"));
+  }
+  std::vector<Param*>& params =
+      const_cast<std::vector<Param*>&>(replicas_[0]->params());
+  if (loaded->model.size() != params.size()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s holds %d model tensors but the model has %d parameters; it is "
+        "another model (use a new job name or --no-resume)",
+        where, loaded->model.size(), params.size()));
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto& [name, tensor] = loaded->model[i];
+    Param* p = nullptr;
+    for (Param* q : params) {
+      if (q->name == name) p = q;
+    }
+    if (p == nullptr || p->value.shape() != tensor.shape()) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "%s: tensor %s %s does not match the model (%s); it is another "
+          "model (use a new job name or --no-resume)",
+          where, name, ShapeToString(tensor.shape()),
+          p ? ShapeToString(p->value.shape()) : "no such parameter"));
+    }
+    p->value = tensor;
+  }
+  auto state = optimizer_->StateTensors();
+  for (auto& [name, dst] : state) {
+    bool found = false;
+    for (const auto& [n, t] : loaded->optimizer) {
+      if (n == name && t.shape() == dst->shape()) {
+        *dst = t;
+        found = true;
+      }
+    }
+    if (!found) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          where, ": optimizer state ", name,
+          " is missing or has another shape (was the optimizer changed?)"));
+    }
+  }
+  optimizer_->set_iterations(loaded->state.optimizer_iterations);
+  for (size_t r = 1; r < replicas_.size(); ++r) {
+    const auto& dst = replicas_[r]->params();
+    for (size_t i = 0; i < params.size(); ++i) dst[i]->value = params[i]->value;
+  }
+  start_step_ = loaded->state.step;
+  last_commit_step_ = start_step_;
+  last_checkpoint_ = loaded->path;
+  Log(absl::StrFormat("resumed from %s at step %d", loaded->path, start_step_));
+  return absl::OkStatus();
+}
+
+BatchLoss LocalTrainer::Step(Batch& batch) {
+  const int lanes = pool_->lanes();
+  const int64_t replicas = static_cast<int64_t>(replicas_.size());
+  const float scale = batch.global_count > 0 ? 1.0f / batch.global_count : 0;
+  std::vector<BatchLoss> losses(replicas);
+  pool_->Run([&](int lane) {
+    for (int64_t r = lane; r < replicas; r += lanes) {
+      ReplicaBatch& rb = batch.replicas[r];
+      uint64_t dropout_seed =
+          MixSeed(MixSeed(spec_.seed, batch.global_step), r);
+      losses[r] = replicas_[r]->TrainStep(rb.x, rb.labels.data(), spec_.loss,
+                                          scale, dropout_seed);
+    }
+  });
+  const std::vector<Param*>& p0 = replicas_[0]->params();
+  for (int64_t r = 1; r < replicas; ++r) {
+    const std::vector<Param*>& pr = replicas_[r]->params();
+    for (size_t i = 0; i < p0.size(); ++i) {
+      float* dst = p0[i]->grad.data();
+      const float* src = pr[i]->grad.data();
+      const int64_t n = p0[i]->grad.size();
+      for (int64_t k = 0; k < n; ++k) dst[k] += src[k];
+    }
+  }
+  optimizer_->Apply(schedule_->At(batch.global_step));
+  for (int64_t r = 1; r < replicas; ++r) {
+    const std::vector<Param*>& pr = replicas_[r]->params();
+    for (size_t i = 0; i < p0.size(); ++i) {
+      std::memcpy(pr[i]->value.data(), p0[i]->value.data(),
+                  sizeof(float) * p0[i]->value.size());
+    }
+  }
+  BatchLoss total;
+  for (const BatchLoss& b : losses) {
+    total.loss_sum += b.loss_sum;
+    total.correct += b.correct;
+    total.count += b.count;
+  }
+  return total;
+}
+
+absl::Status LocalTrainer::Commit(int64_t step) {
+  if (step == last_commit_step_) return absl::OkStatus();
+  const int64_t spe = plan_->steps_per_epoch();
+  CheckpointState state;
+  state.step = step;
+  state.epoch = step / spe;
+  state.step_in_epoch = step % spe;
+  state.seed = spec_.seed;
+  state.optimizer_iterations = optimizer_->iterations();
+  state.job_json = job_json_;
+  NamedTensors model, opt;
+  for (Param* p : replicas_[0]->params()) model.emplace_back(p->name, &p->value);
+  for (auto& [name, t] : optimizer_->StateTensors()) opt.emplace_back(name, t);
+  Clock::time_point t0 = Clock::now();
+  RETURN_IF_ERROR(checkpoints_->Commit(state, model, opt));
+  last_commit_step_ = step;
+  last_checkpoint_ = JoinPath(JoinPath(job_dir_, "checkpoints"),
+                              absl::StrFormat("step-%08d", step));
+  Log(absl::StrFormat("checkpoint %s written in %.2fs", last_checkpoint_,
+                      SecondsSince(t0)));
+  return absl::OkStatus();
+}
+
+BatchLoss LocalTrainer::Evaluate() {
+  const int64_t n = test_.num_samples;
+  const int64_t per = NumElements(test_.sample_shape);
+  const int64_t chunks = (n + kEvalChunk - 1) / kEvalChunk;
+  std::vector<BatchLoss> results(chunks);
+  const int lanes = pool_->lanes();
+  pool_->Run([&](int lane) {
+    Tensor x;
+    for (int64_t c = lane; c < chunks; c += lanes) {
+      const int64_t begin = c * kEvalChunk;
+      const int64_t count = std::min(kEvalChunk, n - begin);
+      Shape shape = replicas_[lane]->input_shape();
+      shape.insert(shape.begin(), count);
+      x.Resize(shape);
+      std::memcpy(x.data(), test_.features.data() + begin * per,
+                  sizeof(float) * count * per);
+      results[c] = replicas_[lane]->Evaluate(x, test_.labels.data() + begin,
+                                             spec_.loss);
+    }
+  });
+  BatchLoss total;
+  for (const BatchLoss& b : results) {
+    total.loss_sum += b.loss_sum;
+    total.correct += b.correct;
+    total.count += b.count;
+  }
+  return total;
+}
+
+absl::StatusOr<TrainResult> LocalTrainer::Run() {
+  const Clock::time_point wall_start = Clock::now();
+  RETURN_IF_ERROR(Setup());
+  RETURN_IF_ERROR(PrepareStorage());
+  RETURN_IF_ERROR(Restore());
+
+  const int64_t spe = plan_->steps_per_epoch();
+  TrainResult result;
+  result.total_steps = total_steps_;
+  result.resumed_from_step = start_step_;
+  result.num_parameters = replicas_[0]->num_parameters();
+  int64_t end_step = total_steps_;
+  if (options_.stop_after_steps >= 0) {
+    end_step = std::min(end_step, std::max(options_.stop_after_steps,
+                                           start_step_));
+  }
+  Log(absl::StrFormat(
+      "job %s: %d parameters, %d replicas x batch %d = global batch %d, "
+      "%d train / %d test samples, %d steps per epoch, steps %d..%d of %d",
+      spec_.name, result.num_parameters, replicas_.size(),
+      spec_.batch_size_per_replica, plan_->global_batch_size(),
+      train_.num_samples, test_.num_samples, spe, start_step_, end_step,
+      total_steps_));
+
+  std::vector<int64_t> replica_ids(replicas_.size());
+  for (size_t r = 0; r < replica_ids.size(); ++r) replica_ids[r] = r;
+  BatchPrefetcher prefetcher(&train_, plan_.get(), replica_ids,
+                             replicas_[0]->input_shape(), start_step_,
+                             end_step);
+
+  RunningMetrics epoch_metrics, summary_metrics;
+  BatchLoss last_eval;
+  bool evaluated = false;
+  double train_seconds = 0;
+  int64_t samples_this_run = 0;
+  Clock::time_point last_progress = Clock::now();
+  int64_t samples_since_progress = 0;
+  double seconds_since_progress = 0;
+  int64_t step = start_step_;
+  const int64_t total_epochs = (total_steps_ + spe - 1) / spe;
+
+  auto progress_line = [&](double rate) {
+    ProgressInfo info;
+    info.job = spec_.name;
+    info.epoch = std::min(step / spe + (step % spe ? 1 : 0), total_epochs);
+    if (step % spe == 0 && step > 0) info.epoch = step / spe;
+    info.epochs = total_epochs;
+    info.step = step;
+    info.total_steps = total_steps_;
+    info.loss = epoch_metrics.loss();
+    info.accuracy = epoch_metrics.accuracy();
+    info.learning_rate = schedule_->At(std::max<int64_t>(step - 1, 0));
+    info.samples_per_sec = rate;
+    const double avg = train_seconds > 0 ? samples_this_run / train_seconds : 0;
+    info.eta_seconds =
+        avg > 0 ? (end_step - step) * static_cast<double>(
+                                          plan_->global_batch_size()) / avg
+                : -1;
+    return FormatProgress(info);
+  };
+
+  while (step < end_step) {
+    if (StopRequested()) break;
+    ASSIGN_OR_RETURN(Batch batch, prefetcher.Next());
+    const Clock::time_point t0 = Clock::now();
+    BatchLoss loss = Step(batch);
+    const double dt = SecondsSince(t0);
+    train_seconds += dt;
+    seconds_since_progress += dt;
+    samples_this_run += batch.global_count;
+    samples_since_progress += batch.global_count;
+    ++step;
+    if (!std::isfinite(loss.loss_sum)) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "training diverged at step %d: the loss is %f (lower "
+          "optimizer.learning_rate?)",
+          step, loss.loss_sum));
+    }
+    epoch_metrics.Add(loss);
+    summary_metrics.Add(loss);
+
+    const bool epoch_end = step % spe == 0;
+    if (SecondsSince(last_progress) >= options_.progress_interval_seconds ||
+        epoch_end || step == end_step) {
+      const double rate = seconds_since_progress > 0
+                              ? samples_since_progress / seconds_since_progress
+                              : 0;
+      Log(progress_line(rate));
+      last_progress = Clock::now();
+      samples_since_progress = 0;
+      seconds_since_progress = 0;
+    }
+    if (spec_.summary.every_steps > 0 &&
+        step % spec_.summary.every_steps == 0) {
+      RETURN_IF_ERROR(summaries_->AddScalars(
+          step, {{"train/loss", summary_metrics.loss()},
+                 {"train/accuracy", summary_metrics.accuracy()},
+                 {"learning_rate", schedule_->At(step - 1)},
+                 {"samples_per_sec",
+                  train_seconds > 0 ? samples_this_run / train_seconds : 0}}));
+      summary_metrics = RunningMetrics();
+    }
+    if (epoch_end || step == total_steps_) {
+      const Clock::time_point e0 = Clock::now();
+      last_eval = Evaluate();
+      evaluated = true;
+      const double eval_loss =
+          last_eval.count ? last_eval.loss_sum / last_eval.count : 0;
+      const double eval_acc =
+          last_eval.count ? static_cast<double>(last_eval.correct) /
+                                last_eval.count
+                          : 0;
+      Log(absl::StrFormat(
+          "[%s] epoch %d done  train loss %.4f  acc %.4f  |  test loss %.4f "
+          " acc %.4f  (%d samples, eval %.1fs)",
+          spec_.name, (step + spe - 1) / spe, epoch_metrics.loss(),
+          epoch_metrics.accuracy(), eval_loss, eval_acc, last_eval.count,
+          SecondsSince(e0)));
+      RETURN_IF_ERROR(summaries_->AddScalars(
+          step, {{"eval/loss", eval_loss}, {"eval/accuracy", eval_acc},
+                 {"epoch/train_loss", epoch_metrics.loss()},
+                 {"epoch/train_accuracy", epoch_metrics.accuracy()}}));
+      result.train_loss = epoch_metrics.loss();
+      result.train_accuracy = epoch_metrics.accuracy();
+      if (epoch_end) epoch_metrics = RunningMetrics();
+    }
+    if (epoch_end || step == total_steps_ ||
+        (spec_.checkpoint.every_steps > 0 &&
+         step % spec_.checkpoint.every_steps == 0)) {
+      RETURN_IF_ERROR(Commit(step));
+    }
+  }
+  prefetcher.Stop();
+  RETURN_IF_ERROR(Commit(step));
+  RETURN_IF_ERROR(summaries_->Flush());
+
+  if (epoch_metrics.count > 0) {
+    result.train_loss = epoch_metrics.loss();
+    result.train_accuracy = epoch_metrics.accuracy();
+  }
+  result.steps = step;
+  result.epochs = step / spe;
+  result.finished = step >= total_steps_;
+  result.samples_per_sec =
+      train_seconds > 0 ? samples_this_run / train_seconds : 0;
+  result.checkpoint_path = last_checkpoint_;
+  result.fingerprint = Fingerprint(replicas_[0]->params());
+  if (result.finished) {
+    if (!evaluated) last_eval = Evaluate();  // e.g. resumed a finished job
+    result.test_loss = last_eval.count ? last_eval.loss_sum / last_eval.count
+                                       : 0;
+    result.test_accuracy =
+        last_eval.count
+            ? static_cast<double>(last_eval.correct) / last_eval.count
+            : 0;
+  }
+  result.wall_seconds = SecondsSince(wall_start);
+  if (result.finished) {
+    result.result_path = JoinPath(job_dir_, "result.json");
+    RETURN_IF_ERROR(
+        WriteResultFile(result.result_path, spec_, result));
+    Log(absl::StrFormat(
+        "[%s] finished: %d steps, test accuracy %.4f, test loss %.4f, "
+        "%s samples/s, %.1fs; result in %s",
+        spec_.name, result.steps, result.test_accuracy, result.test_loss,
+        FormatThousands(result.samples_per_sec), result.wall_seconds,
+        result.result_path));
+  } else {
+    Log(absl::StrFormat(
+        "[%s] stopped at step %d of %d; checkpoint %s; run again to resume",
+        spec_.name, step, total_steps_, last_checkpoint_));
+  }
+  return result;
+}
+
+}  // namespace
+
+absl::StatusOr<TrainResult> RunLocalTraining(const JobSpec& spec,
+                                             const TrainOptions& options) {
+  LocalTrainer trainer(spec, options);
+  return trainer.Run();
+}
+
+}  // namespace lockstep

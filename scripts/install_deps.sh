@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages lockstep needs to build, test and run,
+# skipping what is already there. Usage: scripts/install_deps.sh [--bench]
+# (--bench adds the side-by-side peers: PyTorch with OpenBLAS).
+set -euo pipefail
+
+packages=(
+  bazel-bootstrap bazel-rules-java bazel-platforms
+  g++ pkgconf python3 ca-certificates
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libabsl-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libopenblas-dev libopenblas0-pthread zlib1g-dev libxxhash-dev
+)
+if [[ "${1:-}" == "--bench" ]]; then
+  # OpenBLAS first: Debian's torch uses whatever libblas.so.3 is installed.
+  packages+=(python3-torch)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+
+echo "lockstep: installing ${missing[*]}" >&2
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then
+  if command -v sudo >/dev/null; then SUDO=sudo; else
+    echo "lockstep: need root (or sudo) to install: ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

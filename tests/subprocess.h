@@ -1,0 +1,63 @@
+// Starting the real lockstep binary from tests: spawn with captured output,
+// bounded waits, kill by PID. Every wait has a deadline; the destructor
+// kills (SIGKILL) and reaps a process still running.
+#ifndef LOCKSTEP_TESTS_SUBPROCESS_H_
+#define LOCKSTEP_TESTS_SUBPROCESS_H_
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace lockstep {
+namespace testing {
+
+struct ExitInfo {
+  bool exited = false;     // false: still running at the deadline
+  int exit_code = -1;      // when it exited normally
+  int term_signal = 0;     // when a signal ended it
+};
+
+class Subprocess {
+ public:
+  // Starts argv[0] with argv, stdout and stderr to files under `log_dir`.
+  explicit Subprocess(std::vector<std::string> argv,
+                      const std::string& log_dir);
+  ~Subprocess();
+  Subprocess(const Subprocess&) = delete;
+  Subprocess& operator=(const Subprocess&) = delete;
+
+  pid_t pid() const { return pid_; }
+  // Waits up to timeout_s; a process still running is left running.
+  ExitInfo Wait(double timeout_s);
+  void Signal(int sig);
+  std::string Stdout() const;
+  std::string Stderr() const;
+  // Polls stdout until it contains `needle` or timeout_s passes.
+  bool WaitForOutput(const std::string& needle, double timeout_s);
+
+ private:
+  pid_t pid_ = -1;
+  ExitInfo exit_;
+  std::string out_path_, err_path_;
+};
+
+struct RunResult {
+  ExitInfo exit;
+  std::string out, err;
+};
+// Runs to completion (killing it past timeout_s: exit.exited is then false).
+RunResult Run(const std::vector<std::string>& argv, const std::string& log_dir,
+              double timeout_s);
+
+// Path of a runfile ("client/lockstep") of this workspace.
+std::string Runfile(const std::string& relative);
+// A fresh empty directory under $TEST_TMPDIR.
+std::string NewTempDir(const std::string& name);
+std::string ReadFileOrEmpty(const std::string& path);
+void WriteStringToFile(const std::string& path, const std::string& content);
+
+}  // namespace testing
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_TESTS_SUBPROCESS_H_

@@ -1,0 +1,361 @@
+// `lockstep train` as a user runs it: a real process on a small synthetic
+// job. Checks the progress line, result.json, checkpoints and summaries;
+// that stop+resume and kill -9+resume end with the same parameters as an
+// uninterrupted run; and that every kind of bad input fails cleanly.
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "tests/subprocess.h"
+
+namespace lockstep {
+namespace {
+
+using testing::NewTempDir;
+using testing::ReadFileOrEmpty;
+using testing::Run;
+using testing::RunResult;
+using testing::Runfile;
+using testing::Subprocess;
+using testing::WriteStringToFile;
+
+constexpr double kTimeout = 120;
+
+std::string Binary() { return Runfile("client/lockstep"); }
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0;
+}
+
+// A small MLP on the built-in synthetic data; `extra` is merged on top.
+nlohmann::json TinyJob(const nlohmann::json& extra = {}) {
+  nlohmann::json job = nlohmann::json::parse(R"({
+    "name": "tiny",
+    "seed": 7,
+    "model": {"input_shape": [8, 8, 1], "layers": [
+      {"type": "flatten"},
+      {"type": "dense", "units": 32, "activation": "relu"},
+      {"type": "dropout", "rate": 0.1},
+      {"type": "dense", "units": 10}]},
+    "loss": "sparse_categorical_crossentropy",
+    "optimizer": {"type": "adam", "learning_rate": 0.003},
+    "data": {"format": "synthetic", "train_samples": 1000,
+             "test_samples": 400, "seed": 3},
+    "batch_size_per_replica": 16,
+    "epochs": 3,
+    "checkpoint": {"every_steps": 20, "keep": 3},
+    "summary": {"every_steps": 10}
+  })");
+  job.merge_patch(extra);
+  return job;
+}
+
+// A job slow enough (seconds) to be signalled mid-run.
+nlohmann::json SlowJob(const nlohmann::json& extra) {
+  nlohmann::json job = TinyJob(nlohmann::json::parse(R"({
+    "model": {"input_shape": [8, 8, 1], "layers": [
+      {"type": "flatten"},
+      {"type": "dense", "units": 512, "activation": "relu"},
+      {"type": "dense", "units": 512, "activation": "relu"},
+      {"type": "dense", "units": 10}]},
+    "data": {"train_samples": 20000}})"));
+  job.merge_patch(extra);
+  return job;
+}
+
+class TrainCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = NewTempDir("train_cli"); }
+
+  std::string WriteJob(const nlohmann::json& job,
+                       const std::string& file = "job.json") {
+    std::string path = dir_ + "/" + file;
+    WriteStringToFile(path, job.dump(2));
+    return path;
+  }
+
+  RunResult Train(const std::string& job_path, const std::string& storage,
+                  std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv = {Binary(), "train", job_path,
+                                     "--storage", storage, "--threads", "1"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return Run(argv, dir_, kTimeout);
+  }
+
+  nlohmann::json Result(const std::string& storage, const std::string& name) {
+    std::string text =
+        ReadFileOrEmpty(storage + "/jobs/" + name + "/result.json");
+    return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  }
+
+  std::string dir_;
+};
+
+TEST_F(TrainCliTest, TrainsShowsProgressAndWritesResults) {
+  const std::string storage = dir_ + "/storage";
+  RunResult r = Train(WriteJob(TinyJob()), storage);
+  ASSERT_TRUE(r.exit.exited);
+  ASSERT_EQ(r.exit.exit_code, 0) << r.out << r.err;
+  // 1000 samples / 16 = 63 steps per epoch (the last one short), 3 epochs.
+  std::regex line(
+      R"(\[tiny\] epoch [1-3]/3  step \d+/189  loss \d+\.\d{4}  acc \d\.\d{4}  lr \d\.\de[-+]\d\d  [\d,]+ samples/s  ETA \d+:\d\d:\d\d)");
+  EXPECT_TRUE(std::regex_search(r.out, line)) << r.out;
+  EXPECT_NE(r.out.find("epoch 3 done"), std::string::npos) << r.out;
+
+  nlohmann::json res = Result(storage, "tiny");
+  ASSERT_TRUE(res.is_object()) << r.out;
+  for (const char* key :
+       {"test_accuracy", "test_loss", "train_loss", "steps", "epochs",
+        "samples_per_sec", "wall_seconds", "fingerprint"}) {
+    EXPECT_TRUE(res.contains(key)) << key;
+  }
+  EXPECT_EQ(res["steps"], 189);
+  EXPECT_EQ(res["epochs"], 3);
+  EXPECT_GT(res["test_accuracy"].get<double>(), 0.5);  // chance is 0.1
+  EXPECT_GT(res["samples_per_sec"].get<double>(), 0.0);
+  EXPECT_EQ(res["fingerprint"].get<std::string>().size(), 32u);
+
+  const std::string ckpt = storage + "/jobs/tiny/checkpoints";
+  EXPECT_EQ(ReadFileOrEmpty(ckpt + "/latest"), "step-00000189\n");
+  for (const char* f : {"model.safetensors", "optimizer.safetensors",
+                        "state.json"}) {
+    EXPECT_TRUE(Exists(ckpt + "/step-00000189/" + f)) << f;
+  }
+  // keep = 3: older checkpoints were pruned.
+  EXPECT_FALSE(Exists(ckpt + "/step-00000020"));
+  EXPECT_TRUE(Exists(storage + "/jobs/tiny/summaries"));
+}
+
+TEST_F(TrainCliTest, SameSeedSameFingerprint) {
+  RunResult a = Train(WriteJob(TinyJob({{"epochs", 1}})), dir_ + "/a");
+  RunResult b = Train(WriteJob(TinyJob({{"epochs", 1}})), dir_ + "/b");
+  ASSERT_EQ(a.exit.exit_code, 0) << a.err;
+  ASSERT_EQ(b.exit.exit_code, 0) << b.err;
+  EXPECT_EQ(Result(dir_ + "/a", "tiny")["fingerprint"],
+            Result(dir_ + "/b", "tiny")["fingerprint"]);
+  RunResult c =
+      Train(WriteJob(TinyJob({{"epochs", 1}, {"seed", 8}})), dir_ + "/c");
+  ASSERT_EQ(c.exit.exit_code, 0) << c.err;
+  EXPECT_NE(Result(dir_ + "/a", "tiny")["fingerprint"],
+            Result(dir_ + "/c", "tiny")["fingerprint"]);
+}
+
+TEST_F(TrainCliTest, StopAndResumeEqualsStraightRun) {
+  // Two local replicas, so the resumed run also exercises the replica sum.
+  nlohmann::json job = TinyJob({{"cluster", {{"replicas_per_worker", 2}}}});
+  const std::string path = WriteJob(job);
+  RunResult straight = Train(path, dir_ + "/straight");
+  ASSERT_EQ(straight.exit.exit_code, 0) << straight.err;
+
+  const std::string storage = dir_ + "/resumed";
+  RunResult first = Train(path, storage, {"--stop-after-steps", "45"});
+  ASSERT_EQ(first.exit.exit_code, 0) << first.err;
+  EXPECT_NE(first.out.find("stopped at step 45 of 96"), std::string::npos)
+      << first.out;
+  EXPECT_FALSE(Exists(storage + "/jobs/tiny/result.json"));
+  RunResult second = Train(path, storage);
+  ASSERT_EQ(second.exit.exit_code, 0) << second.err;
+  EXPECT_NE(second.out.find("resumed from"), std::string::npos);
+  EXPECT_NE(second.out.find("at step 45"), std::string::npos) << second.out;
+  EXPECT_EQ(Result(storage, "tiny")["fingerprint"],
+            Result(dir_ + "/straight", "tiny")["fingerprint"]);
+  EXPECT_EQ(Result(storage, "tiny")["resumed_from_step"], 45);
+}
+
+TEST_F(TrainCliTest, KillDashNineThenResumeEqualsStraightRun) {
+  nlohmann::json job =
+      SlowJob({{"epochs", 2}, {"checkpoint", {{"every_steps", 250}}}});
+  const std::string path = WriteJob(job);
+  RunResult straight = Train(path, dir_ + "/straight");
+  ASSERT_EQ(straight.exit.exit_code, 0) << straight.err;
+
+  const std::string storage = dir_ + "/killed";
+  {
+    Subprocess p({Binary(), "train", path, "--storage", storage, "--threads",
+                  "1"},
+                 dir_);
+    ASSERT_TRUE(p.WaitForOutput("step-00000250 written", kTimeout))
+        << p.Stdout() << p.Stderr();
+    p.Signal(SIGKILL);
+    testing::ExitInfo e = p.Wait(10);
+    ASSERT_TRUE(e.exited);
+    EXPECT_EQ(e.term_signal, SIGKILL);
+  }
+  EXPECT_FALSE(Exists(storage + "/jobs/tiny/result.json"));
+  RunResult again = Train(path, storage);
+  ASSERT_EQ(again.exit.exit_code, 0) << again.out << again.err;
+  EXPECT_NE(again.out.find("resumed from"), std::string::npos) << again.out;
+  EXPECT_EQ(Result(storage, "tiny")["fingerprint"],
+            Result(dir_ + "/straight", "tiny")["fingerprint"]);
+}
+
+TEST_F(TrainCliTest, SigtermCheckpointsAndExits) {
+  const std::string path =
+      WriteJob(SlowJob({{"epochs", 20}, {"checkpoint", {{"every_steps", 0}}}}));
+  const std::string storage = dir_ + "/s";
+  Subprocess p({Binary(), "train", path, "--storage", storage, "--threads",
+                "1"},
+               dir_);
+  ASSERT_TRUE(p.WaitForOutput("epoch 1 done", kTimeout)) << p.Stderr();
+  p.Signal(SIGTERM);
+  testing::ExitInfo e = p.Wait(30);
+  ASSERT_TRUE(e.exited);
+  EXPECT_EQ(e.exit_code, 128 + SIGTERM) << p.Stdout() << p.Stderr();
+  EXPECT_NE(p.Stdout().find("run again to resume"), std::string::npos);
+  std::string latest =
+      ReadFileOrEmpty(storage + "/jobs/tiny/checkpoints/latest");
+  EXPECT_EQ(latest.rfind("step-", 0), 0u) << latest;
+}
+
+TEST_F(TrainCliTest, DamagedLatestCheckpointFallsBackToPrevious) {
+  const std::string path = WriteJob(TinyJob({{"epochs", 2}}));
+  const std::string storage = dir_ + "/s";
+  RunResult first = Train(path, storage, {"--stop-after-steps", "40"});
+  ASSERT_EQ(first.exit.exit_code, 0) << first.err;
+  const std::string model =
+      storage + "/jobs/tiny/checkpoints/step-00000040/model.safetensors";
+  std::string bytes = ReadFileOrEmpty(model);
+  ASSERT_GT(bytes.size(), 100u);
+  bytes[bytes.size() - 5] ^= 0x10;  // one flipped bit in the last tensor
+  WriteStringToFile(model, bytes);
+  RunResult second = Train(path, storage);
+  ASSERT_EQ(second.exit.exit_code, 0) << second.out << second.err;
+  EXPECT_NE(second.out.find("step-00000040 is damaged"), std::string::npos)
+      << second.out;
+  EXPECT_NE(second.out.find("at step 20"), std::string::npos) << second.out;
+  RunResult straight = Train(path, dir_ + "/straight");
+  EXPECT_EQ(Result(storage, "tiny")["fingerprint"],
+            Result(dir_ + "/straight", "tiny")["fingerprint"]);
+}
+
+// ---- Bad input: a clear message naming the file or field, a non-zero
+// exit, and nothing written to the storage folder.
+
+class BadInputTest : public TrainCliTest {
+ protected:
+  void ExpectRejected(const std::string& job_path, const std::string& needle,
+                      int exit_code = 2) {
+    const std::string storage = dir_ + "/storage";
+    RunResult r = Train(job_path, storage);
+    ASSERT_TRUE(r.exit.exited) << "hung";
+    EXPECT_EQ(r.exit.term_signal, 0) << "crashed: " << r.err;
+    EXPECT_EQ(r.exit.exit_code, exit_code) << r.out << r.err;
+    EXPECT_NE(r.err.find("lockstep train: error: "), std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+    EXPECT_FALSE(Exists(storage + "/jobs")) << "half-written output";
+  }
+
+  // Writes an IDX file: magic, dims, then `payload`.
+  std::string WriteIdx(const std::string& name, uint32_t magic,
+                       std::vector<uint32_t> dims, const std::string& payload) {
+    std::string b;
+    auto be32 = [&](uint32_t v) {
+      for (int s = 24; s >= 0; s -= 8) b.push_back(char((v >> s) & 0xff));
+    };
+    be32(magic);
+    for (uint32_t d : dims) be32(d);
+    b += payload;
+    std::string path = dir_ + "/" + name;
+    WriteStringToFile(path, b);
+    return path;
+  }
+
+  nlohmann::json IdxJob(const std::string& train_images,
+                        const std::string& train_labels) {
+    nlohmann::json job = TinyJob();
+    job["model"]["input_shape"] = {4, 4, 1};
+    job["data"] = {{"format", "mnist_idx"},
+                   {"train_images", train_images},
+                   {"train_labels", train_labels},
+                   {"test_images", train_images},
+                   {"test_labels", train_labels},
+                   {"scale", 255}};
+    return job;
+  }
+};
+
+TEST_F(BadInputTest, MalformedJson) {
+  const std::string path = dir_ + "/bad.json";
+  WriteStringToFile(path, "{\n  \"name\": \"x\",\n  \"seed\": ,\n}");
+  ExpectRejected(path, "bad.json: malformed JSON at line 3");
+}
+
+TEST_F(BadInputTest, MissingJobFile) {
+  ExpectRejected(dir_ + "/nope.json", "No such file or directory");
+}
+
+TEST_F(BadInputTest, UnknownLayerType) {
+  nlohmann::json job = TinyJob();
+  job["model"]["layers"][1]["type"] = "dense3";
+  ExpectRejected(WriteJob(job),
+                 "model.layers[1].type: unknown layer type \"dense3\"");
+}
+
+TEST_F(BadInputTest, DenseAfterConvWithoutFlatten) {
+  nlohmann::json job = TinyJob();
+  job["model"]["layers"] = nlohmann::json::parse(R"([
+      {"type": "conv2d", "filters": 4, "kernel_size": 3},
+      {"type": "dense", "units": 10}])");
+  ExpectRejected(WriteJob(job), "model.layers[1] (dense): expects a flat input");
+}
+
+TEST_F(BadInputTest, NegativeLearningRate) {
+  ExpectRejected(
+      WriteJob(TinyJob({{"optimizer", {{"learning_rate", -1}}}})),
+      "optimizer.learning_rate: must be > 0, got -1");
+}
+
+TEST_F(BadInputTest, MissingDatasetFile) {
+  ExpectRejected(WriteJob(IdxJob(dir_ + "/none-images", dir_ + "/none-labels")),
+                 "data.train_images: cannot open \"" + dir_ + "/none-images\"");
+}
+
+TEST_F(BadInputTest, TruncatedIdxFile) {
+  std::string images = WriteIdx("img", 0x803, {10, 4, 4}, std::string(100, 'a'));
+  std::string labels = WriteIdx("lab", 0x801, {10}, std::string(10, '\1'));
+  ExpectRejected(WriteJob(IdxJob(images, labels)), "truncated");
+}
+
+TEST_F(BadInputTest, LabelCountDiffersFromImageCount) {
+  std::string images = WriteIdx("img", 0x803, {10, 4, 4}, std::string(160, 'a'));
+  std::string labels = WriteIdx("lab", 0x801, {9}, std::string(9, '\1'));
+  ExpectRejected(WriteJob(IdxJob(images, labels)), "has 9 labels");
+}
+
+TEST_F(BadInputTest, LabelOutOfRange) {
+  std::string images = WriteIdx("img", 0x803, {10, 4, 4}, std::string(160, 'a'));
+  std::string payload(10, '\1');
+  payload[7] = 12;
+  std::string labels = WriteIdx("lab", 0x801, {10}, payload);
+  ExpectRejected(WriteJob(IdxJob(images, labels)),
+                 "label 12 at index 7 is out of range [0, 10)");
+}
+
+TEST_F(BadInputTest, StorageThatCannotBeWritten) {
+  const std::string file = dir_ + "/a-file";
+  WriteStringToFile(file, "x");
+  RunResult r = Train(WriteJob(TinyJob()), file + "/storage");
+  ASSERT_TRUE(r.exit.exited);
+  EXPECT_EQ(r.exit.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("--storage: cannot create \"" + file + "\""),
+            std::string::npos)
+      << r.err;
+}
+
+TEST_F(BadInputTest, UnknownFlagAndMissingJob) {
+  RunResult r = Run({Binary(), "train", "--storag", "x"}, dir_, kTimeout);
+  EXPECT_EQ(r.exit.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown flag --storag"), std::string::npos) << r.err;
+  r = Run({Binary(), "frobnicate"}, dir_, kTimeout);
+  EXPECT_EQ(r.exit.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown command \"frobnicate\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace lockstep
