@@ -40,10 +40,13 @@ int Fail(const absl::Status& status) {
 
 const char kTrainUsage[] =
     "usage: lockstep train JOB.json [--storage DIR] [--threads N] "
-    "[--no-resume] [--stop-after-steps N]\n"
+    "[--no-resume] [--stop-after-steps N] [--data-dir DIR]\n"
     "  --storage DIR          results under DIR/jobs/NAME/ (default "
     "./lockstep_storage)\n"
     "  --threads N            compute threads (default: every core)\n"
+    "  --data-dir DIR         resolve the job's relative data paths against "
+    "DIR\n"
+    "                         (default: the job file's folder)\n"
     "  --no-resume            start over; earlier checkpoints are moved "
     "aside, not deleted\n"
     "  --stop-after-steps N   checkpoint and stop once N global steps are "
@@ -51,7 +54,7 @@ const char kTrainUsage[] =
 
 int RunTrainCommand(const std::vector<std::string>& args) {
   absl::StatusOr<ParsedFlags> flags = ParseFlags(
-      args, {"storage", "threads", "stop-after-steps"}, {"no-resume", "help"});
+      args, {"storage", "threads", "stop-after-steps", "data-dir"}, {"no-resume", "help"});
   if (!flags.ok()) {
     std::cerr << "lockstep train: " << flags.status().message() << "\n"
               << kTrainUsage;
@@ -76,7 +79,7 @@ int RunTrainCommand(const std::vector<std::string>& args) {
   absl::StatusOr<int64_t> stop_after = flags->GetInt("stop-after-steps", -1);
   if (!stop_after.ok()) return Fail(stop_after.status());
 
-  absl::StatusOr<JobSpec> spec = LoadJobSpec(flags->positional[0]);
+  absl::StatusOr<JobSpec> spec = LoadJobSpec(flags->positional[0], flags->Get("data-dir", ""));
   if (!spec.ok()) return Fail(spec.status());
 
   TrainOptions options;

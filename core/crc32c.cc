@@ -45,9 +45,9 @@ uint32_t ExtendPortable(uint32_t crc, const void* data, size_t n) {
     std::memcpy(&hi, p + 4, 4);
     lo ^= c;
     c = tb.t[7][lo & 0xff] ^ tb.t[6][(lo >> 8) & 0xff] ^
-        tb.t[5][(lo >> 16) & 0xff] ^ tb.t[4][lo >> 24] ^
-        tb.t[3][hi & 0xff] ^ tb.t[2][(hi >> 8) & 0xff] ^
-        tb.t[1][(hi >> 16) & 0xff] ^ tb.t[0][hi >> 24];
+        tb.t[5][(lo >> 16) & 0xff] ^ tb.t[4][lo >> 24] ^ tb.t[3][hi & 0xff] ^
+        tb.t[2][(hi >> 8) & 0xff] ^ tb.t[1][(hi >> 16) & 0xff] ^
+        tb.t[0][hi >> 24];
     p += 8;
     n -= 8;
   }
@@ -56,8 +56,8 @@ uint32_t ExtendPortable(uint32_t crc, const void* data, size_t n) {
 }
 
 __attribute__((target("sse4.2"))) uint32_t ExtendSse42(uint32_t crc,
-                                                        const void* data,
-                                                        size_t n) {
+                                                       const void* data,
+                                                       size_t n) {
   const auto* p = static_cast<const uint8_t*>(data);
   uint64_t c = ~crc;
   while (n >= 8) {

@@ -64,7 +64,9 @@ TEST(Crc32cTest, ExtendEqualsWhole) {
 TEST(Crc32cTest, MaskRoundTrip) {
   for (uint32_t c : {0u, 1u, 0xE3069283u, 0xffffffffu, 0x80000000u}) {
     EXPECT_EQ(UnmaskCrc32c(MaskCrc32c(c)), c);
-    if (c != 0) EXPECT_NE(MaskCrc32c(c), c);
+    if (c != 0) {
+      EXPECT_NE(MaskCrc32c(c), c);
+    }
   }
   EXPECT_EQ(MaskCrc32c(0), 0xa282ead8u);
 }

@@ -16,7 +16,7 @@ namespace lockstep {
 
 struct Dataset {
   // Per sample: mnist [rows, cols] (e.g. [28, 28]); csv [num_features];
-  // synthetic kSyntheticSampleShape.
+  // synthetic SyntheticSampleShape() = [8, 8, 1] (core/synthetic_data.h).
   Shape sample_shape;
   int64_t num_samples = 0;
   int64_t num_classes = 0;  // DataSpec::num_classes; labels lie in [0, it)

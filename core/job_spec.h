@@ -65,8 +65,8 @@ struct OptimizerSpec {
 struct ScheduleSpec {
   ScheduleType type = ScheduleType::kConstant;
   ScheduleUnit unit = ScheduleUnit::kEpoch;  // piecewise boundaries
-  std::vector<double> boundaries;  // piecewise: strictly increasing
-  std::vector<double> values;      // piecewise: boundaries.size() + 1 values
+  std::vector<double> boundaries;            // piecewise: strictly increasing
+  std::vector<double> values;  // piecewise: boundaries.size() + 1 values
   // polynomial: lr = (initial - end) * (1 - min(step, decay_steps) /
   // decay_steps)^power + end, initial = optimizer.learning_rate
   int64_t decay_steps = 0;
@@ -81,7 +81,7 @@ struct DataSpec {
   std::string test_images, test_labels;
   std::string train_path, test_path;  // csv: label first, then features
   bool csv_header = false;            // csv: skip the first line
-  double scale = 1.0;                 // features are divided by this (255 for pixels)
+  double scale = 1.0;  // features are divided by this (255 for pixels)
   bool shuffle = true;
   int64_t num_classes = 10;
   // synthetic: a learnable classification task drawn from data.seed
@@ -128,13 +128,28 @@ struct JobSpec {
   }
 };
 
+// Field-by-field equality (ParseJobSpec(JobSpecToJson(s)) == s).
+bool operator==(const LayerSpec& a, const LayerSpec& b);
+bool operator==(const ModelSpec& a, const ModelSpec& b);
+bool operator==(const OptimizerSpec& a, const OptimizerSpec& b);
+bool operator==(const ScheduleSpec& a, const ScheduleSpec& b);
+bool operator==(const DataSpec& a, const DataSpec& b);
+bool operator==(const CheckpointSpec& a, const CheckpointSpec& b);
+bool operator==(const SummarySpec& a, const SummarySpec& b);
+bool operator==(const ClusterSpec& a, const ClusterSpec& b);
+bool operator==(const JobSpec& a, const JobSpec& b);
+inline bool operator!=(const JobSpec& a, const JobSpec& b) { return !(a == b); }
+
 // Parses and validates a job document. Errors are kInvalidArgument and name
 // the field: "optimizer.learning_rate: must be > 0, got -1". Relative data
 // paths are resolved against `base_dir` when it is non-empty.
 absl::StatusOr<JobSpec> ParseJobSpec(absl::string_view json_text,
                                      absl::string_view base_dir = "");
 // Reads `path` and parses it; a missing file or bad JSON names the file.
-absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path);
+// Relative data paths are resolved against `data_dir` when given, else
+// against the job file's folder.
+absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path,
+                                    const std::string& data_dir = "");
 // The canonical JSON form (all defaults filled): stored with checkpoints.
 std::string JobSpecToJson(const JobSpec& spec);
 

@@ -7,8 +7,8 @@
 //   x = tanh(a * p + 0.6 * noise),  p = one of c's two prototypes,
 //   a ~ U[0.6, 1.4] (per-sample contrast), noise ~ N(0, 1) per pixel,
 // then divided by DataSpec::scale. Labels are uniform over num_classes, so
-// chance accuracy is 1 / num_classes; a small MLP passes 0.9 in an epoch or two.
-// Prototypes depend only on the seed; train and test draw samples from the
+// chance accuracy is 1 / num_classes; a small MLP passes 0.9 in an epoch or
+// two. Prototypes depend only on the seed; train and test draw samples from the
 // same distribution with different streams.
 #ifndef LOCKSTEP_CORE_SYNTHETIC_DATA_H_
 #define LOCKSTEP_CORE_SYNTHETIC_DATA_H_

@@ -96,7 +96,7 @@ bool Subprocess::WaitForOutput(const std::string& needle, double timeout_s) {
   return false;
 }
 
-RunResult Run(const std::vector<std::string>& argv, const std::string& log_dir,
+RunResult RunProcess(const std::vector<std::string>& argv, const std::string& log_dir,
               double timeout_s) {
   Subprocess p(argv, log_dir);
   RunResult r;

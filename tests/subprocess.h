@@ -47,7 +47,7 @@ struct RunResult {
   std::string out, err;
 };
 // Runs to completion (killing it past timeout_s: exit.exited is then false).
-RunResult Run(const std::vector<std::string>& argv, const std::string& log_dir,
+RunResult RunProcess(const std::vector<std::string>& argv, const std::string& log_dir,
               double timeout_s);
 
 // Path of a runfile ("client/lockstep") of this workspace.

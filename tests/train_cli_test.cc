@@ -17,7 +17,7 @@ namespace {
 
 using testing::NewTempDir;
 using testing::ReadFileOrEmpty;
-using testing::Run;
+using testing::RunProcess;
 using testing::RunResult;
 using testing::Runfile;
 using testing::Subprocess;
@@ -51,7 +51,7 @@ nlohmann::json TinyJob(const nlohmann::json& extra = {}) {
     "checkpoint": {"every_steps": 20, "keep": 3},
     "summary": {"every_steps": 10}
   })");
-  job.merge_patch(extra);
+  if (!extra.is_null()) job.merge_patch(extra);
   return job;
 }
 
@@ -64,7 +64,7 @@ nlohmann::json SlowJob(const nlohmann::json& extra) {
       {"type": "dense", "units": 512, "activation": "relu"},
       {"type": "dense", "units": 10}]},
     "data": {"train_samples": 20000}})"));
-  job.merge_patch(extra);
+  if (!extra.is_null()) job.merge_patch(extra);
   return job;
 }
 
@@ -84,7 +84,7 @@ class TrainCliTest : public ::testing::Test {
     std::vector<std::string> argv = {Binary(), "train", job_path,
                                      "--storage", storage, "--threads", "1"};
     argv.insert(argv.end(), extra.begin(), extra.end());
-    return Run(argv, dir_, kTimeout);
+    return RunProcess(argv, dir_, kTimeout);
   }
 
   nlohmann::json Result(const std::string& storage, const std::string& name) {
@@ -349,10 +349,10 @@ TEST_F(BadInputTest, StorageThatCannotBeWritten) {
 }
 
 TEST_F(BadInputTest, UnknownFlagAndMissingJob) {
-  RunResult r = Run({Binary(), "train", "--storag", "x"}, dir_, kTimeout);
+  RunResult r = RunProcess({Binary(), "train", "--storag", "x"}, dir_, kTimeout);
   EXPECT_EQ(r.exit.exit_code, 2);
   EXPECT_NE(r.err.find("unknown flag --storag"), std::string::npos) << r.err;
-  r = Run({Binary(), "frobnicate"}, dir_, kTimeout);
+  r = RunProcess({Binary(), "frobnicate"}, dir_, kTimeout);
   EXPECT_EQ(r.exit.exit_code, 2);
   EXPECT_NE(r.err.find("unknown command \"frobnicate\""), std::string::npos);
 }

@@ -1,0 +1,201 @@
+#!/usr/bin/python3
+# The PyTorch side of benchmarks/train_vs_pytorch.sh: trains the same MNIST
+# model as a lockstep job (same batch, threads, Adam, loss) and prints one
+# JSON line with its training-loop samples per second.
+#
+# Run with Debian's interpreter (/usr/bin/python3, package python3-torch).
+#   pytorch_peer.py --model mlp|cnn --mnist-dir DIR --steps N --threads T
+#   pytorch_peer.py --info      # torch version and the BLAS it really uses
+import argparse
+import gzip
+import json
+import os
+import subprocess
+import sys
+import time
+
+WARMUP_STEPS = 20
+
+
+def parse_args():
+    p = argparse.ArgumentParser(
+        description="PyTorch peer of benchmarks/train_vs_pytorch.sh")
+    p.add_argument("--model", choices=["mlp", "cnn"])
+    p.add_argument("--mnist-dir")
+    p.add_argument("--steps", type=int, default=1000)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--info", action="store_true",
+                   help="print torch version and BLAS in use, then exit")
+    args = p.parse_args()
+    if not args.info and (args.model is None or args.mnist_dir is None):
+        p.error("--model and --mnist-dir are required (or --info)")
+    if args.steps < 1 or args.threads < 1 or args.batch < 1:
+        p.error("--steps, --threads and --batch must be >= 1")
+    return args
+
+
+ARGS = parse_args()
+# Before torch loads: OpenBLAS (pthread build) sizes its own pool from these,
+# and torch.set_num_threads does not reach it. Same thread budget as lockstep.
+for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[var] = str(ARGS.threads)
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+
+def blas_in_use():
+    """(short name, path) of the BLAS mapped into this process after a matmul.
+
+    Debian's torch links libblas.so.3, which is whatever the alternatives
+    system points to: OpenBLAS, or the slow reference BLAS.
+    """
+    a = torch.ones(64, 64)
+    (a @ a).sum().item()  # make sure the BLAS library is loaded and used
+    paths = set()
+    with open("/proc/self/maps") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 6 and parts[5].startswith("/"):
+                paths.add(parts[5])
+    for path in sorted(paths):
+        base = os.path.basename(path)
+        low = path.lower()
+        if "openblas" in low:
+            return "openblas", path
+        if "mkl" in base.lower():
+            return "mkl", path
+        if "blis" in low:
+            return "blis", path
+    for path in sorted(paths):
+        if os.path.basename(path).startswith(("libblas.so", "libcblas.so")):
+            return "reference", path  # netlib: no "openblas" in the real path
+    return "unknown", ""
+
+
+def alternatives_blas():
+    try:
+        out = subprocess.run(
+            ["update-alternatives", "--query", "libblas.so.3-x86_64-linux-gnu"],
+            capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    for line in out.splitlines():
+        if line.startswith("Value:"):
+            return line.split(":", 1)[1].strip()
+    return ""
+
+
+def warn_if_not_openblas(name, path):
+    if name in ("openblas", "mkl"):
+        return
+    bar = "!" * 78
+    print(f"{bar}\n!! WARNING: PyTorch is using the {name} BLAS ({path or '?'}),"
+          f" not OpenBLAS.\n!! Its matmuls are ~7-8x slower, so this comparison"
+          f" would flatter lockstep.\n!! Fix: apt-get install libopenblas0-pthread"
+          f" (or update-alternatives --config\n!!   libblas.so.3-x86_64-linux-gnu)"
+          f" and run again.\n{bar}", file=sys.stderr)
+
+
+def read_idx(path, magic, header):
+    with gzip.open(path, "rb") as f:
+        raw = f.read()
+    got = int.from_bytes(raw[0:4], "big")
+    if got != magic:
+        sys.exit(f"pytorch_peer: {path}: magic {got}, expected {magic}")
+    return np.frombuffer(raw, dtype=np.uint8, offset=header)
+
+
+def load_mnist(mnist_dir, model):
+    images = read_idx(os.path.join(mnist_dir, "train-images-idx3-ubyte.gz"),
+                      2051, 16)
+    labels = read_idx(os.path.join(mnist_dir, "train-labels-idx1-ubyte.gz"),
+                      2049, 8)
+    n = labels.shape[0]
+    x = torch.from_numpy(images.astype(np.float32) / 255.0)
+    x = x.reshape(n, 784) if model == "mlp" else x.reshape(n, 1, 28, 28)
+    y = torch.from_numpy(labels.astype(np.int64))
+    return x.contiguous(), y
+
+
+def build_model(model):
+    if model == "mlp":
+        return nn.Sequential(
+            nn.Linear(784, 256), nn.ReLU(),
+            nn.Linear(256, 256), nn.ReLU(),
+            nn.Linear(256, 10))
+    return nn.Sequential(  # NCHW, PyTorch's native layout
+        nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+        nn.Linear(32 * 13 * 13, 64), nn.ReLU(),
+        nn.Linear(64, 10))
+
+
+class Batches:
+    """Contiguous batches of a fresh random permutation each epoch; the last
+    batch of an epoch may be short, as in lockstep's ShardPlan."""
+
+    def __init__(self, x, y, batch, gen):
+        self.x, self.y, self.batch, self.gen = x, y, batch, gen
+        self.perm, self.pos = None, 0
+
+    def next(self):
+        n = self.y.shape[0]
+        if self.perm is None or self.pos >= n:
+            self.perm = torch.randperm(n, generator=self.gen)
+            self.pos = 0
+        idx = self.perm[self.pos:self.pos + self.batch]
+        self.pos += self.batch
+        return self.x.index_select(0, idx), self.y.index_select(0, idx)
+
+
+def main():
+    torch.set_num_threads(ARGS.threads)
+    torch.set_num_interop_threads(1)
+    blas, blas_path = blas_in_use()
+    warn_if_not_openblas(blas, blas_path)
+    if ARGS.info:
+        print(json.dumps({"torch": torch.__version__, "blas": blas,
+                          "blas_path": blas_path,
+                          "alternatives_libblas": alternatives_blas(),
+                          "torch_threads": torch.get_num_threads()}))
+        return
+
+    torch.manual_seed(ARGS.seed)
+    gen = torch.Generator().manual_seed(ARGS.seed)
+    x, y = load_mnist(ARGS.mnist_dir, ARGS.model)
+    model = build_model(ARGS.model)
+    # Keras' Adam defaults (lockstep follows Keras): eps 1e-7, not torch's 1e-8.
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7)
+    loss_fn = nn.CrossEntropyLoss()
+    batches = Batches(x, y, ARGS.batch, gen)
+
+    def step():
+        xb, yb = batches.next()
+        loss = loss_fn(model(xb), yb)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return yb.shape[0], loss
+
+    model.train()
+    for _ in range(WARMUP_STEPS):
+        step()
+    samples = 0
+    t0 = time.perf_counter()
+    for _ in range(ARGS.steps):
+        n, loss = step()
+        samples += n
+    seconds = time.perf_counter() - t0
+    final_loss = loss.item()
+    print(json.dumps({
+        "samples_per_sec": samples / seconds, "steps": ARGS.steps,
+        "threads": ARGS.threads, "model": ARGS.model, "batch": ARGS.batch,
+        "seconds": round(seconds, 3), "final_loss": round(final_loss, 4),
+        "torch": torch.__version__, "blas": blas}))
+
+
+if __name__ == "__main__":
+    main()

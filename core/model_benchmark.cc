@@ -1,0 +1,80 @@
+// Times Model::TrainStep on the models of benchmarks/train_vs_pytorch.sh
+// (MNIST MLP 784-256-256-10 and the small CNN), batch 64, so kernel changes
+// can be measured without the trainer or the data set.
+//   bazel run //core:model_benchmark -- [threads] [steps]
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+
+#include "core/model.h"
+#include "kernels/cpu/threading.h"
+
+namespace lockstep {
+namespace {
+
+LayerSpec Spec(LayerType t, int64_t units = 0,
+               Activation act = Activation::kLinear) {
+  LayerSpec s;
+  s.type = t;
+  s.units = units;
+  s.activation = act;
+  return s;
+}
+
+void Run(const char* label, const ModelSpec& spec, int steps) {
+  std::unique_ptr<Model> m = *Model::Build(spec, 1);
+  const int64_t batch = 64;
+  Shape shape = m->input_shape();
+  shape.insert(shape.begin(), batch);
+  Tensor x(shape);
+  std::mt19937 gen(1);
+  std::uniform_real_distribution<float> d(0, 1);
+  for (float& v : x.values()) v = d(gen);
+  std::vector<int32_t> y(batch);
+  for (int64_t i = 0; i < batch; ++i) y[i] = i % 10;
+  auto step = [&](int s) {
+    m->TrainStep(x, y.data(), LossType::kSparseCategoricalCrossentropy,
+                 1.0f / batch, s);
+    for (Param* p : m->params()) {
+      float* v = p->value.data();
+      const float* g = p->grad.data();
+      for (int64_t i = 0; i < p->value.size(); ++i) v[i] -= 0.01f * g[i];
+    }
+  };
+  for (int s = 0; s < 20; ++s) step(s);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int s = 0; s < steps; ++s) step(s);
+  const double sec =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
+  std::printf("%-4s threads=%d  %.3f ms/step  %.0f samples/s\n", label,
+              NumThreads(), 1e3 * sec / steps, steps * batch / sec);
+}
+
+}  // namespace
+}  // namespace lockstep
+
+int main(int argc, char** argv) {
+  using namespace lockstep;
+  const int threads = argc > 1 ? std::atoi(argv[1]) : 1;
+  const int steps = argc > 2 ? std::atoi(argv[2]) : 300;
+  SetNumThreads(threads);
+  ModelSpec mlp;
+  mlp.input_shape = {784};
+  mlp.layers = {Spec(LayerType::kDense, 256, Activation::kRelu),
+                Spec(LayerType::kDense, 256, Activation::kRelu),
+                Spec(LayerType::kDense, 10)};
+  ModelSpec cnn;
+  cnn.input_shape = {28, 28, 1};
+  LayerSpec conv = Spec(LayerType::kConv2D);
+  conv.filters = 32;
+  conv.kernel_h = conv.kernel_w = 3;
+  conv.activation = Activation::kRelu;
+  cnn.layers = {conv, Spec(LayerType::kMaxPool2D), Spec(LayerType::kFlatten),
+                Spec(LayerType::kDense, 64, Activation::kRelu),
+                Spec(LayerType::kDense, 10)};
+  Run("mlp", mlp, steps);
+  Run("cnn", cnn, steps);
+  return 0;
+}

@@ -1,0 +1,420 @@
+// End-to-end checks of Model: gradients against finite differences of the
+// step's own loss, build errors, initialisation, empty slices, learning.
+#include "core/model.h"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/threading.h"
+
+namespace lockstep {
+namespace {
+
+constexpr LossType kXent = LossType::kSparseCategoricalCrossentropy;
+
+LayerSpec Dense(int64_t units, Activation act = Activation::kLinear) {
+  LayerSpec s;
+  s.type = LayerType::kDense;
+  s.units = units;
+  s.activation = act;
+  return s;
+}
+
+LayerSpec Conv(int64_t filters, int64_t k, int64_t stride, Padding pad,
+               Activation act) {
+  LayerSpec s;
+  s.type = LayerType::kConv2D;
+  s.filters = filters;
+  s.kernel_h = s.kernel_w = k;
+  s.stride_h = s.stride_w = stride;
+  s.padding = pad;
+  s.activation = act;
+  return s;
+}
+
+LayerSpec Of(LayerType t) {
+  LayerSpec s;
+  s.type = t;
+  return s;
+}
+
+LayerSpec Dropout(double rate) {
+  LayerSpec s = Of(LayerType::kDropout);
+  s.rate = rate;
+  return s;
+}
+
+std::unique_ptr<Model> BuildOrDie(const ModelSpec& spec, uint64_t seed = 1) {
+  absl::StatusOr<std::unique_ptr<Model>> m = Model::Build(spec, seed);
+  EXPECT_TRUE(m.ok()) << m.status();
+  return m.ok() ? std::move(*m) : nullptr;
+}
+
+Tensor RandomInput(const Model& m, int64_t n, uint32_t seed) {
+  Shape shape = m.input_shape();
+  shape.insert(shape.begin(), n);
+  Tensor x(shape);
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> d(-1, 1);
+  for (float& v : x.values()) v = d(gen);
+  return x;
+}
+
+std::vector<int32_t> Labels(int64_t n, int classes) {
+  std::vector<int32_t> l(n);
+  for (int64_t i = 0; i < n; ++i)
+    l[i] = static_cast<int32_t>((i * 3 + 1) % classes);
+  return l;
+}
+
+// Checks every parameter's gradient from TrainStep against central
+// differences of grad_scale * loss_sum (TrainStep's own loss, so dropout
+// uses the same mask).
+void CheckGradients(Model& m, const Tensor& x, const std::vector<int32_t>& y,
+                    LossType loss, uint64_t dropout_seed = 5, float eps = 2e-3f,
+                    double tol = 3e-3) {
+  const float scale = 0.5f;
+  m.TrainStep(x, y.data(), loss, scale, dropout_seed);
+  std::vector<std::vector<float>> grads;
+  for (Param* p : m.params()) grads.push_back(p->grad.values());
+  int checked = 0, kinks = 0;
+  for (size_t k = 0; k < m.params().size(); ++k) {
+    Param* p = m.params()[k];
+    for (int64_t i = 0; i < p->value.size(); ++i) {
+      float* v = p->value.data() + i;
+      const float saved = *v;
+      *v = saved + eps;
+      const double up =
+          scale * m.TrainStep(x, y.data(), loss, scale, dropout_seed).loss_sum;
+      *v = saved - eps;
+      const double down =
+          scale * m.TrainStep(x, y.data(), loss, scale, dropout_seed).loss_sum;
+      *v = saved;
+      const double mid =
+          scale * m.TrainStep(x, y.data(), loss, scale, dropout_seed).loss_sum;
+      const double numeric = (up - down) / (2 * eps);
+      // A relu or max-pool kink inside [-eps, eps] makes the one-sided
+      // slopes disagree: the difference quotient means nothing there.
+      const double slope_up = (up - mid) / eps, slope_down = (mid - down) / eps;
+      if (std::fabs(slope_up - slope_down) > tol * (1 + std::fabs(numeric))) {
+        ++kinks;
+        continue;
+      }
+      ASSERT_NEAR(grads[k][i], numeric, tol * (1 + std::fabs(numeric)))
+          << p->name << "[" << i << "]";
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
+  EXPECT_LE(kinks, checked / 50 + 1);
+}
+
+TEST(ModelTest, DenseTanhGradients) {
+  ModelSpec spec;
+  spec.input_shape = {6};
+  spec.layers = {Dense(8, Activation::kTanh), Dense(4)};
+  auto m = BuildOrDie(spec);
+  CheckGradients(*m, RandomInput(*m, 5, 1), Labels(5, 4), kXent);
+}
+
+TEST(ModelTest, ConvPoolFlattenDenseSoftmaxGradients) {
+  for (int threads : {1, 2}) {
+    SetNumThreads(threads);
+    ModelSpec spec;
+    spec.input_shape = {9, 8, 2};
+    LayerSpec pool = Of(LayerType::kMaxPool2D);
+    spec.layers = {
+        Conv(3, 3, 2, Padding::kSame, Activation::kTanh),     // 5x4x3
+        Conv(4, 2, 1, Padding::kValid, Activation::kLinear),  // 4x3x4
+        pool,                                                 // 2x1x4
+        Of(LayerType::kFlatten), Dense(3, Activation::kSoftmax)};
+    auto m = BuildOrDie(spec);
+    EXPECT_EQ(m->output_shape(), (Shape{3}));
+    // Small steps: max-pool near-ties would otherwise flip within +-eps.
+    CheckGradients(*m, RandomInput(*m, 3, 2), Labels(3, 3), kXent, 5,
+                   /*eps=*/5e-4f);
+  }
+}
+
+TEST(ModelTest, SoftmaxWithMseGradients) {
+  ModelSpec spec;
+  spec.input_shape = {4};
+  spec.layers = {Dense(5, Activation::kSigmoid),
+                 Dense(3, Activation::kSoftmax)};
+  auto m = BuildOrDie(spec);
+  CheckGradients(*m, RandomInput(*m, 4, 3), Labels(4, 3), LossType::kMse);
+}
+
+TEST(ModelTest, MseOnASingleUnitGradients) {
+  ModelSpec spec;
+  spec.input_shape = {3};
+  spec.layers = {Dense(4, Activation::kRelu), Dense(1)};
+  auto m = BuildOrDie(spec);
+  CheckGradients(*m, RandomInput(*m, 6, 4), Labels(6, 2), LossType::kMse);
+}
+
+TEST(ModelTest, DropoutGradientsWithAFixedSeed) {
+  ModelSpec spec;
+  spec.input_shape = {5};
+  spec.layers = {Dense(10, Activation::kTanh), Dropout(0.5), Dense(3)};
+  auto m = BuildOrDie(spec);
+  Tensor x = RandomInput(*m, 4, 5);
+  std::vector<int32_t> y = Labels(4, 3);
+  CheckGradients(*m, x, y, kXent, /*dropout_seed=*/77);
+  // The mask is a pure function of the seed: same seed, same loss; a new
+  // seed, a new mask; inference uses no dropout.
+  const double a = m->TrainStep(x, y.data(), kXent, 1, 77).loss_sum;
+  const double b = m->TrainStep(x, y.data(), kXent, 1, 77).loss_sum;
+  const double c = m->TrainStep(x, y.data(), kXent, 1, 78).loss_sum;
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  const double e1 = m->Evaluate(x, y.data(), kXent).loss_sum;
+  EXPECT_NE(e1, a);
+}
+
+TEST(ModelTest, FusedSoftmaxLossMatchesExplicitCrossEntropy) {
+  ModelSpec spec;
+  spec.input_shape = {4};
+  spec.layers = {Dense(3, Activation::kSoftmax)};
+  auto m = BuildOrDie(spec);
+  Tensor x = RandomInput(*m, 2, 6);
+  std::vector<int32_t> y = Labels(2, 3);
+  BatchLoss got = m->Evaluate(x, y.data(), kXent);
+  const float* k = m->params()[0]->value.data();
+  double want = 0;
+  for (int r = 0; r < 2; ++r) {
+    double z[3], s = 0;
+    for (int j = 0; j < 3; ++j) {
+      z[j] = 0;
+      for (int i = 0; i < 4; ++i) z[j] += x.data()[r * 4 + i] * k[i * 3 + j];
+      s += std::exp(z[j]);
+    }
+    want += -std::log(std::exp(z[y[r]]) / s);
+  }
+  EXPECT_NEAR(got.loss_sum, want, 1e-5);
+  EXPECT_EQ(got.count, 2);
+}
+
+TEST(ModelTest, BuildErrorsNameTheLayer) {
+  auto error = [](const ModelSpec& spec) {
+    absl::StatusOr<std::unique_ptr<Model>> m = Model::Build(spec, 1);
+    EXPECT_FALSE(m.ok());
+    EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+    return std::string(m.status().message());
+  };
+  ModelSpec spec;
+  spec.input_shape = {28, 28, 1};
+  LayerSpec pool = Of(LayerType::kMaxPool2D);
+  spec.layers = {Conv(32, 3, 1, Padding::kValid, Activation::kRelu), pool,
+                 Conv(32, 1, 1, Padding::kValid, Activation::kRelu), Dense(10)};
+  EXPECT_EQ(error(spec),
+            "model.layers[3] (dense): expects a flat input, got [13, 13, 32]; "
+            "add a flatten layer before it");
+
+  spec.input_shape = {784};
+  spec.layers = {Conv(8, 3, 1, Padding::kValid, Activation::kRelu)};
+  EXPECT_EQ(error(spec),
+            "model.layers[0] (conv2d): expects an image input [height, width, "
+            "channels], got [784]; set model.input_shape to [height, width, "
+            "channels]");
+
+  spec.input_shape = {4, 4, 1};
+  spec.layers = {Conv(8, 3, 1, Padding::kValid, Activation::kRelu),
+                 Conv(8, 3, 1, Padding::kValid, Activation::kRelu)};
+  EXPECT_EQ(error(spec),
+            "model.layers[1] (conv2d_1): kernel_size [3, 3] is larger than "
+            "its input [2, 2, 8] with padding \"valid\"; use padding \"same\" "
+            "or a smaller kernel");
+  spec.layers[1].padding = Padding::kSame;
+  EXPECT_TRUE(Model::Build(spec, 1).ok());
+
+  spec.input_shape = {10};
+  spec.layers = {Dense(5), Dense(0)};
+  EXPECT_EQ(error(spec), "model.layers[1] (dense_1): units must be > 0, got 0");
+
+  spec.layers = {Dense(5), Of(LayerType::kFlatten), Dense(3),
+                 Conv(2, 1, 1, Padding::kSame, Activation::kLinear)};
+  EXPECT_EQ(error(spec),
+            "model.layers[3] (conv2d): expects an image input [height, width, "
+            "channels], got [3]; image layers must come before flatten and "
+            "dense");
+
+  spec.input_shape = {3, 3, 2};
+  spec.layers = {Of(LayerType::kMaxPool2D)};
+  spec.layers[0].pool_h = 4;
+  EXPECT_EQ(error(spec),
+            "model.layers[0] (max_pooling2d): pool_size [4, 2] is larger than "
+            "its input [3, 3, 2]");
+
+  spec.input_shape = {10};
+  spec.layers = {Dropout(1.0)};
+  EXPECT_EQ(error(spec),
+            "model.layers[0] (dropout): rate must be in [0, 1), got 1");
+
+  spec.layers = {Dense(3), Dense(3)};
+  spec.layers[1].name = "dense";
+  EXPECT_EQ(error(spec),
+            "model.layers[1] (dense): the name \"dense\" is already used by an "
+            "earlier layer; layer names must be unique");
+
+  spec.layers = {};
+  EXPECT_EQ(error(spec), "model.layers: must not be empty");
+  spec.input_shape = {};
+  spec.layers = {Dense(3)};
+  EXPECT_EQ(error(spec),
+            "model.input_shape: every dimension must be > 0, got []");
+}
+
+TEST(ModelTest, KerasNamesShapesAndCounts) {
+  ModelSpec spec;
+  spec.input_shape = {28, 28, 1};
+  spec.layers = {Conv(32, 3, 1, Padding::kValid, Activation::kRelu),
+                 Of(LayerType::kMaxPool2D),
+                 Conv(64, 3, 1, Padding::kValid, Activation::kRelu),
+                 Of(LayerType::kMaxPool2D),
+                 Of(LayerType::kFlatten),
+                 Dropout(0.5),
+                 Dense(10, Activation::kSoftmax)};
+  auto m = BuildOrDie(spec);
+  std::vector<std::string> names;
+  for (Param* p : m->params()) names.push_back(p->name);
+  EXPECT_EQ(names, (std::vector<std::string>{"conv2d/kernel", "conv2d/bias",
+                                             "conv2d_1/kernel", "conv2d_1/bias",
+                                             "dense/kernel", "dense/bias"}));
+  EXPECT_EQ(m->params()[2]->value.shape(), (Shape{3, 3, 32, 64}));
+  EXPECT_EQ(m->params()[4]->value.shape(), (Shape{1600, 10}));
+  // Keras' model.summary() for this model: 34,826 parameters.
+  EXPECT_EQ(m->num_parameters(), 34826);
+  EXPECT_EQ(m->output_shape(), (Shape{10}));
+  EXPECT_EQ(m->layer(3).name(), "max_pooling2d_1");
+}
+
+TEST(ModelTest, InitIsGlorotAndDeterministic) {
+  ModelSpec spec;
+  spec.input_shape = {8, 8, 3};
+  spec.layers = {Conv(16, 3, 1, Padding::kSame, Activation::kRelu),
+                 Of(LayerType::kFlatten), Dense(20)};
+  auto a = BuildOrDie(spec, 42), b = BuildOrDie(spec, 42),
+       c = BuildOrDie(spec, 43);
+  for (size_t i = 0; i < a->params().size(); ++i) {
+    const Tensor& va = a->params()[i]->value;
+    EXPECT_EQ(std::memcmp(va.data(), b->params()[i]->value.data(),
+                          va.size() * sizeof(float)),
+              0);
+  }
+  EXPECT_NE(a->params()[0]->value.values(), c->params()[0]->value.values());
+  EXPECT_NE(a->params()[2]->value.values(), c->params()[2]->value.values());
+  const double conv_limit = std::sqrt(6.0 / (9 * 3 + 9 * 16));
+  const double dense_limit = std::sqrt(6.0 / (1024 + 20));
+  for (float v : a->params()[0]->value.values())
+    ASSERT_LE(std::fabs(v), conv_limit);
+  for (float v : a->params()[2]->value.values())
+    ASSERT_LE(std::fabs(v), dense_limit);
+  for (float v : a->params()[1]->value.values()) ASSERT_EQ(v, 0.0f);
+  for (float v : a->params()[3]->value.values()) ASSERT_EQ(v, 0.0f);
+}
+
+TEST(ModelTest, EmptySliceZeroesGradientsAndReportsThem) {
+  ModelSpec spec;
+  spec.input_shape = {3};
+  spec.layers = {Dense(4, Activation::kRelu), Dense(2)};
+  auto m = BuildOrDie(spec);
+  for (Param* p : m->params()) {
+    for (float& g : p->grad.values()) g = 7.0f;
+  }
+  std::vector<int> ready;
+  m->SetGradReadyCallback([&](int i) { ready.push_back(i); });
+  Tensor x({0, 3});
+  BatchLoss r = m->TrainStep(x, nullptr, kXent, 1.0f, 1);
+  EXPECT_EQ(r.count, 0);
+  EXPECT_EQ(r.loss_sum, 0);
+  EXPECT_EQ(r.correct, 0);
+  for (Param* p : m->params()) {
+    for (float g : p->grad.values()) ASSERT_EQ(g, 0.0f);
+  }
+  EXPECT_EQ(ready, (std::vector<int>{2, 3, 0, 1}));
+  EXPECT_EQ(m->Evaluate(x, nullptr, kXent).count, 0);
+  EXPECT_EQ(m->Evaluate(Tensor(), nullptr, kXent).count, 0);
+}
+
+TEST(ModelTest, GradientsAreOverwrittenAndScaleLinearly) {
+  ModelSpec spec;
+  spec.input_shape = {2, 2, 1};
+  spec.layers = {Of(LayerType::kFlatten), Dense(6, Activation::kTanh),
+                 Dense(3)};
+  auto m = BuildOrDie(spec);
+  Tensor x = RandomInput(*m, 7, 8);
+  std::vector<int32_t> y = Labels(7, 3);
+  std::vector<int> ready;
+  m->SetGradReadyCallback([&](int i) { ready.push_back(i); });
+  BatchLoss r1 = m->TrainStep(x, y.data(), kXent, 1.0f, 1);
+  EXPECT_EQ(ready, (std::vector<int>{2, 3, 0, 1}));
+  std::vector<float> g1 = m->params()[0]->grad.values();
+  m->TrainStep(x, y.data(), kXent, 1.0f, 1);
+  EXPECT_EQ(m->params()[0]->grad.values(), g1);  // not accumulated
+  m->TrainStep(x, y.data(), kXent, 0.25f, 1);
+  for (size_t i = 0; i < g1.size(); ++i) {
+    EXPECT_NEAR(m->params()[0]->grad.values()[i], 0.25f * g1[i], 1e-7);
+  }
+  // Evaluate: same loss without dropout, grads untouched.
+  std::vector<float> before = m->params()[0]->grad.values();
+  BatchLoss e = m->Evaluate(x, y.data(), kXent);
+  EXPECT_NEAR(e.loss_sum, r1.loss_sum, 1e-6);
+  EXPECT_EQ(e.correct, r1.correct);
+  EXPECT_EQ(e.count, 7);
+  EXPECT_EQ(m->params()[0]->grad.values(), before);
+}
+
+TEST(ModelTest, ChangingBatchSizesGiveTheSameResultsAsAFreshModel) {
+  ModelSpec spec;
+  spec.input_shape = {6, 6, 1};
+  spec.layers = {Conv(4, 3, 1, Padding::kSame, Activation::kRelu),
+                 Of(LayerType::kMaxPool2D), Of(LayerType::kFlatten), Dense(3)};
+  auto m = BuildOrDie(spec);
+  Tensor big = RandomInput(*m, 9, 9), small = RandomInput(*m, 4, 10);
+  std::vector<int32_t> y = Labels(9, 3);
+  m->TrainStep(big, y.data(), kXent, 1.0f, 1);
+  BatchLoss a = m->TrainStep(small, y.data(), kXent, 1.0f, 1);
+  std::vector<float> ga = m->params()[0]->grad.values();
+  auto fresh = BuildOrDie(spec);
+  BatchLoss b = fresh->TrainStep(small, y.data(), kXent, 1.0f, 1);
+  EXPECT_EQ(a.loss_sum, b.loss_sum);
+  EXPECT_EQ(ga, fresh->params()[0]->grad.values());
+}
+
+TEST(ModelTest, SgdLearnsASeparableProblem) {
+  // Two Gaussian blobs per class in 2-D, three classes.
+  ModelSpec spec;
+  spec.input_shape = {2};
+  spec.layers = {Dense(16, Activation::kRelu), Dense(3, Activation::kSoftmax)};
+  auto m = BuildOrDie(spec, 3);
+  const int64_t n = 96;
+  Tensor x({n, 2});
+  std::vector<int32_t> y(n);
+  std::mt19937 gen(4);
+  std::normal_distribution<float> noise(0, 0.3f);
+  const float cx[3] = {2, -2, 0}, cy[3] = {0, 0, 2.5f};
+  for (int64_t i = 0; i < n; ++i) {
+    y[i] = static_cast<int32_t>(i % 3);
+    x.data()[2 * i] = cx[y[i]] + noise(gen);
+    x.data()[2 * i + 1] = cy[y[i]] + noise(gen);
+  }
+  const double first = m->Evaluate(x, y.data(), kXent).loss_sum / n;
+  for (int step = 0; step < 300; ++step) {
+    m->TrainStep(x, y.data(), kXent, 1.0f / n, step);
+    for (Param* p : m->params()) {
+      for (int64_t i = 0; i < p->value.size(); ++i) {
+        p->value.data()[i] -= 0.1f * p->grad.data()[i];
+      }
+    }
+  }
+  BatchLoss last = m->Evaluate(x, y.data(), kXent);
+  EXPECT_LT(last.loss_sum / n, 0.1 * first);
+  EXPECT_GE(last.correct, n - 2);
+}
+
+}  // namespace
+}  // namespace lockstep

@@ -1,0 +1,59 @@
+// Optimizers with Keras 3 semantics (SGD with momentum/Nesterov, Adam,
+// AdamW): one update of every parameter from its accumulated gradient.
+#ifndef LOCKSTEP_CORE_OPTIMIZER_H_
+#define LOCKSTEP_CORE_OPTIMIZER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/job_spec.h"
+#include "core/tensor.h"
+
+namespace lockstep {
+
+class Optimizer {
+ public:
+  // `params` are not owned and must outlive the optimizer; each grad must
+  // have as many elements as its value. Error (kInvalidArgument): a bad spec
+  // field, a null param, or a grad/value size mismatch.
+  static absl::StatusOr<std::unique_ptr<Optimizer>> Create(
+      const OptimizerSpec& spec, const std::vector<Param*>& params);
+
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // Applies one update to every param from its grad with learning rate `lr`
+  // (grads are read, not cleared), then counts one iteration. Blocks; runs
+  // on the calling thread. The result depends only on the inputs, so every
+  // replica that applies the same grads gets bitwise the same params.
+  void Apply(double lr);
+
+  // Updates applied so far (Keras' optimizer.iterations); Adam's bias
+  // correction uses iterations() + 1. Restored from checkpoints.
+  int64_t iterations() const { return iterations_; }
+  void set_iterations(int64_t n) { iterations_ = n; }
+
+  // Named slot tensors for checkpoints: "sgd/momentum/<param>" (only when
+  // momentum > 0), "adam/m/<param>", "adam/v/<param>" ("adamw/..." for
+  // AdamW). Owned by the optimizer; the pointers stay valid for its life.
+  std::vector<std::pair<std::string, Tensor*>> StateTensors();
+
+ private:
+  Optimizer(const OptimizerSpec& spec, std::vector<Param*> params);
+
+  OptimizerSpec spec_;
+  std::vector<Param*> params_;
+  // Per param: momentum (SGD) or m (Adam); v (Adam). Never resized after
+  // construction, so element addresses are stable.
+  std::vector<Tensor> first_;
+  std::vector<Tensor> second_;
+  int64_t iterations_ = 0;
+};
+
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_CORE_OPTIMIZER_H_

@@ -1,0 +1,322 @@
+// safetensors writer and validating reader (F32 tensors).
+#include "core/safetensors.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "core/crc32c.h"
+#include "core/file_util.h"
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "safetensors stores little-endian data; this host is not");
+
+namespace lockstep {
+namespace {
+
+// The Python library refuses headers above 100 MB; so do we.
+constexpr uint64_t kMaxHeaderBytes = 100000000;
+
+absl::Status WriteError(const std::string& path, int err) {
+  std::string msg = absl::StrCat("writing \"", path, "\": ", strerror(err));
+  if (err == ENOSPC || err == EDQUOT) return absl::ResourceExhaustedError(msg);
+  if (err == ENOENT) return absl::NotFoundError(msg);
+  if (err == EACCES || err == EPERM || err == EROFS) {
+    return absl::PermissionDeniedError(msg);
+  }
+  return absl::InternalError(msg);
+}
+
+absl::Status WriteAll(int fd, const std::string& path, const void* data,
+                      size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return WriteError(path, errno);
+    }
+    if (w == 0) return WriteError(path, ENOSPC);
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return absl::OkStatus();
+}
+
+// Tensor order in the file: by name (all F32, so the Python library's
+// "dtype alignment, then name" order is just by name).
+std::vector<size_t> FileOrder(
+    const std::vector<std::pair<std::string, const Tensor*>>& tensors) {
+  std::vector<size_t> order(tensors.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return tensors[a].first < tensors[b].first;
+  });
+  return order;
+}
+
+absl::Status Corrupt(const std::string& name, const std::string& what) {
+  return absl::DataLossError(
+      absl::StrCat("safetensors file \"", name, "\": ", what));
+}
+
+// Elements of `shape`, or -1 when a dim is negative or the count overflows.
+int64_t CheckedElements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) return -1;
+    if (d != 0 && n > std::numeric_limits<int64_t>::max() / 4 / d) return -1;
+    n *= d;
+  }
+  return n;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> SafetensorsHeader(
+    const std::vector<std::pair<std::string, const Tensor*>>& tensors,
+    const std::map<std::string, std::string>& metadata) {
+  std::set<std::string> seen;
+  for (const auto& [name, t] : tensors) {
+    if (name.empty() || name == "__metadata__") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("invalid tensor name \"", name, "\""));
+    }
+    if (!seen.insert(name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("duplicate tensor name \"", name, "\""));
+    }
+    if (t == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor \"", name, "\" is null"));
+    }
+  }
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) {
+    nlohmann::ordered_json meta = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : metadata) meta[k] = v;
+    header["__metadata__"] = meta;
+  }
+  uint64_t offset = 0;
+  for (size_t i : FileOrder(tensors)) {
+    const Tensor& t = *tensors[i].second;
+    const uint64_t bytes = sizeof(float) * static_cast<uint64_t>(t.size());
+    nlohmann::ordered_json info = nlohmann::ordered_json::object();
+    info["dtype"] = "F32";
+    info["shape"] = t.shape();
+    info["data_offsets"] = {offset, offset + bytes};
+    header[tensors[i].first] = info;
+    offset += bytes;
+  }
+  std::string json;
+  try {
+    json = header.dump();
+  } catch (const nlohmann::json::exception& e) {  // invalid UTF-8 in a name
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot encode safetensors header: ", e.what()));
+  }
+  json.append((8 - json.size() % 8) % 8, ' ');
+  const uint64_t n = json.size();
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  return out + json;
+}
+
+absl::Status WriteSafetensors(
+    const std::string& path,
+    const std::vector<std::pair<std::string, const Tensor*>>& tensors,
+    const std::map<std::string, std::string>& metadata,
+    SafetensorsWriteInfo* info) {
+  absl::StatusOr<std::string> header = SafetensorsHeader(tensors, metadata);
+  if (!header.ok()) {
+    return absl::Status(
+        header.status().code(),
+        absl::StrCat("writing \"", path, "\": ", header.status().message()));
+  }
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return WriteError(path, errno);
+  uint64_t total = header->size();
+  uint32_t file_crc = Crc32c(header->data(), header->size());
+  absl::Status s = WriteAll(fd, path, header->data(), header->size());
+  if (info != nullptr) info->tensor_crc32c.assign(tensors.size(), 0);
+  for (size_t i : FileOrder(tensors)) {
+    if (!s.ok()) break;
+    const Tensor& t = *tensors[i].second;
+    const size_t bytes = sizeof(float) * static_cast<size_t>(t.size());
+    s = WriteAll(fd, path, t.data(), bytes);
+    if (info != nullptr) {
+      info->tensor_crc32c[i] = Crc32c(t.data(), bytes);
+      file_crc = Crc32cExtend(file_crc, t.data(), bytes);
+    }
+    total += bytes;
+  }
+  if (s.ok() && fsync(fd) != 0) s = WriteError(path, errno);
+  if (close(fd) != 0 && s.ok()) s = WriteError(path, errno);
+  if (!s.ok()) return s;
+  if (info != nullptr) {
+    info->file_bytes = total;
+    info->file_crc32c = file_crc;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> ReadSafetensors(
+    const std::string& path, std::map<std::string, std::string>* metadata) {
+  absl::StatusOr<std::string> bytes = ReadFile(path);
+  if (!bytes.ok()) return bytes.status();
+  return ParseSafetensors(*bytes, path, metadata);
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> ParseSafetensors(
+    const std::string& bytes, const std::string& name,
+    std::map<std::string, std::string>* metadata) {
+  if (bytes.size() < 8) {
+    return Corrupt(name, absl::StrCat("truncated (", bytes.size(),
+                                      " bytes; the header length alone is 8)"));
+  }
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) {
+    n |= static_cast<uint64_t>(static_cast<uint8_t>(bytes[i])) << (8 * i);
+  }
+  if (n > bytes.size() - 8) {
+    return Corrupt(name, absl::StrCat("header length ", n,
+                                      " runs past the end "
+                                      "of the file (",
+                                      bytes.size(), " bytes); truncated?"));
+  }
+  if (n > kMaxHeaderBytes) {
+    return Corrupt(name, absl::StrCat("header length ", n, " is too large"));
+  }
+  if (n < 2 || bytes[8] != '{') {
+    return Corrupt(name, "header is not a JSON object");
+  }
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + n);
+  } catch (const nlohmann::json::exception& e) {
+    return Corrupt(name, absl::StrCat("malformed header JSON: ", e.what()));
+  }
+  if (!header.is_object()) return Corrupt(name, "header is not a JSON object");
+
+  struct Entry {
+    std::string name;
+    Shape shape;
+    uint64_t begin, end;
+  };
+  std::vector<Entry> entries;
+  std::map<std::string, std::string> meta;
+  for (const auto& [key, value] : header.items()) {
+    if (key == "__metadata__") {
+      if (!value.is_object())
+        return Corrupt(name, "__metadata__ is not an object");
+      for (const auto& [mk, mv] : value.items()) {
+        if (!mv.is_string()) {
+          return Corrupt(name,
+                         absl::StrCat("metadata \"", mk, "\" is not a string"));
+        }
+        meta[mk] = mv.get<std::string>();
+      }
+      continue;
+    }
+    const std::string where = absl::StrCat("tensor \"", key, "\"");
+    if (!value.is_object()) return Corrupt(name, where + " is not an object");
+    auto dtype = value.find("dtype");
+    auto shape = value.find("shape");
+    auto offsets = value.find("data_offsets");
+    if (dtype == value.end() || !dtype->is_string() || shape == value.end() ||
+        !shape->is_array() || offsets == value.end() || !offsets->is_array() ||
+        offsets->size() != 2) {
+      return Corrupt(name, where + " needs dtype, shape and data_offsets");
+    }
+    if (dtype->get<std::string>() != "F32") {
+      return Corrupt(
+          name, absl::StrCat(where, " has dtype ", dtype->get<std::string>(),
+                             "; only F32 is supported"));
+    }
+    Entry e;
+    e.name = key;
+    for (const auto& d : *shape) {
+      if (!d.is_number_unsigned()) {
+        return Corrupt(name, where +
+                                 " has a shape that is not a list of "
+                                 "non-negative integers");
+      }
+      if (d.get<uint64_t>() >
+          static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        return Corrupt(name, where + " has a dimension out of range");
+      }
+      e.shape.push_back(d.get<int64_t>());
+    }
+    if (!(*offsets)[0].is_number_unsigned() ||
+        !(*offsets)[1].is_number_unsigned()) {
+      return Corrupt(name, where +
+                               " has data_offsets that are not "
+                               "non-negative integers");
+    }
+    e.begin = (*offsets)[0].get<uint64_t>();
+    e.end = (*offsets)[1].get<uint64_t>();
+    if (e.end < e.begin) {
+      return Corrupt(
+          name, absl::StrCat(where, " has data_offsets [", e.begin, ", ", e.end,
+                             "] that end before they "
+                             "begin"));
+    }
+    const int64_t elements = CheckedElements(e.shape);
+    if (elements < 0 ||
+        static_cast<uint64_t>(elements) * sizeof(float) != e.end - e.begin) {
+      return Corrupt(name,
+                     absl::StrCat(where, " has shape ", ShapeToString(e.shape),
+                                  " but ", e.end - e.begin, " data bytes"));
+    }
+    entries.push_back(std::move(e));
+  }
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  const uint64_t data_size = bytes.size() - 8 - n;
+  uint64_t expected = 0;
+  for (const Entry& e : entries) {
+    if (e.begin < expected) {
+      return Corrupt(
+          name, absl::StrCat("tensor \"", e.name, "\" data_offsets [", e.begin,
+                             ", ", e.end, "] overlap the previous tensor"));
+    }
+    if (e.begin > expected) {
+      return Corrupt(
+          name,
+          absl::StrCat("tensor \"", e.name, "\" data_offsets [", e.begin, ", ",
+                       e.end, "] leave a gap after byte ", expected));
+    }
+    if (e.end > data_size) {
+      return Corrupt(
+          name, absl::StrCat("tensor \"", e.name, "\" data_offsets [", e.begin,
+                             ", ", e.end, "] run past the data (", data_size,
+                             " bytes); truncated?"));
+    }
+    expected = e.end;
+  }
+  if (expected != data_size) {
+    return Corrupt(name,
+                   absl::StrCat("the header describes ", expected,
+                                " data bytes but the file holds ", data_size));
+  }
+  std::vector<std::pair<std::string, Tensor>> out;
+  out.reserve(entries.size());
+  const char* data = bytes.data() + 8 + n;
+  for (Entry& e : entries) {
+    Tensor t(e.shape);
+    if (e.end > e.begin) std::memcpy(t.data(), data + e.begin, e.end - e.begin);
+    out.emplace_back(std::move(e.name), std::move(t));
+  }
+  if (metadata != nullptr) *metadata = std::move(meta);
+  return out;
+}
+
+}  // namespace lockstep

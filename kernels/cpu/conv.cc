@@ -1,0 +1,208 @@
+// im2col copies whole contiguous runs: in NHWC the KW*C values of one kernel
+// row are adjacent in memory whenever the window row lies inside the image.
+#include "kernels/cpu/conv.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/threading.h"
+
+namespace lockstep {
+namespace {
+
+constexpr int64_t kCopyGrain = 1 << 14;  // floats per ParallelFor range
+
+// Rows of the patch matrix per block.
+int64_t BlockRows(const Conv2DGeometry& g, const ConvWorkspace& ws) {
+  return std::max<int64_t>(
+      1, std::min(g.rows(),
+                  ws.max_patch_floats / std::max<int64_t>(g.patch_size(), 1)));
+}
+
+float* Grow(std::vector<float>* v, int64_t n) {
+  if (static_cast<int64_t>(v->size()) < n) v->resize(n);
+  return v->data();
+}
+
+}  // namespace
+
+int64_t ConvOutputSize(int64_t in, int64_t k, int64_t stride, bool same) {
+  if (same) return (in + stride - 1) / stride;
+  if (k > in) return 0;
+  return (in - k) / stride + 1;
+}
+
+int64_t ConvPadBefore(int64_t in, int64_t k, int64_t stride, bool same) {
+  if (!same) return 0;
+  const int64_t out = ConvOutputSize(in, k, stride, true);
+  const int64_t total = std::max<int64_t>((out - 1) * stride + k - in, 0);
+  return total / 2;
+}
+
+Conv2DGeometry Conv2DGeometry::Make(int64_t batch, int64_t in_h, int64_t in_w,
+                                    int64_t in_c, int64_t k_h, int64_t k_w,
+                                    int64_t filters, int64_t stride_h,
+                                    int64_t stride_w, bool same) {
+  Conv2DGeometry g;
+  g.batch = batch;
+  g.in_h = in_h;
+  g.in_w = in_w;
+  g.in_c = in_c;
+  g.k_h = k_h;
+  g.k_w = k_w;
+  g.filters = filters;
+  g.stride_h = stride_h;
+  g.stride_w = stride_w;
+  g.out_h = ConvOutputSize(in_h, k_h, stride_h, same);
+  g.out_w = ConvOutputSize(in_w, k_w, stride_w, same);
+  g.pad_top = ConvPadBefore(in_h, k_h, stride_h, same);
+  g.pad_left = ConvPadBefore(in_w, k_w, stride_w, same);
+  return g;
+}
+
+void Im2Col(const Conv2DGeometry& g, const float* x, int64_t row_begin,
+            int64_t row_end, float* patches) {
+  const int64_t c = g.in_c, kwc = g.k_w * c, p = g.patch_size();
+  const int64_t pixels = g.out_h * g.out_w;
+  ParallelFor(row_end - row_begin, std::max<int64_t>(1, kCopyGrain / p),
+              [&](int64_t b, int64_t e) {
+                for (int64_t r = row_begin + b; r < row_begin + e; ++r) {
+                  const int64_t n = r / pixels, pix = r % pixels;
+                  const int64_t ih0 = (pix / g.out_w) * g.stride_h - g.pad_top;
+                  const int64_t iw0 = (pix % g.out_w) * g.stride_w - g.pad_left;
+                  const float* img = x + n * g.in_h * g.in_w * c;
+                  float* out = patches + (r - row_begin) * p;
+                  const bool cols_inside = iw0 >= 0 && iw0 + g.k_w <= g.in_w;
+                  for (int64_t kh = 0; kh < g.k_h; ++kh, out += kwc) {
+                    const int64_t ih = ih0 + kh;
+                    if (ih < 0 || ih >= g.in_h) {
+                      std::memset(out, 0, sizeof(float) * kwc);
+                      continue;
+                    }
+                    const float* src = img + (ih * g.in_w + iw0) * c;
+                    if (cols_inside) {
+                      if (kwc < 16) {  // e.g. one channel: skip the call
+                        for (int64_t i = 0; i < kwc; ++i) out[i] = src[i];
+                      } else {
+                        std::memcpy(out, src, sizeof(float) * kwc);
+                      }
+                      continue;
+                    }
+                    for (int64_t kw = 0; kw < g.k_w; ++kw) {
+                      const int64_t iw = iw0 + kw;
+                      if (iw < 0 || iw >= g.in_w) {
+                        std::memset(out + kw * c, 0, sizeof(float) * c);
+                      } else {
+                        std::memcpy(out + kw * c, src + kw * c,
+                                    sizeof(float) * c);
+                      }
+                    }
+                  }
+                }
+              });
+}
+
+void Col2Im(const Conv2DGeometry& g, const float* dpatches, int64_t row_begin,
+            int64_t row_end, float* dx) {
+  if (row_end <= row_begin) return;
+  const int64_t c = g.in_c, kwc = g.k_w * c, p = g.patch_size();
+  const int64_t pixels = g.out_h * g.out_w;
+  // Windows of one sample overlap, so each range owns whole samples: the
+  // writes are disjoint and the summation order fixed.
+  const int64_t n_first = row_begin / pixels;
+  const int64_t n_last = (row_end - 1) / pixels;
+  ParallelFor(
+      n_last - n_first + 1,
+      std::max<int64_t>(1, kCopyGrain / std::max<int64_t>(pixels * p, 1)),
+      [&](int64_t b, int64_t e) {
+        const int64_t r0 = std::max(row_begin, (n_first + b) * pixels);
+        const int64_t r1 = std::min(row_end, (n_first + e) * pixels);
+        for (int64_t r = r0; r < r1; ++r) {
+          const int64_t n = r / pixels, pix = r % pixels;
+          const int64_t ih0 = (pix / g.out_w) * g.stride_h - g.pad_top;
+          const int64_t iw0 = (pix % g.out_w) * g.stride_w - g.pad_left;
+          float* img = dx + n * g.in_h * g.in_w * c;
+          const float* in = dpatches + (r - row_begin) * p;
+          const bool cols_inside = iw0 >= 0 && iw0 + g.k_w <= g.in_w;
+          for (int64_t kh = 0; kh < g.k_h; ++kh, in += kwc) {
+            const int64_t ih = ih0 + kh;
+            if (ih < 0 || ih >= g.in_h) continue;
+            float* dst = img + (ih * g.in_w + iw0) * c;
+            if (cols_inside) {
+              for (int64_t i = 0; i < kwc; ++i) dst[i] += in[i];
+              continue;
+            }
+            for (int64_t kw = 0; kw < g.k_w; ++kw) {
+              const int64_t iw = iw0 + kw;
+              if (iw < 0 || iw >= g.in_w) continue;
+              for (int64_t i = 0; i < c; ++i) dst[kw * c + i] += in[kw * c + i];
+            }
+          }
+        }
+      });
+}
+
+void Conv2DForward(const Conv2DGeometry& g, const float* x, const float* kernel,
+                   const float* bias, float* y, ConvWorkspace* ws) {
+  ws->holds_all_patches = false;
+  const int64_t rows = g.rows(), p = g.patch_size(), f = g.filters;
+  if (rows <= 0 || f <= 0) return;
+  if (g.is_pointwise()) {
+    Gemm(false, false, rows, f, p, 1.0f, x, kernel, 0.0f, y);
+  } else {
+    const int64_t block = BlockRows(g, *ws);
+    float* patches = Grow(&ws->patches, block * p);
+    for (int64_t r0 = 0; r0 < rows; r0 += block) {
+      const int64_t r1 = std::min(rows, r0 + block);
+      Im2Col(g, x, r0, r1, patches);
+      Gemm(false, false, r1 - r0, f, p, 1.0f, patches, kernel, 0.0f,
+           y + r0 * f);
+    }
+    ws->holds_all_patches = block >= rows;
+  }
+  if (bias != nullptr) AddBias(rows, f, bias, y);
+}
+
+void Conv2DBackward(const Conv2DGeometry& g, const float* x,
+                    const float* kernel, const float* dy, float* dkernel,
+                    float* dbias, float* dx, ConvWorkspace* ws) {
+  const int64_t rows = g.rows(), p = g.patch_size(), f = g.filters;
+  if (dbias != nullptr) BiasGrad(rows, f, dy, dbias);
+  if (dx != nullptr) {
+    std::fill(dx, dx + g.batch * g.in_h * g.in_w * g.in_c, 0.0f);
+  }
+  if (rows <= 0) {
+    std::fill(dkernel, dkernel + p * f, 0.0f);
+    return;
+  }
+  if (g.is_pointwise()) {
+    // dK = x^T dy; dx = dy K^T.
+    Gemm(true, false, p, f, rows, 1.0f, x, dy, 0.0f, dkernel);
+    if (dx != nullptr)
+      Gemm(false, true, rows, p, f, 1.0f, dy, kernel, 0.0f, dx);
+    return;
+  }
+  const int64_t block = BlockRows(g, *ws);
+  const bool reuse = ws->holds_all_patches && block >= rows &&
+                     static_cast<int64_t>(ws->patches.size()) >= rows * p;
+  float* patches = Grow(&ws->patches, block * p);
+  float* dpatches = dx != nullptr ? Grow(&ws->dpatches, block * p) : nullptr;
+  for (int64_t r0 = 0; r0 < rows; r0 += block) {
+    const int64_t r1 = std::min(rows, r0 + block);
+    if (!reuse) Im2Col(g, x, r0, r1, patches);
+    // dK (+)= patches^T dy.
+    Gemm(true, false, p, f, r1 - r0, 1.0f, patches, dy + r0 * f,
+         r0 == 0 ? 0.0f : 1.0f, dkernel);
+    if (dx != nullptr) {
+      Gemm(false, true, r1 - r0, p, f, 1.0f, dy + r0 * f, kernel, 0.0f,
+           dpatches);
+      Col2Im(g, dpatches, r0, r1, dx);
+    }
+  }
+  // Blocks overwrote the patches unless there was one.
+  ws->holds_all_patches = ws->holds_all_patches && reuse;
+}
+
+}  // namespace lockstep

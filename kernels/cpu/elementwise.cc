@@ -1,0 +1,191 @@
+// Element-wise loops written so the compiler vectorizes the inner dimension.
+#include "kernels/cpu/elementwise.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/cpu/threading.h"
+
+namespace lockstep {
+namespace {
+
+// Elements per ParallelFor range: below this the wake-up costs more than the
+// work. Transcendental activations are ~10x dearer per element.
+constexpr int64_t kCheapGrain = 1 << 15;
+constexpr int64_t kDearGrain = 1 << 12;
+// BiasGrad sums fixed blocks of rows, then the blocks in order, so the result
+// does not depend on the thread count.
+constexpr int64_t kBiasGradRowBlock = 256;
+
+int64_t RowGrain(int64_t cols, int64_t grain) {
+  return std::max<int64_t>(1, grain / std::max<int64_t>(cols, 1));
+}
+
+inline float Sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
+
+void SoftmaxRow(int64_t cols, const float* x, float* y) {
+  float m = x[0];
+  for (int64_t c = 1; c < cols; ++c) m = std::max(m, x[c]);
+  float sum = 0.0f;
+  for (int64_t c = 0; c < cols; ++c) {
+    y[c] = std::exp(x[c] - m);
+    sum += y[c];
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t c = 0; c < cols; ++c) y[c] *= inv;
+}
+
+// dy = d/d(pre-activation) from the activation's output y, for `rows` rows.
+void ActivationBackwardRows(int64_t rows, int64_t cols, ActivationKind act,
+                            const float* __restrict y, float* __restrict d) {
+  const int64_t n = rows * cols;
+  switch (act) {
+    case ActivationKind::kRelu:
+      for (int64_t i = 0; i < n; ++i) d[i] = y[i] > 0.0f ? d[i] : 0.0f;
+      break;
+    case ActivationKind::kTanh:
+      for (int64_t i = 0; i < n; ++i) d[i] *= 1.0f - y[i] * y[i];
+      break;
+    case ActivationKind::kSigmoid:
+      for (int64_t i = 0; i < n; ++i) d[i] *= y[i] * (1.0f - y[i]);
+      break;
+    case ActivationKind::kSoftmax:
+      // dz = y * (dy - <dy, y>) per row.
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* yy = y + r * cols;
+        float* dd = d + r * cols;
+        float dot = 0.0f;
+        for (int64_t c = 0; c < cols; ++c) dot += dd[c] * yy[c];
+        for (int64_t c = 0; c < cols; ++c) dd[c] = yy[c] * (dd[c] - dot);
+      }
+      break;
+    case ActivationKind::kLinear:
+      break;
+  }
+}
+
+}  // namespace
+
+void AddBias(int64_t rows, int64_t cols, const float* bias, float* y) {
+  ParallelFor(rows, RowGrain(cols, kCheapGrain), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      float* row = y + r * cols;
+      for (int64_t c = 0; c < cols; ++c) row[c] += bias[c];
+    }
+  });
+}
+
+void BiasGrad(int64_t rows, int64_t cols, const float* dy, float* dbias) {
+  ActivationBackwardBiasGrad(rows, cols, ActivationKind::kLinear, nullptr,
+                             const_cast<float*>(dy), dbias);
+}
+
+void BiasActivationForward(int64_t rows, int64_t cols, const float* bias,
+                           ActivationKind act, float* y) {
+  if (act == ActivationKind::kLinear) {
+    if (bias != nullptr) AddBias(rows, cols, bias, y);
+    return;
+  }
+  const bool dear = act != ActivationKind::kRelu;
+  ParallelFor(rows, RowGrain(cols, dear ? kDearGrain : kCheapGrain),
+              [&](int64_t b, int64_t e) {
+                for (int64_t r = b; r < e; ++r) {
+                  float* row = y + r * cols;
+                  if (bias != nullptr) {
+                    for (int64_t c = 0; c < cols; ++c) row[c] += bias[c];
+                  }
+                  switch (act) {
+                    case ActivationKind::kRelu:
+                      for (int64_t c = 0; c < cols; ++c) {
+                        row[c] = std::max(row[c], 0.0f);
+                      }
+                      break;
+                    case ActivationKind::kTanh:
+                      for (int64_t c = 0; c < cols; ++c) {
+                        row[c] = std::tanh(row[c]);
+                      }
+                      break;
+                    case ActivationKind::kSigmoid:
+                      for (int64_t c = 0; c < cols; ++c) {
+                        row[c] = Sigmoid(row[c]);
+                      }
+                      break;
+                    case ActivationKind::kSoftmax:
+                      SoftmaxRow(cols, row, row);
+                      break;
+                    case ActivationKind::kLinear:
+                      break;
+                  }
+                }
+              });
+}
+
+void ActivationBackward(int64_t rows, int64_t cols, ActivationKind act,
+                        const float* y, float* dy) {
+  if (act == ActivationKind::kLinear) return;
+  ParallelFor(rows, RowGrain(cols, kCheapGrain), [&](int64_t b, int64_t e) {
+    ActivationBackwardRows(e - b, cols, act, y + b * cols, dy + b * cols);
+  });
+}
+
+void ActivationBackwardBiasGrad(int64_t rows, int64_t cols, ActivationKind act,
+                                const float* y, float* dy, float* dbias) {
+  if (dbias == nullptr) {
+    ActivationBackward(rows, cols, act, y, dy);
+    return;
+  }
+  std::fill(dbias, dbias + cols, 0.0f);
+  if (rows <= 0 || cols <= 0) return;
+  // Fixed blocks of rows, each summed on its own, then the blocks in order:
+  // the result does not depend on the thread count.
+  const int64_t blocks = (rows + kBiasGradRowBlock - 1) / kBiasGradRowBlock;
+  thread_local std::vector<float> partial;
+  if (partial.size() < static_cast<size_t>(blocks * cols)) {
+    partial.resize(blocks * cols);
+  }
+  float* part = partial.data();
+  ParallelFor(blocks, RowGrain(cols * kBiasGradRowBlock, kCheapGrain),
+              [&](int64_t b, int64_t e) {
+                for (int64_t k = b; k < e; ++k) {
+                  const int64_t r0 = k * kBiasGradRowBlock;
+                  const int64_t r1 = std::min(rows, r0 + kBiasGradRowBlock);
+                  if (act != ActivationKind::kLinear) {
+                    ActivationBackwardRows(r1 - r0, cols, act, y + r0 * cols,
+                                           dy + r0 * cols);
+                  }
+                  float* __restrict acc = part + k * cols;
+                  std::fill(acc, acc + cols, 0.0f);
+                  for (int64_t r = r0; r < r1; ++r) {
+                    const float* __restrict row = dy + r * cols;
+                    for (int64_t c = 0; c < cols; ++c) acc[c] += row[c];
+                  }
+                }
+              });
+  for (int64_t k = 0; k < blocks; ++k) {
+    const float* acc = part + k * cols;
+    for (int64_t c = 0; c < cols; ++c) dbias[c] += acc[c];
+  }
+}
+
+void SoftmaxRows(int64_t rows, int64_t cols, const float* x, float* y) {
+  if (cols <= 0) return;
+  ParallelFor(rows, RowGrain(cols, kDearGrain), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r)
+      SoftmaxRow(cols, x + r * cols, y + r * cols);
+  });
+}
+
+void Scale(int64_t n, float alpha, float* x) {
+  ParallelFor(n, kCheapGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) x[i] *= alpha;
+  });
+}
+
+void Axpy(int64_t n, float alpha, const float* x, float* y) {
+  ParallelFor(n, kCheapGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) y[i] += alpha * x[i];
+  });
+}
+
+}  // namespace lockstep

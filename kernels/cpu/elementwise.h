@@ -1,0 +1,42 @@
+// Element-wise kernels on row-major [rows, cols] float buffers: bias, the
+// activations (forward on the output, backward from the output), softmax,
+// scale and axpy. Every function runs on the ParallelFor pool.
+#ifndef LOCKSTEP_KERNELS_CPU_ELEMENTWISE_H_
+#define LOCKSTEP_KERNELS_CPU_ELEMENTWISE_H_
+
+#include <cstdint>
+
+namespace lockstep {
+
+// The activations the kernels know; kSoftmax works on rows.
+enum class ActivationKind { kLinear, kRelu, kTanh, kSigmoid, kSoftmax };
+
+// y[r, c] += bias[c].
+void AddBias(int64_t rows, int64_t cols, const float* bias, float* y);
+// dbias[c] = sum over r of dy[r, c] (overwrites; summed in a fixed order).
+void BiasGrad(int64_t rows, int64_t cols, const float* dy, float* dbias);
+
+// In place on y [rows, cols]: y = act(y + bias). bias may be null.
+void BiasActivationForward(int64_t rows, int64_t cols, const float* bias,
+                           ActivationKind act, float* y);
+// In place: dy = d(loss)/d(pre-activation) given the activation's output y
+// and d(loss)/d(output) in dy. Linear leaves dy alone.
+void ActivationBackward(int64_t rows, int64_t cols, ActivationKind act,
+                        const float* y, float* dy);
+
+// ActivationBackward, then (when dbias is not null) BiasGrad of the result,
+// in one pass over dy.
+void ActivationBackwardBiasGrad(int64_t rows, int64_t cols, ActivationKind act,
+                                const float* y, float* dy, float* dbias);
+
+// y[r, :] = softmax(x[r, :]) (max-subtracted); x may equal y.
+void SoftmaxRows(int64_t rows, int64_t cols, const float* x, float* y);
+
+// x *= alpha.
+void Scale(int64_t n, float alpha, float* x);
+// y += alpha * x.
+void Axpy(int64_t n, float alpha, const float* x, float* y);
+
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_KERNELS_CPU_ELEMENTWISE_H_

@@ -1,0 +1,35 @@
+// NHWC 2-D max pooling with valid padding (Keras MaxPooling2D's default).
+// Forward records where each maximum came from so backward is a scatter.
+#ifndef LOCKSTEP_KERNELS_CPU_POOL_H_
+#define LOCKSTEP_KERNELS_CPU_POOL_H_
+
+#include <cstdint>
+
+namespace lockstep {
+
+struct Pool2DGeometry {
+  int64_t batch = 0, in_h = 0, in_w = 0, channels = 0;
+  int64_t pool_h = 2, pool_w = 2;
+  int64_t stride_h = 2, stride_w = 2;
+  int64_t out_h = 0, out_w = 0;
+
+  // Valid padding: out = (in - pool) / stride + 1 (0 when pool > in).
+  static Pool2DGeometry Make(int64_t batch, int64_t in_h, int64_t in_w,
+                             int64_t channels, int64_t pool_h, int64_t pool_w,
+                             int64_t stride_h, int64_t stride_w);
+  int64_t in_size() const { return in_h * in_w * channels; }  // per sample
+  int64_t out_size() const { return out_h * out_w * channels; }
+};
+
+// y [N, OH, OW, C] = window maxima of x [N, H, W, C]; argmax [N, OH, OW, C]
+// gets the index of the (first) maximum within its sample's H*W*C values.
+void MaxPool2DForward(const Pool2DGeometry& g, const float* x, float* y,
+                      int32_t* argmax);
+// Overwrites dx [N, H, W, C] with dy routed to the recorded maxima
+// (summed where windows overlap).
+void MaxPool2DBackward(const Pool2DGeometry& g, const float* dy,
+                       const int32_t* argmax, float* dx);
+
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_KERNELS_CPU_POOL_H_

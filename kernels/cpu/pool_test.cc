@@ -1,0 +1,75 @@
+#include "kernels/cpu/pool.h"
+
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/test_util.h"
+#include "kernels/cpu/threading.h"
+
+namespace lockstep {
+namespace {
+
+struct Case {
+  int64_t n, h, w, c, ph, pw, sh, sw;
+};
+
+class PoolTest : public ::testing::TestWithParam<std::tuple<Case, int>> {};
+
+TEST_P(PoolTest, MatchesNaive) {
+  const auto [cs, threads] = GetParam();
+  SetNumThreads(threads);
+  const Pool2DGeometry g =
+      Pool2DGeometry::Make(cs.n, cs.h, cs.w, cs.c, cs.ph, cs.pw, cs.sh, cs.sw);
+  std::vector<float> x = RandomVector(cs.n * g.in_size(), 1);
+  std::vector<float> y(cs.n * g.out_size());
+  std::vector<int32_t> arg(y.size());
+  MaxPool2DForward(g, x.data(), y.data(), arg.data());
+  std::vector<float> dy = RandomVector(y.size(), 2);
+  std::vector<double> want_dx(x.size(), 0);
+  for (int64_t n = 0; n < cs.n; ++n)
+    for (int64_t oh = 0; oh < g.out_h; ++oh)
+      for (int64_t ow = 0; ow < g.out_w; ++ow)
+        for (int64_t c = 0; c < cs.c; ++c) {
+          float best = -1e30f;
+          int64_t where = -1;
+          for (int64_t i = 0; i < cs.ph; ++i)
+            for (int64_t j = 0; j < cs.pw; ++j) {
+              const int64_t idx =
+                  ((n * cs.h + oh * cs.sh + i) * cs.w + ow * cs.sw + j) * cs.c +
+                  c;
+              if (x[idx] > best) best = x[idx], where = idx;
+            }
+          const int64_t o = ((n * g.out_h + oh) * g.out_w + ow) * cs.c + c;
+          ASSERT_EQ(y[o], best);
+          ASSERT_EQ(arg[o] + n * g.in_size(), where);
+          want_dx[where] += dy[o];
+        }
+  std::vector<float> dx(x.size(), 9);
+  MaxPool2DBackward(g, dy.data(), arg.data(), dx.data());
+  for (size_t i = 0; i < dx.size(); ++i) ASSERT_NEAR(dx[i], want_dx[i], 1e-6);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, PoolTest,
+    ::testing::Combine(::testing::Values(Case{2, 6, 6, 3, 2, 2, 2, 2},
+                                         Case{3, 7, 5, 4, 2, 2, 2, 2},
+                                         Case{2, 9, 9, 2, 3, 3, 2, 2},
+                                         Case{1, 5, 8, 1, 3, 2, 1, 3},
+                                         Case{2, 7, 9, 5, 3, 3, 2, 2},
+                                         Case{2, 8, 8, 6, 2, 2, 3, 3},
+                                         Case{0, 4, 4, 2, 2, 2, 2, 2},
+                                         Case{2, 1, 1, 3, 1, 1, 1, 1}),
+                       ::testing::Values(1, 3)));
+
+TEST(PoolGeometryTest, ValidPadding) {
+  Pool2DGeometry g = Pool2DGeometry::Make(1, 26, 26, 32, 2, 2, 2, 2);
+  EXPECT_EQ(g.out_h, 13);
+  EXPECT_EQ(g.out_w, 13);
+  g = Pool2DGeometry::Make(1, 7, 7, 1, 2, 2, 2, 2);
+  EXPECT_EQ(g.out_h, 3);
+  g = Pool2DGeometry::Make(1, 1, 7, 1, 2, 2, 2, 2);
+  EXPECT_EQ(g.out_h, 0);
+}
+
+}  // namespace
+}  // namespace lockstep

@@ -1,0 +1,29 @@
+// Sparse softmax cross-entropy from logits, computed through log-sum-exp so
+// large logits neither overflow nor lose the gradient.
+#ifndef LOCKSTEP_KERNELS_CPU_SOFTMAX_XENT_H_
+#define LOCKSTEP_KERNELS_CPU_SOFTMAX_XENT_H_
+
+#include <cstdint>
+
+namespace lockstep {
+
+struct LossSums {
+  double loss_sum = 0;  // sum of the per-row losses
+  int64_t correct = 0;  // rows whose first argmax equals the label
+};
+
+// For logits [rows, cols] and labels in [0, cols): row loss
+// logsumexp(logits[r]) - logits[r, label[r]]. When grad is not null it gets
+// (softmax(logits[r]) - onehot(label[r])) * scale; when row_loss is not null it
+// gets each row's loss. grad may alias logits.
+LossSums SoftmaxCrossEntropy(int64_t rows, int64_t cols, const float* logits,
+                             const int32_t* labels, float scale, float* grad,
+                             float* row_loss);
+
+// Rows whose first maximum is at the label.
+int64_t CountArgmaxCorrect(int64_t rows, int64_t cols, const float* x,
+                           const int32_t* labels);
+
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_KERNELS_CPU_SOFTMAX_XENT_H_

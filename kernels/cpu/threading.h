@@ -1,0 +1,31 @@
+// Compute threads for the CPU kernels: OpenBLAS's thread count, and a small
+// persistent pool that ParallelFor uses for our own loops (im2col, pooling,
+// element-wise work).
+#ifndef LOCKSTEP_KERNELS_CPU_THREADING_H_
+#define LOCKSTEP_KERNELS_CPU_THREADING_H_
+
+#include <cstdint>
+
+#include "absl/functional/function_ref.h"
+
+namespace lockstep {
+
+// Sets the threads used by GEMM (OpenBLAS) and by ParallelFor; n <= 0 means
+// every core. Call it between steps, not while kernels run on other threads.
+void SetNumThreads(int n);
+// The current setting (every core until SetNumThreads is called).
+int NumThreads();
+
+// Calls fn(begin, end) on disjoint ranges that cover [0, n), at most one
+// range per thread and none shorter than min_grain (except when n is), and
+// blocks until all return. The ranges depend only on n, min_grain and
+// NumThreads(), so a loop whose ranges write disjoint outputs is
+// deterministic. Runs inline (one call, [0, n)) when there is one thread, when
+// n is small, when called from inside another ParallelFor, or when another
+// thread is using the pool (replicas running side by side).
+void ParallelFor(int64_t n, int64_t min_grain,
+                 absl::FunctionRef<void(int64_t begin, int64_t end)> fn);
+
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_KERNELS_CPU_THREADING_H_
