@@ -2,7 +2,6 @@
 // verified restore with fallback to older checkpoints.
 #include "core/checkpoint.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,7 +9,6 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -45,24 +43,16 @@ std::string RandomHex() {
   return absl::StrFormat("%08x", rd());
 }
 
-absl::Status OsError(const std::string& what, const std::string& path,
-                     int err) {
-  std::string msg = absl::StrCat(what, " \"", path, "\": ", strerror(err));
-  if (err == ENOSPC || err == EDQUOT) return absl::ResourceExhaustedError(msg);
-  if (err == EACCES || err == EPERM || err == EROFS) {
-    return absl::PermissionDeniedError(msg);
-  }
-  return absl::InternalError(msg);
+// Folder creation, renames and folder fsyncs during a commit report ENOENT
+// as kInternal: kNotFound would read as a user error to `lockstep train`.
+absl::Status CommitError(absl::Status s) {
+  if (!absl::IsNotFound(s)) return s;
+  return absl::InternalError(s.message());
 }
 
-absl::Status FsyncDir(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return OsError("cannot open", path, errno);
-  int rc = fsync(fd);
-  int err = errno;
-  close(fd);
-  if (rc != 0) return OsError("cannot fsync", path, err);
-  return absl::OkStatus();
+absl::Status OsError(const std::string& what, const std::string& path,
+                     int err) {
+  return CommitError(ErrnoToStatus(what, path, err));
 }
 
 absl::Status Rename(const std::string& from, const std::string& to) {
@@ -257,7 +247,7 @@ absl::Status CheckpointStore::Commit(const CheckpointState& state,
     RemoveTree(tmp);
     return undo(s);
   }
-  s = FsyncDir(dir_);
+  s = CommitError(FsyncDir(dir_));
   const std::string latest_path = JoinPath(dir_, kLatest);
   const std::string previous_latest = ReadLatest(dir_);
   if (s.ok()) s = Fault("latest", latest_path);

@@ -4,13 +4,13 @@
 #include <zlib.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <memory>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/file_util.h"
 #include "core/status_macros.h"
 
 namespace lockstep {
@@ -79,30 +79,22 @@ absl::StatusOr<std::string> Inflate(const std::string& field,
 
 absl::StatusOr<std::string> ReadMaybeGzipFile(const std::string& field,
                                               const std::string& path) {
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    const int err = errno;
+  auto open_error = [&](int err) {
     std::string msg = absl::StrCat(field, ": cannot open ", Quoted(path), ": ",
                                    std::strerror(err));
     if (err == ENOENT) return absl::NotFoundError(msg);
     if (err == EACCES) return absl::PermissionDeniedError(msg);
     return absl::FailedPreconditionError(msg);
-  }
-  std::unique_ptr<FILE, int (*)(FILE*)> closer(f, std::fclose);
-  std::string data;
-  char buf[1 << 16];
-  while (true) {
-    const size_t n = std::fread(buf, 1, sizeof(buf), f);
-    data.append(buf, n);
-    if (n < sizeof(buf)) break;
-  }
-  if (std::ferror(f)) {
+  };
+  auto read_error = [&](int err) {
     return absl::DataLossError(absl::StrCat(
-        field, ": ", Quoted(path), ": read error: ", std::strerror(errno)));
-  }
-  if (data.size() >= 2 && static_cast<unsigned char>(data[0]) == 0x1f &&
-      static_cast<unsigned char>(data[1]) == 0x8b) {
-    return Inflate(field, path, data);
+        field, ": ", Quoted(path), ": read error: ", std::strerror(err)));
+  };
+  absl::StatusOr<std::string> data = ReadFile(path, open_error, read_error);
+  if (data.ok() && data->size() >= 2 &&
+      static_cast<unsigned char>((*data)[0]) == 0x1f &&
+      static_cast<unsigned char>((*data)[1]) == 0x8b) {
+    return Inflate(field, path, *data);
   }
   return data;
 }

@@ -22,6 +22,17 @@ struct BatchLoss {
   double loss_sum = 0;  // sum of per-sample losses over the slice
   int64_t correct = 0;  // argmax(output) == label count
   int64_t count = 0;    // samples in the slice
+
+  BatchLoss& operator+=(const BatchLoss& o) {
+    loss_sum += o.loss_sum;
+    correct += o.correct;
+    count += o.count;
+    return *this;
+  }
+  double mean_loss() const { return count ? loss_sum / count : 0.0; }
+  double accuracy() const {
+    return count ? static_cast<double>(correct) / count : 0.0;
+  }
 };
 
 class Model {

@@ -24,32 +24,6 @@ namespace {
 // The Python library refuses headers above 100 MB; so do we.
 constexpr uint64_t kMaxHeaderBytes = 100000000;
 
-absl::Status WriteError(const std::string& path, int err) {
-  std::string msg = absl::StrCat("writing \"", path, "\": ", strerror(err));
-  if (err == ENOSPC || err == EDQUOT) return absl::ResourceExhaustedError(msg);
-  if (err == ENOENT) return absl::NotFoundError(msg);
-  if (err == EACCES || err == EPERM || err == EROFS) {
-    return absl::PermissionDeniedError(msg);
-  }
-  return absl::InternalError(msg);
-}
-
-absl::Status WriteAll(int fd, const std::string& path, const void* data,
-                      size_t n) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return WriteError(path, errno);
-    }
-    if (w == 0) return WriteError(path, ENOSPC);
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return absl::OkStatus();
-}
-
 // Tensor order in the file: by name (all F32, so the Python library's
 // "dtype alignment, then name" order is just by name).
 std::vector<size_t> FileOrder(
@@ -140,25 +114,26 @@ absl::Status WriteSafetensors(
         header.status().code(),
         absl::StrCat("writing \"", path, "\": ", header.status().message()));
   }
+  auto error = [&path](int err) { return ErrnoToStatus("writing", path, err); };
   int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return WriteError(path, errno);
+  if (fd < 0) return error(errno);
   uint64_t total = header->size();
   uint32_t file_crc = Crc32c(header->data(), header->size());
-  absl::Status s = WriteAll(fd, path, header->data(), header->size());
+  absl::Status s = WriteAll(fd, header->data(), header->size(), error);
   if (info != nullptr) info->tensor_crc32c.assign(tensors.size(), 0);
   for (size_t i : FileOrder(tensors)) {
     if (!s.ok()) break;
     const Tensor& t = *tensors[i].second;
     const size_t bytes = sizeof(float) * static_cast<size_t>(t.size());
-    s = WriteAll(fd, path, t.data(), bytes);
+    s = WriteAll(fd, t.data(), bytes, error);
     if (info != nullptr) {
       info->tensor_crc32c[i] = Crc32c(t.data(), bytes);
       file_crc = Crc32cExtend(file_crc, t.data(), bytes);
     }
     total += bytes;
   }
-  if (s.ok() && fsync(fd) != 0) s = WriteError(path, errno);
-  if (close(fd) != 0 && s.ok()) s = WriteError(path, errno);
+  if (s.ok() && fsync(fd) != 0) s = error(errno);
+  if (close(fd) != 0 && s.ok()) s = error(errno);
   if (!s.ok()) return s;
   if (info != nullptr) {
     info->file_bytes = total;

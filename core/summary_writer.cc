@@ -21,10 +21,12 @@ namespace {
 
 std::atomic<int64_t> file_counter{0};
 
+// Event files tell only a full disk apart (kResourceExhausted); every other
+// failure, a missing or read-only folder included, is kInternal.
 absl::Status WriteError(const std::string& path, int err) {
-  std::string msg = absl::StrCat("writing \"", path, "\": ", strerror(err));
-  if (err == ENOSPC || err == EDQUOT) return absl::ResourceExhaustedError(msg);
-  return absl::InternalError(msg);
+  absl::Status s = ErrnoToStatus("writing", path, err);
+  if (absl::IsResourceExhausted(s)) return s;
+  return absl::InternalError(s.message());
 }
 
 double WallTime() {
@@ -82,16 +84,8 @@ absl::Status SummaryWriter::WriteRecord(const std::string& data) {
   std::lock_guard<std::mutex> lock(mu_);
   // One write per record (O_APPEND): readers never see half a record unless
   // the disk fills.
-  size_t done = 0;
-  while (done < record.size()) {
-    ssize_t n = write(fd_, record.data() + done, record.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return WriteError(path_, errno);
-    }
-    done += static_cast<size_t>(n);
-  }
-  return absl::OkStatus();
+  return WriteAll(fd_, record.data(), record.size(),
+                  [this](int err) { return WriteError(path_, err); });
 }
 
 absl::Status SummaryWriter::AddScalar(const std::string& tag, int64_t step,

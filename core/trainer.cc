@@ -48,20 +48,7 @@ double SecondsSince(Clock::time_point t) {
 }
 
 // Running loss/accuracy over an epoch, as Keras' progress bar shows them.
-struct RunningMetrics {
-  double loss_sum = 0;
-  int64_t correct = 0;
-  int64_t count = 0;
-  void Add(const BatchLoss& b) {
-    loss_sum += b.loss_sum;
-    correct += b.correct;
-    count += b.count;
-  }
-  double loss() const { return count ? loss_sum / count : 0.0; }
-  double accuracy() const {
-    return count ? static_cast<double>(correct) / count : 0.0;
-  }
-};
+using RunningMetrics = BatchLoss;
 
 absl::Status CheckDataFitsModel(const JobSpec& spec, const Model& model,
                                 const Dataset& train, const Dataset& test) {
@@ -293,11 +280,7 @@ BatchLoss LocalTrainer::Step(Batch& batch) {
     }
   }
   BatchLoss total;
-  for (const BatchLoss& b : losses) {
-    total.loss_sum += b.loss_sum;
-    total.correct += b.correct;
-    total.count += b.count;
-  }
+  for (const BatchLoss& b : losses) total += b;
   return total;
 }
 
@@ -345,11 +328,7 @@ BatchLoss LocalTrainer::Evaluate() {
     }
   });
   BatchLoss total;
-  for (const BatchLoss& b : results) {
-    total.loss_sum += b.loss_sum;
-    total.correct += b.correct;
-    total.count += b.count;
-  }
+  for (const BatchLoss& b : results) total += b;
   return total;
 }
 
@@ -402,7 +381,7 @@ absl::StatusOr<TrainResult> LocalTrainer::Run() {
     info.epochs = total_epochs;
     info.step = step;
     info.total_steps = total_steps_;
-    info.loss = epoch_metrics.loss();
+    info.loss = epoch_metrics.mean_loss();
     info.accuracy = epoch_metrics.accuracy();
     info.learning_rate = schedule_->At(std::max<int64_t>(step - 1, 0));
     info.samples_per_sec = rate;
@@ -433,8 +412,8 @@ absl::StatusOr<TrainResult> LocalTrainer::Run() {
           "optimizer.learning_rate?)",
           step, loss.loss_sum));
     }
-    epoch_metrics.Add(loss);
-    summary_metrics.Add(loss);
+    epoch_metrics += loss;
+    summary_metrics += loss;
 
     const bool epoch_end = step % spe == 0;
     if (SecondsSince(last_progress) >= options_.progress_interval_seconds ||
@@ -450,7 +429,7 @@ absl::StatusOr<TrainResult> LocalTrainer::Run() {
     if (spec_.summary.every_steps > 0 &&
         step % spec_.summary.every_steps == 0) {
       RETURN_IF_ERROR(summaries_->AddScalars(
-          step, {{"train/loss", summary_metrics.loss()},
+          step, {{"train/loss", summary_metrics.mean_loss()},
                  {"train/accuracy", summary_metrics.accuracy()},
                  {"learning_rate", schedule_->At(step - 1)},
                  {"samples_per_sec",
@@ -461,23 +440,19 @@ absl::StatusOr<TrainResult> LocalTrainer::Run() {
       const Clock::time_point e0 = Clock::now();
       last_eval = Evaluate();
       evaluated = true;
-      const double eval_loss =
-          last_eval.count ? last_eval.loss_sum / last_eval.count : 0;
-      const double eval_acc =
-          last_eval.count ? static_cast<double>(last_eval.correct) /
-                                last_eval.count
-                          : 0;
+      const double eval_loss = last_eval.mean_loss();
+      const double eval_acc = last_eval.accuracy();
       Log(absl::StrFormat(
           "[%s] epoch %d done  train loss %.4f  acc %.4f  |  test loss %.4f "
           " acc %.4f  (%d samples, eval %.1fs)",
-          spec_.name, (step + spe - 1) / spe, epoch_metrics.loss(),
+          spec_.name, (step + spe - 1) / spe, epoch_metrics.mean_loss(),
           epoch_metrics.accuracy(), eval_loss, eval_acc, last_eval.count,
           SecondsSince(e0)));
       RETURN_IF_ERROR(summaries_->AddScalars(
           step, {{"eval/loss", eval_loss}, {"eval/accuracy", eval_acc},
-                 {"epoch/train_loss", epoch_metrics.loss()},
+                 {"epoch/train_loss", epoch_metrics.mean_loss()},
                  {"epoch/train_accuracy", epoch_metrics.accuracy()}}));
-      result.train_loss = epoch_metrics.loss();
+      result.train_loss = epoch_metrics.mean_loss();
       result.train_accuracy = epoch_metrics.accuracy();
       if (epoch_end) epoch_metrics = RunningMetrics();
     }
@@ -492,7 +467,7 @@ absl::StatusOr<TrainResult> LocalTrainer::Run() {
   RETURN_IF_ERROR(summaries_->Flush());
 
   if (epoch_metrics.count > 0) {
-    result.train_loss = epoch_metrics.loss();
+    result.train_loss = epoch_metrics.mean_loss();
     result.train_accuracy = epoch_metrics.accuracy();
   }
   result.steps = step;
@@ -504,12 +479,8 @@ absl::StatusOr<TrainResult> LocalTrainer::Run() {
   result.fingerprint = Fingerprint(replicas_[0]->params());
   if (result.finished) {
     if (!evaluated) last_eval = Evaluate();  // e.g. resumed a finished job
-    result.test_loss = last_eval.count ? last_eval.loss_sum / last_eval.count
-                                       : 0;
-    result.test_accuracy =
-        last_eval.count
-            ? static_cast<double>(last_eval.correct) / last_eval.count
-            : 0;
+    result.test_loss = last_eval.mean_loss();
+    result.test_accuracy = last_eval.accuracy();
   }
   result.wall_seconds = SecondsSince(wall_start);
   if (result.finished) {

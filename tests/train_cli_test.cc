@@ -2,6 +2,7 @@
 // job. Checks the progress line, result.json, checkpoints and summaries;
 // that stop+resume and kill -9+resume end with the same parameters as an
 // uninterrupted run; and that every kind of bad input fails cleanly.
+#include <dirent.h>
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -9,6 +10,7 @@
 #include <regex>
 #include <string>
 
+#include "core/event_file_reader.h"
 #include "gtest/gtest.h"
 #include "tests/subprocess.h"
 
@@ -231,6 +233,54 @@ TEST_F(TrainCliTest, DamagedLatestCheckpointFallsBackToPrevious) {
   RunResult straight = Train(path, dir_ + "/straight");
   EXPECT_EQ(Result(storage, "tiny")["fingerprint"],
             Result(dir_ + "/straight", "tiny")["fingerprint"]);
+}
+
+TEST_F(TrainCliTest, SummariesAreValidTensorBoardEventFiles) {
+  const std::string storage = dir_ + "/storage";
+  RunResult r = Train(WriteJob(TinyJob()), storage);
+  ASSERT_EQ(r.exit.exit_code, 0) << r.err;
+  const std::string summaries = storage + "/jobs/tiny/summaries";
+  std::vector<std::string> files;
+  DIR* d = opendir(summaries.c_str());
+  ASSERT_NE(d, nullptr);
+  while (dirent* e = readdir(d)) {
+    if (std::string(e->d_name).rfind("events.out.tfevents.", 0) == 0) {
+      files.push_back(summaries + "/" + e->d_name);
+    }
+  }
+  closedir(d);
+  ASSERT_EQ(files.size(), 1u);
+  // Every record's two masked CRC32Cs are verified by the reader.
+  absl::StatusOr<EventFile> events = ReadEventFile(files[0]);
+  ASSERT_TRUE(events.ok()) << events.status();
+  EXPECT_EQ(events->file_version, "brain.Event:2");
+  std::map<std::string, std::vector<int64_t>> steps;
+  std::map<std::string, double> last;
+  for (const ScalarEvent& e : events->scalars) {
+    steps[e.tag].push_back(e.step);
+    last[e.tag] = e.value;
+  }
+  EXPECT_EQ(steps["train/loss"].size(), 18u);  // every 10 of 189 steps
+  EXPECT_EQ(steps["train/loss"].front(), 10);
+  EXPECT_EQ(steps["eval/accuracy"], (std::vector<int64_t>{63, 126, 189}));
+  for (const char* tag : {"train/accuracy", "learning_rate", "samples_per_sec",
+                          "eval/loss"}) {
+    EXPECT_FALSE(steps[tag].empty()) << tag;
+  }
+  nlohmann::json res = Result(storage, "tiny");
+  EXPECT_NEAR(last["eval/accuracy"], res["test_accuracy"].get<double>(), 1e-6);
+  EXPECT_NEAR(last["learning_rate"], 0.003, 1e-9);
+}
+
+TEST_F(TrainCliTest, DefaultExampleLearnsWellAboveChance) {
+  const std::string storage = dir_ + "/storage";
+  RunResult r = Train(Runfile("examples/default.json"), storage);
+  ASSERT_EQ(r.exit.exit_code, 0) << r.out << r.err;
+  nlohmann::json res = Result(storage, "default");
+  ASSERT_TRUE(res.is_object());
+  EXPECT_EQ(res["replicas"], 2);
+  EXPECT_EQ(res["global_batch_size"], 64);
+  EXPECT_GE(res["test_accuracy"].get<double>(), 0.8);  // chance: 0.1
 }
 
 // ---- Bad input: a clear message naming the file or field, a non-zero
