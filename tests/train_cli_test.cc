@@ -279,7 +279,7 @@ TEST_F(TrainCliTest, DefaultExampleLearnsWellAboveChance) {
   nlohmann::json res = Result(storage, "default");
   ASSERT_TRUE(res.is_object());
   EXPECT_EQ(res["replicas"], 2);
-  EXPECT_EQ(res["global_batch_size"], 64);
+  EXPECT_EQ(res["global_batch_size"], 128);  // 2 replicas x 64
   EXPECT_GE(res["test_accuracy"].get<double>(), 0.8);  // chance: 0.1
 }
 
