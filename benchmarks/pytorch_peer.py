@@ -37,10 +37,16 @@ def parse_args():
 
 
 ARGS = parse_args()
-# Before torch loads: OpenBLAS (pthread build) sizes its own pool from these,
-# and torch.set_num_threads does not reach it. Same thread budget as lockstep.
-for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ[var] = str(ARGS.threads)
+# Thread budget, set before torch loads. torch.set_num_threads sizes OpenMP's
+# pool, but Debian's OpenBLAS (pthread build) keeps a pool of its own, sized
+# from OPENBLAS_NUM_THREADS, that torch never touches. With T > 1, T OpenMP
+# workers that spin-wait plus T OpenBLAS threads on T cores starve each other:
+# on 2 cores that ran 2-3x slower than one thread. So by default PyTorch's own
+# ops get T threads and BLAS runs on the calling thread, the fastest of the
+# arrangements measured (README). An OPENBLAS_NUM_THREADS or OMP_WAIT_POLICY
+# set in the environment wins.
+os.environ["OMP_NUM_THREADS"] = str(ARGS.threads)
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -159,6 +165,8 @@ def main():
     if ARGS.info:
         print(json.dumps({"torch": torch.__version__, "blas": blas,
                           "blas_path": blas_path,
+                          "openblas_threads": os.environ["OPENBLAS_NUM_THREADS"],
+                          "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""),
                           "alternatives_libblas": alternatives_blas(),
                           "torch_threads": torch.get_num_threads()}))
         return
@@ -194,7 +202,8 @@ def main():
         "samples_per_sec": samples / seconds, "steps": ARGS.steps,
         "threads": ARGS.threads, "model": ARGS.model, "batch": ARGS.batch,
         "seconds": round(seconds, 3), "final_loss": round(final_loss, 4),
-        "torch": torch.__version__, "blas": blas}))
+        "torch": torch.__version__, "blas": blas,
+        "openblas_threads": int(os.environ["OPENBLAS_NUM_THREADS"])}))
 
 
 if __name__ == "__main__":

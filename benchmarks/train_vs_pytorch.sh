@@ -123,6 +123,8 @@ info=$("$PY" "$peer" --info)  # warns loudly on stderr if not OpenBLAS
 torch_version=$(json_get - torch <<<"$info")
 blas=$(json_get - blas <<<"$info")
 blas_path=$(json_get - blas_path <<<"$info")
+openblas_threads=$(json_get - openblas_threads <<<"$info")
+wait_policy=$(json_get - omp_wait_policy <<<"$info")
 cpu=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -n 1)
 cores=$(nproc)
 load=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -137,6 +139,7 @@ echo "torch $torch_version, BLAS: $blas ($blas_path); $("$lockstep" version 2>/d
 echo "command: $command"
 echo "per row: lockstep train JOB --threads T (steps as above, Adam 1e-3, no checkpoints);"
 echo "         $PY pytorch_peer.py --model M --steps N --threads T --batch B (20 warm-up steps untimed)"
+echo "         (torch.set_num_threads(T); OpenBLAS threads: $openblas_threads; OMP_WAIT_POLICY: ${wait_policy:-default})"
 ((repeat == 1)) || echo "each figure: the best of $repeat runs"
 busy=$("$PY" -c 'import os; print(int(os.getloadavg()[0] >= 0.5 * os.cpu_count()))')
 if ((busy)); then
