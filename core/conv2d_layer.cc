@@ -50,10 +50,9 @@ Conv2DGeometry Conv2DLayer::Geometry(int64_t n) const {
 void Conv2DLayer::Forward(int64_t n, const float* x, float* y,
                           const PassContext& ctx) {
   const Conv2DGeometry g = Geometry(n);
-  Conv2DForward(g, x, kernel_.value.data(), nullptr, y, &ws_);
-  BiasActivationForward(g.rows(), g.filters,
-                        spec_.use_bias ? bias_.value.data() : nullptr, Act(ctx),
-                        y);
+  Conv2DForward(g, x, kernel_.value.data(),
+                spec_.use_bias ? bias_.value.data() : nullptr, Act(ctx), y,
+                &ws_);
 }
 
 void Conv2DLayer::Backward(int64_t n, const float* x, const float* y, float* dy,

@@ -13,6 +13,9 @@ namespace lockstep {
 namespace {
 
 constexpr int64_t kCopyGrain = 1 << 14;  // floats per ParallelFor range
+// Floats of patches plus outputs per fused forward block: well inside L2, so
+// im2col, the GEMM and the activation pass each find the block in cache.
+constexpr int64_t kFusedBlockFloats = 1 << 15;
 
 // Rows of the patch matrix per block.
 int64_t BlockRows(const Conv2DGeometry& g, const ConvWorkspace& ws) {
@@ -145,24 +148,45 @@ void Col2Im(const Conv2DGeometry& g, const float* dpatches, int64_t row_begin,
 }
 
 void Conv2DForward(const Conv2DGeometry& g, const float* x, const float* kernel,
-                   const float* bias, float* y, ConvWorkspace* ws) {
+                   const float* bias, ActivationKind act, float* y,
+                   ConvWorkspace* ws) {
   ws->holds_all_patches = false;
   const int64_t rows = g.rows(), p = g.patch_size(), f = g.filters;
   if (rows <= 0 || f <= 0) return;
-  if (g.is_pointwise()) {
-    Gemm(false, false, rows, f, p, 1.0f, x, kernel, 0.0f, y);
-  } else {
-    const int64_t block = BlockRows(g, *ws);
-    float* patches = Grow(&ws->patches, block * p);
-    for (int64_t r0 = 0; r0 < rows; r0 += block) {
-      const int64_t r1 = std::min(rows, r0 + block);
-      Im2Col(g, x, r0, r1, patches);
-      Gemm(false, false, r1 - r0, f, p, 1.0f, patches, kernel, 0.0f,
-           y + r0 * f);
-    }
-    ws->holds_all_patches = block >= rows;
+  const bool pointwise = g.is_pointwise();
+  const int64_t block = pointwise ? rows : BlockRows(g, *ws);
+  float* patches = pointwise ? nullptr : Grow(&ws->patches, block * p);
+  const int64_t sub =
+      std::max<int64_t>(1, kFusedBlockFloats / std::max<int64_t>(p + f, 1));
+  for (int64_t r0 = 0; r0 < rows; r0 += block) {
+    const int64_t r1 = std::min(rows, r0 + block);
+    // Each range owns whole sub-blocks of rows: its own patches and outputs.
+    ParallelFor((r1 - r0 + sub - 1) / sub, 1, [&](int64_t b, int64_t e) {
+      for (int64_t s0 = r0 + b * sub; s0 < std::min(r1, r0 + e * sub);
+           s0 += sub) {
+        const int64_t s1 = std::min(r1, s0 + sub);
+        const float* src = x + s0 * p;  // pointwise: x is the patch matrix
+        if (!pointwise) {
+          float* dst = patches + (s0 - r0) * p;
+          Im2Col(g, x, s0, s1, dst);
+          src = dst;
+        }
+        // The bias goes in first so the GEMM accumulates onto it (beta = 1)
+        // instead of OpenBLAS zeroing the block (beta = 0) and a bias pass.
+        float* out = y + s0 * f;
+        for (int64_t r = 0; r < s1 - s0; ++r) {
+          if (bias != nullptr) {
+            std::copy(bias, bias + f, out + r * f);
+          } else {
+            std::fill(out + r * f, out + (r + 1) * f, 0.0f);
+          }
+        }
+        Gemm(false, false, s1 - s0, f, p, 1.0f, src, kernel, 1.0f, out);
+        BiasActivationForward(s1 - s0, f, nullptr, act, out);
+      }
+    });
   }
-  if (bias != nullptr) AddBias(rows, f, bias, y);
+  ws->holds_all_patches = !pointwise && block >= rows;
 }
 
 void Conv2DBackward(const Conv2DGeometry& g, const float* x,

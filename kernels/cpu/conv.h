@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/elementwise.h"
+
 namespace lockstep {
 
 // Output size of one spatial dimension with Keras/TF semantics: valid:
@@ -56,10 +58,12 @@ void Im2Col(const Conv2DGeometry& g, const float* x, int64_t row_begin,
 void Col2Im(const Conv2DGeometry& g, const float* dpatches, int64_t row_begin,
             int64_t row_end, float* dx);
 
-// y [N, OH, OW, F] = conv(x [N, H, W, C], kernel [KH, KW, C, F]) + bias.
-// bias may be null.
+// y [N, OH, OW, F] = act(conv(x [N, H, W, C], kernel [KH, KW, C, F]) + bias).
+// bias may be null. Works in blocks of output rows small enough that each
+// block's patches and outputs stay in cache from im2col to the activation.
 void Conv2DForward(const Conv2DGeometry& g, const float* x, const float* kernel,
-                   const float* bias, float* y, ConvWorkspace* ws);
+                   const float* bias, ActivationKind act, float* y,
+                   ConvWorkspace* ws);
 
 // Given dy [N, OH, OW, F], overwrites dkernel, dbias (if not null) and dx (if
 // not null) with the gradients. x must be the input of the last

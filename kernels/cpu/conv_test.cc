@@ -84,7 +84,8 @@ TEST_P(ConvTest, MatchesDirectConvolution) {
   ConvWorkspace ws;
   ws.max_patch_floats = max_patch_floats;
   std::vector<float> y(g.rows() * g.filters, -7);
-  Conv2DForward(g, x.data(), k.data(), b.data(), y.data(), &ws);
+  Conv2DForward(g, x.data(), k.data(), b.data(), ActivationKind::kLinear,
+                y.data(), &ws);
   std::vector<float> want;
   NaiveConv(g, x, k, b, &want);
   ASSERT_EQ(y.size(), want.size());

@@ -1,12 +1,60 @@
-// cblas_sgemm with row-major conventions and the k == 0 edge handled here
-// (BLAS implementations disagree on it).
+// cblas_sgemm with row-major conventions, the k == 0 edge handled here (BLAS
+// implementations disagree on it), and the threading done by our ParallelFor
+// pool: OpenBLAS stays single-threaded so that its own pthread pool and ours
+// never spin against each other for the same cores.
 #include "kernels/cpu/gemm.h"
 
 #include <cblas.h>
 
 #include <algorithm>
+#include <vector>
+
+#include "kernels/cpu/threading.h"
 
 namespace lockstep {
+namespace {
+
+// Below this many multiply-adds per chunk a pool handoff costs more than the
+// parallel work saves.
+constexpr int64_t kMinMacsPerChunk = int64_t{1} << 18;
+// Row/column splits come in multiples of this: OpenBLAS's sgemm micro-tile
+// is 16 wide on AVX2/AVX-512, so only the last chunk has a ragged edge.
+constexpr int64_t kTile = 16;
+// A depth split leaves each chunk at least this much of k.
+constexpr int64_t kMinDepth = 64;
+// Elements per range when summing depth partials.
+constexpr int64_t kSumGrain = int64_t{1} << 15;
+
+void EnsureBlasSingleThreaded() {
+  static const bool done = [] {
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)done;
+}
+
+void BlasGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+              float alpha, const float* a, int64_t lda, const float* b,
+              int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (m <= 0 || n <= 0 || k <= 0) return;
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
+              static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
+              static_cast<blasint>(std::max<int64_t>(lda, 1)), b,
+              static_cast<blasint>(std::max<int64_t>(ldb, 1)), beta, c,
+              static_cast<blasint>(std::max<int64_t>(ldc, 1)));
+}
+
+// Start of chunk `i` of `chunks` over `units` units of `unit` elements; the
+// last chunk runs to `size`.
+int64_t ChunkStart(int64_t i, int64_t chunks, int64_t units, int64_t unit,
+                   int64_t size) {
+  return i == chunks ? size : std::min(size, unit * (units * i / chunks));
+}
+
+enum class Split { kRows, kCols, kDepth };
+
+}  // namespace
 
 void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
           float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
@@ -23,12 +71,91 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
     }
     return;
   }
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
-              static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
-              static_cast<blasint>(std::max<int64_t>(lda, 1)), b,
-              static_cast<blasint>(std::max<int64_t>(ldb, 1)), beta, c,
-              static_cast<blasint>(std::max<int64_t>(ldc, 1)));
+  EnsureBlasSingleThreaded();
+  int64_t chunks =
+      InsideParallelFor()
+          ? 1
+          : std::min<int64_t>(NumThreads(), m * n * k / kMinMacsPerChunk);
+  // Pick the split that duplicates the least work: a row split makes every
+  // chunk pack all of op(B) (k*n), a column split all of op(A) (m*k), a depth
+  // split writes and re-reads one partial C per extra chunk (2*m*n).
+  const int64_t row_units = (m + kTile - 1) / kTile;
+  const int64_t col_units = (n + kTile - 1) / kTile;
+  const int64_t depth_units = k / kMinDepth;
+  Split split = Split::kRows;
+  int64_t units = 0, best_cost = 0;
+  auto consider = [&](Split s, int64_t u, int64_t cost) {
+    if (u >= 2 && (units == 0 || cost < best_cost)) {
+      split = s, units = u, best_cost = cost;
+    }
+  };
+  consider(Split::kRows, row_units, k * n);
+  consider(Split::kCols, col_units, m * k);
+  consider(Split::kDepth, depth_units, 2 * m * n);
+  chunks = std::min(chunks, units);
+  if (chunks <= 1) {
+    BlasGemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  // Partial products of depth chunks 1.. (chunk 0 accumulates into C). The
+  // caller's thread owns the buffer; pool threads write their own slices
+  // through `part` (naming `partials` there would be their own copy).
+  thread_local std::vector<float> partials;
+  if (split == Split::kDepth &&
+      partials.size() < static_cast<size_t>((chunks - 1) * m * n)) {
+    partials.resize((chunks - 1) * m * n);
+  }
+  float* const part = partials.data();
+  // One range item is one chunk, so the chunk boundaries (and so the result)
+  // depend only on the shape and the thread count, even when ParallelFor
+  // runs the whole range inline.
+  ParallelFor(chunks, 1, [&](int64_t first, int64_t last) {
+    for (int64_t i = first; i < last; ++i) {
+      switch (split) {
+        case Split::kRows: {
+          const int64_t r0 = ChunkStart(i, chunks, units, kTile, m);
+          const int64_t r1 = ChunkStart(i + 1, chunks, units, kTile, m);
+          BlasGemm(trans_a, trans_b, r1 - r0, n, k, alpha,
+                   trans_a ? a + r0 : a + r0 * lda, lda, b, ldb, beta,
+                   c + r0 * ldc, ldc);
+          break;
+        }
+        case Split::kCols: {
+          const int64_t c0 = ChunkStart(i, chunks, units, kTile, n);
+          const int64_t c1 = ChunkStart(i + 1, chunks, units, kTile, n);
+          BlasGemm(trans_a, trans_b, m, c1 - c0, k, alpha, a, lda,
+                   trans_b ? b + c0 * ldb : b + c0, ldb, beta, c + c0, ldc);
+          break;
+        }
+        case Split::kDepth: {
+          const int64_t k0 = ChunkStart(i, chunks, units, kMinDepth, k);
+          const int64_t k1 = ChunkStart(i + 1, chunks, units, kMinDepth, k);
+          const float* ak = trans_a ? a + k0 * lda : a + k0;
+          const float* bk = trans_b ? b + k0 : b + k0 * ldb;
+          if (i == 0) {
+            BlasGemm(trans_a, trans_b, m, n, k1 - k0, alpha, ak, lda, bk, ldb,
+                     beta, c, ldc);
+          } else {
+            BlasGemm(trans_a, trans_b, m, n, k1 - k0, alpha, ak, lda, bk, ldb,
+                     0.0f, part + (i - 1) * m * n, n);
+          }
+          break;
+        }
+      }
+    }
+  });
+  if (split != Split::kDepth) return;
+  // C += partial 1 + partial 2 + ..., in that order for every element.
+  ParallelFor(m, std::max<int64_t>(1, kSumGrain / n),
+              [&](int64_t first, int64_t last) {
+                for (int64_t r = first; r < last; ++r) {
+                  float* __restrict row = c + r * ldc;
+                  for (int64_t p = 0; p + 1 < chunks; ++p) {
+                    const float* __restrict src = part + (p * m + r) * n;
+                    for (int64_t j = 0; j < n; ++j) row[j] += src[j];
+                  }
+                }
+              });
 }
 
 void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,

@@ -34,7 +34,7 @@ class GemmTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(GemmTest, MatchesNaiveForAllTransposes) {
   const Case cs = GetParam();
-  for (int threads : {1, 2}) {
+  for (int threads : {1, 2, 3}) {
     SetNumThreads(threads);
     for (int ta = 0; ta < 2; ++ta) {
       for (int tb = 0; tb < 2; ++tb) {
@@ -62,7 +62,12 @@ INSTANTIATE_TEST_SUITE_P(Sizes, GemmTest,
                          ::testing::Values(Case{1, 1, 1}, Case{3, 5, 7},
                                            Case{17, 1, 33}, Case{64, 48, 129},
                                            Case{0, 4, 3}, Case{4, 0, 3},
-                                           Case{5, 6, 0}));
+                                           Case{5, 6, 0},
+                                           // Big enough to split over
+                                           // threads: by rows, by columns,
+                                           // by depth.
+                                           Case{400, 24, 70}, Case{24, 400, 70},
+                                           Case{9, 32, 5000}));
 
 TEST(GemmTest, StridedSubmatrix) {
   // A 2x3 block of a 4x5 matrix times a 3x2 block of a 3x4 matrix into a 2x2
@@ -80,6 +85,59 @@ TEST(GemmTest, StridedSubmatrix) {
   }
   EXPECT_EQ(c[0], 7.0f);
   EXPECT_EQ(c[5], 7.0f);
+}
+
+// The split paths on sub-matrices of wider buffers (lda, ldb, ldc larger
+// than the row), and run twice: the same thread count gives the same bits.
+TEST(GemmTest, SplitsHonourStridesAndRepeatExactly) {
+  for (int threads : {2, 3}) {
+    SetNumThreads(threads);
+    for (const Case& cs :
+         {Case{400, 24, 70}, Case{24, 400, 70}, Case{9, 32, 5000}}) {
+      for (int ta = 0; ta < 2; ++ta) {
+        for (int tb = 0; tb < 2; ++tb) {
+          const int64_t pad = 3;
+          const int64_t a_rows = ta ? cs.k : cs.m, a_cols = ta ? cs.m : cs.k;
+          const int64_t b_rows = tb ? cs.n : cs.k, b_cols = tb ? cs.k : cs.n;
+          const int64_t lda = a_cols + pad, ldb = b_cols + pad;
+          const int64_t ldc = cs.n + pad;
+          std::vector<float> a = RandomVector(a_rows * lda, 6);
+          std::vector<float> b = RandomVector(b_rows * ldb, 7);
+          std::vector<float> packed_a(a_rows * a_cols),
+              packed_b(b_rows * b_cols);
+          for (int64_t i = 0; i < a_rows; ++i) {
+            for (int64_t j = 0; j < a_cols; ++j) {
+              packed_a[i * a_cols + j] = a[i * lda + j];
+            }
+          }
+          for (int64_t i = 0; i < b_rows; ++i) {
+            for (int64_t j = 0; j < b_cols; ++j) {
+              packed_b[i * b_cols + j] = b[i * ldb + j];
+            }
+          }
+          std::vector<float> c(cs.m * ldc, 9.0f), again = c;
+          std::vector<float> want(cs.m * cs.n);
+          Gemm(ta, tb, cs.m, cs.n, cs.k, 1.0f, a.data(), lda, b.data(), ldb,
+               0.0f, c.data(), ldc);
+          Gemm(ta, tb, cs.m, cs.n, cs.k, 1.0f, a.data(), lda, b.data(), ldb,
+               0.0f, again.data(), ldc);
+          NaiveGemm(ta, tb, cs.m, cs.n, cs.k, 1.0f, packed_a.data(),
+                    packed_b.data(), 0.0f, want.data());
+          for (int64_t i = 0; i < cs.m; ++i) {
+            for (int64_t j = 0; j < ldc; ++j) {
+              const float got = c[i * ldc + j];
+              ASSERT_EQ(got, again[i * ldc + j]) << i << "," << j;
+              if (j >= cs.n) {
+                ASSERT_EQ(got, 9.0f) << "wrote past the row: " << i;
+              } else {
+                ASSERT_NEAR(got, want[i * cs.n + j], 1e-4f * (1 + cs.k));
+              }
+            }
+          }
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

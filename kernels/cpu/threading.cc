@@ -1,23 +1,55 @@
-// A fork/join pool with persistent threads: a ParallelFor costs two
-// condition-variable handoffs, not thread creation.
+// A fork/join pool with persistent threads. Between jobs a worker spins for
+// a short while before it sleeps on a condition variable: the kernels of one
+// training step call ParallelFor back to back (a GEMM, then its bias pass,
+// ...), and waking a sleeping thread costs tens of microseconds on a VM,
+// as much as a small job itself.
 #include "kernels/cpu/threading.h"
-
-#include <cblas.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 namespace lockstep {
 namespace {
+
+// How long an idle worker (or the caller waiting for workers) spins before
+// blocking: long enough to bridge the gaps inside a step, short enough not
+// to hold a core from other work between steps.
+constexpr std::chrono::microseconds kSpin(200);
 
 int HardwareThreads() {
   const unsigned n = std::thread::hardware_concurrency();
   return n == 0 ? 1 : static_cast<int>(n);
+}
+
+inline void CpuRelax() {
+#ifdef __SSE2__
+  _mm_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+// Spins until done() or kSpin has passed; returns done().
+template <typename Done>
+bool SpinUntil(Done done) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpin;
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+      CpuRelax();
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return done();
+  }
 }
 
 class Pool {
@@ -31,7 +63,7 @@ class Pool {
   ~Pool() {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
+      stop_.store(true);
     }
     start_cv_.notify_all();
     for (std::thread& t : threads_) t.join();
@@ -41,44 +73,65 @@ class Pool {
   // Calls fn(i) for i in [0, chunks), chunks <= workers() + 1; the caller
   // runs chunk 0. Blocks until every chunk is done.
   void Run(int chunks, absl::FunctionRef<void(int)> fn) {
+    fn_ = &fn;
+    pending_.store(chunks - 1, std::memory_order_relaxed);
     {
+      // Under the lock so that a worker about to sleep sees the new job.
       std::lock_guard<std::mutex> lock(mu_);
-      fn_ = &fn;
-      chunks_ = chunks;
-      pending_ = chunks - 1;
-      ++generation_;
+      const int64_t counter = job_.load(std::memory_order_relaxed) / kJobStep;
+      job_.store((counter + 1) * kJobStep + chunks, std::memory_order_release);
+      if (sleepers_ > 0) start_cv_.notify_all();
     }
-    start_cv_.notify_all();
     fn(0);
+    auto done = [this] {
+      return pending_.load(std::memory_order_acquire) == 0;
+    };
+    if (SpinUntil(done)) return;
     std::unique_lock<std::mutex> lock(mu_);
-    done_cv_.wait(lock, [this] { return pending_ == 0; });
-    fn_ = nullptr;
+    done_cv_.wait(lock, done);
   }
 
  private:
+  // job_ packs a job counter with the job's chunk count (low bits), so a
+  // worker reads both in one load and never pairs one job's counter with the
+  // next job's count.
+  static constexpr int64_t kJobStep = int64_t{1} << 16;
+
   void Loop(int chunk) {
     int64_t seen = 0;
-    std::unique_lock<std::mutex> lock(mu_);
+    auto ready = [&] {
+      return stop_.load(std::memory_order_relaxed) ||
+             job_.load(std::memory_order_acquire) != seen;
+    };
     for (;;) {
-      start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      if (chunk >= chunks_) continue;
-      const absl::FunctionRef<void(int)>* fn = fn_;
-      lock.unlock();
-      (*fn)(chunk);
-      lock.lock();
-      if (--pending_ == 0) done_cv_.notify_one();
+      if (!SpinUntil(ready)) {
+        std::unique_lock<std::mutex> lock(mu_);
+        ++sleepers_;
+        start_cv_.wait(lock, ready);
+        --sleepers_;
+      }
+      if (stop_.load()) return;
+      seen = job_.load(std::memory_order_acquire);
+      // fn_ is this job's: the caller cannot start another until this
+      // worker's chunk is counted down.
+      if (chunk >= seen % kJobStep) continue;
+      (*fn_)(chunk);
+      if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        // Under the lock so the caller cannot miss the wake-up between its
+        // check and its wait.
+        std::lock_guard<std::mutex> lock(mu_);
+        done_cv_.notify_one();
+      }
     }
   }
 
   std::mutex mu_;
   std::condition_variable start_cv_, done_cv_;
   const absl::FunctionRef<void(int)>* fn_ = nullptr;
-  int chunks_ = 0;
-  int pending_ = 0;
-  int64_t generation_ = 0;
-  bool stop_ = false;
+  std::atomic<int64_t> job_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
+  int sleepers_ = 0;  // guarded by mu_
   std::vector<std::thread> threads_;
 };
 
@@ -94,13 +147,14 @@ void SetNumThreads(int n) {
   std::lock_guard<std::mutex> lock(g_pool_mu);
   g_threads.store(n);
   if (g_pool != nullptr && g_pool->workers() != n - 1) g_pool.reset();
-  openblas_set_num_threads(n);
 }
 
 int NumThreads() {
   const int n = g_threads.load();
   return n > 0 ? n : HardwareThreads();
 }
+
+bool InsideParallelFor() { return t_inside; }
 
 void ParallelFor(int64_t n, int64_t min_grain,
                  absl::FunctionRef<void(int64_t, int64_t)> fn) {

@@ -1,6 +1,6 @@
-// Compute threads for the CPU kernels: OpenBLAS's thread count, and a small
-// persistent pool that ParallelFor uses for our own loops (im2col, pooling,
-// element-wise work).
+// Compute threads for the CPU kernels: a small persistent pool that
+// ParallelFor uses for every parallel loop, GEMM included (gemm.cc splits
+// each product over it and keeps OpenBLAS itself single-threaded).
 #ifndef LOCKSTEP_KERNELS_CPU_THREADING_H_
 #define LOCKSTEP_KERNELS_CPU_THREADING_H_
 
@@ -10,7 +10,7 @@
 
 namespace lockstep {
 
-// Sets the threads used by GEMM (OpenBLAS) and by ParallelFor; n <= 0 means
+// Sets the threads ParallelFor (and so GEMM) uses; n <= 0 means
 // every core. Call it between steps, not while kernels run on other threads.
 void SetNumThreads(int n);
 // The current setting (every core until SetNumThreads is called).
@@ -25,6 +25,10 @@ int NumThreads();
 // thread is using the pool (replicas running side by side).
 void ParallelFor(int64_t n, int64_t min_grain,
                  absl::FunctionRef<void(int64_t begin, int64_t end)> fn);
+
+// True on a thread that is running a ParallelFor range. A nested ParallelFor
+// runs inline, so work split for the pool there only adds overhead.
+bool InsideParallelFor();
 
 }  // namespace lockstep
 
