@@ -6,9 +6,9 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -25,21 +25,16 @@
 #include "core/file_util.h"
 #include "core/fingerprint.h"
 #include "core/lr_schedule.h"
-#include "core/model.h"
 #include "core/optimizer.h"
 #include "core/progress.h"
-#include "core/random.h"
+#include "core/replica_set.h"
 #include "core/result_file.h"
 #include "core/shard_plan.h"
 #include "core/status_macros.h"
-#include "core/step_pool.h"
 #include "core/summary_writer.h"
-#include "kernels/cpu/threading.h"
 
 namespace lockstep {
 namespace {
-
-constexpr int64_t kEvalChunk = 1000;
 
 using Clock = std::chrono::steady_clock;
 
@@ -108,12 +103,11 @@ class LocalTrainer {
   std::string job_dir_;
   Dataset train_, test_;
   std::unique_ptr<ShardPlan> plan_;
-  std::vector<std::unique_ptr<Model>> replicas_;
+  std::unique_ptr<ReplicaSet> replicas_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<CheckpointStore> checkpoints_;
   std::unique_ptr<SummaryWriter> summaries_;
-  std::unique_ptr<StepPool> pool_;
   int64_t total_steps_ = 0;
   int64_t start_step_ = 0;
   int64_t last_commit_step_ = -1;
@@ -125,32 +119,25 @@ absl::Status LocalTrainer::Setup() {
   ASSIGN_OR_RETURN(train_, LoadDataset(spec_.data, Split::kTrain));
   ASSIGN_OR_RETURN(test_, LoadDataset(spec_.data, Split::kTest));
   const int64_t replicas = spec_.total_replicas();
-  for (int64_t r = 0; r < replicas; ++r) {
-    ASSIGN_OR_RETURN(std::unique_ptr<Model> m,
-                     Model::Build(spec_.model, spec_.seed));
-    replicas_.push_back(std::move(m));
-  }
-  RETURN_IF_ERROR(CheckDataFitsModel(spec_, *replicas_[0], train_, test_));
+  std::vector<int64_t> replica_ids(replicas);
+  for (int64_t r = 0; r < replicas; ++r) replica_ids[r] = r;
+  ASSIGN_OR_RETURN(replicas_, ReplicaSet::Create(spec_, std::move(replica_ids),
+                                                 options_.threads));
+  RETURN_IF_ERROR(
+      CheckDataFitsModel(spec_, replicas_->primary(), train_, test_));
   plan_ = std::make_unique<ShardPlan>(train_.num_samples,
                                       spec_.batch_size_per_replica, replicas,
                                       spec_.seed, spec_.data.shuffle);
-  total_steps_ = spec_.epochs > 0 ? spec_.epochs * plan_->steps_per_epoch()
-                                  : spec_.steps;
+  total_steps_ =
+      spec_.epochs > 0 ? spec_.epochs * plan_->steps_per_epoch() : spec_.steps;
   ASSIGN_OR_RETURN(optimizer_,
-                   Optimizer::Create(spec_.optimizer, replicas_[0]->params()));
-  ASSIGN_OR_RETURN(LrSchedule schedule,
-                   LrSchedule::Create(spec_.lr_schedule,
-                                      spec_.optimizer.learning_rate,
-                                      plan_->steps_per_epoch()));
+                   Optimizer::Create(spec_.optimizer, replicas_->params()));
+  ASSIGN_OR_RETURN(
+      LrSchedule schedule,
+      LrSchedule::Create(spec_.lr_schedule, spec_.optimizer.learning_rate,
+                         plan_->steps_per_epoch()));
   schedule_ = std::make_unique<LrSchedule>(std::move(schedule));
 
-  // Lanes run replicas side by side; leftover cores go to each lane's BLAS.
-  int threads = options_.threads > 0
-                    ? options_.threads
-                    : std::max(1u, std::thread::hardware_concurrency());
-  int lanes = static_cast<int>(std::min<int64_t>(replicas, threads));
-  pool_ = std::make_unique<StepPool>(lanes);
-  SetNumThreads(lanes > 1 ? 1 : threads);
   return absl::OkStatus();
 }
 
@@ -162,12 +149,12 @@ absl::Status LocalTrainer::PrepareStorage() {
     CheckpointStore old(ckpt_dir, spec_.checkpoint.keep);
     if (!old.ListSteps().empty()) {
       // Keep earlier work: move it aside rather than mix two runs.
-      const std::string aside = absl::StrCat(
-          ckpt_dir, ".before-", absl::ToUnixSeconds(absl::Now()));
+      const std::string aside =
+          absl::StrCat(ckpt_dir, ".before-", absl::ToUnixSeconds(absl::Now()));
       if (std::rename(ckpt_dir.c_str(), aside.c_str()) != 0) {
-        return absl::InternalError(absl::StrCat(
-            "cannot move old checkpoints to \"", aside, "\": ",
-            strerror(errno)));
+        return absl::InternalError(
+            absl::StrCat("cannot move old checkpoints to \"", aside,
+                         "\": ", strerror(errno)));
       }
       Log(absl::StrCat("--no-resume: earlier checkpoints moved to ", aside));
       RETURN_IF_ERROR(MakeDirs(ckpt_dir));
@@ -197,8 +184,7 @@ absl::Status LocalTrainer::Restore() {
     Log(absl::StrCat("note: the job file changed since ", where,
                      "; resuming with the new settings"));
   }
-  std::vector<Param*>& params =
-      const_cast<std::vector<Param*>&>(replicas_[0]->params());
+  const std::vector<Param*>& params = replicas_->params();
   if (loaded->model.size() != params.size()) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "%s holds %d model tensors but the model has %d parameters; it is "
@@ -236,10 +222,7 @@ absl::Status LocalTrainer::Restore() {
     }
   }
   optimizer_->set_iterations(loaded->state.optimizer_iterations);
-  for (size_t r = 1; r < replicas_.size(); ++r) {
-    const auto& dst = replicas_[r]->params();
-    for (size_t i = 0; i < params.size(); ++i) dst[i]->value = params[i]->value;
-  }
+  replicas_->MirrorParams();
   start_step_ = loaded->state.step;
   last_commit_step_ = start_step_;
   last_checkpoint_ = loaded->path;
@@ -248,40 +231,10 @@ absl::Status LocalTrainer::Restore() {
 }
 
 BatchLoss LocalTrainer::Step(Batch& batch) {
-  const int lanes = pool_->lanes();
-  const int64_t replicas = static_cast<int64_t>(replicas_.size());
-  const float scale = batch.global_count > 0 ? 1.0f / batch.global_count : 0;
-  std::vector<BatchLoss> losses(replicas);
-  pool_->Run([&](int lane) {
-    for (int64_t r = lane; r < replicas; r += lanes) {
-      ReplicaBatch& rb = batch.replicas[r];
-      uint64_t dropout_seed =
-          MixSeed(MixSeed(spec_.seed, batch.global_step), r);
-      losses[r] = replicas_[r]->TrainStep(rb.x, rb.labels.data(), spec_.loss,
-                                          scale, dropout_seed);
-    }
-  });
-  const std::vector<Param*>& p0 = replicas_[0]->params();
-  for (int64_t r = 1; r < replicas; ++r) {
-    const std::vector<Param*>& pr = replicas_[r]->params();
-    for (size_t i = 0; i < p0.size(); ++i) {
-      float* dst = p0[i]->grad.data();
-      const float* src = pr[i]->grad.data();
-      const int64_t n = p0[i]->grad.size();
-      for (int64_t k = 0; k < n; ++k) dst[k] += src[k];
-    }
-  }
+  BatchLoss loss = replicas_->ComputeGradients(batch, spec_.loss, spec_.seed);
   optimizer_->Apply(schedule_->At(batch.global_step));
-  for (int64_t r = 1; r < replicas; ++r) {
-    const std::vector<Param*>& pr = replicas_[r]->params();
-    for (size_t i = 0; i < p0.size(); ++i) {
-      std::memcpy(pr[i]->value.data(), p0[i]->value.data(),
-                  sizeof(float) * p0[i]->value.size());
-    }
-  }
-  BatchLoss total;
-  for (const BatchLoss& b : losses) total += b;
-  return total;
+  replicas_->MirrorParams();
+  return loss;
 }
 
 absl::Status LocalTrainer::Commit(int64_t step) {
@@ -295,7 +248,7 @@ absl::Status LocalTrainer::Commit(int64_t step) {
   state.optimizer_iterations = optimizer_->iterations();
   state.job_json = job_json_;
   NamedTensors model, opt;
-  for (Param* p : replicas_[0]->params()) model.emplace_back(p->name, &p->value);
+  for (Param* p : replicas_->params()) model.emplace_back(p->name, &p->value);
   for (auto& [name, t] : optimizer_->StateTensors()) opt.emplace_back(name, t);
   Clock::time_point t0 = Clock::now();
   RETURN_IF_ERROR(checkpoints_->Commit(state, model, opt));
@@ -308,28 +261,7 @@ absl::Status LocalTrainer::Commit(int64_t step) {
 }
 
 BatchLoss LocalTrainer::Evaluate() {
-  const int64_t n = test_.num_samples;
-  const int64_t per = NumElements(test_.sample_shape);
-  const int64_t chunks = (n + kEvalChunk - 1) / kEvalChunk;
-  std::vector<BatchLoss> results(chunks);
-  const int lanes = pool_->lanes();
-  pool_->Run([&](int lane) {
-    Tensor x;
-    for (int64_t c = lane; c < chunks; c += lanes) {
-      const int64_t begin = c * kEvalChunk;
-      const int64_t count = std::min(kEvalChunk, n - begin);
-      Shape shape = replicas_[lane]->input_shape();
-      shape.insert(shape.begin(), count);
-      x.Resize(shape);
-      std::memcpy(x.data(), test_.features.data() + begin * per,
-                  sizeof(float) * count * per);
-      results[c] = replicas_[lane]->Evaluate(x, test_.labels.data() + begin,
-                                             spec_.loss);
-    }
-  });
-  BatchLoss total;
-  for (const BatchLoss& b : results) total += b;
-  return total;
+  return replicas_->Evaluate(test_, spec_.loss);
 }
 
 absl::StatusOr<TrainResult> LocalTrainer::Run() {
@@ -342,24 +274,22 @@ absl::StatusOr<TrainResult> LocalTrainer::Run() {
   TrainResult result;
   result.total_steps = total_steps_;
   result.resumed_from_step = start_step_;
-  result.num_parameters = replicas_[0]->num_parameters();
+  result.num_parameters = replicas_->primary().num_parameters();
   int64_t end_step = total_steps_;
   if (options_.stop_after_steps >= 0) {
-    end_step = std::min(end_step, std::max(options_.stop_after_steps,
-                                           start_step_));
+    end_step =
+        std::min(end_step, std::max(options_.stop_after_steps, start_step_));
   }
   Log(absl::StrFormat(
       "job %s: %d parameters, %d replicas x batch %d = global batch %d, "
       "%d train / %d test samples, %d steps per epoch, steps %d..%d of %d",
-      spec_.name, result.num_parameters, replicas_.size(),
+      spec_.name, result.num_parameters, replicas_->size(),
       spec_.batch_size_per_replica, plan_->global_batch_size(),
       train_.num_samples, test_.num_samples, spe, start_step_, end_step,
       total_steps_));
 
-  std::vector<int64_t> replica_ids(replicas_.size());
-  for (size_t r = 0; r < replica_ids.size(); ++r) replica_ids[r] = r;
-  BatchPrefetcher prefetcher(&train_, plan_.get(), replica_ids,
-                             replicas_[0]->input_shape(), start_step_,
+  BatchPrefetcher prefetcher(&train_, plan_.get(), replicas_->replica_indices(),
+                             replicas_->primary().input_shape(), start_step_,
                              end_step);
 
   RunningMetrics epoch_metrics, summary_metrics;
@@ -387,8 +317,8 @@ absl::StatusOr<TrainResult> LocalTrainer::Run() {
     info.samples_per_sec = rate;
     const double avg = train_seconds > 0 ? samples_this_run / train_seconds : 0;
     info.eta_seconds =
-        avg > 0 ? (end_step - step) * static_cast<double>(
-                                          plan_->global_batch_size()) / avg
+        avg > 0 ? (end_step - step) *
+                      static_cast<double>(plan_->global_batch_size()) / avg
                 : -1;
     return FormatProgress(info);
   };
@@ -407,10 +337,10 @@ absl::StatusOr<TrainResult> LocalTrainer::Run() {
     samples_since_progress += batch.global_count;
     ++step;
     if (!std::isfinite(loss.loss_sum)) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "training diverged at step %d: the loss is %f (lower "
-          "optimizer.learning_rate?)",
-          step, loss.loss_sum));
+      return absl::FailedPreconditionError(
+          absl::StrFormat("training diverged at step %d: the loss is %f (lower "
+                          "optimizer.learning_rate?)",
+                          step, loss.loss_sum));
     }
     epoch_metrics += loss;
     summary_metrics += loss;
@@ -449,7 +379,8 @@ absl::StatusOr<TrainResult> LocalTrainer::Run() {
           epoch_metrics.accuracy(), eval_loss, eval_acc, last_eval.count,
           SecondsSince(e0)));
       RETURN_IF_ERROR(summaries_->AddScalars(
-          step, {{"eval/loss", eval_loss}, {"eval/accuracy", eval_acc},
+          step, {{"eval/loss", eval_loss},
+                 {"eval/accuracy", eval_acc},
                  {"epoch/train_loss", epoch_metrics.mean_loss()},
                  {"epoch/train_accuracy", epoch_metrics.accuracy()}}));
       result.train_loss = epoch_metrics.mean_loss();
@@ -476,7 +407,7 @@ absl::StatusOr<TrainResult> LocalTrainer::Run() {
   result.samples_per_sec =
       train_seconds > 0 ? samples_this_run / train_seconds : 0;
   result.checkpoint_path = last_checkpoint_;
-  result.fingerprint = Fingerprint(replicas_[0]->params());
+  result.fingerprint = Fingerprint(replicas_->params());
   if (result.finished) {
     if (!evaluated) last_eval = Evaluate();  // e.g. resumed a finished job
     result.test_loss = last_eval.mean_loss();
@@ -485,8 +416,7 @@ absl::StatusOr<TrainResult> LocalTrainer::Run() {
   result.wall_seconds = SecondsSince(wall_start);
   if (result.finished) {
     result.result_path = JoinPath(job_dir_, "result.json");
-    RETURN_IF_ERROR(
-        WriteResultFile(result.result_path, spec_, result));
+    RETURN_IF_ERROR(WriteResultFile(result.result_path, spec_, result));
     Log(absl::StrFormat(
         "[%s] finished: %d steps, test accuracy %.4f, test loss %.4f, "
         "%s samples/s, %.1fs; result in %s",

@@ -1,0 +1,108 @@
+// Local replicas: fork/join over lanes, fixed-order gradient sum, mirroring.
+#include "core/replica_set.h"
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+#include <utility>
+
+#include "core/random.h"
+#include "core/status_macros.h"
+#include "kernels/cpu/threading.h"
+
+namespace lockstep {
+namespace {
+
+constexpr int64_t kEvalChunk = 1000;
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ReplicaSet>> ReplicaSet::Create(
+    const JobSpec& spec, std::vector<int64_t> replica_indices, int threads) {
+  if (replica_indices.empty()) {
+    return absl::InvalidArgumentError("a replica set needs a replica");
+  }
+  std::unique_ptr<ReplicaSet> set(new ReplicaSet());
+  for (size_t r = 0; r < replica_indices.size(); ++r) {
+    ASSIGN_OR_RETURN(std::unique_ptr<Model> m,
+                     Model::Build(spec.model, spec.seed));
+    set->replicas_.push_back(std::move(m));
+  }
+  set->indices_ = std::move(replica_indices);
+  if (threads <= 0) {
+    threads =
+        static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }
+  const int lanes = static_cast<int>(std::min<int64_t>(set->size(), threads));
+  set->pool_ = std::make_unique<StepPool>(lanes);
+  SetNumThreads(lanes > 1 ? 1 : threads);
+  return set;
+}
+
+BatchLoss ReplicaSet::ComputeGradients(Batch& batch, LossType loss,
+                                       uint64_t seed) {
+  const int lanes = pool_->lanes();
+  const int64_t n = size();
+  const float scale = batch.global_count > 0 ? 1.0f / batch.global_count : 0;
+  std::vector<BatchLoss> losses(n);
+  pool_->Run([&](int lane) {
+    for (int64_t r = lane; r < n; r += lanes) {
+      ReplicaBatch& rb = batch.replicas[r];
+      const uint64_t dropout_seed =
+          MixSeed(MixSeed(seed, batch.global_step), indices_[r]);
+      losses[r] = replicas_[r]->TrainStep(rb.x, rb.labels.data(), loss, scale,
+                                          dropout_seed);
+    }
+  });
+  const std::vector<Param*>& p0 = replicas_[0]->params();
+  for (int64_t r = 1; r < n; ++r) {
+    const std::vector<Param*>& pr = replicas_[r]->params();
+    for (size_t i = 0; i < p0.size(); ++i) {
+      float* dst = p0[i]->grad.data();
+      const float* src = pr[i]->grad.data();
+      const int64_t count = p0[i]->grad.size();
+      for (int64_t k = 0; k < count; ++k) dst[k] += src[k];
+    }
+  }
+  BatchLoss total;
+  for (const BatchLoss& b : losses) total += b;
+  return total;
+}
+
+void ReplicaSet::MirrorParams() {
+  const std::vector<Param*>& p0 = replicas_[0]->params();
+  for (int64_t r = 1; r < size(); ++r) {
+    const std::vector<Param*>& pr = replicas_[r]->params();
+    for (size_t i = 0; i < p0.size(); ++i) {
+      std::memcpy(pr[i]->value.data(), p0[i]->value.data(),
+                  sizeof(float) * p0[i]->value.size());
+    }
+  }
+}
+
+BatchLoss ReplicaSet::Evaluate(const Dataset& data, LossType loss) {
+  const int64_t n = data.num_samples;
+  const int64_t per = NumElements(data.sample_shape);
+  const int64_t chunks = (n + kEvalChunk - 1) / kEvalChunk;
+  std::vector<BatchLoss> results(chunks);
+  const int lanes = pool_->lanes();
+  pool_->Run([&](int lane) {
+    Tensor x;
+    for (int64_t c = lane; c < chunks; c += lanes) {
+      const int64_t begin = c * kEvalChunk;
+      const int64_t count = std::min(kEvalChunk, n - begin);
+      Shape shape = replicas_[lane]->input_shape();
+      shape.insert(shape.begin(), count);
+      x.Resize(shape);
+      std::memcpy(x.data(), data.features.data() + begin * per,
+                  sizeof(float) * count * per);
+      results[c] =
+          replicas_[lane]->Evaluate(x, data.labels.data() + begin, loss);
+    }
+  });
+  BatchLoss total;
+  for (const BatchLoss& b : results) total += b;
+  return total;
+}
+
+}  // namespace lockstep
