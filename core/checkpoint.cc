@@ -24,6 +24,7 @@
 #include "absl/strings/str_join.h"
 #include "core/crc32c.h"
 #include "core/file_util.h"
+#include "core/json_util.h"
 #include "core/safetensors.h"
 #include "core/status_macros.h"
 
@@ -104,6 +105,55 @@ void TensorRecords(const NamedTensors& tensors,
   }
 }
 
+// A checksum recorded in state.json for a file or a tensor.
+struct Record {
+  uint64_t bytes;
+  uint32_t crc;
+};
+
+absl::StatusOr<Record> ReadRecord(const nlohmann::json& rec,
+                                  const std::string& context) {
+  Record r;
+  ASSIGN_OR_RETURN(r.bytes, GetUint64(rec, "bytes", context));
+  ASSIGN_OR_RETURN(r.crc, GetUint32(rec, "crc32c", context));
+  return r;
+}
+
+// The fields of a parsed state.json; errors name the field, not the file.
+absl::Status ReadState(
+    const nlohmann::json& j, CheckpointState* st,
+    std::map<std::string, Record>* files,
+    std::map<std::string, std::map<std::string, Record>>* tensors) {
+  ASSIGN_OR_RETURN(st->step, GetInt64(j, "step", ""));
+  ASSIGN_OR_RETURN(st->epoch, GetInt64(j, "epoch", ""));
+  ASSIGN_OR_RETURN(st->step_in_epoch, GetInt64(j, "step_in_epoch", ""));
+  ASSIGN_OR_RETURN(st->seed, GetUint64(j, "seed", ""));
+  ASSIGN_OR_RETURN(st->generation, GetInt64(j, "generation", ""));
+  ASSIGN_OR_RETURN(st->optimizer_iterations,
+                   GetInt64(j, "optimizer_iterations", ""));
+  ASSIGN_OR_RETURN(st->job_json, GetString(j, "job_json", ""));
+  ASSIGN_OR_RETURN(const nlohmann::json* loss, GetField(j, "train_loss", ""));
+  if (loss->is_null()) {  // NaN and inf are written as null
+    st->train_loss = std::numeric_limits<double>::quiet_NaN();
+  } else {
+    ASSIGN_OR_RETURN(st->train_loss, GetDouble(j, "train_loss", ""));
+  }
+  ASSIGN_OR_RETURN(const nlohmann::json* file_records,
+                   GetObject(j, "files", ""));
+  for (const auto& [file, rec] : file_records->items()) {
+    ASSIGN_OR_RETURN((*files)[file],
+                     ReadRecord(rec, absl::StrCat("files[\"", file, "\"]")));
+  }
+  ASSIGN_OR_RETURN(const nlohmann::json* tensor_records,
+                   GetObject(j, "tensors", ""));
+  for (const auto& [tname, rec] : tensor_records->items()) {
+    const std::string context = absl::StrCat("tensors[\"", tname, "\"]");
+    ASSIGN_OR_RETURN(const std::string file, GetString(rec, "file", context));
+    ASSIGN_OR_RETURN((*tensors)[file][tname], ReadRecord(rec, context));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string CheckpointFolderName(int64_t step) {
@@ -164,13 +214,13 @@ absl::Status CheckpointStore::CommitInto(const std::string& tmp,
   j["job_json"] = state.job_json;
   j["files"] = files;
   j["tensors"] = tensors;
-  std::string text;
-  try {
-    text = j.dump(2) + "\n";
-  } catch (const nlohmann::json::exception& e) {  // invalid UTF-8
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot encode ", kStateFile, ": ", e.what()));
+  absl::StatusOr<std::string> dumped = DumpJsonStrict(j, 2);
+  if (!dumped.ok()) {  // invalid UTF-8
+    return absl::Status(dumped.status().code(),
+                        absl::StrCat("cannot encode ", kStateFile, ": ",
+                                     dumped.status().message()));
   }
+  const std::string text = *dumped + "\n";
   const std::string state_path = JoinPath(tmp, kStateFile);
   RETURN_IF_ERROR(Fault(kStateFile, state_path));
   // Writes state.json.tmp, renames it and fsyncs `tmp` (which also makes the
@@ -296,37 +346,14 @@ absl::StatusOr<LoadedCheckpoint> CheckpointStore::LoadStep(
         kStateFile, ": ",
         absl::IsNotFound(text.status()) ? "missing" : text.status().message()));
   }
-  // Recorded per-file and per-tensor checksums.
-  struct Record {
-    uint64_t bytes;
-    uint32_t crc;
-  };
   std::map<std::string, Record> files;
   std::map<std::string, std::map<std::string, Record>> tensors;  // by file
-  try {
-    nlohmann::json j = nlohmann::json::parse(*text);
-    CheckpointState& st = out.state;
-    st.step = j.at("step").get<int64_t>();
-    st.epoch = j.at("epoch").get<int64_t>();
-    st.step_in_epoch = j.at("step_in_epoch").get<int64_t>();
-    st.seed = j.at("seed").get<uint64_t>();
-    st.generation = j.at("generation").get<int64_t>();
-    st.optimizer_iterations = j.at("optimizer_iterations").get<int64_t>();
-    st.job_json = j.at("job_json").get<std::string>();
-    const auto& loss = j.at("train_loss");
-    st.train_loss = loss.is_null() ? std::numeric_limits<double>::quiet_NaN()
-                                   : loss.get<double>();
-    for (const auto& [file, rec] : j.at("files").items()) {
-      files[file] = {rec.at("bytes").get<uint64_t>(),
-                     rec.at("crc32c").get<uint32_t>()};
-    }
-    for (const auto& [tname, rec] : j.at("tensors").items()) {
-      tensors[rec.at("file").get<std::string>()][tname] = {
-          rec.at("bytes").get<uint64_t>(), rec.at("crc32c").get<uint32_t>()};
-    }
-  } catch (const nlohmann::json::exception& e) {
+  absl::StatusOr<nlohmann::json> j = ParseJson(*text, kStateFile);
+  if (!j.ok()) return absl::DataLossError(j.status().message());
+  absl::Status read = ReadState(*j, &out.state, &files, &tensors);
+  if (!read.ok()) {
     return absl::DataLossError(
-        absl::StrCat(kStateFile, ": malformed (", e.what(), ")"));
+        absl::StrCat(kStateFile, ": malformed (", read.message(), ")"));
   }
   if (out.state.step != ParseStepName(name)) {
     return absl::DataLossError(absl::StrCat(

@@ -168,6 +168,12 @@ absl::Status PairValue(const Json& v, const std::string& path, int64_t* h,
                                 Got(v)));
 }
 
+const Json& Reader::Get(const char* key) const {
+  static const Json* const kNull = new Json();
+  auto it = obj_.find(key);
+  return it == obj_.end() ? *kNull : *it;
+}
+
 absl::Status Reader::CheckObject(const Json& v, const std::string& path) {
   if (v.is_object()) return absl::OkStatus();
   return Bad(path, absl::StrCat("must be an object, got ", Got(v)));

@@ -85,7 +85,9 @@ class Reader {
   const std::string& path() const { return path_; }
   std::string At(absl::string_view key) const { return Child(path_, key); }
   bool Has(const char* key) const { return obj_.contains(key); }
-  const Json& Get(const char* key) const { return obj_.at(key); }
+  // The member, or null when absent (callers check Has or Require first);
+  // never throws.
+  const Json& Get(const char* key) const;
 
   // Rejects keys outside `allowed`; keys in `elsewhere` belong to another
   // variant, which the message says (`unknown field for <variant>`).

@@ -2,6 +2,7 @@
 #include "core/json_util.h"
 
 #include <exception>
+#include <limits>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -50,6 +51,61 @@ std::string DumpImpl(const Json& j, int indent) {
   }
 }
 
+template <typename Json>
+absl::StatusOr<std::string> DumpStrictImpl(const Json& j, int indent) {
+  try {
+    return j.dump(indent);
+  } catch (const nlohmann::json::exception& e) {  // invalid UTF-8
+    return absl::InvalidArgumentError(e.what());
+  } catch (const std::exception& e) {  // allocation failure
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot serialize JSON: ", e.what()));
+  }
+}
+
+absl::Status FieldError(absl::string_view context, absl::string_view problem) {
+  if (context.empty()) return absl::InvalidArgumentError(problem);
+  return absl::InvalidArgumentError(absl::StrCat(context, ": ", problem));
+}
+
+// Numbers and booleans by value, the rest by type: `got -1`, `got string`.
+std::string Got(const nlohmann::json& v) {
+  if (v.is_number() || v.is_boolean()) return DumpJson(v);
+  return v.type_name();
+}
+
+absl::Status WrongType(absl::string_view context, absl::string_view key,
+                       absl::string_view want, const nlohmann::json& v) {
+  return FieldError(context, absl::StrCat("field \"", key, "\" must be ", want,
+                                          ", got ", Got(v)));
+}
+
+// The unsigned value of `v` when it is a non-negative integer no larger than
+// `max`.
+bool UnsignedAtMost(const nlohmann::json& v, uint64_t max, uint64_t* out) {
+  if (v.is_number_unsigned()) {
+    *out = v.get<uint64_t>();
+  } else if (v.is_number_integer() && v.get<int64_t>() >= 0) {
+    *out = static_cast<uint64_t>(v.get<int64_t>());
+  } else {
+    return false;
+  }
+  return *out <= max;
+}
+
+template <typename T>
+absl::StatusOr<T> GetUnsigned(const nlohmann::json& obj, absl::string_view key,
+                              absl::string_view context,
+                              absl::string_view want) {
+  absl::StatusOr<const nlohmann::json*> v = GetField(obj, key, context);
+  if (!v.ok()) return v.status();
+  uint64_t u = 0;
+  if (!UnsignedAtMost(**v, std::numeric_limits<T>::max(), &u)) {
+    return WrongType(context, key, want, **v);
+  }
+  return static_cast<T>(u);
+}
+
 }  // namespace
 
 void LineAndColumn(absl::string_view text, size_t offset, int64_t* line,
@@ -83,6 +139,84 @@ std::string DumpJson(const nlohmann::json& j, int indent) {
 
 std::string DumpJson(const nlohmann::ordered_json& j, int indent) {
   return DumpImpl(j, indent);
+}
+
+absl::StatusOr<std::string> DumpJsonStrict(const nlohmann::json& j,
+                                           int indent) {
+  return DumpStrictImpl(j, indent);
+}
+
+absl::StatusOr<std::string> DumpJsonStrict(const nlohmann::ordered_json& j,
+                                           int indent) {
+  return DumpStrictImpl(j, indent);
+}
+
+absl::StatusOr<const nlohmann::json*> GetField(const nlohmann::json& obj,
+                                               absl::string_view key,
+                                               absl::string_view context) {
+  if (!obj.is_object()) {
+    return FieldError(context,
+                      absl::StrCat("expected an object, got ", Got(obj)));
+  }
+  auto it = obj.find(std::string(key));
+  if (it == obj.end()) {
+    return FieldError(context, absl::StrCat("missing field \"", key, "\""));
+  }
+  return &*it;
+}
+
+absl::StatusOr<int64_t> GetInt64(const nlohmann::json& obj,
+                                 absl::string_view key,
+                                 absl::string_view context) {
+  absl::StatusOr<const nlohmann::json*> v = GetField(obj, key, context);
+  if (!v.ok()) return v.status();
+  const nlohmann::json& x = **v;
+  if (x.is_number_integer() &&
+      (!x.is_number_unsigned() ||
+       x.get<uint64_t>() <=
+           static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))) {
+    return x.get<int64_t>();
+  }
+  return WrongType(context, key, "a signed 64-bit integer", x);
+}
+
+absl::StatusOr<uint64_t> GetUint64(const nlohmann::json& obj,
+                                   absl::string_view key,
+                                   absl::string_view context) {
+  return GetUnsigned<uint64_t>(obj, key, context, "an unsigned 64-bit integer");
+}
+
+absl::StatusOr<uint32_t> GetUint32(const nlohmann::json& obj,
+                                   absl::string_view key,
+                                   absl::string_view context) {
+  return GetUnsigned<uint32_t>(obj, key, context, "an unsigned 32-bit integer");
+}
+
+absl::StatusOr<double> GetDouble(const nlohmann::json& obj,
+                                 absl::string_view key,
+                                 absl::string_view context) {
+  absl::StatusOr<const nlohmann::json*> v = GetField(obj, key, context);
+  if (!v.ok()) return v.status();
+  if (!(*v)->is_number()) return WrongType(context, key, "a number", **v);
+  return (*v)->get<double>();
+}
+
+absl::StatusOr<std::string> GetString(const nlohmann::json& obj,
+                                      absl::string_view key,
+                                      absl::string_view context) {
+  absl::StatusOr<const nlohmann::json*> v = GetField(obj, key, context);
+  if (!v.ok()) return v.status();
+  if (!(*v)->is_string()) return WrongType(context, key, "a string", **v);
+  return (*v)->get<std::string>();
+}
+
+absl::StatusOr<const nlohmann::json*> GetObject(const nlohmann::json& obj,
+                                                absl::string_view key,
+                                                absl::string_view context) {
+  absl::StatusOr<const nlohmann::json*> v = GetField(obj, key, context);
+  if (!v.ok()) return v.status();
+  if (!(*v)->is_object()) return WrongType(context, key, "an object", **v);
+  return *v;
 }
 
 }  // namespace lockstep

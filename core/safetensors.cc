@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/crc32c.h"
 #include "core/file_util.h"
+#include "core/json_util.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "safetensors stores little-endian data; this host is not");
@@ -89,13 +90,13 @@ absl::StatusOr<std::string> SafetensorsHeader(
     header[tensors[i].first] = info;
     offset += bytes;
   }
-  std::string json;
-  try {
-    json = header.dump();
-  } catch (const nlohmann::json::exception& e) {  // invalid UTF-8 in a name
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot encode safetensors header: ", e.what()));
+  absl::StatusOr<std::string> dumped = DumpJsonStrict(header);
+  if (!dumped.ok()) {  // invalid UTF-8 in a name
+    return absl::Status(dumped.status().code(),
+                        absl::StrCat("cannot encode safetensors header: ",
+                                     dumped.status().message()));
   }
+  std::string json = *std::move(dumped);
   json.append((8 - json.size() % 8) % 8, ' ');
   const uint64_t n = json.size();
   std::string out(8, '\0');
@@ -172,12 +173,13 @@ absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> ParseSafetensors(
   if (n < 2 || bytes[8] != '{') {
     return Corrupt(name, "header is not a JSON object");
   }
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + n);
-  } catch (const nlohmann::json::exception& e) {
-    return Corrupt(name, absl::StrCat("malformed header JSON: ", e.what()));
+  absl::StatusOr<nlohmann::json> parsed =
+      ParseJson(absl::string_view(bytes).substr(8, n), "header");
+  if (!parsed.ok()) {
+    return Corrupt(name, absl::StrCat("malformed header JSON: ",
+                                      parsed.status().message()));
   }
+  const nlohmann::json& header = *parsed;
   if (!header.is_object()) return Corrupt(name, "header is not a JSON object");
 
   struct Entry {
