@@ -235,6 +235,28 @@ TEST_F(CheckpointTest, MalformedStateJsonAndMissingFileFallBack) {
                         "missing); falling back to step-00000001"));
 }
 
+TEST_F(CheckpointTest, WronglyTypedStateFieldFallsBackNamingTheField) {
+  CheckpointStore store(dir_, 5);
+  ASSERT_TRUE(Commit(store, 1).ok());
+  ASSERT_TRUE(Commit(store, 2).ok());
+  const std::string state = Path("step-00000002/state.json");
+  std::string text = *ReadFile(state);
+  const std::string from = "\"optimizer_iterations\": 2";
+  const size_t at = text.find(from);
+  ASSERT_NE(at, std::string::npos) << text;
+  text.replace(at, from.size(), "\"optimizer_iterations\": 2.5");
+  std::ofstream(state, std::ios::trunc) << text;
+  std::vector<std::string> warnings;
+  auto loaded = store.LoadLatest(&warnings);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->state.step, 1);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0],
+              HasSubstr("step-00000002 is damaged (state.json: malformed ("));
+  EXPECT_THAT(warnings[0], HasSubstr("optimizer_iterations"));
+  EXPECT_THAT(warnings[0], HasSubstr("2.5"));
+}
+
 TEST_F(CheckpointTest, AllDamagedIsDataLoss) {
   CheckpointStore store(dir_, 3);
   ASSERT_TRUE(Commit(store, 1000).ok());
