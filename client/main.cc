@@ -1,10 +1,13 @@
-// The one lockstep binary: dispatches to a verb (train, ...).
+// The one lockstep binary: dispatches to a verb (train, coordinator, worker,
+// submit, status, watch, list, cancel, version).
 #include <iostream>
 #include <string>
 #include <vector>
 
+#include "client/daemon_commands.h"
+#include "client/job_commands.h"
 #include "client/train_command.h"
-#include "client/version.h"
+#include "core/version.h"
 
 namespace {
 
@@ -12,6 +15,15 @@ constexpr char kUsage[] =
     "usage: lockstep <command> [args]\n"
     "commands:\n"
     "  train JOB.json [--storage DIR]   train a job in this process\n"
+    "  coordinator [--listen H:P] [--storage DIR]\n"
+    "                                   run the coordinator (the chief)\n"
+    "  worker --coordinator H:P [--replicas N]\n"
+    "                                   run a worker daemon\n"
+    "  submit JOB.json [--wait]         submit a job to the coordinator\n"
+    "  status [JOB]                     a job's state, step and workers\n"
+    "  watch JOB                        stream a job's progress to its end\n"
+    "  list                             every job and worker\n"
+    "  cancel JOB                       cancel a pending or running job\n"
     "  version                          print the version\n"
     "  help                             this text\n"
     "Run `lockstep <command> --help` for a command's flags.\n";
@@ -27,6 +39,13 @@ int main(int argc, char** argv) {
   const std::string verb = args[0];
   args.erase(args.begin());
   if (verb == "train") return lockstep::RunTrainCommand(args);
+  if (verb == "coordinator") return lockstep::RunCoordinatorCommand(args);
+  if (verb == "worker") return lockstep::RunWorkerCommand(args);
+  if (verb == "submit") return lockstep::RunSubmitCommand(args);
+  if (verb == "status") return lockstep::RunStatusCommand(args);
+  if (verb == "watch") return lockstep::RunWatchCommand(args);
+  if (verb == "list") return lockstep::RunListCommand(args);
+  if (verb == "cancel") return lockstep::RunCancelCommand(args);
   if (verb == "version" || verb == "--version") {
     std::cout << "lockstep " << lockstep::kVersion << std::endl;
     return 0;

@@ -66,6 +66,8 @@
 //   workers               integer >= 1 ? 1
 //   replicas_per_worker   integer >= 1 ? 1
 //   collective            ring | nccl | auto ? ring
+//   bucket_kib            integer >= 1 ? 1024 (gradient bucket size)
+//   fingerprint_every_steps integer >= 0 ? 100 (0: only at the end)
 //
 // Unknown fields are rejected everywhere, as are fields that belong to
 // another variant (`optimizer.momentum: unknown field for optimizer type
@@ -145,12 +147,16 @@ absl::Status ParseRoot(const Json& v, absl::string_view base_dir,
     RETURN_IF_ERROR(Reader::CheckObject(r.Get("cluster"), "cluster"));
     Reader c(r.Get("cluster"), "cluster");
     RETURN_IF_ERROR(
-        c.CheckKeys({"workers", "replicas_per_worker", "collective"}));
+        c.CheckKeys({"workers", "replicas_per_worker", "collective",
+                     "bucket_kib", "fingerprint_every_steps"}));
     RETURN_IF_ERROR(c.Int("workers", 1, &spec->cluster.workers));
     RETURN_IF_ERROR(
         c.Int("replicas_per_worker", 1, &spec->cluster.replicas_per_worker));
     RETURN_IF_ERROR(c.Enum("collective", "collective", Collectives(),
                            &spec->cluster.collective));
+    RETURN_IF_ERROR(c.Int("bucket_kib", 1, &spec->cluster.bucket_kib));
+    RETURN_IF_ERROR(c.Int("fingerprint_every_steps", 0,
+                          &spec->cluster.fingerprint_every_steps));
   }
   return absl::OkStatus();
 }

@@ -103,6 +103,10 @@ struct ClusterSpec {
   int64_t workers = 1;
   int64_t replicas_per_worker = 1;
   Collective collective = Collective::kRing;
+  int64_t bucket_kib = 1024;  // gradients travel in buckets of >= this size
+  // Workers compare parameter fingerprints every this many steps (0: only
+  // at the end).
+  int64_t fingerprint_every_steps = 100;
 };
 
 struct JobSpec {

@@ -130,7 +130,9 @@ Json SpecToJson(const JobSpec& s) {
   j["summary"] = {{"every_steps", s.summary.every_steps}};
   j["cluster"] = {{"workers", s.cluster.workers},
                   {"replicas_per_worker", s.cluster.replicas_per_worker},
-                  {"collective", NameOf(Collectives(), s.cluster.collective)}};
+                  {"collective", NameOf(Collectives(), s.cluster.collective)},
+                  {"bucket_kib", s.cluster.bucket_kib},
+                  {"fingerprint_every_steps", s.cluster.fingerprint_every_steps}};
   return j;
 }
 
@@ -179,7 +181,8 @@ bool operator==(const SummarySpec& a, const SummarySpec& b) {
 bool operator==(const ClusterSpec& a, const ClusterSpec& b) {
   return a.workers == b.workers &&
          a.replicas_per_worker == b.replicas_per_worker &&
-         a.collective == b.collective;
+         a.collective == b.collective && a.bucket_kib == b.bucket_kib &&
+         a.fingerprint_every_steps == b.fingerprint_every_steps;
 }
 bool operator==(const JobSpec& a, const JobSpec& b) {
   return a.name == b.name && a.seed == b.seed && a.model == b.model &&

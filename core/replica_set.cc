@@ -29,6 +29,13 @@ absl::StatusOr<std::unique_ptr<ReplicaSet>> ReplicaSet::Create(
     set->replicas_.push_back(std::move(m));
   }
   set->indices_ = std::move(replica_indices);
+  const size_t num_params = set->replicas_[0]->params().size();
+  set->ready_counts_ = std::make_unique<std::atomic<int>[]>(num_params);
+  ReplicaSet* raw = set.get();
+  for (size_t r = 0; r < set->replicas_.size(); ++r) {
+    set->replicas_[r]->SetGradReadyCallback(
+        [raw, r](int i) { raw->OnGradReady(static_cast<int64_t>(r), i); });
+  }
   if (threads <= 0) {
     threads =
         static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -39,11 +46,34 @@ absl::StatusOr<std::unique_ptr<ReplicaSet>> ReplicaSet::Create(
   return set;
 }
 
-BatchLoss ReplicaSet::ComputeGradients(Batch& batch, LossType loss,
-                                       uint64_t seed) {
+void ReplicaSet::OnGradReady(int64_t replica, int i) {
+  (void)replica;
+  const int64_t n = size();
+  if (ready_counts_[i].fetch_add(1, std::memory_order_acq_rel) + 1 != n) {
+    return;
+  }
+  // Every replica is done with param i: sum in replica order (the same
+  // bytes whichever lane gets here last).
+  float* dst = replicas_[0]->params()[i]->grad.data();
+  const int64_t count = replicas_[0]->params()[i]->grad.size();
+  for (int64_t r = 1; r < n; ++r) {
+    const float* src = replicas_[r]->params()[i]->grad.data();
+    for (int64_t k = 0; k < count; ++k) dst[k] += src[k];
+  }
+  if (on_param_summed_ != nullptr && *on_param_summed_) (*on_param_summed_)(i);
+}
+
+BatchLoss ReplicaSet::ComputeGradients(
+    Batch& batch, LossType loss, uint64_t seed,
+    const std::function<void(int param_index)>& on_param_summed) {
   const int lanes = pool_->lanes();
   const int64_t n = size();
   const float scale = batch.global_count > 0 ? 1.0f / batch.global_count : 0;
+  const size_t num_params = replicas_[0]->params().size();
+  for (size_t i = 0; i < num_params; ++i) {
+    ready_counts_[i].store(0, std::memory_order_relaxed);
+  }
+  on_param_summed_ = &on_param_summed;
   std::vector<BatchLoss> losses(n);
   pool_->Run([&](int lane) {
     for (int64_t r = lane; r < n; r += lanes) {
@@ -54,16 +84,7 @@ BatchLoss ReplicaSet::ComputeGradients(Batch& batch, LossType loss,
                                           dropout_seed);
     }
   });
-  const std::vector<Param*>& p0 = replicas_[0]->params();
-  for (int64_t r = 1; r < n; ++r) {
-    const std::vector<Param*>& pr = replicas_[r]->params();
-    for (size_t i = 0; i < p0.size(); ++i) {
-      float* dst = p0[i]->grad.data();
-      const float* src = pr[i]->grad.data();
-      const int64_t count = p0[i]->grad.size();
-      for (int64_t k = 0; k < count; ++k) dst[k] += src[k];
-    }
-  }
+  on_param_summed_ = nullptr;
   BatchLoss total;
   for (const BatchLoss& b : losses) total += b;
   return total;

@@ -6,7 +6,9 @@
 #ifndef LOCKSTEP_CORE_REPLICA_SET_H_
 #define LOCKSTEP_CORE_REPLICA_SET_H_
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -34,10 +36,16 @@ class ReplicaSet {
   const std::vector<int64_t>& replica_indices() const { return indices_; }
 
   // Forward/backward on every replica's slice of `batch` (one ReplicaBatch
-  // per replica, in order), then the fixed-order sum into params()' grads.
-  // The grads are then d(mean loss over the global batch)/dparam for the
-  // samples held here. Blocks until done.
-  BatchLoss ComputeGradients(Batch& batch, LossType loss, uint64_t seed);
+  // per replica, in order), and the fixed-order sum (replica order) into
+  // params()' grads. The grads are then d(mean loss over the global
+  // batch)/dparam for the samples held here. Blocks until done.
+  // `on_param_summed(i)`, if set, runs as soon as param i's sum is final
+  // (last layer first, on a lane thread, possibly concurrently for
+  // different i): the cluster worker starts a bucket's all-reduce from it
+  // while backward continues.
+  BatchLoss ComputeGradients(
+      Batch& batch, LossType loss, uint64_t seed,
+      const std::function<void(int param_index)>& on_param_summed = nullptr);
   // Copies params() values to every other replica (after an update or a
   // restore).
   void MirrorParams();
@@ -47,10 +55,16 @@ class ReplicaSet {
 
  private:
   ReplicaSet() = default;
+  // Called by replica r's backward when param i's grad is final; the last
+  // replica to get there sums param i across replicas.
+  void OnGradReady(int64_t replica, int param_index);
 
   std::vector<std::unique_ptr<Model>> replicas_;
   std::vector<int64_t> indices_;
   std::unique_ptr<StepPool> pool_;
+  // Per step: how many replicas have produced each param's grad.
+  std::unique_ptr<std::atomic<int>[]> ready_counts_;
+  const std::function<void(int)>* on_param_summed_ = nullptr;
 };
 
 }  // namespace lockstep

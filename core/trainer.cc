@@ -21,6 +21,7 @@
 #include "absl/time/time.h"
 #include "core/batch_prefetcher.h"
 #include "core/checkpoint.h"
+#include "core/checkpoint_restore.h"
 #include "core/dataset.h"
 #include "core/file_util.h"
 #include "core/fingerprint.h"
@@ -44,6 +45,8 @@ double SecondsSince(Clock::time_point t) {
 
 // Running loss/accuracy over an epoch, as Keras' progress bar shows them.
 using RunningMetrics = BatchLoss;
+
+}  // namespace
 
 absl::Status CheckDataFitsModel(const JobSpec& spec, const Model& model,
                                 const Dataset& train, const Dataset& test) {
@@ -74,6 +77,8 @@ absl::Status CheckDataFitsModel(const JobSpec& spec, const Model& model,
   }
   return absl::OkStatus();
 }
+
+namespace {
 
 class LocalTrainer {
  public:
@@ -184,44 +189,7 @@ absl::Status LocalTrainer::Restore() {
     Log(absl::StrCat("note: the job file changed since ", where,
                      "; resuming with the new settings"));
   }
-  const std::vector<Param*>& params = replicas_->params();
-  if (loaded->model.size() != params.size()) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "%s holds %d model tensors but the model has %d parameters; it is "
-        "another model (use a new job name or --no-resume)",
-        where, loaded->model.size(), params.size()));
-  }
-  for (size_t i = 0; i < params.size(); ++i) {
-    const auto& [name, tensor] = loaded->model[i];
-    Param* p = nullptr;
-    for (Param* q : params) {
-      if (q->name == name) p = q;
-    }
-    if (p == nullptr || p->value.shape() != tensor.shape()) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "%s: tensor %s %s does not match the model (%s); it is another "
-          "model (use a new job name or --no-resume)",
-          where, name, ShapeToString(tensor.shape()),
-          p ? ShapeToString(p->value.shape()) : "no such parameter"));
-    }
-    p->value = tensor;
-  }
-  auto state = optimizer_->StateTensors();
-  for (auto& [name, dst] : state) {
-    bool found = false;
-    for (const auto& [n, t] : loaded->optimizer) {
-      if (n == name && t.shape() == dst->shape()) {
-        *dst = t;
-        found = true;
-      }
-    }
-    if (!found) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          where, ": optimizer state ", name,
-          " is missing or has another shape (was the optimizer changed?)"));
-    }
-  }
-  optimizer_->set_iterations(loaded->state.optimizer_iterations);
+  RETURN_IF_ERROR(ApplyCheckpoint(*loaded, replicas_->params(), *optimizer_));
   replicas_->MirrorParams();
   start_step_ = loaded->state.step;
   last_commit_step_ = start_step_;

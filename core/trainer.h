@@ -11,7 +11,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "core/dataset.h"
 #include "core/job_spec.h"
+#include "core/model.h"
 
 namespace lockstep {
 
@@ -47,6 +49,11 @@ struct TrainResult {
   std::string result_path;   // .../result.json ("" when not finished)
   std::string checkpoint_path;  // the last committed checkpoint
 };
+
+// InvalidArgument naming the field when the data does not fit the model
+// (values per sample, classes) or the training set is empty.
+absl::Status CheckDataFitsModel(const JobSpec& spec, const Model& model,
+                                const Dataset& train, const Dataset& test);
 
 // Runs or resumes `spec`. Returns an error (naming file or field) for bad
 // data, a model that does not fit the data, an unwritable storage folder or

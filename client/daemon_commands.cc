@@ -1,0 +1,157 @@
+// Coordinator and worker daemons: flags, signal handling, timestamped logs.
+#include "client/daemon_commands.h"
+
+#include <csignal>
+#include <iostream>
+#include <mutex>
+
+#include <atomic>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client/cli_flags.h"
+#include "coordinator/server.h"
+#include "worker/worker_daemon.h"
+
+namespace lockstep {
+namespace {
+
+std::atomic<bool> g_shutdown{false};
+
+void OnSignal(int) { g_shutdown.store(true); }
+
+std::function<void(const std::string&)> Logger(const std::string& who) {
+  return [who](const std::string& line) {
+    static std::mutex mu;
+    std::lock_guard<std::mutex> lock(mu);
+    std::cout << absl::FormatTime("%Y-%m-%dT%H:%M:%E3S", absl::Now(),
+                                  absl::LocalTimeZone())
+              << " " << who << " " << line << std::endl;
+  };
+}
+
+int Usage(const std::string& verb, const absl::StatusOr<ParsedFlags>& f,
+          const char* usage) {
+  if (!f.ok()) std::cerr << "lockstep " << verb << ": " << f.status().message() << "\n";
+  const bool help = f.ok() && f->Has("help");
+  (help ? std::cout : std::cerr) << usage;
+  return help ? 0 : 2;
+}
+
+}  // namespace
+
+int RunCoordinatorCommand(const std::vector<std::string>& args) {
+  const char* usage =
+      "usage: lockstep coordinator [--listen HOST:PORT] [--storage DIR] "
+      "[--address-file F]\n"
+      "  --listen        where clients and workers connect (default "
+      "127.0.0.1:7070; port 0 picks a free one)\n"
+      "  --storage       shared storage: DIR/jobs/NAME/{checkpoints,summaries,"
+      "result.json} (default ./lockstep_storage)\n"
+      "  --address-file  write the bound host:port here once serving\n"
+      "  --worker-timeout S  a worker silent this long is lost (default 10)\n";
+  absl::StatusOr<ParsedFlags> f = ParseFlags(
+      args, {"listen", "storage", "address-file", "worker-timeout"}, {"help"});
+  if (!f.ok() || f->Has("help") || !f->positional.empty()) {
+    return Usage("coordinator", f, usage);
+  }
+  ServerOptions o;
+  o.listen = f->Get("listen", "127.0.0.1:7070");
+  o.address_file = f->Get("address-file", "");
+  o.coordinator.storage_dir = f->Get("storage", "lockstep_storage");
+  absl::StatusOr<int64_t> timeout = f->GetInt("worker-timeout", 10);
+  if (!timeout.ok() || *timeout < 1) {
+    std::cerr << "lockstep coordinator: --worker-timeout: must be an integer "
+                 ">= 1 (seconds)\n";
+    return 2;
+  }
+  o.coordinator.worker_timeout_seconds = static_cast<double>(*timeout);
+  o.coordinator.log = Logger("coordinator");
+  o.shutdown = &g_shutdown;
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  absl::Status s = RunCoordinator(o);
+  if (!s.ok()) {
+    std::cerr << "lockstep coordinator: error: " << s.message() << std::endl;
+    return 1;
+  }
+  return 0;
+}
+
+int RunWorkerCommand(const std::vector<std::string>& args) {
+  const char* usage =
+      "usage: lockstep worker --coordinator HOST:PORT [--replicas N | "
+      "--devices cpu:N] [--listen HOST:PORT] [--advertise HOST:PORT] "
+      "[--threads N]\n"
+      "  --replicas N   CPU replicas this worker offers (default 1)\n"
+      "  --devices      cpu:N (same as --replicas N); GPUs come with the CUDA "
+      "build\n"
+      "  --listen       the collective service for peers (default "
+      "127.0.0.1:0)\n"
+      "  --advertise    the address peers dial (default: --listen's host "
+      "and the bound port)\n"
+      "  --threads N    compute threads (default: every core)\n";
+  absl::StatusOr<ParsedFlags> f = ParseFlags(
+      args,
+      {"coordinator", "replicas", "devices", "listen", "advertise", "threads",
+       "lanes", "protocol-version-for-testing"},
+      {"help"});
+  if (!f.ok() || f->Has("help") || !f->positional.empty() ||
+      !f->Has("coordinator")) {
+    if (f.ok() && !f->Has("help") && !f->Has("coordinator")) {
+      std::cerr << "lockstep worker: --coordinator HOST:PORT is required\n";
+    }
+    return Usage("worker", f, usage);
+  }
+  WorkerOptions o;
+  o.coordinator = f->Get("coordinator", "");
+  o.listen = f->Get("listen", "127.0.0.1:0");
+  o.advertise = f->Get("advertise", "");
+  absl::StatusOr<int64_t> replicas = f->GetInt("replicas", 1);
+  absl::StatusOr<int64_t> threads = f->GetInt("threads", 0);
+  absl::StatusOr<int64_t> lanes = f->GetInt("lanes", 2);
+  absl::StatusOr<int64_t> proto =
+      f->GetInt("protocol-version-for-testing", -1);
+  for (const auto* v : {&replicas, &threads, &lanes, &proto}) {
+    if (!v->ok()) {
+      std::cerr << "lockstep worker: " << v->status().message() << "\n";
+      return 2;
+    }
+  }
+  if (f->Has("devices")) {
+    const std::string d = f->Get("devices", "");
+    int64_t n = 0;
+    if (!absl::StartsWith(d, "cpu:") ||
+        !absl::SimpleAtoi(d.substr(4), &n) || n < 1) {
+      std::cerr << "lockstep worker: --devices \"" << d
+                << "\": this build has CPU replicas only; use cpu:N with N "
+                   ">= 1 (CUDA devices come with the GPU build)\n";
+      return 2;
+    }
+    *replicas = n;
+  }
+  if (*replicas < 1 || *replicas > 1024 || *threads < 0 || *lanes < 1 ||
+      *lanes > 16) {
+    std::cerr << "lockstep worker: --replicas must be 1..1024, --threads >= "
+                 "0, --lanes 1..16\n";
+    return 2;
+  }
+  o.replicas = static_cast<int>(*replicas);
+  o.threads = static_cast<int>(*threads);
+  o.lanes = static_cast<int>(*lanes);
+  o.protocol_version = static_cast<int>(*proto);
+  o.shutdown = &g_shutdown;
+  o.log = Logger("worker");
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  absl::Status s = RunWorker(o);
+  if (!s.ok()) {
+    std::cerr << "lockstep worker: error: " << s.message() << std::endl;
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace lockstep

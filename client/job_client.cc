@@ -1,0 +1,95 @@
+// JobService calls with deadlines and one status conversion each.
+#include "client/job_client.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "proto/rpc_util.h"
+
+namespace lockstep {
+
+namespace v1 = lockstep::v1;
+
+JobClient::JobClient(const std::string& address, absl::Duration timeout)
+    : address_(address),
+      timeout_(timeout),
+      stub_(v1::JobService::NewStub(MakeChannel(address))) {}
+
+namespace {
+
+void SetDeadline(grpc::ClientContext& c, absl::Duration d) {
+  c.set_deadline(absl::ToChronoTime(absl::Now() + d));
+}
+
+}  // namespace
+
+absl::StatusOr<v1::JobStatus> JobClient::Submit(const std::string& job_json) {
+  grpc::ClientContext c;
+  SetDeadline(c, timeout_);
+  v1::SubmitRequest req;
+  req.set_job_json(job_json);
+  v1::JobStatus resp;
+  absl::Status s = FromGrpc(stub_->Submit(&c, req, &resp),
+                            absl::StrCat("submit to ", address_));
+  if (!s.ok()) return s;
+  return resp;
+}
+
+absl::StatusOr<v1::JobStatus> JobClient::Get(const std::string& name) {
+  grpc::ClientContext c;
+  SetDeadline(c, timeout_);
+  v1::GetJobRequest req;
+  req.set_name(name);
+  v1::JobStatus resp;
+  absl::Status s = FromGrpc(stub_->GetJob(&c, req, &resp),
+                            absl::StrCat("status from ", address_));
+  if (!s.ok()) return s;
+  return resp;
+}
+
+absl::StatusOr<v1::ListJobsResponse> JobClient::List() {
+  grpc::ClientContext c;
+  SetDeadline(c, timeout_);
+  v1::ListJobsResponse resp;
+  absl::Status s = FromGrpc(stub_->ListJobs(&c, v1::ListJobsRequest(), &resp),
+                            absl::StrCat("list from ", address_));
+  if (!s.ok()) return s;
+  return resp;
+}
+
+absl::StatusOr<v1::JobStatus> JobClient::Cancel(const std::string& name) {
+  grpc::ClientContext c;
+  SetDeadline(c, timeout_);
+  v1::CancelJobRequest req;
+  req.set_name(name);
+  v1::JobStatus resp;
+  absl::Status s = FromGrpc(stub_->CancelJob(&c, req, &resp),
+                            absl::StrCat("cancel at ", address_));
+  if (!s.ok()) return s;
+  return resp;
+}
+
+absl::StatusOr<v1::JobStatus> JobClient::Watch(
+    const std::string& name,
+    const std::function<void(const v1::JobStatus&)>& on_update) {
+  grpc::ClientContext c;
+  v1::WatchJobRequest req;
+  req.set_name(name);
+  auto reader = stub_->WatchJob(&c, req);
+  v1::JobStatus last, msg;
+  bool any = false;
+  while (reader->Read(&msg)) {
+    on_update(msg);
+    last = msg;
+    any = true;
+  }
+  absl::Status s =
+      FromGrpc(reader->Finish(), absl::StrCat("watch at ", address_));
+  if (!s.ok()) return s;
+  if (!any) {
+    return absl::UnavailableError(
+        absl::StrCat("watch at ", address_, ": the stream ended empty"));
+  }
+  return last;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,244 @@
+// Job client verbs: flags, one JobClient call, human-readable output.
+#include "client/job_commands.h"
+
+#include <chrono>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/cli_flags.h"
+#include "client/job_client.h"
+#include "core/job_spec.h"
+#include "core/progress.h"
+
+namespace lockstep {
+namespace {
+
+namespace v1 = lockstep::v1;
+
+constexpr char kDefaultCoordinator[] = "127.0.0.1:7070";
+
+int Fail(const std::string& verb, const absl::Status& status) {
+  std::cerr << "lockstep " << verb << ": error: " << status.message()
+            << std::endl;
+  return absl::IsInvalidArgument(status) || absl::IsNotFound(status) ||
+                 absl::IsAlreadyExists(status)
+             ? 2
+             : 1;
+}
+
+const char* StateName(v1::JobState s) {
+  return v1::JobState_Name(s).c_str();
+}
+
+std::string ProgressLine(const v1::JobStatus& s) {
+  ProgressInfo info;
+  info.job = s.name();
+  info.epoch = s.epoch();
+  info.epochs = s.epochs();
+  info.step = s.step();
+  info.total_steps = s.total_steps();
+  info.loss = s.loss();
+  info.accuracy = s.accuracy();
+  info.learning_rate = s.learning_rate();
+  info.samples_per_sec = s.samples_per_sec();
+  info.eta_seconds = s.eta_seconds();
+  return absl::StrFormat("%s  workers %d/%d", FormatProgress(info),
+                         s.workers_alive(), s.workers_needed());
+}
+
+std::string WorkerLine(const v1::WorkerStatus& w) {
+  return absl::StrFormat(
+      "  %s %-4s %s pid %d  %s  %s  heartbeat %.1fs ago%s%s",
+      w.rank() >= 0 ? absl::StrCat("rank ", w.rank()) : std::string("idle  "),
+      w.worker_id(), w.host(), w.pid(), w.address(),
+      absl::StrCat(w.replicas(), " replicas"), w.heartbeat_age_seconds(),
+      w.alive() ? "" : "  LOST", w.shard().empty() ? "" : "\n      " + w.shard());
+}
+
+void PrintStatus(const v1::JobStatus& s) {
+  std::cout << absl::StrFormat("job %s: %s", s.name(), StateName(s.state()));
+  if (s.generation() > 0) {
+    std::cout << absl::StrFormat(" (generation %d)", s.generation());
+  }
+  std::cout << "\n";
+  if (!s.message().empty()) std::cout << "  " << s.message() << "\n";
+  if (s.state() == v1::RUNNING || s.step() > 0) {
+    std::cout << "  " << ProgressLine(s) << "\n";
+  }
+  if (!s.checkpoint_path().empty()) {
+    std::cout << "  last checkpoint: " << s.checkpoint_path() << "\n";
+  }
+  if (!s.result_path().empty()) {
+    std::cout << absl::StrFormat(
+        "  test accuracy %.4f  test loss %.4f  fingerprint %s\n  result: %s\n",
+        s.test_accuracy(), s.test_loss(), s.fingerprint(), s.result_path());
+  }
+  for (const v1::WorkerStatus& w : s.workers()) {
+    std::cout << WorkerLine(w) << "\n";
+  }
+}
+
+// Prints events as they arrive and a progress line at most once a second.
+class WatchPrinter {
+ public:
+  void operator()(const v1::JobStatus& s) {
+    for (const std::string& e : s.events()) std::cout << e << "\n";
+    const auto now = std::chrono::steady_clock::now();
+    // Once a second, at each new epoch and at the end (so a short job
+    // shows its figures too).
+    const bool done = s.state() == v1::SUCCEEDED;
+    if ((s.state() == v1::RUNNING || done) && s.total_steps() > 0 &&
+        s.step() != last_step_ &&
+        (now - last_print_ >= std::chrono::seconds(1) ||
+         s.epoch() != last_epoch_ || done)) {
+      std::cout << ProgressLine(s) << "\n";
+      last_step_ = s.step();
+      last_epoch_ = s.epoch();
+      last_print_ = now;
+    }
+    if (s.state() == v1::PENDING && s.message() != last_message_) {
+      std::cout << "[" << s.name() << "] PENDING: " << s.message() << "\n";
+      last_message_ = s.message();
+    }
+    std::cout.flush();
+  }
+
+ private:
+  int64_t last_step_ = -1;
+  int64_t last_epoch_ = -1;
+  std::string last_message_;
+  std::chrono::steady_clock::time_point last_print_;
+};
+
+int WatchToEnd(const std::string& verb, JobClient& client,
+               const std::string& name) {
+  WatchPrinter printer;
+  absl::StatusOr<v1::JobStatus> last =
+      client.Watch(name, [&](const v1::JobStatus& s) { printer(s); });
+  if (!last.ok()) return Fail(verb, last.status());
+  std::cout << absl::StrFormat("job %s %s", name, StateName(last->state()))
+            << (last->message().empty() ? "" : ": " + last->message())
+            << std::endl;
+  return last->state() == v1::SUCCEEDED ? 0 : 1;
+}
+
+absl::StatusOr<ParsedFlags> Parse(const std::string& verb,
+                                  const std::vector<std::string>& args,
+                                  std::set<std::string> values,
+                                  std::set<std::string> bools) {
+  values.insert("coordinator");
+  bools.insert("help");
+  return ParseFlags(args, values, bools);
+}
+
+}  // namespace
+
+int RunSubmitCommand(const std::vector<std::string>& args) {
+  const char* usage =
+      "usage: lockstep submit JOB.json [--coordinator HOST:PORT] [--wait] "
+      "[--data-dir DIR]\n"
+      "  --wait      stream progress until the job ends; exit 0 only if it "
+      "SUCCEEDED\n"
+      "  --data-dir  resolve the job's relative data paths against DIR "
+      "(default: the job file's folder); workers read the resolved paths\n";
+  absl::StatusOr<ParsedFlags> f = Parse("submit", args, {"data-dir"}, {"wait"});
+  if (!f.ok() || f->Has("help") || f->positional.size() != 1) {
+    if (!f.ok()) std::cerr << "lockstep submit: " << f.status().message() << "\n";
+    (f.ok() && f->Has("help") ? std::cout : std::cerr) << usage;
+    return f.ok() && f->Has("help") ? 0 : 2;
+  }
+  absl::StatusOr<JobSpec> spec =
+      LoadJobSpec(f->positional[0], f->Get("data-dir", ""));
+  if (!spec.ok()) return Fail("submit", spec.status());
+  JobClient client(f->Get("coordinator", kDefaultCoordinator));
+  absl::StatusOr<v1::JobStatus> s = client.Submit(JobSpecToJson(*spec));
+  if (!s.ok()) return Fail("submit", s.status());
+  std::cout << absl::StrFormat("submitted job %s: %s", s->name(),
+                               StateName(s->state()))
+            << (s->message().empty() ? "" : " (" + s->message() + ")")
+            << std::endl;
+  if (!f->Has("wait")) return 0;
+  return WatchToEnd("submit", client, s->name());
+}
+
+int RunStatusCommand(const std::vector<std::string>& args) {
+  const char* usage =
+      "usage: lockstep status [JOB] [--coordinator HOST:PORT]\n"
+      "  one job in detail (state, generation, step, workers with ranks, "
+      "hosts, heartbeats, shards), or every job and worker\n";
+  absl::StatusOr<ParsedFlags> f = Parse("status", args, {}, {});
+  if (!f.ok() || f->Has("help") || f->positional.size() > 1) {
+    if (!f.ok()) std::cerr << "lockstep status: " << f.status().message() << "\n";
+    (f.ok() && f->Has("help") ? std::cout : std::cerr) << usage;
+    return f.ok() && f->Has("help") ? 0 : 2;
+  }
+  JobClient client(f->Get("coordinator", kDefaultCoordinator));
+  if (f->positional.empty()) return RunListCommand(args);
+  absl::StatusOr<v1::JobStatus> s = client.Get(f->positional[0]);
+  if (!s.ok()) return Fail("status", s.status());
+  PrintStatus(*s);
+  return 0;
+}
+
+int RunWatchCommand(const std::vector<std::string>& args) {
+  const char* usage =
+      "usage: lockstep watch JOB [--coordinator HOST:PORT]\n"
+      "  streams progress until the job ends; exit 0 only if it SUCCEEDED\n";
+  absl::StatusOr<ParsedFlags> f = Parse("watch", args, {}, {});
+  if (!f.ok() || f->Has("help") || f->positional.size() != 1) {
+    if (!f.ok()) std::cerr << "lockstep watch: " << f.status().message() << "\n";
+    (f.ok() && f->Has("help") ? std::cout : std::cerr) << usage;
+    return f.ok() && f->Has("help") ? 0 : 2;
+  }
+  JobClient client(f->Get("coordinator", kDefaultCoordinator));
+  return WatchToEnd("watch", client, f->positional[0]);
+}
+
+int RunListCommand(const std::vector<std::string>& args) {
+  const char* usage = "usage: lockstep list [--coordinator HOST:PORT]\n";
+  absl::StatusOr<ParsedFlags> f = Parse("list", args, {}, {});
+  if (!f.ok() || f->Has("help") || !f->positional.empty()) {
+    if (!f.ok()) std::cerr << "lockstep list: " << f.status().message() << "\n";
+    (f.ok() && f->Has("help") ? std::cout : std::cerr) << usage;
+    return f.ok() && f->Has("help") ? 0 : 2;
+  }
+  JobClient client(f->Get("coordinator", kDefaultCoordinator));
+  absl::StatusOr<v1::ListJobsResponse> l = client.List();
+  if (!l.ok()) return Fail("list", l.status());
+  std::cout << absl::StrFormat("%-20s %-10s %4s %15s %9s  %s\n", "JOB",
+                               "STATE", "GEN", "STEP", "TEST_ACC", "MESSAGE");
+  for (const v1::JobStatus& j : l->jobs()) {
+    std::cout << absl::StrFormat(
+        "%-20s %-10s %4d %15s %9s  %s\n", j.name(), StateName(j.state()),
+        j.generation(), absl::StrCat(j.step(), "/", j.total_steps()),
+        j.result_path().empty() ? "-"
+                                : absl::StrFormat("%.4f", j.test_accuracy()),
+        j.message());
+  }
+  std::cout << absl::StrFormat("workers: %d\n", l->workers_size());
+  for (const v1::WorkerStatus& w : l->workers()) {
+    std::cout << WorkerLine(w) << (w.job().empty() ? "" : "  job " + w.job())
+              << "\n";
+  }
+  return 0;
+}
+
+int RunCancelCommand(const std::vector<std::string>& args) {
+  const char* usage = "usage: lockstep cancel JOB [--coordinator HOST:PORT]\n";
+  absl::StatusOr<ParsedFlags> f = Parse("cancel", args, {}, {});
+  if (!f.ok() || f->Has("help") || f->positional.size() != 1) {
+    if (!f.ok()) std::cerr << "lockstep cancel: " << f.status().message() << "\n";
+    (f.ok() && f->Has("help") ? std::cout : std::cerr) << usage;
+    return f.ok() && f->Has("help") ? 0 : 2;
+  }
+  JobClient client(f->Get("coordinator", kDefaultCoordinator));
+  absl::StatusOr<v1::JobStatus> s = client.Cancel(f->positional[0]);
+  if (!s.ok()) return Fail("cancel", s.status());
+  std::cout << absl::StrFormat("job %s: %s", s->name(), StateName(s->state()))
+            << (s->message().empty() ? "" : " (" + s->message() + ")")
+            << std::endl;
+  return 0;
+}
+
+}  // namespace lockstep

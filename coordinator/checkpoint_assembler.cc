@@ -1,0 +1,123 @@
+// Slices -> one verified, atomically committed checkpoint.
+#include "coordinator/checkpoint_assembler.h"
+
+#include <chrono>
+
+#include "absl/strings/str_format.h"
+#include "core/file_util.h"
+#include "core/status_macros.h"
+#include "proto/tensor_wire.h"
+
+namespace lockstep {
+
+using lockstep::v1::CheckpointSlice;
+
+absl::StatusOr<CommitInfo> CheckpointAssembler::Add(
+    const std::vector<CheckpointSlice>& messages) {
+  if (messages.empty()) {
+    return absl::InvalidArgumentError("an empty checkpoint slice stream");
+  }
+  const CheckpointSlice& head = messages.front();
+  const std::string what = absl::StrFormat(
+      "checkpoint slice of rank %d for step %d (generation %d)", head.rank(),
+      head.step(), head.generation());
+  if (head.world_size() < 1 || head.rank() < 0 ||
+      head.rank() >= head.world_size()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: rank %d is not in a world of %d", what, head.rank(),
+        head.world_size()));
+  }
+  const int total = head.model_tensors() + head.optimizer_tensors();
+  absl::MutexLock lock(&mu_);
+  if (head.generation() < newest_generation_) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s: the job is at generation %d (stale generation)", what,
+        newest_generation_));
+  }
+  newest_generation_ = head.generation();
+  Pending& p = pending_[{head.generation(), head.step()}];
+  if (p.ranks.empty() && p.world_size == 0) {
+    p.world_size = head.world_size();
+    p.model_tensors = head.model_tensors();
+    p.optimizer_tensors = head.optimizer_tensors();
+  }
+  if (p.world_size != head.world_size() ||
+      p.model_tensors != head.model_tensors() ||
+      p.optimizer_tensors != head.optimizer_tensors()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: world %d with %d+%d tensors contradicts the other slices (world "
+        "%d, %d+%d tensors)",
+        what, head.world_size(), head.model_tensors(),
+        head.optimizer_tensors(), p.world_size, p.model_tensors,
+        p.optimizer_tensors));
+  }
+  if (p.ranks.count(head.rank())) {
+    return absl::InvalidArgumentError(what + ": this rank already sent it");
+  }
+  // Verify everything before keeping anything.
+  std::vector<std::pair<const lockstep::v1::TensorData*, Tensor>> got;
+  for (const CheckpointSlice& m : messages) {
+    if (!m.has_tensor()) continue;
+    absl::StatusOr<Tensor> t = TensorFromWire(m.tensor());
+    if (!t.ok()) return AnnotateStatus(t.status(), what);
+    got.emplace_back(&m.tensor(), *std::move(t));
+  }
+  const int expected =
+      total / head.world_size() + (head.rank() < total % head.world_size());
+  if (static_cast<int>(got.size()) != expected) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: %d tensors, but rank %d of %d owes %d of the %d", what,
+        got.size(), head.rank(), head.world_size(), expected, total));
+  }
+  if (head.rank() == 0 || p.ranks.empty()) {
+    p.state.step = head.step();
+    p.state.epoch = head.epoch();
+    p.state.step_in_epoch = head.step_in_epoch();
+    p.state.seed = head.seed();
+    p.state.generation = head.generation();
+    p.state.optimizer_iterations = head.optimizer_iterations();
+    if (!head.job_json().empty()) p.state.job_json = head.job_json();
+    p.state.train_loss = head.train_loss();
+  }
+  for (auto& [data, tensor] : got) {
+    auto& into = data->optimizer() ? p.optimizer : p.model;
+    into[data->name()] = std::move(tensor);
+  }
+  p.ranks.insert(head.rank());
+  CommitInfo info;
+  if (static_cast<int>(p.ranks.size()) < p.world_size) return info;
+
+  // Every slice is here: commit, then forget this and older steps.
+  if (static_cast<int>(p.model.size()) != p.model_tensors ||
+      static_cast<int>(p.optimizer.size()) != p.optimizer_tensors) {
+    const int64_t step = head.step();
+    pending_.erase({head.generation(), step});
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "checkpoint step %d: %d model and %d optimizer tensors arrived, %d "
+        "and %d expected (duplicate names?)",
+        step, p.model.size(), p.optimizer.size(), p.model_tensors,
+        p.optimizer_tensors));
+  }
+  NamedTensors model, opt;
+  for (auto& [name, t] : p.model) {
+    model.emplace_back(name, &t);
+    info.bytes += t.size() * sizeof(float);
+  }
+  for (auto& [name, t] : p.optimizer) {
+    opt.emplace_back(name, &t);
+    info.bytes += t.size() * sizeof(float);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  absl::Status s = store_->Commit(p.state, model, opt);
+  info.seconds = std::chrono::duration<double>(
+                     std::chrono::steady_clock::now() - t0)
+                     .count();
+  const std::pair<int64_t, int64_t> key{head.generation(), head.step()};
+  pending_.erase(pending_.begin(), pending_.upper_bound(key));
+  RETURN_IF_ERROR(s);
+  info.committed = true;
+  info.path = JoinPath(store_->dir(), CheckpointFolderName(head.step()));
+  return info;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,121 @@
+// Checkpoint commits from worker slices: two ranks' slices make one
+// verified checkpoint; a damaged tensor, a duplicate rank, a contradicting
+// header or a stale generation is refused and commits nothing.
+#include "coordinator/checkpoint_assembler.h"
+
+#include <memory>
+#include <vector>
+
+#include "core/file_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/tensor_wire.h"
+
+namespace lockstep {
+namespace {
+
+using ::testing::HasSubstr;
+using lockstep::v1::CheckpointSlice;
+
+class AssemblerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = JoinPath(::testing::TempDir(),
+                    ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    store_ = std::make_shared<CheckpointStore>(dir_, 3);
+    for (int i = 0; i < 3; ++i) {
+      Tensor t({2, 2});
+      for (int k = 0; k < 4; ++k) t.data()[k] = i * 10 + k;
+      tensors_.push_back(t);
+    }
+  }
+  // Rank r's slice at `step`: model tensors m0, m1 and optimizer tensor o0
+  // (index 2), those with index % 2 == r.
+  std::vector<CheckpointSlice> Slice(int rank, int64_t step,
+                                     int64_t generation = 1) {
+    std::vector<CheckpointSlice> out;
+    const char* names[] = {"m0", "m1", "o0"};
+    for (int i = rank; i < 3; i += 2) {
+      CheckpointSlice m;
+      m.set_job("j");
+      m.set_generation(generation);
+      m.set_step(step);
+      m.set_rank(rank);
+      m.set_world_size(2);
+      m.set_model_tensors(2);
+      m.set_optimizer_tensors(1);
+      m.set_seed(5);
+      m.set_optimizer_iterations(step);
+      TensorToWire(names[i], i == 2, tensors_[i], m.mutable_tensor());
+      out.push_back(m);
+    }
+    return out;
+  }
+
+  std::string dir_;
+  std::shared_ptr<CheckpointStore> store_;
+  std::vector<Tensor> tensors_;
+};
+
+TEST_F(AssemblerTest, TwoSlicesCommitOneCheckpoint) {
+  CheckpointAssembler a(store_);
+  absl::StatusOr<CommitInfo> first = a.Add(Slice(1, 10));
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_FALSE(first->committed);
+  EXPECT_TRUE(store_->ListSteps().empty());
+  absl::StatusOr<CommitInfo> second = a.Add(Slice(0, 10));
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_TRUE(second->committed);
+  EXPECT_EQ(second->bytes, 3 * 4 * 4);
+  absl::StatusOr<LoadedCheckpoint> loaded = store_->LoadLatest(nullptr);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->state.step, 10);
+  EXPECT_EQ(loaded->state.optimizer_iterations, 10);
+  ASSERT_EQ(loaded->model.size(), 2u);
+  ASSERT_EQ(loaded->optimizer.size(), 1u);
+  EXPECT_EQ(loaded->model[1].first, "m1");
+  EXPECT_EQ(loaded->model[1].second.data()[3], 13.0f);
+  EXPECT_EQ(loaded->optimizer[0].second.data()[0], 20.0f);
+}
+
+TEST_F(AssemblerTest, DamagedTensorIsRefusedAndNothingCommits) {
+  CheckpointAssembler a(store_);
+  std::vector<CheckpointSlice> bad = Slice(0, 10);
+  (*bad[0].mutable_tensor()->mutable_data())[5] ^= 0x20;
+  absl::StatusOr<CommitInfo> r = a.Add(bad);
+  EXPECT_TRUE(absl::IsDataLoss(r.status())) << r.status();
+  EXPECT_THAT(r.status().message(), HasSubstr("tensor m0: CRC32C"));
+  ASSERT_TRUE(a.Add(Slice(1, 10)).ok());
+  EXPECT_TRUE(store_->ListSteps().empty());
+}
+
+TEST_F(AssemblerTest, DuplicateRankAndContradictionsAreRefused) {
+  CheckpointAssembler a(store_);
+  ASSERT_TRUE(a.Add(Slice(0, 10)).ok());
+  absl::StatusOr<CommitInfo> again = a.Add(Slice(0, 10));
+  EXPECT_TRUE(absl::IsInvalidArgument(again.status()));
+  EXPECT_THAT(again.status().message(), HasSubstr("already sent"));
+  std::vector<CheckpointSlice> odd = Slice(1, 10);
+  odd[0].set_world_size(3);
+  odd[0].set_rank(1);
+  absl::StatusOr<CommitInfo> r = a.Add(odd);
+  EXPECT_TRUE(absl::IsInvalidArgument(r.status()));
+  EXPECT_THAT(r.status().message(), HasSubstr("contradicts"));
+  std::vector<CheckpointSlice> missing = Slice(1, 10);
+  missing.front().clear_tensor();
+  missing.push_back(missing.front());  // two messages, no tensors
+  r = a.Add(missing);
+  EXPECT_THAT(r.status().message(), HasSubstr("owes 1"));
+  EXPECT_TRUE(store_->ListSteps().empty());
+}
+
+TEST_F(AssemblerTest, StaleGenerationIsRefused) {
+  CheckpointAssembler a(store_);
+  ASSERT_TRUE(a.Add(Slice(0, 10, 2)).ok());
+  absl::StatusOr<CommitInfo> r = a.Add(Slice(1, 10, 1));
+  EXPECT_TRUE(absl::IsFailedPrecondition(r.status()));
+  EXPECT_THAT(r.status().message(), HasSubstr("stale generation"));
+}
+
+}  // namespace
+}  // namespace lockstep

@@ -1,0 +1,349 @@
+// The chief's state machine (see coordinator.h).
+#include "coordinator/coordinator.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "core/file_util.h"
+#include "core/result_file.h"
+#include "core/status_macros.h"
+#include "core/trainer.h"
+#include "proto/rpc_util.h"
+
+namespace lockstep {
+
+using lockstep::v1::JobState;
+using lockstep::v1::JobStatus;
+
+const char* JobStateName(JobState state) {
+  switch (state) {
+    case lockstep::v1::PENDING: return "PENDING";
+    case lockstep::v1::RUNNING: return "RUNNING";
+    case lockstep::v1::RECOVERING: return "RECOVERING";
+    case lockstep::v1::SUCCEEDED: return "SUCCEEDED";
+    case lockstep::v1::FAILED: return "FAILED";
+    case lockstep::v1::CANCELLED: return "CANCELLED";
+    default: return "UNKNOWN";
+  }
+}
+
+bool IsTerminal(JobState state) {
+  return state == lockstep::v1::SUCCEEDED || state == lockstep::v1::FAILED ||
+         state == lockstep::v1::CANCELLED;
+}
+
+Coordinator::Coordinator(CoordinatorOptions options)
+    : options_(std::move(options)) {}
+
+std::string Coordinator::Describe(const Worker& w) const {
+  return absl::StrFormat("%s on %s pid %d", w.id, w.info.host(), w.info.pid());
+}
+
+Coordinator::Job* Coordinator::FindJob(const std::string& name) {
+  auto it = jobs_.find(name);
+  return it == jobs_.end() ? nullptr : it->second.get();
+}
+
+void Coordinator::Changed(Job& job) {
+  ++job.version;
+  changed_.SignalAll();
+}
+
+void Coordinator::Event(Job& job, const std::string& line) {
+  job.events.push_back(line);
+  Log(absl::StrCat("job ", job.name, ": ", line));
+  Changed(job);
+}
+
+absl::StatusOr<JobStatus> Coordinator::Submit(const std::string& job_json) {
+  ASSIGN_OR_RETURN(JobSpec spec, ParseJobSpec(job_json));
+  if (spec.cluster.collective == Collective::kNccl) {
+    return absl::InvalidArgumentError(
+        "cluster.collective: \"nccl\" needs GPU workers, which this build "
+        "does not support yet; use \"ring\" (or \"auto\", which picks the "
+        "ring on CPU workers)");
+  }
+  const std::string job_dir =
+      JoinPath(JoinPath(options_.storage_dir, "jobs"), spec.name);
+  RETURN_IF_ERROR(AnnotateStatus(MakeDirs(JoinPath(job_dir, "checkpoints")),
+                                 "--storage"));
+  absl::MutexLock lock(&mu_);
+  if (Job* old = FindJob(spec.name);
+      old != nullptr && !IsTerminal(old->status.state())) {
+    return absl::AlreadyExistsError(absl::StrFormat(
+        "job \"%s\" is already %s; cancel it first or pick another name",
+        spec.name, JobStateName(old->status.state())));
+  }
+  auto job = std::make_unique<Job>();
+  job->name = spec.name;
+  job->job_json = JobSpecToJson(spec);
+  job->spec = std::move(spec);
+  job->submitted = absl::Now();
+  job->status.set_name(job->name);
+  job->status.set_state(lockstep::v1::PENDING);
+  job->status.set_workers_needed(
+      static_cast<int32_t>(job->spec.cluster.workers));
+  job->status.set_submitted_unix_seconds(absl::ToUnixMicros(job->submitted) / 1e6);
+  job->status.set_eta_seconds(-1);
+  job->checkpoints = std::make_shared<CheckpointStore>(
+      JoinPath(job_dir, "checkpoints"), job->spec.checkpoint.keep);
+  job->assembler = std::make_shared<CheckpointAssembler>(job->checkpoints);
+  ASSIGN_OR_RETURN(job->summaries,
+                   SummaryWriter::Open(JoinPath(job_dir, "summaries")));
+  Job& ref = *job;
+  if (jobs_.count(ref.name) == 0) job_order_.push_back(ref.name);
+  jobs_[ref.name] = std::move(job);
+  ref.status.set_message(PendingReason(ref));
+  Event(ref, absl::StrFormat("submitted: %d workers x %d replicas, batch %d "
+                             "per replica",
+                             ref.spec.cluster.workers,
+                             ref.spec.cluster.replicas_per_worker,
+                             ref.spec.batch_size_per_replica));
+  TryStart(ref);
+  return Snapshot(ref);
+}
+
+absl::StatusOr<JobStatus> Coordinator::Get(const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(name);
+  if (it == jobs_.end()) {
+    return absl::NotFoundError(absl::StrFormat("no job named \"%s\"", name));
+  }
+  return Snapshot(*it->second);
+}
+
+lockstep::v1::ListJobsResponse Coordinator::List() const {
+  absl::MutexLock lock(&mu_);
+  lockstep::v1::ListJobsResponse out;
+  for (const std::string& name : job_order_) {
+    *out.add_jobs() = Snapshot(*jobs_.at(name));
+  }
+  for (const auto& [id, w] : workers_) *out.add_workers() = WorkerView(w);
+  return out;
+}
+
+absl::StatusOr<JobStatus> Coordinator::Cancel(const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  Job* job = FindJob(name);
+  if (job == nullptr) {
+    return absl::NotFoundError(absl::StrFormat("no job named \"%s\"", name));
+  }
+  if (!IsTerminal(job->status.state())) {
+    EndJob(*job, lockstep::v1::CANCELLED,
+           absl::StrFormat("cancelled at step %d", job->status.step()));
+  }
+  return Snapshot(*job);
+}
+
+absl::StatusOr<JobStatus> Coordinator::WaitForChange(
+    const std::string& name, int64_t* version, int64_t* events_seen,
+    absl::Time deadline) const {
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    auto it = jobs_.find(name);
+    if (it == jobs_.end()) {
+      return absl::NotFoundError(absl::StrFormat("no job named \"%s\"", name));
+    }
+    const Job& job = *it->second;
+    if (job.version != *version || absl::Now() >= deadline) {
+      JobStatus s = Snapshot(job);
+      s.clear_events();
+      for (size_t i = static_cast<size_t>(*events_seen); i < job.events.size();
+           ++i) {
+        s.add_events(job.events[i]);
+      }
+      *events_seen = static_cast<int64_t>(job.events.size());
+      *version = job.version;
+      return s;
+    }
+    changed_.WaitWithDeadline(&mu_, deadline);
+  }
+}
+
+absl::StatusOr<lockstep::v1::RegisterResponse> Coordinator::Register(
+    const lockstep::v1::RegisterRequest& req, const std::string& peer) {
+  if (req.protocol_version() != kProtocolVersion) {
+    Log(absl::StrFormat("refused worker %s pid %d (%s): protocol version %d",
+                        req.host(), req.pid(), peer, req.protocol_version()));
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "protocol version %d is not this coordinator's (%d): run the same "
+        "lockstep release (%s) on workers and coordinator",
+        req.protocol_version(), kProtocolVersion, req.version()));
+  }
+  if (req.replicas() < 1 || req.collective_address().empty()) {
+    return absl::InvalidArgumentError(
+        "a worker must offer >= 1 replica and a collective address");
+  }
+  absl::MutexLock lock(&mu_);
+  Worker w;
+  w.info = req;
+  w.order = next_worker_++;
+  w.id = absl::StrFormat("w%d", w.order);
+  w.last_heartbeat = absl::Now();
+  Log(absl::StrFormat("worker %s registered: %d replicas, collective %s",
+                      Describe(w), req.replicas(), req.collective_address()));
+  lockstep::v1::RegisterResponse resp;
+  resp.set_worker_id(w.id);
+  resp.set_heartbeat_interval_seconds(options_.heartbeat_interval_seconds);
+  workers_[w.id] = std::move(w);
+  for (const std::string& name : job_order_) {
+    Job& job = *jobs_.at(name);
+    if (job.status.state() == lockstep::v1::PENDING) {
+      TryStart(job);
+      job.status.set_message(PendingReason(job));
+    }
+  }
+  return resp;
+}
+
+absl::StatusOr<lockstep::v1::HeartbeatResponse> Coordinator::Heartbeat(
+    const lockstep::v1::HeartbeatRequest& req) {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(req.worker_id());
+  if (it == workers_.end() || it->second.lost) {
+    return absl::NotFoundError(absl::StrFormat(
+        "worker id \"%s\" is not registered here", req.worker_id()));
+  }
+  Worker& w = it->second;
+  w.last_heartbeat = absl::Now();
+  lockstep::v1::HeartbeatResponse resp;
+  Job* job = w.job.empty() ? nullptr : FindJob(w.job);
+  const bool running =
+      job != nullptr && job->status.state() == lockstep::v1::RUNNING;
+  if (!req.job().empty()) {
+    // The worker runs something: stop it unless it is its current part.
+    if (!running || req.job() != w.job ||
+        req.generation() != job->status.generation()) {
+      resp.set_command(lockstep::v1::HeartbeatResponse::STOP);
+      resp.mutable_assignment()->set_job(req.job());
+      Job* its = FindJob(req.job());
+      resp.set_reason(its != nullptr && !its->status.message().empty()
+                          ? its->status.message()
+                          : "the job is no longer assigned to this worker");
+    }
+    return resp;
+  }
+  if (running && !job->finished.count(w.rank)) {
+    resp.set_command(lockstep::v1::HeartbeatResponse::RUN);
+    *resp.mutable_assignment() = AssignmentFor(*job, w.rank);
+  } else if (job == nullptr || IsTerminal(job->status.state()) ||
+             job->finished.count(w.rank)) {
+    if (job != nullptr && IsTerminal(job->status.state())) {
+      w.job.clear();  // idle again
+      w.rank = -1;
+    }
+  }
+  return resp;
+}
+
+lockstep::v1::Assignment Coordinator::AssignmentFor(const Job& job,
+                                                    int rank) const {
+  lockstep::v1::Assignment a;
+  a.set_job(job.name);
+  a.set_job_json(job.job_json);
+  a.set_generation(job.status.generation());
+  a.set_rank(rank);
+  a.set_world_size(static_cast<int32_t>(job.ranks.size()));
+  for (const std::string& id : job.ranks) {
+    a.add_peers(workers_.at(id).info.collective_address());
+  }
+  a.set_replicas_per_worker(
+      static_cast<int32_t>(job.spec.cluster.replicas_per_worker));
+  a.set_start_step(job.start_step);
+  a.set_fingerprint_every_steps(job.spec.cluster.fingerprint_every_steps);
+  return a;
+}
+
+std::string Coordinator::PendingReason(const Job& job) const {
+  const int64_t need = job.spec.cluster.workers;
+  const int64_t r = job.spec.cluster.replicas_per_worker;
+  int idle = 0, busy = 0, small = 0;
+  for (const auto& [id, w] : workers_) {
+    if (w.lost) continue;
+    if (!w.job.empty()) {
+      ++busy;
+    } else if (w.info.replicas() < r) {
+      ++small;
+    } else {
+      ++idle;
+    }
+  }
+  return absl::StrFormat(
+      "waiting for workers: needs %d with >= %d replicas each; %d idle "
+      "qualify, %d busy, %d offer too few replicas",
+      need, r, idle, busy, small);
+}
+
+bool Coordinator::TryStart(Job& job) {
+  if (job.status.state() != lockstep::v1::PENDING) return false;
+  // Jobs start in submission order: an older pending job goes first.
+  for (const std::string& name : job_order_) {
+    if (name == job.name) break;
+    if (jobs_.at(name)->status.state() == lockstep::v1::PENDING) return false;
+  }
+  std::vector<Worker*> idle;
+  for (auto& [id, w] : workers_) {
+    if (!w.lost && w.job.empty() &&
+        w.info.replicas() >= job.spec.cluster.replicas_per_worker) {
+      idle.push_back(&w);
+    }
+  }
+  if (static_cast<int64_t>(idle.size()) < job.spec.cluster.workers) {
+    const std::string reason = PendingReason(job);
+    if (reason != job.status.message()) {
+      job.status.set_message(reason);
+      Changed(job);
+    }
+    return false;
+  }
+  std::sort(idle.begin(), idle.end(),
+            [](const Worker* a, const Worker* b) { return a->order < b->order; });
+  idle.resize(job.spec.cluster.workers);
+  // Resume from the latest good checkpoint of this job name, if any.
+  std::vector<std::string> warnings;
+  absl::StatusOr<LoadedCheckpoint> latest =
+      job.checkpoints->LoadLatest(&warnings);
+  for (const std::string& w : warnings) Event(job, "warning: " + w);
+  job.start_step = latest.ok() ? latest->state.step : 0;
+  if (!latest.ok() && !absl::IsNotFound(latest.status())) {
+    Event(job, absl::StrCat("warning: starting from step 0: ",
+                            latest.status().message()));
+  }
+  job.ranks.clear();
+  std::vector<std::string> who;
+  for (size_t r = 0; r < idle.size(); ++r) {
+    idle[r]->job = job.name;
+    idle[r]->rank = static_cast<int>(r);
+    job.ranks.push_back(idle[r]->id);
+    who.push_back(absl::StrFormat("rank %d = %s", r, Describe(*idle[r])));
+  }
+  job.finished.clear();
+  job.fingerprints.clear();
+  job.started = absl::Now();
+  job.status.set_generation(job.status.generation() + 1);
+  job.status.set_state(lockstep::v1::RUNNING);
+  job.status.set_step(job.start_step);
+  job.status.set_message("");
+  Event(job, absl::StrFormat("RUNNING generation %d from step %d: %s",
+                             job.status.generation(), job.start_step,
+                             absl::StrJoin(who, ", ")));
+  return true;
+}
+
+void Coordinator::EndJob(Job& job, JobState state, const std::string& message) {
+  if (IsTerminal(job.status.state())) return;
+  job.status.set_state(state);
+  job.status.set_message(message);
+  job.status.set_wall_seconds(absl::ToDoubleSeconds(absl::Now() - job.submitted));
+  if (job.summaries != nullptr) {
+    absl::Status s = job.summaries->Flush();
+    if (!s.ok()) Log(std::string(s.message()));
+  }
+  Event(job, absl::StrCat(JobStateName(state),
+                          message.empty() ? "" : ": ", message));
+}
+
+}  // namespace lockstep

@@ -1,0 +1,137 @@
+// The chief's state machine (DESIGN "A job", "Processes"): jobs and their
+// states, worker membership and ranks, gang starts, liveness, fingerprint
+// comparison, checkpoint commits from worker slices, summaries and
+// result.json. Thread-safe; the gRPC services (coordinator/services.h) are
+// thin adapters over it. Never on the per-step gradient path.
+#ifndef LOCKSTEP_COORDINATOR_COORDINATOR_H_
+#define LOCKSTEP_COORDINATOR_COORDINATOR_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "coordinator/checkpoint_assembler.h"
+#include "core/checkpoint.h"
+#include "core/job_spec.h"
+#include "core/summary_writer.h"
+#include "proto/cluster.pb.h"
+#include "proto/jobs.pb.h"
+
+namespace lockstep {
+
+struct CoordinatorOptions {
+  std::string storage_dir;  // STORAGE/jobs/NAME/{checkpoints,summaries,...}
+  double heartbeat_interval_seconds = 0.5;  // told to workers
+  double worker_timeout_seconds = 10;  // no heartbeat this long: lost
+  std::function<void(const std::string&)> log;
+};
+
+class Coordinator {
+ public:
+  explicit Coordinator(CoordinatorOptions options);
+
+  // Job service.
+  absl::StatusOr<lockstep::v1::JobStatus> Submit(const std::string& job_json);
+  absl::StatusOr<lockstep::v1::JobStatus> Get(const std::string& name) const;
+  lockstep::v1::ListJobsResponse List() const;
+  absl::StatusOr<lockstep::v1::JobStatus> Cancel(const std::string& name);
+  // Blocks until the job changed after `*events_seen`/`*version` or
+  // `deadline`; returns the snapshot with the events after *events_seen and
+  // advances both. NotFound for an unknown job.
+  absl::StatusOr<lockstep::v1::JobStatus> WaitForChange(
+      const std::string& name, int64_t* version, int64_t* events_seen,
+      absl::Time deadline) const;
+
+  // Coordinator service.
+  absl::StatusOr<lockstep::v1::RegisterResponse> Register(
+      const lockstep::v1::RegisterRequest& req, const std::string& peer);
+  absl::StatusOr<lockstep::v1::HeartbeatResponse> Heartbeat(
+      const lockstep::v1::HeartbeatRequest& req);
+  absl::StatusOr<lockstep::v1::ReportResponse> ReportProgress(
+      const lockstep::v1::ProgressReport& report);
+  // One worker's whole slice stream (already read). Commits the checkpoint
+  // when it is the last slice of its step.
+  absl::StatusOr<lockstep::v1::CheckpointAck> AddCheckpointSlice(
+      const std::vector<lockstep::v1::CheckpointSlice>& messages);
+  // The latest committed checkpoint of `job`, verified; FailedPrecondition
+  // if its step is not `step`.
+  absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& job,
+                                                  int64_t step) const;
+  absl::Status Finish(const lockstep::v1::FinishRequest& req);
+
+  // Liveness and gang starts; called every ~100 ms by the server.
+  void Tick();
+
+ private:
+  struct Worker {
+    lockstep::v1::RegisterRequest info;
+    std::string id;
+    int64_t order = 0;  // registration order (rank assignment order)
+    absl::Time last_heartbeat;
+    bool lost = false;
+    std::string job;  // assigned job ("" idle)
+    int rank = -1;
+  };
+  struct Job {
+    std::string name;
+    JobSpec spec;
+    std::string job_json;
+    lockstep::v1::JobStatus status;  // state, progress, message, results
+    std::vector<std::string> ranks;  // worker ids in rank order
+    int64_t start_step = 0;
+    std::map<int64_t, std::map<int, std::string>> fingerprints;
+    std::map<int, lockstep::v1::FinishRequest> finished;
+    std::vector<std::string> events;
+    int64_t version = 0;
+    absl::Time submitted, started;
+    std::shared_ptr<CheckpointStore> checkpoints;
+    std::unique_ptr<SummaryWriter> summaries;
+    std::shared_ptr<CheckpointAssembler> assembler;
+  };
+
+  void Log(const std::string& line) const {
+    if (options_.log) options_.log(line);
+  }
+  void Event(Job& job, const std::string& line)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Changed(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EndJob(Job& job, lockstep::v1::JobState state,
+              const std::string& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool TryStart(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string PendingReason(const Job& job) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  lockstep::v1::Assignment AssignmentFor(const Job& job, int rank) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  lockstep::v1::WorkerStatus WorkerView(const Worker& w) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  lockstep::v1::JobStatus Snapshot(const Job& job) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CompareFingerprints(Job& job, int64_t step)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CompleteIfDone(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string Describe(const Worker& w) const;
+  Job* FindJob(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const CoordinatorOptions options_;
+  mutable absl::Mutex mu_;
+  mutable absl::CondVar changed_;
+  std::map<std::string, Worker> workers_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::unique_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> job_order_ ABSL_GUARDED_BY(mu_);  // submit order
+  int64_t next_worker_ ABSL_GUARDED_BY(mu_) = 1;
+};
+
+const char* JobStateName(lockstep::v1::JobState state);
+bool IsTerminal(lockstep::v1::JobState state);
+
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_COORDINATOR_COORDINATOR_H_

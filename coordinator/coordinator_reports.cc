@@ -1,0 +1,298 @@
+// The Coordinator's report side (see coordinator.h): progress and metrics,
+// fingerprints, checkpoint slices, finishes, liveness, and the status views.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "coordinator/coordinator.h"
+#include "core/file_util.h"
+#include "core/result_file.h"
+#include "core/status_macros.h"
+#include "core/trainer.h"
+
+namespace lockstep {
+
+using lockstep::v1::JobStatus;
+
+absl::StatusOr<lockstep::v1::ReportResponse> Coordinator::ReportProgress(
+    const lockstep::v1::ProgressReport& r) {
+  absl::MutexLock lock(&mu_);
+  lockstep::v1::ReportResponse resp;
+  Job* job = FindJob(r.job());
+  if (job == nullptr || job->status.state() != lockstep::v1::RUNNING ||
+      job->status.generation() != r.generation()) {
+    resp.set_stop(true);
+    resp.set_reason(job == nullptr ? "no such job"
+                                   : absl::StrFormat("the job is %s (%s)",
+                                                     JobStateName(job->status.state()),
+                                                     job->status.message()));
+    return resp;
+  }
+  if (r.rank() == 0) {
+    JobStatus& s = job->status;
+    s.set_step(r.step());
+    s.set_epoch(r.epoch());
+    if (r.total_steps() > 0) s.set_total_steps(r.total_steps());
+    s.set_loss(r.loss());
+    s.set_accuracy(r.accuracy());
+    s.set_samples_per_sec(r.samples_per_sec());
+    s.set_learning_rate(r.learning_rate());
+    s.set_eta_seconds(r.eta_seconds());
+    std::map<int64_t, std::vector<std::pair<std::string, double>>> by_step;
+    for (const auto& sc : r.scalars()) {
+      by_step[sc.step()].emplace_back(sc.tag(), sc.value());
+    }
+    for (const auto& [step, values] : by_step) {
+      absl::Status w = job->summaries->AddScalars(step, values);
+      if (!w.ok()) Event(*job, absl::StrCat("warning: summaries: ", w.message()));
+    }
+    for (const std::string& e : r.events()) Event(*job, e);
+    Changed(*job);
+  }
+  if (r.fingerprint_step() > 0) {
+    job->fingerprints[r.fingerprint_step()][r.rank()] = r.fingerprint();
+    CompareFingerprints(*job, r.fingerprint_step());
+  }
+  return resp;
+}
+
+void Coordinator::CompareFingerprints(Job& job, int64_t step) {
+  auto it = job.fingerprints.find(step);
+  if (it == job.fingerprints.end() ||
+      it->second.size() < job.ranks.size()) {
+    return;
+  }
+  const std::string& first = it->second.begin()->second;
+  std::vector<std::string> parts;
+  bool same = true;
+  for (const auto& [rank, fp] : it->second) {
+    same = same && fp == first;
+    parts.push_back(absl::StrFormat("rank %d %s", rank, fp.substr(0, 16)));
+  }
+  job.fingerprints.erase(job.fingerprints.begin(), std::next(it));
+  if (!same) {
+    EndJob(job, lockstep::v1::FAILED,
+           absl::StrFormat("parameters diverged across workers at step %d "
+                           "(fingerprints %s)",
+                           step, absl::StrJoin(parts, ", ")));
+  }
+}
+
+absl::StatusOr<lockstep::v1::CheckpointAck> Coordinator::AddCheckpointSlice(
+    const std::vector<lockstep::v1::CheckpointSlice>& messages) {
+  if (messages.empty()) {
+    return absl::InvalidArgumentError("an empty checkpoint slice stream");
+  }
+  const auto& head = messages.front();
+  std::shared_ptr<CheckpointAssembler> assembler;
+  {
+    absl::MutexLock lock(&mu_);
+    Job* job = FindJob(head.job());
+    if (job == nullptr) {
+      return absl::NotFoundError(
+          absl::StrFormat("no job named \"%s\"", head.job()));
+    }
+    if (IsTerminal(job->status.state())) {
+      return absl::CancelledError(absl::StrFormat(
+          "checkpoint slice refused: job %s is %s (%s)", head.job(),
+          JobStateName(job->status.state()), job->status.message()));
+    }
+    if (job->status.generation() != head.generation() ||
+        job->status.state() != lockstep::v1::RUNNING) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "checkpoint slice for generation %d refused: job %s is %s at "
+          "generation %d",
+          head.generation(), head.job(), JobStateName(job->status.state()),
+          job->status.generation()));
+    }
+    assembler = job->assembler;
+  }
+  // Verify and (for the last slice) commit without holding the state lock.
+  absl::StatusOr<CommitInfo> info = assembler->Add(messages);
+  absl::MutexLock lock(&mu_);
+  Job* job = FindJob(head.job());
+  if (!info.ok()) {
+    if (job != nullptr) {
+      Event(*job, absl::StrCat("checkpoint step ", head.step(),
+                               " not committed: ", info.status().message()));
+    }
+    return info.status();
+  }
+  lockstep::v1::CheckpointAck ack;
+  ack.set_committed(info->committed);
+  ack.set_path(info->path);
+  if (info->committed && job != nullptr) {
+    job->status.set_checkpoint_path(info->path);
+    Event(*job, absl::StrFormat("checkpoint %s committed (%.1f MB, %.3f s)",
+                                info->path, info->bytes / 1e6, info->seconds));
+  }
+  return ack;
+}
+
+absl::StatusOr<LoadedCheckpoint> Coordinator::LoadCheckpoint(
+    const std::string& name, int64_t step) const {
+  std::shared_ptr<CheckpointStore> store;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(name);
+    if (it == jobs_.end()) {
+      return absl::NotFoundError(absl::StrFormat("no job named \"%s\"", name));
+    }
+    store = it->second->checkpoints;
+  }
+  std::vector<std::string> warnings;
+  ASSIGN_OR_RETURN(LoadedCheckpoint loaded, store->LoadLatest(&warnings));
+  for (const std::string& w : warnings) Log("warning: " + w);
+  if (loaded.state.step != step) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the latest good checkpoint of job %s is at step %d, not %d", name,
+        loaded.state.step, step));
+  }
+  return loaded;
+}
+
+absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req) {
+  absl::MutexLock lock(&mu_);
+  Job* job = FindJob(req.job());
+  if (job == nullptr) {
+    return absl::NotFoundError(absl::StrFormat("no job named \"%s\"", req.job()));
+  }
+  if (IsTerminal(job->status.state()) ||
+      job->status.generation() != req.generation()) {
+    return absl::OkStatus();  // a late report of a finished generation
+  }
+  auto w = workers_.find(req.worker_id());
+  const std::string who =
+      w == workers_.end() ? req.worker_id() : Describe(w->second);
+  if (!req.error().empty()) {
+    EndJob(*job, lockstep::v1::FAILED,
+           absl::StrFormat("rank %d (%s) failed: %s", req.rank(), who,
+                           req.error()));
+    return absl::OkStatus();
+  }
+  job->finished[req.rank()] = req;
+  job->fingerprints[req.steps()][req.rank()] = req.fingerprint();
+  CompareFingerprints(*job, req.steps());
+  CompleteIfDone(*job);
+  return absl::OkStatus();
+}
+
+void Coordinator::CompleteIfDone(Job& job) {
+  if (job.status.state() != lockstep::v1::RUNNING ||
+      job.finished.size() < job.ranks.size()) {
+    return;
+  }
+  const lockstep::v1::FinishRequest& chief = job.finished.at(0);
+  TrainResult result;
+  result.finished = true;
+  result.steps = chief.steps();
+  result.total_steps = std::max(job.status.total_steps(), chief.steps());
+  result.epochs = chief.epochs();
+  result.resumed_from_step = job.start_step;
+  result.train_loss = chief.train_loss();
+  result.train_accuracy = chief.train_accuracy();
+  result.test_loss = chief.test_loss();
+  result.test_accuracy = chief.test_accuracy();
+  result.samples_per_sec = chief.samples_per_sec();
+  result.wall_seconds = absl::ToDoubleSeconds(absl::Now() - job.started);
+  result.num_parameters = chief.num_parameters();
+  result.fingerprint = chief.fingerprint();
+  result.checkpoint_path = job.status.checkpoint_path();
+  const std::string dir =
+      JoinPath(JoinPath(options_.storage_dir, "jobs"), job.name);
+  result.result_path = JoinPath(dir, "result.json");
+  absl::Status s = WriteResultFile(result.result_path, job.spec, result);
+  if (!s.ok()) {
+    EndJob(job, lockstep::v1::FAILED,
+           absl::StrCat("cannot write result.json: ", s.message()));
+    return;
+  }
+  JobStatus& st = job.status;
+  st.set_step(result.steps);
+  st.set_test_loss(result.test_loss);
+  st.set_test_accuracy(result.test_accuracy);
+  st.set_fingerprint(result.fingerprint);
+  st.set_result_path(result.result_path);
+  st.set_samples_per_sec(result.samples_per_sec);
+  st.set_eta_seconds(0);
+  EndJob(job, lockstep::v1::SUCCEEDED,
+         absl::StrFormat("%d steps, test accuracy %.4f, test loss %.4f, %.0f "
+                         "samples/s; result in %s",
+                         result.steps, result.test_accuracy, result.test_loss,
+                         result.samples_per_sec, result.result_path));
+}
+
+void Coordinator::Tick() {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = absl::Now();
+  for (auto& [id, w] : workers_) {
+    if (w.lost) continue;
+    const double age = absl::ToDoubleSeconds(now - w.last_heartbeat);
+    if (age < options_.worker_timeout_seconds) continue;
+    w.lost = true;
+    Log(absl::StrFormat("worker %s lost: no heartbeat for %.1f s",
+                        Describe(w), age));
+    Job* job = w.job.empty() ? nullptr : FindJob(w.job);
+    if (job != nullptr && !IsTerminal(job->status.state()) &&
+        job->status.state() != lockstep::v1::PENDING) {
+      EndJob(*job, lockstep::v1::FAILED,
+             absl::StrFormat("rank %d (%s, %s) lost: no heartbeat for %.1f s",
+                             w.rank, Describe(w), w.info.collective_address(),
+                             age));
+    }
+    w.job.clear();
+    w.rank = -1;
+  }
+  for (const std::string& name : job_order_) {
+    Job& job = *jobs_.at(name);
+    if (job.status.state() == lockstep::v1::PENDING) TryStart(job);
+  }
+}
+
+lockstep::v1::WorkerStatus Coordinator::WorkerView(const Worker& w) const {
+  lockstep::v1::WorkerStatus v;
+  v.set_worker_id(w.id);
+  v.set_host(w.info.host());
+  v.set_pid(w.info.pid());
+  v.set_address(w.info.collective_address());
+  v.set_replicas(w.info.replicas());
+  for (const std::string& d : w.info.devices()) v.add_devices(d);
+  v.set_job(w.job);
+  v.set_rank(w.rank);
+  v.set_heartbeat_age_seconds(
+      absl::ToDoubleSeconds(absl::Now() - w.last_heartbeat));
+  v.set_alive(!w.lost);
+  auto it = jobs_.find(w.job);
+  if (!w.job.empty() && w.rank >= 0 && it != jobs_.end()) {
+    const JobSpec& spec = it->second->spec;
+    const int64_t r = spec.cluster.replicas_per_worker;
+    const int64_t total = r * static_cast<int64_t>(it->second->ranks.size());
+    v.set_shard(absl::StrFormat(
+        "replicas %d-%d of %d: samples [%d, %d) of each global batch of %d",
+        w.rank * r, w.rank * r + r - 1, total,
+        w.rank * r * spec.batch_size_per_replica,
+        (w.rank + 1) * r * spec.batch_size_per_replica,
+        total * spec.batch_size_per_replica));
+    v.set_step(it->second->status.step());
+  }
+  return v;
+}
+
+JobStatus Coordinator::Snapshot(const Job& job) const {
+  JobStatus s = job.status;
+  s.set_epochs(job.spec.epochs);
+  int alive = 0;
+  for (const std::string& id : job.ranks) {
+    const Worker& w = workers_.at(id);
+    if (!w.lost) ++alive;
+    // A finished job's workers may already run something else.
+    if (!IsTerminal(job.status.state())) *s.add_workers() = WorkerView(w);
+  }
+  s.set_workers_alive(alive);
+  s.set_events_total(static_cast<int64_t>(job.events.size()));
+  for (const std::string& e : job.events) s.add_events(e);
+  return s;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,30 @@
+// `lockstep coordinator`: the coordinator's gRPC server (job service and
+// coordinator service on one port) and its housekeeping thread.
+#ifndef LOCKSTEP_COORDINATOR_SERVER_H_
+#define LOCKSTEP_COORDINATOR_SERVER_H_
+
+#include <atomic>
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "coordinator/coordinator.h"
+
+namespace lockstep {
+
+struct ServerOptions {
+  std::string listen = "127.0.0.1:7070";
+  // When set, "host:port" (the bound port) is written here once serving:
+  // lets scripts and tests use --listen 127.0.0.1:0.
+  std::string address_file;
+  CoordinatorOptions coordinator;
+  const std::atomic<bool>* shutdown = nullptr;  // not owned
+};
+
+// Serves until *shutdown. Error when the address cannot be bound or the
+// storage folder cannot be created.
+absl::Status RunCoordinator(const ServerOptions& options);
+
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_COORDINATOR_SERVER_H_

@@ -1,0 +1,124 @@
+// gRPC adapters: unpack, call Coordinator, convert the status once.
+#include "coordinator/services.h"
+
+#include <vector>
+
+#include "proto/rpc_util.h"
+#include "proto/tensor_wire.h"
+
+namespace lockstep {
+
+namespace v1 = lockstep::v1;
+
+template <typename T>
+grpc::Status Fill(absl::StatusOr<T> result, T* out) {
+  if (!result.ok()) return ToGrpc(result.status());
+  *out = *std::move(result);
+  return grpc::Status::OK;
+}
+
+grpc::Status JobServiceImpl::Submit(grpc::ServerContext*,
+                                    const v1::SubmitRequest* req,
+                                    v1::JobStatus* resp) {
+  return Fill(c_->Submit(req->job_json()), resp);
+}
+
+grpc::Status JobServiceImpl::GetJob(grpc::ServerContext*,
+                                    const v1::GetJobRequest* req,
+                                    v1::JobStatus* resp) {
+  return Fill(c_->Get(req->name()), resp);
+}
+
+grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext*,
+                                      const v1::ListJobsRequest*,
+                                      v1::ListJobsResponse* resp) {
+  *resp = c_->List();
+  return grpc::Status::OK;
+}
+
+grpc::Status JobServiceImpl::WatchJob(
+    grpc::ServerContext* context, const v1::WatchJobRequest* req,
+    grpc::ServerWriter<v1::JobStatus>* writer) {
+  int64_t version = -1, events_seen = 0;
+  while (!context->IsCancelled() && !shutdown_->load()) {
+    absl::StatusOr<v1::JobStatus> s = c_->WaitForChange(
+        req->name(), &version, &events_seen,
+        absl::Now() + absl::Milliseconds(500));
+    if (!s.ok()) return ToGrpc(s.status());
+    if (!writer->Write(*s)) return grpc::Status::OK;  // the client left
+    if (IsTerminal(s->state())) return grpc::Status::OK;
+    // At most a few snapshots a second, however busy the job is.
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                      "the coordinator is shutting down");
+}
+
+grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext*,
+                                       const v1::CancelJobRequest* req,
+                                       v1::JobStatus* resp) {
+  return Fill(c_->Cancel(req->name()), resp);
+}
+
+grpc::Status ClusterServiceImpl::Register(grpc::ServerContext* context,
+                                          const v1::RegisterRequest* req,
+                                          v1::RegisterResponse* resp) {
+  return Fill(c_->Register(*req, context->peer()), resp);
+}
+
+grpc::Status ClusterServiceImpl::Heartbeat(grpc::ServerContext*,
+                                           const v1::HeartbeatRequest* req,
+                                           v1::HeartbeatResponse* resp) {
+  return Fill(c_->Heartbeat(*req), resp);
+}
+
+grpc::Status ClusterServiceImpl::ReportProgress(grpc::ServerContext*,
+                                                const v1::ProgressReport* req,
+                                                v1::ReportResponse* resp) {
+  return Fill(c_->ReportProgress(*req), resp);
+}
+
+grpc::Status ClusterServiceImpl::UploadCheckpoint(
+    grpc::ServerContext*, grpc::ServerReader<v1::CheckpointSlice>* reader,
+    v1::CheckpointAck* ack) {
+  std::vector<v1::CheckpointSlice> messages;
+  v1::CheckpointSlice m;
+  while (reader->Read(&m)) messages.push_back(std::move(m));
+  return Fill(c_->AddCheckpointSlice(messages), ack);
+}
+
+grpc::Status ClusterServiceImpl::FetchCheckpoint(
+    grpc::ServerContext*, const v1::FetchCheckpointRequest* req,
+    grpc::ServerWriter<v1::CheckpointSlice>* writer) {
+  absl::StatusOr<LoadedCheckpoint> loaded =
+      c_->LoadCheckpoint(req->job(), req->step());
+  if (!loaded.ok()) return ToGrpc(loaded.status());
+  v1::CheckpointSlice m;
+  m.set_job(req->job());
+  m.set_step(loaded->state.step);
+  m.set_generation(loaded->state.generation);
+  m.set_epoch(loaded->state.epoch);
+  m.set_step_in_epoch(loaded->state.step_in_epoch);
+  m.set_seed(loaded->state.seed);
+  m.set_optimizer_iterations(loaded->state.optimizer_iterations);
+  m.set_job_json(loaded->state.job_json);
+  m.set_train_loss(loaded->state.train_loss);
+  m.set_model_tensors(static_cast<int32_t>(loaded->model.size()));
+  m.set_optimizer_tensors(static_cast<int32_t>(loaded->optimizer.size()));
+  for (int part = 0; part < 2; ++part) {
+    for (const auto& [name, t] : part == 0 ? loaded->model : loaded->optimizer) {
+      TensorToWire(name, part == 1, t, m.mutable_tensor());
+      if (!writer->Write(m)) return grpc::Status::OK;
+      m.clear_job_json();
+    }
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ClusterServiceImpl::Finish(grpc::ServerContext*,
+                                        const v1::FinishRequest* req,
+                                        v1::FinishResponse*) {
+  return ToGrpc(c_->Finish(*req));
+}
+
+}  // namespace lockstep

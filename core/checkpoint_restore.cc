@@ -1,0 +1,54 @@
+// Checkpoint tensors -> parameters and optimizer state, checked by name and
+// shape.
+#include "core/checkpoint_restore.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace lockstep {
+
+absl::Status ApplyCheckpoint(const LoadedCheckpoint& loaded,
+                             const std::vector<Param*>& params,
+                             Optimizer& optimizer) {
+  const std::string where = absl::StrCat("checkpoint ", loaded.path);
+  if (loaded.model.size() != params.size()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s holds %d model tensors but the model has %d parameters; it is "
+        "another model (use a new job name or --no-resume)",
+        where, loaded.model.size(), params.size()));
+  }
+  for (const auto& [name, tensor] : loaded.model) {
+    Param* p = nullptr;
+    for (Param* q : params) {
+      if (q->name == name) p = q;
+    }
+    if (p == nullptr || p->value.shape() != tensor.shape()) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "%s: tensor %s %s does not match the model (%s); it is another "
+          "model (use a new job name or --no-resume)",
+          where, name, ShapeToString(tensor.shape()),
+          p ? ShapeToString(p->value.shape()) : "no such parameter"));
+    }
+    p->value = tensor;
+  }
+  for (auto& [name, dst] : optimizer.StateTensors()) {
+    bool found = false;
+    for (const auto& [n, t] : loaded.optimizer) {
+      if (n == name && t.shape() == dst->shape()) {
+        *dst = t;
+        found = true;
+      }
+    }
+    if (!found) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          where, ": optimizer state ", name,
+          " is missing or has another shape (was the optimizer changed?)"));
+    }
+  }
+  optimizer.set_iterations(loaded.state.optimizer_iterations);
+  return absl::OkStatus();
+}
+
+}  // namespace lockstep

@@ -1,0 +1,25 @@
+// Puts a loaded checkpoint's tensors back into a model and its optimizer:
+// shared by `lockstep train` and the cluster worker.
+#ifndef LOCKSTEP_CORE_CHECKPOINT_RESTORE_H_
+#define LOCKSTEP_CORE_CHECKPOINT_RESTORE_H_
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/checkpoint.h"
+#include "core/tensor.h"
+#include "core/optimizer.h"
+
+namespace lockstep {
+
+// Matches tensors by name and shape; FailedPrecondition naming the
+// checkpoint (loaded.path) and the tensor when they do not fit (another
+// model or optimizer). On error the parameters may be partly overwritten:
+// callers abandon the model. Sets the optimizer's iteration count.
+absl::Status ApplyCheckpoint(const LoadedCheckpoint& loaded,
+                             const std::vector<Param*>& params,
+                             Optimizer& optimizer);
+
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_CORE_CHECKPOINT_RESTORE_H_

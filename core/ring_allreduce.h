@@ -1,0 +1,69 @@
+// Bandwidth-optimal, pipelined, deterministic ring all-reduce (sum of floats)
+// written against the abstract Transport (DESIGN "Ring all-reduce").
+#ifndef LOCKSTEP_CORE_RING_ALLREDUCE_H_
+#define LOCKSTEP_CORE_RING_ALLREDUCE_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "core/transport.h"
+
+namespace lockstep {
+
+struct RingOptions {
+  // Max floats per message: the pipelining unit (capped segment size).
+  int64_t chunk_elements = 256 * 1024;
+  // Deadline for the whole collective, measured from the call.
+  absl::Duration timeout = absl::Seconds(60);
+};
+
+// The slice of the buffer that ring segment `segment` covers. With
+// base = count / world and rem = count % world, segments 0..rem-1 hold
+// base + 1 elements and the others base, laid out in order:
+//   begin = segment * base + min(segment, rem).
+// So count < world leaves segments count..world-1 empty.
+struct RingSegment {
+  int64_t begin = 0;
+  int64_t size = 0;
+};
+RingSegment RingSegmentBounds(int64_t count, int world, int segment);
+
+// In place: data[0..count) becomes the element-wise sum over all ranks. Every
+// rank calls it with the same count, the same options.chunk_elements and the
+// same tag.generation/step/bucket (tag.chunk is ignored: the algorithm numbers
+// its own messages). Blocks until done, failed, or the deadline passes.
+// Collectives with different tags may run concurrently on one transport.
+//
+// Algorithm: world-1 reduce-scatter steps then world-1 all-gather steps; each
+// rank sends 2(world-1)/world of the buffer. Each segment is cut into chunks
+// of at most chunk_elements floats; a chunk is forwarded as soon as it has
+// been received and reduced, so sending, receiving and summing overlap.
+//
+// Summation order (fixed, so results are bitwise deterministic and identical
+// on every rank): segment s starts at rank s and travels the ring, so every
+// element i of segment s is
+//   ((x_s[i] + x_{s+1}[i]) + x_{s+2}[i]) + ... + x_{s+world-1}[i]
+// with rank indices mod world and x_r the input of rank r. Rank s-1 (mod
+// world) finishes segment s and the all-gather copies it to every rank.
+//
+// Messages: the transport message number (tag.chunk) is
+//   ring_step * chunks_per_segment + chunk
+// where ring_step counts 0..2*world-3 over both phases (reduce-scatter
+// first), chunks_per_segment = ceil(size of segment 0 / chunk_elements), and
+// chunk indexes the chunks of the segment moved at that step. A message is
+// the chunk's floats as raw native-endian bytes.
+//
+// Errors: InvalidArgument for bad arguments, or for a received message whose
+// length is not the chunk's (it is refused, never summed); transport errors
+// (DeadlineExceeded, Aborted, Unavailable, FailedPrecondition) keep their code
+// with the chunk, segment and peer added. On error data[] is unspecified, and
+// peers may still be waiting: the caller should Abort the transport (or move
+// to a new generation) so they fail fast.
+absl::Status RingAllReduce(Transport& transport, const CollectiveTag& tag,
+                           float* data, int64_t count,
+                           const RingOptions& options);
+
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_CORE_RING_ALLREDUCE_H_

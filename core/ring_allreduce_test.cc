@@ -1,0 +1,356 @@
+// Tests of RingAllReduce: N ranks as threads over InProcessRing, results
+// checked bitwise against a serial sum in the documented ring order.
+#include "core/ring_allreduce.h"
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "core/in_process_transport.h"
+#include "core/transport.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace lockstep {
+namespace {
+
+using ::testing::HasSubstr;
+using Buffers = std::vector<std::vector<float>>;
+
+// Pseudo-random floats (splitmix64) spread over 16 binades, so that a
+// different summation order gives different bits.
+std::vector<float> RankInput(int rank, int64_t count, uint64_t salt = 0) {
+  static const float kScale[16] = {1.0f / 256, 1.0f / 128, 1.0f / 64, 1.0f / 32,
+                                   1.0f / 16,  1.0f / 8,   1.0f / 4,  1.0f / 2,
+                                   1.0f,       2.0f,       4.0f,      8.0f,
+                                   16.0f,      32.0f,      64.0f,     128.0f};
+  std::vector<float> v(count);
+  uint64_t state = 0x9E3779B97F4A7C15ull * (rank + 1) + salt;
+  for (float& x : v) {
+    state += 0x9E3779B97F4A7C15ull;
+    uint64_t z = state;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    const float unit = static_cast<float>(z >> 40) / (1 << 24) - 0.5f;
+    x = unit * kScale[z & 15];
+  }
+  return v;
+}
+
+Buffers MakeInputs(int world, int64_t count, uint64_t salt = 0) {
+  Buffers inputs;
+  for (int r = 0; r < world; ++r) inputs.push_back(RankInput(r, count, salt));
+  return inputs;
+}
+
+// The header's segment layout, written out independently of the library.
+RingSegment DocumentedSegment(int64_t count, int world, int s) {
+  const int64_t base = count / world, rem = count % world;
+  return {s * base + (s < rem ? s : rem), base + (s < rem ? 1 : 0)};
+}
+
+// Segment s summed serially as ((x_s + x_{s+1}) + ...) over the ring.
+std::vector<float> RingOrderSum(const Buffers& inputs) {
+  const int world = inputs.size();
+  const int64_t count = inputs[0].size();
+  std::vector<float> sum(count);
+  for (int s = 0; s < world; ++s) {
+    const RingSegment seg = DocumentedSegment(count, world, s);
+    for (int64_t i = seg.begin; i < seg.begin + seg.size; ++i) {
+      float acc = inputs[s][i];
+      for (int j = 1; j < world; ++j) acc += inputs[(s + j) % world][i];
+      sum[i] = acc;
+    }
+  }
+  return sum;
+}
+
+bool BitwiseEqual(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() &&
+         (a.empty() ||
+          std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+}
+
+// Runs RingAllReduce on buffers[r] for every r in `ranks`, one thread each.
+// Returns one status per rank of the ring (OK for ranks that did not run).
+std::vector<absl::Status> RunRanks(InProcessRing& ring,
+                                   const std::vector<int>& ranks,
+                                   Buffers& buffers, const CollectiveTag& tag,
+                                   const RingOptions& options) {
+  std::vector<absl::Status> statuses(ring.world_size());
+  std::vector<std::thread> threads;
+  for (int r : ranks) {
+    threads.emplace_back([&, r] {
+      statuses[r] = RingAllReduce(ring.endpoint(r), tag, buffers[r].data(),
+                                  buffers[r].size(), options);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return statuses;
+}
+
+std::vector<absl::Status> RunAll(InProcessRing& ring, Buffers& buffers,
+                                 const CollectiveTag& tag,
+                                 const RingOptions& options = {}) {
+  std::vector<int> ranks;
+  for (int r = 0; r < ring.world_size(); ++r) ranks.push_back(r);
+  return RunRanks(ring, ranks, buffers, tag, options);
+}
+
+enum class CountKind { kZero, kOne, kWorldMinusOne, kUneven, kLarge };
+
+int64_t CountFor(CountKind kind, int world) {
+  switch (kind) {
+    case CountKind::kZero:
+      return 0;
+    case CountKind::kOne:
+      return 1;
+    case CountKind::kWorldMinusOne:
+      return world - 1;
+    case CountKind::kUneven:
+      return 1000003;
+    case CountKind::kLarge:
+      return 10000000;
+  }
+  return 0;
+}
+
+class RingAllReduceSizesTest
+    : public ::testing::TestWithParam<std::tuple<int, CountKind>> {};
+
+TEST_P(RingAllReduceSizesTest, MatchesRingOrderSumBitwiseAndDeterministic) {
+  const int world = std::get<0>(GetParam());
+  const int64_t count = CountFor(std::get<1>(GetParam()), world);
+  const Buffers inputs = MakeInputs(world, count);
+  const std::vector<float> expected = RingOrderSum(inputs);
+  auto ring = InProcessRing::Create(world);
+  std::vector<float> first_run;
+  for (int run = 0; run < 2; ++run) {
+    Buffers buffers = inputs;
+    const CollectiveTag tag{/*generation=*/1, /*step=*/run, /*bucket=*/0};
+    const std::vector<absl::Status> statuses = RunAll(*ring, buffers, tag);
+    for (int r = 0; r < world; ++r) {
+      ASSERT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r];
+      EXPECT_TRUE(BitwiseEqual(buffers[r], expected))
+          << "rank " << r << " run " << run;
+      EXPECT_TRUE(BitwiseEqual(buffers[r], buffers[0])) << "rank " << r;
+    }
+    if (run == 0) first_run = buffers[0];
+    EXPECT_TRUE(BitwiseEqual(buffers[0], first_run)) << "run " << run;
+  }
+}
+
+std::string CaseName(
+    const ::testing::TestParamInfo<std::tuple<int, CountKind>>& info) {
+  static const char* const kNames[] = {"Zero", "One", "WorldMinusOne",
+                                       "Uneven1000003", "Large10M"};
+  return absl::StrCat("World", std::get<0>(info.param), "_",
+                      kNames[static_cast<int>(std::get<1>(info.param))]);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    WorldsAndCounts, RingAllReduceSizesTest,
+    ::testing::Combine(::testing::Range(1, 6),
+                       ::testing::Values(CountKind::kZero, CountKind::kOne,
+                                         CountKind::kWorldMinusOne,
+                                         CountKind::kUneven,
+                                         CountKind::kLarge)),
+    CaseName);
+
+TEST(RingAllReduceTest, TagToStringFormat) {
+  EXPECT_EQ(TagToString(CollectiveTag{3, 120, 2, 7}),
+            "generation 3 step 120 bucket 2 chunk 7");
+}
+
+TEST(RingAllReduceTest, SegmentBoundsFollowTheDocumentedLayout) {
+  for (int world = 1; world <= 5; ++world) {
+    for (int64_t count : {0, 1, 3, 4, 5, 17, 1000003}) {
+      int64_t next_begin = 0;
+      for (int s = 0; s < world; ++s) {
+        const RingSegment got = RingSegmentBounds(count, world, s);
+        const RingSegment want = DocumentedSegment(count, world, s);
+        EXPECT_EQ(got.begin, want.begin) << count << " " << world << " " << s;
+        EXPECT_EQ(got.size, want.size) << count << " " << world << " " << s;
+        EXPECT_EQ(got.begin, next_begin);
+        next_begin = got.begin + got.size;
+      }
+      EXPECT_EQ(next_begin, count);
+    }
+  }
+}
+
+// Guards the tests above: with these inputs the order really changes bits.
+TEST(RingAllReduceTest, SummationOrderMattersForTheseInputs) {
+  const Buffers inputs = MakeInputs(3, 10000);
+  std::vector<float> rank_order(10000);
+  for (int64_t i = 0; i < 10000; ++i) {
+    rank_order[i] = (inputs[0][i] + inputs[1][i]) + inputs[2][i];
+  }
+  EXPECT_FALSE(BitwiseEqual(rank_order, RingOrderSum(inputs)));
+}
+
+TEST(RingAllReduceTest, SmallChunksUnevenCounts) {
+  RingOptions options;
+  options.chunk_elements = 7;
+  for (int world = 2; world <= 5; ++world) {
+    auto ring = InProcessRing::Create(world);
+    int64_t step = 0;
+    for (int64_t count : {1, 6, 7, 8, 13, 50, 1001, 10007}) {
+      const Buffers inputs = MakeInputs(world, count, count);
+      const std::vector<float> expected = RingOrderSum(inputs);
+      Buffers buffers = inputs;
+      const std::vector<absl::Status> statuses =
+          RunAll(*ring, buffers, CollectiveTag{0, step++, 0}, options);
+      for (int r = 0; r < world; ++r) {
+        ASSERT_TRUE(statuses[r].ok()) << statuses[r];
+        EXPECT_TRUE(BitwiseEqual(buffers[r], expected))
+            << "world " << world << " count " << count << " rank " << r;
+      }
+    }
+  }
+}
+
+TEST(RingAllReduceTest, TwoBucketsInFlightConcurrently) {
+  const int world = 4;
+  const int64_t counts[2] = {100003, 77777};
+  RingOptions options;
+  options.chunk_elements = 1000;  // many interleaved messages
+  auto ring = InProcessRing::Create(world);
+  Buffers inputs[2], buffers[2];
+  std::vector<float> expected[2];
+  for (int b = 0; b < 2; ++b) {
+    inputs[b] = MakeInputs(world, counts[b], /*salt=*/b + 1);
+    expected[b] = RingOrderSum(inputs[b]);
+    buffers[b] = inputs[b];
+  }
+  std::vector<absl::Status> statuses(2 * world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    for (int b = 0; b < 2; ++b) {
+      threads.emplace_back([&, r, b] {
+        statuses[b * world + r] =
+            RingAllReduce(ring->endpoint(r), CollectiveTag{2, 9, b},
+                          buffers[b][r].data(), counts[b], options);
+      });
+    }
+  }
+  for (std::thread& t : threads) t.join();
+  for (int b = 0; b < 2; ++b) {
+    for (int r = 0; r < world; ++r) {
+      ASSERT_TRUE(statuses[b * world + r].ok()) << statuses[b * world + r];
+      EXPECT_TRUE(BitwiseEqual(buffers[b][r], expected[b]))
+          << "bucket " << b << " rank " << r;
+    }
+  }
+}
+
+TEST(RingAllReduceTest, RejectsBadArguments) {
+  auto ring = InProcessRing::Create(2);
+  std::vector<float> data(4);
+  RingOptions options;
+  options.chunk_elements = 0;
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      RingAllReduce(ring->endpoint(0), {}, data.data(), 4, options)));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      RingAllReduce(ring->endpoint(0), {}, data.data(), -1, RingOptions())));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      RingAllReduce(ring->endpoint(0), {}, nullptr, 4, RingOptions())));
+  EXPECT_EQ(InProcessRing::Create(0), nullptr);
+}
+
+// World 2, count 10: rank 1's first receive is segment 0 (5 floats, 20
+// bytes) at ring step 0, message number 0.
+TEST(RingAllReduceTest, WrongLengthMessageIsRefusedNotSummed) {
+  auto ring = InProcessRing::Create(2);
+  const CollectiveTag tag{1, 7, 3, 0};
+  ring->InjectFromPrev(1, tag, std::string(12, '\x01'));
+  const std::vector<float> input = RankInput(1, 10);
+  std::vector<float> data = input;
+  RingOptions options;
+  options.timeout = absl::Seconds(5);
+  const absl::Status status =
+      RingAllReduce(ring->endpoint(1), tag, data.data(), 10, options);
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  EXPECT_THAT(status.message(), HasSubstr("expected 20 bytes"));
+  EXPECT_THAT(status.message(), HasSubstr("received 12 bytes"));
+  EXPECT_THAT(status.message(), HasSubstr("from rank 0"));
+  EXPECT_THAT(status.message(), HasSubstr(TagToString(tag)));
+  EXPECT_TRUE(BitwiseEqual(data, input));
+}
+
+TEST(RingAllReduceTest, StaleGenerationMessageIsRefusedNotSummed) {
+  auto ring = InProcessRing::Create(2);
+  ring->SetCurrentGeneration(0, 5);
+  ring->SetCurrentGeneration(1, 5);
+  // The current generation goes through.
+  Buffers inputs = MakeInputs(2, 10);
+  Buffers buffers = inputs;
+  for (const absl::Status& s : RunAll(*ring, buffers, {5, 1, 3})) {
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  EXPECT_TRUE(BitwiseEqual(buffers[1], RingOrderSum(inputs)));
+  // A well-formed message for rank 1's first receive, but of generation 4.
+  const std::vector<float> poison(5, 1e30f);
+  ring->InjectFromPrev(1, CollectiveTag{4, 2, 3, 0},
+                       std::string(reinterpret_cast<const char*>(poison.data()),
+                                   poison.size() * sizeof(float)));
+  std::vector<float> data = inputs[1];
+  RingOptions options;
+  options.timeout = absl::Seconds(5);
+  const absl::Status status = RingAllReduce(
+      ring->endpoint(1), CollectiveTag{5, 2, 3}, data.data(), 10, options);
+  EXPECT_TRUE(absl::IsFailedPrecondition(status)) << status;
+  EXPECT_THAT(status.message(),
+              HasSubstr("rank 0 sent a message for stale generation 4 "
+                        "(current 5): refused"));
+  EXPECT_TRUE(BitwiseEqual(data, inputs[1]));
+}
+
+TEST(RingAllReduceTest, MissingPeerTimesOutNamingTheRank) {
+  auto ring = InProcessRing::Create(3);
+  Buffers buffers = MakeInputs(3, 1000);
+  RingOptions options;
+  options.timeout = absl::Milliseconds(300);
+  const absl::Time start = absl::Now();
+  const std::vector<absl::Status> statuses =
+      RunRanks(*ring, {0, 1}, buffers, CollectiveTag{0, 4, 0}, options);
+  const absl::Duration elapsed = absl::Now() - start;
+  EXPECT_TRUE(absl::IsDeadlineExceeded(statuses[0])) << statuses[0];
+  EXPECT_THAT(statuses[0].message(), HasSubstr("waiting for rank 2"));
+  EXPECT_THAT(statuses[0].message(), HasSubstr("from rank 2"));
+  EXPECT_TRUE(absl::IsDeadlineExceeded(statuses[1])) << statuses[1];
+  EXPECT_THAT(statuses[1].message(), HasSubstr("waiting for rank 0"));
+  EXPECT_GE(elapsed, absl::Milliseconds(300));
+  EXPECT_LT(elapsed, absl::Seconds(2));
+}
+
+TEST(RingAllReduceTest, AbortWakesAWaitingRank) {
+  auto ring = InProcessRing::Create(2);
+  std::vector<float> data = RankInput(0, 1000);
+  absl::Status status;
+  const absl::Time start = absl::Now();
+  std::thread rank0([&] {
+    status = RingAllReduce(ring->endpoint(0), CollectiveTag{0, 5, 0},
+                           data.data(), data.size(), RingOptions());
+  });
+  absl::SleepFor(absl::Milliseconds(100));
+  ring->endpoint(0).Abort(absl::CancelledError("job cancelled"));
+  rank0.join();
+  EXPECT_TRUE(absl::IsAborted(status)) << status;
+  EXPECT_THAT(status.message(), HasSubstr("job cancelled"));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  // Later calls fail at once too.
+  EXPECT_TRUE(absl::IsAborted(RingAllReduce(ring->endpoint(0), {}, data.data(),
+                                            data.size(), RingOptions())));
+}
+
+}  // namespace
+}  // namespace lockstep

@@ -1,0 +1,14 @@
+// Formatting helpers for the collective transport interface
+// (core/transport.h).
+#include "core/transport.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace lockstep {
+
+std::string TagToString(const CollectiveTag& tag) {
+  return absl::StrCat("generation ", tag.generation, " step ", tag.step,
+                      " bucket ", tag.bucket, " chunk ", tag.chunk);
+}
+
+}  // namespace lockstep

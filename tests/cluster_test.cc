@@ -1,0 +1,319 @@
+// A real local cluster: `lockstep coordinator` and `lockstep worker`
+// processes on 127.0.0.1 with free ports, driven by the client verbs. Checks
+// a job trained by two workers (parameters identical to the same job run by
+// `lockstep train`, checkpoints and event files that verify), status/list/
+// cancel, a job that waits for workers, and refusals (unknown job, nccl,
+// another protocol version, a duplicate submit).
+#include <dirent.h>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "core/checkpoint.h"
+#include "core/event_file_reader.h"
+#include "gtest/gtest.h"
+#include "tests/subprocess.h"
+
+namespace lockstep {
+namespace {
+
+using testing::NewTempDir;
+using testing::ReadFileOrEmpty;
+using testing::RunProcess;
+using testing::RunResult;
+using testing::Runfile;
+using testing::Subprocess;
+using testing::WriteStringToFile;
+
+constexpr double kTimeout = 120;
+
+std::string Binary() { return Runfile("client/lockstep"); }
+
+nlohmann::json TinyJob(const nlohmann::json& extra = {}) {
+  nlohmann::json job = nlohmann::json::parse(R"({
+    "name": "tiny",
+    "seed": 7,
+    "model": {"input_shape": [8, 8, 1], "layers": [
+      {"type": "flatten"},
+      {"type": "dense", "units": 32, "activation": "relu"},
+      {"type": "dropout", "rate": 0.1},
+      {"type": "dense", "units": 10}]},
+    "loss": "sparse_categorical_crossentropy",
+    "optimizer": {"type": "adam", "learning_rate": 0.003},
+    "data": {"format": "synthetic", "train_samples": 1000,
+             "test_samples": 400, "seed": 3},
+    "batch_size_per_replica": 16,
+    "epochs": 3,
+    "checkpoint": {"every_steps": 20, "keep": 3},
+    "summary": {"every_steps": 10},
+    "cluster": {"workers": 2, "replicas_per_worker": 1,
+                "fingerprint_every_steps": 25, "bucket_kib": 1}
+  })");
+  if (!extra.is_null()) job.merge_patch(extra);
+  return job;
+}
+
+class ClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = NewTempDir("cluster");
+    storage_ = dir_ + "/storage";
+    coordinator_ = std::make_unique<Subprocess>(
+        std::vector<std::string>{Binary(), "coordinator", "--listen",
+                                 "127.0.0.1:0", "--storage", storage_,
+                                 "--address-file", dir_ + "/address"},
+        dir_);
+    for (int i = 0; i < 100 && address_.empty(); ++i) {
+      std::string a = ReadFileOrEmpty(dir_ + "/address");
+      if (!a.empty() && a.back() == '\n') address_ = a.substr(0, a.size() - 1);
+      if (address_.empty()) usleep(50000);
+    }
+    ASSERT_FALSE(address_.empty()) << coordinator_->Stderr();
+  }
+
+  void StartWorkers(int n, int replicas = 1) {
+    for (int i = 0; i < n; ++i) {
+      workers_.push_back(std::make_unique<Subprocess>(
+          std::vector<std::string>{Binary(), "worker", "--coordinator",
+                                   address_, "--replicas",
+                                   std::to_string(replicas), "--threads", "1"},
+          dir_));
+    }
+    for (auto& w : workers_) {
+      ASSERT_TRUE(w->WaitForOutput("registered with", 30)) << w->Stdout()
+                                                           << w->Stderr();
+    }
+  }
+
+  std::string WriteJob(const nlohmann::json& job,
+                       const std::string& file = "job.json") {
+    std::string path = dir_ + "/" + file;
+    WriteStringToFile(path, job.dump(2));
+    return path;
+  }
+
+  RunResult Client(std::vector<std::string> args, double timeout = kTimeout) {
+    std::vector<std::string> argv = {Binary()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.push_back("--coordinator");
+    argv.push_back(address_);
+    return RunProcess(argv, dir_, timeout);
+  }
+
+  // Polls `status JOB` until its output matches `re` (bounded).
+  bool WaitForStatus(const std::string& job, const std::string& re,
+                     double timeout_s, std::string* last) {
+    std::regex r(re);
+    for (double t = 0; t < timeout_s; t += 0.2) {
+      RunResult s = Client({"status", job}, 10);
+      *last = s.out + s.err;
+      if (std::regex_search(s.out, r)) return true;
+      usleep(200000);
+    }
+    return false;
+  }
+
+  nlohmann::json Result(const std::string& storage, const std::string& name) {
+    return nlohmann::json::parse(
+        ReadFileOrEmpty(storage + "/jobs/" + name + "/result.json"), nullptr,
+        false);
+  }
+
+  std::string dir_, storage_, address_;
+  std::unique_ptr<Subprocess> coordinator_;
+  std::vector<std::unique_ptr<Subprocess>> workers_;
+};
+
+TEST_F(ClusterTest, TwoWorkersTrainLikeOneProcessAndLeaveVerifiedFiles) {
+  StartWorkers(2);
+  const std::string job = WriteJob(TinyJob());
+  RunResult r = Client({"submit", job, "--wait"});
+  ASSERT_TRUE(r.exit.exited);
+  ASSERT_EQ(r.exit.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("RUNNING generation 1 from step 0: rank 0 = w1"),
+            std::string::npos)
+      << r.out;
+  std::regex progress(
+      R"(\[tiny\] epoch [1-3]/3  step \d+/96  loss \d+\.\d{4}  acc \d\.\d{4}  lr \S+  [\d,]+ samples/s  ETA \S+  workers 2/2)");
+  EXPECT_TRUE(std::regex_search(r.out, progress)) << r.out;
+  EXPECT_NE(r.out.find("epoch 3 done"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("job tiny SUCCEEDED: 96 steps"), std::string::npos)
+      << r.out;
+
+  nlohmann::json res = Result(storage_, "tiny");
+  ASSERT_TRUE(res.is_object()) << r.out;
+  EXPECT_EQ(res["steps"], 96);  // ceil(1000 / (2 x 16)) x 3
+  EXPECT_EQ(res["replicas"], 2);
+  EXPECT_GT(res["test_accuracy"].get<double>(), 0.5);
+
+  // The same job in one process (2 local replicas) ends with the same bytes:
+  // for two ranks the ring sum g0 + g1 is the local sum.
+  RunResult local = RunProcess({Binary(), "train", job, "--storage",
+                                dir_ + "/local", "--threads", "1"},
+                               dir_, kTimeout);
+  ASSERT_EQ(local.exit.exit_code, 0) << local.err;
+  nlohmann::json lres = Result(dir_ + "/local", "tiny");
+  EXPECT_EQ(res["fingerprint"], lres["fingerprint"]);
+  EXPECT_EQ(res["test_accuracy"], lres["test_accuracy"]);
+
+  // Checkpoints committed by the coordinator verify and hold the last step.
+  CheckpointStore store(storage_ + "/jobs/tiny/checkpoints", 3);
+  std::vector<std::string> warnings;
+  absl::StatusOr<LoadedCheckpoint> ckpt = store.LoadLatest(&warnings);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  EXPECT_EQ(ckpt->state.step, 96);
+  EXPECT_TRUE(warnings.empty());
+  EXPECT_EQ(store.ListSteps().size(), 3u);  // keep = 3
+
+  // The event file's every record verifies; the chief's metrics are there.
+  const std::string sdir = storage_ + "/jobs/tiny/summaries";
+  DIR* d = opendir(sdir.c_str());
+  ASSERT_NE(d, nullptr);
+  std::vector<std::string> files;
+  while (dirent* e = readdir(d)) {
+    if (std::string(e->d_name).rfind("events.out.tfevents.", 0) == 0) {
+      files.push_back(sdir + "/" + e->d_name);
+    }
+  }
+  closedir(d);
+  ASSERT_EQ(files.size(), 1u);
+  absl::StatusOr<EventFile> events = ReadEventFile(files[0]);
+  ASSERT_TRUE(events.ok()) << events.status();
+  int losses = 0, evals = 0;
+  for (const ScalarEvent& e : events->scalars) {
+    losses += e.tag == "train/loss";
+    evals += e.tag == "eval/accuracy";
+  }
+  EXPECT_EQ(losses, 9);  // every 10 of 96 steps
+  EXPECT_EQ(evals, 3);
+
+  RunResult st = Client({"status", "tiny"});
+  EXPECT_EQ(st.exit.exit_code, 0);
+  EXPECT_NE(st.out.find("job tiny: SUCCEEDED (generation 1)"),
+            std::string::npos)
+      << st.out;
+  EXPECT_NE(st.out.find(res["fingerprint"].get<std::string>()),
+            std::string::npos);
+  RunResult list = Client({"list"});
+  EXPECT_TRUE(std::regex_search(list.out, std::regex(R"(tiny\s+SUCCEEDED\s+1\s+96/96\s+0\.\d{4})")))
+      << list.out;
+  EXPECT_NE(list.out.find("workers: 2"), std::string::npos) << list.out;
+}
+
+TEST_F(ClusterTest, PendingUntilEnoughWorkersAndCancellable) {
+  StartWorkers(1, /*replicas=*/2);
+  RunResult sub = Client({"submit", WriteJob(TinyJob({{"name", "wide"},
+                                                      {"cluster", {{"workers", 3}}}}))});
+  ASSERT_EQ(sub.exit.exit_code, 0) << sub.err;
+  EXPECT_NE(sub.out.find("submitted job wide: PENDING"), std::string::npos)
+      << sub.out;
+  RunResult st = Client({"status", "wide"});
+  EXPECT_NE(st.out.find("job wide: PENDING"), std::string::npos) << st.out;
+  EXPECT_NE(st.out.find("needs 3 with >= 1 replicas each; 1 idle qualify"),
+            std::string::npos)
+      << st.out;
+  RunResult c = Client({"cancel", "wide"});
+  EXPECT_EQ(c.exit.exit_code, 0) << c.err;
+  EXPECT_NE(c.out.find("job wide: CANCELLED"), std::string::npos) << c.out;
+  // A job the single worker can run alone still runs afterwards, with two
+  // replicas on it.
+  RunResult one = Client(
+      {"submit",
+       WriteJob(TinyJob({{"name", "solo"},
+                         {"epochs", 1},
+                         {"cluster", {{"workers", 1}, {"replicas_per_worker", 2}}}})),
+       "--wait"});
+  EXPECT_EQ(one.exit.exit_code, 0) << one.out << one.err;
+  EXPECT_EQ(Result(storage_, "solo")["replicas"], 2);
+}
+
+TEST_F(ClusterTest, CancelStopsARunningJobAndFreesTheWorkers) {
+  StartWorkers(2);
+  nlohmann::json slow = TinyJob(nlohmann::json::parse(R"({
+    "name": "slow", "epochs": 40,
+    "model": {"input_shape": [8, 8, 1], "layers": [
+      {"type": "flatten"},
+      {"type": "dense", "units": 256, "activation": "relu"},
+      {"type": "dense", "units": 10}]},
+    "data": {"train_samples": 4000}})"));
+  ASSERT_EQ(Client({"submit", WriteJob(slow)}).exit.exit_code, 0);
+  std::string last;
+  ASSERT_TRUE(WaitForStatus("slow", R"(step [1-9]\d*/)", 30, &last)) << last;
+  // status names both ranks, their hosts, heartbeats and shards.
+  EXPECT_NE(last.find("job slow: RUNNING (generation 1)"), std::string::npos)
+      << last;
+  EXPECT_TRUE(std::regex_search(
+      last, std::regex(R"(rank 1 w2\s+\S+ pid \d+\s+127\.0\.0\.1:\d+\s+1 replicas\s+heartbeat \d+\.\ds ago)")))
+      << last;
+  EXPECT_NE(last.find("replicas 1-1 of 2: samples [16, 32) of each global "
+                      "batch of 32"),
+            std::string::npos)
+      << last;
+  // A second submit of a running job's name is refused.
+  RunResult dup = Client({"submit", WriteJob(slow, "dup.json")});
+  EXPECT_EQ(dup.exit.exit_code, 2);
+  EXPECT_NE(dup.err.find("job \"slow\" is already RUNNING"), std::string::npos)
+      << dup.err;
+
+  RunResult c = Client({"cancel", "slow"});
+  EXPECT_EQ(c.exit.exit_code, 0) << c.err;
+  EXPECT_NE(c.out.find("job slow: CANCELLED (cancelled at step"),
+            std::string::npos)
+      << c.out;
+  for (auto& w : workers_) {
+    EXPECT_TRUE(w->WaitForOutput("job slow ended: CANCELLED", 20))
+        << w->Stdout();
+  }
+  // Both workers are free again: the next job runs to the end.
+  RunResult next = Client(
+      {"submit", WriteJob(TinyJob({{"name", "after"}, {"epochs", 1}})), "--wait"});
+  EXPECT_EQ(next.exit.exit_code, 0) << next.out << next.err;
+  RunResult w = Client({"watch", "slow"});
+  EXPECT_EQ(w.exit.exit_code, 1);  // watching a cancelled job: not a success
+  EXPECT_NE(w.out.find("job slow CANCELLED"), std::string::npos) << w.out;
+}
+
+TEST_F(ClusterTest, RefusalsSayWhatIsWrong) {
+  RunResult st = Client({"status", "nope"});
+  EXPECT_EQ(st.exit.exit_code, 2);
+  EXPECT_NE(st.err.find("no job named \"nope\""), std::string::npos) << st.err;
+  RunResult c = Client({"cancel", "nope"});
+  EXPECT_EQ(c.exit.exit_code, 2);
+  EXPECT_NE(c.err.find("no job named \"nope\""), std::string::npos) << c.err;
+
+  RunResult nccl = Client({"submit", WriteJob(TinyJob(
+                                         {{"cluster", {{"collective", "nccl"}}}}))});
+  EXPECT_EQ(nccl.exit.exit_code, 2);
+  EXPECT_NE(nccl.err.find("cluster.collective: \"nccl\" needs GPU workers"),
+            std::string::npos)
+      << nccl.err;
+
+  RunResult bad = Client({"submit", WriteJob(TinyJob(
+                                        {{"optimizer", {{"learning_rate", -1}}}}))});
+  EXPECT_EQ(bad.exit.exit_code, 2);
+  EXPECT_NE(bad.err.find("optimizer.learning_rate: must be > 0"),
+            std::string::npos)
+      << bad.err;
+
+  RunResult old = RunProcess(
+      {Binary(), "worker", "--coordinator", address_,
+       "--protocol-version-for-testing", "99"},
+      dir_, 30);
+  ASSERT_TRUE(old.exit.exited);
+  EXPECT_EQ(old.exit.exit_code, 1);
+  EXPECT_NE(old.err.find("protocol version 99 is not this coordinator's (1)"),
+            std::string::npos)
+      << old.err;
+  EXPECT_NE(coordinator_->Stdout().find("refused worker"), std::string::npos);
+
+  RunResult none = RunProcess({Binary(), "list", "--coordinator", "127.0.0.1:1"},
+                              dir_, 60);
+  EXPECT_EQ(none.exit.exit_code, 1);
+  EXPECT_NE(none.err.find("unreachable"), std::string::npos) << none.err;
+}
+
+}  // namespace
+}  // namespace lockstep

@@ -1,0 +1,105 @@
+// Checkpoint slices over the coordinator service.
+#include "worker/checkpoint_rpc.h"
+
+#include "absl/strings/str_format.h"
+#include "core/status_macros.h"
+#include "proto/rpc_util.h"
+#include "proto/tensor_wire.h"
+
+namespace lockstep {
+
+using lockstep::v1::CheckpointSlice;
+
+absl::StatusOr<bool> UploadCheckpointSlice(
+    lockstep::v1::Coordinator::Stub* stub, const SliceInfo& info,
+    const CheckpointState& state, const NamedTensors& model,
+    const NamedTensors& optimizer) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::minutes(10));
+  lockstep::v1::CheckpointAck ack;
+  auto writer = stub->UploadCheckpoint(&context, &ack);
+  CheckpointSlice msg;
+  msg.set_job(info.job);
+  msg.set_generation(info.generation);
+  msg.set_step(state.step);
+  msg.set_rank(info.rank);
+  msg.set_world_size(info.world_size);
+  msg.set_model_tensors(static_cast<int32_t>(model.size()));
+  msg.set_optimizer_tensors(static_cast<int32_t>(optimizer.size()));
+  msg.set_epoch(state.epoch);
+  msg.set_step_in_epoch(state.step_in_epoch);
+  msg.set_seed(state.seed);
+  msg.set_optimizer_iterations(state.optimizer_iterations);
+  msg.set_job_json(state.job_json);
+  msg.set_train_loss(state.train_loss);
+  const size_t total = model.size() + optimizer.size();
+  bool sent_any = false;
+  for (size_t i = info.rank; i < total; i += info.world_size) {
+    const bool is_opt = i >= model.size();
+    const auto& [name, tensor] =
+        is_opt ? optimizer[i - model.size()] : model[i];
+    TensorToWire(name, is_opt, *tensor, msg.mutable_tensor());
+    if (!writer->Write(msg)) break;
+    sent_any = true;
+    // Header fields ride on the first message only.
+    msg.clear_job_json();
+  }
+  if (!sent_any) {
+    msg.clear_tensor();
+    writer->Write(msg);  // a slice with no tensors still reports in
+  }
+  writer->WritesDone();
+  RETURN_IF_ERROR(FromGrpc(
+      writer->Finish(),
+      absl::StrFormat("uploading checkpoint slice %d/%d of step %d",
+                      info.rank, info.world_size, state.step)));
+  return ack.committed();
+}
+
+absl::StatusOr<LoadedCheckpoint> FetchCheckpoint(
+    lockstep::v1::Coordinator::Stub* stub, const std::string& job,
+    int64_t step) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::minutes(10));
+  lockstep::v1::FetchCheckpointRequest req;
+  req.set_job(job);
+  req.set_step(step);
+  auto reader = stub->FetchCheckpoint(&context, req);
+  LoadedCheckpoint loaded;
+  CheckpointSlice msg;
+  bool first = true;
+  absl::Status bad;
+  while (reader->Read(&msg)) {
+    if (first) {
+      loaded.state.step = msg.step();
+      loaded.state.epoch = msg.epoch();
+      loaded.state.step_in_epoch = msg.step_in_epoch();
+      loaded.state.seed = msg.seed();
+      loaded.state.generation = msg.generation();
+      loaded.state.optimizer_iterations = msg.optimizer_iterations();
+      loaded.state.job_json = msg.job_json();
+      loaded.state.train_loss = msg.train_loss();
+      first = false;
+    }
+    if (!msg.has_tensor() || !bad.ok()) continue;
+    absl::StatusOr<Tensor> t = TensorFromWire(msg.tensor());
+    if (!t.ok()) {
+      bad = t.status();
+      continue;
+    }
+    (msg.tensor().optimizer() ? loaded.optimizer : loaded.model)
+        .emplace_back(msg.tensor().name(), *std::move(t));
+  }
+  const std::string what =
+      absl::StrFormat("fetching checkpoint step %d of job %s", step, job);
+  RETURN_IF_ERROR(FromGrpc(reader->Finish(), what));
+  RETURN_IF_ERROR(AnnotateStatus(bad, what));
+  if (first) return absl::DataLossError(what + ": the stream was empty");
+  loaded.path = absl::StrFormat("%s (from the coordinator)",
+                                CheckpointFolderName(step));
+  return loaded;
+}
+
+}  // namespace lockstep

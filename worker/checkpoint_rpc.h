@@ -1,0 +1,37 @@
+// A worker's side of chief-written checkpoints: streaming its slice of the
+// tensors to the coordinator, and fetching a committed checkpoint back.
+#ifndef LOCKSTEP_WORKER_CHECKPOINT_RPC_H_
+#define LOCKSTEP_WORKER_CHECKPOINT_RPC_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/checkpoint.h"
+#include "proto/cluster.grpc.pb.h"
+
+namespace lockstep {
+
+struct SliceInfo {
+  std::string job;
+  int64_t generation = 0;
+  int rank = 0;
+  int world_size = 1;
+};
+
+// Sends the tensors with index i % world_size == rank (model first, then
+// optimizer state) and `state`. Blocks until the coordinator acknowledged
+// the slice (not the commit). Returns whether this slice completed the
+// checkpoint.
+absl::StatusOr<bool> UploadCheckpointSlice(
+    lockstep::v1::Coordinator::Stub* stub, const SliceInfo& info,
+    const CheckpointState& state, const NamedTensors& model,
+    const NamedTensors& optimizer);
+
+// Every tensor of the committed checkpoint at `step`, CRC-checked.
+absl::StatusOr<LoadedCheckpoint> FetchCheckpoint(
+    lockstep::v1::Coordinator::Stub* stub, const std::string& job,
+    int64_t step);
+
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_WORKER_CHECKPOINT_RPC_H_

@@ -1,0 +1,116 @@
+// The ring transport between worker daemons over gRPC (DESIGN "Ring
+// all-reduce"): rank r keeps `lanes` long-lived Push streams to rank r+1;
+// rank r+1's CollectiveService routes them into the GrpcRingTransport of the
+// matching (job, generation), which checks every message before its bytes
+// reach a mailbox keyed by tag.
+#ifndef LOCKSTEP_WORKER_GRPC_TRANSPORT_H_
+#define LOCKSTEP_WORKER_GRPC_TRANSPORT_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "core/transport.h"
+#include "proto/collective.grpc.pb.h"
+
+namespace lockstep {
+
+struct GrpcRingOptions {
+  std::string job;
+  int64_t generation = 0;
+  int rank = 0;
+  std::vector<std::string> peers;  // collective addresses in rank order
+  int lanes = 2;                   // parallel streams to the next rank
+};
+
+class GrpcRingTransport : public Transport {
+ public:
+  explicit GrpcRingTransport(GrpcRingOptions options);
+  // Closes the outgoing streams (cancelling them if aborted) and joins the
+  // sender threads.
+  ~GrpcRingTransport() override;
+
+  int rank() const override { return options_.rank; }
+  int world_size() const override {
+    return static_cast<int>(options_.peers.size());
+  }
+  absl::Status SendToNext(const CollectiveTag& tag, const float* data,
+                          int64_t count) override;
+  absl::StatusOr<std::string> RecvFromPrev(const CollectiveTag& tag,
+                                           absl::Time deadline) override;
+  void Abort(const absl::Status& reason) override;
+
+  const std::string& job() const { return options_.job; }
+  int64_t generation() const { return options_.generation; }
+  int prev_rank() const { return (rank() - 1 + world_size()) % world_size(); }
+  int next_rank() const { return (rank() + 1) % world_size(); }
+
+  // Called by CollectiveService for each incoming message. Returns the
+  // refusal (FailedPrecondition / InvalidArgument, naming what is wrong) and
+  // then fails every Recv with it; nothing refused reaches a mailbox.
+  absl::Status Deliver(lockstep::v1::CollectiveChunk& chunk);
+  // The incoming stream from the previous rank broke (not a clean close).
+  void LinkBroken(const std::string& detail);
+
+ private:
+  struct Lane {
+    absl::Mutex mu;
+    absl::CondVar cv;
+    std::deque<std::unique_ptr<lockstep::v1::CollectiveChunk>> queue
+        ABSL_GUARDED_BY(mu);
+    bool closing ABSL_GUARDED_BY(mu) = false;
+    std::unique_ptr<lockstep::v1::Collective::Stub> stub;
+    std::thread thread;
+  };
+  void SendLoop(int lane_index);
+  void Fail(const absl::Status& status);
+
+  const GrpcRingOptions options_;
+  std::vector<std::unique_ptr<Lane>> lanes_;
+
+  absl::Mutex mu_;
+  absl::CondVar arrived_;
+  absl::flat_hash_map<CollectiveTag, std::string> mailbox_ ABSL_GUARDED_BY(mu_);
+  absl::Status error_ ABSL_GUARDED_BY(mu_);  // first failure; sticky
+  std::vector<grpc::ClientContext*> open_calls_ ABSL_GUARDED_BY(mu_);
+};
+
+// The gRPC service each worker daemon hosts for the whole of its life. It
+// waits (bounded) for the transport of a stream's (job, generation) to be
+// attached, refuses streams of older generations and other jobs, and feeds
+// messages to the attached transport.
+class CollectiveService final : public lockstep::v1::Collective::Service {
+ public:
+  // How long a stream may wait for its generation's transport to appear
+  // (peers start a generation at slightly different times).
+  explicit CollectiveService(absl::Duration attach_wait = absl::Seconds(30))
+      : attach_wait_(attach_wait) {}
+
+  void Attach(std::shared_ptr<GrpcRingTransport> transport);
+  // Detaches it if it is the attached one.
+  void Detach(const GrpcRingTransport* transport);
+  // Aborts the attached transport (the job was stopped): its waits return.
+  void AbortCurrent(const absl::Status& reason);
+
+  grpc::Status Push(grpc::ServerContext* context,
+                    grpc::ServerReader<lockstep::v1::CollectiveChunk>* reader,
+                    lockstep::v1::PushAck* ack) override;
+
+ private:
+  const absl::Duration attach_wait_;
+  absl::Mutex mu_;
+  std::shared_ptr<GrpcRingTransport> current_ ABSL_GUARDED_BY(mu_);
+  // The newest generation ever attached per job: older ones are stale.
+  absl::flat_hash_map<std::string, int64_t> newest_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_WORKER_GRPC_TRANSPORT_H_

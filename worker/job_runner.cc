@@ -1,0 +1,421 @@
+// The cluster worker's training loop (see job_runner.h). Per step: local
+// replicas compute and sum gradients; each gradient bucket is all-reduced
+// over the ring as soon as backward has produced it; a 3-value all-reduce
+// carries the global loss/accuracy; every rank applies the same update.
+#include "worker/job_runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/batch_prefetcher.h"
+#include "core/checkpoint_restore.h"
+#include "core/dataset.h"
+#include "core/fingerprint.h"
+#include "core/job_spec.h"
+#include "core/lr_schedule.h"
+#include "core/optimizer.h"
+#include "core/progress.h"
+#include "core/replica_set.h"
+#include "core/ring_allreduce.h"
+#include "core/shard_plan.h"
+#include "core/status_macros.h"
+#include "core/trainer.h"
+#include "proto/rpc_util.h"
+#include "worker/checkpoint_rpc.h"
+#include "worker/gradient_buckets.h"
+
+namespace lockstep {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using lockstep::v1::Assignment;
+
+// Tags above any gradient bucket index.
+constexpr int32_t kMetricsBucket = 1 << 24;
+constexpr int32_t kEvalBucket = kMetricsBucket + 1;
+
+double SecondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// Rows [begin, end) of `d` as a dataset of their own.
+Dataset Rows(const Dataset& d, int64_t begin, int64_t end) {
+  Dataset out;
+  out.sample_shape = d.sample_shape;
+  out.num_classes = d.num_classes;
+  out.num_samples = end - begin;
+  const int64_t per = NumElements(d.sample_shape);
+  out.features.assign(d.features.begin() + begin * per,
+                      d.features.begin() + end * per);
+  out.labels.assign(d.labels.begin() + begin, d.labels.begin() + end);
+  out.source = absl::StrFormat("%s rows %d..%d", d.source, begin, end);
+  return out;
+}
+
+class JobRunner {
+ public:
+  JobRunner(const Assignment& a, const RunnerContext& ctx) : a_(a), ctx_(ctx) {}
+  ~JobRunner() {
+    if (transport_ != nullptr) ctx_.collective->Detach(transport_.get());
+  }
+  absl::Status Run();
+  void Finish(const absl::Status& status);
+
+ private:
+  absl::Status Setup();
+  absl::Status Restore();
+  absl::Status Step(Batch& batch, BatchLoss* global);
+  BatchLoss Evaluate(int64_t step, absl::Status* status);
+  absl::Status Checkpoint(int64_t step, const BatchLoss& epoch_metrics);
+  absl::Status Report(lockstep::v1::ProgressReport& report);
+  void Log(const std::string& line) {
+    if (ctx_.log) ctx_.log(line);
+  }
+  bool Stopped() const {
+    return ctx_.stop != nullptr && ctx_.stop->load(std::memory_order_relaxed);
+  }
+  CollectiveTag Tag(int64_t step, int32_t bucket) const {
+    return CollectiveTag{a_.generation(), step, bucket, 0};
+  }
+  RingOptions Ring() const {
+    RingOptions o;
+    o.timeout = ctx_.collective_timeout;
+    return o;
+  }
+
+  const Assignment& a_;
+  const RunnerContext& ctx_;
+  JobSpec spec_;
+  Dataset train_, test_shard_;
+  int64_t test_total_ = 0;
+  std::unique_ptr<ShardPlan> plan_;
+  std::unique_ptr<ReplicaSet> replicas_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<LrSchedule> schedule_;
+  std::shared_ptr<GrpcRingTransport> transport_;
+  std::unique_ptr<GradientBuckets> buckets_;
+  int64_t total_steps_ = 0;
+  int64_t step_ = 0;
+  // Final figures for Finish.
+  BatchLoss last_epoch_, last_eval_;
+  bool evaluated_ = false;
+  double train_seconds_ = 0;
+  int64_t samples_ = 0;
+};
+
+absl::Status JobRunner::Setup() {
+  ASSIGN_OR_RETURN(spec_, ParseJobSpec(a_.job_json()));
+  ASSIGN_OR_RETURN(train_, LoadDataset(spec_.data, Split::kTrain));
+  ASSIGN_OR_RETURN(Dataset test, LoadDataset(spec_.data, Split::kTest));
+  const int world = a_.world_size();
+  const int64_t r = a_.replicas_per_worker();
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < r; ++i) ids.push_back(a_.rank() * r + i);
+  ASSIGN_OR_RETURN(replicas_, ReplicaSet::Create(spec_, ids, ctx_.threads));
+  RETURN_IF_ERROR(CheckDataFitsModel(spec_, replicas_->primary(), train_, test));
+  test_total_ = test.num_samples;
+  test_shard_ = Rows(test, test.num_samples * a_.rank() / world,
+                     test.num_samples * (a_.rank() + 1) / world);
+  plan_ = std::make_unique<ShardPlan>(train_.num_samples,
+                                      spec_.batch_size_per_replica, world * r,
+                                      spec_.seed, spec_.data.shuffle);
+  total_steps_ =
+      spec_.epochs > 0 ? spec_.epochs * plan_->steps_per_epoch() : spec_.steps;
+  ASSIGN_OR_RETURN(optimizer_,
+                   Optimizer::Create(spec_.optimizer, replicas_->params()));
+  ASSIGN_OR_RETURN(
+      LrSchedule schedule,
+      LrSchedule::Create(spec_.lr_schedule, spec_.optimizer.learning_rate,
+                         plan_->steps_per_epoch()));
+  schedule_ = std::make_unique<LrSchedule>(std::move(schedule));
+
+  GrpcRingOptions ring;
+  ring.job = a_.job();
+  ring.generation = a_.generation();
+  ring.rank = a_.rank();
+  ring.peers.assign(a_.peers().begin(), a_.peers().end());
+  ring.lanes = ctx_.lanes;
+  transport_ = std::make_shared<GrpcRingTransport>(ring);
+  ctx_.collective->Attach(transport_);
+  buckets_ = std::make_unique<GradientBuckets>(
+      replicas_->params(), spec_.cluster.bucket_kib * 1024, transport_.get(),
+      Ring());
+  return absl::OkStatus();
+}
+
+absl::Status JobRunner::Restore() {
+  step_ = a_.start_step();
+  if (step_ == 0) return absl::OkStatus();
+  ASSIGN_OR_RETURN(LoadedCheckpoint loaded,
+                   FetchCheckpoint(ctx_.coordinator, a_.job(), step_));
+  RETURN_IF_ERROR(ApplyCheckpoint(loaded, replicas_->params(), *optimizer_));
+  replicas_->MirrorParams();
+  Log(absl::StrFormat("restored %s: resuming at step %d", loaded.path, step_));
+  return absl::OkStatus();
+}
+
+absl::Status JobRunner::Step(Batch& batch, BatchLoss* global) {
+  buckets_->BeginStep(a_.generation(), batch.global_step);
+  const BatchLoss local = replicas_->ComputeGradients(
+      batch, spec_.loss, spec_.seed,
+      [this](int i) { buckets_->ParamReady(i); });
+  RETURN_IF_ERROR(buckets_->FinishStep());
+  float m[3] = {static_cast<float>(local.loss_sum),
+                static_cast<float>(local.correct),
+                static_cast<float>(local.count)};
+  RETURN_IF_ERROR(AnnotateStatus(
+      RingAllReduce(*transport_, Tag(batch.global_step, kMetricsBucket), m, 3,
+                    Ring()),
+      "all-reduce of the step's loss"));
+  global->loss_sum = m[0];
+  global->correct = static_cast<int64_t>(std::llround(m[1]));
+  global->count = static_cast<int64_t>(std::llround(m[2]));
+  optimizer_->Apply(schedule_->At(batch.global_step));
+  replicas_->MirrorParams();
+  return absl::OkStatus();
+}
+
+BatchLoss JobRunner::Evaluate(int64_t step, absl::Status* status) {
+  const BatchLoss local = replicas_->Evaluate(test_shard_, spec_.loss);
+  float m[3] = {static_cast<float>(local.loss_sum),
+                static_cast<float>(local.correct),
+                static_cast<float>(local.count)};
+  *status = AnnotateStatus(
+      RingAllReduce(*transport_, Tag(step, kEvalBucket), m, 3, Ring()),
+      "all-reduce of the evaluation");
+  BatchLoss global;
+  global.loss_sum = m[0];
+  global.correct = static_cast<int64_t>(std::llround(m[1]));
+  global.count = static_cast<int64_t>(std::llround(m[2]));
+  return global;
+}
+
+absl::Status JobRunner::Checkpoint(int64_t step, const BatchLoss& metrics) {
+  const int64_t spe = plan_->steps_per_epoch();
+  CheckpointState state;
+  state.step = step;
+  state.epoch = step / spe;
+  state.step_in_epoch = step % spe;
+  state.seed = spec_.seed;
+  state.generation = a_.generation();
+  state.optimizer_iterations = optimizer_->iterations();
+  state.job_json = a_.job_json();
+  state.train_loss = metrics.mean_loss();
+  NamedTensors model, opt;
+  for (Param* p : replicas_->params()) model.emplace_back(p->name, &p->value);
+  for (auto& [name, t] : optimizer_->StateTensors()) opt.emplace_back(name, t);
+  SliceInfo info{a_.job(), a_.generation(), a_.rank(), a_.world_size()};
+  ASSIGN_OR_RETURN(bool committed, UploadCheckpointSlice(ctx_.coordinator,
+                                                         info, state, model,
+                                                         opt));
+  (void)committed;
+  return absl::OkStatus();
+}
+
+absl::Status JobRunner::Report(lockstep::v1::ProgressReport& report) {
+  report.set_worker_id(ctx_.worker_id);
+  report.set_job(a_.job());
+  report.set_generation(a_.generation());
+  report.set_rank(a_.rank());
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(30));
+  lockstep::v1::ReportResponse response;
+  RETURN_IF_ERROR(FromGrpc(
+      ctx_.coordinator->ReportProgress(&context, report, &response),
+      "reporting progress to the coordinator"));
+  if (response.stop()) {
+    return absl::CancelledError(
+        absl::StrCat("the coordinator stopped the job: ", response.reason()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status JobRunner::Run() {
+  RETURN_IF_ERROR(Setup());
+  RETURN_IF_ERROR(Restore());
+  const int64_t spe = plan_->steps_per_epoch();
+  const int64_t total_epochs = (total_steps_ + spe - 1) / spe;
+  const bool chief = a_.rank() == 0;
+  const int64_t fp_every = a_.fingerprint_every_steps();
+  Log(absl::StrFormat(
+      "job %s generation %d: rank %d of %d, replicas %d-%d of %d, steps "
+      "%d..%d, %d gradient buckets",
+      a_.job(), a_.generation(), a_.rank(), a_.world_size(),
+      a_.rank() * a_.replicas_per_worker(),
+      (a_.rank() + 1) * a_.replicas_per_worker() - 1,
+      a_.world_size() * a_.replicas_per_worker(), step_, total_steps_,
+      buckets_->num_buckets()));
+  BatchPrefetcher prefetcher(&train_, plan_.get(), replicas_->replica_indices(),
+                             replicas_->primary().input_shape(), step_,
+                             total_steps_);
+  BatchLoss epoch_metrics, summary_metrics;
+  lockstep::v1::ProgressReport pending;  // scalars and events not yet sent
+  Clock::time_point last_report = Clock::now();
+  int64_t samples_since = 0;
+  double seconds_since = 0;
+  while (step_ < total_steps_) {
+    if (Stopped()) return absl::CancelledError("stopped by the coordinator");
+    const Clock::time_point t0 = Clock::now();
+    ASSIGN_OR_RETURN(Batch batch, prefetcher.Next());
+    BatchLoss loss;
+    RETURN_IF_ERROR(AnnotateStatus(Step(batch, &loss),
+                                   absl::StrCat("step ", batch.global_step)));
+    const double dt = SecondsSince(t0);
+    train_seconds_ += dt;
+    seconds_since += dt;
+    samples_ += batch.global_count;
+    samples_since += batch.global_count;
+    ++step_;
+    if (!std::isfinite(loss.loss_sum)) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("training diverged at step %d: the loss is %f "
+                          "(lower optimizer.learning_rate?)",
+                          step_, loss.loss_sum));
+    }
+    epoch_metrics += loss;
+    summary_metrics += loss;
+    const bool epoch_end = step_ % spe == 0;
+    const bool last = step_ == total_steps_;
+    if (chief && spec_.summary.every_steps > 0 &&
+        step_ % spec_.summary.every_steps == 0) {
+      const double rate = train_seconds_ > 0 ? samples_ / train_seconds_ : 0;
+      const BucketStats bs = buckets_->stats();
+      for (const auto& [tag, v] : std::vector<std::pair<std::string, double>>{
+               {"train/loss", summary_metrics.mean_loss()},
+               {"train/accuracy", summary_metrics.accuracy()},
+               {"learning_rate", schedule_->At(step_ - 1)},
+               {"samples_per_sec", rate},
+               {"allreduce_seconds", bs.allreduce_seconds},
+               {"step_seconds", dt}}) {
+        auto* s = pending.add_scalars();
+        s->set_step(step_);
+        s->set_tag(tag);
+        s->set_value(v);
+      }
+      summary_metrics = BatchLoss();
+    }
+    if (epoch_end || last) {
+      const Clock::time_point e0 = Clock::now();
+      absl::Status es;
+      last_eval_ = Evaluate(step_, &es);
+      RETURN_IF_ERROR(es);
+      evaluated_ = true;
+      last_epoch_ = epoch_metrics;
+      if (chief) {
+        pending.add_events(absl::StrFormat(
+            "[%s] epoch %d done  train loss %.4f  acc %.4f  |  test loss %.4f "
+            " acc %.4f  (%d samples, eval %.1fs)",
+            a_.job(), (step_ + spe - 1) / spe, epoch_metrics.mean_loss(),
+            epoch_metrics.accuracy(), last_eval_.mean_loss(),
+            last_eval_.accuracy(), last_eval_.count, SecondsSince(e0)));
+        for (const auto& [tag, v] :
+             std::vector<std::pair<std::string, double>>{
+                 {"eval/loss", last_eval_.mean_loss()},
+                 {"eval/accuracy", last_eval_.accuracy()},
+                 {"epoch/train_loss", epoch_metrics.mean_loss()},
+                 {"epoch/train_accuracy", epoch_metrics.accuracy()}}) {
+          auto* s = pending.add_scalars();
+          s->set_step(step_);
+          s->set_tag(tag);
+          s->set_value(v);
+        }
+      }
+    }
+    if (epoch_end || last ||
+        (spec_.checkpoint.every_steps > 0 &&
+         step_ % spec_.checkpoint.every_steps == 0)) {
+      RETURN_IF_ERROR(Checkpoint(step_, epoch_metrics));
+    }
+    const bool fingerprint = last || (fp_every > 0 && step_ % fp_every == 0);
+    const bool report_due =
+        chief && (SecondsSince(last_report) >= ctx_.report_interval_seconds ||
+                  epoch_end || last || pending.events_size() > 0);
+    if (fingerprint || report_due) {
+      pending.set_step(step_);
+      pending.set_total_steps(total_steps_);
+      pending.set_epoch(std::min(step_ / spe + (epoch_end ? 0 : 1),
+                                 total_epochs));
+      pending.set_loss(epoch_metrics.mean_loss());
+      pending.set_accuracy(epoch_metrics.accuracy());
+      const double rate = seconds_since > 0 ? samples_since / seconds_since : 0;
+      pending.set_samples_per_sec(rate);
+      pending.set_learning_rate(schedule_->At(step_ - 1));
+      const double avg = train_seconds_ > 0 ? samples_ / train_seconds_ : 0;
+      pending.set_eta_seconds(
+          avg > 0 ? (total_steps_ - step_) *
+                        static_cast<double>(plan_->global_batch_size()) / avg
+                  : -1);
+      if (fingerprint) {
+        pending.set_fingerprint_step(step_);
+        pending.set_fingerprint(Fingerprint(replicas_->params()));
+      }
+      RETURN_IF_ERROR(Report(pending));
+      pending.Clear();
+      last_report = Clock::now();
+      samples_since = 0;
+      seconds_since = 0;
+    }
+    if (epoch_end) epoch_metrics = BatchLoss();
+  }
+  prefetcher.Stop();
+  if (!evaluated_) {  // e.g. restored at the last step
+    absl::Status es;
+    last_eval_ = Evaluate(step_, &es);
+    RETURN_IF_ERROR(es);
+  }
+  return absl::OkStatus();
+}
+
+void JobRunner::Finish(const absl::Status& status) {
+  lockstep::v1::FinishRequest req;
+  req.set_worker_id(ctx_.worker_id);
+  req.set_job(a_.job());
+  req.set_generation(a_.generation());
+  req.set_rank(a_.rank());
+  if (!status.ok()) {
+    req.set_error(std::string(status.message()));
+  } else {
+    req.set_steps(step_);
+    req.set_fingerprint(Fingerprint(replicas_->params()));
+    req.set_train_loss(last_epoch_.mean_loss());
+    req.set_train_accuracy(last_epoch_.accuracy());
+    req.set_test_loss(last_eval_.mean_loss());
+    req.set_test_accuracy(last_eval_.accuracy());
+    req.set_samples_per_sec(train_seconds_ > 0 ? samples_ / train_seconds_
+                                               : 0);
+    req.set_epochs(step_ / std::max<int64_t>(plan_->steps_per_epoch(), 1));
+    req.set_num_parameters(replicas_->primary().num_parameters());
+  }
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(30));
+  lockstep::v1::FinishResponse response;
+  absl::Status s = FromGrpc(
+      ctx_.coordinator->Finish(&context, req, &response), "Finish");
+  if (!s.ok()) Log(absl::StrCat("warning: ", s.message()));
+}
+
+}  // namespace
+
+absl::Status RunAssignment(const Assignment& assignment,
+                           const RunnerContext& context) {
+  JobRunner runner(assignment, context);
+  absl::Status status = runner.Run();
+  if (!status.ok() && context.stop != nullptr && context.stop->load()) {
+    // Whatever broke (usually an aborted collective) broke because the
+    // coordinator stopped the job.
+    status = absl::CancelledError(
+        absl::StrCat("stopped by the coordinator (", status.message(), ")"));
+  }
+  runner.Finish(status);
+  return status;
+}
+
+}  // namespace lockstep

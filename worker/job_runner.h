@@ -1,0 +1,40 @@
+// One worker's part of one generation of a cluster job: its local replicas
+// over the shard plan, gradient buckets all-reduced over the gRPC ring, the
+// optimizer update, and the control-plane reports (progress and metrics from
+// rank 0, fingerprints from every rank, checkpoint slices, the finish).
+#ifndef LOCKSTEP_WORKER_JOB_RUNNER_H_
+#define LOCKSTEP_WORKER_JOB_RUNNER_H_
+
+#include <atomic>
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "proto/cluster.grpc.pb.h"
+#include "worker/grpc_transport.h"
+
+namespace lockstep {
+
+struct RunnerContext {
+  std::string worker_id;
+  lockstep::v1::Coordinator::Stub* coordinator = nullptr;  // not owned
+  CollectiveService* collective = nullptr;                  // not owned
+  int threads = 0;  // compute threads; 0 = every core
+  int lanes = 2;    // ring streams to the next rank
+  absl::Duration collective_timeout = absl::Seconds(120);
+  // Set when the coordinator says STOP; checked every step. Not owned.
+  const std::atomic<bool>* stop = nullptr;
+  std::function<void(const std::string&)> log;
+  // Reports progress to the coordinator at most this often (rank 0).
+  double report_interval_seconds = 1.0;
+};
+
+// Runs `assignment` until the job's last step, a STOP, or an error, then
+// tells the coordinator (Finish) how it ended. Blocks. Returns the error
+// that ended it (Cancelled for a STOP), OK when it trained to the end.
+absl::Status RunAssignment(const lockstep::v1::Assignment& assignment,
+                           const RunnerContext& context);
+
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_WORKER_JOB_RUNNER_H_

@@ -1,0 +1,38 @@
+// The worker daemon (`lockstep worker`): hosts the collective service,
+// registers with the coordinator, heartbeats, and runs the assignments the
+// coordinator hands it, one at a time, until asked to shut down.
+#ifndef LOCKSTEP_WORKER_WORKER_DAEMON_H_
+#define LOCKSTEP_WORKER_WORKER_DAEMON_H_
+
+#include <atomic>
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace lockstep {
+
+struct WorkerOptions {
+  std::string coordinator;              // host:port
+  std::string listen = "127.0.0.1:0";   // the collective service
+  // The address peers dial; default: listen's host with the bound port.
+  std::string advertise;
+  int replicas = 1;   // CPU replicas offered
+  int threads = 0;    // compute threads; 0 = every core
+  int lanes = 2;      // ring streams to the next rank
+  // Overrides the protocol version sent at registration (tests only).
+  int protocol_version = -1;
+  // Set by a signal handler: stop the running job and return.
+  const std::atomic<bool>* shutdown = nullptr;
+  std::function<void(const std::string&)> log;
+};
+
+// Blocks until *shutdown. Errors: the listen address cannot be bound, or
+// the coordinator refused the registration (FailedPrecondition with its
+// reason, e.g. another protocol version). An unreachable coordinator is
+// retried (and logged) for as long as the daemon runs.
+absl::Status RunWorker(const WorkerOptions& options);
+
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_WORKER_WORKER_DAEMON_H_
