@@ -82,8 +82,15 @@ void PrintStatus(const v1::JobStatus& s) {
 // Prints events as they arrive and a progress line at most once a second.
 class WatchPrinter {
  public:
+  static bool IsEnd(const v1::JobStatus& s) {
+    return s.state() == v1::SUCCEEDED || s.state() == v1::FAILED ||
+           s.state() == v1::CANCELLED;
+  }
   void operator()(const v1::JobStatus& s) {
-    for (const std::string& e : s.events()) std::cout << e << "\n";
+    // The final progress line goes before the job's closing events.
+    if (!IsEnd(s)) {
+      for (const std::string& e : s.events()) std::cout << e << "\n";
+    }
     const auto now = std::chrono::steady_clock::now();
     // Once a second, at each new epoch and at the end (so a short job
     // shows its figures too).
@@ -96,6 +103,9 @@ class WatchPrinter {
       last_step_ = s.step();
       last_epoch_ = s.epoch();
       last_print_ = now;
+    }
+    if (IsEnd(s)) {
+      for (const std::string& e : s.events()) std::cout << e << "\n";
     }
     if (s.state() == v1::PENDING && s.message() != last_message_) {
       std::cout << "[" << s.name() << "] PENDING: " << s.message() << "\n";

@@ -1,12 +1,65 @@
 #!/usr/bin/env bash
-# The main command: installs what is missing, builds lockstep, and trains the
-# default job (a learnable built-in synthetic dataset) with progress shown.
-# Usage: scripts/run_local.sh [JOB.json] [extra `lockstep train` flags]
+# The main command: installs what is missing, builds lockstep, starts a local
+# cluster (a coordinator and two worker daemons on 127.0.0.1) and submits the
+# default job (a learnable built-in synthetic dataset), streaming progress
+# until it ends. The processes are stopped on exit.
+# Usage: scripts/run_local.sh [JOB.json] [--workers N] [--replicas N]
 # Results: ./lockstep_storage/jobs/NAME/{result.json,checkpoints,summaries}
+# (LOCKSTEP_STORAGE overrides the folder); daemon logs in the same folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
 bazel build //client:lockstep
-job="${1:-examples/default.json}"
-shift || true
-exec bazel-bin/client/lockstep train "$job" --storage "${LOCKSTEP_STORAGE:-lockstep_storage}" "$@"
+bin=bazel-bin/client/lockstep
+
+job=examples/default.json
+workers=2
+replicas=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --workers) workers="$2"; shift 2 ;;
+    --replicas) replicas="$2"; shift 2 ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    *) job="$1"; shift ;;
+  esac
+done
+storage="${LOCKSTEP_STORAGE:-lockstep_storage}"
+mkdir -p "$storage"
+logs="$storage/logs"
+mkdir -p "$logs"
+addr_file="$logs/coordinator.address"
+rm -f "$addr_file"
+
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+"$bin" coordinator --listen 127.0.0.1:0 --address-file "$addr_file" \
+  --storage "$storage" >"$logs/coordinator.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 1 100); do [ -s "$addr_file" ] && break; sleep 0.1; done
+if [ ! -s "$addr_file" ]; then
+  echo "the coordinator did not start; see $logs/coordinator.log" >&2
+  cat "$logs/coordinator.log" >&2
+  exit 1
+fi
+addr="$(cat "$addr_file")"
+# Split the cores between the workers (each runs its replicas on them).
+cores="$(nproc)"
+threads=$(( cores / workers )); [ "$threads" -ge 1 ] || threads=1
+for i in $(seq 1 "$workers"); do
+  "$bin" worker --coordinator "$addr" --replicas "$replicas" \
+    --threads "$threads" >"$logs/worker$i.log" 2>&1 &
+  pids+=($!)
+done
+echo "local cluster: coordinator $addr, $workers workers x $replicas replicas" \
+  "($threads threads each); logs in $logs/"
+status=0
+"$bin" submit "$job" --coordinator "$addr" --wait || status=$?
+"$bin" status "$(sed -n 's/.*"name": *"\([^"]*\)".*/\1/p' "$job" | head -1)" \
+  --coordinator "$addr" || true
+exit $status

@@ -5,6 +5,7 @@
 // cancel, a job that waits for workers, and refusals (unknown job, nccl,
 // another protocol version, a duplicate submit).
 #include <dirent.h>
+#include <unistd.h>
 
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -15,11 +16,13 @@
 #include "core/checkpoint.h"
 #include "core/event_file_reader.h"
 #include "gtest/gtest.h"
+#include "tests/local_cluster.h"
 #include "tests/subprocess.h"
 
 namespace lockstep {
 namespace {
 
+using testing::LocalCluster;
 using testing::NewTempDir;
 using testing::ReadFileOrEmpty;
 using testing::RunProcess;
@@ -60,32 +63,16 @@ class ClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = NewTempDir("cluster");
-    storage_ = dir_ + "/storage";
-    coordinator_ = std::make_unique<Subprocess>(
-        std::vector<std::string>{Binary(), "coordinator", "--listen",
-                                 "127.0.0.1:0", "--storage", storage_,
-                                 "--address-file", dir_ + "/address"},
-        dir_);
-    for (int i = 0; i < 100 && address_.empty(); ++i) {
-      std::string a = ReadFileOrEmpty(dir_ + "/address");
-      if (!a.empty() && a.back() == '\n') address_ = a.substr(0, a.size() - 1);
-      if (address_.empty()) usleep(50000);
-    }
-    ASSERT_FALSE(address_.empty()) << coordinator_->Stderr();
+    cluster_ = std::make_unique<LocalCluster>(dir_);
+    ASSERT_TRUE(cluster_->ok()) << cluster_->error();
+    storage_ = cluster_->storage();
+    address_ = cluster_->address();
   }
 
   void StartWorkers(int n, int replicas = 1) {
-    for (int i = 0; i < n; ++i) {
-      workers_.push_back(std::make_unique<Subprocess>(
-          std::vector<std::string>{Binary(), "worker", "--coordinator",
-                                   address_, "--replicas",
-                                   std::to_string(replicas), "--threads", "1"},
-          dir_));
-    }
-    for (auto& w : workers_) {
-      ASSERT_TRUE(w->WaitForOutput("registered with", 30)) << w->Stdout()
-                                                           << w->Stderr();
-    }
+    std::string why;
+    ASSERT_TRUE(cluster_->StartWorkers(n, replicas, 1, &why)) << why;
+    for (int i = 0; i < n; ++i) workers_.push_back(&cluster_->worker(i));
   }
 
   std::string WriteJob(const nlohmann::json& job,
@@ -96,11 +83,7 @@ class ClusterTest : public ::testing::Test {
   }
 
   RunResult Client(std::vector<std::string> args, double timeout = kTimeout) {
-    std::vector<std::string> argv = {Binary()};
-    argv.insert(argv.end(), args.begin(), args.end());
-    argv.push_back("--coordinator");
-    argv.push_back(address_);
-    return RunProcess(argv, dir_, timeout);
+    return cluster_->Client(std::move(args), timeout);
   }
 
   // Polls `status JOB` until its output matches `re` (bounded).
@@ -123,8 +106,8 @@ class ClusterTest : public ::testing::Test {
   }
 
   std::string dir_, storage_, address_;
-  std::unique_ptr<Subprocess> coordinator_;
-  std::vector<std::unique_ptr<Subprocess>> workers_;
+  std::unique_ptr<LocalCluster> cluster_;
+  std::vector<Subprocess*> workers_;
 };
 
 TEST_F(ClusterTest, TwoWorkersTrainLikeOneProcessAndLeaveVerifiedFiles) {
@@ -307,7 +290,7 @@ TEST_F(ClusterTest, RefusalsSayWhatIsWrong) {
   EXPECT_NE(old.err.find("protocol version 99 is not this coordinator's (1)"),
             std::string::npos)
       << old.err;
-  EXPECT_NE(coordinator_->Stdout().find("refused worker"), std::string::npos);
+  EXPECT_NE(cluster_->coordinator().Stdout().find("refused worker"), std::string::npos);
 
   RunResult none = RunProcess({Binary(), "list", "--coordinator", "127.0.0.1:1"},
                               dir_, 60);

@@ -1,0 +1,297 @@
+#!/usr/bin/env bash
+# Side-by-side all-reduce speed on one machine: lockstep's gRPC ring
+# (allreduce_lockstep) against Gloo's ring over TCP (allreduce_gloo), one OS
+# process per rank on 127.0.0.1, for each world size. Prints a table of
+# median times, bus bandwidths and the lockstep/Gloo ratio.
+#
+#   bazel run //benchmarks:allreduce [-- --worlds 2,4 --sizes 4K,...,256M
+#       --iters N --warmup N --lanes N --chunk-elements N --segment-bytes N
+#       --systems lockstep,gloo --timeout S]
+set -euo pipefail
+
+readonly PY=/usr/bin/python3
+
+usage() {
+  cat <<'EOF'
+usage: bazel run //benchmarks:allreduce -- [options]
+  --worlds LIST          comma-separated world sizes (default 2,4)
+  --sizes LIST           bytes of float32: 4096, 64K, 16M, 1G ...
+                         (default 4K,64K,1M,4M,16M,64M,256M)
+  --iters N              timed iterations per size (default: 1 GiB / size,
+                         clamped to 10..200); the median is reported
+  --warmup N             untimed iterations per size first (default 3)
+  --lanes N              lockstep: gRPC streams to the next rank (default 2)
+  --chunk-elements N     lockstep: floats per ring message (default 262144)
+  --segment-bytes N      Gloo: max segment in bytes (default Gloo's, 1 MiB)
+  --systems LIST         subset of lockstep,gloo (default both)
+  --timeout S            bound on one system's run at one world (default 600)
+EOF
+}
+
+die() {
+  echo "allreduce: $*" >&2
+  exit 1
+}
+
+worlds=2,4
+sizes=4K,64K,1M,4M,16M,64M,256M
+iters=0
+warmup=3
+lanes=2
+chunk_elements=262144
+segment_bytes=0
+systems=lockstep,gloo
+timeout_s=600
+while (($# > 0)); do
+  case "$1" in
+    --worlds | --sizes | --iters | --warmup | --lanes | --chunk-elements | \
+      --segment-bytes | --systems | --timeout)
+      (($# >= 2)) || { usage >&2; die "$1 needs a value"; }
+      opt=$1 val=$2
+      shift 2
+      ;;
+    --*=*) opt=${1%%=*} val=${1#*=}; shift ;;
+    -h | --help) usage; exit 0 ;;
+    *) usage >&2; die "unknown argument: $1" ;;
+  esac
+  case "$opt" in
+    --worlds) worlds=$val ;;
+    --sizes) sizes=$val ;;
+    --iters) iters=$val ;;
+    --warmup) warmup=$val ;;
+    --lanes) lanes=$val ;;
+    --chunk-elements) chunk_elements=$val ;;
+    --segment-bytes) segment_bytes=$val ;;
+    --systems) systems=$val ;;
+    --timeout) timeout_s=$val ;;
+    *) usage >&2; die "unknown option: $opt" ;;
+  esac
+done
+
+nonneg_int() { [[ "$1" =~ ^[0-9]+$ ]]; }
+positive_int() { [[ "$1" =~ ^[1-9][0-9]*$ ]]; }
+for v in "$warmup" "$lanes" "$chunk_elements" "$timeout_s"; do
+  positive_int "$v" || die "warmup, lanes, chunk-elements and timeout must be positive integers, got '$v'"
+done
+nonneg_int "$iters" || die "--iters: '$iters' is not a non-negative integer"
+nonneg_int "$segment_bytes" || die "--segment-bytes: '$segment_bytes' is not a non-negative integer"
+IFS=, read -r -a worlds_arr <<<"$worlds"
+IFS=, read -r -a systems_arr <<<"$systems"
+((${#worlds_arr[@]} > 0)) || die "--worlds: empty list"
+((${#systems_arr[@]} > 0)) || die "--systems: empty list"
+for w in "${worlds_arr[@]}"; do
+  if ! positive_int "$w" || ((w < 2 || w > 64)); then
+    die "--worlds: '$w' is not in 2..64"
+  fi
+done
+for s in "${systems_arr[@]}"; do
+  [[ "$s" == lockstep || "$s" == gloo ]] || die "--systems: '$s' is not lockstep or gloo"
+done
+[[ "$sizes" =~ ^[0-9]+[KkMmGg]?(,[0-9]+[KkMmGg]?)*$ ]] ||
+  die "--sizes: '$sizes' is not a list like 4K,64K,1M"
+
+# --- The two programs. --------------------------------------------------------
+
+runfile() {
+  local rel=$1 base
+  for base in "${RUNFILES_DIR:-}" "$0.runfiles"; do
+    if [[ -n "$base" && -e "$base/lockstep/$rel" ]]; then
+      echo "$base/lockstep/$rel"
+      return 0
+    fi
+  done
+  return 1
+}
+declare -A bin
+bin[lockstep]=$(runfile benchmarks/allreduce_lockstep) ||
+  die "benchmarks/allreduce_lockstep not found in the runfiles; run through" \
+    "'bazel run //benchmarks:allreduce'"
+bin[gloo]=$(runfile benchmarks/allreduce_gloo) ||
+  die "benchmarks/allreduce_gloo not found in the runfiles (it needs" \
+    "libgloo-dev: scripts/install_deps.sh --bench)"
+
+# Per-system flags, on top of the shared --rank/--world/--rendezvous/--sizes/
+# --iters/--warmup.
+declare -A extra
+extra[lockstep]="--lanes $lanes --chunk-elements $chunk_elements"
+extra[gloo]="--segment-bytes $segment_bytes"
+per_op_timeout=$((timeout_s < 120 ? timeout_s : 120))
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/lockstep-allreduce.XXXXXX")
+pids=()  # ranks still to reap; killed on any exit
+cleanup() {
+  local p
+  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# True while PID runs (a zombie, exited but not yet reaped, counts as done).
+alive() {
+  local st
+  { read -r st <"/proc/$1/stat"; } 2>/dev/null || return 1
+  st=${st##*) }
+  [[ "${st:0:1}" != Z ]]
+}
+
+kill_ranks() {  # TERM, then KILL whatever is left 2 s later
+  local p
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for _ in $(seq 20); do
+    local any=0
+    for p in "${pids[@]}"; do alive "$p" && any=1; done
+    ((any)) || break
+    sleep 0.1
+  done
+  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  pids=()
+}
+
+show_logs() {  # show_logs DIR WORLD
+  local r
+  for ((r = 0; r < $2; r++)); do
+    if [[ -s "$1/err.$r" ]]; then
+      echo "--- rank $r, last lines of stderr ---" >&2
+      tail -n 15 "$1/err.$r" >&2
+    fi
+  done
+}
+
+# run_system SYSTEM WORLD: starts WORLD ranks, waits (bounded), and appends
+# rank 0's RESULT lines to $rows as "world system size iters median min".
+run_system() {
+  local sys=$1 world=$2 dir r p rc
+  dir=$tmp/$sys-w$world
+  mkdir -p "$dir/rendezvous"
+  echo "running $sys, world $world ..." >&2
+  local -A rank_of=()
+  for ((r = 0; r < world; r++)); do
+    # shellcheck disable=SC2086  # extra[] holds several flags
+    "${bin[$sys]}" --rank "$r" --world "$world" --rendezvous "$dir/rendezvous" \
+      --sizes "$sizes" --iters "$iters" --warmup "$warmup" ${extra[$sys]} \
+      --timeout-s "$per_op_timeout" --deadline-s $((timeout_s + 30)) \
+      >"$dir/out.$r" 2>"$dir/err.$r" &
+    pids+=($!)
+    rank_of[$!]=$r
+  done
+  local deadline=$((SECONDS + timeout_s))
+  while true; do
+    local left=() failed=""
+    for p in "${pids[@]}"; do
+      if alive "$p"; then
+        left+=("$p")
+        continue
+      fi
+      rc=0
+      wait "$p" || rc=$?
+      ((rc == 0)) || [[ -n "$failed" ]] || failed="rank ${rank_of[$p]} (exit $rc)"
+    done
+    pids=("${left[@]}")
+    if [[ -n "$failed" ]]; then
+      kill_ranks
+      show_logs "$dir" "$world"
+      die "$sys at world $world: $failed failed"
+    fi
+    ((${#pids[@]} == 0)) && break
+    if ((SECONDS >= deadline)); then
+      kill_ranks
+      show_logs "$dir" "$world"
+      die "$sys at world $world did not finish within ${timeout_s}s" \
+        "(raise --timeout, or lower --iters/--sizes)"
+    fi
+    sleep 0.2
+  done
+  grep '^#' "$dir/out.0" >&2 || true
+  grep '^RESULT ' "$dir/out.0" | while read -r _ size n median min; do
+    echo "$world $sys $size $n $median $min"
+  done >>"$rows"
+  rm -rf "$dir"
+}
+
+# --- Header. -------------------------------------------------------------------
+
+cpu=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -n 1)
+cores=$(nproc)
+load=$(cut -d' ' -f1-3 /proc/loadavg)
+gloo_pkg=$(dpkg-query -W -f='${Version}' libgloo-dev 2>/dev/null || echo '?')
+echo "all-reduce (sum of float32, in place): lockstep gRPC ring vs Gloo ring (TCP)"
+echo "cpu: ${cpu:-unknown}, $cores cores; load average before start: $load"
+echo "one OS process per rank, 127.0.0.1; libgloo-dev $gloo_pkg"
+echo "command: bazel run -c opt //benchmarks:allreduce -- --worlds $worlds --sizes $sizes" \
+  "--iters $iters --warmup $warmup --lanes $lanes --chunk-elements $chunk_elements" \
+  "--segment-bytes $segment_bytes --systems $systems"
+echo "per rank: allreduce_lockstep ... ${extra[lockstep]}; allreduce_gloo ... ${extra[gloo]}"
+echo "time = median over iterations (after warm-up) of the slowest rank's time;"
+echo "busbw = size / time x 2(n-1)/n (GB/s = 1e9 B/s); ratio = lockstep busbw / gloo busbw"
+if "$PY" -c 'import os, sys; sys.exit(0 if os.getloadavg()[0] >= 0.5 * os.cpu_count() else 1)'; then
+  echo "WARNING: the machine is busy (load $load on $cores cores): numbers will be low and noisy."
+fi
+echo
+
+# --- Runs: per world, both systems back to back, the order alternating. ---------
+
+rows=$tmp/rows
+: >"$rows"
+i=0
+for w in "${worlds_arr[@]}"; do
+  order=("${systems_arr[@]}")
+  if ((i % 2 == 1 && ${#order[@]} == 2)); then order=("${order[1]}" "${order[0]}"); fi
+  for s in "${order[@]}"; do run_system "$s" "$w"; done
+  i=$((i + 1))
+done
+
+# --- Table. -------------------------------------------------------------------
+
+"$PY" - "$rows" <<'EOF'
+import sys
+
+res = {}
+for line in open(sys.argv[1]):
+    world, sys_, size, n, median, low = line.split()
+    res[(int(world), sys_, int(size))] = (int(n), float(median))
+
+def human_size(b):
+    for unit, f in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if b >= f and b % f == 0:
+            return f"{b // f} {unit}"
+    return f"{b} B"
+
+def human_time(s):
+    if s < 1e-3:
+        return f"{s * 1e6:.0f} us"
+    if s < 1:
+        return f"{s * 1e3:.2f} ms"
+    return f"{s:.3f} s"
+
+def busbw(size, world, t):
+    return size / t * 2 * (world - 1) / world / 1e9
+
+fmt = "{:>5} {:>9} {:>6} {:>13} {:>13} {:>14} {:>14} {:>7}"
+print(fmt.format("world", "size", "iters", "lockstep", "gloo",
+                 "lockstep GB/s", "gloo GB/s", "ratio"))
+worst = None
+for world, size in sorted({(w, s) for (w, _, s) in res}):
+    lk, gl = res.get((world, "lockstep", size)), res.get((world, "gloo", size))
+    n = (lk or gl)[0]
+    cells = []
+    bws = []
+    for r in (lk, gl):
+        cells.append(human_time(r[1]) if r else "-")
+    for r in (lk, gl):
+        bws.append(busbw(size, world, r[1]) if r else None)
+    ratio = bws[0] / bws[1] if None not in bws else None
+    if ratio is not None and size >= 1 << 20 and (worst is None or ratio < worst[0]):
+        worst = (ratio, world, size)
+    print(fmt.format(world, human_size(size), n, cells[0], cells[1],
+                     f"{bws[0]:.3f}" if bws[0] else "-",
+                     f"{bws[1]:.3f}" if bws[1] else "-",
+                     f"{ratio:.2f}x" if ratio else "-"))
+print("ratio = lockstep busbw / gloo busbw (> 1: lockstep is faster)")
+if worst:
+    print(f"smallest ratio at sizes >= 1 MiB: {worst[0]:.2f}x "
+          f"(world {worst[1]}, {human_size(worst[2])})")
+else:
+    print("smallest ratio at sizes >= 1 MiB: n/a (no size >= 1 MiB with both systems)")
+EOF

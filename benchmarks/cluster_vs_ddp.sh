@@ -1,0 +1,390 @@
+#!/usr/bin/env bash
+# Multi-process data-parallel training speed on one machine, real MNIST, the
+# tutorial CNN of examples/mnist_cnn.json (batch 64 per replica, Adam):
+#
+#   lockstep cluster, 1 worker   coordinator + 1 `lockstep worker --threads 1`
+#   lockstep cluster, 2 workers  coordinator + 2 workers (gRPC ring all-reduce)
+#   PyTorch DDP (Gloo), 2 ranks  benchmarks/ddp_peer.py, one process per rank
+#   PyTorch, 1 process           benchmarks/ddp_peer.py --world-size 1
+#   (reference) `lockstep train` in one process, 1 and 2 replicas
+#
+# every process on 127.0.0.1, one compute thread each, the same number of
+# steps. Prints a table of samples/s and the ratios.
+#
+#   bazel run //benchmarks:cluster_vs_ddp [-- --steps 600 --warmup 20
+#       --repeat 1 --timeout 600 --no-reference]
+set -euo pipefail
+
+readonly PY=/usr/bin/python3  # Debian's interpreter: the one with python3-torch
+
+usage() {
+  cat <<'EOF'
+usage: bazel run //benchmarks:cluster_vs_ddp -- [options]
+  --steps N       training steps per run, batch 64 per replica (default 600)
+  --warmup N      untimed PyTorch steps before the timed ones (default 20)
+  --repeat K      run every system K times, report the best (default 1; use 3
+                  on a shared machine)
+  --timeout S     limit in seconds for each run's processes (default 600)
+  --no-reference  skip the in-process `lockstep train` reference rows
+Environment: LOCKSTEP_MNIST_DIR  folder with the four MNIST .gz files
+  (default: <workspace>/../shared/datasets/mnist)
+EOF
+}
+
+die() {
+  echo "cluster_vs_ddp: $*" >&2
+  exit 1
+}
+
+steps=600
+warmup=20
+repeat=1
+run_timeout=600
+reference=1
+while (($# > 0)); do
+  case "$1" in
+    --steps | --warmup | --repeat | --timeout)
+      (($# >= 2)) || { usage >&2; die "$1 needs a value"; }
+      opt=$1 val=$2
+      shift 2
+      ;;
+    --no-reference) reference=0; shift; continue ;;
+    --*=*) opt=${1%%=*} val=${1#*=}; shift ;;
+    -h | --help) usage; exit 0 ;;
+    *) usage >&2; die "unknown argument: $1" ;;
+  esac
+  case "$opt" in
+    --steps) steps=$val ;;
+    --warmup) warmup=$val ;;
+    --repeat) repeat=$val ;;
+    --timeout) run_timeout=$val ;;
+    *) usage >&2; die "unknown option: $opt" ;;
+  esac
+done
+for v in "$steps" "$repeat" "$run_timeout"; do
+  [[ "$v" =~ ^[1-9][0-9]*$ ]] ||
+    die "--steps, --repeat and --timeout must be positive integers, got '$v'"
+done
+[[ "$warmup" =~ ^[0-9]+$ ]] || die "--warmup must be an integer >= 0, got '$warmup'"
+
+# --- Inputs: the binary, the peer, the example job, MNIST, torch. -----------
+
+runfile() {  # as train_vs_pytorch.sh: bazel run sets RUNFILES_DIR or $0.runfiles
+  local rel=$1 base
+  for base in "${RUNFILES_DIR:-}" "$0.runfiles"; do
+    if [[ -n "$base" && -e "$base/lockstep/$rel" ]]; then
+      echo "$base/lockstep/$rel"
+      return 0
+    fi
+  done
+  return 1
+}
+lockstep=$(runfile client/lockstep) ||
+  die "client/lockstep not found in the runfiles; run through" \
+    "'bazel run //benchmarks:cluster_vs_ddp'"
+peer=$(runfile benchmarks/ddp_peer.py) ||
+  die "benchmarks/ddp_peer.py not found in the runfiles"
+example=$(runfile examples/mnist_cnn.json) ||
+  die "examples/mnist_cnn.json not found in the runfiles"
+
+workspace=${BUILD_WORKSPACE_DIRECTORY:-$PWD}
+mnist=${LOCKSTEP_MNIST_DIR:-$workspace/../shared/datasets/mnist}
+mnist_files=(train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz
+  t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz)
+for f in "${mnist_files[@]}"; do
+  if [[ ! -f "$mnist/$f" ]]; then
+    echo "cluster_vs_ddp: SKIPPED: this benchmark needs real MNIST and" \
+      "$mnist/$f is missing. Put the four IDX .gz files (${mnist_files[*]})" \
+      "in one folder and set LOCKSTEP_MNIST_DIR to it, or place them in" \
+      "<workspace>/../shared/datasets/mnist. Nothing was measured."
+    exit 0
+  fi
+done
+mnist=$(cd "$mnist" && pwd -P)  # job files need absolute data paths
+
+if ! "$PY" -c 'import torch, torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null; then
+  die "$PY cannot import torch with Gloo. Install the PyTorch peer with" \
+    "'scripts/install_deps.sh --bench' (Debian's python3-torch + OpenBLAS)."
+fi
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/lockstep-cluster-bench.XXXXXX")
+
+# --- Processes: every one started here is recorded and killed by PID. -------
+#
+# Each runs under `timeout` (so even a SIGKILLed script leaves nothing running
+# past the limit); the recorded PID is timeout's, which passes TERM on.
+
+pids=()
+stop_pid() {  # TERM, up to 10 s, then KILL; never waits longer
+  local pid=$1 i
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for ((i = 0; i < 100; i++)); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+stop_all() {
+  local pid
+  for pid in "${pids[@]}"; do stop_pid "$pid"; done
+  pids=()
+}
+cleanup() {
+  stop_all
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+start_bg() {  # start_bg LOG CMD...: a bounded background process; PID in pids
+  local log=$1
+  shift
+  timeout -k 10 "$run_timeout" "$@" >"$log" 2>&1 &
+  pids+=($!)
+}
+wait_bg() {  # wait_bg PID: its exit status; bounded (timeout); then forgotten
+  local pid=$1 rc=0 q kept=()
+  wait "$pid" || rc=$?  # a signal to the script interrupts this wait
+  for q in "${pids[@]}"; do [[ "$q" == "$pid" ]] || kept+=("$q"); done
+  pids=("${kept[@]}")
+  return "$rc"
+}
+
+json_get() {  # json_get FILE|- KEY: one top-level field of a JSON object
+  "$PY" -c 'import json, sys
+f = sys.stdin if sys.argv[1] == "-" else open(sys.argv[1])
+print(json.load(f)[sys.argv[2]])' "$1" "$2"
+}
+
+show_logs() {  # show_logs FILE...: the last lines of each, on stderr
+  local f
+  for f in "$@"; do
+    [[ -f "$f" ]] || continue
+    echo "--- last lines of $(basename "$f") ---" >&2
+    tail -n 20 "$f" >&2
+  done
+}
+
+# --- Header. -----------------------------------------------------------------
+
+info=$("$PY" "$peer" --info)  # warns loudly on stderr if not OpenBLAS
+torch_version=$(json_get - torch <<<"$info")
+blas=$(json_get - blas <<<"$info")
+blas_path=$(json_get - blas_path <<<"$info")
+cpu=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -n 1)
+cores=$(nproc)
+load=$(cut -d' ' -f1-3 /proc/loadavg)
+command="bazel run //benchmarks:cluster_vs_ddp -- --steps $steps"
+((warmup == 20)) || command+=" --warmup $warmup"
+((repeat == 1)) || command+=" --repeat $repeat"
+((reference == 1)) || command+=" --no-reference"
+batch=$(json_get "$example" batch_size_per_replica)
+
+echo "lockstep cluster vs PyTorch DDP (Gloo): training samples/s on real MNIST, 127.0.0.1 (higher is better)"
+echo "cpu: ${cpu:-unknown}, $cores cores; load average before start: $load"
+echo "torch $torch_version, BLAS: $blas ($blas_path); $("$lockstep" version 2>/dev/null || echo 'lockstep ?')"
+echo "command: $command"
+echo "job: examples/mnist_cnn.json (model, Adam, schedule, seed), \"steps\": $steps, batch $batch per replica, checkpoints only at epoch ends and the end"
+echo "  lockstep: lockstep coordinator --listen 127.0.0.1:0 --address-file F --storage DIR"
+echo "            lockstep worker --coordinator \$(cat F) --threads 1   (x workers)"
+echo "            lockstep submit JOB.json --coordinator \$(cat F) --wait   -> samples_per_sec of DIR/jobs/NAME/result.json"
+echo "            (rank 0's training loop: every step from the batch wait to the end of the update; no warm-up excluded)"
+echo "  pytorch:  $PY ddp_peer.py --job JOB.json --steps $steps --warmup $warmup --rank R --world-size W --init-file F"
+echo "            (DDP, Gloo, torch.set_num_threads(1), OpenBLAS 1 thread; $warmup warm-up steps untimed; W=1: plain torch, no DDP)"
+((repeat == 1)) || echo "each figure: the best of $repeat runs"
+busy=$("$PY" -c 'import os; print(int(os.getloadavg()[0] >= 0.5 * os.cpu_count()))')
+if ((busy)); then
+  echo "WARNING: the machine is busy (load $load on $cores cores): numbers will be low and noisy."
+fi
+((cores >= 2)) || echo "WARNING: $cores core(s): the 2-process rows share one core."
+echo
+
+# --- Jobs. -------------------------------------------------------------------
+
+write_job() {  # write_job FILE NAME WORKERS: examples/mnist_cnn.json, N steps
+  "$PY" - "$example" "$@" "$steps" "$mnist" <<'EOF'
+import json, os, sys
+example, path, name, workers, steps, mnist = sys.argv[1:]
+with open(example) as f:
+    job = json.load(f)
+job["name"] = name
+job.pop("epochs", None)
+job["steps"] = int(steps)
+for key in ("train_images", "train_labels", "test_images", "test_labels"):
+    job["data"][key] = os.path.join(mnist, os.path.basename(job["data"][key]))
+# No mid-run checkpoints (they are outside the timed loop either way).
+job["checkpoint"] = {"every_steps": 0, "keep": 1}
+job["cluster"]["workers"] = int(workers)
+job["cluster"]["replicas_per_worker"] = 1
+with open(path, "w") as f:
+    json.dump(job, f, indent=1)
+EOF
+}
+
+# Each run_* sets `sps` (samples/s) and `note` (a line for the log).
+
+run_cluster() {  # run_cluster WORKERS RUN
+  local w=$1 r=$2 name="cvd_w$1_r$2" i
+  local dir=$tmp/$name
+  mkdir -p "$dir"
+  write_job "$dir/job.json" "$name" "$w"
+  start_bg "$dir/coordinator.log" "$lockstep" coordinator --listen 127.0.0.1:0 \
+    --address-file "$dir/address" --storage "$dir/storage"
+  local coordinator_pid=${pids[-1]}
+  for ((i = 0; i < 300; i++)); do  # up to 30 s
+    [[ -s "$dir/address" ]] && break
+    kill -0 "$coordinator_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if [[ ! -s "$dir/address" ]]; then
+    show_logs "$dir/coordinator.log"
+    die "the coordinator wrote no address file within 30 s"
+  fi
+  local addr
+  addr=$(cat "$dir/address")
+  for ((i = 0; i < w; i++)); do
+    start_bg "$dir/worker$i.log" "$lockstep" worker --coordinator "$addr" --threads 1
+  done
+  local t0=$SECONDS
+  start_bg "$dir/submit.log" "$lockstep" submit "$dir/job.json" \
+    --coordinator "$addr" --wait
+  if ! wait_bg "${pids[-1]}"; then
+    show_logs "$dir/submit.log" "$dir/coordinator.log" "$dir"/worker*.log
+    die "lockstep submit failed (or ran past ${run_timeout}s) for $w worker(s)"
+  fi
+  local submit_seconds=$((SECONDS - t0))
+  stop_all
+  local result=$dir/storage/jobs/$name/result.json
+  [[ -f "$result" ]] || die "the job succeeded but wrote no $result"
+  sps=$(json_get "$result" samples_per_sec)
+  local replicas wall
+  replicas=$(json_get "$result" replicas)
+  wall=$(json_get "$result" wall_seconds)
+  ((replicas == w)) || die "$result: $replicas replicas, expected $w"
+  note=$("$PY" -c 'import sys
+sps, steps, gb, wall, sub = map(float, sys.argv[1:])
+print(f"{sps:,.0f} samples/s; training loop {steps * gb / sps:.1f} s of "
+      f"{wall:.1f} s job wall (start to result: set-up, eval, checkpoints), "
+      f"{sub:.0f} s submit to exit")' "$sps" "$steps" "$((batch * w))" "$wall" "$submit_seconds")
+  rm -rf "$dir/storage"
+}
+
+run_train() {  # run_train WORKERS RUN: in-process `lockstep train`, W replicas, W threads
+  local w=$1 r=$2 name="cvd_train_w$1_r$2"
+  local dir=$tmp/$name
+  mkdir -p "$dir"
+  write_job "$dir/job.json" "$name" "$w"
+  start_bg "$dir/train.log" "$lockstep" train "$dir/job.json" \
+    --storage "$dir/storage" --threads "$w"
+  if ! wait_bg "${pids[-1]}"; then
+    show_logs "$dir/train.log"
+    die "lockstep train failed (or ran past ${run_timeout}s), $w replica(s)"
+  fi
+  sps=$(json_get "$dir/storage/jobs/$name/result.json" samples_per_sec)
+  note=$(printf "%'.0f samples/s" "$sps" 2>/dev/null || echo "$sps samples/s")
+  rm -rf "$dir/storage"
+}
+
+run_torch() {  # run_torch WORLD RUN
+  local w=$1 r=$2 name="cvd_torch_w$1_r$2" rank
+  local dir=$tmp/$name
+  mkdir -p "$dir"
+  write_job "$dir/job.json" "$name" "$w"
+  local rank_pids=()
+  for ((rank = 0; rank < w; rank++)); do
+    local extra=()
+    ((w == 1)) || extra=(--init-file "$dir/rendezvous")
+    start_bg "$dir/rank$rank.log" \
+      env GLOO_SOCKET_IFNAME="${GLOO_SOCKET_IFNAME:-lo}" "$PY" "$peer" --job "$dir/job.json" --steps "$steps" --warmup "$warmup" \
+      --rank "$rank" --world-size "$w" --threads 1 --timeout 120 "${extra[@]}"
+    rank_pids+=("${pids[-1]}")
+  done
+  local pid failed=0
+  for pid in "${rank_pids[@]}"; do  # bounded: each runs under timeout
+    wait_bg "$pid" || failed=1
+  done
+  if ((failed)); then
+    show_logs "$dir"/rank*.log
+    die "the PyTorch peer failed (or ran past ${run_timeout}s), world size $w"
+  fi
+  local out
+  out=$(grep '^{' "$dir/rank0.log" | tail -n 1 || true)  # rank 0's JSON line
+  [[ -n "$out" ]] || { show_logs "$dir/rank0.log"; die "rank 0 printed no result"; }
+  sps=$(json_get - samples_per_sec <<<"$out")
+  note="$(printf "%'.0f" "$sps" 2>/dev/null || echo "$sps") samples/s over $(json_get - seconds <<<"$out") s (timed steps only)"
+}
+
+best() { "$PY" -c 'import sys; print(max(map(float, sys.argv[1:])))' "$@"; }
+
+# --- Runs: the systems interleaved, round after round. -----------------------
+
+systems=(cluster1 cluster2 ddp2 torch1)
+((reference == 0)) || systems+=(train1 train2)
+declare -A best_sps
+for s in "${systems[@]}"; do best_sps[$s]=0; done
+for ((r = 1; r <= repeat; r++)); do
+  for s in "${systems[@]}"; do
+    w=${s: -1}
+    echo -n "run $r/$repeat: $s ... " >&2
+    case "$s" in
+      cluster*) run_cluster "$w" "$r" ;;
+      train*) run_train "$w" "$r" ;;
+      ddp* | torch*) run_torch "$w" "$r" ;;
+    esac
+    echo "$note" >&2
+    best_sps[$s]=$(best "${best_sps[$s]}" "$sps")
+  done
+done
+echo >&2
+
+# --- Table. ------------------------------------------------------------------
+
+rows=$tmp/rows.tsv
+: >"$rows"
+for s in "${systems[@]}"; do
+  printf '%s\t%s\n' "$s" "${best_sps[$s]}" >>"$rows"
+done
+"$PY" - "$rows" "$batch" <<'EOF'
+import sys
+sps = dict((k, float(v)) for k, v in
+           (line.split("\t") for line in open(sys.argv[1]).read().splitlines()))
+batch = int(sys.argv[2])
+label = {
+    "cluster1": ("lockstep cluster (gRPC ring)", 1),
+    "cluster2": ("lockstep cluster (gRPC ring)", 2),
+    "ddp2": ("PyTorch DDP (Gloo)", 2),
+    "torch1": ("PyTorch, one process", 1),
+    "train1": ("ref: lockstep train, in-process", 1),
+    "train2": ("ref: lockstep train, in-process", 2),
+}
+fmt = "{:<34} {:>7} {:>12} {:>10} {:>11}"
+print(fmt.format("system", "workers", "global batch", "samples/s", "ms / step"))
+for key in ("cluster1", "cluster2", "ddp2", "torch1", "train1", "train2"):
+    if key not in sps:
+        continue
+    name, w = label[key]
+    gb = batch * w
+    print(fmt.format(name, w, gb, f"{sps[key]:,.0f}",
+                     f"{1000.0 * gb / sps[key]:.2f}"))
+print("(workers = processes for the cluster and DDP rows, one compute thread "
+      "each; replicas and threads of one process for the ref rows)")
+print()
+
+def ratio(a, b):
+    return sps[a] / sps[b] if sps.get(b, 0) > 0 else float("nan")
+
+s21 = ratio("cluster2", "cluster1")
+vs_ddp = ratio("cluster2", "ddp2")
+ddp = ratio("ddp2", "torch1")
+print(f"lockstep 2 workers / 1 worker (scaling; 2.00 is the ceiling on 2 cores): {s21:.2f}x")
+print(f"lockstep 2 workers / PyTorch DDP 2 processes (goal >= 1.2x):            "
+      f"{vs_ddp:.2f}x  {'MET' if vs_ddp >= 1.2 else 'NOT MET'}")
+print(f"PyTorch DDP 2 processes / PyTorch 1 process (DDP's own scaling):        {ddp:.2f}x")
+if "train2" in sps:
+    print(f"lockstep cluster 2 workers / in-process lockstep train, 2 replicas:      "
+          f"{ratio('cluster2', 'train2'):.2f}x")
+    print(f"lockstep cluster 1 worker / in-process lockstep train, 1 replica:        "
+          f"{ratio('cluster1', 'train1'):.2f}x")
+EOF

@@ -1,0 +1,53 @@
+// LocalCluster: the coordinator and workers of a multi-process test.
+#include "tests/local_cluster.h"
+
+#include <unistd.h>
+
+namespace lockstep {
+namespace testing {
+
+LocalCluster::LocalCluster(const std::string& dir)
+    : dir_(dir), storage_(dir + "/storage") {
+  coordinator_ = std::make_unique<Subprocess>(
+      std::vector<std::string>{Runfile("client/lockstep"), "coordinator",
+                               "--listen", "127.0.0.1:0", "--storage",
+                               storage_, "--address-file", dir_ + "/address"},
+      dir_);
+  for (int i = 0; i < 200 && address_.empty(); ++i) {
+    std::string a = ReadFileOrEmpty(dir_ + "/address");
+    if (!a.empty() && a.back() == '\n') address_ = a.substr(0, a.size() - 1);
+    if (address_.empty()) usleep(50000);
+  }
+}
+
+bool LocalCluster::StartWorkers(int n, int replicas, int threads,
+                                std::string* why) {
+  const size_t first = workers_.size();
+  for (int i = 0; i < n; ++i) {
+    workers_.push_back(std::make_unique<Subprocess>(
+        std::vector<std::string>{
+            Runfile("client/lockstep"), "worker", "--coordinator", address_,
+            "--replicas", std::to_string(replicas), "--threads",
+            std::to_string(threads)},
+        dir_));
+  }
+  for (size_t i = first; i < workers_.size(); ++i) {
+    if (!workers_[i]->WaitForOutput("registered with", 30)) {
+      *why = workers_[i]->Stdout() + workers_[i]->Stderr();
+      return false;
+    }
+  }
+  return true;
+}
+
+RunResult LocalCluster::Client(std::vector<std::string> args,
+                               double timeout_s) {
+  std::vector<std::string> argv = {Runfile("client/lockstep")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  argv.push_back("--coordinator");
+  argv.push_back(address_);
+  return RunProcess(argv, dir_, timeout_s);
+}
+
+}  // namespace testing
+}  // namespace lockstep

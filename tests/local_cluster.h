@@ -1,0 +1,44 @@
+// A real local cluster for multi-process tests: `lockstep coordinator` on
+// 127.0.0.1 with a free port and N `lockstep worker` processes, plus client
+// calls against it. Every wait is bounded; processes die with the object.
+#ifndef LOCKSTEP_TESTS_LOCAL_CLUSTER_H_
+#define LOCKSTEP_TESTS_LOCAL_CLUSTER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tests/subprocess.h"
+
+namespace lockstep {
+namespace testing {
+
+class LocalCluster {
+ public:
+  // Starts the coordinator with storage under `dir`; ok() says whether it
+  // came up (its stderr is in error()).
+  explicit LocalCluster(const std::string& dir);
+
+  bool ok() const { return !address_.empty(); }
+  std::string error() const { return coordinator_->Stderr(); }
+  const std::string& address() const { return address_; }
+  const std::string& storage() const { return storage_; }
+  Subprocess& coordinator() { return *coordinator_; }
+  Subprocess& worker(int i) { return *workers_[i]; }
+
+  // Starts n workers and waits until each has registered; false (with the
+  // logs in *why) otherwise.
+  bool StartWorkers(int n, int replicas, int threads, std::string* why);
+  // Runs `lockstep ARGS --coordinator ADDRESS`.
+  RunResult Client(std::vector<std::string> args, double timeout_s = 120);
+
+ private:
+  std::string dir_, storage_, address_;
+  std::unique_ptr<Subprocess> coordinator_;
+  std::vector<std::unique_ptr<Subprocess>> workers_;
+};
+
+}  // namespace testing
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_TESTS_LOCAL_CLUSTER_H_
