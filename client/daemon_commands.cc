@@ -1,11 +1,10 @@
 // Coordinator and worker daemons: flags, signal handling, timestamped logs.
 #include "client/daemon_commands.h"
 
+#include <atomic>
 #include <csignal>
 #include <iostream>
 #include <mutex>
-
-#include <atomic>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -34,7 +33,8 @@ std::function<void(const std::string&)> Logger(const std::string& who) {
 
 int Usage(const std::string& verb, const absl::StatusOr<ParsedFlags>& f,
           const char* usage) {
-  if (!f.ok()) std::cerr << "lockstep " << verb << ": " << f.status().message() << "\n";
+  if (!f.ok())
+    std::cerr << "lockstep " << verb << ": " << f.status().message() << "\n";
   const bool help = f.ok() && f->Has("help");
   (help ? std::cout : std::cerr) << usage;
   return help ? 0 : 2;
@@ -93,11 +93,11 @@ int RunWorkerCommand(const std::vector<std::string>& args) {
       "  --advertise    the address peers dial (default: --listen's host "
       "and the bound port)\n"
       "  --threads N    compute threads (default: every core)\n";
-  absl::StatusOr<ParsedFlags> f = ParseFlags(
-      args,
-      {"coordinator", "replicas", "devices", "listen", "advertise", "threads",
-       "lanes", "protocol-version-for-testing"},
-      {"help"});
+  absl::StatusOr<ParsedFlags> f =
+      ParseFlags(args,
+                 {"coordinator", "replicas", "devices", "listen", "advertise",
+                  "threads", "lanes", "protocol-version-for-testing"},
+                 {"help"});
   if (!f.ok() || f->Has("help") || !f->positional.empty() ||
       !f->Has("coordinator")) {
     if (f.ok() && !f->Has("help") && !f->Has("coordinator")) {
@@ -112,8 +112,7 @@ int RunWorkerCommand(const std::vector<std::string>& args) {
   absl::StatusOr<int64_t> replicas = f->GetInt("replicas", 1);
   absl::StatusOr<int64_t> threads = f->GetInt("threads", 0);
   absl::StatusOr<int64_t> lanes = f->GetInt("lanes", 2);
-  absl::StatusOr<int64_t> proto =
-      f->GetInt("protocol-version-for-testing", -1);
+  absl::StatusOr<int64_t> proto = f->GetInt("protocol-version-for-testing", -1);
   for (const auto* v : {&replicas, &threads, &lanes, &proto}) {
     if (!v->ok()) {
       std::cerr << "lockstep worker: " << v->status().message() << "\n";
@@ -123,8 +122,8 @@ int RunWorkerCommand(const std::vector<std::string>& args) {
   if (f->Has("devices")) {
     const std::string d = f->Get("devices", "");
     int64_t n = 0;
-    if (!absl::StartsWith(d, "cpu:") ||
-        !absl::SimpleAtoi(d.substr(4), &n) || n < 1) {
+    if (!absl::StartsWith(d, "cpu:") || !absl::SimpleAtoi(d.substr(4), &n) ||
+        n < 1) {
       std::cerr << "lockstep worker: --devices \"" << d
                 << "\": this build has CPU replicas only; use cpu:N with N "
                    ">= 1 (CUDA devices come with the GPU build)\n";

@@ -27,9 +27,7 @@ int Fail(const std::string& verb, const absl::Status& status) {
              : 1;
 }
 
-const char* StateName(v1::JobState s) {
-  return v1::JobState_Name(s).c_str();
-}
+const char* StateName(v1::JobState s) { return v1::JobState_Name(s).c_str(); }
 
 std::string ProgressLine(const v1::JobStatus& s) {
   ProgressInfo info;
@@ -53,7 +51,8 @@ std::string WorkerLine(const v1::WorkerStatus& w) {
       w.rank() >= 0 ? absl::StrCat("rank ", w.rank()) : std::string("idle  "),
       w.worker_id(), w.host(), w.pid(), w.address(),
       absl::StrCat(w.replicas(), " replicas"), w.heartbeat_age_seconds(),
-      w.alive() ? "" : "  LOST", w.shard().empty() ? "" : "\n      " + w.shard());
+      w.alive() ? "" : "  LOST",
+      w.shard().empty() ? "" : "\n      " + w.shard());
 }
 
 void PrintStatus(const v1::JobStatus& s) {
@@ -154,7 +153,8 @@ int RunSubmitCommand(const std::vector<std::string>& args) {
       "(default: the job file's folder); workers read the resolved paths\n";
   absl::StatusOr<ParsedFlags> f = Parse("submit", args, {"data-dir"}, {"wait"});
   if (!f.ok() || f->Has("help") || f->positional.size() != 1) {
-    if (!f.ok()) std::cerr << "lockstep submit: " << f.status().message() << "\n";
+    if (!f.ok())
+      std::cerr << "lockstep submit: " << f.status().message() << "\n";
     (f.ok() && f->Has("help") ? std::cout : std::cerr) << usage;
     return f.ok() && f->Has("help") ? 0 : 2;
   }
@@ -179,7 +179,8 @@ int RunStatusCommand(const std::vector<std::string>& args) {
       "hosts, heartbeats, shards), or every job and worker\n";
   absl::StatusOr<ParsedFlags> f = Parse("status", args, {}, {});
   if (!f.ok() || f->Has("help") || f->positional.size() > 1) {
-    if (!f.ok()) std::cerr << "lockstep status: " << f.status().message() << "\n";
+    if (!f.ok())
+      std::cerr << "lockstep status: " << f.status().message() << "\n";
     (f.ok() && f->Has("help") ? std::cout : std::cerr) << usage;
     return f.ok() && f->Has("help") ? 0 : 2;
   }
@@ -197,7 +198,8 @@ int RunWatchCommand(const std::vector<std::string>& args) {
       "  streams progress until the job ends; exit 0 only if it SUCCEEDED\n";
   absl::StatusOr<ParsedFlags> f = Parse("watch", args, {}, {});
   if (!f.ok() || f->Has("help") || f->positional.size() != 1) {
-    if (!f.ok()) std::cerr << "lockstep watch: " << f.status().message() << "\n";
+    if (!f.ok())
+      std::cerr << "lockstep watch: " << f.status().message() << "\n";
     (f.ok() && f->Has("help") ? std::cout : std::cerr) << usage;
     return f.ok() && f->Has("help") ? 0 : 2;
   }
@@ -216,8 +218,8 @@ int RunListCommand(const std::vector<std::string>& args) {
   JobClient client(f->Get("coordinator", kDefaultCoordinator));
   absl::StatusOr<v1::ListJobsResponse> l = client.List();
   if (!l.ok()) return Fail("list", l.status());
-  std::cout << absl::StrFormat("%-20s %-10s %4s %15s %9s  %s\n", "JOB",
-                               "STATE", "GEN", "STEP", "TEST_ACC", "MESSAGE");
+  std::cout << absl::StrFormat("%-20s %-10s %4s %15s %9s  %s\n", "JOB", "STATE",
+                               "GEN", "STEP", "TEST_ACC", "MESSAGE");
   for (const v1::JobStatus& j : l->jobs()) {
     std::cout << absl::StrFormat(
         "%-20s %-10s %4d %15s %9s  %s\n", j.name(), StateName(j.state()),
@@ -238,7 +240,8 @@ int RunCancelCommand(const std::vector<std::string>& args) {
   const char* usage = "usage: lockstep cancel JOB [--coordinator HOST:PORT]\n";
   absl::StatusOr<ParsedFlags> f = Parse("cancel", args, {}, {});
   if (!f.ok() || f->Has("help") || f->positional.size() != 1) {
-    if (!f.ok()) std::cerr << "lockstep cancel: " << f.status().message() << "\n";
+    if (!f.ok())
+      std::cerr << "lockstep cancel: " << f.status().message() << "\n";
     (f.ok() && f->Has("help") ? std::cout : std::cerr) << usage;
     return f.ok() && f->Has("help") ? 0 : 2;
   }

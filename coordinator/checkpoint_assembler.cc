@@ -18,21 +18,21 @@ absl::StatusOr<CommitInfo> CheckpointAssembler::Add(
     return absl::InvalidArgumentError("an empty checkpoint slice stream");
   }
   const CheckpointSlice& head = messages.front();
-  const std::string what = absl::StrFormat(
-      "checkpoint slice of rank %d for step %d (generation %d)", head.rank(),
-      head.step(), head.generation());
+  const std::string what =
+      absl::StrFormat("checkpoint slice of rank %d for step %d (generation %d)",
+                      head.rank(), head.step(), head.generation());
   if (head.world_size() < 1 || head.rank() < 0 ||
       head.rank() >= head.world_size()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: rank %d is not in a world of %d", what, head.rank(),
-        head.world_size()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: rank %d is not in a world of %d", what,
+                        head.rank(), head.world_size()));
   }
   const int total = head.model_tensors() + head.optimizer_tensors();
   absl::MutexLock lock(&mu_);
   if (head.generation() < newest_generation_) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "%s: the job is at generation %d (stale generation)", what,
-        newest_generation_));
+    return absl::FailedPreconditionError(
+        absl::StrFormat("%s: the job is at generation %d (stale generation)",
+                        what, newest_generation_));
   }
   newest_generation_ = head.generation();
   Pending& p = pending_[{head.generation(), head.step()}];
@@ -47,9 +47,8 @@ absl::StatusOr<CommitInfo> CheckpointAssembler::Add(
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s: world %d with %d+%d tensors contradicts the other slices (world "
         "%d, %d+%d tensors)",
-        what, head.world_size(), head.model_tensors(),
-        head.optimizer_tensors(), p.world_size, p.model_tensors,
-        p.optimizer_tensors));
+        what, head.world_size(), head.model_tensors(), head.optimizer_tensors(),
+        p.world_size, p.model_tensors, p.optimizer_tensors));
   }
   if (p.ranks.count(head.rank())) {
     return absl::InvalidArgumentError(what + ": this rank already sent it");
@@ -66,8 +65,8 @@ absl::StatusOr<CommitInfo> CheckpointAssembler::Add(
       total / head.world_size() + (head.rank() < total % head.world_size());
   if (static_cast<int>(got.size()) != expected) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: %d tensors, but rank %d of %d owes %d of the %d", what,
-        got.size(), head.rank(), head.world_size(), expected, total));
+        "%s: %d tensors, but rank %d of %d owes %d of the %d", what, got.size(),
+        head.rank(), head.world_size(), expected, total));
   }
   if (head.rank() == 0 || p.ranks.empty()) {
     p.state.step = head.step();
@@ -109,9 +108,9 @@ absl::StatusOr<CommitInfo> CheckpointAssembler::Add(
   }
   const auto t0 = std::chrono::steady_clock::now();
   absl::Status s = store_->Commit(p.state, model, opt);
-  info.seconds = std::chrono::duration<double>(
-                     std::chrono::steady_clock::now() - t0)
-                     .count();
+  info.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
   const std::pair<int64_t, int64_t> key{head.generation(), head.step()};
   pending_.erase(pending_.begin(), pending_.upper_bound(key));
   RETURN_IF_ERROR(s);

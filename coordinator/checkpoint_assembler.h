@@ -25,7 +25,7 @@ struct CommitInfo {
   bool committed = false;  // this slice completed and committed a step
   std::string path;        // the step folder
   int64_t bytes = 0;
-  double seconds = 0;      // the commit's duration
+  double seconds = 0;  // the commit's duration
 };
 
 // Thread-safe (one mutex; a commit holds it).

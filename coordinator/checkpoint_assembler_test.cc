@@ -14,14 +14,15 @@
 namespace lockstep {
 namespace {
 
-using ::testing::HasSubstr;
 using lockstep::v1::CheckpointSlice;
+using ::testing::HasSubstr;
 
 class AssemblerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = JoinPath(::testing::TempDir(),
-                    ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = JoinPath(
+        ::testing::TempDir(),
+        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     store_ = std::make_shared<CheckpointStore>(dir_, 3);
     for (int i = 0; i < 3; ++i) {
       Tensor t({2, 2});

@@ -20,13 +20,20 @@ using lockstep::v1::JobStatus;
 
 const char* JobStateName(JobState state) {
   switch (state) {
-    case lockstep::v1::PENDING: return "PENDING";
-    case lockstep::v1::RUNNING: return "RUNNING";
-    case lockstep::v1::RECOVERING: return "RECOVERING";
-    case lockstep::v1::SUCCEEDED: return "SUCCEEDED";
-    case lockstep::v1::FAILED: return "FAILED";
-    case lockstep::v1::CANCELLED: return "CANCELLED";
-    default: return "UNKNOWN";
+    case lockstep::v1::PENDING:
+      return "PENDING";
+    case lockstep::v1::RUNNING:
+      return "RUNNING";
+    case lockstep::v1::RECOVERING:
+      return "RECOVERING";
+    case lockstep::v1::SUCCEEDED:
+      return "SUCCEEDED";
+    case lockstep::v1::FAILED:
+      return "FAILED";
+    case lockstep::v1::CANCELLED:
+      return "CANCELLED";
+    default:
+      return "UNKNOWN";
   }
 }
 
@@ -68,8 +75,8 @@ absl::StatusOr<JobStatus> Coordinator::Submit(const std::string& job_json) {
   }
   const std::string job_dir =
       JoinPath(JoinPath(options_.storage_dir, "jobs"), spec.name);
-  RETURN_IF_ERROR(AnnotateStatus(MakeDirs(JoinPath(job_dir, "checkpoints")),
-                                 "--storage"));
+  RETURN_IF_ERROR(
+      AnnotateStatus(MakeDirs(JoinPath(job_dir, "checkpoints")), "--storage"));
   absl::MutexLock lock(&mu_);
   if (Job* old = FindJob(spec.name);
       old != nullptr && !IsTerminal(old->status.state())) {
@@ -86,7 +93,8 @@ absl::StatusOr<JobStatus> Coordinator::Submit(const std::string& job_json) {
   job->status.set_state(lockstep::v1::PENDING);
   job->status.set_workers_needed(
       static_cast<int32_t>(job->spec.cluster.workers));
-  job->status.set_submitted_unix_seconds(absl::ToUnixMicros(job->submitted) / 1e6);
+  job->status.set_submitted_unix_seconds(absl::ToUnixMicros(job->submitted) /
+                                         1e6);
   job->status.set_eta_seconds(-1);
   job->checkpoints = std::make_shared<CheckpointStore>(
       JoinPath(job_dir, "checkpoints"), job->spec.checkpoint.keep);
@@ -299,8 +307,9 @@ bool Coordinator::TryStart(Job& job) {
     }
     return false;
   }
-  std::sort(idle.begin(), idle.end(),
-            [](const Worker* a, const Worker* b) { return a->order < b->order; });
+  std::sort(idle.begin(), idle.end(), [](const Worker* a, const Worker* b) {
+    return a->order < b->order;
+  });
   idle.resize(job.spec.cluster.workers);
   // Resume from the latest good checkpoint of this job name, if any.
   std::vector<std::string> warnings;
@@ -337,13 +346,14 @@ void Coordinator::EndJob(Job& job, JobState state, const std::string& message) {
   if (IsTerminal(job.status.state())) return;
   job.status.set_state(state);
   job.status.set_message(message);
-  job.status.set_wall_seconds(absl::ToDoubleSeconds(absl::Now() - job.submitted));
+  job.status.set_wall_seconds(
+      absl::ToDoubleSeconds(absl::Now() - job.submitted));
   if (job.summaries != nullptr) {
     absl::Status s = job.summaries->Flush();
     if (!s.ok()) Log(std::string(s.message()));
   }
-  Event(job, absl::StrCat(JobStateName(state),
-                          message.empty() ? "" : ": ", message));
+  Event(job, absl::StrCat(JobStateName(state), message.empty() ? "" : ": ",
+                          message));
 }
 
 }  // namespace lockstep

@@ -30,7 +30,7 @@ namespace lockstep {
 struct CoordinatorOptions {
   std::string storage_dir;  // STORAGE/jobs/NAME/{checkpoints,summaries,...}
   double heartbeat_interval_seconds = 0.5;  // told to workers
-  double worker_timeout_seconds = 10;  // no heartbeat this long: lost
+  double worker_timeout_seconds = 10;       // no heartbeat this long: lost
   std::function<void(const std::string&)> log;
 };
 

@@ -23,10 +23,11 @@ absl::StatusOr<lockstep::v1::ReportResponse> Coordinator::ReportProgress(
   if (job == nullptr || job->status.state() != lockstep::v1::RUNNING ||
       job->status.generation() != r.generation()) {
     resp.set_stop(true);
-    resp.set_reason(job == nullptr ? "no such job"
-                                   : absl::StrFormat("the job is %s (%s)",
-                                                     JobStateName(job->status.state()),
-                                                     job->status.message()));
+    resp.set_reason(job == nullptr
+                        ? "no such job"
+                        : absl::StrFormat("the job is %s (%s)",
+                                          JobStateName(job->status.state()),
+                                          job->status.message()));
     return resp;
   }
   if (r.rank() == 0) {
@@ -45,7 +46,8 @@ absl::StatusOr<lockstep::v1::ReportResponse> Coordinator::ReportProgress(
     }
     for (const auto& [step, values] : by_step) {
       absl::Status w = job->summaries->AddScalars(step, values);
-      if (!w.ok()) Event(*job, absl::StrCat("warning: summaries: ", w.message()));
+      if (!w.ok())
+        Event(*job, absl::StrCat("warning: summaries: ", w.message()));
     }
     for (const std::string& e : r.events()) Event(*job, e);
     Changed(*job);
@@ -59,8 +61,7 @@ absl::StatusOr<lockstep::v1::ReportResponse> Coordinator::ReportProgress(
 
 void Coordinator::CompareFingerprints(Job& job, int64_t step) {
   auto it = job.fingerprints.find(step);
-  if (it == job.fingerprints.end() ||
-      it->second.size() < job.ranks.size()) {
+  if (it == job.fingerprints.end() || it->second.size() < job.ranks.size()) {
     return;
   }
   const std::string& first = it->second.begin()->second;
@@ -156,7 +157,8 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req) {
   absl::MutexLock lock(&mu_);
   Job* job = FindJob(req.job());
   if (job == nullptr) {
-    return absl::NotFoundError(absl::StrFormat("no job named \"%s\"", req.job()));
+    return absl::NotFoundError(
+        absl::StrFormat("no job named \"%s\"", req.job()));
   }
   if (IsTerminal(job->status.state()) ||
       job->status.generation() != req.generation()) {
@@ -231,8 +233,8 @@ void Coordinator::Tick() {
     const double age = absl::ToDoubleSeconds(now - w.last_heartbeat);
     if (age < options_.worker_timeout_seconds) continue;
     w.lost = true;
-    Log(absl::StrFormat("worker %s lost: no heartbeat for %.1f s",
-                        Describe(w), age));
+    Log(absl::StrFormat("worker %s lost: no heartbeat for %.1f s", Describe(w),
+                        age));
     Job* job = w.job.empty() ? nullptr : FindJob(w.job);
     if (job != nullptr && !IsTerminal(job->status.state()) &&
         job->status.state() != lockstep::v1::PENDING) {

@@ -75,7 +75,8 @@ TEST_F(CoordinatorTest, PendingUntilTwoWorkersThenRanksInRegistrationOrder) {
   absl::StatusOr<v1::JobStatus> s = c_->Submit(kJob);
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->state(), v1::PENDING);
-  EXPECT_THAT(s->message(), HasSubstr("needs 2 with >= 1 replicas each; 1 idle qualify"));
+  EXPECT_THAT(s->message(),
+              HasSubstr("needs 2 with >= 1 replicas each; 1 idle qualify"));
   EXPECT_EQ(Beat(a).command(), v1::HeartbeatResponse::NONE);
   const std::string b = Register("hostb");
   EXPECT_EQ(c_->Get("j")->state(), v1::RUNNING);
@@ -135,7 +136,8 @@ TEST_F(CoordinatorTest, LostWorkerFailsTheJobNamingRankAndHost) {
   c_->Tick();  // hostb silent for 0.4 s > 0.3 s
   absl::StatusOr<v1::JobStatus> s = c_->Get("j");
   EXPECT_EQ(s->state(), v1::FAILED);
-  EXPECT_THAT(s->message(), HasSubstr("rank 1 (w2 on hostb pid 100, hostb:1) lost"));
+  EXPECT_THAT(s->message(),
+              HasSubstr("rank 1 (w2 on hostb pid 100, hostb:1) lost"));
   v1::HeartbeatRequest r;
   r.set_worker_id("w2");
   EXPECT_TRUE(absl::IsNotFound(c_->Heartbeat(r).status()));

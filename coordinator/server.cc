@@ -35,21 +35,20 @@ absl::Status RunCoordinator(const ServerOptions& options) {
   const std::string address = absl::StrCat(
       options.listen.substr(0, options.listen.rfind(':')), ":", port);
   if (!options.address_file.empty()) {
-    RETURN_IF_ERROR(AnnotateStatus(
-        WriteFileAtomic(options.address_file, address + "\n"),
-        "--address-file"));
+    RETURN_IF_ERROR(
+        AnnotateStatus(WriteFileAtomic(options.address_file, address + "\n"),
+                       "--address-file"));
   }
   if (options.coordinator.log) {
-    options.coordinator.log(absl::StrCat(
-        "coordinator listening on ", address, ", storage ",
-        options.coordinator.storage_dir));
+    options.coordinator.log(absl::StrCat("coordinator listening on ", address,
+                                         ", storage ",
+                                         options.coordinator.storage_dir));
   }
   while (!options.shutdown->load()) {
     coordinator.Tick();
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  server->Shutdown(std::chrono::system_clock::now() +
-                   std::chrono::seconds(2));
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   return absl::OkStatus();
 }
 

@@ -41,9 +41,9 @@ grpc::Status JobServiceImpl::WatchJob(
     grpc::ServerWriter<v1::JobStatus>* writer) {
   int64_t version = -1, events_seen = 0;
   while (!context->IsCancelled() && !shutdown_->load()) {
-    absl::StatusOr<v1::JobStatus> s = c_->WaitForChange(
-        req->name(), &version, &events_seen,
-        absl::Now() + absl::Milliseconds(500));
+    absl::StatusOr<v1::JobStatus> s =
+        c_->WaitForChange(req->name(), &version, &events_seen,
+                          absl::Now() + absl::Milliseconds(500));
     if (!s.ok()) return ToGrpc(s.status());
     if (!writer->Write(*s)) return grpc::Status::OK;  // the client left
     if (IsTerminal(s->state())) return grpc::Status::OK;
@@ -106,7 +106,8 @@ grpc::Status ClusterServiceImpl::FetchCheckpoint(
   m.set_model_tensors(static_cast<int32_t>(loaded->model.size()));
   m.set_optimizer_tensors(static_cast<int32_t>(loaded->optimizer.size()));
   for (int part = 0; part < 2; ++part) {
-    for (const auto& [name, t] : part == 0 ? loaded->model : loaded->optimizer) {
+    for (const auto& [name, t] :
+         part == 0 ? loaded->model : loaded->optimizer) {
       TensorToWire(name, part == 1, t, m.mutable_tensor());
       if (!writer->Write(m)) return grpc::Status::OK;
       m.clear_job_json();

@@ -7,8 +7,8 @@
 
 #include "absl/status/status.h"
 #include "core/checkpoint.h"
-#include "core/tensor.h"
 #include "core/optimizer.h"
+#include "core/tensor.h"
 
 namespace lockstep {
 

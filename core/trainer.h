@@ -36,17 +36,17 @@ struct TrainResult {
   bool finished = false;  // false: stopped early (stop_after_steps/signal)
   int64_t steps = 0;      // global steps done in total
   int64_t total_steps = 0;
-  int64_t epochs = 0;     // completed epochs
+  int64_t epochs = 0;  // completed epochs
   int64_t resumed_from_step = 0;
   double train_loss = 0;  // mean over the last epoch run (or part of it)
   double train_accuracy = 0;
-  double test_loss = 0;   // last evaluation
+  double test_loss = 0;  // last evaluation
   double test_accuracy = 0;
   double samples_per_sec = 0;  // training samples / training seconds, this run
   double wall_seconds = 0;
   int64_t num_parameters = 0;
-  std::string fingerprint;   // of all parameter bytes (core/fingerprint.h)
-  std::string result_path;   // .../result.json ("" when not finished)
+  std::string fingerprint;      // of all parameter bytes (core/fingerprint.h)
+  std::string result_path;      // .../result.json ("" when not finished)
   std::string checkpoint_path;  // the last committed checkpoint
 };
 

@@ -9,14 +9,13 @@ absl::Status FromGrpc(const grpc::Status& status, absl::string_view what) {
   if (status.ok()) return absl::OkStatus();
   const auto code = static_cast<absl::StatusCode>(status.error_code());
   if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-    return absl::UnavailableError(
-        absl::StrCat(what, ": peer unreachable or gone (",
-                     status.error_message(), ")"));
+    return absl::UnavailableError(absl::StrCat(
+        what, ": peer unreachable or gone (", status.error_message(), ")"));
   }
   if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        what, ": no answer before the deadline (", status.error_message(),
-        ")"));
+    return absl::DeadlineExceededError(
+        absl::StrCat(what, ": no answer before the deadline (",
+                     status.error_message(), ")"));
   }
   return absl::Status(code, absl::StrCat(what, ": ", status.error_message()));
 }
@@ -51,8 +50,8 @@ void ConfigureServer(grpc::ServerBuilder& builder) {
   builder.SetMaxReceiveMessageSize(-1);
   builder.SetMaxSendMessageSize(-1);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
-                             5000);
+  builder.AddChannelArgument(
+      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
 }
 

@@ -24,8 +24,8 @@ absl::StatusOr<Tensor> TensorFromWire(const lockstep::v1::TensorData& data) {
   int64_t n = 1;
   for (int64_t d : data.shape()) {
     if (d < 0) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "tensor %s: negative dimension %d", data.name(), d));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("tensor %s: negative dimension %d", data.name(), d));
     }
     shape.push_back(d);
     n *= d;

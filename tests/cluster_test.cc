@@ -25,9 +25,9 @@ namespace {
 using testing::LocalCluster;
 using testing::NewTempDir;
 using testing::ReadFileOrEmpty;
+using testing::Runfile;
 using testing::RunProcess;
 using testing::RunResult;
-using testing::Runfile;
 using testing::Subprocess;
 using testing::WriteStringToFile;
 
@@ -134,9 +134,9 @@ TEST_F(ClusterTest, TwoWorkersTrainLikeOneProcessAndLeaveVerifiedFiles) {
 
   // The same job in one process (2 local replicas) ends with the same bytes:
   // for two ranks the ring sum g0 + g1 is the local sum.
-  RunResult local = RunProcess({Binary(), "train", job, "--storage",
-                                dir_ + "/local", "--threads", "1"},
-                               dir_, kTimeout);
+  RunResult local = RunProcess(
+      {Binary(), "train", job, "--storage", dir_ + "/local", "--threads", "1"},
+      dir_, kTimeout);
   ASSERT_EQ(local.exit.exit_code, 0) << local.err;
   nlohmann::json lres = Result(dir_ + "/local", "tiny");
   EXPECT_EQ(res["fingerprint"], lres["fingerprint"]);
@@ -181,15 +181,17 @@ TEST_F(ClusterTest, TwoWorkersTrainLikeOneProcessAndLeaveVerifiedFiles) {
   EXPECT_NE(st.out.find(res["fingerprint"].get<std::string>()),
             std::string::npos);
   RunResult list = Client({"list"});
-  EXPECT_TRUE(std::regex_search(list.out, std::regex(R"(tiny\s+SUCCEEDED\s+1\s+96/96\s+0\.\d{4})")))
+  EXPECT_TRUE(std::regex_search(
+      list.out, std::regex(R"(tiny\s+SUCCEEDED\s+1\s+96/96\s+0\.\d{4})")))
       << list.out;
   EXPECT_NE(list.out.find("workers: 2"), std::string::npos) << list.out;
 }
 
 TEST_F(ClusterTest, PendingUntilEnoughWorkersAndCancellable) {
   StartWorkers(1, /*replicas=*/2);
-  RunResult sub = Client({"submit", WriteJob(TinyJob({{"name", "wide"},
-                                                      {"cluster", {{"workers", 3}}}}))});
+  RunResult sub = Client(
+      {"submit",
+       WriteJob(TinyJob({{"name", "wide"}, {"cluster", {{"workers", 3}}}}))});
   ASSERT_EQ(sub.exit.exit_code, 0) << sub.err;
   EXPECT_NE(sub.out.find("submitted job wide: PENDING"), std::string::npos)
       << sub.out;
@@ -203,12 +205,13 @@ TEST_F(ClusterTest, PendingUntilEnoughWorkersAndCancellable) {
   EXPECT_NE(c.out.find("job wide: CANCELLED"), std::string::npos) << c.out;
   // A job the single worker can run alone still runs afterwards, with two
   // replicas on it.
-  RunResult one = Client(
-      {"submit",
-       WriteJob(TinyJob({{"name", "solo"},
-                         {"epochs", 1},
-                         {"cluster", {{"workers", 1}, {"replicas_per_worker", 2}}}})),
-       "--wait"});
+  RunResult one =
+      Client({"submit",
+              WriteJob(TinyJob(
+                  {{"name", "solo"},
+                   {"epochs", 1},
+                   {"cluster", {{"workers", 1}, {"replicas_per_worker", 2}}}})),
+              "--wait"});
   EXPECT_EQ(one.exit.exit_code, 0) << one.out << one.err;
   EXPECT_EQ(Result(storage_, "solo")["replicas"], 2);
 }
@@ -229,7 +232,9 @@ TEST_F(ClusterTest, CancelStopsARunningJobAndFreesTheWorkers) {
   EXPECT_NE(last.find("job slow: RUNNING (generation 1)"), std::string::npos)
       << last;
   EXPECT_TRUE(std::regex_search(
-      last, std::regex(R"(rank 1 w2\s+\S+ pid \d+\s+127\.0\.0\.1:\d+\s+1 replicas\s+heartbeat \d+\.\ds ago)")))
+      last,
+      std::regex(
+          R"(rank 1 w2\s+\S+ pid \d+\s+127\.0\.0\.1:\d+\s+1 replicas\s+heartbeat \d+\.\ds ago)")))
       << last;
   EXPECT_NE(last.find("replicas 1-1 of 2: samples [16, 32) of each global "
                       "batch of 32"),
@@ -251,8 +256,9 @@ TEST_F(ClusterTest, CancelStopsARunningJobAndFreesTheWorkers) {
         << w->Stdout();
   }
   // Both workers are free again: the next job runs to the end.
-  RunResult next = Client(
-      {"submit", WriteJob(TinyJob({{"name", "after"}, {"epochs", 1}})), "--wait"});
+  RunResult next =
+      Client({"submit", WriteJob(TinyJob({{"name", "after"}, {"epochs", 1}})),
+              "--wait"});
   EXPECT_EQ(next.exit.exit_code, 0) << next.out << next.err;
   RunResult w = Client({"watch", "slow"});
   EXPECT_EQ(w.exit.exit_code, 1);  // watching a cancelled job: not a success
@@ -267,33 +273,33 @@ TEST_F(ClusterTest, RefusalsSayWhatIsWrong) {
   EXPECT_EQ(c.exit.exit_code, 2);
   EXPECT_NE(c.err.find("no job named \"nope\""), std::string::npos) << c.err;
 
-  RunResult nccl = Client({"submit", WriteJob(TinyJob(
-                                         {{"cluster", {{"collective", "nccl"}}}}))});
+  RunResult nccl = Client(
+      {"submit", WriteJob(TinyJob({{"cluster", {{"collective", "nccl"}}}}))});
   EXPECT_EQ(nccl.exit.exit_code, 2);
   EXPECT_NE(nccl.err.find("cluster.collective: \"nccl\" needs GPU workers"),
             std::string::npos)
       << nccl.err;
 
-  RunResult bad = Client({"submit", WriteJob(TinyJob(
-                                        {{"optimizer", {{"learning_rate", -1}}}}))});
+  RunResult bad = Client(
+      {"submit", WriteJob(TinyJob({{"optimizer", {{"learning_rate", -1}}}}))});
   EXPECT_EQ(bad.exit.exit_code, 2);
   EXPECT_NE(bad.err.find("optimizer.learning_rate: must be > 0"),
             std::string::npos)
       << bad.err;
 
-  RunResult old = RunProcess(
-      {Binary(), "worker", "--coordinator", address_,
-       "--protocol-version-for-testing", "99"},
-      dir_, 30);
+  RunResult old = RunProcess({Binary(), "worker", "--coordinator", address_,
+                              "--protocol-version-for-testing", "99"},
+                             dir_, 30);
   ASSERT_TRUE(old.exit.exited);
   EXPECT_EQ(old.exit.exit_code, 1);
   EXPECT_NE(old.err.find("protocol version 99 is not this coordinator's (1)"),
             std::string::npos)
       << old.err;
-  EXPECT_NE(cluster_->coordinator().Stdout().find("refused worker"), std::string::npos);
+  EXPECT_NE(cluster_->coordinator().Stdout().find("refused worker"),
+            std::string::npos);
 
-  RunResult none = RunProcess({Binary(), "list", "--coordinator", "127.0.0.1:1"},
-                              dir_, 60);
+  RunResult none =
+      RunProcess({Binary(), "list", "--coordinator", "127.0.0.1:1"}, dir_, 60);
   EXPECT_EQ(none.exit.exit_code, 1);
   EXPECT_NE(none.err.find("unreachable"), std::string::npos) << none.err;
 }

@@ -10,8 +10,8 @@ LocalCluster::LocalCluster(const std::string& dir)
     : dir_(dir), storage_(dir + "/storage") {
   coordinator_ = std::make_unique<Subprocess>(
       std::vector<std::string>{Runfile("client/lockstep"), "coordinator",
-                               "--listen", "127.0.0.1:0", "--storage",
-                               storage_, "--address-file", dir_ + "/address"},
+                               "--listen", "127.0.0.1:0", "--storage", storage_,
+                               "--address-file", dir_ + "/address"},
       dir_);
   for (int i = 0; i < 200 && address_.empty(); ++i) {
     std::string a = ReadFileOrEmpty(dir_ + "/address");
@@ -25,10 +25,10 @@ bool LocalCluster::StartWorkers(int n, int replicas, int threads,
   const size_t first = workers_.size();
   for (int i = 0; i < n; ++i) {
     workers_.push_back(std::make_unique<Subprocess>(
-        std::vector<std::string>{
-            Runfile("client/lockstep"), "worker", "--coordinator", address_,
-            "--replicas", std::to_string(replicas), "--threads",
-            std::to_string(threads)},
+        std::vector<std::string>{Runfile("client/lockstep"), "worker",
+                                 "--coordinator", address_, "--replicas",
+                                 std::to_string(replicas), "--threads",
+                                 std::to_string(threads)},
         dir_));
   }
   for (size_t i = first; i < workers_.size(); ++i) {

@@ -19,9 +19,9 @@ namespace {
 
 using testing::NewTempDir;
 using testing::ReadFileOrEmpty;
+using testing::Runfile;
 using testing::RunProcess;
 using testing::RunResult;
-using testing::Runfile;
 using testing::WriteStringToFile;
 
 class MnistAccuracyTest : public ::testing::Test {
@@ -57,9 +57,9 @@ class MnistAccuracyTest : public ::testing::Test {
   // Trains examples/NAME.json in one process and returns result.json.
   nlohmann::json TrainExample(const std::string& name) {
     const std::string path = ExampleJob(name);
-    RunResult r = RunProcess({Runfile("client/lockstep"), "train", path, "--storage",
-                       tmp_ + "/storage", "--threads", "2"},
-                      tmp_, 900);
+    RunResult r = RunProcess({Runfile("client/lockstep"), "train", path,
+                              "--storage", tmp_ + "/storage", "--threads", "2"},
+                             tmp_, 900);
     EXPECT_TRUE(r.exit.exited) << "timed out";
     EXPECT_EQ(r.exit.exit_code, 0) << r.out << r.err;
     // The log a user sees, for the record.

@@ -50,10 +50,10 @@ absl::StatusOr<bool> UploadCheckpointSlice(
     writer->Write(msg);  // a slice with no tensors still reports in
   }
   writer->WritesDone();
-  RETURN_IF_ERROR(FromGrpc(
-      writer->Finish(),
-      absl::StrFormat("uploading checkpoint slice %d/%d of step %d",
-                      info.rank, info.world_size, state.step)));
+  RETURN_IF_ERROR(
+      FromGrpc(writer->Finish(),
+               absl::StrFormat("uploading checkpoint slice %d/%d of step %d",
+                               info.rank, info.world_size, state.step)));
   return ack.committed();
 }
 
@@ -97,8 +97,8 @@ absl::StatusOr<LoadedCheckpoint> FetchCheckpoint(
   RETURN_IF_ERROR(FromGrpc(reader->Finish(), what));
   RETURN_IF_ERROR(AnnotateStatus(bad, what));
   if (first) return absl::DataLossError(what + ": the stream was empty");
-  loaded.path = absl::StrFormat("%s (from the coordinator)",
-                                CheckpointFolderName(step));
+  loaded.path =
+      absl::StrFormat("%s (from the coordinator)", CheckpointFolderName(step));
   return loaded;
 }
 

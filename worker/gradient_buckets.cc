@@ -119,8 +119,8 @@ void GradientBuckets::Loop() {
     {
       absl::MutexLock lock(&mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return shutdown_ || (active_ && next_ < num_buckets() &&
-                             pending_[next_] == 0);
+        return shutdown_ ||
+               (active_ && next_ < num_buckets() && pending_[next_] == 0);
       };
       while (!ready()) cv_.Wait(&mu_);
       if (shutdown_) return;

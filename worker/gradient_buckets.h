@@ -21,7 +21,7 @@ namespace lockstep {
 struct BucketStats {
   int64_t bytes = 0;             // gradient bytes all-reduced per step
   double allreduce_seconds = 0;  // summed over buckets, last step
-  double wait_seconds = 0;  // time FinishStep waited after backward ended
+  double wait_seconds = 0;       // time FinishStep waited after backward ended
 };
 
 class GradientBuckets {
@@ -67,8 +67,8 @@ class GradientBuckets {
   mutable absl::Mutex mu_;
   absl::CondVar cv_;
   std::vector<int> pending_ ABSL_GUARDED_BY(mu_);  // params left per bucket
-  int next_ ABSL_GUARDED_BY(mu_) = 0;   // next bucket the thread reduces
-  int done_ ABSL_GUARDED_BY(mu_) = 0;   // buckets finished this step
+  int next_ ABSL_GUARDED_BY(mu_) = 0;  // next bucket the thread reduces
+  int done_ ABSL_GUARDED_BY(mu_) = 0;  // buckets finished this step
   bool active_ ABSL_GUARDED_BY(mu_) = false;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;

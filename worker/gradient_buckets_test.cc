@@ -60,8 +60,9 @@ TEST(GradientBucketsTest, SumsOverRanksWhateverTheReadyOrder) {
         for (int step = 0; step < 3 && status[r].ok(); ++step) {
           b.BeginStep(1, step);
           // Backward order on even ranks, shuffled on odd ones.
-          const std::vector<int> order = r % 2 ? std::vector<int>{2, 4, 0, 3, 1}
-                                               : std::vector<int>{4, 3, 2, 1, 0};
+          const std::vector<int> order = r % 2
+                                             ? std::vector<int>{2, 4, 0, 3, 1}
+                                             : std::vector<int>{4, 3, 2, 1, 0};
           for (int i : order) b.ParamReady(i);
           status[r] = b.FinishStep();
           // Restore the inputs for the next step.
@@ -104,7 +105,8 @@ TEST(GradientBucketsTest, OneStepSumIsExact) {
       const Tensor& g = owned[r][i]->grad;
       for (int64_t k = 0; k < g.size(); ++k) {
         // (1 + 2 + 3) + 3 * k/8: small integers and eighths, exact in float.
-        ASSERT_EQ(g.data()[k], 6 + 3 * (k / 8.0f)) << "param " << i << " k " << k;
+        ASSERT_EQ(g.data()[k], 6 + 3 * (k / 8.0f))
+            << "param " << i << " k " << k;
       }
     }
   }

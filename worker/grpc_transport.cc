@@ -141,9 +141,9 @@ void GrpcRingTransport::Abort(const absl::Status& reason) {
 }
 
 void GrpcRingTransport::LinkBroken(const std::string& detail) {
-  Fail(absl::UnavailableError(absl::StrFormat(
-      "the stream from rank %d (%s) broke: %s", prev_rank(),
-      options_.peers[prev_rank()], detail)));
+  Fail(absl::UnavailableError(
+      absl::StrFormat("the stream from rank %d (%s) broke: %s", prev_rank(),
+                      options_.peers[prev_rank()], detail)));
 }
 
 absl::Status GrpcRingTransport::Deliver(CollectiveChunk& chunk) {
@@ -172,9 +172,9 @@ absl::Status GrpcRingTransport::Deliver(CollectiveChunk& chunk) {
     absl::MutexLock lock(&mu_);
     auto [it, inserted] = mailbox_.try_emplace(tag);
     if (!inserted) {
-      refusal = absl::FailedPreconditionError(absl::StrCat(
-          "refused a second message with ", TagToString(tag),
-          " from rank ", prev_rank()));
+      refusal = absl::FailedPreconditionError(
+          absl::StrCat("refused a second message with ", TagToString(tag),
+                       " from rank ", prev_rank()));
     } else {
       it->second = std::move(*chunk.mutable_data());
       arrived_.SignalAll();

@@ -128,10 +128,9 @@ TEST(GrpcTransportTest, RingAllReduceMatchesSerialSumBitwise) {
     for (auto& t : threads) t.join();
     const std::vector<float> want = Expected(world, n);
     for (int r = 0; r < world; ++r) {
-      ASSERT_TRUE(status[r].ok()) << "n=" << n << " rank " << r << ": "
-                                  << status[r];
-      ASSERT_EQ(0, std::memcmp(want.data(), data[r].data(),
-                               sizeof(float) * n))
+      ASSERT_TRUE(status[r].ok())
+          << "n=" << n << " rank " << r << ": " << status[r];
+      ASSERT_EQ(0, std::memcmp(want.data(), data[r].data(), sizeof(float) * n))
           << "n=" << n << " rank " << r;
     }
   }
@@ -225,9 +224,8 @@ TEST(GrpcTransportTest, DeadPeerGivesUnavailableNamingTheRank) {
   absl::Status s = t.SendToNext(CollectiveTag{1, 0, 0, 0}, &x, 1);
   ASSERT_TRUE(s.ok());
   // wait_for_ready keeps retrying a refused connection; Abort ends it.
-  absl::StatusOr<std::string> got =
-      t.RecvFromPrev(CollectiveTag{1, 0, 0, 0},
-                     absl::Now() + absl::Milliseconds(300));
+  absl::StatusOr<std::string> got = t.RecvFromPrev(
+      CollectiveTag{1, 0, 0, 0}, absl::Now() + absl::Milliseconds(300));
   EXPECT_TRUE(absl::IsDeadlineExceeded(got.status())) << got.status();
   EXPECT_THAT(got.status().message(), HasSubstr("rank 1 (127.0.0.1:1)"));
   t.Abort(absl::CancelledError("test over"));

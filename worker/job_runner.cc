@@ -118,7 +118,8 @@ absl::Status JobRunner::Setup() {
   std::vector<int64_t> ids;
   for (int64_t i = 0; i < r; ++i) ids.push_back(a_.rank() * r + i);
   ASSIGN_OR_RETURN(replicas_, ReplicaSet::Create(spec_, ids, ctx_.threads));
-  RETURN_IF_ERROR(CheckDataFitsModel(spec_, replicas_->primary(), train_, test));
+  RETURN_IF_ERROR(
+      CheckDataFitsModel(spec_, replicas_->primary(), train_, test));
   test_total_ = test.num_samples;
   test_shard_ = Rows(test, test.num_samples * a_.rank() / world,
                      test.num_samples * (a_.rank() + 1) / world);
@@ -143,9 +144,9 @@ absl::Status JobRunner::Setup() {
   ring.lanes = ctx_.lanes;
   transport_ = std::make_shared<GrpcRingTransport>(ring);
   ctx_.collective->Attach(transport_);
-  buckets_ = std::make_unique<GradientBuckets>(
-      replicas_->params(), spec_.cluster.bucket_kib * 1024, transport_.get(),
-      Ring());
+  buckets_ = std::make_unique<GradientBuckets>(replicas_->params(),
+                                               spec_.cluster.bucket_kib * 1024,
+                                               transport_.get(), Ring());
   return absl::OkStatus();
 }
 
@@ -162,9 +163,9 @@ absl::Status JobRunner::Restore() {
 
 absl::Status JobRunner::Step(Batch& batch, BatchLoss* global) {
   buckets_->BeginStep(a_.generation(), batch.global_step);
-  const BatchLoss local = replicas_->ComputeGradients(
-      batch, spec_.loss, spec_.seed,
-      [this](int i) { buckets_->ParamReady(i); });
+  const BatchLoss local =
+      replicas_->ComputeGradients(batch, spec_.loss, spec_.seed,
+                                  [this](int i) { buckets_->ParamReady(i); });
   RETURN_IF_ERROR(buckets_->FinishStep());
   float m[3] = {static_cast<float>(local.loss_sum),
                 static_cast<float>(local.correct),
@@ -211,9 +212,8 @@ absl::Status JobRunner::Checkpoint(int64_t step, const BatchLoss& metrics) {
   for (Param* p : replicas_->params()) model.emplace_back(p->name, &p->value);
   for (auto& [name, t] : optimizer_->StateTensors()) opt.emplace_back(name, t);
   SliceInfo info{a_.job(), a_.generation(), a_.rank(), a_.world_size()};
-  ASSIGN_OR_RETURN(bool committed, UploadCheckpointSlice(ctx_.coordinator,
-                                                         info, state, model,
-                                                         opt));
+  ASSIGN_OR_RETURN(bool committed, UploadCheckpointSlice(ctx_.coordinator, info,
+                                                         state, model, opt));
   (void)committed;
   return absl::OkStatus();
 }
@@ -227,9 +227,9 @@ absl::Status JobRunner::Report(lockstep::v1::ProgressReport& report) {
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::seconds(30));
   lockstep::v1::ReportResponse response;
-  RETURN_IF_ERROR(FromGrpc(
-      ctx_.coordinator->ReportProgress(&context, report, &response),
-      "reporting progress to the coordinator"));
+  RETURN_IF_ERROR(
+      FromGrpc(ctx_.coordinator->ReportProgress(&context, report, &response),
+               "reporting progress to the coordinator"));
   if (response.stop()) {
     return absl::CancelledError(
         absl::StrCat("the coordinator stopped the job: ", response.reason()));
@@ -315,8 +315,7 @@ absl::Status JobRunner::Run() {
             a_.job(), (step_ + spe - 1) / spe, epoch_metrics.mean_loss(),
             epoch_metrics.accuracy(), last_eval_.mean_loss(),
             last_eval_.accuracy(), last_eval_.count, SecondsSince(e0)));
-        for (const auto& [tag, v] :
-             std::vector<std::pair<std::string, double>>{
+        for (const auto& [tag, v] : std::vector<std::pair<std::string, double>>{
                  {"eval/loss", last_eval_.mean_loss()},
                  {"eval/accuracy", last_eval_.accuracy()},
                  {"epoch/train_loss", epoch_metrics.mean_loss()},
@@ -340,8 +339,8 @@ absl::Status JobRunner::Run() {
     if (fingerprint || report_due) {
       pending.set_step(step_);
       pending.set_total_steps(total_steps_);
-      pending.set_epoch(std::min(step_ / spe + (epoch_end ? 0 : 1),
-                                 total_epochs));
+      pending.set_epoch(
+          std::min(step_ / spe + (epoch_end ? 0 : 1), total_epochs));
       pending.set_loss(epoch_metrics.mean_loss());
       pending.set_accuracy(epoch_metrics.accuracy());
       const double rate = seconds_since > 0 ? samples_since / seconds_since : 0;
@@ -388,8 +387,7 @@ void JobRunner::Finish(const absl::Status& status) {
     req.set_train_accuracy(last_epoch_.accuracy());
     req.set_test_loss(last_eval_.mean_loss());
     req.set_test_accuracy(last_eval_.accuracy());
-    req.set_samples_per_sec(train_seconds_ > 0 ? samples_ / train_seconds_
-                                               : 0);
+    req.set_samples_per_sec(train_seconds_ > 0 ? samples_ / train_seconds_ : 0);
     req.set_epochs(step_ / std::max<int64_t>(plan_->steps_per_epoch(), 1));
     req.set_num_parameters(replicas_->primary().num_parameters());
   }
@@ -397,8 +395,8 @@ void JobRunner::Finish(const absl::Status& status) {
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::seconds(30));
   lockstep::v1::FinishResponse response;
-  absl::Status s = FromGrpc(
-      ctx_.coordinator->Finish(&context, req, &response), "Finish");
+  absl::Status s =
+      FromGrpc(ctx_.coordinator->Finish(&context, req, &response), "Finish");
   if (!s.ok()) Log(absl::StrCat("warning: ", s.message()));
 }
 

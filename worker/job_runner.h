@@ -18,7 +18,7 @@ namespace lockstep {
 struct RunnerContext {
   std::string worker_id;
   lockstep::v1::Coordinator::Stub* coordinator = nullptr;  // not owned
-  CollectiveService* collective = nullptr;                  // not owned
+  CollectiveService* collective = nullptr;                 // not owned
   int threads = 0;  // compute threads; 0 = every core
   int lanes = 2;    // ring streams to the next rank
   absl::Duration collective_timeout = absl::Seconds(120);

@@ -12,8 +12,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
-#include "core/version.h"
 #include "core/status_macros.h"
+#include "core/version.h"
 #include "proto/cluster.grpc.pb.h"
 #include "proto/rpc_util.h"
 #include "worker/grpc_transport.h"
@@ -87,7 +87,8 @@ absl::Status WorkerDaemon::Register() {
                                ? resp.heartbeat_interval_seconds()
                                : 1.0;
       coordinator_down_logged_ = false;
-      Log(absl::StrFormat("registered with %s as %s (collective service %s, "
+      Log(
+          absl::StrFormat("registered with %s as %s (collective service %s, "
                           "%d replicas)",
                           o_.coordinator, worker_id_, address_, o_.replicas));
       return absl::OkStatus();
@@ -113,8 +114,8 @@ void WorkerDaemon::StartJob(const lockstep::v1::Assignment& a) {
   runner_.lanes = o_.lanes;
   runner_.stop = &job_stop_;
   runner_.log = o_.log;
-  Log(absl::StrFormat("starting job %s generation %d as rank %d of %d",
-                      a.job(), a.generation(), a.rank(), a.world_size()));
+  Log(absl::StrFormat("starting job %s generation %d as rank %d of %d", a.job(),
+                      a.generation(), a.rank(), a.world_size()));
   job_thread_ = std::make_unique<std::thread>([this] {
     absl::Status s = RunAssignment(assignment_, runner_);
     Log(s.ok() ? absl::StrFormat("job %s: my part is done", assignment_.job())
@@ -180,14 +181,14 @@ absl::Status WorkerDaemon::Run() {
   grpc::ServerBuilder builder;
   ConfigureServer(builder);
   int port = 0;
-  builder.AddListeningPort(o_.listen, grpc::InsecureServerCredentials(),
-                           &port);
+  builder.AddListeningPort(o_.listen, grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(&collective_);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "--listen ", o_.listen, ": cannot listen there (in use or not a "
-        "local address?)"));
+    return absl::UnavailableError(
+        absl::StrCat("--listen ", o_.listen,
+                     ": cannot listen there (in use or not a "
+                     "local address?)"));
   }
   if (!o_.advertise.empty()) {
     address_ = o_.advertise;
@@ -213,8 +214,7 @@ absl::Status WorkerDaemon::Run() {
     job_thread_->join();
     job_thread_.reset();
   }
-  server->Shutdown(std::chrono::system_clock::now() +
-                   std::chrono::seconds(2));
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   if (absl::IsCancelled(s)) return absl::OkStatus();
   return s;
 }

@@ -13,13 +13,13 @@
 namespace lockstep {
 
 struct WorkerOptions {
-  std::string coordinator;              // host:port
-  std::string listen = "127.0.0.1:0";   // the collective service
+  std::string coordinator;             // host:port
+  std::string listen = "127.0.0.1:0";  // the collective service
   // The address peers dial; default: listen's host with the bound port.
   std::string advertise;
-  int replicas = 1;   // CPU replicas offered
-  int threads = 0;    // compute threads; 0 = every core
-  int lanes = 2;      // ring streams to the next rank
+  int replicas = 1;  // CPU replicas offered
+  int threads = 0;   // compute threads; 0 = every core
+  int lanes = 2;     // ring streams to the next rank
   // Overrides the protocol version sent at registration (tests only).
   int protocol_version = -1;
   // Set by a signal handler: stop the running job and return.
