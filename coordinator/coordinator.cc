@@ -85,6 +85,11 @@ absl::StatusOr<JobStatus> Coordinator::Submit(const std::string& job_json) {
         spec.name, JobStateName(old->status.state())));
   }
   auto job = std::make_unique<Job>();
+  // Generations keep counting across resubmissions of a name, so nothing
+  // left over from an earlier run can pass for the new one.
+  if (Job* old = FindJob(spec.name); old != nullptr) {
+    job->status.set_generation(old->status.generation());
+  }
   job->name = spec.name;
   job->job_json = JobSpecToJson(spec);
   job->spec = std::move(spec);
@@ -344,6 +349,15 @@ bool Coordinator::TryStart(Job& job) {
 
 void Coordinator::EndJob(Job& job, JobState state, const std::string& message) {
   if (IsTerminal(job.status.state())) return;
+  // Its workers are free for other jobs; one still running it gets STOP
+  // at its next heartbeat (its job is no longer its assignment).
+  for (const std::string& id : job.ranks) {
+    auto w = workers_.find(id);
+    if (w != workers_.end() && w->second.job == job.name) {
+      w->second.job.clear();
+      w->second.rank = -1;
+    }
+  }
   job.status.set_state(state);
   job.status.set_message(message);
   job.status.set_wall_seconds(

@@ -173,16 +173,34 @@ TEST_F(ClusterTest, TwoWorkersTrainLikeOneProcessAndLeaveVerifiedFiles) {
   EXPECT_EQ(losses, 9);  // every 10 of 96 steps
   EXPECT_EQ(evals, 3);
 
+  // Submitted again with more epochs, the job resumes from its last
+  // checkpoint (the workers fetch it from the coordinator) and ends with the
+  // bytes of an uninterrupted 6-epoch run.
+  const std::string longer = WriteJob(TinyJob({{"epochs", 6}}), "longer.json");
+  RunResult again = Client({"submit", longer, "--wait"});
+  ASSERT_EQ(again.exit.exit_code, 0) << again.out << again.err;
+  EXPECT_NE(again.out.find("RUNNING generation 2 from step 96"),
+            std::string::npos)
+      << again.out;
+  RunResult straight = RunProcess({Binary(), "train", longer, "--storage",
+                                   dir_ + "/straight", "--threads", "1"},
+                                  dir_, kTimeout);
+  ASSERT_EQ(straight.exit.exit_code, 0) << straight.err;
+  EXPECT_EQ(Result(storage_, "tiny")["steps"], 192);
+  EXPECT_EQ(Result(storage_, "tiny")["fingerprint"],
+            Result(dir_ + "/straight", "tiny")["fingerprint"]);
+  res = Result(storage_, "tiny");
+
   RunResult st = Client({"status", "tiny"});
   EXPECT_EQ(st.exit.exit_code, 0);
-  EXPECT_NE(st.out.find("job tiny: SUCCEEDED (generation 1)"),
+  EXPECT_NE(st.out.find("job tiny: SUCCEEDED (generation 2)"),
             std::string::npos)
       << st.out;
   EXPECT_NE(st.out.find(res["fingerprint"].get<std::string>()),
             std::string::npos);
   RunResult list = Client({"list"});
   EXPECT_TRUE(std::regex_search(
-      list.out, std::regex(R"(tiny\s+SUCCEEDED\s+1\s+96/96\s+0\.\d{4})")))
+      list.out, std::regex(R"(tiny\s+SUCCEEDED\s+2\s+192/192\s+[01]\.\d{4})")))
       << list.out;
   EXPECT_NE(list.out.find("workers: 2"), std::string::npos) << list.out;
 }

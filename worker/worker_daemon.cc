@@ -199,8 +199,8 @@ absl::Status WorkerDaemon::Run() {
   stub_ = lockstep::v1::Coordinator::NewStub(MakeChannel(o_.coordinator));
   absl::Status s = Register();
   while (s.ok() && !ShuttingDown()) {
+    ReapJob();  // first, so a finished job is not reported as running
     Heartbeat();
-    ReapJob();
     // Short sleeps so a shutdown or a finished job is noticed quickly.
     const auto until = std::chrono::steady_clock::now() +
                        std::chrono::duration<double>(heartbeat_seconds_);
