@@ -5,7 +5,7 @@
 //
 //   allreduce_lockstep --rank R --world W --rendezvous DIR
 //       [--sizes 4K,1M,...] [--iters N] [--warmup N] [--lanes N]
-//       [--chunk-elements N] [--timeout-s S]
+//       [--chunk-elements N] [--timeout-s S] [--deadline-s S]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -62,19 +63,17 @@ struct BenchFlags {
 
 // "4K" -> 4096, "256M", "1G", or plain bytes; a whole number of float32s.
 absl::StatusOr<int64_t> ParseSize(absl::string_view text) {
-  int64_t unit = 1;
   absl::string_view digits = text;
-  if (!text.empty()) {
-    switch (text.back()) {
-      case 'K': case 'k': unit = int64_t{1} << 10; break;
-      case 'M': case 'm': unit = int64_t{1} << 20; break;
-      case 'G': case 'g': unit = int64_t{1} << 30; break;
-      default: break;
-    }
-    if (unit != 1) digits.remove_suffix(1);
-  }
+  const char suffix = text.empty() ? '\0' : absl::ascii_toupper(text.back());
+  const int shift = suffix == 'K'   ? 10
+                    : suffix == 'M' ? 20
+                    : suffix == 'G' ? 30
+                                    : 0;
+  if (shift > 0) digits.remove_suffix(1);
+  const int64_t unit = int64_t{1} << shift;
   int64_t n = 0;
-  if (!absl::SimpleAtoi(digits, &n) || n <= 0 || n > (int64_t{1} << 34) / unit) {
+  if (!absl::SimpleAtoi(digits, &n) || n <= 0 ||
+      n > (int64_t{1} << 34) / unit) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--sizes: \"", text, "\" is not a size like 4096, 64K, 16M or 1G"));
   }
@@ -124,8 +123,9 @@ absl::StatusOr<BenchFlags> ParseBenchFlags(int argc, char** argv) {
   b.rank = static_cast<int>(rank);
   b.world = static_cast<int>(world);
   b.lanes = static_cast<int>(lanes);
-  for (absl::string_view s : absl::StrSplit(
-           f.Get("sizes", "4K,64K,1M,4M,16M,64M,256M"), ',', absl::SkipEmpty())) {
+  for (absl::string_view s :
+       absl::StrSplit(f.Get("sizes", "4K,64K,1M,4M,16M,64M,256M"), ',',
+                      absl::SkipEmpty())) {
     ASSIGN_OR_RETURN(const int64_t bytes, ParseSize(s));
     b.sizes.push_back(bytes);
   }
@@ -165,11 +165,11 @@ absl::StatusOr<std::vector<std::string>> ExchangeAddresses(
     }
     if (missing.empty()) return peers;
     if (absl::Now() > give_up) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "rank ", b.rank, " waited ", absl::FormatDuration(wait), " in ",
-          b.rendezvous, " for the addresses of rank(s) ",
-          absl::StrJoin(missing, ", "),
-          " (files rank-N); did those processes start?"));
+      return absl::DeadlineExceededError(
+          absl::StrCat("rank ", b.rank, " waited ", absl::FormatDuration(wait),
+                       " in ", b.rendezvous, " for the addresses of rank(s) ",
+                       absl::StrJoin(missing, ", "),
+                       " (files rank-N); did those processes start?"));
     }
     absl::SleepFor(absl::Milliseconds(10));
   }
@@ -241,9 +241,9 @@ class Bench {
     for (size_t i = 0; i < data.size(); ++i) {
       const float want = float(w * (w + 1) / 2 + w * int64_t(i % 7));
       if (data[i] != want) {
-        return absl::InternalError(absl::StrCat(
-            "wrong sum at element ", i, " of ", bytes, " bytes: got ", data[i],
-            ", want ", want));
+        return absl::InternalError(absl::StrCat("wrong sum at element ", i,
+                                                " of ", bytes, " bytes: got ",
+                                                data[i], ", want ", want));
       }
     }
     return absl::OkStatus();
@@ -283,10 +283,11 @@ absl::Status Run(const BenchFlags& b) {
   absl::Status status = [&]() -> absl::Status {
     Bench bench(b, *transport);
     if (b.rank == 0) {
-      std::printf("# lockstep grpc ring: world %d, lanes %d, chunk_elements "
-                  "%lld, warmup %lld\n",
-                  b.world, b.lanes, static_cast<long long>(b.chunk_elements),
-                  static_cast<long long>(b.warmup));
+      std::printf(
+          "# lockstep grpc ring: world %d, lanes %d, chunk_elements "
+          "%lld, warmup %lld\n",
+          b.world, b.lanes, static_cast<long long>(b.chunk_elements),
+          static_cast<long long>(b.warmup));
       std::fflush(stdout);
     }
     RETURN_IF_ERROR(bench.ExchangeSeconds(0).status());  // everyone is up
@@ -313,6 +314,7 @@ absl::Status Run(const BenchFlags& b) {
 }  // namespace lockstep
 
 int main(int argc, char** argv) {
+  lockstep::KeepMessageBuffersResident();  // as the worker daemon does
   absl::StatusOr<lockstep::BenchFlags> flags =
       lockstep::ParseBenchFlags(argc, argv);
   if (!flags.ok()) {

@@ -2,6 +2,8 @@
 // per-daemon collective service that routes streams to transports.
 #include "worker/grpc_transport.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -12,6 +14,11 @@
 namespace lockstep {
 
 using lockstep::v1::CollectiveChunk;
+
+void KeepMessageBuffersResident() {
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+}
 
 GrpcRingTransport::GrpcRingTransport(GrpcRingOptions options)
     : options_(std::move(options)) {

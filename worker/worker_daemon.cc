@@ -222,6 +222,7 @@ absl::Status WorkerDaemon::Run() {
 }  // namespace
 
 absl::Status RunWorker(const WorkerOptions& options) {
+  KeepMessageBuffersResident();
   WorkerDaemon daemon(options);
   return daemon.Run();
 }
