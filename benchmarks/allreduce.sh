@@ -6,7 +6,7 @@
 #
 #   bazel run //benchmarks:allreduce [-- --worlds 2,4 --sizes 4K,...,256M
 #       --iters N --warmup N --lanes N --chunk-elements N --segment-bytes N
-#       --systems lockstep,gloo --timeout S]
+#       --systems lockstep,gloo --repeat K --timeout S]
 set -euo pipefail
 
 readonly PY=/usr/bin/python3
@@ -24,6 +24,9 @@ usage: bazel run //benchmarks:allreduce -- [options]
   --chunk-elements N     lockstep: floats per ring message (default 262144)
   --segment-bytes N      Gloo: max segment in bytes (default Gloo's, 1 MiB)
   --systems LIST         subset of lockstep,gloo (default both)
+  --repeat K             run each system K times per world, alternating, and
+                         keep the best median per size (default 1; use 3 on a
+                         shared machine, where bursts of other work slow runs)
   --timeout S            bound on one system's run at one world (default 600)
 EOF
 }
@@ -41,11 +44,12 @@ lanes=2
 chunk_elements=262144
 segment_bytes=0
 systems=lockstep,gloo
+repeat=1
 timeout_s=600
 while (($# > 0)); do
   case "$1" in
     --worlds | --sizes | --iters | --warmup | --lanes | --chunk-elements | \
-      --segment-bytes | --systems | --timeout)
+      --segment-bytes | --systems | --repeat | --timeout)
       (($# >= 2)) || { usage >&2; die "$1 needs a value"; }
       opt=$1 val=$2
       shift 2
@@ -63,6 +67,7 @@ while (($# > 0)); do
     --chunk-elements) chunk_elements=$val ;;
     --segment-bytes) segment_bytes=$val ;;
     --systems) systems=$val ;;
+    --repeat) repeat=$val ;;
     --timeout) timeout_s=$val ;;
     *) usage >&2; die "unknown option: $opt" ;;
   esac
@@ -70,8 +75,8 @@ done
 
 nonneg_int() { [[ "$1" =~ ^[0-9]+$ ]]; }
 positive_int() { [[ "$1" =~ ^[1-9][0-9]*$ ]]; }
-for v in "$warmup" "$lanes" "$chunk_elements" "$timeout_s"; do
-  positive_int "$v" || die "warmup, lanes, chunk-elements and timeout must be positive integers, got '$v'"
+for v in "$warmup" "$lanes" "$chunk_elements" "$repeat" "$timeout_s"; do
+  positive_int "$v" || die "warmup, lanes, chunk-elements, repeat and timeout must be positive integers, got '$v'"
 done
 nonneg_int "$iters" || die "--iters: '$iters' is not a non-negative integer"
 nonneg_int "$segment_bytes" || die "--segment-bytes: '$segment_bytes' is not a non-negative integer"
@@ -186,13 +191,17 @@ run_system() {
       fi
       rc=0
       wait "$p" || rc=$?
-      ((rc == 0)) || [[ -n "$failed" ]] || failed="rank ${rank_of[$p]} (exit $rc)"
+      if ((rc > 128)); then
+        failed+=" rank ${rank_of[$p]} (killed by signal $((rc - 128)))"
+      elif ((rc != 0)); then
+        failed+=" rank ${rank_of[$p]} (exit $rc)"
+      fi
     done
     pids=("${left[@]}")
     if [[ -n "$failed" ]]; then
       kill_ranks
       show_logs "$dir" "$world"
-      die "$sys at world $world: $failed failed"
+      die "$sys at world $world failed:$failed"
     fi
     ((${#pids[@]} == 0)) && break
     if ((SECONDS >= deadline)); then
@@ -221,9 +230,9 @@ echo "cpu: ${cpu:-unknown}, $cores cores; load average before start: $load"
 echo "one OS process per rank, 127.0.0.1; libgloo-dev $gloo_pkg"
 echo "command: bazel run -c opt //benchmarks:allreduce -- --worlds $worlds --sizes $sizes" \
   "--iters $iters --warmup $warmup --lanes $lanes --chunk-elements $chunk_elements" \
-  "--segment-bytes $segment_bytes --systems $systems"
+  "--segment-bytes $segment_bytes --systems $systems --repeat $repeat"
 echo "per rank: allreduce_lockstep ... ${extra[lockstep]}; allreduce_gloo ... ${extra[gloo]}"
-echo "time = median over iterations (after warm-up) of the slowest rank's time;"
+echo "time = median over iterations (after warm-up) of the slowest rank's time$( ((repeat == 1)) || echo ", best of $repeat runs");"
 echo "busbw = size / time x 2(n-1)/n (GB/s = 1e9 B/s); ratio = lockstep busbw / gloo busbw"
 if "$PY" -c 'import os, sys; sys.exit(0 if os.getloadavg()[0] >= 0.5 * os.cpu_count() else 1)'; then
   echo "WARNING: the machine is busy (load $load on $cores cores): numbers will be low and noisy."
@@ -236,10 +245,12 @@ rows=$tmp/rows
 : >"$rows"
 i=0
 for w in "${worlds_arr[@]}"; do
-  order=("${systems_arr[@]}")
-  if ((i % 2 == 1 && ${#order[@]} == 2)); then order=("${order[1]}" "${order[0]}"); fi
-  for s in "${order[@]}"; do run_system "$s" "$w"; done
-  i=$((i + 1))
+  for ((k = 0; k < repeat; k++)); do
+    order=("${systems_arr[@]}")
+    if ((i % 2 == 1 && ${#order[@]} == 2)); then order=("${order[1]}" "${order[0]}"); fi
+    for s in "${order[@]}"; do run_system "$s" "$w"; done
+    i=$((i + 1))
+  done
 done
 
 # --- Table. -------------------------------------------------------------------
@@ -250,7 +261,9 @@ import sys
 res = {}
 for line in open(sys.argv[1]):
     world, sys_, size, n, median, low = line.split()
-    res[(int(world), sys_, int(size))] = (int(n), float(median))
+    key = (int(world), sys_, int(size))
+    if key not in res or float(median) < res[key][1]:  # best of --repeat runs
+        res[key] = (int(n), float(median))
 
 def human_size(b):
     for unit, f in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):

@@ -6,6 +6,7 @@
 //
 //   allreduce_gloo --rank R --world W --rendezvous DIR [--sizes 4K,1M,...]
 //       [--iters N] [--warmup N] [--segment-bytes N] [--timeout-s S]
+//       [--deadline-s S]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -64,13 +66,16 @@ struct BenchFlags {
 
 // The one adapter from Gloo's exceptions to absl::Status: a timeout says
 // so, other I/O failures are Unavailable.
-absl::Status GlooCall(const std::string& what, const std::function<void()>& fn) {
+absl::Status GlooCall(const std::string& what,
+                      const std::function<void()>& fn) {
   try {
     fn();
     return absl::OkStatus();
   } catch (const gloo::IoException& e) {
     const std::string msg = absl::StrCat(what, ": ", e.what());
-    if (absl::StrContains(e.what(), "imed out")) {
+    const std::string lower = absl::AsciiStrToLower(e.what());
+    if (absl::StrContains(lower, "timed out") ||
+        absl::StrContains(lower, "timeout")) {
       return absl::DeadlineExceededError(msg);
     }
     return absl::UnavailableError(msg);
@@ -83,19 +88,17 @@ absl::Status GlooCall(const std::string& what, const std::function<void()>& fn) 
 
 // "4K" -> 4096, "256M", "1G", or plain bytes; a whole number of float32s.
 absl::StatusOr<int64_t> ParseSize(absl::string_view text) {
-  int64_t unit = 1;
   absl::string_view digits = text;
-  if (!text.empty()) {
-    switch (text.back()) {
-      case 'K': case 'k': unit = int64_t{1} << 10; break;
-      case 'M': case 'm': unit = int64_t{1} << 20; break;
-      case 'G': case 'g': unit = int64_t{1} << 30; break;
-      default: break;
-    }
-    if (unit != 1) digits.remove_suffix(1);
-  }
+  const char suffix = text.empty() ? '\0' : absl::ascii_toupper(text.back());
+  const int shift = suffix == 'K'   ? 10
+                    : suffix == 'M' ? 20
+                    : suffix == 'G' ? 30
+                                    : 0;
+  if (shift > 0) digits.remove_suffix(1);
+  const int64_t unit = int64_t{1} << shift;
   int64_t n = 0;
-  if (!absl::SimpleAtoi(digits, &n) || n <= 0 || n > (int64_t{1} << 34) / unit) {
+  if (!absl::SimpleAtoi(digits, &n) || n <= 0 ||
+      n > (int64_t{1} << 34) / unit) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--sizes: \"", text, "\" is not a size like 4096, 64K, 16M or 1G"));
   }
@@ -145,8 +148,9 @@ absl::StatusOr<BenchFlags> ParseBenchFlags(int argc, char** argv) {
   }
   b.rank = static_cast<int>(rank);
   b.world = static_cast<int>(world);
-  for (absl::string_view s : absl::StrSplit(
-           f.Get("sizes", "4K,64K,1M,4M,16M,64M,256M"), ',', absl::SkipEmpty())) {
+  for (absl::string_view s :
+       absl::StrSplit(f.Get("sizes", "4K,64K,1M,4M,16M,64M,256M"), ',',
+                      absl::SkipEmpty())) {
     ASSIGN_OR_RETURN(const int64_t bytes, ParseSize(s));
     b.sizes.push_back(bytes);
   }
@@ -229,9 +233,9 @@ class Bench {
     for (size_t i = 0; i < data.size(); ++i) {
       const float want = float(w * (w + 1) / 2 + w * int64_t(i % 7));
       if (data[i] != want) {
-        return absl::InternalError(absl::StrCat(
-            "wrong sum at element ", i, " of ", bytes, " bytes: got ", data[i],
-            ", want ", want));
+        return absl::InternalError(absl::StrCat("wrong sum at element ", i,
+                                                " of ", bytes, " bytes: got ",
+                                                data[i], ", want ", want));
       }
     }
     return absl::OkStatus();
@@ -261,14 +265,13 @@ absl::Status Run(const BenchFlags& b) {
       }));
   Bench bench(b, context);
   if (b.rank == 0) {
-    std::printf("# gloo ring (tcp, Gloo %d.%d.%d): world %d, segment %s, "
-                "warmup %lld\n",
-                GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH,
-                b.world,
-                b.segment_bytes > 0
-                    ? absl::StrCat(b.segment_bytes, " bytes").c_str()
-                    : "default (1 MiB)",
-                static_cast<long long>(b.warmup));
+    std::printf(
+        "# gloo ring (tcp, Gloo %d.%d.%d): world %d, segment %s, "
+        "warmup %lld\n",
+        GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH, b.world,
+        b.segment_bytes > 0 ? absl::StrCat(b.segment_bytes, " bytes").c_str()
+                            : "default (1 MiB)",
+        static_cast<long long>(b.warmup));
     std::fflush(stdout);
   }
   RETURN_IF_ERROR(bench.ExchangeSeconds(0).status());  // everyone is up

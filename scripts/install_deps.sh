@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages lockstep needs to build, test and run,
 # skipping what is already there. Usage: scripts/install_deps.sh [--bench]
-# (--bench adds the side-by-side peers: PyTorch with OpenBLAS).
+# (--bench adds the side-by-side peers: PyTorch with OpenBLAS, and Gloo for
+# //benchmarks:allreduce).
 set -euo pipefail
 
 packages=(
@@ -13,7 +14,7 @@ packages=(
 )
 if [[ "${1:-}" == "--bench" ]]; then
   # OpenBLAS first: Debian's torch uses whatever libblas.so.3 is installed.
-  packages+=(python3-torch)
+  packages+=(python3-torch libgloo-dev)
 fi
 
 missing=()
