@@ -254,7 +254,9 @@ TEST(JobSpecTest, CanonicalJson) {
   "cluster": {
     "workers": 1,
     "replicas_per_worker": 1,
-    "collective": "ring"
+    "collective": "ring",
+    "bucket_kib": 1024,
+    "fingerprint_every_steps": 100
   }
 }
 )");
@@ -413,6 +415,12 @@ INSTANTIATE_TEST_SUITE_P(
                 "summary.every_secs: unknown field"},
         BadCase{"Workers", [](Json& j) { j["cluster"]["workers"] = -2; },
                 "cluster.workers: must be an integer >= 1, got -2"},
+        BadCase{"BucketZero", [](Json& j) { j["cluster"]["bucket_kib"] = 0; },
+                "cluster.bucket_kib: must be an integer >= 1, got 0"},
+        BadCase{"FingerprintEveryNegative",
+                [](Json& j) { j["cluster"]["fingerprint_every_steps"] = -1; },
+                "cluster.fingerprint_every_steps: must be an integer >= 0, "
+                "got -1"},
         BadCase{"Collective",
                 [](Json& j) { j["cluster"]["collective"] = "mpi"; },
                 "cluster.collective: unknown collective \"mpi\"; expected "
