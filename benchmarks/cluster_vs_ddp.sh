@@ -6,16 +6,24 @@
 #   lockstep cluster, 2 workers  coordinator + 2 workers (gRPC ring all-reduce)
 #   PyTorch DDP (Gloo), 2 ranks  benchmarks/ddp_peer.py, one process per rank
 #   PyTorch, 1 process           benchmarks/ddp_peer.py --world-size 1
+#   (both PyTorch rows again with glibc malloc tuned, see MALLOC_TUNED)
 #   (reference) `lockstep train` in one process, 1 and 2 replicas
 #
 # every process on 127.0.0.1, one compute thread each, the same number of
 # steps. Prints a table of samples/s and the ratios.
 #
 #   bazel run //benchmarks:cluster_vs_ddp [-- --steps 600 --warmup 20
-#       --repeat 1 --timeout 600 --no-reference]
+#       --repeat 1 --timeout 600 --quiet-wait 60 --no-reference
+#       --no-tuned-malloc]
 set -euo pipefail
 
 readonly PY=/usr/bin/python3  # Debian's interpreter: the one with python3-torch
+# PyTorch (Debian's 1.13, glibc malloc) frees its multi-MB activation and
+# gradient tensors every step; glibc returns each to the kernel (mmap/munmap)
+# and the next step faults the pages in again: about a third of a step in the
+# kernel. jemalloc/tcmalloc or these glibc settings keep them. The "malloc
+# tuned" rows run PyTorch with them, as a careful deployment would.
+readonly MALLOC_TUNED=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=4294967296
 
 usage() {
   cat <<'EOF'
@@ -25,7 +33,10 @@ usage: bazel run //benchmarks:cluster_vs_ddp -- [options]
   --repeat K      run every system K times, report the best (default 1; use 3
                   on a shared machine)
   --timeout S     limit in seconds for each run's processes (default 600)
+  --quiet-wait S  before each run, wait up to S seconds for the CPUs to be
+                  >= 90% idle over 2 s (default 60; 0: do not wait)
   --no-reference  skip the in-process `lockstep train` reference rows
+  --no-tuned-malloc  skip the PyTorch rows with glibc malloc tuned
 Environment: LOCKSTEP_MNIST_DIR  folder with the four MNIST .gz files
   (default: <workspace>/../shared/datasets/mnist)
 EOF
@@ -40,15 +51,18 @@ steps=600
 warmup=20
 repeat=1
 run_timeout=600
+quiet_wait=60
 reference=1
+tuned_malloc=1
 while (($# > 0)); do
   case "$1" in
-    --steps | --warmup | --repeat | --timeout)
+    --steps | --warmup | --repeat | --timeout | --quiet-wait)
       (($# >= 2)) || { usage >&2; die "$1 needs a value"; }
       opt=$1 val=$2
       shift 2
       ;;
     --no-reference) reference=0; shift; continue ;;
+    --no-tuned-malloc) tuned_malloc=0; shift; continue ;;
     --*=*) opt=${1%%=*} val=${1#*=}; shift ;;
     -h | --help) usage; exit 0 ;;
     *) usage >&2; die "unknown argument: $1" ;;
@@ -58,6 +72,7 @@ while (($# > 0)); do
     --warmup) warmup=$val ;;
     --repeat) repeat=$val ;;
     --timeout) run_timeout=$val ;;
+    --quiet-wait) quiet_wait=$val ;;
     *) usage >&2; die "unknown option: $opt" ;;
   esac
 done
@@ -65,7 +80,8 @@ for v in "$steps" "$repeat" "$run_timeout"; do
   [[ "$v" =~ ^[1-9][0-9]*$ ]] ||
     die "--steps, --repeat and --timeout must be positive integers, got '$v'"
 done
-[[ "$warmup" =~ ^[0-9]+$ ]] || die "--warmup must be an integer >= 0, got '$warmup'"
+[[ "$warmup" =~ ^[0-9]+$ && "$quiet_wait" =~ ^[0-9]+$ ]] ||
+  die "--warmup and --quiet-wait must be integers >= 0"
 
 # --- Inputs: the binary, the peer, the example job, MNIST, torch. -----------
 
@@ -179,7 +195,9 @@ load=$(cut -d' ' -f1-3 /proc/loadavg)
 command="bazel run //benchmarks:cluster_vs_ddp -- --steps $steps"
 ((warmup == 20)) || command+=" --warmup $warmup"
 ((repeat == 1)) || command+=" --repeat $repeat"
+((quiet_wait == 60)) || command+=" --quiet-wait $quiet_wait"
 ((reference == 1)) || command+=" --no-reference"
+((tuned_malloc == 1)) || command+=" --no-tuned-malloc"
 batch=$(json_get "$example" batch_size_per_replica)
 
 echo "lockstep cluster vs PyTorch DDP (Gloo): training samples/s on real MNIST, 127.0.0.1 (higher is better)"
@@ -191,8 +209,10 @@ echo "  lockstep: lockstep coordinator --listen 127.0.0.1:0 --address-file F --s
 echo "            lockstep worker --coordinator \$(cat F) --threads 1   (x workers)"
 echo "            lockstep submit JOB.json --coordinator \$(cat F) --wait   -> samples_per_sec of DIR/jobs/NAME/result.json"
 echo "            (rank 0's training loop: every step from the batch wait to the end of the update; no warm-up excluded)"
-echo "  pytorch:  $PY ddp_peer.py --job JOB.json --steps $steps --warmup $warmup --rank R --world-size W --init-file F"
+echo "  pytorch:  $PY ddp_peer.py --job JOB.json --steps $steps --warmup $warmup --rank R --world-size W --rendezvous-file F"
 echo "            (DDP, Gloo, torch.set_num_threads(1), OpenBLAS 1 thread; $warmup warm-up steps untimed; W=1: plain torch, no DDP)"
+echo "            GLIBC_TUNABLES in the environment: ${GLIBC_TUNABLES:-none}"
+((tuned_malloc == 0)) || echo "            \"malloc tuned\" rows: GLIBC_TUNABLES=$MALLOC_TUNED"
 ((repeat == 1)) || echo "each figure: the best of $repeat runs"
 busy=$("$PY" -c 'import os; print(int(os.getloadavg()[0] >= 0.5 * os.cpu_count()))')
 if ((busy)); then
@@ -220,6 +240,69 @@ job["cluster"]["workers"] = int(workers)
 job["cluster"]["replicas_per_worker"] = 1
 with open(path, "w") as f:
     json.dump(job, f, indent=1)
+EOF
+}
+
+# The chief's TensorBoard scalars `allreduce_seconds` and `step_seconds` (one
+# step sampled every summary.every_steps), as "all-reduce A ms of a B ms step
+# (N samples)": where a cluster step's time goes.
+allreduce_share() {  # allreduce_share SUMMARIES_DIR
+  "$PY" - "$1" <<'EOF'
+import glob, os, struct, sys
+
+def varint(b, i):
+    r = s = 0
+    while True:
+        c = b[i]
+        i += 1
+        r |= (c & 0x7F) << s
+        s += 7
+        if c < 0x80:
+            return r, i
+
+def fields(b):  # (field number, value) of a protobuf message
+    i = 0
+    while i < len(b):
+        key, i = varint(b, i)
+        wire = key & 7
+        if wire == 0:
+            v, i = varint(b, i)
+        elif wire == 1:
+            v, i = b[i:i + 8], i + 8
+        elif wire == 5:
+            v, i = b[i:i + 4], i + 4
+        elif wire == 2:
+            n, i = varint(b, i)
+            v, i = b[i:i + n], i + n
+        else:
+            return
+        yield key >> 3, v
+
+samples = {}
+for path in glob.glob(os.path.join(sys.argv[1], "events.out.tfevents.*")):
+    data = open(path, "rb").read()
+    i = 0
+    while i + 12 <= len(data):  # TFRecord: length, crc, Event, crc
+        n = struct.unpack("<Q", data[i:i + 8])[0]
+        event = data[i + 12:i + 12 + n]
+        i += 16 + n
+        step, values = None, {}
+        for f, v in fields(event):
+            if f == 2:  # Event.step
+                step = v
+            elif f == 5:  # Event.summary
+                for f2, v2 in fields(v):
+                    if f2 == 1:  # Summary.value: tag, simple_value
+                        d = dict(fields(v2))
+                        if 1 in d and 2 in d:
+                            values[d[1].decode()] = struct.unpack("<f", d[2])[0]
+        if "allreduce_seconds" in values and "step_seconds" in values:
+            samples[step] = (values["allreduce_seconds"], values["step_seconds"])
+if samples:
+    a = sum(v[0] for v in samples.values()) / len(samples)
+    t = sum(v[1] for v in samples.values()) / len(samples)
+    print(f"chief: all-reduce {1000 * a:.1f} ms of a {1000 * t:.1f} ms step "
+          f"(mean of {len(samples)} sampled steps)")
 EOF
 }
 
@@ -268,6 +351,9 @@ sps, steps, gb, wall, sub = map(float, sys.argv[1:])
 print(f"{sps:,.0f} samples/s; training loop {steps * gb / sps:.1f} s of "
       f"{wall:.1f} s job wall (start to result: set-up, eval, checkpoints), "
       f"{sub:.0f} s submit to exit")' "$sps" "$steps" "$((batch * w))" "$wall" "$submit_seconds")
+  local share
+  share=$(allreduce_share "$dir/storage/jobs/$name/summaries" 2>/dev/null || true)
+  [[ -z "$share" ]] || note+="; $share"
   rm -rf "$dir/storage"
 }
 
@@ -283,44 +369,77 @@ run_train() {  # run_train WORKERS RUN: in-process `lockstep train`, W replicas,
     die "lockstep train failed (or ran past ${run_timeout}s), $w replica(s)"
   fi
   sps=$(json_get "$dir/storage/jobs/$name/result.json" samples_per_sec)
-  note=$(printf "%'.0f samples/s" "$sps" 2>/dev/null || echo "$sps samples/s")
+  note="$(commas "$sps") samples/s"
   rm -rf "$dir/storage"
 }
 
-run_torch() {  # run_torch WORLD RUN
-  local w=$1 r=$2 name="cvd_torch_w$1_r$2" rank
+run_torch() {  # run_torch WORLD RUN default|tuned (malloc)
+  local w=$1 r=$2 malloc=$3 name="cvd_torch_$3_w$1_r$2" rank
   local dir=$tmp/$name
   mkdir -p "$dir"
   write_job "$dir/job.json" "$name" "$w"
   local rank_pids=()
   for ((rank = 0; rank < w; rank++)); do
-    local extra=()
-    ((w == 1)) || extra=(--init-file "$dir/rendezvous")
-    start_bg "$dir/rank$rank.log" \
-      env GLOO_SOCKET_IFNAME="${GLOO_SOCKET_IFNAME:-lo}" "$PY" "$peer" --job "$dir/job.json" --steps "$steps" --warmup "$warmup" \
+    local extra=() envs=(GLOO_SOCKET_IFNAME="${GLOO_SOCKET_IFNAME:-lo}")
+    ((w == 1)) || extra=(--rendezvous-file "$dir/rendezvous")
+    [[ "$malloc" == default ]] || envs+=(GLIBC_TUNABLES="$MALLOC_TUNED")
+    start_bg "$dir/rank$rank.log" env "${envs[@]}" "$PY" "$peer" \
+      --job "$dir/job.json" --steps "$steps" --warmup "$warmup" \
       --rank "$rank" --world-size "$w" --threads 1 --timeout 120 "${extra[@]}"
     rank_pids+=("${pids[-1]}")
   done
-  local pid failed=0
+  local pid rc statuses=() failed=0
   for pid in "${rank_pids[@]}"; do  # bounded: each runs under timeout
-    wait_bg "$pid" || failed=1
+    rc=0
+    wait_bg "$pid" || rc=$?
+    statuses+=("$rc")
+    ((rc == 0)) || failed=1
   done
   if ((failed)); then
     show_logs "$dir"/rank*.log
-    die "the PyTorch peer failed (or ran past ${run_timeout}s), world size $w"
+    die "the PyTorch peer failed (exit status by rank: ${statuses[*]}; 124:" \
+      "ran past ${run_timeout}s), world size $w"
   fi
   local out
   out=$(grep '^{' "$dir/rank0.log" | tail -n 1 || true)  # rank 0's JSON line
   [[ -n "$out" ]] || { show_logs "$dir/rank0.log"; die "rank 0 printed no result"; }
   sps=$(json_get - samples_per_sec <<<"$out")
-  note="$(printf "%'.0f" "$sps" 2>/dev/null || echo "$sps") samples/s over $(json_get - seconds <<<"$out") s (timed steps only)"
+  note="$(commas "$sps") samples/s over $(json_get - seconds <<<"$out") s (timed steps only)"
 }
+
+commas() { "$PY" -c 'import sys; print(f"{float(sys.argv[1]):,.0f}")' "$1"; }
+idle_percent() {  # CPU idle (idle + iowait) over the next 2 s, percent
+  local a b
+  a=$(head -n 1 /proc/stat)
+  sleep 2
+  b=$(head -n 1 /proc/stat)
+  "$PY" -c 'import sys
+a = [int(x) for x in sys.argv[1].split()[1:9]]
+b = [int(x) for x in sys.argv[2].split()[1:9]]
+d = [y - x for x, y in zip(a, b)]
+print(int(100 * (d[3] + d[4]) / max(sum(d), 1)))' "$a" "$b"
+}
+wait_quiet() {  # up to --quiet-wait seconds for a >= 90% idle machine
+  ((quiet_wait > 0)) || return 0
+  local start=$SECONDS idle
+  while :; do
+    idle=$(idle_percent)
+    ((idle >= 90)) && return 0
+    if ((SECONDS - start >= quiet_wait)); then
+      echo -n "[busy: ${idle}% idle after ${quiet_wait}s of waiting] " >&2
+      quiet_misses=$((quiet_misses + 1))
+      return 0
+    fi
+  done
+}
+quiet_misses=0
 
 best() { "$PY" -c 'import sys; print(max(map(float, sys.argv[1:])))' "$@"; }
 
 # --- Runs: the systems interleaved, round after round. -----------------------
 
 systems=(cluster1 cluster2 ddp2 torch1)
+((tuned_malloc == 0)) || systems+=(ddpm2 torchm1)
 ((reference == 0)) || systems+=(train1 train2)
 declare -A best_sps
 for s in "${systems[@]}"; do best_sps[$s]=0; done
@@ -328,16 +447,22 @@ for ((r = 1; r <= repeat; r++)); do
   for s in "${systems[@]}"; do
     w=${s: -1}
     echo -n "run $r/$repeat: $s ... " >&2
+    wait_quiet
     case "$s" in
       cluster*) run_cluster "$w" "$r" ;;
       train*) run_train "$w" "$r" ;;
-      ddp* | torch*) run_torch "$w" "$r" ;;
+      ddpm* | torchm*) run_torch "$w" "$r" tuned ;;
+      ddp* | torch*) run_torch "$w" "$r" default ;;
     esac
     echo "$note" >&2
     best_sps[$s]=$(best "${best_sps[$s]}" "$sps")
   done
 done
 echo >&2
+if ((quiet_misses > 0)); then
+  echo "WARNING: $quiet_misses run(s) started on a busy machine (other work" \
+    "on the cores); their figures are low. Use --repeat 3 or more."
+fi
 
 # --- Table. ------------------------------------------------------------------
 
@@ -356,12 +481,15 @@ label = {
     "cluster2": ("lockstep cluster (gRPC ring)", 2),
     "ddp2": ("PyTorch DDP (Gloo)", 2),
     "torch1": ("PyTorch, one process", 1),
+    "ddpm2": ("PyTorch DDP (Gloo), malloc tuned", 2),
+    "torchm1": ("PyTorch, one process, malloc tuned", 1),
     "train1": ("ref: lockstep train, in-process", 1),
     "train2": ("ref: lockstep train, in-process", 2),
 }
-fmt = "{:<34} {:>7} {:>12} {:>10} {:>11}"
+fmt = "{:<35} {:>7} {:>12} {:>10} {:>11}"
 print(fmt.format("system", "workers", "global batch", "samples/s", "ms / step"))
-for key in ("cluster1", "cluster2", "ddp2", "torch1", "train1", "train2"):
+for key in ("cluster1", "cluster2", "ddp2", "torch1", "ddpm2", "torchm1",
+            "train1", "train2"):
     if key not in sps:
         continue
     name, w = label[key]
@@ -375,16 +503,25 @@ print()
 def ratio(a, b):
     return sps[a] / sps[b] if sps.get(b, 0) > 0 else float("nan")
 
-s21 = ratio("cluster2", "cluster1")
-vs_ddp = ratio("cluster2", "ddp2")
-ddp = ratio("ddp2", "torch1")
-print(f"lockstep 2 workers / 1 worker (scaling; 2.00 is the ceiling on 2 cores): {s21:.2f}x")
-print(f"lockstep 2 workers / PyTorch DDP 2 processes (goal >= 1.2x):            "
-      f"{vs_ddp:.2f}x  {'MET' if vs_ddp >= 1.2 else 'NOT MET'}")
-print(f"PyTorch DDP 2 processes / PyTorch 1 process (DDP's own scaling):        {ddp:.2f}x")
-if "train2" in sps:
-    print(f"lockstep cluster 2 workers / in-process lockstep train, 2 replicas:      "
-          f"{ratio('cluster2', 'train2'):.2f}x")
-    print(f"lockstep cluster 1 worker / in-process lockstep train, 1 replica:        "
-          f"{ratio('cluster1', 'train1'):.2f}x")
+lines = [
+    ("lockstep 2 workers / 1 worker (scaling; 2.00 is the ceiling on 2 cores)",
+     "cluster2", "cluster1", None),
+    ("lockstep 2 workers / PyTorch DDP 2 processes", "cluster2", "ddp2", 1.2),
+    ("lockstep 2 workers / PyTorch DDP 2 processes, malloc tuned",
+     "cluster2", "ddpm2", 1.2),
+    ("PyTorch DDP 2 processes / PyTorch 1 process (DDP's scaling)",
+     "ddp2", "torch1", None),
+    ("  the same, malloc tuned", "ddpm2", "torchm1", None),
+    ("lockstep cluster 2 workers / lockstep train, 2 replicas in-process",
+     "cluster2", "train2", None),
+    ("lockstep cluster 1 worker / lockstep train, 1 replica in-process",
+     "cluster1", "train1", None),
+]
+for text, a, b, goal in lines:
+    if a not in sps or b not in sps:
+        continue
+    r = ratio(a, b)
+    mark = "" if goal is None else \
+        f"  (goal >= {goal}x: {'MET' if r >= goal else 'NOT MET'})"
+    print(f"{text + ':':<72} {r:.2f}x{mark}")
 EOF

@@ -7,7 +7,7 @@
 #
 # Run with Debian's interpreter (/usr/bin/python3, package python3-torch).
 #   ddp_peer.py --job JOB.json --steps N [--rank R --world-size W
-#               --init-file PATH] [--threads 1] [--warmup 20]
+#               --rendezvous-file PATH] [--threads 1] [--warmup 20]
 #   ddp_peer.py --info     # torch version, Gloo, and the BLAS really in use
 #
 # What it mirrors from the job file: the layers (conv2d / max_pool2d /
@@ -42,9 +42,10 @@ def parse_args():
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--rank", type=int, default=0)
     p.add_argument("--world-size", type=int, default=1)
-    p.add_argument("--init-file",
-                   help="rendezvous file for init_process_group (file://); "
-                        "must not exist yet; required when --world-size > 1")
+    p.add_argument("--rendezvous-file",
+                   help="rank 0 hosts a TCPStore on a free 127.0.0.1 port and "
+                        "writes the port here; the other ranks read it. Must "
+                        "not exist yet; required when --world-size > 1")
     p.add_argument("--timeout", type=int, default=120,
                    help="seconds the rendezvous and each collective may take")
     p.add_argument("--info", action="store_true",
@@ -59,8 +60,8 @@ def parse_args():
         p.error("--steps, --threads, --world-size must be >= 1, --warmup >= 0")
     if not 0 <= args.rank < args.world_size:
         p.error("--rank must be in [0, world-size)")
-    if args.world_size > 1 and not args.init_file:
-        p.error("--init-file is required when --world-size > 1")
+    if args.world_size > 1 and not args.rendezvous_file:
+        p.error("--rendezvous-file is required when --world-size > 1")
     return args
 
 
@@ -327,6 +328,32 @@ class Shards:
                 global_count)
 
 
+# --- Rendezvous. --------------------------------------------------------------
+
+def rendezvous_store(path, rank, world, timeout_s):
+    """A TCPStore: rank 0 serves it on a free port and publishes the port in
+    `path` (written, then renamed); the others wait for the file (bounded).
+    No port is guessed, and nothing is deleted while a rank still reads it
+    (file:// init, whose store deletes its file at teardown, left a rank
+    hanging in about one run in fifteen here)."""
+    timeout = datetime.timedelta(seconds=timeout_s)
+    if rank == 0:
+        store = dist.TCPStore("127.0.0.1", 0, world, True, timeout=timeout,
+                              wait_for_workers=False)
+        with open(path + ".tmp", "w") as f:
+            f.write(str(store.port))
+        os.rename(path + ".tmp", path)
+        return store
+    deadline = time.monotonic() + timeout_s
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            die(f"no rendezvous file {path} from rank 0 within {timeout_s}s")
+        time.sleep(0.05)
+    with open(path) as f:
+        port = int(f.read())
+    return dist.TCPStore("127.0.0.1", port, world, False, timeout=timeout)
+
+
 # --- Main. -------------------------------------------------------------------
 
 def main():
@@ -360,9 +387,10 @@ def main():
     lr_at = make_schedule(spec, shards.steps_per_epoch)
 
     if world > 1:
+        store = rendezvous_store(ARGS.rendezvous_file, ARGS.rank, world,
+                                 ARGS.timeout)
         dist.init_process_group(
-            "gloo", init_method=f"file://{ARGS.init_file}", rank=ARGS.rank,
-            world_size=world,
+            "gloo", store=store, rank=ARGS.rank, world_size=world,
             timeout=datetime.timedelta(seconds=ARGS.timeout))
         # Defaults, as a DDP user writes it (one 25 MB bucket holds all of
         # this model's gradients; they are all-reduced as backward ends).
@@ -401,7 +429,6 @@ def main():
         t = torch.tensor([seconds], dtype=torch.float64)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)  # the slowest rank's clock
         seconds = t.item()
-        dist.destroy_process_group()
     if ARGS.rank == 0:
         print(json.dumps({
             "samples_per_sec": samples / seconds, "steps": ARGS.steps,
@@ -412,6 +439,15 @@ def main():
             "backend": "gloo" if world > 1 else "none", "blas": blas,
             "openblas_threads": int(os.environ["OPENBLAS_NUM_THREADS"])}),
             flush=True)
+    if world > 1:
+        # Every rank is past its last collective; then leave at once. c10d's
+        # teardown (destroy_process_group, store and Gloo destructors) can
+        # block on a peer that is already gone, and nothing is left to
+        # measure or to save.
+        dist.barrier()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 if __name__ == "__main__":
