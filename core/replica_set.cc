@@ -34,7 +34,7 @@ absl::StatusOr<std::unique_ptr<ReplicaSet>> ReplicaSet::Create(
   ReplicaSet* raw = set.get();
   for (size_t r = 0; r < set->replicas_.size(); ++r) {
     set->replicas_[r]->SetGradReadyCallback(
-        [raw, r](int i) { raw->OnGradReady(static_cast<int64_t>(r), i); });
+        [raw](int i) { raw->OnGradReady(i); });
   }
   if (threads <= 0) {
     threads =
@@ -46,8 +46,7 @@ absl::StatusOr<std::unique_ptr<ReplicaSet>> ReplicaSet::Create(
   return set;
 }
 
-void ReplicaSet::OnGradReady(int64_t replica, int i) {
-  (void)replica;
+void ReplicaSet::OnGradReady(int i) {
   const int64_t n = size();
   if (ready_counts_[i].fetch_add(1, std::memory_order_acq_rel) + 1 != n) {
     return;

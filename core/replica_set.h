@@ -55,9 +55,9 @@ class ReplicaSet {
 
  private:
   ReplicaSet() = default;
-  // Called by replica r's backward when param i's grad is final; the last
-  // replica to get there sums param i across replicas.
-  void OnGradReady(int64_t replica, int param_index);
+  // Called by each replica's backward when param i's grad is final; the
+  // last replica to get there sums param i across replicas.
+  void OnGradReady(int param_index);
 
   std::vector<std::unique_ptr<Model>> replicas_;
   std::vector<int64_t> indices_;

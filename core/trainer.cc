@@ -32,6 +32,7 @@
 #include "core/result_file.h"
 #include "core/shard_plan.h"
 #include "core/status_macros.h"
+#include "core/step_meter.h"
 #include "core/summary_writer.h"
 
 namespace lockstep {
@@ -42,9 +43,6 @@ using Clock = std::chrono::steady_clock;
 double SecondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
-
-// Running loss/accuracy over an epoch, as Keras' progress bar shows them.
-using RunningMetrics = BatchLoss;
 
 }  // namespace
 
@@ -260,14 +258,10 @@ absl::StatusOr<TrainResult> LocalTrainer::Run() {
                              replicas_->primary().input_shape(), start_step_,
                              end_step);
 
-  RunningMetrics epoch_metrics, summary_metrics;
+  StepMeter meter;
   BatchLoss last_eval;
   bool evaluated = false;
-  double train_seconds = 0;
-  int64_t samples_this_run = 0;
   Clock::time_point last_progress = Clock::now();
-  int64_t samples_since_progress = 0;
-  double seconds_since_progress = 0;
   int64_t step = start_step_;
   const int64_t total_epochs = (total_steps_ + spe - 1) / spe;
 
@@ -279,15 +273,11 @@ absl::StatusOr<TrainResult> LocalTrainer::Run() {
     info.epochs = total_epochs;
     info.step = step;
     info.total_steps = total_steps_;
-    info.loss = epoch_metrics.mean_loss();
-    info.accuracy = epoch_metrics.accuracy();
+    info.loss = meter.epoch().mean_loss();
+    info.accuracy = meter.epoch().accuracy();
     info.learning_rate = schedule_->At(std::max<int64_t>(step - 1, 0));
     info.samples_per_sec = rate;
-    const double avg = train_seconds > 0 ? samples_this_run / train_seconds : 0;
-    info.eta_seconds =
-        avg > 0 ? (end_step - step) *
-                      static_cast<double>(plan_->global_batch_size()) / avg
-                : -1;
+    info.eta_seconds = meter.Eta(end_step - step, plan_->global_batch_size());
     return FormatProgress(info);
   };
 
@@ -298,62 +288,36 @@ absl::StatusOr<TrainResult> LocalTrainer::Run() {
     const Clock::time_point t0 = Clock::now();
     ASSIGN_OR_RETURN(Batch batch, prefetcher.Next());
     BatchLoss loss = Step(batch);
-    const double dt = SecondsSince(t0);
-    train_seconds += dt;
-    seconds_since_progress += dt;
-    samples_this_run += batch.global_count;
-    samples_since_progress += batch.global_count;
     ++step;
-    if (!std::isfinite(loss.loss_sum)) {
-      return absl::FailedPreconditionError(
-          absl::StrFormat("training diverged at step %d: the loss is %f (lower "
-                          "optimizer.learning_rate?)",
-                          step, loss.loss_sum));
-    }
-    epoch_metrics += loss;
-    summary_metrics += loss;
+    RETURN_IF_ERROR(
+        meter.Add(step, SecondsSince(t0), batch.global_count, loss));
 
     const bool epoch_end = step % spe == 0;
     if (SecondsSince(last_progress) >= options_.progress_interval_seconds ||
         epoch_end || step == end_step) {
-      const double rate = seconds_since_progress > 0
-                              ? samples_since_progress / seconds_since_progress
-                              : 0;
-      Log(progress_line(rate));
+      Log(progress_line(meter.TakeWindowRate()));
       last_progress = Clock::now();
-      samples_since_progress = 0;
-      seconds_since_progress = 0;
     }
     if (spec_.summary.every_steps > 0 &&
         step % spec_.summary.every_steps == 0) {
+      const BatchLoss interval = meter.TakeSummary();
       RETURN_IF_ERROR(summaries_->AddScalars(
-          step, {{"train/loss", summary_metrics.mean_loss()},
-                 {"train/accuracy", summary_metrics.accuracy()},
+          step, {{"train/loss", interval.mean_loss()},
+                 {"train/accuracy", interval.accuracy()},
                  {"learning_rate", schedule_->At(step - 1)},
-                 {"samples_per_sec",
-                  train_seconds > 0 ? samples_this_run / train_seconds : 0}}));
-      summary_metrics = RunningMetrics();
+                 {"samples_per_sec", meter.run_rate()}}));
     }
     if (epoch_end || step == total_steps_) {
       const Clock::time_point e0 = Clock::now();
       last_eval = Evaluate();
       evaluated = true;
-      const double eval_loss = last_eval.mean_loss();
-      const double eval_acc = last_eval.accuracy();
-      Log(absl::StrFormat(
-          "[%s] epoch %d done  train loss %.4f  acc %.4f  |  test loss %.4f "
-          " acc %.4f  (%d samples, eval %.1fs)",
-          spec_.name, (step + spe - 1) / spe, epoch_metrics.mean_loss(),
-          epoch_metrics.accuracy(), eval_loss, eval_acc, last_eval.count,
-          SecondsSince(e0)));
-      RETURN_IF_ERROR(summaries_->AddScalars(
-          step, {{"eval/loss", eval_loss},
-                 {"eval/accuracy", eval_acc},
-                 {"epoch/train_loss", epoch_metrics.mean_loss()},
-                 {"epoch/train_accuracy", epoch_metrics.accuracy()}}));
-      result.train_loss = epoch_metrics.mean_loss();
-      result.train_accuracy = epoch_metrics.accuracy();
-      if (epoch_end) epoch_metrics = RunningMetrics();
+      Log(EpochDoneLine(spec_.name, (step + spe - 1) / spe, meter.epoch(),
+                        last_eval, SecondsSince(e0)));
+      RETURN_IF_ERROR(
+          summaries_->AddScalars(step, EpochScalars(meter.epoch(), last_eval)));
+      result.train_loss = meter.epoch().mean_loss();
+      result.train_accuracy = meter.epoch().accuracy();
+      if (epoch_end) meter.EndEpoch();
     }
     if (epoch_end || step == total_steps_ ||
         (spec_.checkpoint.every_steps > 0 &&
@@ -365,15 +329,14 @@ absl::StatusOr<TrainResult> LocalTrainer::Run() {
   RETURN_IF_ERROR(Commit(step));
   RETURN_IF_ERROR(summaries_->Flush());
 
-  if (epoch_metrics.count > 0) {
-    result.train_loss = epoch_metrics.mean_loss();
-    result.train_accuracy = epoch_metrics.accuracy();
+  if (meter.epoch().count > 0) {
+    result.train_loss = meter.epoch().mean_loss();
+    result.train_accuracy = meter.epoch().accuracy();
   }
   result.steps = step;
   result.epochs = step / spe;
   result.finished = step >= total_steps_;
-  result.samples_per_sec =
-      train_seconds > 0 ? samples_this_run / train_seconds : 0;
+  result.samples_per_sec = meter.run_rate();
   result.checkpoint_path = last_checkpoint_;
   result.fingerprint = Fingerprint(replicas_->params());
   if (result.finished) {

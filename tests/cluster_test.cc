@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "tests/local_cluster.h"
 #include "tests/subprocess.h"
+#include "tests/test_jobs.h"
 
 namespace lockstep {
 namespace {
@@ -35,26 +36,11 @@ constexpr double kTimeout = 120;
 
 std::string Binary() { return Runfile("client/lockstep"); }
 
+// The one-process tests' tiny job on 2 workers; `extra` is merged on top.
 nlohmann::json TinyJob(const nlohmann::json& extra = {}) {
-  nlohmann::json job = nlohmann::json::parse(R"({
-    "name": "tiny",
-    "seed": 7,
-    "model": {"input_shape": [8, 8, 1], "layers": [
-      {"type": "flatten"},
-      {"type": "dense", "units": 32, "activation": "relu"},
-      {"type": "dropout", "rate": 0.1},
-      {"type": "dense", "units": 10}]},
-    "loss": "sparse_categorical_crossentropy",
-    "optimizer": {"type": "adam", "learning_rate": 0.003},
-    "data": {"format": "synthetic", "train_samples": 1000,
-             "test_samples": 400, "seed": 3},
-    "batch_size_per_replica": 16,
-    "epochs": 3,
-    "checkpoint": {"every_steps": 20, "keep": 3},
-    "summary": {"every_steps": 10},
+  nlohmann::json job = testing::TinyJob(nlohmann::json::parse(R"({
     "cluster": {"workers": 2, "replicas_per_worker": 1,
-                "fingerprint_every_steps": 25, "bucket_kib": 1}
-  })");
+                "fingerprint_every_steps": 25, "bucket_kib": 1}})"));
   if (!extra.is_null()) job.merge_patch(extra);
   return job;
 }

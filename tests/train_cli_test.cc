@@ -13,16 +13,18 @@
 #include "core/event_file_reader.h"
 #include "gtest/gtest.h"
 #include "tests/subprocess.h"
+#include "tests/test_jobs.h"
 
 namespace lockstep {
 namespace {
 
 using testing::NewTempDir;
 using testing::ReadFileOrEmpty;
+using testing::Runfile;
 using testing::RunProcess;
 using testing::RunResult;
-using testing::Runfile;
 using testing::Subprocess;
+using testing::TinyJob;
 using testing::WriteStringToFile;
 
 constexpr double kTimeout = 120;
@@ -32,29 +34,6 @@ std::string Binary() { return Runfile("client/lockstep"); }
 bool Exists(const std::string& path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0;
-}
-
-// A small MLP on the built-in synthetic data; `extra` is merged on top.
-nlohmann::json TinyJob(const nlohmann::json& extra = {}) {
-  nlohmann::json job = nlohmann::json::parse(R"({
-    "name": "tiny",
-    "seed": 7,
-    "model": {"input_shape": [8, 8, 1], "layers": [
-      {"type": "flatten"},
-      {"type": "dense", "units": 32, "activation": "relu"},
-      {"type": "dropout", "rate": 0.1},
-      {"type": "dense", "units": 10}]},
-    "loss": "sparse_categorical_crossentropy",
-    "optimizer": {"type": "adam", "learning_rate": 0.003},
-    "data": {"format": "synthetic", "train_samples": 1000,
-             "test_samples": 400, "seed": 3},
-    "batch_size_per_replica": 16,
-    "epochs": 3,
-    "checkpoint": {"every_steps": 20, "keep": 3},
-    "summary": {"every_steps": 10}
-  })");
-  if (!extra.is_null()) job.merge_patch(extra);
-  return job;
 }
 
 // A job slow enough (seconds) to be signalled mid-run.
@@ -83,8 +62,8 @@ class TrainCliTest : public ::testing::Test {
 
   RunResult Train(const std::string& job_path, const std::string& storage,
                   std::vector<std::string> extra = {}) {
-    std::vector<std::string> argv = {Binary(), "train", job_path,
-                                     "--storage", storage, "--threads", "1"};
+    std::vector<std::string> argv = {
+        Binary(), "train", job_path, "--storage", storage, "--threads", "1"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     return RunProcess(argv, dir_, kTimeout);
   }
@@ -124,8 +103,8 @@ TEST_F(TrainCliTest, TrainsShowsProgressAndWritesResults) {
 
   const std::string ckpt = storage + "/jobs/tiny/checkpoints";
   EXPECT_EQ(ReadFileOrEmpty(ckpt + "/latest"), "step-00000189\n");
-  for (const char* f : {"model.safetensors", "optimizer.safetensors",
-                        "state.json"}) {
+  for (const char* f :
+       {"model.safetensors", "optimizer.safetensors", "state.json"}) {
     EXPECT_TRUE(Exists(ckpt + "/step-00000189/" + f)) << f;
   }
   // keep = 3: older checkpoints were pruned.
@@ -178,9 +157,9 @@ TEST_F(TrainCliTest, KillDashNineThenResumeEqualsStraightRun) {
 
   const std::string storage = dir_ + "/killed";
   {
-    Subprocess p({Binary(), "train", path, "--storage", storage, "--threads",
-                  "1"},
-                 dir_);
+    Subprocess p(
+        {Binary(), "train", path, "--storage", storage, "--threads", "1"},
+        dir_);
     ASSERT_TRUE(p.WaitForOutput("step-00000250 written", kTimeout))
         << p.Stdout() << p.Stderr();
     p.Signal(SIGKILL);
@@ -200,9 +179,8 @@ TEST_F(TrainCliTest, SigtermCheckpointsAndExits) {
   const std::string path =
       WriteJob(SlowJob({{"epochs", 20}, {"checkpoint", {{"every_steps", 0}}}}));
   const std::string storage = dir_ + "/s";
-  Subprocess p({Binary(), "train", path, "--storage", storage, "--threads",
-                "1"},
-               dir_);
+  Subprocess p(
+      {Binary(), "train", path, "--storage", storage, "--threads", "1"}, dir_);
   ASSERT_TRUE(p.WaitForOutput("epoch 1 done", kTimeout)) << p.Stderr();
   p.Signal(SIGTERM);
   testing::ExitInfo e = p.Wait(30);
@@ -263,8 +241,8 @@ TEST_F(TrainCliTest, SummariesAreValidTensorBoardEventFiles) {
   EXPECT_EQ(steps["train/loss"].size(), 18u);  // every 10 of 189 steps
   EXPECT_EQ(steps["train/loss"].front(), 10);
   EXPECT_EQ(steps["eval/accuracy"], (std::vector<int64_t>{63, 126, 189}));
-  for (const char* tag : {"train/accuracy", "learning_rate", "samples_per_sec",
-                          "eval/loss"}) {
+  for (const char* tag :
+       {"train/accuracy", "learning_rate", "samples_per_sec", "eval/loss"}) {
     EXPECT_FALSE(steps[tag].empty()) << tag;
   }
   nlohmann::json res = Result(storage, "tiny");
@@ -279,7 +257,7 @@ TEST_F(TrainCliTest, DefaultExampleLearnsWellAboveChance) {
   nlohmann::json res = Result(storage, "default");
   ASSERT_TRUE(res.is_object());
   EXPECT_EQ(res["replicas"], 2);
-  EXPECT_EQ(res["global_batch_size"], 128);  // 2 replicas x 64
+  EXPECT_EQ(res["global_batch_size"], 128);            // 2 replicas x 64
   EXPECT_GE(res["test_accuracy"].get<double>(), 0.8);  // chance: 0.1
 }
 
@@ -320,12 +298,10 @@ class BadInputTest : public TrainCliTest {
                         const std::string& train_labels) {
     nlohmann::json job = TinyJob();
     job["model"]["input_shape"] = {4, 4, 1};
-    job["data"] = {{"format", "mnist_idx"},
-                   {"train_images", train_images},
-                   {"train_labels", train_labels},
-                   {"test_images", train_images},
-                   {"test_labels", train_labels},
-                   {"scale", 255}};
+    job["data"] = {
+        {"format", "mnist_idx"},        {"train_images", train_images},
+        {"train_labels", train_labels}, {"test_images", train_images},
+        {"test_labels", train_labels},  {"scale", 255}};
     return job;
   }
 };
@@ -352,13 +328,13 @@ TEST_F(BadInputTest, DenseAfterConvWithoutFlatten) {
   job["model"]["layers"] = nlohmann::json::parse(R"([
       {"type": "conv2d", "filters": 4, "kernel_size": 3},
       {"type": "dense", "units": 10}])");
-  ExpectRejected(WriteJob(job), "model.layers[1] (dense): expects a flat input");
+  ExpectRejected(WriteJob(job),
+                 "model.layers[1] (dense): expects a flat input");
 }
 
 TEST_F(BadInputTest, NegativeLearningRate) {
-  ExpectRejected(
-      WriteJob(TinyJob({{"optimizer", {{"learning_rate", -1}}}})),
-      "optimizer.learning_rate: must be > 0, got -1");
+  ExpectRejected(WriteJob(TinyJob({{"optimizer", {{"learning_rate", -1}}}})),
+                 "optimizer.learning_rate: must be > 0, got -1");
 }
 
 TEST_F(BadInputTest, MissingDatasetFile) {
@@ -367,19 +343,22 @@ TEST_F(BadInputTest, MissingDatasetFile) {
 }
 
 TEST_F(BadInputTest, TruncatedIdxFile) {
-  std::string images = WriteIdx("img", 0x803, {10, 4, 4}, std::string(100, 'a'));
+  std::string images =
+      WriteIdx("img", 0x803, {10, 4, 4}, std::string(100, 'a'));
   std::string labels = WriteIdx("lab", 0x801, {10}, std::string(10, '\1'));
   ExpectRejected(WriteJob(IdxJob(images, labels)), "truncated");
 }
 
 TEST_F(BadInputTest, LabelCountDiffersFromImageCount) {
-  std::string images = WriteIdx("img", 0x803, {10, 4, 4}, std::string(160, 'a'));
+  std::string images =
+      WriteIdx("img", 0x803, {10, 4, 4}, std::string(160, 'a'));
   std::string labels = WriteIdx("lab", 0x801, {9}, std::string(9, '\1'));
   ExpectRejected(WriteJob(IdxJob(images, labels)), "has 9 labels");
 }
 
 TEST_F(BadInputTest, LabelOutOfRange) {
-  std::string images = WriteIdx("img", 0x803, {10, 4, 4}, std::string(160, 'a'));
+  std::string images =
+      WriteIdx("img", 0x803, {10, 4, 4}, std::string(160, 'a'));
   std::string payload(10, '\1');
   payload[7] = 12;
   std::string labels = WriteIdx("lab", 0x801, {10}, payload);
@@ -399,7 +378,8 @@ TEST_F(BadInputTest, StorageThatCannotBeWritten) {
 }
 
 TEST_F(BadInputTest, UnknownFlagAndMissingJob) {
-  RunResult r = RunProcess({Binary(), "train", "--storag", "x"}, dir_, kTimeout);
+  RunResult r =
+      RunProcess({Binary(), "train", "--storag", "x"}, dir_, kTimeout);
   EXPECT_EQ(r.exit.exit_code, 2);
   EXPECT_NE(r.err.find("unknown flag --storag"), std::string::npos) << r.err;
   r = RunProcess({Binary(), "frobnicate"}, dir_, kTimeout);

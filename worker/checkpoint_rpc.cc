@@ -10,10 +10,11 @@ namespace lockstep {
 
 using lockstep::v1::CheckpointSlice;
 
-absl::StatusOr<bool> UploadCheckpointSlice(
-    lockstep::v1::Coordinator::Stub* stub, const SliceInfo& info,
-    const CheckpointState& state, const NamedTensors& model,
-    const NamedTensors& optimizer) {
+absl::Status UploadCheckpointSlice(lockstep::v1::Coordinator::Stub* stub,
+                                   const SliceInfo& info,
+                                   const CheckpointState& state,
+                                   const NamedTensors& model,
+                                   const NamedTensors& optimizer) {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::minutes(10));
@@ -50,11 +51,9 @@ absl::StatusOr<bool> UploadCheckpointSlice(
     writer->Write(msg);  // a slice with no tensors still reports in
   }
   writer->WritesDone();
-  RETURN_IF_ERROR(
-      FromGrpc(writer->Finish(),
-               absl::StrFormat("uploading checkpoint slice %d/%d of step %d",
-                               info.rank, info.world_size, state.step)));
-  return ack.committed();
+  return FromGrpc(writer->Finish(),
+                  absl::StrFormat("uploading checkpoint slice %d/%d of step %d",
+                                  info.rank, info.world_size, state.step));
 }
 
 absl::StatusOr<LoadedCheckpoint> FetchCheckpoint(

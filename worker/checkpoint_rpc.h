@@ -20,12 +20,13 @@ struct SliceInfo {
 
 // Sends the tensors with index i % world_size == rank (model first, then
 // optimizer state) and `state`. Blocks until the coordinator acknowledged
-// the slice (not the commit). Returns whether this slice completed the
-// checkpoint.
-absl::StatusOr<bool> UploadCheckpointSlice(
-    lockstep::v1::Coordinator::Stub* stub, const SliceInfo& info,
-    const CheckpointState& state, const NamedTensors& model,
-    const NamedTensors& optimizer);
+// the slice (not the commit: the coordinator commits once every rank's
+// slice is in).
+absl::Status UploadCheckpointSlice(lockstep::v1::Coordinator::Stub* stub,
+                                   const SliceInfo& info,
+                                   const CheckpointState& state,
+                                   const NamedTensors& model,
+                                   const NamedTensors& optimizer);
 
 // Every tensor of the committed checkpoint at `step`, CRC-checked.
 absl::StatusOr<LoadedCheckpoint> FetchCheckpoint(

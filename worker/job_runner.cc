@@ -20,11 +20,11 @@
 #include "core/job_spec.h"
 #include "core/lr_schedule.h"
 #include "core/optimizer.h"
-#include "core/progress.h"
 #include "core/replica_set.h"
 #include "core/ring_allreduce.h"
 #include "core/shard_plan.h"
 #include "core/status_macros.h"
+#include "core/step_meter.h"
 #include "core/trainer.h"
 #include "proto/rpc_util.h"
 #include "worker/checkpoint_rpc.h"
@@ -105,8 +105,7 @@ class JobRunner {
   // Final figures for Finish.
   BatchLoss last_epoch_, last_eval_;
   bool evaluated_ = false;
-  double train_seconds_ = 0;
-  int64_t samples_ = 0;
+  StepMeter meter_;  // this run's rates and running losses
 };
 
 absl::Status JobRunner::Setup() {
@@ -212,10 +211,7 @@ absl::Status JobRunner::Checkpoint(int64_t step, const BatchLoss& metrics) {
   for (Param* p : replicas_->params()) model.emplace_back(p->name, &p->value);
   for (auto& [name, t] : optimizer_->StateTensors()) opt.emplace_back(name, t);
   SliceInfo info{a_.job(), a_.generation(), a_.rank(), a_.world_size()};
-  ASSIGN_OR_RETURN(bool committed, UploadCheckpointSlice(ctx_.coordinator, info,
-                                                         state, model, opt));
-  (void)committed;
-  return absl::OkStatus();
+  return UploadCheckpointSlice(ctx_.coordinator, info, state, model, opt);
 }
 
 absl::Status JobRunner::Report(lockstep::v1::ProgressReport& report) {
@@ -255,11 +251,17 @@ absl::Status JobRunner::Run() {
   BatchPrefetcher prefetcher(&train_, plan_.get(), replicas_->replica_indices(),
                              replicas_->primary().input_shape(), step_,
                              total_steps_);
-  BatchLoss epoch_metrics, summary_metrics;
   lockstep::v1::ProgressReport pending;  // scalars and events not yet sent
+  auto add_scalars =
+      [&](const std::vector<std::pair<std::string, double>>& values) {
+        for (const auto& [tag, v] : values) {
+          auto* s = pending.add_scalars();
+          s->set_step(step_);
+          s->set_tag(tag);
+          s->set_value(v);
+        }
+      };
   Clock::time_point last_report = Clock::now();
-  int64_t samples_since = 0;
-  double seconds_since = 0;
   while (step_ < total_steps_) {
     if (Stopped()) return absl::CancelledError("stopped by the coordinator");
     const Clock::time_point t0 = Clock::now();
@@ -268,38 +270,19 @@ absl::Status JobRunner::Run() {
     RETURN_IF_ERROR(AnnotateStatus(Step(batch, &loss),
                                    absl::StrCat("step ", batch.global_step)));
     const double dt = SecondsSince(t0);
-    train_seconds_ += dt;
-    seconds_since += dt;
-    samples_ += batch.global_count;
-    samples_since += batch.global_count;
     ++step_;
-    if (!std::isfinite(loss.loss_sum)) {
-      return absl::FailedPreconditionError(
-          absl::StrFormat("training diverged at step %d: the loss is %f "
-                          "(lower optimizer.learning_rate?)",
-                          step_, loss.loss_sum));
-    }
-    epoch_metrics += loss;
-    summary_metrics += loss;
+    RETURN_IF_ERROR(meter_.Add(step_, dt, batch.global_count, loss));
     const bool epoch_end = step_ % spe == 0;
     const bool last = step_ == total_steps_;
     if (chief && spec_.summary.every_steps > 0 &&
         step_ % spec_.summary.every_steps == 0) {
-      const double rate = train_seconds_ > 0 ? samples_ / train_seconds_ : 0;
-      const BucketStats bs = buckets_->stats();
-      for (const auto& [tag, v] : std::vector<std::pair<std::string, double>>{
-               {"train/loss", summary_metrics.mean_loss()},
-               {"train/accuracy", summary_metrics.accuracy()},
-               {"learning_rate", schedule_->At(step_ - 1)},
-               {"samples_per_sec", rate},
-               {"allreduce_seconds", bs.allreduce_seconds},
-               {"step_seconds", dt}}) {
-        auto* s = pending.add_scalars();
-        s->set_step(step_);
-        s->set_tag(tag);
-        s->set_value(v);
-      }
-      summary_metrics = BatchLoss();
+      const BatchLoss interval = meter_.TakeSummary();
+      add_scalars({{"train/loss", interval.mean_loss()},
+                   {"train/accuracy", interval.accuracy()},
+                   {"learning_rate", schedule_->At(step_ - 1)},
+                   {"samples_per_sec", meter_.run_rate()},
+                   {"allreduce_seconds", buckets_->stats().allreduce_seconds},
+                   {"step_seconds", dt}});
     }
     if (epoch_end || last) {
       const Clock::time_point e0 = Clock::now();
@@ -307,30 +290,18 @@ absl::Status JobRunner::Run() {
       last_eval_ = Evaluate(step_, &es);
       RETURN_IF_ERROR(es);
       evaluated_ = true;
-      last_epoch_ = epoch_metrics;
+      last_epoch_ = meter_.epoch();
       if (chief) {
-        pending.add_events(absl::StrFormat(
-            "[%s] epoch %d done  train loss %.4f  acc %.4f  |  test loss %.4f "
-            " acc %.4f  (%d samples, eval %.1fs)",
-            a_.job(), (step_ + spe - 1) / spe, epoch_metrics.mean_loss(),
-            epoch_metrics.accuracy(), last_eval_.mean_loss(),
-            last_eval_.accuracy(), last_eval_.count, SecondsSince(e0)));
-        for (const auto& [tag, v] : std::vector<std::pair<std::string, double>>{
-                 {"eval/loss", last_eval_.mean_loss()},
-                 {"eval/accuracy", last_eval_.accuracy()},
-                 {"epoch/train_loss", epoch_metrics.mean_loss()},
-                 {"epoch/train_accuracy", epoch_metrics.accuracy()}}) {
-          auto* s = pending.add_scalars();
-          s->set_step(step_);
-          s->set_tag(tag);
-          s->set_value(v);
-        }
+        pending.add_events(EpochDoneLine(a_.job(), (step_ + spe - 1) / spe,
+                                         meter_.epoch(), last_eval_,
+                                         SecondsSince(e0)));
+        add_scalars(EpochScalars(meter_.epoch(), last_eval_));
       }
     }
     if (epoch_end || last ||
         (spec_.checkpoint.every_steps > 0 &&
          step_ % spec_.checkpoint.every_steps == 0)) {
-      RETURN_IF_ERROR(Checkpoint(step_, epoch_metrics));
+      RETURN_IF_ERROR(Checkpoint(step_, meter_.epoch()));
     }
     const bool fingerprint = last || (fp_every > 0 && step_ % fp_every == 0);
     const bool report_due =
@@ -341,16 +312,12 @@ absl::Status JobRunner::Run() {
       pending.set_total_steps(total_steps_);
       pending.set_epoch(
           std::min(step_ / spe + (epoch_end ? 0 : 1), total_epochs));
-      pending.set_loss(epoch_metrics.mean_loss());
-      pending.set_accuracy(epoch_metrics.accuracy());
-      const double rate = seconds_since > 0 ? samples_since / seconds_since : 0;
-      pending.set_samples_per_sec(rate);
+      pending.set_loss(meter_.epoch().mean_loss());
+      pending.set_accuracy(meter_.epoch().accuracy());
+      pending.set_samples_per_sec(meter_.TakeWindowRate());
       pending.set_learning_rate(schedule_->At(step_ - 1));
-      const double avg = train_seconds_ > 0 ? samples_ / train_seconds_ : 0;
       pending.set_eta_seconds(
-          avg > 0 ? (total_steps_ - step_) *
-                        static_cast<double>(plan_->global_batch_size()) / avg
-                  : -1);
+          meter_.Eta(total_steps_ - step_, plan_->global_batch_size()));
       if (fingerprint) {
         pending.set_fingerprint_step(step_);
         pending.set_fingerprint(Fingerprint(replicas_->params()));
@@ -358,10 +325,8 @@ absl::Status JobRunner::Run() {
       RETURN_IF_ERROR(Report(pending));
       pending.Clear();
       last_report = Clock::now();
-      samples_since = 0;
-      seconds_since = 0;
     }
-    if (epoch_end) epoch_metrics = BatchLoss();
+    if (epoch_end) meter_.EndEpoch();
   }
   prefetcher.Stop();
   if (!evaluated_) {  // e.g. restored at the last step
@@ -387,7 +352,7 @@ void JobRunner::Finish(const absl::Status& status) {
     req.set_train_accuracy(last_epoch_.accuracy());
     req.set_test_loss(last_eval_.mean_loss());
     req.set_test_accuracy(last_eval_.accuracy());
-    req.set_samples_per_sec(train_seconds_ > 0 ? samples_ / train_seconds_ : 0);
+    req.set_samples_per_sec(meter_.run_rate());
     req.set_epochs(step_ / std::max<int64_t>(plan_->steps_per_epoch(), 1));
     req.set_num_parameters(replicas_->primary().num_parameters());
   }
