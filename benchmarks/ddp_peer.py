@@ -23,10 +23,8 @@
 # global-batch mean, as in lockstep. Images are NCHW (PyTorch's own layout).
 import argparse
 import datetime
-import gzip
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -77,55 +75,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 from torch import nn  # noqa: E402
-
-
-def blas_in_use():
-    """(short name, path) of the BLAS mapped into this process after a matmul
-    (Debian's torch links libblas.so.3: OpenBLAS, or the slow reference)."""
-    a = torch.ones(64, 64)
-    (a @ a).sum().item()
-    paths = set()
-    with open("/proc/self/maps") as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) >= 6 and parts[5].startswith("/"):
-                paths.add(parts[5])
-    for path in sorted(paths):
-        low = path.lower()
-        if "openblas" in low:
-            return "openblas", path
-        if "mkl" in os.path.basename(low):
-            return "mkl", path
-        if "blis" in low:
-            return "blis", path
-    for path in sorted(paths):
-        if os.path.basename(path).startswith(("libblas.so", "libcblas.so")):
-            return "reference", path
-    return "unknown", ""
-
-
-def alternatives_blas():
-    try:
-        out = subprocess.run(
-            ["update-alternatives", "--query", "libblas.so.3-x86_64-linux-gnu"],
-            capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    for line in out.splitlines():
-        if line.startswith("Value:"):
-            return line.split(":", 1)[1].strip()
-    return ""
-
-
-def warn_if_not_openblas(name, path):
-    if name in ("openblas", "mkl"):
-        return
-    bar = "!" * 78
-    print(f"{bar}\n!! WARNING: PyTorch is using the {name} BLAS ({path or '?'}),"
-          f" not OpenBLAS.\n!! Its matmuls are ~7-8x slower, so this comparison"
-          f" would flatter lockstep.\n!! Fix: apt-get install libopenblas0-pthread"
-          f" (or update-alternatives --config\n!!   libblas.so.3-x86_64-linux-gnu)"
-          f" and run again.\n{bar}", file=sys.stderr)
+from torch_common import (alternatives_blas, blas_in_use,  # noqa: E402
+                          read_idx, warn_if_not_openblas)
 
 
 def die(msg):
@@ -271,16 +222,6 @@ def make_schedule(spec, steps_per_epoch):
             lr *= min(1.0, (step + 1) / warm)
         return lr
     return at
-
-
-def read_idx(path, magic, header):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        raw = f.read()
-    got = int.from_bytes(raw[0:4], "big")
-    if got != magic:
-        die(f"{path}: magic {got}, expected {magic}")
-    return np.frombuffer(raw, dtype=np.uint8, offset=header)
 
 
 def load_train(spec, input_chw):
