@@ -1,6 +1,7 @@
 // Coordinator and worker daemons: flags, signal handling, timestamped logs.
 #include "client/daemon_commands.h"
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <iostream>
@@ -51,9 +52,15 @@ int RunCoordinatorCommand(const std::vector<std::string>& args) {
       "  --storage       shared storage: DIR/jobs/NAME/{checkpoints,summaries,"
       "result.json} (default ./lockstep_storage)\n"
       "  --address-file  write the bound host:port here once serving\n"
-      "  --worker-timeout S  a worker silent this long is lost (default 10)\n";
+      "  --worker-timeout S  a worker silent this long is lost (default 10)\n"
+      "  --hang-timeout S    a rank its ring has waited on this long is hung "
+      "and lost (default 30)\n"
+      "  Jobs and membership are journaled in STORAGE/coordinator/journal.pb;"
+      " a coordinator\n  started again on the same storage resumes them.\n";
   absl::StatusOr<ParsedFlags> f = ParseFlags(
-      args, {"listen", "storage", "address-file", "worker-timeout"}, {"help"});
+      args, {"listen", "storage", "address-file", "worker-timeout",
+             "hang-timeout"},
+      {"help"});
   if (!f.ok() || f->Has("help") || !f->positional.empty()) {
     return Usage("coordinator", f, usage);
   }
@@ -68,6 +75,15 @@ int RunCoordinatorCommand(const std::vector<std::string>& args) {
     return 2;
   }
   o.coordinator.worker_timeout_seconds = static_cast<double>(*timeout);
+  absl::StatusOr<int64_t> hang = f->GetInt("hang-timeout", 30);
+  if (!hang.ok() || *hang < 2) {
+    std::cerr << "lockstep coordinator: --hang-timeout: must be an integer "
+                 ">= 2 (seconds)\n";
+    return 2;
+  }
+  o.coordinator.hang_timeout_seconds = static_cast<double>(*hang);
+  o.coordinator.hang_report_seconds =
+      std::min(5.0, o.coordinator.hang_timeout_seconds / 2);
   o.coordinator.log = Logger("coordinator");
   o.shutdown = &g_shutdown;
   std::signal(SIGINT, OnSignal);
@@ -92,11 +108,14 @@ int RunWorkerCommand(const std::vector<std::string>& args) {
       "127.0.0.1:0)\n"
       "  --advertise    the address peers dial (default: --listen's host "
       "and the bound port)\n"
-      "  --threads N    compute threads (default: every core)\n";
+      "  --threads N    compute threads (default: every core)\n"
+      "  --name NAME    stable identity (default: the advertised address); a "
+      "restarted\n                 process under the same name replaces the "
+      "old one\n";
   absl::StatusOr<ParsedFlags> f =
       ParseFlags(args,
                  {"coordinator", "replicas", "devices", "listen", "advertise",
-                  "threads", "lanes", "protocol-version-for-testing"},
+                  "threads", "lanes", "name", "protocol-version-for-testing"},
                  {"help"});
   if (!f.ok() || f->Has("help") || !f->positional.empty() ||
       !f->Has("coordinator")) {
@@ -109,6 +128,7 @@ int RunWorkerCommand(const std::vector<std::string>& args) {
   o.coordinator = f->Get("coordinator", "");
   o.listen = f->Get("listen", "127.0.0.1:0");
   o.advertise = f->Get("advertise", "");
+  o.name = f->Get("name", "");
   absl::StatusOr<int64_t> replicas = f->GetInt("replicas", 1);
   absl::StatusOr<int64_t> threads = f->GetInt("threads", 0);
   absl::StatusOr<int64_t> lanes = f->GetInt("lanes", 2);

@@ -45,6 +45,17 @@ bool IsTerminal(JobState state) {
 Coordinator::Coordinator(CoordinatorOptions options)
     : options_(std::move(options)) {}
 
+absl::Status Coordinator::OpenJobFiles(Job& job) {
+  const std::string job_dir =
+      JoinPath(JoinPath(options_.storage_dir, "jobs"), job.name);
+  job.checkpoints = std::make_shared<CheckpointStore>(
+      JoinPath(job_dir, "checkpoints"), job.spec.checkpoint.keep);
+  job.assembler = std::make_shared<CheckpointAssembler>(job.checkpoints);
+  ASSIGN_OR_RETURN(job.summaries,
+                   SummaryWriter::Open(JoinPath(job_dir, "summaries")));
+  return absl::OkStatus();
+}
+
 std::string Coordinator::Describe(const Worker& w) const {
   return absl::StrFormat("%s on %s pid %d", w.id, w.info.host(), w.info.pid());
 }
@@ -101,11 +112,9 @@ absl::StatusOr<JobStatus> Coordinator::Submit(const std::string& job_json) {
   job->status.set_submitted_unix_seconds(absl::ToUnixMicros(job->submitted) /
                                          1e6);
   job->status.set_eta_seconds(-1);
-  job->checkpoints = std::make_shared<CheckpointStore>(
-      JoinPath(job_dir, "checkpoints"), job->spec.checkpoint.keep);
-  job->assembler = std::make_shared<CheckpointAssembler>(job->checkpoints);
-  ASSIGN_OR_RETURN(job->summaries,
-                   SummaryWriter::Open(JoinPath(job_dir, "summaries")));
+  job->status.set_max_restarts(
+      static_cast<int32_t>(job->spec.restart.max_restarts));
+  RETURN_IF_ERROR(OpenJobFiles(*job));
   Job& ref = *job;
   if (jobs_.count(ref.name) == 0) job_order_.push_back(ref.name);
   jobs_[ref.name] = std::move(job);
@@ -116,6 +125,7 @@ absl::StatusOr<JobStatus> Coordinator::Submit(const std::string& job_json) {
                              ref.spec.cluster.replicas_per_worker,
                              ref.spec.batch_size_per_replica));
   TryStart(ref);
+  Persist();
   return Snapshot(ref);
 }
 
@@ -147,6 +157,7 @@ absl::StatusOr<JobStatus> Coordinator::Cancel(const std::string& name) {
   if (!IsTerminal(job->status.state())) {
     EndJob(*job, lockstep::v1::CANCELLED,
            absl::StrFormat("cancelled at step %d", job->status.step()));
+    TryStartAll();
   }
   return Snapshot(*job);
 }
@@ -193,35 +204,67 @@ absl::StatusOr<lockstep::v1::RegisterResponse> Coordinator::Register(
   absl::MutexLock lock(&mu_);
   Worker w;
   w.info = req;
+  w.name = req.name().empty() ? req.collective_address() : req.name();
   w.order = next_worker_++;
   w.id = absl::StrFormat("w%d", w.order);
   w.last_heartbeat = absl::Now();
-  Log(absl::StrFormat("worker %s registered: %d replicas, collective %s",
-                      Describe(w), req.replicas(), req.collective_address()));
+  // One identity, one member: a process registering under a name that is
+  // already a member replaces it (the old process restarted or re-joined),
+  // so a job never holds the same worker twice.
+  for (auto& [id, old] : workers_) {
+    if (old.lost || old.name != w.name) continue;
+    const bool same_process =
+        old.info.pid() == req.pid() && old.info.host() == req.host();
+    if (!same_process) {
+      old.replaced_by = absl::StrFormat("%s (pid %d)", w.id, req.pid());
+    }
+    MarkLost(old, same_process
+                      ? std::string("it registered again")
+                      : absl::StrFormat("replaced by a new registration of "
+                                        "\"%s\" (pid %d)",
+                                        w.name, req.pid()));
+  }
+  Log(absl::StrFormat("worker %s registered as \"%s\": %d replicas, "
+                      "collective %s",
+                      Describe(w), w.name, req.replicas(),
+                      req.collective_address()));
   lockstep::v1::RegisterResponse resp;
   resp.set_worker_id(w.id);
   resp.set_heartbeat_interval_seconds(options_.heartbeat_interval_seconds);
   workers_[w.id] = std::move(w);
-  for (const std::string& name : job_order_) {
-    Job& job = *jobs_.at(name);
-    if (job.status.state() == lockstep::v1::PENDING) {
-      TryStart(job);
-      job.status.set_message(PendingReason(job));
+  TryStartAll();
+  Persist();
+  return resp;
+}
+
+void Coordinator::TryStartAll() {
+  // Recovering jobs first: their workers were taken for them.
+  for (const JobState state : {lockstep::v1::RECOVERING, lockstep::v1::PENDING}) {
+    for (const std::string& name : job_order_) {
+      Job& job = *jobs_.at(name);
+      if (job.status.state() == state) TryStart(job);
     }
   }
-  return resp;
 }
 
 absl::StatusOr<lockstep::v1::HeartbeatResponse> Coordinator::Heartbeat(
     const lockstep::v1::HeartbeatRequest& req) {
   absl::MutexLock lock(&mu_);
   auto it = workers_.find(req.worker_id());
+  if (it != workers_.end() && !it->second.replaced_by.empty()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "worker id \"%s\" was replaced by %s, a newer registration of the "
+        "name \"%s\"; two processes must not share a --name",
+        req.worker_id(), it->second.replaced_by, it->second.name));
+  }
   if (it == workers_.end() || it->second.lost) {
     return absl::NotFoundError(absl::StrFormat(
         "worker id \"%s\" is not registered here", req.worker_id()));
   }
   Worker& w = it->second;
   w.last_heartbeat = absl::Now();
+  w.wait = req.wait();
+  w.wait_at = w.last_heartbeat;
   lockstep::v1::HeartbeatResponse resp;
   Job* job = w.job.empty() ? nullptr : FindJob(w.job);
   const bool running =
@@ -273,39 +316,72 @@ lockstep::v1::Assignment Coordinator::AssignmentFor(const Job& job,
 std::string Coordinator::PendingReason(const Job& job) const {
   const int64_t need = job.spec.cluster.workers;
   const int64_t r = job.spec.cluster.replicas_per_worker;
-  int idle = 0, busy = 0, small = 0;
+  int idle = 0, busy = 0, small = 0, excluded = 0;
   for (const auto& [id, w] : workers_) {
     if (w.lost) continue;
     if (!w.job.empty()) {
       ++busy;
     } else if (w.info.replicas() < r) {
       ++small;
+    } else if (Excluded(job, w)) {
+      ++excluded;
     } else {
       ++idle;
     }
   }
+  for (const std::string& name : job_order_) {
+    const Job& other = *jobs_.at(name);
+    if (&other != &job && other.status.state() == lockstep::v1::RECOVERING &&
+        job.status.state() == lockstep::v1::PENDING) {
+      return absl::StrFormat("waiting: job \"%s\" is recovering and has "
+                             "first call on idle workers",
+                             other.name);
+    }
+  }
   return absl::StrFormat(
       "waiting for workers: needs %d with >= %d replicas each; %d idle "
-      "qualify, %d busy, %d offer too few replicas",
-      need, r, idle, busy, small);
+      "qualify, %d busy, %d offer too few replicas%s",
+      need, r, idle, busy, small,
+      excluded > 0 ? absl::StrFormat(", %d excluded after failing this job "
+                                     "%d times",
+                                     excluded, kFailuresBeforeExclusion)
+                   : "");
 }
 
 bool Coordinator::TryStart(Job& job) {
-  if (job.status.state() != lockstep::v1::PENDING) return false;
-  // Jobs start in submission order: an older pending job goes first.
-  for (const std::string& name : job_order_) {
-    if (name == job.name) break;
-    if (jobs_.at(name)->status.state() == lockstep::v1::PENDING) return false;
+  const bool recovering = job.status.state() == lockstep::v1::RECOVERING;
+  if (job.status.state() != lockstep::v1::PENDING && !recovering) return false;
+  if (!recovering) {
+    // Jobs start in submission order: an older pending job goes first, and
+    // recovering jobs keep the workers they need.
+    for (const std::string& name : job_order_) {
+      const JobState other = jobs_.at(name)->status.state();
+      if (other == lockstep::v1::RECOVERING) return false;
+      if (name == job.name) break;
+      if (other == lockstep::v1::PENDING) return false;
+    }
   }
   std::vector<Worker*> idle;
   for (auto& [id, w] : workers_) {
     if (!w.lost && w.job.empty() &&
-        w.info.replicas() >= job.spec.cluster.replicas_per_worker) {
+        w.info.replicas() >= job.spec.cluster.replicas_per_worker &&
+        !Excluded(job, w)) {
       idle.push_back(&w);
     }
   }
-  if (static_cast<int64_t>(idle.size()) < job.spec.cluster.workers) {
-    const std::string reason = PendingReason(job);
+  const absl::Time now = absl::Now();
+  if (static_cast<int64_t>(idle.size()) < job.spec.cluster.workers ||
+      (recovering && now < job.next_start)) {
+    std::string reason = PendingReason(job);
+    if (recovering) {
+      reason = absl::StrCat(
+          job.lost_reason, "; recovering",
+          now < job.next_start
+              ? absl::StrFormat(" (back-off %.1f s left)",
+                                absl::ToDoubleSeconds(job.next_start - now))
+              : "",
+          ": ", reason);
+    }
     if (reason != job.status.message()) {
       job.status.set_message(reason);
       Changed(job);
@@ -336,14 +412,25 @@ bool Coordinator::TryStart(Job& job) {
   }
   job.finished.clear();
   job.fingerprints.clear();
-  job.started = absl::Now();
+  job.started = now;
   job.status.set_generation(job.status.generation() + 1);
   job.status.set_state(lockstep::v1::RUNNING);
   job.status.set_step(job.start_step);
   job.status.set_message("");
-  Event(job, absl::StrFormat("RUNNING generation %d from step %d: %s",
-                             job.status.generation(), job.start_step,
+  std::string restart;
+  if (recovering) {
+    job.status.set_restarts(job.status.restarts() + 1);
+    restart = absl::StrFormat(
+        " (restart %d of %d, %.1f s after the failure; steps %d..%d are "
+        "recomputed)",
+        job.status.restarts(), job.spec.restart.max_restarts,
+        absl::ToDoubleSeconds(now - job.recovering_since), job.start_step,
+        std::max(job.start_step, job.step_at_failure));
+  }
+  Event(job, absl::StrFormat("RUNNING generation %d from step %d%s: %s",
+                             job.status.generation(), job.start_step, restart,
                              absl::StrJoin(who, ", ")));
+  Persist();
   return true;
 }
 
@@ -368,6 +455,7 @@ void Coordinator::EndJob(Job& job, JobState state, const std::string& message) {
   }
   Event(job, absl::StrCat(JobStateName(state), message.empty() ? "" : ": ",
                           message));
+  Persist();
 }
 
 }  // namespace lockstep

@@ -27,16 +27,34 @@
 
 namespace lockstep {
 
+// A worker name blamed for this many failures of one job is not handed that
+// job again (no restart loops on a bad machine).
+inline constexpr int kFailuresBeforeExclusion = 2;
+
 struct CoordinatorOptions {
   std::string storage_dir;  // STORAGE/jobs/NAME/{checkpoints,summaries,...}
   double heartbeat_interval_seconds = 0.5;  // told to workers
   double worker_timeout_seconds = 10;       // no heartbeat this long: lost
+  // A rank its ring has waited on this long (while it still heartbeats) is
+  // declared hung and lost; waits over hang_report_seconds are shown in
+  // status and logged.
+  double hang_timeout_seconds = 30;
+  double hang_report_seconds = 5;
+  // STORAGE/coordinator/journal.pb is written before every job or
+  // membership transition takes effect, and read back by LoadJournal.
+  bool journal = true;
   std::function<void(const std::string&)> log;
 };
 
 class Coordinator {
  public:
   explicit Coordinator(CoordinatorOptions options);
+
+  // Reads the journal a previous coordinator left on the same storage (none
+  // is fine): its jobs resume, its workers may heartbeat again under their
+  // ids. DataLoss naming the file when it is damaged.
+  absl::Status LoadJournal();
+  std::string JournalPath() const;
 
   // Job service.
   absl::StatusOr<lockstep::v1::JobStatus> Submit(const std::string& job_json);
@@ -77,8 +95,16 @@ class Coordinator {
     int64_t order = 0;  // registration order (rank assignment order)
     absl::Time last_heartbeat;
     bool lost = false;
+    // Set when a newer registration took its name: its heartbeats are told
+    // to exit.
+    std::string replaced_by;
     std::string job;  // assigned job ("" idle)
     int rank = -1;
+    std::string name;  // stable identity
+    // The oldest collective receive it is blocked in, as of `wait_at`.
+    lockstep::v1::CollectiveWait wait;
+    absl::Time wait_at;
+    std::string wait_logged;  // the wait already logged
   };
   struct Job {
     std::string name;
@@ -92,6 +118,11 @@ class Coordinator {
     std::vector<std::string> events;
     int64_t version = 0;
     absl::Time submitted, started;
+    // Recovery (DESIGN "Failure and rejoin").
+    std::map<std::string, int> failures;  // by worker name
+    absl::Time recovering_since, next_start;
+    std::string lost_reason;
+    int64_t step_at_failure = 0;
     std::shared_ptr<CheckpointStore> checkpoints;
     std::unique_ptr<SummaryWriter> summaries;
     std::shared_ptr<CheckpointAssembler> assembler;
@@ -106,6 +137,27 @@ class Coordinator {
   void EndJob(Job& job, lockstep::v1::JobState state,
               const std::string& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool TryStart(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void TryStartAll() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The job's generation is over because of `reason` (blaming `blamed`
+  // when not null): RECOVERING, or FAILED once no restarts are left.
+  void Recover(Job& job, Worker* blamed, const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops the worker from the membership; its job (if any) recovers.
+  void MarkLost(Worker& w, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool Excluded(const Job& job, const Worker& w) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // "rank 0 has waited 6.1 s for rank 1 at step 130 (gradient bucket 2)";
+  // "" when the worker waits on nothing worth reporting.
+  std::string WaitText(const Worker& w, double min_seconds) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  double WaitSeconds(const Worker& w) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DiagnoseHangs(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Worker* RankWorker(const Job& job, int rank)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes the journal (logs a failure; the state stays in memory).
+  void Persist() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status OpenJobFiles(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string PendingReason(const Job& job) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   lockstep::v1::Assignment AssignmentFor(const Job& job, int rank) const
@@ -127,6 +179,7 @@ class Coordinator {
   std::map<std::string, std::unique_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> job_order_ ABSL_GUARDED_BY(mu_);  // submit order
   int64_t next_worker_ ABSL_GUARDED_BY(mu_) = 1;
+  int64_t journal_sequence_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 const char* JobStateName(lockstep::v1::JobState state);

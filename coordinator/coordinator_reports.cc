@@ -168,9 +168,39 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req) {
   const std::string who =
       w == workers_.end() ? req.worker_id() : Describe(w->second);
   if (!req.error().empty()) {
-    EndJob(*job, lockstep::v1::FAILED,
-           absl::StrFormat("rank %d (%s) failed: %s", req.rank(), who,
-                           req.error()));
+    const std::string what =
+        absl::StrFormat("rank %d (%s) failed: %s", req.rank(), who,
+                        req.error());
+    const auto code = static_cast<absl::StatusCode>(req.error_code());
+    if (job->status.state() != lockstep::v1::RUNNING) {
+      return absl::OkStatus();
+    }
+    if (!req.suspect_ranks().empty()) {
+      // A neighbour's stream broke or it went silent: it is lost at once.
+      const int suspect = req.suspect_ranks(0);
+      Worker* blamed = RankWorker(*job, suspect);
+      if (blamed != nullptr) {
+        MarkLost(*blamed, absl::StrCat("rank ", req.rank(),
+                                       " reports: ", req.error()));
+        return absl::OkStatus();
+      }
+    }
+    switch (code) {
+      case absl::StatusCode::kUnavailable:
+      case absl::StatusCode::kDeadlineExceeded:
+      case absl::StatusCode::kAborted:
+      case absl::StatusCode::kCancelled:
+      case absl::StatusCode::kResourceExhausted:
+      case absl::StatusCode::kInternal:
+      case absl::StatusCode::kUnknown:
+        // Something about this worker or its link, not the job itself.
+        Recover(*job, w == workers_.end() ? nullptr : &w->second, what);
+        break;
+      default:
+        // The job's own fault (data, model, divergence): a restart would
+        // fail the same way.
+        EndJob(*job, lockstep::v1::FAILED, what);
+    }
     return absl::OkStatus();
   }
   job->finished[req.rank()] = req;
@@ -225,33 +255,6 @@ void Coordinator::CompleteIfDone(Job& job) {
                          result.samples_per_sec, result.result_path));
 }
 
-void Coordinator::Tick() {
-  absl::MutexLock lock(&mu_);
-  const absl::Time now = absl::Now();
-  for (auto& [id, w] : workers_) {
-    if (w.lost) continue;
-    const double age = absl::ToDoubleSeconds(now - w.last_heartbeat);
-    if (age < options_.worker_timeout_seconds) continue;
-    w.lost = true;
-    Log(absl::StrFormat("worker %s lost: no heartbeat for %.1f s", Describe(w),
-                        age));
-    Job* job = w.job.empty() ? nullptr : FindJob(w.job);
-    if (job != nullptr && !IsTerminal(job->status.state()) &&
-        job->status.state() != lockstep::v1::PENDING) {
-      EndJob(*job, lockstep::v1::FAILED,
-             absl::StrFormat("rank %d (%s, %s) lost: no heartbeat for %.1f s",
-                             w.rank, Describe(w), w.info.collective_address(),
-                             age));
-    }
-    w.job.clear();
-    w.rank = -1;
-  }
-  for (const std::string& name : job_order_) {
-    Job& job = *jobs_.at(name);
-    if (job.status.state() == lockstep::v1::PENDING) TryStart(job);
-  }
-}
-
 lockstep::v1::WorkerStatus Coordinator::WorkerView(const Worker& w) const {
   lockstep::v1::WorkerStatus v;
   v.set_worker_id(w.id);
@@ -265,6 +268,8 @@ lockstep::v1::WorkerStatus Coordinator::WorkerView(const Worker& w) const {
   v.set_heartbeat_age_seconds(
       absl::ToDoubleSeconds(absl::Now() - w.last_heartbeat));
   v.set_alive(!w.lost);
+  v.set_name(w.name);
+  v.set_waiting(WaitText(w, 1.0));
   auto it = jobs_.find(w.job);
   if (!w.job.empty() && w.rank >= 0 && it != jobs_.end()) {
     const JobSpec& spec = it->second->spec;
@@ -292,6 +297,16 @@ JobStatus Coordinator::Snapshot(const Job& job) const {
     if (!IsTerminal(job.status.state())) *s.add_workers() = WorkerView(w);
   }
   s.set_workers_alive(alive);
+  if (job.status.state() == lockstep::v1::RUNNING) {
+    for (const std::string& id : job.ranks) {
+      const std::string wait =
+          WaitText(workers_.at(id), options_.hang_report_seconds);
+      if (!wait.empty()) {
+        s.set_message(absl::StrCat("the ring is stalled: ", wait));
+        break;
+      }
+    }
+  }
   s.set_events_total(static_cast<int64_t>(job.events.size()));
   for (const std::string& e : job.events) s.add_events(e);
   return s;

@@ -17,6 +17,9 @@ absl::Status RunCoordinator(const ServerOptions& options) {
       MakeDirs(JoinPath(options.coordinator.storage_dir, "jobs")),
       "--storage"));
   Coordinator coordinator(options.coordinator);
+  // Before serving: workers heartbeating under their old ids must find
+  // them, and jobs must not be resubmittable as new.
+  RETURN_IF_ERROR(coordinator.LoadJournal());
   JobServiceImpl jobs(&coordinator, options.shutdown);
   ClusterServiceImpl cluster(&coordinator);
   grpc::ServerBuilder builder;

@@ -68,6 +68,10 @@
 //   collective            ring | nccl | auto ? ring
 //   bucket_kib            integer >= 1 ? 1024 (gradient bucket size)
 //   fingerprint_every_steps integer >= 0 ? 100 (0: only at the end)
+// restart                 object ? {} (what happens when a worker is lost)
+//   max_restarts          integer >= 0 ? 3 (0: the job fails at once)
+//   backoff_seconds       number >= 0 ? 1 (doubles per restart, <= 60)
+//   replacement_timeout_seconds number > 0 ? 120 (wait for a worker)
 //
 // Unknown fields are rejected everywhere, as are fields that belong to
 // another variant (`optimizer.momentum: unknown field for optimizer type
@@ -106,7 +110,7 @@ absl::Status ParseRoot(const Json& v, absl::string_view base_dir,
   RETURN_IF_ERROR(
       r.CheckKeys({"name", "seed", "model", "loss", "optimizer", "lr_schedule",
                    "data", "batch_size_per_replica", "epochs", "steps",
-                   "checkpoint", "summary", "cluster"}));
+                   "checkpoint", "summary", "cluster", "restart"}));
   RETURN_IF_ERROR(r.Require("name"));
   RETURN_IF_ERROR(r.String("name", &spec->name));
   RETURN_IF_ERROR(CheckName(spec->name, "name"));
@@ -157,6 +161,18 @@ absl::Status ParseRoot(const Json& v, absl::string_view base_dir,
     RETURN_IF_ERROR(c.Int("bucket_kib", 1, &spec->cluster.bucket_kib));
     RETURN_IF_ERROR(c.Int("fingerprint_every_steps", 0,
                           &spec->cluster.fingerprint_every_steps));
+  }
+  if (r.Has("restart")) {
+    RETURN_IF_ERROR(Reader::CheckObject(r.Get("restart"), "restart"));
+    Reader c(r.Get("restart"), "restart");
+    RETURN_IF_ERROR(c.CheckKeys({"max_restarts", "backoff_seconds",
+                                 "replacement_timeout_seconds"}));
+    RETURN_IF_ERROR(c.Int("max_restarts", 0, &spec->restart.max_restarts));
+    RETURN_IF_ERROR(c.Number("backoff_seconds", job_spec_internal::kNonNegative,
+                             &spec->restart.backoff_seconds));
+    RETURN_IF_ERROR(c.Number("replacement_timeout_seconds",
+                             job_spec_internal::kPositive,
+                             &spec->restart.replacement_timeout_seconds));
   }
   return absl::OkStatus();
 }

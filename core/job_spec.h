@@ -109,6 +109,15 @@ struct ClusterSpec {
   int64_t fingerprint_every_steps = 100;
 };
 
+// What the coordinator does when a worker of the job is lost (DESIGN
+// "Failure and rejoin").
+struct RestartSpec {
+  int64_t max_restarts = 3;   // generations started after a failure; 0: fail
+  double backoff_seconds = 1;  // before restart k: backoff * 2^(k-1), <= 60 s
+  // RECOVERING this long without enough workers: the job FAILS.
+  double replacement_timeout_seconds = 120;
+};
+
 struct JobSpec {
   std::string name;
   uint64_t seed = 0;
@@ -123,6 +132,7 @@ struct JobSpec {
   CheckpointSpec checkpoint;
   SummarySpec summary;
   ClusterSpec cluster;
+  RestartSpec restart;
 
   int64_t total_replicas() const {
     return cluster.workers * cluster.replicas_per_worker;
@@ -141,6 +151,7 @@ bool operator==(const DataSpec& a, const DataSpec& b);
 bool operator==(const CheckpointSpec& a, const CheckpointSpec& b);
 bool operator==(const SummarySpec& a, const SummarySpec& b);
 bool operator==(const ClusterSpec& a, const ClusterSpec& b);
+bool operator==(const RestartSpec& a, const RestartSpec& b);
 bool operator==(const JobSpec& a, const JobSpec& b);
 inline bool operator!=(const JobSpec& a, const JobSpec& b) { return !(a == b); }
 

@@ -133,6 +133,10 @@ Json SpecToJson(const JobSpec& s) {
                   {"collective", NameOf(Collectives(), s.cluster.collective)},
                   {"bucket_kib", s.cluster.bucket_kib},
                   {"fingerprint_every_steps", s.cluster.fingerprint_every_steps}};
+  j["restart"] = {
+      {"max_restarts", s.restart.max_restarts},
+      {"backoff_seconds", s.restart.backoff_seconds},
+      {"replacement_timeout_seconds", s.restart.replacement_timeout_seconds}};
   return j;
 }
 
@@ -184,6 +188,11 @@ bool operator==(const ClusterSpec& a, const ClusterSpec& b) {
          a.collective == b.collective && a.bucket_kib == b.bucket_kib &&
          a.fingerprint_every_steps == b.fingerprint_every_steps;
 }
+bool operator==(const RestartSpec& a, const RestartSpec& b) {
+  return a.max_restarts == b.max_restarts &&
+         a.backoff_seconds == b.backoff_seconds &&
+         a.replacement_timeout_seconds == b.replacement_timeout_seconds;
+}
 bool operator==(const JobSpec& a, const JobSpec& b) {
   return a.name == b.name && a.seed == b.seed && a.model == b.model &&
          a.loss == b.loss && a.optimizer == b.optimizer &&
@@ -191,7 +200,7 @@ bool operator==(const JobSpec& a, const JobSpec& b) {
          a.batch_size_per_replica == b.batch_size_per_replica &&
          a.epochs == b.epochs && a.steps == b.steps &&
          a.checkpoint == b.checkpoint && a.summary == b.summary &&
-         a.cluster == b.cluster;
+         a.cluster == b.cluster && a.restart == b.restart;
 }
 
 std::string JobSpecToJson(const JobSpec& spec) {

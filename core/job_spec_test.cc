@@ -257,6 +257,11 @@ TEST(JobSpecTest, CanonicalJson) {
     "collective": "ring",
     "bucket_kib": 1024,
     "fingerprint_every_steps": 100
+  },
+  "restart": {
+    "max_restarts": 3,
+    "backoff_seconds": 1.0,
+    "replacement_timeout_seconds": 120.0
   }
 }
 )");
@@ -421,6 +426,15 @@ INSTANTIATE_TEST_SUITE_P(
                 [](Json& j) { j["cluster"]["fingerprint_every_steps"] = -1; },
                 "cluster.fingerprint_every_steps: must be an integer >= 0, "
                 "got -1"},
+        BadCase{"MaxRestarts",
+                [](Json& j) { j["restart"]["max_restarts"] = -1; },
+                "restart.max_restarts: must be an integer >= 0, got -1"},
+        BadCase{"ReplacementTimeout",
+                [](Json& j) { j["restart"]["replacement_timeout_seconds"] = 0; },
+                "restart.replacement_timeout_seconds: must be > 0, got 0"},
+        BadCase{"RestartUnknownField",
+                [](Json& j) { j["restart"]["retries"] = 2; },
+                "restart.retries: unknown field"},
         BadCase{"Collective",
                 [](Json& j) { j["cluster"]["collective"] = "mpi"; },
                 "cluster.collective: unknown collective \"mpi\"; expected "

@@ -101,7 +101,8 @@ void GrpcRingTransport::SendLoop(int lane_index) {
       grpc::Status s = writer->Finish();
       writer.reset();
       Fail(FromGrpc(s, absl::StrFormat("sending to rank %d (%s)", next_rank(),
-                                       options_.peers[next_rank()])));
+                                       options_.peers[next_rank()])),
+           next_rank());
     }
   }
   if (writer != nullptr) {
@@ -118,6 +119,12 @@ void GrpcRingTransport::SendLoop(int lane_index) {
 absl::StatusOr<std::string> GrpcRingTransport::RecvFromPrev(
     const CollectiveTag& tag, absl::Time deadline) {
   absl::MutexLock lock(&mu_);
+  waiting_.try_emplace(tag, absl::Now());
+  struct Done {
+    absl::flat_hash_map<CollectiveTag, absl::Time>& w;
+    const CollectiveTag& t;
+    ~Done() { w.erase(t); }
+  } done{waiting_, tag};
   while (true) {
     auto it = mailbox_.find(tag);
     if (it != mailbox_.end()) {
@@ -128,6 +135,7 @@ absl::StatusOr<std::string> GrpcRingTransport::RecvFromPrev(
     if (!error_.ok()) return error_;
     if (arrived_.WaitWithDeadline(&mu_, deadline)) {
       if (mailbox_.contains(tag) || !error_.ok()) continue;
+      if (suspect_ < 0) suspect_ = prev_rank();
       return absl::DeadlineExceededError(absl::StrFormat(
           "waited for rank %d (%s) to send %s; nothing came", prev_rank(),
           options_.peers[prev_rank()], TagToString(tag)));
@@ -135,9 +143,34 @@ absl::StatusOr<std::string> GrpcRingTransport::RecvFromPrev(
   }
 }
 
-void GrpcRingTransport::Fail(const absl::Status& status) {
+GrpcRingTransport::Wait GrpcRingTransport::OldestWait() {
   absl::MutexLock lock(&mu_);
-  if (error_.ok()) error_ = status;
+  Wait out;
+  absl::Time oldest = absl::InfiniteFuture();
+  for (const auto& [tag, since] : waiting_) {
+    if (since < oldest) {
+      oldest = since;
+      out.tag = tag;
+    }
+  }
+  if (oldest == absl::InfiniteFuture()) return out;
+  out.waiting = true;
+  out.from_rank = prev_rank();
+  out.seconds = absl::ToDoubleSeconds(absl::Now() - oldest);
+  return out;
+}
+
+int GrpcRingTransport::suspect_rank() {
+  absl::MutexLock lock(&mu_);
+  return suspect_;
+}
+
+void GrpcRingTransport::Fail(const absl::Status& status, int suspect) {
+  absl::MutexLock lock(&mu_);
+  if (error_.ok()) {
+    error_ = status;
+    suspect_ = suspect;
+  }
   // Cancel the outgoing calls so a sender blocked in Write returns.
   for (grpc::ClientContext* c : open_calls_) c->TryCancel();
   arrived_.SignalAll();
@@ -149,8 +182,9 @@ void GrpcRingTransport::Abort(const absl::Status& reason) {
 
 void GrpcRingTransport::LinkBroken(const std::string& detail) {
   Fail(absl::UnavailableError(
-      absl::StrFormat("the stream from rank %d (%s) broke: %s", prev_rank(),
-                      options_.peers[prev_rank()], detail)));
+           absl::StrFormat("the stream from rank %d (%s) broke: %s",
+                           prev_rank(), options_.peers[prev_rank()], detail)),
+       prev_rank());
 }
 
 absl::Status GrpcRingTransport::Deliver(CollectiveChunk& chunk) {
@@ -188,7 +222,11 @@ absl::Status GrpcRingTransport::Deliver(CollectiveChunk& chunk) {
       return absl::OkStatus();
     }
   }
-  Fail(refusal);
+  // A refused message from the right job and generation comes from a
+  // misbehaving previous rank; anything else is a stranger, not a suspect.
+  const bool from_peer = chunk.job() == options_.job &&
+                         chunk.generation() == options_.generation;
+  Fail(refusal, from_peer ? prev_rank() : -1);
   return refusal;
 }
 
@@ -211,6 +249,15 @@ void CollectiveService::AbortCurrent(const absl::Status& reason) {
     current = current_;
   }
   if (current != nullptr) current->Abort(reason);
+}
+
+GrpcRingTransport::Wait CollectiveService::CurrentWait() {
+  std::shared_ptr<GrpcRingTransport> current;
+  {
+    absl::MutexLock lock(&mu_);
+    current = current_;
+  }
+  return current == nullptr ? GrpcRingTransport::Wait{} : current->OldestWait();
 }
 
 grpc::Status CollectiveService::Push(

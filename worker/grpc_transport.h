@@ -66,6 +66,20 @@ class GrpcRingTransport : public Transport {
   // The incoming stream from the previous rank broke (not a clean close).
   void LinkBroken(const std::string& detail);
 
+  // The oldest receive now blocked (for hang diagnosis); waiting is false
+  // when none is.
+  struct Wait {
+    bool waiting = false;
+    int from_rank = -1;
+    CollectiveTag tag;
+    double seconds = 0;
+  };
+  Wait OldestWait();
+  // The neighbour the first failure points at (a broken or refused stream,
+  // a send that failed, a receive that timed out); -1 when none does (an
+  // abort, no failure).
+  int suspect_rank();
+
  private:
   struct Lane {
     absl::Mutex mu;
@@ -77,7 +91,7 @@ class GrpcRingTransport : public Transport {
     std::thread thread;
   };
   void SendLoop(int lane_index);
-  void Fail(const absl::Status& status);
+  void Fail(const absl::Status& status, int suspect = -1);
 
   const GrpcRingOptions options_;
   std::vector<std::unique_ptr<Lane>> lanes_;
@@ -86,6 +100,9 @@ class GrpcRingTransport : public Transport {
   absl::CondVar arrived_;
   absl::flat_hash_map<CollectiveTag, std::string> mailbox_ ABSL_GUARDED_BY(mu_);
   absl::Status error_ ABSL_GUARDED_BY(mu_);  // first failure; sticky
+  int suspect_ ABSL_GUARDED_BY(mu_) = -1;
+  // Receives in progress and since when.
+  absl::flat_hash_map<CollectiveTag, absl::Time> waiting_ ABSL_GUARDED_BY(mu_);
   std::vector<grpc::ClientContext*> open_calls_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -105,6 +122,8 @@ class CollectiveService final : public lockstep::v1::Collective::Service {
   void Detach(const GrpcRingTransport* transport);
   // Aborts the attached transport (the job was stopped): its waits return.
   void AbortCurrent(const absl::Status& reason);
+  // The attached transport's OldestWait (not waiting when none is attached).
+  GrpcRingTransport::Wait CurrentWait();
 
   grpc::Status Push(grpc::ServerContext* context,
                     grpc::ServerReader<lockstep::v1::CollectiveChunk>* reader,

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -106,6 +107,7 @@ class JobRunner {
   BatchLoss last_epoch_, last_eval_;
   bool evaluated_ = false;
   StepMeter meter_;  // this run's rates and running losses
+  bool coordinator_down_ = false;
 };
 
 absl::Status JobRunner::Setup() {
@@ -301,7 +303,18 @@ absl::Status JobRunner::Run() {
     if (epoch_end || last ||
         (spec_.checkpoint.every_steps > 0 &&
          step_ % spec_.checkpoint.every_steps == 0)) {
-      RETURN_IF_ERROR(Checkpoint(step_, meter_.epoch()));
+      absl::Status cs = Checkpoint(step_, meter_.epoch());
+      if (absl::IsCancelled(cs) || absl::IsFailedPrecondition(cs) ||
+          absl::IsNotFound(cs)) {
+        return cs;  // the job is over for this generation
+      }
+      if (!cs.ok()) {
+        // An unreachable coordinator or a failed commit costs this
+        // checkpoint, not the training: the previous one stays the latest.
+        Log(absl::StrFormat("warning: checkpoint at step %d not saved, "
+                            "training goes on: %s",
+                            step_, cs.message()));
+      }
     }
     const bool fingerprint = last || (fp_every > 0 && step_ % fp_every == 0);
     const bool report_due =
@@ -322,8 +335,20 @@ absl::Status JobRunner::Run() {
         pending.set_fingerprint_step(step_);
         pending.set_fingerprint(Fingerprint(replicas_->params()));
       }
-      RETURN_IF_ERROR(Report(pending));
-      pending.Clear();
+      absl::Status rs = Report(pending);
+      if (rs.ok()) {
+        pending.Clear();
+        if (coordinator_down_) Log("the coordinator is reachable again");
+        coordinator_down_ = false;
+      } else if (absl::IsUnavailable(rs) || absl::IsDeadlineExceeded(rs)) {
+        // Training does not need the coordinator; the reports wait.
+        if (!coordinator_down_) {
+          Log(absl::StrCat(rs.message(), "; training goes on, reports wait"));
+        }
+        coordinator_down_ = true;
+      } else {
+        return rs;
+      }
       last_report = Clock::now();
     }
     if (epoch_end) meter_.EndEpoch();
@@ -345,6 +370,10 @@ void JobRunner::Finish(const absl::Status& status) {
   req.set_rank(a_.rank());
   if (!status.ok()) {
     req.set_error(std::string(status.message()));
+    req.set_error_code(static_cast<int32_t>(status.code()));
+    const int suspect =
+        transport_ == nullptr ? -1 : transport_->suspect_rank();
+    if (suspect >= 0) req.add_suspect_ranks(suspect);
   } else {
     req.set_steps(step_);
     req.set_fingerprint(Fingerprint(replicas_->params()));
@@ -356,13 +385,28 @@ void JobRunner::Finish(const absl::Status& status) {
     req.set_epochs(step_ / std::max<int64_t>(plan_->steps_per_epoch(), 1));
     req.set_num_parameters(replicas_->primary().num_parameters());
   }
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(30));
-  lockstep::v1::FinishResponse response;
-  absl::Status s =
-      FromGrpc(ctx_.coordinator->Finish(&context, req, &response), "Finish");
-  if (!s.ok()) Log(absl::StrCat("warning: ", s.message()));
+  // The result must reach the coordinator: retry while it is unreachable
+  // (restarting), for up to 10 minutes or until the daemon stops the job.
+  const Clock::time_point give_up = Clock::now() + std::chrono::minutes(10);
+  bool logged = false;
+  while (true) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(30));
+    lockstep::v1::FinishResponse response;
+    absl::Status s =
+        FromGrpc(ctx_.coordinator->Finish(&context, req, &response), "Finish");
+    if (s.ok()) return;
+    const bool retry = (absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s)) &&
+                       Clock::now() < give_up && !Stopped();
+    if (!retry) {
+      Log(absl::StrCat("warning: ", s.message()));
+      return;
+    }
+    if (!logged) Log(absl::StrCat(s.message(), "; retrying every second"));
+    logged = true;
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
 }
 
 }  // namespace

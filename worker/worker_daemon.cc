@@ -42,7 +42,8 @@ class WorkerDaemon {
     return o_.shutdown != nullptr && o_.shutdown->load();
   }
   absl::Status Register();
-  void Heartbeat();
+  // Errors only for what ends the daemon (it was replaced).
+  absl::Status Heartbeat();
   void StartJob(const lockstep::v1::Assignment& a);
   void StopJob(const std::string& reason);
   void ReapJob();
@@ -73,6 +74,7 @@ absl::Status WorkerDaemon::Register() {
   req.set_replicas(o_.replicas);
   req.add_devices(absl::StrCat("cpu:", o_.replicas));
   req.set_version(kVersion);
+  req.set_name(o_.name.empty() ? address_ : o_.name);
   while (!ShuttingDown()) {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() +
@@ -137,12 +139,20 @@ void WorkerDaemon::ReapJob() {
   }
 }
 
-void WorkerDaemon::Heartbeat() {
+absl::Status WorkerDaemon::Heartbeat() {
   lockstep::v1::HeartbeatRequest req;
   req.set_worker_id(worker_id_);
   if (job_thread_ != nullptr) {
     req.set_job(assignment_.job());
     req.set_generation(assignment_.generation());
+    const GrpcRingTransport::Wait wait = collective_.CurrentWait();
+    if (wait.waiting && wait.seconds >= 1.0) {
+      auto* w = req.mutable_wait();
+      w->set_from_rank(wait.from_rank);
+      w->set_step(wait.tag.step);
+      w->set_bucket(wait.tag.bucket);
+      w->set_seconds(wait.seconds);
+    }
   }
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
@@ -150,17 +160,23 @@ void WorkerDaemon::Heartbeat() {
   HeartbeatResponse resp;
   absl::Status s = FromGrpc(stub_->Heartbeat(&context, req, &resp),
                             absl::StrCat("Heartbeat to ", o_.coordinator));
+  if (absl::IsFailedPrecondition(s)) {
+    if (job_thread_ != nullptr) StopJob(std::string(s.message()));
+    return s;
+  }
   if (absl::IsNotFound(s)) {
     Log(absl::StrCat(s.message(), "; registering again"));
-    if (job_thread_ != nullptr) StopJob("the coordinator forgot this worker");
+    if (job_thread_ != nullptr) {
+      StopJob("the coordinator dropped this worker from the job");
+    }
     s = Register();
     if (!s.ok()) Log(s.ToString());
-    return;
+    return absl::OkStatus();
   }
   if (!s.ok()) {
     if (!coordinator_down_logged_) Log(std::string(s.message()));
     coordinator_down_logged_ = true;
-    return;
+    return absl::OkStatus();
   }
   coordinator_down_logged_ = false;
   if (resp.command() == HeartbeatResponse::RUN && job_thread_ == nullptr) {
@@ -174,6 +190,7 @@ void WorkerDaemon::Heartbeat() {
     }
     StopJob(resp.reason());
   }
+  return absl::OkStatus();
 }
 
 absl::Status WorkerDaemon::Run() {
@@ -199,7 +216,8 @@ absl::Status WorkerDaemon::Run() {
   absl::Status s = Register();
   while (s.ok() && !ShuttingDown()) {
     ReapJob();  // first, so a finished job is not reported as running
-    Heartbeat();
+    s = Heartbeat();
+    if (!s.ok()) break;
     // Short sleeps so a shutdown or a finished job is noticed quickly.
     const auto until = std::chrono::steady_clock::now() +
                        std::chrono::duration<double>(heartbeat_seconds_);

@@ -17,6 +17,8 @@ struct WorkerOptions {
   std::string listen = "127.0.0.1:0";  // the collective service
   // The address peers dial; default: listen's host with the bound port.
   std::string advertise;
+  // Stable identity at the coordinator; "" = the advertised address.
+  std::string name;
   int replicas = 1;  // CPU replicas offered
   int threads = 0;   // compute threads; 0 = every core
   int lanes = 2;     // ring streams to the next rank

@@ -1,0 +1,184 @@
+// The Coordinator's journal (see coordinator.h and proto/journal.proto):
+// STORAGE/coordinator/journal.pb holds "LSJRNL01", the CRC32C of the
+// payload (4 bytes, little-endian) and the serialized Journal. It is
+// replaced atomically (temporary file, fsync, rename, fsync of the folder)
+// before a transition is acted on, so a coordinator killed at any moment
+// restarts from the last transition it acted on.
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "coordinator/coordinator.h"
+#include "core/crc32c.h"
+#include "core/file_util.h"
+#include "core/status_macros.h"
+#include "proto/journal.pb.h"
+
+namespace lockstep {
+namespace {
+
+constexpr char kMagic[] = "LSJRNL01";
+constexpr size_t kMagicSize = 8;
+constexpr size_t kMaxJournaledEvents = 500;
+
+double UnixSeconds(absl::Time t) {
+  return t == absl::InfinitePast() ? 0 : absl::ToUnixMicros(t) / 1e6;
+}
+absl::Time FromUnixSeconds(double s) {
+  return s <= 0 ? absl::InfinitePast()
+                : absl::FromUnixMicros(static_cast<int64_t>(s * 1e6));
+}
+
+}  // namespace
+
+std::string Coordinator::JournalPath() const {
+  return JoinPath(JoinPath(options_.storage_dir, "coordinator"), "journal.pb");
+}
+
+void Coordinator::Persist() {
+  if (!options_.journal) return;
+  lockstep::v1::Journal j;
+  j.set_sequence(++journal_sequence_);
+  j.set_next_worker(next_worker_);
+  for (const auto& [id, w] : workers_) {
+    if (w.lost) continue;  // a lost worker must register again anyway
+    auto* out = j.add_workers();
+    out->set_id(w.id);
+    *out->mutable_info() = w.info;
+    out->mutable_info()->set_name(w.name);
+    out->set_order(w.order);
+    out->set_job(w.job);
+    out->set_rank(w.rank);
+  }
+  for (const std::string& name : job_order_) {
+    const Job& job = *jobs_.at(name);
+    auto* out = j.add_jobs();
+    out->set_job_json(job.job_json);
+    *out->mutable_status() = job.status;
+    out->mutable_status()->clear_events();
+    out->mutable_status()->clear_workers();
+    for (const std::string& id : job.ranks) out->add_ranks(id);
+    out->set_start_step(job.start_step);
+    for (const auto& [n, count] : job.failures) (*out->mutable_failures())[n] = count;
+    out->set_recovering_since_unix(UnixSeconds(job.recovering_since));
+    out->set_next_start_unix(UnixSeconds(job.next_start));
+    out->set_started_unix(UnixSeconds(job.started));
+    const size_t first = job.events.size() > kMaxJournaledEvents
+                             ? job.events.size() - kMaxJournaledEvents
+                             : 0;
+    for (size_t i = first; i < job.events.size(); ++i) {
+      out->add_events(job.events[i]);
+    }
+  }
+  std::string payload;
+  j.SerializeToString(&payload);
+  const uint32_t crc = Crc32c(payload.data(), payload.size());
+  std::string bytes(kMagic, kMagicSize);
+  char c[4];
+  for (int i = 0; i < 4; ++i) c[i] = static_cast<char>((crc >> (8 * i)) & 0xff);
+  bytes.append(c, 4);
+  bytes += payload;
+  const std::string path = JournalPath();
+  absl::Status s = MakeDirs(Dirname(path));
+  if (s.ok()) s = WriteFileAtomic(path, bytes);
+  if (!s.ok()) {
+    Log(absl::StrCat("error: cannot write the journal (a restart would lose "
+                     "the last transition): ",
+                     s.message()));
+  }
+}
+
+absl::Status Coordinator::LoadJournal() {
+  const std::string path = JournalPath();
+  absl::StatusOr<std::string> bytes = ReadFile(path);
+  if (absl::IsNotFound(bytes.status())) return absl::OkStatus();
+  RETURN_IF_ERROR(bytes.status());
+  auto damaged = [&path](const std::string& why) {
+    return absl::DataLossError(absl::StrFormat(
+        "the journal %s is damaged (%s); move it aside to start without the "
+        "previous jobs (their checkpoints stay in place)",
+        path, why));
+  };
+  if (bytes->size() < kMagicSize + 4 ||
+      std::memcmp(bytes->data(), kMagic, kMagicSize) != 0) {
+    return damaged("no lockstep journal header");
+  }
+  uint32_t crc = 0;
+  for (int i = 0; i < 4; ++i) {
+    crc |= static_cast<uint32_t>(static_cast<uint8_t>((*bytes)[kMagicSize + i]))
+           << (8 * i);
+  }
+  const std::string payload = bytes->substr(kMagicSize + 4);
+  if (Crc32c(payload.data(), payload.size()) != crc) return damaged("CRC mismatch");
+  lockstep::v1::Journal j;
+  if (!j.ParseFromString(payload)) return damaged("unparsable payload");
+
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = absl::Now();
+  journal_sequence_ = j.sequence();
+  next_worker_ = j.next_worker();
+  for (const auto& in : j.workers()) {
+    Worker w;
+    w.id = in.id();
+    w.info = in.info();
+    w.name = in.info().name();
+    w.order = in.order();
+    w.job = in.job();
+    w.rank = in.rank();
+    // It has worker_timeout from now to heartbeat again.
+    w.last_heartbeat = now;
+    workers_[w.id] = std::move(w);
+  }
+  int resumed = 0;
+  for (const auto& in : j.jobs()) {
+    auto job = std::make_unique<Job>();
+    absl::StatusOr<JobSpec> spec = ParseJobSpec(in.job_json());
+    if (!spec.ok()) {
+      return damaged(absl::StrCat("job ", in.status().name(), ": ",
+                                  spec.status().message()));
+    }
+    job->spec = *std::move(spec);
+    job->name = job->spec.name;
+    job->job_json = in.job_json();
+    job->status = in.status();
+    job->ranks.assign(in.ranks().begin(), in.ranks().end());
+    job->start_step = in.start_step();
+    for (const auto& [n, count] : in.failures()) job->failures[n] = count;
+    job->recovering_since = FromUnixSeconds(in.recovering_since_unix());
+    job->next_start = FromUnixSeconds(in.next_start_unix());
+    job->started = FromUnixSeconds(in.started_unix());
+    job->submitted = FromUnixSeconds(in.status().submitted_unix_seconds());
+    job->events.assign(in.events().begin(), in.events().end());
+    job->lost_reason = in.status().message();
+    if (job->status.state() == lockstep::v1::RECOVERING) {
+      job->recovering_since = now;  // the replacement wait starts again
+    }
+    RETURN_IF_ERROR(OpenJobFiles(*job));
+    for (const std::string& id : job->ranks) {
+      if (!workers_.count(id)) {
+        // A rank whose worker was already lost: keep the rank table whole.
+        Worker gone;
+        gone.id = id;
+        gone.lost = true;
+        workers_[id] = std::move(gone);
+      }
+    }
+    Job& ref = *job;
+    job_order_.push_back(ref.name);
+    jobs_[ref.name] = std::move(job);
+    if (!IsTerminal(ref.status.state())) {
+      ++resumed;
+      Event(ref, absl::StrFormat("coordinator restarted: %s at generation %d "
+                                 "taken over from the journal",
+                                 JobStateName(ref.status.state()),
+                                 ref.status.generation()));
+    }
+  }
+  Log(absl::StrFormat("journal %s (sequence %d): %d jobs (%d not finished), "
+                      "%d workers expected to heartbeat again",
+                      path, journal_sequence_, j.jobs_size(), resumed,
+                      j.workers_size()));
+  return absl::OkStatus();
+}
+
+}  // namespace lockstep

@@ -1,0 +1,174 @@
+// The Coordinator's failure side (see coordinator.h, DESIGN "Failure and
+// rejoin"): liveness, hang diagnosis, lost workers, generation changes and
+// the restart policy.
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "coordinator/coordinator.h"
+
+namespace lockstep {
+namespace {
+
+// Tags above any gradient bucket (worker/job_runner.cc).
+constexpr int32_t kMetricsBucket = 1 << 24;
+
+std::string BucketName(int32_t bucket) {
+  if (bucket == kMetricsBucket) return "the loss all-reduce";
+  if (bucket == kMetricsBucket + 1) return "the evaluation all-reduce";
+  return absl::StrCat("gradient bucket ", bucket);
+}
+
+}  // namespace
+
+Coordinator::Worker* Coordinator::RankWorker(const Job& job, int rank) {
+  if (rank < 0 || rank >= static_cast<int>(job.ranks.size())) return nullptr;
+  auto it = workers_.find(job.ranks[rank]);
+  return it == workers_.end() ? nullptr : &it->second;
+}
+
+bool Coordinator::Excluded(const Job& job, const Worker& w) const {
+  auto it = job.failures.find(w.name);
+  return it != job.failures.end() && it->second >= kFailuresBeforeExclusion;
+}
+
+double Coordinator::WaitSeconds(const Worker& w) const {
+  if (w.wait.seconds() <= 0 || w.lost) return 0;
+  // The report is as old as the heartbeat that carried it; the wait goes on.
+  return w.wait.seconds() + absl::ToDoubleSeconds(absl::Now() - w.wait_at);
+}
+
+std::string Coordinator::WaitText(const Worker& w, double min_seconds) const {
+  const double waited = WaitSeconds(w);
+  if (waited < min_seconds || w.rank < 0) return "";
+  return absl::StrFormat("rank %d has waited %.1f s for rank %d at step %d "
+                         "(%s)",
+                         w.rank, waited, w.wait.from_rank(), w.wait.step(),
+                         BucketName(w.wait.bucket()));
+}
+
+void Coordinator::MarkLost(Worker& w, const std::string& why) {
+  if (w.lost) return;
+  w.lost = true;
+  Log(absl::StrFormat("worker %s (\"%s\") lost: %s", Describe(w), w.name,
+                      why));
+  Job* job = w.job.empty() ? nullptr : FindJob(w.job);
+  if (job != nullptr && job->status.state() == lockstep::v1::RUNNING) {
+    Recover(*job, &w,
+            absl::StrFormat("rank %d (%s, %s) lost: %s", w.rank, Describe(w),
+                            w.info.collective_address(), why));
+  }
+  w.job.clear();
+  w.rank = -1;
+  Persist();
+}
+
+void Coordinator::Recover(Job& job, Worker* blamed,
+                          const std::string& reason) {
+  if (job.status.state() != lockstep::v1::RUNNING) return;
+  if (blamed != nullptr) ++job.failures[blamed->name];
+  job.lost_reason = reason;
+  job.step_at_failure = job.status.step();
+  // Every rank's part of this generation is over: survivors get STOP at
+  // their next heartbeat (their generation is no longer current) and are
+  // idle again, first in line for the next generation.
+  for (const std::string& id : job.ranks) {
+    auto w = workers_.find(id);
+    if (w != workers_.end() && w->second.job == job.name) {
+      w->second.job.clear();
+      w->second.rank = -1;
+    }
+  }
+  const int64_t max = job.spec.restart.max_restarts;
+  if (job.status.restarts() >= max) {
+    EndJob(job, lockstep::v1::FAILED,
+           absl::StrFormat("%s; no restart left (restart.max_restarts = %d)",
+                           reason, max));
+    return;
+  }
+  const absl::Time now = absl::Now();
+  job.status.set_state(lockstep::v1::RECOVERING);
+  job.recovering_since = now;
+  const double backoff =
+      std::min(60.0, job.spec.restart.backoff_seconds *
+                         std::pow(2.0, static_cast<double>(
+                                           job.status.restarts())));
+  job.next_start = now + absl::Seconds(backoff);
+  job.status.set_message(absl::StrCat(reason, "; recovering"));
+  Event(job, absl::StrFormat(
+                 "RECOVERING from generation %d at step %d: %s; restart %d "
+                 "of %d after %.1f s back-off, from the latest checkpoint",
+                 job.status.generation(), job.step_at_failure, reason,
+                 job.status.restarts() + 1, max, backoff));
+  Persist();
+}
+
+void Coordinator::DiagnoseHangs(Job& job) {
+  for (const std::string& id : job.ranks) {
+    Worker& w = workers_.at(id);
+    const std::string text = WaitText(w, options_.hang_report_seconds);
+    if (text.empty()) continue;
+    // Follow who-waits-for-whom to the rank that waits on nothing: that
+    // one holds the ring up.
+    Worker* culprit = RankWorker(job, w.wait.from_rank());
+    for (size_t hops = 0; culprit != nullptr && hops < job.ranks.size();
+         ++hops) {
+      if (WaitSeconds(*culprit) < 1.0) break;
+      culprit = RankWorker(job, culprit->wait.from_rank());
+    }
+    const std::string key = absl::StrFormat(
+        "%d/%d/%d", job.status.generation(), w.wait.step(), w.wait.bucket());
+    if (w.wait_logged != key) {
+      w.wait_logged = key;
+      Event(job, absl::StrCat("stalled: ", text));
+    }
+    if (culprit != nullptr && !culprit->lost &&
+        WaitSeconds(w) >= options_.hang_timeout_seconds) {
+      MarkLost(*culprit,
+               absl::StrFormat("hung: %s (hang timeout %.0f s)", text,
+                               options_.hang_timeout_seconds));
+      return;  // the job changed state
+    }
+  }
+}
+
+void Coordinator::Tick() {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = absl::Now();
+  for (auto& [id, w] : workers_) {
+    if (w.lost) continue;
+    const double age = absl::ToDoubleSeconds(now - w.last_heartbeat);
+    if (age < options_.worker_timeout_seconds) continue;
+    std::string why = absl::StrFormat("no heartbeat for %.1f s", age);
+    // Say where its ring is stuck waiting for it.
+    Job* job = w.job.empty() ? nullptr : FindJob(w.job);
+    if (job != nullptr) {
+      for (const std::string& other : job->ranks) {
+        const Worker& o = workers_.at(other);
+        if (&o != &w && o.wait.from_rank() == w.rank &&
+            WaitSeconds(o) >= 1.0) {
+          absl::StrAppend(&why, "; ", WaitText(o, 1.0));
+          break;
+        }
+      }
+    }
+    MarkLost(w, why);
+  }
+  for (const std::string& name : job_order_) {
+    Job& job = *jobs_.at(name);
+    if (job.status.state() == lockstep::v1::RUNNING) DiagnoseHangs(job);
+    if (job.status.state() == lockstep::v1::RECOVERING &&
+        now - job.recovering_since >=
+            absl::Seconds(job.spec.restart.replacement_timeout_seconds)) {
+      EndJob(job, lockstep::v1::FAILED,
+             absl::StrFormat("%s; no replacement worker joined within %.0f s "
+                             "(restart.replacement_timeout_seconds)",
+                             job.lost_reason,
+                             job.spec.restart.replacement_timeout_seconds));
+    }
+  }
+  TryStartAll();
+}
+
+}  // namespace lockstep
