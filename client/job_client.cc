@@ -1,6 +1,8 @@
 // JobService calls with deadlines and one status conversion each.
 #include "client/job_client.h"
 
+#include <iostream>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "proto/rpc_util.h"
@@ -71,25 +73,50 @@ absl::StatusOr<v1::JobStatus> JobClient::Cancel(const std::string& name) {
 absl::StatusOr<v1::JobStatus> JobClient::Watch(
     const std::string& name,
     const std::function<void(const v1::JobStatus&)>& on_update) {
-  grpc::ClientContext c;
-  v1::WatchJobRequest req;
-  req.set_name(name);
-  auto reader = stub_->WatchJob(&c, req);
-  v1::JobStatus last, msg;
+  v1::JobStatus last;
   bool any = false;
-  while (reader->Read(&msg)) {
-    on_update(msg);
-    last = msg;
-    any = true;
+  int64_t events_seen = 0;
+  // A coordinator that restarts (it resumes from its journal) is waited for
+  // this long; the watch goes on where it left off.
+  const absl::Duration kReconnectFor = absl::Seconds(60);
+  absl::Time unreachable_since = absl::InfiniteFuture();
+  while (true) {
+    grpc::ClientContext c;
+    v1::WatchJobRequest req;
+    req.set_name(name);
+    req.set_events_seen(events_seen);
+    auto reader = stub_->WatchJob(&c, req);
+    v1::JobStatus msg;
+    while (reader->Read(&msg)) {
+      unreachable_since = absl::InfiniteFuture();
+      on_update(msg);
+      events_seen = msg.events_total();
+      last = msg;
+      any = true;
+    }
+    absl::Status s =
+        FromGrpc(reader->Finish(), absl::StrCat("watch at ", address_));
+    if (any && (last.state() == v1::SUCCEEDED ||
+                last.state() == v1::FAILED || last.state() == v1::CANCELLED)) {
+      return last;
+    }
+    if (!s.ok() && !absl::IsUnavailable(s)) return s;
+    const absl::Time now = absl::Now();
+    if (unreachable_since == absl::InfiniteFuture()) {
+      unreachable_since = now;
+      if (any) {
+        std::cerr << s.message() << "; reconnecting for up to "
+                  << absl::FormatDuration(kReconnectFor) << std::endl;
+      }
+    }
+    if (!any && !s.ok()) return s;  // never reached: say so at once
+    if (now - unreachable_since > kReconnectFor) {
+      return s.ok() ? absl::UnavailableError(absl::StrCat(
+                          "watch at ", address_, ": the stream ended early"))
+                    : s;
+    }
+    absl::SleepFor(absl::Seconds(1));
   }
-  absl::Status s =
-      FromGrpc(reader->Finish(), absl::StrCat("watch at ", address_));
-  if (!s.ok()) return s;
-  if (!any) {
-    return absl::UnavailableError(
-        absl::StrCat("watch at ", address_, ": the stream ended empty"));
-  }
-  return last;
 }
 
 }  // namespace lockstep

@@ -106,8 +106,10 @@ class WatchPrinter {
     if (IsEnd(s)) {
       for (const std::string& e : s.events()) std::cout << e << "\n";
     }
-    if (s.state() == v1::PENDING && s.message() != last_message_) {
-      std::cout << "[" << s.name() << "] PENDING: " << s.message() << "\n";
+    if ((s.state() == v1::PENDING || s.state() == v1::RECOVERING) &&
+        s.message() != last_message_) {
+      std::cout << "[" << s.name() << "] " << StateName(s.state()) << ": "
+                << s.message() << "\n";
       last_message_ = s.message();
     }
     std::cout.flush();

@@ -1,6 +1,8 @@
 // gRPC adapters: unpack, call Coordinator, convert the status once.
 #include "coordinator/services.h"
 
+#include <algorithm>
+
 #include <vector>
 
 #include "proto/rpc_util.h"
@@ -39,7 +41,7 @@ grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext*,
 grpc::Status JobServiceImpl::WatchJob(
     grpc::ServerContext* context, const v1::WatchJobRequest* req,
     grpc::ServerWriter<v1::JobStatus>* writer) {
-  int64_t version = -1, events_seen = 0;
+  int64_t version = -1, events_seen = std::max<int64_t>(0, req->events_seen());
   while (!context->IsCancelled() && !shutdown_->load()) {
     absl::StatusOr<v1::JobStatus> s =
         c_->WaitForChange(req->name(), &version, &events_seen,

@@ -304,6 +304,20 @@ absl::Status JobRunner::Run() {
         (spec_.checkpoint.every_steps > 0 &&
          step_ % spec_.checkpoint.every_steps == 0)) {
       absl::Status cs = Checkpoint(step_, meter_.epoch());
+      // The final parameters must be committed: wait for a coordinator that
+      // is restarting (bounded), as Finish does.
+      const Clock::time_point give_up = Clock::now() + std::chrono::minutes(10);
+      bool logged = false;
+      while (last && (absl::IsUnavailable(cs) || absl::IsDeadlineExceeded(cs)) &&
+             !Stopped() && Clock::now() < give_up) {
+        if (!logged) {
+          Log(absl::StrCat(cs.message(), "; retrying the final checkpoint "
+                                         "every second"));
+        }
+        logged = true;
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+        cs = Checkpoint(step_, meter_.epoch());
+      }
       if (absl::IsCancelled(cs) || absl::IsFailedPrecondition(cs) ||
           absl::IsNotFound(cs)) {
         return cs;  // the job is over for this generation
