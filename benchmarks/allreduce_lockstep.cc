@@ -24,6 +24,7 @@
 #include "core/status_macros.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/rpc_util.h"
+#include "proto/tls.h"
 #include "worker/grpc_transport.h"
 
 namespace lockstep {
@@ -83,8 +84,10 @@ absl::Status Run(const BenchFlags& b) {
   grpc::ServerBuilder builder;
   ConfigureServer(builder);
   int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                           &port);
+  builder.AddListeningPort(
+      "127.0.0.1:0",
+      MakeServerCredentials(TlsFiles(), ClientCertificates::kRequireAndVerify),
+      &port);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {

@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/cli_flags.h"
+#include "client/tls_flags.h"
 #include "coordinator/server.h"
 #include "worker/worker_daemon.h"
 
@@ -33,7 +34,7 @@ std::function<void(const std::string&)> Logger(const std::string& who) {
 }
 
 int Usage(const std::string& verb, const absl::StatusOr<ParsedFlags>& f,
-          const char* usage) {
+          const std::string& usage) {
   if (!f.ok())
     std::cerr << "lockstep " << verb << ": " << f.status().message() << "\n";
   const bool help = f.ok() && f->Has("help");
@@ -41,14 +42,24 @@ int Usage(const std::string& verb, const absl::StatusOr<ParsedFlags>& f,
   return help ? 0 : 2;
 }
 
+// A flag whose value cannot be used (a partial TLS set, a missing or
+// empty file): the message names the flag; exit 2 as for any usage error.
+int FlagError(const std::string& verb, const absl::Status& status) {
+  std::cerr << "lockstep " << verb << ": " << status.message() << "\n";
+  return 2;
+}
+
 }  // namespace
 
 int RunCoordinatorCommand(const std::vector<std::string>& args) {
-  const char* usage =
+  const std::string usage = absl::StrCat(
       "usage: lockstep coordinator [--listen HOST:PORT] [--storage DIR] "
-      "[--address-file F]\n"
+      "[--address-file F] [--tls-cert F --tls-key F --tls-ca F] "
+      "[--token-file F]\n"
       "  --listen        where clients and workers connect (default "
-      "127.0.0.1:7070; port 0 picks a free one)\n"
+      "127.0.0.1:7070; port 0 picks a free one); another address without "
+      "TLS logs a warning (anyone who can reach it can submit jobs and join "
+      "the ring)\n"
       "  --storage       shared storage: DIR/jobs/NAME/{checkpoints,summaries,"
       "result.json} (default ./lockstep_storage)\n"
       "  --address-file  write the bound host:port here once serving\n"
@@ -56,15 +67,30 @@ int RunCoordinatorCommand(const std::vector<std::string>& args) {
       "  --hang-timeout S    a rank its ring has waited on this long is hung "
       "and lost (default 30)\n"
       "  Jobs and membership are journaled in STORAGE/coordinator/journal.pb;"
-      " a coordinator\n  started again on the same storage resumes them.\n";
-  absl::StatusOr<ParsedFlags> f = ParseFlags(
-      args, {"listen", "storage", "address-file", "worker-timeout",
-             "hang-timeout"},
-      {"help"});
+      " a coordinator\n  started again on the same storage resumes them.\n",
+      kDaemonTlsUsage,
+      "                 with TLS, every worker call needs a client "
+      "certificate signed by --tls-ca\n"
+      "  --token-file F job commands (submit, status, watch, list, cancel) "
+      "must send this bearer token (the file's content, trimmed)\n");
+  absl::StatusOr<ParsedFlags> f =
+      ParseFlags(args,
+                 WithTlsFlags({"listen", "storage", "address-file",
+                               "worker-timeout", "hang-timeout", "token-file"}),
+                 {"help"});
   if (!f.ok() || f->Has("help") || !f->positional.empty()) {
     return Usage("coordinator", f, usage);
   }
+  absl::StatusOr<TlsFiles> tls = TlsFromFlags(*f, TlsRole::kDaemon);
+  if (!tls.ok()) return FlagError("coordinator", tls.status());
   ServerOptions o;
+  o.tls = *tls;
+  if (f->Has("token-file")) {
+    absl::StatusOr<std::string> token =
+        ReadTokenFile("--token-file", f->Get("token-file", ""));
+    if (!token.ok()) return FlagError("coordinator", token.status());
+    o.token = *token;
+  }
   o.listen = f->Get("listen", "127.0.0.1:7070");
   o.address_file = f->Get("address-file", "");
   o.coordinator.storage_dir = f->Get("storage", "lockstep_storage");
@@ -97,10 +123,10 @@ int RunCoordinatorCommand(const std::vector<std::string>& args) {
 }
 
 int RunWorkerCommand(const std::vector<std::string>& args) {
-  const char* usage =
+  const std::string usage = absl::StrCat(
       "usage: lockstep worker --coordinator HOST:PORT [--replicas N | "
       "--devices cpu:N] [--listen HOST:PORT] [--advertise HOST:PORT] "
-      "[--threads N]\n"
+      "[--threads N] [--tls-cert F --tls-key F --tls-ca F]\n"
       "  --replicas N   CPU replicas this worker offers (default 1)\n"
       "  --devices      cpu:N (same as --replicas N); GPUs come with the CUDA "
       "build\n"
@@ -111,12 +137,17 @@ int RunWorkerCommand(const std::vector<std::string>& args) {
       "  --threads N    compute threads (default: every core)\n"
       "  --name NAME    stable identity (default: the advertised address); a "
       "restarted\n                 process under the same name replaces the "
-      "old one\n";
-  absl::StatusOr<ParsedFlags> f =
-      ParseFlags(args,
-                 {"coordinator", "replicas", "devices", "listen", "advertise",
-                  "threads", "lanes", "name", "protocol-version-for-testing"},
-                 {"help"});
+      "old one\n",
+      kDaemonTlsUsage,
+      "                 the certificate is this worker's client certificate "
+      "(towards the coordinator and ring peers) and its collective "
+      "service's (which then admits only peers signed by --tls-ca); it "
+      "must be valid for the --advertise (or --listen) address\n");
+  absl::StatusOr<ParsedFlags> f = ParseFlags(
+      args,
+      WithTlsFlags({"coordinator", "replicas", "devices", "listen", "advertise",
+                    "threads", "lanes", "name", "protocol-version-for-testing"}),
+      {"help"});
   if (!f.ok() || f->Has("help") || !f->positional.empty() ||
       !f->Has("coordinator")) {
     if (f.ok() && !f->Has("help") && !f->Has("coordinator")) {
@@ -124,7 +155,10 @@ int RunWorkerCommand(const std::vector<std::string>& args) {
     }
     return Usage("worker", f, usage);
   }
+  absl::StatusOr<TlsFiles> tls = TlsFromFlags(*f, TlsRole::kDaemon);
+  if (!tls.ok()) return FlagError("worker", tls.status());
   WorkerOptions o;
+  o.tls = *tls;
   o.coordinator = f->Get("coordinator", "");
   o.listen = f->Get("listen", "127.0.0.1:0");
   o.advertise = f->Get("advertise", "");

@@ -11,61 +11,64 @@ namespace lockstep {
 
 namespace v1 = lockstep::v1;
 
-JobClient::JobClient(const std::string& address, absl::Duration timeout)
+JobClient::JobClient(const std::string& address, const TlsFiles& tls,
+                     std::string token, absl::Duration timeout)
     : address_(address),
+      tls_(tls),
+      token_(std::move(token)),
       timeout_(timeout),
-      stub_(v1::JobService::NewStub(MakeChannel(address))) {}
+      stub_(v1::JobService::NewStub(MakeChannel(address, tls))) {}
 
-namespace {
-
-void SetDeadline(grpc::ClientContext& c, absl::Duration d) {
-  c.set_deadline(absl::ToChronoTime(absl::Now() + d));
+void JobClient::Prepare(grpc::ClientContext& c, bool deadline) const {
+  if (deadline) c.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
+  if (!token_.empty()) c.AddMetadata("authorization", "Bearer " + token_);
 }
 
-}  // namespace
+absl::Status JobClient::Check(const grpc::Status& status,
+                              const char* what) const {
+  return AddTlsHint(FromGrpc(status, absl::StrCat(what, address_)), tls_,
+                    "the coordinator", "--tls-ca");
+}
 
 absl::StatusOr<v1::JobStatus> JobClient::Submit(const std::string& job_json) {
   grpc::ClientContext c;
-  SetDeadline(c, timeout_);
+  Prepare(c);
   v1::SubmitRequest req;
   req.set_job_json(job_json);
   v1::JobStatus resp;
-  absl::Status s = FromGrpc(stub_->Submit(&c, req, &resp),
-                            absl::StrCat("submit to ", address_));
+  absl::Status s = Check(stub_->Submit(&c, req, &resp), "submit to ");
   if (!s.ok()) return s;
   return resp;
 }
 
 absl::StatusOr<v1::JobStatus> JobClient::Get(const std::string& name) {
   grpc::ClientContext c;
-  SetDeadline(c, timeout_);
+  Prepare(c);
   v1::GetJobRequest req;
   req.set_name(name);
   v1::JobStatus resp;
-  absl::Status s = FromGrpc(stub_->GetJob(&c, req, &resp),
-                            absl::StrCat("status from ", address_));
+  absl::Status s = Check(stub_->GetJob(&c, req, &resp), "status from ");
   if (!s.ok()) return s;
   return resp;
 }
 
 absl::StatusOr<v1::ListJobsResponse> JobClient::List() {
   grpc::ClientContext c;
-  SetDeadline(c, timeout_);
+  Prepare(c);
   v1::ListJobsResponse resp;
-  absl::Status s = FromGrpc(stub_->ListJobs(&c, v1::ListJobsRequest(), &resp),
-                            absl::StrCat("list from ", address_));
+  absl::Status s =
+      Check(stub_->ListJobs(&c, v1::ListJobsRequest(), &resp), "list from ");
   if (!s.ok()) return s;
   return resp;
 }
 
 absl::StatusOr<v1::JobStatus> JobClient::Cancel(const std::string& name) {
   grpc::ClientContext c;
-  SetDeadline(c, timeout_);
+  Prepare(c);
   v1::CancelJobRequest req;
   req.set_name(name);
   v1::JobStatus resp;
-  absl::Status s = FromGrpc(stub_->CancelJob(&c, req, &resp),
-                            absl::StrCat("cancel at ", address_));
+  absl::Status s = Check(stub_->CancelJob(&c, req, &resp), "cancel at ");
   if (!s.ok()) return s;
   return resp;
 }
@@ -82,6 +85,7 @@ absl::StatusOr<v1::JobStatus> JobClient::Watch(
   absl::Time unreachable_since = absl::InfiniteFuture();
   while (true) {
     grpc::ClientContext c;
+    Prepare(c, /*deadline=*/false);
     v1::WatchJobRequest req;
     req.set_name(name);
     req.set_events_seen(events_seen);
@@ -94,8 +98,7 @@ absl::StatusOr<v1::JobStatus> JobClient::Watch(
       last = msg;
       any = true;
     }
-    absl::Status s =
-        FromGrpc(reader->Finish(), absl::StrCat("watch at ", address_));
+    absl::Status s = Check(reader->Finish(), "watch at ");
     if (any && (last.state() == v1::SUCCEEDED ||
                 last.state() == v1::FAILED || last.state() == v1::CANCELLED)) {
       return last;

@@ -9,15 +9,18 @@
 
 #include "absl/status/statusor.h"
 #include "proto/jobs.grpc.pb.h"
+#include "proto/tls.h"
 
 namespace lockstep {
 
 class JobClient {
  public:
-  // `address` host:port of the coordinator; calls fail after `timeout`
-  // (Watch: the wait between two snapshots).
-  explicit JobClient(const std::string& address,
-                     absl::Duration timeout = absl::Seconds(30));
+  // `address` host:port of the coordinator, over TLS with `tls` when it is
+  // on; a non-empty `token` goes with every call as `authorization:
+  // Bearer <token>`. Calls fail after `timeout` (Watch: the wait between
+  // two snapshots). A failure that may be a TLS mismatch says so.
+  JobClient(const std::string& address, const TlsFiles& tls, std::string token,
+            absl::Duration timeout = absl::Seconds(30));
 
   absl::StatusOr<lockstep::v1::JobStatus> Submit(const std::string& job_json);
   absl::StatusOr<lockstep::v1::JobStatus> Get(const std::string& name);
@@ -30,7 +33,13 @@ class JobClient {
       const std::function<void(const lockstep::v1::JobStatus&)>& on_update);
 
  private:
+  // Sets the deadline (unless `deadline` is false) and the token.
+  void Prepare(grpc::ClientContext& c, bool deadline = true) const;
+  absl::Status Check(const grpc::Status& status, const char* what) const;
+
   std::string address_;
+  TlsFiles tls_;
+  std::string token_;
   absl::Duration timeout_;
   std::unique_ptr<lockstep::v1::JobService::Stub> stub_;
 };

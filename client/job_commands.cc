@@ -3,11 +3,13 @@
 
 #include <chrono>
 #include <iostream>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/cli_flags.h"
 #include "client/job_client.h"
+#include "client/tls_flags.h"
 #include "core/job_spec.h"
 #include "core/progress.h"
 
@@ -17,6 +19,9 @@ namespace {
 namespace v1 = lockstep::v1;
 
 constexpr char kDefaultCoordinator[] = "127.0.0.1:7070";
+// In every verb's synopsis.
+constexpr char kSecurityFlags[] =
+    "[--tls-ca F [--tls-cert F --tls-key F]] [--token-file F]";
 
 int Fail(const std::string& verb, const absl::Status& status) {
   std::cerr << "lockstep " << verb << ": error: " << status.message()
@@ -138,21 +143,44 @@ absl::StatusOr<ParsedFlags> Parse(const std::string& verb,
                                   const std::vector<std::string>& args,
                                   std::set<std::string> values,
                                   std::set<std::string> bools) {
-  values.insert("coordinator");
+  values.insert({"coordinator", "token-file"});
   bools.insert("help");
-  return ParseFlags(args, values, bools);
+  return ParseFlags(args, WithTlsFlags(values), bools);
+}
+
+// The client for --coordinator and the security flags, or nullptr after
+// printing what is wrong with them (the verb then exits 2).
+std::unique_ptr<JobClient> ClientFromFlags(const std::string& verb,
+                                           const ParsedFlags& f) {
+  absl::StatusOr<TlsFiles> tls = TlsFromFlags(f, TlsRole::kClient);
+  absl::StatusOr<std::string> token =
+      tls.ok() ? ClientToken(f) : absl::StatusOr<std::string>("");
+  for (const absl::Status& s : {tls.status(), token.status()}) {
+    if (!s.ok()) {
+      std::cerr << "lockstep " << verb << ": " << s.message() << "\n";
+      return nullptr;
+    }
+  }
+  const std::string address = f.Get("coordinator", kDefaultCoordinator);
+  if (!token->empty() && !tls->enabled() && !IsLoopbackAddress(address)) {
+    std::cerr << "lockstep " << verb << ": warning: sending the bearer token "
+              << "to " << address << " without TLS (pass --tls-ca)\n";
+  }
+  return std::make_unique<JobClient>(address, *tls, *token);
 }
 
 }  // namespace
 
 int RunSubmitCommand(const std::vector<std::string>& args) {
-  const char* usage =
+  const std::string usage = absl::StrCat(
       "usage: lockstep submit JOB.json [--coordinator HOST:PORT] [--wait] "
-      "[--data-dir DIR]\n"
+      "[--data-dir DIR] ",
+      kSecurityFlags, "\n",
       "  --wait      stream progress until the job ends; exit 0 only if it "
       "SUCCEEDED\n"
       "  --data-dir  resolve the job's relative data paths against DIR "
-      "(default: the job file's folder); workers read the resolved paths\n";
+      "(default: the job file's folder); workers read the resolved paths\n",
+      kClientSecurityUsage);
   absl::StatusOr<ParsedFlags> f = Parse("submit", args, {"data-dir"}, {"wait"});
   if (!f.ok() || f->Has("help") || f->positional.size() != 1) {
     if (!f.ok())
@@ -163,22 +191,25 @@ int RunSubmitCommand(const std::vector<std::string>& args) {
   absl::StatusOr<JobSpec> spec =
       LoadJobSpec(f->positional[0], f->Get("data-dir", ""));
   if (!spec.ok()) return Fail("submit", spec.status());
-  JobClient client(f->Get("coordinator", kDefaultCoordinator));
-  absl::StatusOr<v1::JobStatus> s = client.Submit(JobSpecToJson(*spec));
+  std::unique_ptr<JobClient> client = ClientFromFlags("submit", *f);
+  if (client == nullptr) return 2;
+  absl::StatusOr<v1::JobStatus> s = client->Submit(JobSpecToJson(*spec));
   if (!s.ok()) return Fail("submit", s.status());
   std::cout << absl::StrFormat("submitted job %s: %s", s->name(),
                                StateName(s->state()))
             << (s->message().empty() ? "" : " (" + s->message() + ")")
             << std::endl;
   if (!f->Has("wait")) return 0;
-  return WatchToEnd("submit", client, s->name());
+  return WatchToEnd("submit", *client, s->name());
 }
 
 int RunStatusCommand(const std::vector<std::string>& args) {
-  const char* usage =
-      "usage: lockstep status [JOB] [--coordinator HOST:PORT]\n"
+  const std::string usage = absl::StrCat(
+      "usage: lockstep status [JOB] [--coordinator HOST:PORT] ", kSecurityFlags,
+      "\n"
       "  one job in detail (state, generation, step, workers with ranks, "
-      "hosts, heartbeats, shards), or every job and worker\n";
+      "hosts, heartbeats, shards), or every job and worker\n",
+      kClientSecurityUsage);
   absl::StatusOr<ParsedFlags> f = Parse("status", args, {}, {});
   if (!f.ok() || f->Has("help") || f->positional.size() > 1) {
     if (!f.ok())
@@ -186,18 +217,21 @@ int RunStatusCommand(const std::vector<std::string>& args) {
     (f.ok() && f->Has("help") ? std::cout : std::cerr) << usage;
     return f.ok() && f->Has("help") ? 0 : 2;
   }
-  JobClient client(f->Get("coordinator", kDefaultCoordinator));
   if (f->positional.empty()) return RunListCommand(args);
-  absl::StatusOr<v1::JobStatus> s = client.Get(f->positional[0]);
+  std::unique_ptr<JobClient> client = ClientFromFlags("status", *f);
+  if (client == nullptr) return 2;
+  absl::StatusOr<v1::JobStatus> s = client->Get(f->positional[0]);
   if (!s.ok()) return Fail("status", s.status());
   PrintStatus(*s);
   return 0;
 }
 
 int RunWatchCommand(const std::vector<std::string>& args) {
-  const char* usage =
-      "usage: lockstep watch JOB [--coordinator HOST:PORT]\n"
-      "  streams progress until the job ends; exit 0 only if it SUCCEEDED\n";
+  const std::string usage = absl::StrCat(
+      "usage: lockstep watch JOB [--coordinator HOST:PORT] ", kSecurityFlags,
+      "\n"
+      "  streams progress until the job ends; exit 0 only if it SUCCEEDED\n",
+      kClientSecurityUsage);
   absl::StatusOr<ParsedFlags> f = Parse("watch", args, {}, {});
   if (!f.ok() || f->Has("help") || f->positional.size() != 1) {
     if (!f.ok())
@@ -205,20 +239,24 @@ int RunWatchCommand(const std::vector<std::string>& args) {
     (f.ok() && f->Has("help") ? std::cout : std::cerr) << usage;
     return f.ok() && f->Has("help") ? 0 : 2;
   }
-  JobClient client(f->Get("coordinator", kDefaultCoordinator));
-  return WatchToEnd("watch", client, f->positional[0]);
+  std::unique_ptr<JobClient> client = ClientFromFlags("watch", *f);
+  if (client == nullptr) return 2;
+  return WatchToEnd("watch", *client, f->positional[0]);
 }
 
 int RunListCommand(const std::vector<std::string>& args) {
-  const char* usage = "usage: lockstep list [--coordinator HOST:PORT]\n";
+  const std::string usage =
+      absl::StrCat("usage: lockstep list [--coordinator HOST:PORT] ",
+                   kSecurityFlags, "\n", kClientSecurityUsage);
   absl::StatusOr<ParsedFlags> f = Parse("list", args, {}, {});
   if (!f.ok() || f->Has("help") || !f->positional.empty()) {
     if (!f.ok()) std::cerr << "lockstep list: " << f.status().message() << "\n";
     (f.ok() && f->Has("help") ? std::cout : std::cerr) << usage;
     return f.ok() && f->Has("help") ? 0 : 2;
   }
-  JobClient client(f->Get("coordinator", kDefaultCoordinator));
-  absl::StatusOr<v1::ListJobsResponse> l = client.List();
+  std::unique_ptr<JobClient> client = ClientFromFlags("list", *f);
+  if (client == nullptr) return 2;
+  absl::StatusOr<v1::ListJobsResponse> l = client->List();
   if (!l.ok()) return Fail("list", l.status());
   std::cout << absl::StrFormat("%-20s %-10s %4s %15s %9s  %s\n", "JOB", "STATE",
                                "GEN", "STEP", "TEST_ACC", "MESSAGE");
@@ -239,7 +277,9 @@ int RunListCommand(const std::vector<std::string>& args) {
 }
 
 int RunCancelCommand(const std::vector<std::string>& args) {
-  const char* usage = "usage: lockstep cancel JOB [--coordinator HOST:PORT]\n";
+  const std::string usage =
+      absl::StrCat("usage: lockstep cancel JOB [--coordinator HOST:PORT] ",
+                   kSecurityFlags, "\n", kClientSecurityUsage);
   absl::StatusOr<ParsedFlags> f = Parse("cancel", args, {}, {});
   if (!f.ok() || f->Has("help") || f->positional.size() != 1) {
     if (!f.ok())
@@ -247,8 +287,9 @@ int RunCancelCommand(const std::vector<std::string>& args) {
     (f.ok() && f->Has("help") ? std::cout : std::cerr) << usage;
     return f.ok() && f->Has("help") ? 0 : 2;
   }
-  JobClient client(f->Get("coordinator", kDefaultCoordinator));
-  absl::StatusOr<v1::JobStatus> s = client.Cancel(f->positional[0]);
+  std::unique_ptr<JobClient> client = ClientFromFlags("cancel", *f);
+  if (client == nullptr) return 2;
+  absl::StatusOr<v1::JobStatus> s = client->Cancel(f->positional[0]);
   if (!s.ok()) return Fail("cancel", s.status());
   std::cout << absl::StrFormat("job %s: %s", s->name(), StateName(s->state()))
             << (s->message().empty() ? "" : " (" + s->message() + ")")

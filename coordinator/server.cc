@@ -20,13 +20,17 @@ absl::Status RunCoordinator(const ServerOptions& options) {
   // Before serving: workers heartbeating under their old ids must find
   // them, and jobs must not be resubmittable as new.
   RETURN_IF_ERROR(coordinator.LoadJournal());
-  JobServiceImpl jobs(&coordinator, options.shutdown);
-  ClusterServiceImpl cluster(&coordinator);
+  Authorizer auth(
+      {options.tls.enabled(), options.token, options.coordinator.log});
+  JobServiceImpl jobs(&coordinator, &auth, options.shutdown);
+  ClusterServiceImpl cluster(&coordinator, &auth);
   grpc::ServerBuilder builder;
   ConfigureServer(builder);
   int port = 0;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(),
-                           &port);
+  builder.AddListeningPort(
+      options.listen,
+      MakeServerCredentials(options.tls, ClientCertificates::kRequestAndVerify),
+      &port);
   builder.RegisterService(&jobs);
   builder.RegisterService(&cluster);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
@@ -43,9 +47,23 @@ absl::Status RunCoordinator(const ServerOptions& options) {
                        "--address-file"));
   }
   if (options.coordinator.log) {
-    options.coordinator.log(absl::StrCat("coordinator listening on ", address,
-                                         ", storage ",
-                                         options.coordinator.storage_dir));
+    const auto& log = options.coordinator.log;
+    log(absl::StrCat(
+        "coordinator listening on ", address, ", storage ",
+        options.coordinator.storage_dir,
+        options.tls.enabled() ? ", TLS (workers need a certificate signed by "
+                                "--tls-ca)"
+                              : ", no TLS",
+        options.token.empty() ? "" : ", bearer token required for jobs"));
+    if (!options.tls.enabled() && !IsLoopbackAddress(options.listen)) {
+      log(absl::StrCat("warning: listening on ", address,
+                       " without TLS: anyone who can reach it can submit "
+                       "jobs and join the ring",
+                       options.token.empty()
+                           ? ""
+                           : " (and the bearer token crosses the network "
+                             "in clear text)"));
+    }
   }
   while (!options.shutdown->load()) {
     coordinator.Tick();

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "coordinator/coordinator.h"
+#include "proto/tls.h"
 
 namespace lockstep {
 
@@ -17,12 +18,18 @@ struct ServerOptions {
   // When set, "host:port" (the bound port) is written here once serving:
   // lets scripts and tests use --listen 127.0.0.1:0.
   std::string address_file;
+  // TLS on the port (off when empty); with TLS every worker RPC needs a
+  // client certificate signed by tls.ca.
+  TlsFiles tls;
+  // When set, every JobService RPC needs `authorization: Bearer <token>`.
+  std::string token;
   CoordinatorOptions coordinator;
   const std::atomic<bool>* shutdown = nullptr;  // not owned
 };
 
 // Serves until *shutdown. Error when the address cannot be bound or the
-// storage folder cannot be created.
+// storage folder cannot be created. Logs a warning when it listens beyond
+// the loopback interface without TLS.
 absl::Status RunCoordinator(const ServerOptions& options);
 
 }  // namespace lockstep

@@ -12,6 +12,13 @@ namespace lockstep {
 
 namespace v1 = lockstep::v1;
 
+// Returns the refusal of the Authorizer check `check`, if any.
+#define LOCKSTEP_AUTHORIZE(check)  \
+  do {                             \
+    grpc::Status _auth = (check);  \
+    if (!_auth.ok()) return _auth; \
+  } while (0)
+
 template <typename T>
 grpc::Status Fill(absl::StatusOr<T> result, T* out) {
   if (!result.ok()) return ToGrpc(result.status());
@@ -19,21 +26,24 @@ grpc::Status Fill(absl::StatusOr<T> result, T* out) {
   return grpc::Status::OK;
 }
 
-grpc::Status JobServiceImpl::Submit(grpc::ServerContext*,
+grpc::Status JobServiceImpl::Submit(grpc::ServerContext* context,
                                     const v1::SubmitRequest* req,
                                     v1::JobStatus* resp) {
+  LOCKSTEP_AUTHORIZE(auth_->CheckJobClient(*context, "Submit"));
   return Fill(c_->Submit(req->job_json()), resp);
 }
 
-grpc::Status JobServiceImpl::GetJob(grpc::ServerContext*,
+grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* context,
                                     const v1::GetJobRequest* req,
                                     v1::JobStatus* resp) {
+  LOCKSTEP_AUTHORIZE(auth_->CheckJobClient(*context, "GetJob"));
   return Fill(c_->Get(req->name()), resp);
 }
 
-grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext*,
+grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* context,
                                       const v1::ListJobsRequest*,
                                       v1::ListJobsResponse* resp) {
+  LOCKSTEP_AUTHORIZE(auth_->CheckJobClient(*context, "ListJobs"));
   *resp = c_->List();
   return grpc::Status::OK;
 }
@@ -41,6 +51,7 @@ grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext*,
 grpc::Status JobServiceImpl::WatchJob(
     grpc::ServerContext* context, const v1::WatchJobRequest* req,
     grpc::ServerWriter<v1::JobStatus>* writer) {
+  LOCKSTEP_AUTHORIZE(auth_->CheckJobClient(*context, "WatchJob"));
   int64_t version = -1, events_seen = std::max<int64_t>(0, req->events_seen());
   while (!context->IsCancelled() && !shutdown_->load()) {
     absl::StatusOr<v1::JobStatus> s =
@@ -56,33 +67,38 @@ grpc::Status JobServiceImpl::WatchJob(
                       "the coordinator is shutting down");
 }
 
-grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext*,
+grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* context,
                                        const v1::CancelJobRequest* req,
                                        v1::JobStatus* resp) {
+  LOCKSTEP_AUTHORIZE(auth_->CheckJobClient(*context, "CancelJob"));
   return Fill(c_->Cancel(req->name()), resp);
 }
 
 grpc::Status ClusterServiceImpl::Register(grpc::ServerContext* context,
                                           const v1::RegisterRequest* req,
                                           v1::RegisterResponse* resp) {
+  LOCKSTEP_AUTHORIZE(auth_->CheckWorker(*context, "Register"));
   return Fill(c_->Register(*req, context->peer()), resp);
 }
 
-grpc::Status ClusterServiceImpl::Heartbeat(grpc::ServerContext*,
+grpc::Status ClusterServiceImpl::Heartbeat(grpc::ServerContext* context,
                                            const v1::HeartbeatRequest* req,
                                            v1::HeartbeatResponse* resp) {
+  LOCKSTEP_AUTHORIZE(auth_->CheckWorker(*context, "Heartbeat"));
   return Fill(c_->Heartbeat(*req), resp);
 }
 
-grpc::Status ClusterServiceImpl::ReportProgress(grpc::ServerContext*,
+grpc::Status ClusterServiceImpl::ReportProgress(grpc::ServerContext* context,
                                                 const v1::ProgressReport* req,
                                                 v1::ReportResponse* resp) {
+  LOCKSTEP_AUTHORIZE(auth_->CheckWorker(*context, "ReportProgress"));
   return Fill(c_->ReportProgress(*req), resp);
 }
 
 grpc::Status ClusterServiceImpl::UploadCheckpoint(
-    grpc::ServerContext*, grpc::ServerReader<v1::CheckpointSlice>* reader,
-    v1::CheckpointAck* ack) {
+    grpc::ServerContext* context,
+    grpc::ServerReader<v1::CheckpointSlice>* reader, v1::CheckpointAck* ack) {
+  LOCKSTEP_AUTHORIZE(auth_->CheckWorker(*context, "UploadCheckpoint"));
   std::vector<v1::CheckpointSlice> messages;
   v1::CheckpointSlice m;
   while (reader->Read(&m)) messages.push_back(std::move(m));
@@ -90,8 +106,9 @@ grpc::Status ClusterServiceImpl::UploadCheckpoint(
 }
 
 grpc::Status ClusterServiceImpl::FetchCheckpoint(
-    grpc::ServerContext*, const v1::FetchCheckpointRequest* req,
+    grpc::ServerContext* context, const v1::FetchCheckpointRequest* req,
     grpc::ServerWriter<v1::CheckpointSlice>* writer) {
+  LOCKSTEP_AUTHORIZE(auth_->CheckWorker(*context, "FetchCheckpoint"));
   absl::StatusOr<LoadedCheckpoint> loaded =
       c_->LoadCheckpoint(req->job(), req->step());
   if (!loaded.ok()) return ToGrpc(loaded.status());
@@ -118,9 +135,10 @@ grpc::Status ClusterServiceImpl::FetchCheckpoint(
   return grpc::Status::OK;
 }
 
-grpc::Status ClusterServiceImpl::Finish(grpc::ServerContext*,
+grpc::Status ClusterServiceImpl::Finish(grpc::ServerContext* context,
                                         const v1::FinishRequest* req,
                                         v1::FinishResponse*) {
+  LOCKSTEP_AUTHORIZE(auth_->CheckWorker(*context, "Finish"));
   return ToGrpc(c_->Finish(*req));
 }
 

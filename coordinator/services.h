@@ -1,10 +1,12 @@
 // The coordinator's two gRPC services as thin adapters over Coordinator:
 // JobService for clients, Coordinator (cluster.proto) for worker daemons.
+// Every method first asks the Authorizer (coordinator/auth.h).
 #ifndef LOCKSTEP_COORDINATOR_SERVICES_H_
 #define LOCKSTEP_COORDINATOR_SERVICES_H_
 
 #include <atomic>
 
+#include "coordinator/auth.h"
 #include "coordinator/coordinator.h"
 #include "proto/cluster.grpc.pb.h"
 #include "proto/jobs.grpc.pb.h"
@@ -13,9 +15,10 @@ namespace lockstep {
 
 class JobServiceImpl final : public lockstep::v1::JobService::Service {
  public:
-  // `shutdown` (not owned) ends open WatchJob streams.
-  JobServiceImpl(Coordinator* c, const std::atomic<bool>* shutdown)
-      : c_(c), shutdown_(shutdown) {}
+  // `shutdown` (not owned) ends open WatchJob streams. Nothing owned.
+  JobServiceImpl(Coordinator* c, Authorizer* auth,
+                 const std::atomic<bool>* shutdown)
+      : c_(c), auth_(auth), shutdown_(shutdown) {}
   grpc::Status Submit(grpc::ServerContext*,
                       const lockstep::v1::SubmitRequest* req,
                       lockstep::v1::JobStatus* resp) override;
@@ -34,12 +37,14 @@ class JobServiceImpl final : public lockstep::v1::JobService::Service {
 
  private:
   Coordinator* const c_;
+  Authorizer* const auth_;
   const std::atomic<bool>* const shutdown_;
 };
 
 class ClusterServiceImpl final : public lockstep::v1::Coordinator::Service {
  public:
-  explicit ClusterServiceImpl(Coordinator* c) : c_(c) {}
+  // Nothing owned.
+  ClusterServiceImpl(Coordinator* c, Authorizer* auth) : c_(c), auth_(auth) {}
   grpc::Status Register(grpc::ServerContext* context,
                         const lockstep::v1::RegisterRequest* req,
                         lockstep::v1::RegisterResponse* resp) override;
@@ -62,6 +67,7 @@ class ClusterServiceImpl final : public lockstep::v1::Coordinator::Service {
 
  private:
   Coordinator* const c_;
+  Authorizer* const auth_;
 };
 
 }  // namespace lockstep

@@ -27,7 +27,7 @@ grpc::Status ToGrpc(const absl::Status& status) {
 }
 
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
-                                           int lane) {
+                                           const TlsFiles& tls, int lane) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
@@ -42,8 +42,7 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
     args.SetInt("lockstep.lane", lane);
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   }
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
-                                   args);
+  return grpc::CreateCustomChannel(address, MakeChannelCredentials(tls), args);
 }
 
 void ConfigureServer(grpc::ServerBuilder& builder) {

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "grpcpp/grpcpp.h"
+#include "proto/tls.h"
 
 namespace lockstep {
 
@@ -22,11 +23,11 @@ inline constexpr int kProtocolVersion = 1;
 absl::Status FromGrpc(const grpc::Status& status, absl::string_view what);
 grpc::Status ToGrpc(const absl::Status& status);
 
-// An insecure channel (TLS comes with the security issue) with unlimited
-// message sizes; `lane` > 0 forces a separate TCP connection so several
-// streams to one peer do not share one socket.
+// Every lockstep client channel: TLS with `tls` (plaintext when TLS is off,
+// see proto/tls.h), unlimited message sizes; `lane` > 0 forces a separate
+// TCP connection so several streams to one peer do not share one socket.
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
-                                           int lane = 0);
+                                           const TlsFiles& tls, int lane = 0);
 
 // Applies the server-side counterparts (message sizes, keepalive).
 void ConfigureServer(grpc::ServerBuilder& builder);

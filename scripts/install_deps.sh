@@ -11,6 +11,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libopenblas0-pthread zlib1g-dev libxxhash-dev
+  libssl-dev openssl
 )
 if [[ "${1:-}" == "--bench" ]]; then
   # OpenBLAS first: Debian's torch uses whatever libblas.so.3 is installed.

@@ -6,13 +6,19 @@
 namespace lockstep {
 namespace testing {
 
-LocalCluster::LocalCluster(const std::string& dir)
+LocalCluster::LocalCluster(const std::string& dir,
+                           const std::vector<std::string>& extra_args)
     : dir_(dir), storage_(dir + "/storage") {
-  coordinator_ = std::make_unique<Subprocess>(
-      std::vector<std::string>{Runfile("client/lockstep"), "coordinator",
-                               "--listen", "127.0.0.1:0", "--storage", storage_,
-                               "--address-file", dir_ + "/address"},
-      dir_);
+  std::vector<std::string> argv = {Runfile("client/lockstep"),
+                                   "coordinator",
+                                   "--listen",
+                                   "127.0.0.1:0",
+                                   "--storage",
+                                   storage_,
+                                   "--address-file",
+                                   dir_ + "/address"};
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  coordinator_ = std::make_unique<Subprocess>(argv, dir_);
   for (int i = 0; i < 200 && address_.empty(); ++i) {
     std::string a = ReadFileOrEmpty(dir_ + "/address");
     if (!a.empty() && a.back() == '\n') address_ = a.substr(0, a.size() - 1);
@@ -21,15 +27,20 @@ LocalCluster::LocalCluster(const std::string& dir)
 }
 
 bool LocalCluster::StartWorkers(int n, int replicas, int threads,
-                                std::string* why) {
+                                std::string* why,
+                                const std::vector<std::string>& extra_args) {
   const size_t first = workers_.size();
   for (int i = 0; i < n; ++i) {
-    workers_.push_back(std::make_unique<Subprocess>(
-        std::vector<std::string>{Runfile("client/lockstep"), "worker",
-                                 "--coordinator", address_, "--replicas",
-                                 std::to_string(replicas), "--threads",
-                                 std::to_string(threads)},
-        dir_));
+    std::vector<std::string> argv = {Runfile("client/lockstep"),
+                                     "worker",
+                                     "--coordinator",
+                                     address_,
+                                     "--replicas",
+                                     std::to_string(replicas),
+                                     "--threads",
+                                     std::to_string(threads)};
+    argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+    workers_.push_back(std::make_unique<Subprocess>(argv, dir_));
   }
   for (size_t i = first; i < workers_.size(); ++i) {
     if (!workers_[i]->WaitForOutput("registered with", 30)) {

@@ -15,9 +15,10 @@ namespace testing {
 
 class LocalCluster {
  public:
-  // Starts the coordinator with storage under `dir`; ok() says whether it
-  // came up (its stderr is in error()).
-  explicit LocalCluster(const std::string& dir);
+  // Starts the coordinator with storage under `dir` and `extra_args` (TLS
+  // flags, say); ok() says whether it came up (its stderr is in error()).
+  explicit LocalCluster(const std::string& dir,
+                        const std::vector<std::string>& extra_args = {});
 
   bool ok() const { return !address_.empty(); }
   std::string error() const { return coordinator_->Stderr(); }
@@ -26,9 +27,10 @@ class LocalCluster {
   Subprocess& coordinator() { return *coordinator_; }
   Subprocess& worker(int i) { return *workers_[i]; }
 
-  // Starts n workers and waits until each has registered; false (with the
-  // logs in *why) otherwise.
-  bool StartWorkers(int n, int replicas, int threads, std::string* why);
+  // Starts n workers (with `extra_args`) and waits until each has
+  // registered; false (with the logs in *why) otherwise.
+  bool StartWorkers(int n, int replicas, int threads, std::string* why,
+                    const std::vector<std::string>& extra_args = {});
   // Runs `lockstep ARGS --coordinator ADDRESS`.
   RunResult Client(std::vector<std::string> args, double timeout_s = 120);
 

@@ -29,8 +29,8 @@ GrpcRingTransport::GrpcRingTransport(GrpcRingOptions options)
   // control windows.
   for (int i = 0; i < lanes; ++i) {
     lanes_.push_back(std::make_unique<Lane>());
-    lanes_.back()->stub =
-        lockstep::v1::Collective::NewStub(MakeChannel(next, i + 1));
+    lanes_.back()->stub = lockstep::v1::Collective::NewStub(
+        MakeChannel(next, options_.tls, i + 1));
   }
   for (int i = 0; i < lanes; ++i) {
     lanes_[i]->thread = std::thread([this, i] { SendLoop(i); });

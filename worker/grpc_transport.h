@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "core/transport.h"
 #include "proto/collective.grpc.pb.h"
+#include "proto/tls.h"
 
 namespace lockstep {
 
@@ -28,6 +29,7 @@ struct GrpcRingOptions {
   int rank = 0;
   std::vector<std::string> peers;  // collective addresses in rank order
   int lanes = 2;                   // parallel streams to the next rank
+  TlsFiles tls;                    // the worker's certificate; off: plaintext
 };
 
 // Call once at process start in processes that run the ring. Every ring

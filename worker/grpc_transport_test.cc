@@ -15,6 +15,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/rpc_util.h"
+#include "proto/tls.h"
 
 namespace lockstep {
 namespace {
@@ -34,7 +35,9 @@ class GrpcRing {
       grpc::ServerBuilder b;
       ConfigureServer(b);
       int port = 0;
-      b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+      b.AddListeningPort("127.0.0.1:0",
+                         MakeServerCredentials(
+                             TlsFiles(), ClientCertificates::kRequireAndVerify),
                          &port);
       b.RegisterService(&n.service);
       n.server = b.BuildAndStart();

@@ -143,6 +143,7 @@ absl::Status JobRunner::Setup() {
   ring.rank = a_.rank();
   ring.peers.assign(a_.peers().begin(), a_.peers().end());
   ring.lanes = ctx_.lanes;
+  ring.tls = ctx_.tls;
   transport_ = std::make_shared<GrpcRingTransport>(ring);
   ctx_.collective->Attach(transport_);
   buckets_ = std::make_unique<GradientBuckets>(replicas_->params(),

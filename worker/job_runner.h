@@ -21,6 +21,7 @@ struct RunnerContext {
   CollectiveService* collective = nullptr;                 // not owned
   int threads = 0;  // compute threads; 0 = every core
   int lanes = 2;    // ring streams to the next rank
+  TlsFiles tls;     // for the ring channels; off: plaintext
   absl::Duration collective_timeout = absl::Seconds(120);
   // Set when the coordinator says STOP; checked every step. Not owned.
   const std::atomic<bool>* stop = nullptr;

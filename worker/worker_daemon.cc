@@ -80,18 +80,20 @@ absl::Status WorkerDaemon::Register() {
     context.set_deadline(std::chrono::system_clock::now() +
                          std::chrono::seconds(5));
     lockstep::v1::RegisterResponse resp;
-    absl::Status s = FromGrpc(stub_->Register(&context, req, &resp),
-                              absl::StrCat("Register with ", o_.coordinator));
+    absl::Status s = AddTlsHint(
+        FromGrpc(stub_->Register(&context, req, &resp),
+                 absl::StrCat("Register with ", o_.coordinator)),
+        o_.tls, "the coordinator", "--tls-cert, --tls-key and --tls-ca");
     if (s.ok()) {
       worker_id_ = resp.worker_id();
       heartbeat_seconds_ = resp.heartbeat_interval_seconds() > 0
                                ? resp.heartbeat_interval_seconds()
                                : 1.0;
       coordinator_down_logged_ = false;
-      Log(
-          absl::StrFormat("registered with %s as %s (collective service %s, "
-                          "%d replicas)",
-                          o_.coordinator, worker_id_, address_, o_.replicas));
+      Log(absl::StrFormat(
+          "registered with %s as %s (collective service %s, %d replicas%s)",
+          o_.coordinator, worker_id_, address_, o_.replicas,
+          o_.tls.enabled() ? ", TLS" : ""));
       return absl::OkStatus();
     }
     if (!absl::IsUnavailable(s) && !absl::IsDeadlineExceeded(s)) return s;
@@ -113,6 +115,7 @@ void WorkerDaemon::StartJob(const lockstep::v1::Assignment& a) {
   runner_.collective = &collective_;
   runner_.threads = o_.threads;
   runner_.lanes = o_.lanes;
+  runner_.tls = o_.tls;
   runner_.stop = &job_stop_;
   runner_.log = o_.log;
   Log(absl::StrFormat("starting job %s generation %d as rank %d of %d", a.job(),
@@ -197,7 +200,10 @@ absl::Status WorkerDaemon::Run() {
   grpc::ServerBuilder builder;
   ConfigureServer(builder);
   int port = 0;
-  builder.AddListeningPort(o_.listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(
+      o_.listen,
+      MakeServerCredentials(o_.tls, ClientCertificates::kRequireAndVerify),
+      &port);
   builder.RegisterService(&collective_);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
@@ -212,7 +218,13 @@ absl::Status WorkerDaemon::Run() {
     const std::string host = o_.listen.substr(0, o_.listen.rfind(':'));
     address_ = absl::StrCat(host, ":", port);
   }
-  stub_ = lockstep::v1::Coordinator::NewStub(MakeChannel(o_.coordinator));
+  if (!o_.tls.enabled() && !IsLoopbackAddress(o_.listen)) {
+    Log(absl::StrCat("warning: collective service listening on ", address_,
+                     " without TLS: anyone who can reach it can inject data "
+                     "into this worker's all-reduce"));
+  }
+  stub_ =
+      lockstep::v1::Coordinator::NewStub(MakeChannel(o_.coordinator, o_.tls));
   absl::Status s = Register();
   while (s.ok() && !ShuttingDown()) {
     ReapJob();  // first, so a finished job is not reported as running

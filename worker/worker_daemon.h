@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "proto/tls.h"
 
 namespace lockstep {
 
@@ -22,6 +23,11 @@ struct WorkerOptions {
   int replicas = 1;  // CPU replicas offered
   int threads = 0;   // compute threads; 0 = every core
   int lanes = 2;     // ring streams to the next rank
+  // The worker's certificate, key and CA: its client certificate towards
+  // the coordinator and ring peers, and its collective service's server
+  // certificate (which then requires peers' certificates signed by the
+  // CA). Off: plaintext everywhere.
+  TlsFiles tls;
   // Overrides the protocol version sent at registration (tests only).
   int protocol_version = -1;
   // Set by a signal handler: stop the running job and return.
@@ -31,8 +37,10 @@ struct WorkerOptions {
 
 // Blocks until *shutdown. Errors: the listen address cannot be bound, or
 // the coordinator refused the registration (FailedPrecondition with its
-// reason, e.g. another protocol version). An unreachable coordinator is
-// retried (and logged) for as long as the daemon runs.
+// reason, e.g. another protocol version; Unauthenticated without an
+// accepted certificate). An unreachable coordinator, which includes a
+// failed TLS handshake, is retried (and logged, with a TLS hint) for as
+// long as the daemon runs.
 absl::Status RunWorker(const WorkerOptions& options);
 
 }  // namespace lockstep
