@@ -83,7 +83,10 @@ class Coordinator {
   // if its step is not `step`.
   absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& job,
                                                   int64_t step) const;
-  absl::Status Finish(const lockstep::v1::FinishRequest& req);
+  // Sets *over (when not null) if the report comes after the job or its
+  // generation ended (FinishResponse.over).
+  absl::Status Finish(const lockstep::v1::FinishRequest& req,
+                      std::string* over = nullptr);
 
   // Liveness and gang starts; called every ~100 ms by the server.
   void Tick();

@@ -153,7 +153,8 @@ absl::StatusOr<LoadedCheckpoint> Coordinator::LoadCheckpoint(
   return loaded;
 }
 
-absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req) {
+absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
+                                 std::string* over) {
   absl::MutexLock lock(&mu_);
   Job* job = FindJob(req.job());
   if (job == nullptr) {
@@ -161,8 +162,16 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req) {
         absl::StrFormat("no job named \"%s\"", req.job()));
   }
   if (IsTerminal(job->status.state()) ||
-      job->status.generation() != req.generation()) {
-    return absl::OkStatus();  // a late report of a finished generation
+      job->status.generation() != req.generation() ||
+      job->status.state() != lockstep::v1::RUNNING) {
+    // A late report of a generation that is already over.
+    if (over != nullptr) {
+      *over = absl::StrFormat("job %s is %s at generation %d (%s)", job->name,
+                              JobStateName(job->status.state()),
+                              job->status.generation(),
+                              job->status.message());
+    }
+    return absl::OkStatus();
   }
   auto w = workers_.find(req.worker_id());
   const std::string who =
@@ -172,9 +181,6 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req) {
         absl::StrFormat("rank %d (%s) failed: %s", req.rank(), who,
                         req.error());
     const auto code = static_cast<absl::StatusCode>(req.error_code());
-    if (job->status.state() != lockstep::v1::RUNNING) {
-      return absl::OkStatus();
-    }
     if (!req.suspect_ranks().empty()) {
       // A neighbour's stream broke or it went silent: it is lost at once.
       const int suspect = req.suspect_ranks(0);

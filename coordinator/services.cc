@@ -137,9 +137,12 @@ grpc::Status ClusterServiceImpl::FetchCheckpoint(
 
 grpc::Status ClusterServiceImpl::Finish(grpc::ServerContext* context,
                                         const v1::FinishRequest* req,
-                                        v1::FinishResponse*) {
+                                        v1::FinishResponse* resp) {
   LOCKSTEP_AUTHORIZE(auth_->CheckWorker(*context, "Finish"));
-  return ToGrpc(c_->Finish(*req));
+  std::string over;
+  absl::Status s = c_->Finish(*req, &over);
+  resp->set_over(over);
+  return ToGrpc(s);
 }
 
 }  // namespace lockstep

@@ -66,7 +66,9 @@ class JobRunner {
     if (transport_ != nullptr) ctx_.collective->Detach(transport_.get());
   }
   absl::Status Run();
-  void Finish(const absl::Status& status);
+  // Tells the coordinator; returns FinishResponse.over ("" when the
+  // report counted).
+  std::string Finish(const absl::Status& status);
 
  private:
   absl::Status Setup();
@@ -377,7 +379,7 @@ absl::Status JobRunner::Run() {
   return absl::OkStatus();
 }
 
-void JobRunner::Finish(const absl::Status& status) {
+std::string JobRunner::Finish(const absl::Status& status) {
   lockstep::v1::FinishRequest req;
   req.set_worker_id(ctx_.worker_id);
   req.set_job(a_.job());
@@ -411,12 +413,12 @@ void JobRunner::Finish(const absl::Status& status) {
     lockstep::v1::FinishResponse response;
     absl::Status s =
         FromGrpc(ctx_.coordinator->Finish(&context, req, &response), "Finish");
-    if (s.ok()) return;
+    if (s.ok()) return response.over();
     const bool retry = (absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s)) &&
                        Clock::now() < give_up && !Stopped();
     if (!retry) {
       Log(absl::StrCat("warning: ", s.message()));
-      return;
+      return "";
     }
     if (!logged) Log(absl::StrCat(s.message(), "; retrying every second"));
     logged = true;
@@ -436,7 +438,13 @@ absl::Status RunAssignment(const Assignment& assignment,
     status = absl::CancelledError(
         absl::StrCat("stopped by the coordinator (", status.message(), ")"));
   }
-  runner.Finish(status);
+  const std::string over = runner.Finish(status);
+  if (!status.ok() && !absl::IsCancelled(status) && !over.empty()) {
+    // The generation ended elsewhere first (a cancel, or a peer that
+    // stopped or failed); this error is its echo.
+    status = absl::CancelledError(absl::StrCat(
+        "stopped with the generation: ", over, "; here: ", status.message()));
+  }
   return status;
 }
 
