@@ -111,6 +111,9 @@ int RunCoordinatorCommand(const std::vector<std::string>& args) {
   o.coordinator.hang_report_seconds =
       std::min(5.0, o.coordinator.hang_timeout_seconds / 2);
   o.coordinator.log = Logger("coordinator");
+  // A file-size limit (ulimit -f) then fails the write with EFBIG, which is
+  // reported like a full disk, instead of killing the coordinator.
+  std::signal(SIGXFSZ, SIG_IGN);
   o.shutdown = &g_shutdown;
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);

@@ -52,18 +52,23 @@ std::string ProgressLine(const v1::JobStatus& s) {
 
 std::string WorkerLine(const v1::WorkerStatus& w) {
   return absl::StrFormat(
-      "  %s %-4s %s pid %d  %s  %s  heartbeat %.1fs ago%s%s",
+      "  %s %-4s %s pid %d  %s  %s  heartbeat %.1fs ago%s%s%s",
       w.rank() >= 0 ? absl::StrCat("rank ", w.rank()) : std::string("idle  "),
       w.worker_id(), w.host(), w.pid(), w.address(),
       absl::StrCat(w.replicas(), " replicas"), w.heartbeat_age_seconds(),
       w.alive() ? "" : "  LOST",
-      w.shard().empty() ? "" : "\n      " + w.shard());
+      w.shard().empty() ? "" : "\n      " + w.shard(),
+      w.waiting().empty() ? "" : "\n      waiting: " + w.waiting());
 }
 
 void PrintStatus(const v1::JobStatus& s) {
   std::cout << absl::StrFormat("job %s: %s", s.name(), StateName(s.state()));
   if (s.generation() > 0) {
     std::cout << absl::StrFormat(" (generation %d)", s.generation());
+  }
+  if (s.restarts() > 0) {
+    std::cout << absl::StrFormat(" after %d of %d restarts", s.restarts(),
+                                 s.max_restarts());
   }
   std::cout << "\n";
   if (!s.message().empty()) std::cout << "  " << s.message() << "\n";

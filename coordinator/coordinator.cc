@@ -74,6 +74,9 @@ void Coordinator::Event(Job& job, const std::string& line) {
   job.events.push_back(line);
   Log(absl::StrCat("job ", job.name, ": ", line));
   Changed(job);
+  // Events are journaled too, so a watch resumed after a coordinator
+  // restart continues at the right one.
+  Persist();
 }
 
 absl::StatusOr<JobStatus> Coordinator::Submit(const std::string& job_json) {

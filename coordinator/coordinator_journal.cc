@@ -168,12 +168,15 @@ absl::Status Coordinator::LoadJournal() {
     jobs_[ref.name] = std::move(job);
     if (!IsTerminal(ref.status.state())) {
       ++resumed;
-      Event(ref, absl::StrFormat("coordinator restarted: %s at generation %d "
-                                 "taken over from the journal",
-                                 JobStateName(ref.status.state()),
-                                 ref.status.generation()));
+      const std::string line = absl::StrFormat(
+          "coordinator restarted: %s at generation %d taken over from the "
+          "journal",
+          JobStateName(ref.status.state()), ref.status.generation());
+      ref.events.push_back(line);
+      Log(absl::StrCat("job ", ref.name, ": ", line));
     }
   }
+  Persist();  // with the restart events
   Log(absl::StrFormat("journal %s (sequence %d): %d jobs (%d not finished), "
                       "%d workers expected to heartbeat again",
                       path, journal_sequence_, j.jobs_size(), resumed,

@@ -26,6 +26,22 @@ LocalCluster::LocalCluster(const std::string& dir,
   }
 }
 
+bool LocalCluster::RestartCoordinator(
+    const std::vector<std::string>& extra_args) {
+  std::vector<std::string> argv = {Runfile("client/lockstep"), "coordinator",
+                                   "--listen", address_, "--storage", storage_,
+                                   "--address-file", dir_ + "/address2"};
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  unlink((dir_ + "/address2").c_str());
+  old_coordinators_.push_back(std::move(coordinator_));
+  coordinator_ = std::make_unique<Subprocess>(argv, dir_);
+  for (int i = 0; i < 200; ++i) {
+    if (!ReadFileOrEmpty(dir_ + "/address2").empty()) return true;
+    usleep(50000);
+  }
+  return false;
+}
+
 bool LocalCluster::StartWorkers(int n, int replicas, int threads,
                                 std::string* why,
                                 const std::vector<std::string>& extra_args) {

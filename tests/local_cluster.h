@@ -31,12 +31,17 @@ class LocalCluster {
   // registered; false (with the logs in *why) otherwise.
   bool StartWorkers(int n, int replicas, int threads, std::string* why,
                     const std::vector<std::string>& extra_args = {});
+  // Starts a new coordinator on the same address and storage (after the
+  // test killed the old one); true once it listens.
+  bool RestartCoordinator(const std::vector<std::string>& extra_args = {});
+  int num_workers() const { return static_cast<int>(workers_.size()); }
   // Runs `lockstep ARGS --coordinator ADDRESS`.
   RunResult Client(std::vector<std::string> args, double timeout_s = 120);
 
  private:
   std::string dir_, storage_, address_;
   std::unique_ptr<Subprocess> coordinator_;
+  std::vector<std::unique_ptr<Subprocess>> old_coordinators_;
   std::vector<std::unique_ptr<Subprocess>> workers_;
 };
 

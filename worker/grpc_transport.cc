@@ -260,11 +260,24 @@ GrpcRingTransport::Wait CollectiveService::CurrentWait() {
   return current == nullptr ? GrpcRingTransport::Wait{} : current->OldestWait();
 }
 
+grpc::Status CollectiveService::Refuse(grpc::ServerContext* context,
+                                       const absl::Status& why) {
+  if (log_) log_(absl::StrCat("collective: ", why.message(), " (from ",
+                              context->peer(), ")"));
+  return ToGrpc(why);
+}
+
 grpc::Status CollectiveService::Push(
     grpc::ServerContext* context, grpc::ServerReader<CollectiveChunk>* reader,
     lockstep::v1::PushAck* ack) {
   CollectiveChunk chunk;
-  if (!reader->Read(&chunk)) return grpc::Status::OK;  // opened and closed
+  if (!reader->Read(&chunk)) {
+    // Senders open a stream with its first message, so a stream without a
+    // readable one carried garbage (gRPC could not parse it) or nothing.
+    return Refuse(context, absl::InvalidArgumentError(
+                               "refused a stream without a readable message "
+                               "(garbage bytes, or empty)"));
+  }
   // Find the transport of this stream's generation, waiting a little for a
   // peer that started the generation before us.
   std::shared_ptr<GrpcRingTransport> transport;
@@ -280,13 +293,13 @@ grpc::Status CollectiveService::Push(
     mu_.AwaitWithDeadline(absl::Condition(&ready), give_up);
     auto it = newest_.find(chunk.job());
     if (it != newest_.end() && it->second > chunk.generation()) {
-      return ToGrpc(absl::FailedPreconditionError(absl::StrFormat(
+      return Refuse(context, absl::FailedPreconditionError(absl::StrFormat(
           "refused a stream of generation %d of job \"%s\": it is at "
           "generation %d (stale generation)",
           chunk.generation(), chunk.job(), it->second)));
     }
     if (current_ == nullptr || current_->job() != chunk.job()) {
-      return ToGrpc(absl::FailedPreconditionError(absl::StrFormat(
+      return Refuse(context, absl::FailedPreconditionError(absl::StrFormat(
           "refused a stream for job \"%s\" generation %d: this worker has "
           "no such job",
           chunk.job(), chunk.generation())));
@@ -296,7 +309,7 @@ grpc::Status CollectiveService::Push(
   int64_t received = 0;
   do {
     absl::Status s = transport->Deliver(chunk);
-    if (!s.ok()) return ToGrpc(s);
+    if (!s.ok()) return Refuse(context, s);
     ++received;
     chunk.Clear();
   } while (reader->Read(&chunk));

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -119,6 +120,11 @@ class CollectiveService final : public lockstep::v1::Collective::Service {
   explicit CollectiveService(absl::Duration attach_wait = absl::Seconds(30))
       : attach_wait_(attach_wait) {}
 
+  // Refused streams are logged here (a peer that speaks out of turn).
+  void SetLog(std::function<void(const std::string&)> log) {
+    log_ = std::move(log);
+  }
+
   void Attach(std::shared_ptr<GrpcRingTransport> transport);
   // Detaches it if it is the attached one.
   void Detach(const GrpcRingTransport* transport);
@@ -132,7 +138,10 @@ class CollectiveService final : public lockstep::v1::Collective::Service {
                     lockstep::v1::PushAck* ack) override;
 
  private:
+  grpc::Status Refuse(grpc::ServerContext* context, const absl::Status& why);
+
   const absl::Duration attach_wait_;
+  std::function<void(const std::string&)> log_;
   absl::Mutex mu_;
   std::shared_ptr<GrpcRingTransport> current_ ABSL_GUARDED_BY(mu_);
   // The newest generation ever attached per job: older ones are stale.

@@ -197,6 +197,7 @@ absl::Status WorkerDaemon::Heartbeat() {
 }
 
 absl::Status WorkerDaemon::Run() {
+  collective_.SetLog(o_.log);
   grpc::ServerBuilder builder;
   ConfigureServer(builder);
   int port = 0;

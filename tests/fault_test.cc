@@ -1,0 +1,433 @@
+// Fault injection on a real local cluster (DESIGN "Failure and rejoin"):
+// kill -9 a worker and start another, kill -9 the coordinator and start it
+// again on the same storage, SIGSTOP a worker (then SIGCONT), corrupt the
+// latest checkpoint, run out of file space during checkpoint writes, and
+// throw garbage at a worker's collective service. Each test asserts the
+// job's outcome, the reason the coordinator reports and, where training
+// completes, that the final parameters are byte-identical to an
+// uninterrupted run of the same job (`lockstep train` with the same two
+// replicas: for two ranks the ring sum is the local sum).
+#include <dirent.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "core/checkpoint.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "tests/local_cluster.h"
+#include "tests/subprocess.h"
+#include "tests/test_jobs.h"
+
+namespace lockstep {
+namespace {
+
+using testing::LocalCluster;
+using testing::NewTempDir;
+using testing::ReadFileOrEmpty;
+using testing::Runfile;
+using testing::RunProcess;
+using testing::RunResult;
+using testing::Subprocess;
+using testing::WriteStringToFile;
+
+using Clock = std::chrono::steady_clock;
+double Since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// Long enough (1,000 steps) to be interrupted mid-epoch, short enough for
+// the suite: 2 workers x 1 replica, a checkpoint every 50 steps.
+nlohmann::json FaultJob(const nlohmann::json& extra = {}) {
+  nlohmann::json job = testing::TinyJob(nlohmann::json::parse(R"({
+    "name": "ft", "epochs": 4,
+    "model": {"input_shape": [8, 8, 1], "layers": [
+      {"type": "flatten"},
+      {"type": "dense", "units": 256, "activation": "relu"},
+      {"type": "dense", "units": 10}]},
+    "data": {"train_samples": 8000},
+    "checkpoint": {"every_steps": 50, "keep": 3},
+    "cluster": {"workers": 2, "replicas_per_worker": 1,
+                "fingerprint_every_steps": 50},
+    "restart": {"max_restarts": 3, "backoff_seconds": 0.2,
+                "replacement_timeout_seconds": 60}})"));
+  if (!extra.is_null()) job.merge_patch(extra);
+  return job;
+}
+
+class FaultTest : public ::testing::Test {
+ protected:
+  // The uninterrupted run's fingerprint of FaultJob(), computed once.
+  static std::string ReferenceFingerprint() {
+    static std::string* fp = nullptr;
+    if (fp == nullptr) {
+      const std::string dir = NewTempDir("reference");
+      WriteStringToFile(dir + "/job.json", FaultJob().dump(2));
+      RunResult r = RunProcess({Runfile("client/lockstep"), "train",
+                                dir + "/job.json", "--storage",
+                                dir + "/storage", "--threads", "1"},
+                               dir, 300);
+      EXPECT_EQ(r.exit.exit_code, 0) << r.out << r.err;
+      nlohmann::json res = nlohmann::json::parse(
+          ReadFileOrEmpty(dir + "/storage/jobs/ft/result.json"), nullptr,
+          false);
+      fp = new std::string(res.is_object() ? res["fingerprint"].get<std::string>()
+                                           : "no reference result");
+    }
+    return *fp;
+  }
+
+  void Start(const std::vector<std::string>& coordinator_args = {}) {
+    dir_ = NewTempDir(
+        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    cluster_ = std::make_unique<LocalCluster>(dir_, coordinator_args);
+    ASSERT_TRUE(cluster_->ok()) << cluster_->error();
+    std::string why;
+    ASSERT_TRUE(cluster_->StartWorkers(2, 1, 1, &why)) << why;
+  }
+
+  std::string WriteJob(const nlohmann::json& job,
+                       const std::string& file = "job.json") {
+    const std::string path = dir_ + "/" + file;
+    WriteStringToFile(path, job.dump(2));
+    return path;
+  }
+
+  RunResult Client(std::vector<std::string> args, double timeout = 120) {
+    return cluster_->Client(std::move(args), timeout);
+  }
+
+  // Polls `status JOB` until its output matches `re`; false after
+  // timeout_s (the last output is in *last).
+  bool WaitForStatus(const std::string& re, double timeout_s,
+                     std::string* last, const std::string& job = "ft") {
+    const std::regex r(re);
+    const Clock::time_point t0 = Clock::now();
+    while (Since(t0) < timeout_s) {
+      RunResult s = Client({"status", job}, 10);
+      *last = s.out + s.err;
+      if (std::regex_search(*last, r)) return true;
+      usleep(50000);
+    }
+    return false;
+  }
+
+  int StatusStep(const std::string& status) {
+    std::smatch m;
+    if (std::regex_search(status, m, std::regex(R"(step (\d+)/)"))) {
+      return std::stoi(m[1]);
+    }
+    return -1;
+  }
+
+  // Waits until job ft is past `step`.
+  void WaitForStep(int step) {
+    std::string last;
+    const Clock::time_point t0 = Clock::now();
+    while (Since(t0) < 60) {
+      RunResult s = Client({"status", "ft"}, 10);
+      last = s.out + s.err;
+      if (StatusStep(last) >= step) return;
+      usleep(30000);
+    }
+    FAIL() << "job ft never passed step " << step << ":\n" << last;
+  }
+
+  nlohmann::json Result(const std::string& name = "ft") {
+    return nlohmann::json::parse(
+        ReadFileOrEmpty(cluster_->storage() + "/jobs/" + name + "/result.json"),
+        nullptr, false);
+  }
+
+  // The worker process that holds `rank` of job ft now.
+  Subprocess* RankProcess(int rank) {
+    RunResult s = Client({"status", "ft"}, 10);
+    std::smatch m;
+    if (!std::regex_search(
+            s.out, m,
+            std::regex("rank " + std::to_string(rank) + R"( w\d+\s+\S+ pid (\d+))"))) {
+      ADD_FAILURE() << "no rank " << rank << " in\n" << s.out;
+      return nullptr;
+    }
+    const pid_t pid = std::stoi(m[1]);
+    for (int i = 0; i < cluster_->num_workers(); ++i) {
+      if (cluster_->worker(i).pid() == pid) return &cluster_->worker(i);
+    }
+    ADD_FAILURE() << "pid " << pid << " is not one of the test's workers";
+    return nullptr;
+  }
+
+  // Runs `watch ft` to the end; its output.
+  RunResult WatchToEnd() { return Client({"watch", "ft"}, 180); }
+
+  std::string dir_;
+  std::unique_ptr<LocalCluster> cluster_;
+};
+
+TEST_F(FaultTest, KilledWorkerIsReplacedAndTheRunEndsWithTheSameBytes) {
+  const std::string reference = ReferenceFingerprint();
+  Start();
+  ASSERT_EQ(Client({"submit", WriteJob(FaultJob())}).exit.exit_code, 0);
+  WaitForStep(120);
+  Subprocess* victim = RankProcess(1);
+  ASSERT_NE(victim, nullptr);
+  const pid_t pid = victim->pid();
+  victim->Signal(SIGKILL);
+  const Clock::time_point killed = Clock::now();
+  std::string last;
+  ASSERT_TRUE(WaitForStatus("RECOVERING", 10, &last)) << last;
+  const double detection = Since(killed);
+  // A broken stream is detected at once (goal: within 3 s).
+  EXPECT_LT(detection, 3.0) << last;
+  EXPECT_TRUE(std::regex_search(
+      last, std::regex("rank 1 \\(w\\d on \\S+ pid " + std::to_string(pid) +
+                       ", 127\\.0\\.0\\.1:\\d+\\) lost: rank 0 reports: ")))
+      << last;
+  // A replacement (a new process) registers and takes the free rank.
+  std::string why;
+  ASSERT_TRUE(cluster_->StartWorkers(1, 1, 1, &why)) << why;
+  RunResult w = WatchToEnd();
+  EXPECT_EQ(w.exit.exit_code, 0) << w.out << w.err;
+  EXPECT_TRUE(std::regex_search(
+      w.out, std::regex(R"(RECOVERING from generation 1 at step \d+: rank 1 )")))
+      << w.out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      w.out, m,
+      std::regex(R"(RUNNING generation 2 from step (\d+) \(restart 1 of 3, )")))
+      << w.out;
+  const int resumed = std::stoi(m[1]);
+  EXPECT_GE(resumed, 100);          // the checkpoint at or before the kill
+  EXPECT_EQ(resumed % 50, 0);       // checkpoints every 50 steps
+  EXPECT_NE(w.out.find("job ft SUCCEEDED: 1000 steps"), std::string::npos)
+      << w.out;
+  nlohmann::json res = Result();
+  ASSERT_TRUE(res.is_object());
+  EXPECT_EQ(res["fingerprint"], reference);
+  EXPECT_EQ(res["resumed_from_step"], resumed);
+}
+
+TEST_F(FaultTest, CoordinatorKilledAndRestartedResumesItsJob) {
+  const std::string reference = ReferenceFingerprint();
+  Start();
+  ASSERT_EQ(Client({"submit", WriteJob(FaultJob())}).exit.exit_code, 0);
+  // A watcher started before the crash rides through it.
+  std::vector<std::string> argv = {Runfile("client/lockstep"), "watch", "ft",
+                                   "--coordinator", cluster_->address()};
+  Subprocess watcher(argv, dir_);
+  WaitForStep(150);
+  cluster_->coordinator().Signal(SIGKILL);
+  ASSERT_TRUE(cluster_->coordinator().Wait(10).exited);
+  const CheckpointStore store(cluster_->storage() + "/jobs/ft/checkpoints", 3);
+  const std::vector<std::string> before = store.ListSteps();
+  ASSERT_FALSE(before.empty());
+  usleep(500000);
+  ASSERT_TRUE(cluster_->RestartCoordinator()) << cluster_->error();
+  const testing::ExitInfo e = watcher.Wait(180);
+  ASSERT_TRUE(e.exited) << watcher.Stdout();
+  EXPECT_EQ(e.exit_code, 0) << watcher.Stdout() << watcher.Stderr();
+  EXPECT_NE(watcher.Stderr().find("reconnecting"), std::string::npos)
+      << watcher.Stderr();
+  EXPECT_NE(watcher.Stdout().find("coordinator restarted: RUNNING at "
+                                  "generation 1 taken over from the journal"),
+            std::string::npos)
+      << watcher.Stdout();
+  EXPECT_NE(watcher.Stdout().find("job ft SUCCEEDED: 1000 steps"),
+            std::string::npos)
+      << watcher.Stdout();
+  EXPECT_NE(cluster_->coordinator().Stdout().find(
+                "2 workers expected to heartbeat again"),
+            std::string::npos)
+      << cluster_->coordinator().Stdout();
+  nlohmann::json res = Result();
+  ASSERT_TRUE(res.is_object());
+  EXPECT_EQ(res["fingerprint"], reference);
+  // No restart was needed: the workers trained on through the outage.
+  RunResult s = Client({"status", "ft"});
+  EXPECT_NE(s.out.find("job ft: SUCCEEDED (generation 1)"), std::string::npos)
+      << s.out;
+  // Every committed checkpoint is whole: the latest verifies and is the
+  // last step; nothing committed before the crash was damaged.
+  std::vector<std::string> warnings;
+  absl::StatusOr<LoadedCheckpoint> latest = store.LoadLatest(&warnings);
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  EXPECT_EQ(latest->state.step, 1000);
+  EXPECT_TRUE(warnings.empty());
+  // A second coordinator on the same storage refuses nothing and
+  // duplicates nothing: submitting the finished name again resumes at
+  // its last step and ends at once with the same bytes.
+  RunResult again = Client({"submit", WriteJob(FaultJob()), "--wait"});
+  EXPECT_EQ(again.exit.exit_code, 0) << again.out << again.err;
+  EXPECT_NE(again.out.find("RUNNING generation 2 from step 1000"),
+            std::string::npos)
+      << again.out;
+  EXPECT_EQ(Result()["fingerprint"], reference);
+}
+
+TEST_F(FaultTest, StoppedWorkerIsNamedWithStepAndBucketThenReplacedByItself) {
+  const std::string reference = ReferenceFingerprint();
+  Start({"--worker-timeout", "8", "--hang-timeout", "10"});
+  ASSERT_EQ(Client({"submit", WriteJob(FaultJob())}).exit.exit_code, 0);
+  WaitForStep(120);
+  Subprocess* stuck_process = RankProcess(1);
+  ASSERT_NE(stuck_process, nullptr);
+  Subprocess& stuck = *stuck_process;
+  stuck.Signal(SIGSTOP);
+  std::string last;
+  // Within the report time (5 s here) status names the missing rank, the
+  // step and the collective it holds up.
+  ASSERT_TRUE(WaitForStatus(
+      R"(the ring is stalled: rank 0 has waited \d+\.\d s for rank 1 at step \d+ \((gradient bucket \d+|the loss all-reduce)\))",
+      15, &last))
+      << last;
+  EXPECT_TRUE(std::regex_search(
+      last, std::regex(R"(rank 0 w\d[\s\S]*waiting: rank 0 has waited)")))
+      << last;
+  // Silent for --worker-timeout: lost, and the reason says where the ring
+  // waited for it.
+  ASSERT_TRUE(WaitForStatus("RECOVERING", 15, &last)) << last;
+  EXPECT_TRUE(std::regex_search(
+      last,
+      std::regex(R"(rank 1 \(w\d on \S+ pid \d+, \S+\) lost: no heartbeat for \d+\.\d s; rank 0 has waited \d+\.\d s for rank 1 at step \d+)")))
+      << last;
+  // SIGCONT: the process learns it was dropped, registers again and is the
+  // replacement.
+  stuck.Signal(SIGCONT);
+  RunResult w = WatchToEnd();
+  EXPECT_EQ(w.exit.exit_code, 0) << w.out << w.err;
+  EXPECT_TRUE(stuck.WaitForOutput("registering again", 10)) << stuck.Stdout();
+  EXPECT_NE(w.out.find("RUNNING generation 2 from step"), std::string::npos)
+      << w.out;
+  EXPECT_EQ(Result()["fingerprint"], reference);
+}
+
+TEST_F(FaultTest, DamagedLatestCheckpointFallsBackToThePreviousOne) {
+  const std::string reference = ReferenceFingerprint();
+  Start();
+  // 3 of the 4 epochs (750 steps), then damage the step-750 checkpoint.
+  RunResult first =
+      Client({"submit", WriteJob(FaultJob({{"epochs", 3}})), "--wait"});
+  ASSERT_EQ(first.exit.exit_code, 0) << first.out << first.err;
+  const std::string dir = cluster_->storage() + "/jobs/ft/checkpoints";
+  const std::string model = dir + "/step-00000750/model.safetensors";
+  std::string bytes = ReadFileOrEmpty(model);
+  ASSERT_GT(bytes.size(), 1000u);
+  bytes[bytes.size() - 100] ^= 0x40;  // one flipped bit in a tensor
+  WriteStringToFile(model, bytes);
+  // The full job resumes from step 700, says why, and ends with the bytes
+  // of the uninterrupted run.
+  RunResult second = Client({"submit", WriteJob(FaultJob()), "--wait"});
+  ASSERT_EQ(second.exit.exit_code, 0) << second.out << second.err;
+  EXPECT_TRUE(std::regex_search(
+      second.out,
+      std::regex(R"(warning: .*step-00000750.*(CRC|crc|checksum))")))
+      << second.out;
+  EXPECT_NE(second.out.find("RUNNING generation 2 from step 700"),
+            std::string::npos)
+      << second.out;
+  EXPECT_EQ(Result()["fingerprint"], reference);
+}
+
+TEST_F(FaultTest, OutOfFileSpaceDuringCheckpointWritesKeepsTheLatestPointer) {
+  const std::string reference = ReferenceFingerprint();
+  Start();
+  // The coordinator may write files of at most 64 KiB: each checkpoint
+  // (about 0.4 MB) fails half-way, the journal and summaries fit.
+  struct rlimit limit = {64 << 10, 64 << 10};
+  ASSERT_EQ(prlimit(cluster_->coordinator().pid(), RLIMIT_FSIZE, &limit,
+                    nullptr),
+            0);
+  RunResult r = Client({"submit", WriteJob(FaultJob()), "--wait"});
+  // Training is not lost for want of checkpoints; every failure is
+  // reported and no half-written checkpoint is left or pointed to.
+  EXPECT_EQ(r.exit.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(std::regex_search(
+      r.out, std::regex(R"(checkpoint step 50 not committed: .*File too large)")))
+      << r.out;
+  const std::string dir = cluster_->storage() + "/jobs/ft/checkpoints";
+  EXPECT_EQ(ReadFileOrEmpty(dir + "/latest"), "");
+  std::vector<std::string> left;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string n = e->d_name;
+      if (n != "." && n != "..") left.push_back(n);
+    }
+    closedir(d);
+  }
+  EXPECT_TRUE(left.empty()) << left.size() << " entries, first " << left[0];
+  EXPECT_EQ(Result()["fingerprint"], reference);
+}
+
+TEST_F(FaultTest, GarbageAtTheCollectiveServiceIsRefusedAndNeverSummed) {
+  const std::string reference = ReferenceFingerprint();
+  Start();
+  std::smatch m;
+  const std::string log = cluster_->worker(0).Stdout();
+  ASSERT_TRUE(std::regex_search(
+      log, m, std::regex(R"(collective service (127\.0\.0\.1):(\d+))")))
+      << log;
+  const std::string address = m[1].str() + ":" + m[2].str();
+  const int port = std::stoi(m[2]);
+  ASSERT_EQ(Client({"submit", WriteJob(FaultJob())}).exit.exit_code, 0);
+  WaitForStep(100);
+  std::mt19937 rng(42);
+  // Raw random bytes on the TCP port (not even HTTP/2).
+  for (int i = 0; i < 5; ++i) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(static_cast<uint16_t>(port));
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+    std::string junk(4096, '\0');
+    for (char& c : junk) c = static_cast<char>(rng());
+    EXPECT_GT(write(fd, junk.data(), junk.size()), 0);
+    close(fd);
+  }
+  // Well-framed gRPC calls of Push whose payload is random bytes.
+  grpc::GenericStub stub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  for (int i = 0; i < 5; ++i) {
+    std::string junk(1000 + i, '\0');
+    for (char& c : junk) c = static_cast<char>(rng());
+    grpc::Slice slice(junk);
+    grpc::ByteBuffer request(&slice, 1), response;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(10));
+    std::promise<grpc::Status> done;
+    stub.UnaryCall(&context, "/lockstep.v1.Collective/Push",
+                   grpc::StubOptions(), &request, &response,
+                   [&done](grpc::Status s) { done.set_value(s); });
+    const grpc::Status s = done.get_future().get();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << s.error_message();
+    EXPECT_NE(s.error_message().find("refused a stream without a readable "
+                                     "message"),
+              std::string::npos)
+        << s.error_message();
+  }
+  EXPECT_TRUE(cluster_->worker(0).WaitForOutput(
+      "collective: refused a stream without a readable message", 5))
+      << cluster_->worker(0).Stdout();
+  RunResult w = WatchToEnd();
+  EXPECT_EQ(w.exit.exit_code, 0) << w.out << w.err;
+  // Nothing reached the ring: no restart, the bytes of the clean run.
+  EXPECT_EQ(w.out.find("RECOVERING"), std::string::npos) << w.out;
+  EXPECT_EQ(Result()["fingerprint"], reference);
+}
+
+}  // namespace
+}  // namespace lockstep
