@@ -63,7 +63,7 @@ int RunCoordinatorCommand(const std::vector<std::string>& args) {
       "  --storage       shared storage: DIR/jobs/NAME/{checkpoints,summaries,"
       "result.json} (default ./lockstep_storage)\n"
       "  --address-file  write the bound host:port here once serving\n"
-      "  --worker-timeout S  a worker silent this long is lost (default 10)\n"
+      "  --worker-timeout S  a worker silent this long is lost (default 8)\n"
       "  --hang-timeout S    a rank its ring has waited on this long is hung "
       "and lost (default 30)\n"
       "  Jobs and membership are journaled in STORAGE/coordinator/journal.pb;"
@@ -94,7 +94,7 @@ int RunCoordinatorCommand(const std::vector<std::string>& args) {
   o.listen = f->Get("listen", "127.0.0.1:7070");
   o.address_file = f->Get("address-file", "");
   o.coordinator.storage_dir = f->Get("storage", "lockstep_storage");
-  absl::StatusOr<int64_t> timeout = f->GetInt("worker-timeout", 10);
+  absl::StatusOr<int64_t> timeout = f->GetInt("worker-timeout", 8);
   if (!timeout.ok() || *timeout < 1) {
     std::cerr << "lockstep coordinator: --worker-timeout: must be an integer "
                  ">= 1 (seconds)\n";

@@ -34,7 +34,7 @@ inline constexpr int kFailuresBeforeExclusion = 2;
 struct CoordinatorOptions {
   std::string storage_dir;  // STORAGE/jobs/NAME/{checkpoints,summaries,...}
   double heartbeat_interval_seconds = 0.5;  // told to workers
-  double worker_timeout_seconds = 10;       // no heartbeat this long: lost
+  double worker_timeout_seconds = 8;        // no heartbeat this long: lost
   // A rank its ring has waited on this long (while it still heartbeats) is
   // declared hung and lost; waits over hang_report_seconds are shown in
   // status and logged.

@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# Kill-and-rejoin drill on real MNIST (issue 4's figures): the tutorial CNN of
+# examples/mnist_cnn_multiworker.json on a local cluster of 2 workers. At
+# --kill-step the worker holding rank 1 is killed with SIGKILL; a new worker
+# process is started --restart-after seconds later. Prints
+#
+#   detection   kill -> the coordinator declares rank 1 lost (its log line)
+#   rejoin      replacement registered -> generation 2 RUNNING
+#   resume      replacement registered -> every rank restored and training
+#   recomputed  steps between the restored checkpoint and the kill
+#   fingerprint the run's final parameters beside an uninterrupted run's
+#               (`lockstep train` of the same job: 2 replicas in one process,
+#               byte-identical to 2 ranks by construction)
+#
+#   bazel run //benchmarks:rejoin_drill [-- --kill-step 700
+#       --restart-after 1 --timeout 900 --no-reference]
+set -euo pipefail
+
+usage() {
+  cat <<'EOF'
+usage: bazel run //benchmarks:rejoin_drill -- [options]
+  --kill-step N      kill rank 1 once the job is past step N (default 700)
+  --restart-after S  start the replacement S seconds after the kill (default 1)
+  --timeout S        limit for the whole drill's processes (default 900)
+  --no-reference     skip the uninterrupted reference run
+Environment: LOCKSTEP_MNIST_DIR  folder with the four MNIST .gz files
+  (default: <workspace>/../shared/datasets/mnist)
+EOF
+}
+die() {
+  echo "rejoin_drill: $*" >&2
+  exit 1
+}
+
+kill_step=700
+restart_after=1
+run_timeout=900
+reference=1
+while (($# > 0)); do
+  case "$1" in
+    --kill-step) kill_step=${2:?}; shift 2 ;;
+    --restart-after) restart_after=${2:?}; shift 2 ;;
+    --timeout) run_timeout=${2:?}; shift 2 ;;
+    --no-reference) reference=0; shift ;;
+    -h | --help) usage; exit 0 ;;
+    *) usage >&2; die "unknown argument: $1" ;;
+  esac
+done
+[[ "$kill_step" =~ ^[1-9][0-9]*$ && "$run_timeout" =~ ^[1-9][0-9]*$ ]] ||
+  die "--kill-step and --timeout must be positive integers"
+[[ "$restart_after" =~ ^[0-9]+(\.[0-9]+)?$ ]] ||
+  die "--restart-after must be a number of seconds"
+
+runfile() {  # bazel run sets RUNFILES_DIR or $0.runfiles
+  local rel=$1 base
+  for base in "${RUNFILES_DIR:-}" "$0.runfiles"; do
+    if [[ -n "$base" && -e "$base/lockstep/$rel" ]]; then
+      echo "$base/lockstep/$rel"
+      return 0
+    fi
+  done
+  return 1
+}
+lockstep=$(runfile client/lockstep) ||
+  die "client/lockstep not found; run through 'bazel run //benchmarks:rejoin_drill'"
+example=$(runfile examples/mnist_cnn_multiworker.json) ||
+  die "examples/mnist_cnn_multiworker.json not found in the runfiles"
+
+workspace=${BUILD_WORKSPACE_DIRECTORY:-$PWD}
+mnist=${LOCKSTEP_MNIST_DIR:-$workspace/../shared/datasets/mnist}
+for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz \
+  t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do
+  if [[ ! -f "$mnist/$f" ]]; then
+    echo "rejoin_drill: SKIPPED: needs real MNIST; $mnist/$f is missing." \
+      "Set LOCKSTEP_MNIST_DIR to the folder with the four IDX .gz files." \
+      "Nothing was measured."
+    exit 0
+  fi
+done
+mnist=$(cd "$mnist" && pwd -P)
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/lockstep-rejoin.XXXXXX")
+pids=()
+cleanup() {
+  local pid
+  for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT
+start() {  # start LOG CMD...: background, bounded by --timeout, PID recorded
+  local log=$1
+  shift
+  timeout -s KILL "$run_timeout" "$@" >"$log" 2>&1 &
+  pids+=($!)
+}
+now() { date +%s.%N; }
+log_time() {  # the timestamp of the first line of $2 matching regex $1
+  local line
+  line=$(grep -m1 -E "$1" "$2" || true)
+  [[ -n "$line" ]] || return 1
+  date -d "${line%% *}" +%s.%N
+}
+fingerprint() { sed -n 's/.*"fingerprint": *"\([0-9a-f]*\)".*/\1/p' "$1"; }
+
+sed "s#\"mnist/#\"$mnist/#" "$example" >"$tmp/job.json"
+job=mnist_cnn_multiworker
+
+if ((reference)); then
+  echo "reference: lockstep train (2 replicas, one process) ..."
+  timeout -s KILL "$run_timeout" "$lockstep" train "$tmp/job.json" \
+    --storage "$tmp/reference" --threads 1 >"$tmp/reference.log" 2>&1 ||
+    die "the reference run failed: $(tail -3 "$tmp/reference.log")"
+fi
+
+echo "cluster: coordinator + 2 workers; kill rank 1 past step $kill_step ..."
+start "$tmp/coordinator.log" "$lockstep" coordinator --listen 127.0.0.1:0 \
+  --storage "$tmp/storage" --address-file "$tmp/address"
+for _ in $(seq 100); do [[ -s "$tmp/address" ]] && break; sleep 0.1; done
+[[ -s "$tmp/address" ]] || die "the coordinator did not start: $(cat "$tmp/coordinator.log")"
+address=$(cat "$tmp/address")
+for i in 1 2; do
+  start "$tmp/worker$i.log" "$lockstep" worker --coordinator "$address" --threads 1
+done
+"$lockstep" submit "$tmp/job.json" --coordinator "$address" >/dev/null
+
+step=0
+status=""
+deadline=$((SECONDS + run_timeout))
+while ((step <= kill_step)); do
+  ((SECONDS < deadline)) || die "the job never passed step $kill_step"
+  status=$("$lockstep" status "$job" --coordinator "$address")
+  step=$(sed -n 's#.*step \([0-9]*\)/.*#\1#p' <<<"$status" | head -1)
+  step=${step:-0}
+  sleep 0.05
+done
+victim=$(sed -n 's/.*rank 1 w[0-9]* *[^ ]* pid \([0-9]*\).*/\1/p' <<<"$status" | head -1)
+[[ -n "$victim" ]] || die "no rank 1 in: $status"
+kill -KILL "$victim"
+t_kill=$(now)
+echo "killed rank 1 (pid $victim) at step ~$step"
+sleep "$restart_after"
+start "$tmp/worker3.log" "$lockstep" worker --coordinator "$address" --threads 1
+"$lockstep" watch "$job" --coordinator "$address" >"$tmp/watch.log" 2>&1 || true
+
+t_lost=$(log_time "\) lost: " "$tmp/coordinator.log") || die "no loss in the coordinator log"
+t_reg=$(log_time "registered with" "$tmp/worker3.log") || die "the replacement never registered"
+t_gen2=$(log_time "RUNNING generation 2" "$tmp/coordinator.log") || die "generation 2 never ran"
+t_resume=0
+for f in "$tmp"/worker*.log; do
+  t=$(log_time "restored .*resuming at step" "$f") || continue
+  t_resume=$(echo "if ($t > $t_resume) $t else $t_resume" | bc)
+done
+recomputed=$(sed -n 's/.*steps \([0-9]*\)\.\.\([0-9]*\) are recomputed.*/\1 \2/p' \
+  "$tmp/coordinator.log" | head -1)
+final=$(grep -m1 -E "job $job (SUCCEEDED|FAILED|CANCELLED)" "$tmp/watch.log" || true)
+fp=$(fingerprint "$tmp/storage/jobs/$job/result.json" 2>/dev/null || true)
+
+echo
+echo "outcome:       ${final:-no end state seen (see $tmp)}"
+printf 'detection:     %.2f s after the kill (goal <= 3 s for a broken stream)\n' \
+  "$(echo "$t_lost - $t_kill" | bc)"
+printf 'rejoin:        %.2f s from the replacement registering to generation 2\n' \
+  "$(echo "$t_gen2 - $t_reg" | bc)"
+printf 'resume:        %.2f s from the replacement registering to every rank restored (goal <= 5 s)\n' \
+  "$(echo "$t_resume - $t_reg" | bc)"
+read -r from to <<<"${recomputed:-0 0}"
+echo "recomputed:    $((to - from)) steps (restored step $from, the kill at step $to)"
+echo "fingerprint:   $fp (this run)"
+if ((reference)); then
+  ref=$(fingerprint "$tmp/reference/jobs/$job/result.json")
+  echo "               $ref (uninterrupted)"
+  [[ -n "$fp" && "$fp" == "$ref" ]] && echo "               EQUAL" || echo "               DIFFERENT"
+fi
+echo "logs:          $tmp"
