@@ -12,7 +12,11 @@
 #               (`lockstep train` of the same job: 2 replicas in one process,
 #               byte-identical to 2 ranks by construction)
 #
-#   bazel run //benchmarks:rejoin_drill [-- --kill-step 700
+# With --signal STOP the rank is stopped (SIGSTOP) instead: silence, not a
+# broken stream. Once it is declared lost it gets SIGCONT, learns it was
+# dropped, registers again and is the replacement itself.
+#
+#   bazel run //benchmarks:rejoin_drill [-- --kill-step 700 --signal KILL
 #       --restart-after 1 --timeout 900 --no-reference]
 set -euo pipefail
 
@@ -20,6 +24,8 @@ usage() {
   cat <<'EOF'
 usage: bazel run //benchmarks:rejoin_drill -- [options]
   --kill-step N      kill rank 1 once the job is past step N (default 700)
+  --signal KILL|STOP how rank 1 fails: killed (a broken stream) or stopped
+                     (silence; it resumes with SIGCONT once lost) (default KILL)
   --restart-after S  start the replacement S seconds after the kill (default 1)
   --timeout S        limit for the whole drill's processes (default 900)
   --no-reference     skip the uninterrupted reference run
@@ -33,6 +39,7 @@ die() {
 }
 
 kill_step=700
+signal=KILL
 restart_after=1
 run_timeout=900
 reference=1
@@ -40,6 +47,7 @@ while (($# > 0)); do
   case "$1" in
     --kill-step) kill_step=${2:?}; shift 2 ;;
     --restart-after) restart_after=${2:?}; shift 2 ;;
+    --signal) signal=${2:?}; shift 2 ;;
     --timeout) run_timeout=${2:?}; shift 2 ;;
     --no-reference) reference=0; shift ;;
     -h | --help) usage; exit 0 ;;
@@ -48,6 +56,7 @@ while (($# > 0)); do
 done
 [[ "$kill_step" =~ ^[1-9][0-9]*$ && "$run_timeout" =~ ^[1-9][0-9]*$ ]] ||
   die "--kill-step and --timeout must be positive integers"
+[[ "$signal" == KILL || "$signal" == STOP ]] || die "--signal must be KILL or STOP"
 [[ "$restart_after" =~ ^[0-9]+(\.[0-9]+)?$ ]] ||
   die "--restart-after must be a number of seconds"
 
@@ -134,16 +143,31 @@ while ((step <= kill_step)); do
   sleep 0.05
 done
 victim=$(sed -n 's/.*rank 1 w[0-9]* *[^ ]* pid \([0-9]*\).*/\1/p' <<<"$status" | head -1)
-[[ -n "$victim" ]] || die "no rank 1 in: $status"
-kill -KILL "$victim"
+victim_id=$(sed -n 's/.*rank 1 \(w[0-9]*\) .*/\1/p' <<<"$status" | head -1)
+[[ -n "$victim" && -n "$victim_id" ]] || die "no rank 1 in: $status"
+victim_log=$(grep -l "as $victim_id " "$tmp"/worker*.log | head -1)
+kill "-$signal" "$victim"
 t_kill=$(now)
-echo "killed rank 1 (pid $victim) at step ~$step"
-sleep "$restart_after"
-start "$tmp/worker3.log" "$lockstep" worker --coordinator "$address" --threads 1
+echo "SIG$signal to rank 1 ($victim_id, pid $victim) at step ~$step"
+if [[ "$signal" == KILL ]]; then
+  sleep "$restart_after"
+  start "$tmp/worker3.log" "$lockstep" worker --coordinator "$address" --threads 1
+  replacement_log=$tmp/worker3.log
+else
+  while ! grep -q ") lost: " "$tmp/coordinator.log"; do
+    ((SECONDS < deadline)) || die "rank 1 was never declared lost"
+    sleep 0.1
+  done
+  kill -CONT "$victim"
+  replacement_log=$victim_log
+fi
 "$lockstep" watch "$job" --coordinator "$address" >"$tmp/watch.log" 2>&1 || true
 
 t_lost=$(log_time "\) lost: " "$tmp/coordinator.log") || die "no loss in the coordinator log"
-t_reg=$(log_time "registered with" "$tmp/worker3.log") || die "the replacement never registered"
+t_reg=$(log_time "registering again|registered with" <(
+  if [[ "$signal" == KILL ]]; then cat "$replacement_log"
+  else grep -A1000 "registering again" "$replacement_log" | grep "registered with"; fi
+)) || die "the replacement never registered"
 t_gen2=$(log_time "RUNNING generation 2" "$tmp/coordinator.log") || die "generation 2 never ran"
 t_resume=0
 for f in "$tmp"/worker*.log; do
@@ -157,8 +181,8 @@ fp=$(fingerprint "$tmp/storage/jobs/$job/result.json" 2>/dev/null || true)
 
 echo
 echo "outcome:       ${final:-no end state seen (see $tmp)}"
-printf 'detection:     %.2f s after the kill (goal <= 3 s for a broken stream)\n' \
-  "$(echo "$t_lost - $t_kill" | bc)"
+printf 'detection:     %.2f s after SIG%s (goal <= 3 s for a broken stream, <= 10 s for silence)\n' \
+  "$(echo "$t_lost - $t_kill" | bc)" "$signal"
 printf 'rejoin:        %.2f s from the replacement registering to generation 2\n' \
   "$(echo "$t_gen2 - $t_reg" | bc)"
 printf 'resume:        %.2f s from the replacement registering to every rank restored (goal <= 5 s)\n' \
