@@ -250,7 +250,9 @@ TEST_F(SecurityTest, CollectivePortAdmitsOnlyTheClusterCa) {
       log, m, std::regex(R"(collective service (127\.0\.0\.1:\d+))")))
       << log;
   const std::string address = m[1];
-  // An empty Push stream: OK from the service once the connection is up.
+  // An empty Push stream: past TLS it reaches the service, which refuses a
+  // stream without a message (INVALID_ARGUMENT); a refused handshake never
+  // gets there (UNAVAILABLE).
   auto push = [&](const TlsFiles& tls) {
     auto stub = lockstep::v1::Collective::NewStub(MakeChannel(address, tls));
     grpc::ClientContext context;
@@ -263,7 +265,10 @@ TEST_F(SecurityTest, CollectivePortAdmitsOnlyTheClusterCa) {
   };
   grpc::Status peer = push(LoadOrDie(
       {certs_.worker_cert, certs_.worker_key, certs_.ca}, TlsRole::kDaemon));
-  EXPECT_TRUE(peer.ok()) << peer.error_message();
+  EXPECT_EQ(peer.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+      << peer.error_message();
+  EXPECT_THAT(peer.error_message(),
+              HasSubstr("refused a stream without a readable message"));
   // A rogue certificate (trusting the cluster CA so the client side
   // accepts the worker): the worker refuses the handshake.
   grpc::Status rogue = push(LoadOrDie(
