@@ -3,9 +3,12 @@
 # cluster (a coordinator and two worker daemons on 127.0.0.1) and submits the
 # default job (a learnable built-in synthetic dataset), streaming progress
 # until it ends. The processes are stopped on exit.
-# Usage: scripts/run_local.sh [JOB.json] [--workers N] [--replicas N]
+# Usage: scripts/run_local.sh [JOB.json] [--workers N] [--replicas N] [--resume]
 # Results: ./lockstep_storage/jobs/NAME/{result.json,checkpoints,summaries}
 # (LOCKSTEP_STORAGE overrides the folder); daemon logs in the same folder.
+# Each run starts afresh: an earlier run's jobs and coordinator journal are
+# moved to lockstep_storage/previous-<time>/ (never deleted); --resume keeps
+# them (the coordinator resumes its journal, the job its checkpoint).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
@@ -15,16 +18,26 @@ bin=bazel-bin/client/lockstep
 job=examples/default.json
 workers=2
 replicas=1
+resume=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --workers) workers="$2"; shift 2 ;;
     --replicas) replicas="$2"; shift 2 ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    --resume) resume=1; shift ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     *) job="$1"; shift ;;
   esac
 done
 storage="${LOCKSTEP_STORAGE:-lockstep_storage}"
 mkdir -p "$storage"
+if [ "$resume" = 0 ] && { [ -e "$storage/jobs" ] || [ -e "$storage/coordinator" ]; }; then
+  previous="$storage/previous-$(date +%Y%m%d-%H%M%S)"
+  mkdir -p "$previous"
+  for d in jobs coordinator; do
+    if [ -e "$storage/$d" ]; then mv "$storage/$d" "$previous/"; fi
+  done
+  echo "an earlier run's results were moved to $previous (--resume keeps them)"
+fi
 logs="$storage/logs"
 mkdir -p "$logs"
 addr_file="$logs/coordinator.address"
