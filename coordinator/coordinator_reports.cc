@@ -181,6 +181,18 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
         absl::StrFormat("rank %d (%s) failed: %s", req.rank(), who,
                         req.error());
     const auto code = static_cast<absl::StatusCode>(req.error_code());
+    if (req.leaving()) {
+      // A planned departure: recover without blaming the worker, which is
+      // gone from the membership.
+      const std::string reason = absl::StrFormat(
+          "rank %d (%s) left: the worker is shutting down", req.rank(), who);
+      if (w != workers_.end()) {
+        w->second.lost = true;
+        Log(absl::StrCat("worker ", who, " left"));
+      }
+      Recover(*job, nullptr, reason);
+      return absl::OkStatus();
+    }
     if (!req.suspect_ranks().empty()) {
       // A neighbour's stream broke or it went silent: it is lost at once.
       const int suspect = req.suspect_ranks(0);

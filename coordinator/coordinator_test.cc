@@ -251,6 +251,35 @@ TEST_F(CoordinatorTest, NoReplacementInTimeFailsNamingTheLostRank) {
                         "shutting down; no replacement worker joined within"));
 }
 
+TEST_F(CoordinatorTest, AWorkerLeavingOnSigtermIsNotCountedAsAFailure) {
+  const std::string a = Register("hosta");
+  std::string b = Register("hostb");
+  ASSERT_TRUE(c_->Submit(JobWithRestarts(5)).ok());
+  // The same pod name leaves twice (two rolling restarts): never excluded.
+  for (int generation = 1; generation <= 2; ++generation) {
+    v1::FinishRequest f;
+    f.set_worker_id(b);
+    f.set_job("j");
+    f.set_generation(generation);
+    f.set_rank(1);
+    f.set_error("stopped by the coordinator (the worker is shutting down)");
+    f.set_error_code(static_cast<int>(absl::StatusCode::kCancelled));
+    f.set_leaving(true);
+    ASSERT_TRUE(c_->Finish(f).ok());
+    absl::StatusOr<v1::JobStatus> s = c_->Get("j");
+    ASSERT_EQ(s->state(), v1::RECOVERING);
+    EXPECT_THAT(s->message(), HasSubstr("rank 1 (w" ));
+    EXPECT_THAT(s->message(), HasSubstr("left: the worker is shutting down"));
+    v1::HeartbeatRequest r;
+    r.set_worker_id(b);
+    EXPECT_TRUE(absl::IsNotFound(c_->Heartbeat(r).status()));
+    b = Register("hostb");  // the restarted pod
+    ASSERT_EQ(c_->Get("j")->state(), v1::RUNNING);
+  }
+  EXPECT_EQ(c_->Get("j")->generation(), 3);
+  EXPECT_EQ(Beat(a).assignment().peers(1), "hostb:1");
+}
+
 TEST_F(CoordinatorTest, ANameThatKeepsFailingIsNotHandedTheJobAgain) {
   const std::string a = Register("hosta");
   std::string b = Register("hostb");

@@ -219,6 +219,29 @@ TEST_F(FaultTest, KilledWorkerIsReplacedAndTheRunEndsWithTheSameBytes) {
   EXPECT_EQ(res["resumed_from_step"], resumed);
 }
 
+TEST_F(FaultTest, WorkerStoppedWithSigtermLeavesAndIsReplacedWithoutBlame) {
+  const std::string reference = ReferenceFingerprint();
+  Start();
+  ASSERT_EQ(Client({"submit", WriteJob(FaultJob())}).exit.exit_code, 0);
+  WaitForStep(120);
+  Subprocess* leaving = RankProcess(1);
+  ASSERT_NE(leaving, nullptr);
+  leaving->Signal(SIGTERM);  // what Kubernetes sends before a restart
+  const testing::ExitInfo e = leaving->Wait(15);
+  ASSERT_TRUE(e.exited) << leaving->Stdout();
+  EXPECT_EQ(e.exit_code, 0) << leaving->Stderr();
+  std::string last;
+  ASSERT_TRUE(WaitForStatus("RECOVERING", 10, &last)) << last;
+  EXPECT_TRUE(std::regex_search(
+      last, std::regex(R"(rank 1 \(w\d on \S+ pid \d+\) left: the worker is shutting down)")))
+      << last;
+  std::string why;
+  ASSERT_TRUE(cluster_->StartWorkers(1, 1, 1, &why)) << why;
+  RunResult w = WatchToEnd();
+  EXPECT_EQ(w.exit.exit_code, 0) << w.out << w.err;
+  EXPECT_EQ(Result()["fingerprint"], reference);
+}
+
 TEST_F(FaultTest, CoordinatorKilledAndRestartedResumesItsJob) {
   const std::string reference = ReferenceFingerprint();
   Start();

@@ -388,8 +388,10 @@ std::string JobRunner::Finish(const absl::Status& status) {
   if (!status.ok()) {
     req.set_error(std::string(status.message()));
     req.set_error_code(static_cast<int32_t>(status.code()));
-    const int suspect =
-        transport_ == nullptr ? -1 : transport_->suspect_rank();
+    req.set_leaving(ctx_.leaving != nullptr && ctx_.leaving->load());
+    const int suspect = req.leaving() || transport_ == nullptr
+                            ? -1
+                            : transport_->suspect_rank();
     if (suspect >= 0) req.add_suspect_ranks(suspect);
   } else {
     req.set_steps(step_);

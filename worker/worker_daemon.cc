@@ -117,6 +117,7 @@ void WorkerDaemon::StartJob(const lockstep::v1::Assignment& a) {
   runner_.lanes = o_.lanes;
   runner_.tls = o_.tls;
   runner_.stop = &job_stop_;
+  runner_.leaving = o_.shutdown;
   runner_.log = o_.log;
   Log(absl::StrFormat("starting job %s generation %d as rank %d of %d", a.job(),
                       a.generation(), a.rank(), a.world_size()));
