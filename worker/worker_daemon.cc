@@ -46,6 +46,8 @@ class WorkerDaemon {
   absl::Status Heartbeat();
   void StartJob(const lockstep::v1::Assignment& a);
   void StopJob(const std::string& reason);
+  // Tells the coordinator (Finish with `leaving`) before the job stops.
+  void AnnounceLeaving();
   void ReapJob();
 
   const WorkerOptions& o_;
@@ -128,6 +130,26 @@ void WorkerDaemon::StartJob(const lockstep::v1::Assignment& a) {
                                  s.ToString()));
     job_done_ = true;
   });
+}
+
+void WorkerDaemon::AnnounceLeaving() {
+  lockstep::v1::FinishRequest req;
+  req.set_worker_id(worker_id_);
+  req.set_job(assignment_.job());
+  req.set_generation(assignment_.generation());
+  req.set_rank(assignment_.rank());
+  req.set_error("the worker is shutting down");
+  req.set_error_code(static_cast<int32_t>(absl::StatusCode::kCancelled));
+  req.set_leaving(true);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(5));
+  lockstep::v1::FinishResponse resp;
+  absl::Status s = FromGrpc(stub_->Finish(&context, req, &resp),
+                            "telling the coordinator this worker leaves");
+  Log(s.ok() ? absl::StrFormat("left job %s (generation %d)",
+                               assignment_.job(), assignment_.generation())
+             : absl::StrCat("warning: ", s.message()));
 }
 
 void WorkerDaemon::StopJob(const std::string& reason) {
@@ -241,6 +263,9 @@ absl::Status WorkerDaemon::Run() {
     }
   }
   if (job_thread_ != nullptr) {
+    // Say so before the ring notices: a neighbour's broken stream would
+    // otherwise be reported first, as if this worker had crashed.
+    AnnounceLeaving();
     StopJob("the worker is shutting down");
     job_thread_->join();
     job_thread_.reset();
