@@ -97,16 +97,7 @@ done
 
 # --- The two programs. --------------------------------------------------------
 
-runfile() {
-  local rel=$1 base
-  for base in "${RUNFILES_DIR:-}" "$0.runfiles"; do
-    if [[ -n "$base" && -e "$base/lockstep/$rel" ]]; then
-      echo "$base/lockstep/$rel"
-      return 0
-    fi
-  done
-  return 1
-}
+. "${RUNFILES_DIR:-$0.runfiles}/lockstep/benchmarks/bench_lib.sh"
 declare -A bin
 bin[lockstep]=$(runfile benchmarks/allreduce_lockstep) ||
   die "benchmarks/allreduce_lockstep not found in the runfiles; run through" \

@@ -85,16 +85,7 @@ done
 
 # --- Inputs: the binary, the peer, the example job, MNIST, torch. -----------
 
-runfile() {  # as train_vs_pytorch.sh: bazel run sets RUNFILES_DIR or $0.runfiles
-  local rel=$1 base
-  for base in "${RUNFILES_DIR:-}" "$0.runfiles"; do
-    if [[ -n "$base" && -e "$base/lockstep/$rel" ]]; then
-      echo "$base/lockstep/$rel"
-      return 0
-    fi
-  done
-  return 1
-}
+. "${RUNFILES_DIR:-$0.runfiles}/lockstep/benchmarks/bench_lib.sh"
 lockstep=$(runfile client/lockstep) ||
   die "client/lockstep not found in the runfiles; run through" \
     "'bazel run //benchmarks:cluster_vs_ddp'"
@@ -103,20 +94,7 @@ peer=$(runfile benchmarks/ddp_peer.py) ||
 example=$(runfile examples/mnist_cnn.json) ||
   die "examples/mnist_cnn.json not found in the runfiles"
 
-workspace=${BUILD_WORKSPACE_DIRECTORY:-$PWD}
-mnist=${LOCKSTEP_MNIST_DIR:-$workspace/../shared/datasets/mnist}
-mnist_files=(train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz
-  t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz)
-for f in "${mnist_files[@]}"; do
-  if [[ ! -f "$mnist/$f" ]]; then
-    echo "cluster_vs_ddp: SKIPPED: this benchmark needs real MNIST and" \
-      "$mnist/$f is missing. Put the four IDX .gz files (${mnist_files[*]})" \
-      "in one folder and set LOCKSTEP_MNIST_DIR to it, or place them in" \
-      "<workspace>/../shared/datasets/mnist. Nothing was measured."
-    exit 0
-  fi
-done
-mnist=$(cd "$mnist" && pwd -P)  # job files need absolute data paths
+require_mnist cluster_vs_ddp
 
 if ! "$PY" -c 'import torch, torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null; then
   die "$PY cannot import torch with Gloo. Install the PyTorch peer with" \

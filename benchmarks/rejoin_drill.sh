@@ -60,33 +60,13 @@ done
 [[ "$restart_after" =~ ^[0-9]+(\.[0-9]+)?$ ]] ||
   die "--restart-after must be a number of seconds"
 
-runfile() {  # bazel run sets RUNFILES_DIR or $0.runfiles
-  local rel=$1 base
-  for base in "${RUNFILES_DIR:-}" "$0.runfiles"; do
-    if [[ -n "$base" && -e "$base/lockstep/$rel" ]]; then
-      echo "$base/lockstep/$rel"
-      return 0
-    fi
-  done
-  return 1
-}
+. "${RUNFILES_DIR:-$0.runfiles}/lockstep/benchmarks/bench_lib.sh"
 lockstep=$(runfile client/lockstep) ||
   die "client/lockstep not found; run through 'bazel run //benchmarks:rejoin_drill'"
 example=$(runfile examples/mnist_cnn_multiworker.json) ||
   die "examples/mnist_cnn_multiworker.json not found in the runfiles"
 
-workspace=${BUILD_WORKSPACE_DIRECTORY:-$PWD}
-mnist=${LOCKSTEP_MNIST_DIR:-$workspace/../shared/datasets/mnist}
-for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz \
-  t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do
-  if [[ ! -f "$mnist/$f" ]]; then
-    echo "rejoin_drill: SKIPPED: needs real MNIST; $mnist/$f is missing." \
-      "Set LOCKSTEP_MNIST_DIR to the folder with the four IDX .gz files." \
-      "Nothing was measured."
-    exit 0
-  fi
-done
-mnist=$(cd "$mnist" && pwd -P)
+require_mnist rejoin_drill
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/lockstep-rejoin.XXXXXX")
 pids=()

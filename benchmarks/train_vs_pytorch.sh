@@ -74,34 +74,14 @@ done
 
 # --- Inputs: the two programs, MNIST, torch. ---------------------------------
 
-runfile() {
-  local rel=$1 base
-  for base in "${RUNFILES_DIR:-}" "$0.runfiles"; do
-    if [[ -n "$base" && -e "$base/lockstep/$rel" ]]; then
-      echo "$base/lockstep/$rel"
-      return 0
-    fi
-  done
-  return 1
-}
+. "${RUNFILES_DIR:-$0.runfiles}/lockstep/benchmarks/bench_lib.sh"
 lockstep=$(runfile client/lockstep) ||
   die "client/lockstep not found in the runfiles; run through" \
     "'bazel run //benchmarks:train_vs_pytorch'"
 peer=$(runfile benchmarks/pytorch_peer.py) ||
   die "benchmarks/pytorch_peer.py not found in the runfiles"
 
-workspace=${BUILD_WORKSPACE_DIRECTORY:-$PWD}
-mnist=${LOCKSTEP_MNIST_DIR:-$workspace/../shared/datasets/mnist}
-mnist_files=(train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz
-  t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz)
-for f in "${mnist_files[@]}"; do
-  if [[ ! -f "$mnist/$f" ]]; then
-    die "this benchmark needs real MNIST: $mnist/$f is missing." \
-      "Put the four IDX .gz files (${mnist_files[*]}) in one folder and set" \
-      "LOCKSTEP_MNIST_DIR to it, or place them in <workspace>/../shared/datasets/mnist."
-  fi
-done
-mnist=$(cd "$mnist" && pwd -P)  # job files need absolute data paths
+require_mnist train_vs_pytorch
 
 if ! "$PY" -c 'import torch' 2>/dev/null; then
   die "$PY cannot import torch. Install the PyTorch peer with" \

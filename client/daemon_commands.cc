@@ -146,11 +146,12 @@ int RunWorkerCommand(const std::vector<std::string>& args) {
       "(towards the coordinator and ring peers) and its collective "
       "service's (which then admits only peers signed by --tls-ca); it "
       "must be valid for the --advertise (or --listen) address\n");
-  absl::StatusOr<ParsedFlags> f = ParseFlags(
-      args,
-      WithTlsFlags({"coordinator", "replicas", "devices", "listen", "advertise",
-                    "threads", "lanes", "name", "protocol-version-for-testing"}),
-      {"help"});
+  absl::StatusOr<ParsedFlags> f =
+      ParseFlags(args,
+                 WithTlsFlags({"coordinator", "replicas", "devices", "listen",
+                               "advertise", "threads", "lanes", "name",
+                               "protocol-version-for-testing"}),
+                 {"help"});
   if (!f.ok() || f->Has("help") || !f->positional.empty() ||
       !f->Has("coordinator")) {
     if (f.ok() && !f->Has("help") && !f->Has("coordinator")) {

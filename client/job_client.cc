@@ -99,8 +99,8 @@ absl::StatusOr<v1::JobStatus> JobClient::Watch(
       any = true;
     }
     absl::Status s = Check(reader->Finish(), "watch at ");
-    if (any && (last.state() == v1::SUCCEEDED ||
-                last.state() == v1::FAILED || last.state() == v1::CANCELLED)) {
+    if (any && (last.state() == v1::SUCCEEDED || last.state() == v1::FAILED ||
+                last.state() == v1::CANCELLED)) {
       return last;
     }
     if (!s.ok() && !absl::IsUnavailable(s)) return s;

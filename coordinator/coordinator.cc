@@ -70,6 +70,8 @@ void Coordinator::Changed(Job& job) {
   changed_.SignalAll();
 }
 
+// Every job transition ends with an event, so this is where the journal is
+// written for them.
 void Coordinator::Event(Job& job, const std::string& line) {
   job.events.push_back(line);
   Log(absl::StrCat("job ", job.name, ": ", line));
@@ -127,8 +129,7 @@ absl::StatusOr<JobStatus> Coordinator::Submit(const std::string& job_json) {
                              ref.spec.cluster.workers,
                              ref.spec.cluster.replicas_per_worker,
                              ref.spec.batch_size_per_replica));
-  TryStart(ref);
-  Persist();
+  TryStart(ref);  // the events journal both transitions
   return Snapshot(ref);
 }
 
@@ -227,10 +228,10 @@ absl::StatusOr<lockstep::v1::RegisterResponse> Coordinator::Register(
                                         "\"%s\" (pid %d)",
                                         w.name, req.pid()));
   }
-  Log(absl::StrFormat("worker %s registered as \"%s\": %d replicas, "
-                      "collective %s",
-                      Describe(w), w.name, req.replicas(),
-                      req.collective_address()));
+  Log(absl::StrFormat(
+      "worker %s registered as \"%s\": %d replicas, "
+      "collective %s",
+      Describe(w), w.name, req.replicas(), req.collective_address()));
   lockstep::v1::RegisterResponse resp;
   resp.set_worker_id(w.id);
   resp.set_heartbeat_interval_seconds(options_.heartbeat_interval_seconds);
@@ -242,7 +243,8 @@ absl::StatusOr<lockstep::v1::RegisterResponse> Coordinator::Register(
 
 void Coordinator::TryStartAll() {
   // Recovering jobs first: their workers were taken for them.
-  for (const JobState state : {lockstep::v1::RECOVERING, lockstep::v1::PENDING}) {
+  for (const JobState state :
+       {lockstep::v1::RECOVERING, lockstep::v1::PENDING}) {
     for (const std::string& name : job_order_) {
       Job& job = *jobs_.at(name);
       if (job.status.state() == state) TryStart(job);
@@ -336,9 +338,10 @@ std::string Coordinator::PendingReason(const Job& job) const {
     const Job& other = *jobs_.at(name);
     if (&other != &job && other.status.state() == lockstep::v1::RECOVERING &&
         job.status.state() == lockstep::v1::PENDING) {
-      return absl::StrFormat("waiting: job \"%s\" is recovering and has "
-                             "first call on idle workers",
-                             other.name);
+      return absl::StrFormat(
+          "waiting: job \"%s\" is recovering and has "
+          "first call on idle workers",
+          other.name);
     }
   }
   return absl::StrFormat(
@@ -433,7 +436,6 @@ bool Coordinator::TryStart(Job& job) {
   Event(job, absl::StrFormat("RUNNING generation %d from step %d%s: %s",
                              job.status.generation(), job.start_step, restart,
                              absl::StrJoin(who, ", ")));
-  Persist();
   return true;
 }
 
@@ -458,7 +460,6 @@ void Coordinator::EndJob(Job& job, JobState state, const std::string& message) {
   }
   Event(job, absl::StrCat(JobStateName(state), message.empty() ? "" : ": ",
                           message));
-  Persist();
 }
 
 }  // namespace lockstep

@@ -59,7 +59,8 @@ void Coordinator::Persist() {
     out->mutable_status()->clear_workers();
     for (const std::string& id : job.ranks) out->add_ranks(id);
     out->set_start_step(job.start_step);
-    for (const auto& [n, count] : job.failures) (*out->mutable_failures())[n] = count;
+    for (const auto& [n, count] : job.failures)
+      (*out->mutable_failures())[n] = count;
     out->set_recovering_since_unix(UnixSeconds(job.recovering_since));
     out->set_next_start_unix(UnixSeconds(job.next_start));
     out->set_started_unix(UnixSeconds(job.started));
@@ -82,7 +83,8 @@ void Coordinator::Persist() {
   absl::Status s = MakeDirs(Dirname(path));
   if (s.ok()) s = WriteFileAtomic(path, bytes);
   if (!s.ok()) {
-    Log(absl::StrCat("error: cannot write the journal (a restart would lose "
+    Log(
+        absl::StrCat("error: cannot write the journal (a restart would lose "
                      "the last transition): ",
                      s.message()));
   }
@@ -109,7 +111,8 @@ absl::Status Coordinator::LoadJournal() {
            << (8 * i);
   }
   const std::string payload = bytes->substr(kMagicSize + 4);
-  if (Crc32c(payload.data(), payload.size()) != crc) return damaged("CRC mismatch");
+  if (Crc32c(payload.data(), payload.size()) != crc)
+    return damaged("CRC mismatch");
   lockstep::v1::Journal j;
   if (!j.ParseFromString(payload)) return damaged("unparsable payload");
 
@@ -177,10 +180,10 @@ absl::Status Coordinator::LoadJournal() {
     }
   }
   Persist();  // with the restart events
-  Log(absl::StrFormat("journal %s (sequence %d): %d jobs (%d not finished), "
-                      "%d workers expected to heartbeat again",
-                      path, journal_sequence_, j.jobs_size(), resumed,
-                      j.workers_size()));
+  Log(absl::StrFormat(
+      "journal %s (sequence %d): %d jobs (%d not finished), "
+      "%d workers expected to heartbeat again",
+      path, journal_sequence_, j.jobs_size(), resumed, j.workers_size()));
   return absl::OkStatus();
 }
 

@@ -7,20 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "coordinator/coordinator.h"
+#include "core/transport.h"
 
 namespace lockstep {
-namespace {
-
-// Tags above any gradient bucket (worker/job_runner.cc).
-constexpr int32_t kMetricsBucket = 1 << 24;
-
-std::string BucketName(int32_t bucket) {
-  if (bucket == kMetricsBucket) return "the loss all-reduce";
-  if (bucket == kMetricsBucket + 1) return "the evaluation all-reduce";
-  return absl::StrCat("gradient bucket ", bucket);
-}
-
-}  // namespace
 
 Coordinator::Worker* Coordinator::RankWorker(const Job& job, int rank) {
   if (rank < 0 || rank >= static_cast<int>(job.ranks.size())) return nullptr;
@@ -42,30 +31,31 @@ double Coordinator::WaitSeconds(const Worker& w) const {
 std::string Coordinator::WaitText(const Worker& w, double min_seconds) const {
   const double waited = WaitSeconds(w);
   if (waited < min_seconds || w.rank < 0) return "";
-  return absl::StrFormat("rank %d has waited %.1f s for rank %d at step %d "
-                         "(%s)",
-                         w.rank, waited, w.wait.from_rank(), w.wait.step(),
-                         BucketName(w.wait.bucket()));
+  return absl::StrFormat(
+      "rank %d has waited %.1f s for rank %d at step %d "
+      "(%s)",
+      w.rank, waited, w.wait.from_rank(), w.wait.step(),
+      BucketName(w.wait.bucket()));
 }
 
 void Coordinator::MarkLost(Worker& w, const std::string& why) {
   if (w.lost) return;
   w.lost = true;
-  Log(absl::StrFormat("worker %s (\"%s\") lost: %s", Describe(w), w.name,
-                      why));
+  Log(absl::StrFormat("worker %s (\"%s\") lost: %s", Describe(w), w.name, why));
   Job* job = w.job.empty() ? nullptr : FindJob(w.job);
   if (job != nullptr && job->status.state() == lockstep::v1::RUNNING) {
+    // Frees every rank of the job, this one included, and journals.
     Recover(*job, &w,
             absl::StrFormat("rank %d (%s, %s) lost: %s", w.rank, Describe(w),
                             w.info.collective_address(), why));
+    return;
   }
   w.job.clear();
   w.rank = -1;
   Persist();
 }
 
-void Coordinator::Recover(Job& job, Worker* blamed,
-                          const std::string& reason) {
+void Coordinator::Recover(Job& job, Worker* blamed, const std::string& reason) {
   if (job.status.state() != lockstep::v1::RUNNING) return;
   if (blamed != nullptr) ++job.failures[blamed->name];
   job.lost_reason = reason;
@@ -90,10 +80,9 @@ void Coordinator::Recover(Job& job, Worker* blamed,
   const absl::Time now = absl::Now();
   job.status.set_state(lockstep::v1::RECOVERING);
   job.recovering_since = now;
-  const double backoff =
-      std::min(60.0, job.spec.restart.backoff_seconds *
-                         std::pow(2.0, static_cast<double>(
-                                           job.status.restarts())));
+  const double backoff = std::min(
+      60.0, job.spec.restart.backoff_seconds *
+                std::pow(2.0, static_cast<double>(job.status.restarts())));
   job.next_start = now + absl::Seconds(backoff);
   job.status.set_message(absl::StrCat(reason, "; recovering"));
   Event(job, absl::StrFormat(
@@ -101,7 +90,6 @@ void Coordinator::Recover(Job& job, Worker* blamed,
                  "of %d after %.1f s back-off, from the latest checkpoint",
                  job.status.generation(), job.step_at_failure, reason,
                  job.status.restarts() + 1, max, backoff));
-  Persist();
 }
 
 void Coordinator::DiagnoseHangs(Job& job) {
@@ -117,17 +105,16 @@ void Coordinator::DiagnoseHangs(Job& job) {
       if (WaitSeconds(*culprit) < 1.0) break;
       culprit = RankWorker(job, culprit->wait.from_rank());
     }
-    const std::string key = absl::StrFormat(
-        "%d/%d/%d", job.status.generation(), w.wait.step(), w.wait.bucket());
+    const std::string key = absl::StrFormat("%d/%d/%d", job.status.generation(),
+                                            w.wait.step(), w.wait.bucket());
     if (w.wait_logged != key) {
       w.wait_logged = key;
       Event(job, absl::StrCat("stalled: ", text));
     }
     if (culprit != nullptr && !culprit->lost &&
         WaitSeconds(w) >= options_.hang_timeout_seconds) {
-      MarkLost(*culprit,
-               absl::StrFormat("hung: %s (hang timeout %.0f s)", text,
-                               options_.hang_timeout_seconds));
+      MarkLost(*culprit, absl::StrFormat("hung: %s (hang timeout %.0f s)", text,
+                                         options_.hang_timeout_seconds));
       return;  // the job changed state
     }
   }
@@ -146,8 +133,7 @@ void Coordinator::Tick() {
     if (job != nullptr) {
       for (const std::string& other : job->ranks) {
         const Worker& o = workers_.at(other);
-        if (&o != &w && o.wait.from_rank() == w.rank &&
-            WaitSeconds(o) >= 1.0) {
+        if (&o != &w && o.wait.from_rank() == w.rank && WaitSeconds(o) >= 1.0) {
           absl::StrAppend(&why, "; ", WaitText(o, 1.0));
           break;
         }

@@ -168,8 +168,7 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
     if (over != nullptr) {
       *over = absl::StrFormat("job %s is %s at generation %d (%s)", job->name,
                               JobStateName(job->status.state()),
-                              job->status.generation(),
-                              job->status.message());
+                              job->status.generation(), job->status.message());
     }
     return absl::OkStatus();
   }
@@ -177,9 +176,8 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
   const std::string who =
       w == workers_.end() ? req.worker_id() : Describe(w->second);
   if (!req.error().empty()) {
-    const std::string what =
-        absl::StrFormat("rank %d (%s) failed: %s", req.rank(), who,
-                        req.error());
+    const std::string what = absl::StrFormat("rank %d (%s) failed: %s",
+                                             req.rank(), who, req.error());
     const auto code = static_cast<absl::StatusCode>(req.error_code());
     if (req.leaving()) {
       // A planned departure: recover without blaming the worker, which is
@@ -198,8 +196,8 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
       const int suspect = req.suspect_ranks(0);
       Worker* blamed = RankWorker(*job, suspect);
       if (blamed != nullptr) {
-        MarkLost(*blamed, absl::StrCat("rank ", req.rank(),
-                                       " reports: ", req.error()));
+        MarkLost(*blamed,
+                 absl::StrCat("rank ", req.rank(), " reports: ", req.error()));
         return absl::OkStatus();
       }
     }

@@ -68,6 +68,19 @@ class CoordinatorTest : public ::testing::Test {
     r.set_fingerprint(fp);
     ASSERT_TRUE(c_->ReportProgress(r).ok());
   }
+  // A rank's report that its part of `generation` failed with `code`.
+  static v1::FinishRequest Failed(const std::string& worker, int64_t generation,
+                                  int rank, const std::string& error,
+                                  absl::StatusCode code) {
+    v1::FinishRequest f;
+    f.set_worker_id(worker);
+    f.set_job("j");
+    f.set_generation(generation);
+    f.set_rank(rank);
+    f.set_error(error);
+    f.set_error_code(static_cast<int>(code));
+    return f;
+  }
   std::unique_ptr<Coordinator> c_;
 };
 
@@ -179,13 +192,9 @@ TEST_F(CoordinatorTest, BrokenStreamBlamesTheNeighbourAtOnce) {
   const std::string a = Register("hosta");
   const std::string b = Register("hostb");
   ASSERT_TRUE(c_->Submit(JobWithRestarts(1)).ok());
-  v1::FinishRequest f;
-  f.set_worker_id(a);
-  f.set_job("j");
-  f.set_generation(1);
-  f.set_rank(0);
-  f.set_error("the stream from rank 1 (hostb:1) broke");
-  f.set_error_code(static_cast<int>(absl::StatusCode::kUnavailable));
+  v1::FinishRequest f =
+      Failed(a, 1, 0, "the stream from rank 1 (hostb:1) broke",
+             absl::StatusCode::kUnavailable);
   f.add_suspect_ranks(1);
   ASSERT_TRUE(c_->Finish(f).ok());
   absl::StatusOr<v1::JobStatus> s = c_->Get("j");
@@ -215,13 +224,8 @@ TEST_F(CoordinatorTest, TheJobsOwnErrorFailsWithoutRestart) {
   const std::string a = Register("hosta");
   Register("hostb");
   ASSERT_TRUE(c_->Submit(JobWithRestarts(3)).ok());
-  v1::FinishRequest f;
-  f.set_worker_id(a);
-  f.set_job("j");
-  f.set_generation(1);
-  f.set_rank(0);
-  f.set_error("data.train_images: no such file");
-  f.set_error_code(static_cast<int>(absl::StatusCode::kNotFound));
+  v1::FinishRequest f = Failed(a, 1, 0, "data.train_images: no such file",
+                               absl::StatusCode::kNotFound);
   ASSERT_TRUE(c_->Finish(f).ok());
   absl::StatusOr<v1::JobStatus> s = c_->Get("j");
   EXPECT_EQ(s->state(), v1::FAILED);
@@ -233,13 +237,8 @@ TEST_F(CoordinatorTest, NoReplacementInTimeFailsNamingTheLostRank) {
   Register("hosta");
   const std::string b = Register("hostb");
   ASSERT_TRUE(c_->Submit(JobWithRestarts(3, 0.2)).ok());
-  v1::FinishRequest f;
-  f.set_worker_id(b);
-  f.set_job("j");
-  f.set_generation(1);
-  f.set_rank(1);
-  f.set_error("the worker is shutting down");
-  f.set_error_code(static_cast<int>(absl::StatusCode::kCancelled));
+  v1::FinishRequest f = Failed(b, 1, 1, "the worker is shutting down",
+                               absl::StatusCode::kCancelled);
   ASSERT_TRUE(c_->Finish(f).ok());
   EXPECT_EQ(c_->Get("j")->state(), v1::RECOVERING);
   absl::SleepFor(absl::Milliseconds(250));
@@ -257,18 +256,15 @@ TEST_F(CoordinatorTest, AWorkerLeavingOnSigtermIsNotCountedAsAFailure) {
   ASSERT_TRUE(c_->Submit(JobWithRestarts(5)).ok());
   // The same pod name leaves twice (two rolling restarts): never excluded.
   for (int generation = 1; generation <= 2; ++generation) {
-    v1::FinishRequest f;
-    f.set_worker_id(b);
-    f.set_job("j");
-    f.set_generation(generation);
-    f.set_rank(1);
-    f.set_error("stopped by the coordinator (the worker is shutting down)");
-    f.set_error_code(static_cast<int>(absl::StatusCode::kCancelled));
+    v1::FinishRequest f =
+        Failed(b, generation, 1,
+               "stopped by the coordinator (the worker is shutting down)",
+               absl::StatusCode::kCancelled);
     f.set_leaving(true);
     ASSERT_TRUE(c_->Finish(f).ok());
     absl::StatusOr<v1::JobStatus> s = c_->Get("j");
     ASSERT_EQ(s->state(), v1::RECOVERING);
-    EXPECT_THAT(s->message(), HasSubstr("rank 1 (w" ));
+    EXPECT_THAT(s->message(), HasSubstr("rank 1 (w"));
     EXPECT_THAT(s->message(), HasSubstr("left: the worker is shutting down"));
     v1::HeartbeatRequest r;
     r.set_worker_id(b);
@@ -285,13 +281,8 @@ TEST_F(CoordinatorTest, ANameThatKeepsFailingIsNotHandedTheJobAgain) {
   std::string b = Register("hostb");
   ASSERT_TRUE(c_->Submit(JobWithRestarts(5)).ok());
   for (int generation = 1; generation <= 2; ++generation) {
-    v1::FinishRequest f;
-    f.set_worker_id(b);
-    f.set_job("j");
-    f.set_generation(generation);
-    f.set_rank(1);
-    f.set_error("out of memory");
-    f.set_error_code(static_cast<int>(absl::StatusCode::kResourceExhausted));
+    v1::FinishRequest f = Failed(b, generation, 1, "out of memory",
+                                 absl::StatusCode::kResourceExhausted);
     ASSERT_TRUE(c_->Finish(f).ok());
     ASSERT_EQ(c_->Get("j")->state(), v1::RECOVERING);
     c_->Tick();
@@ -379,7 +370,8 @@ TEST_F(CoordinatorTest, ARestartedCoordinatorResumesFromTheJournal) {
   const std::string b = Register("hostb");
   ASSERT_TRUE(c_->Submit(kJob).ok());
   CoordinatorOptions o;
-  o.storage_dir = JoinPath(::testing::TempDir(), "ARestartedCoordinatorResumesFromTheJournal");
+  o.storage_dir = JoinPath(::testing::TempDir(),
+                           "ARestartedCoordinatorResumesFromTheJournal");
   o.worker_timeout_seconds = 0.3;
   c_ = std::make_unique<Coordinator>(o);  // the old one "died"
   ASSERT_TRUE(c_->LoadJournal().ok());

@@ -2,7 +2,6 @@
 #include "coordinator/services.h"
 
 #include <algorithm>
-
 #include <vector>
 
 #include "proto/rpc_util.h"

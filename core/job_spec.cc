@@ -150,9 +150,8 @@ absl::Status ParseRoot(const Json& v, absl::string_view base_dir,
   if (r.Has("cluster")) {
     RETURN_IF_ERROR(Reader::CheckObject(r.Get("cluster"), "cluster"));
     Reader c(r.Get("cluster"), "cluster");
-    RETURN_IF_ERROR(
-        c.CheckKeys({"workers", "replicas_per_worker", "collective",
-                     "bucket_kib", "fingerprint_every_steps"}));
+    RETURN_IF_ERROR(c.CheckKeys({"workers", "replicas_per_worker", "collective",
+                                 "bucket_kib", "fingerprint_every_steps"}));
     RETURN_IF_ERROR(c.Int("workers", 1, &spec->cluster.workers));
     RETURN_IF_ERROR(
         c.Int("replicas_per_worker", 1, &spec->cluster.replicas_per_worker));
@@ -165,8 +164,8 @@ absl::Status ParseRoot(const Json& v, absl::string_view base_dir,
   if (r.Has("restart")) {
     RETURN_IF_ERROR(Reader::CheckObject(r.Get("restart"), "restart"));
     Reader c(r.Get("restart"), "restart");
-    RETURN_IF_ERROR(c.CheckKeys({"max_restarts", "backoff_seconds",
-                                 "replacement_timeout_seconds"}));
+    RETURN_IF_ERROR(c.CheckKeys(
+        {"max_restarts", "backoff_seconds", "replacement_timeout_seconds"}));
     RETURN_IF_ERROR(c.Int("max_restarts", 0, &spec->restart.max_restarts));
     RETURN_IF_ERROR(c.Number("backoff_seconds", job_spec_internal::kNonNegative,
                              &spec->restart.backoff_seconds));

@@ -112,7 +112,7 @@ struct ClusterSpec {
 // What the coordinator does when a worker of the job is lost (DESIGN
 // "Failure and rejoin").
 struct RestartSpec {
-  int64_t max_restarts = 3;   // generations started after a failure; 0: fail
+  int64_t max_restarts = 3;    // generations started after a failure; 0: fail
   double backoff_seconds = 1;  // before restart k: backoff * 2^(k-1), <= 60 s
   // RECOVERING this long without enough workers: the job FAILS.
   double replacement_timeout_seconds = 120;

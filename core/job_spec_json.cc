@@ -128,11 +128,12 @@ Json SpecToJson(const JobSpec& s) {
   j["checkpoint"] = {{"every_steps", s.checkpoint.every_steps},
                      {"keep", s.checkpoint.keep}};
   j["summary"] = {{"every_steps", s.summary.every_steps}};
-  j["cluster"] = {{"workers", s.cluster.workers},
-                  {"replicas_per_worker", s.cluster.replicas_per_worker},
-                  {"collective", NameOf(Collectives(), s.cluster.collective)},
-                  {"bucket_kib", s.cluster.bucket_kib},
-                  {"fingerprint_every_steps", s.cluster.fingerprint_every_steps}};
+  j["cluster"] = {
+      {"workers", s.cluster.workers},
+      {"replicas_per_worker", s.cluster.replicas_per_worker},
+      {"collective", NameOf(Collectives(), s.cluster.collective)},
+      {"bucket_kib", s.cluster.bucket_kib},
+      {"fingerprint_every_steps", s.cluster.fingerprint_every_steps}};
   j["restart"] = {
       {"max_restarts", s.restart.max_restarts},
       {"backoff_seconds", s.restart.backoff_seconds},

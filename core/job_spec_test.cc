@@ -429,9 +429,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"MaxRestarts",
                 [](Json& j) { j["restart"]["max_restarts"] = -1; },
                 "restart.max_restarts: must be an integer >= 0, got -1"},
-        BadCase{"ReplacementTimeout",
-                [](Json& j) { j["restart"]["replacement_timeout_seconds"] = 0; },
-                "restart.replacement_timeout_seconds: must be > 0, got 0"},
+        BadCase{
+            "ReplacementTimeout",
+            [](Json& j) { j["restart"]["replacement_timeout_seconds"] = 0; },
+            "restart.replacement_timeout_seconds: must be > 0, got 0"},
         BadCase{"RestartUnknownField",
                 [](Json& j) { j["restart"]["retries"] = 2; },
                 "restart.retries: unknown field"},

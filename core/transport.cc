@@ -11,4 +11,10 @@ std::string TagToString(const CollectiveTag& tag) {
                       " bucket ", tag.bucket, " chunk ", tag.chunk);
 }
 
+std::string BucketName(int32_t bucket) {
+  if (bucket == kLossBucket) return "the loss all-reduce";
+  if (bucket == kEvalBucket) return "the evaluation all-reduce";
+  return absl::StrCat("gradient bucket ", bucket);
+}
+
 }  // namespace lockstep

@@ -25,8 +25,8 @@ struct CollectiveTag {
   int32_t chunk = 0;       // message index within the collective
 
   bool operator==(const CollectiveTag& o) const {
-    return generation == o.generation && step == o.step &&
-           bucket == o.bucket && chunk == o.chunk;
+    return generation == o.generation && step == o.step && bucket == o.bucket &&
+           chunk == o.chunk;
   }
   template <typename H>
   friend H AbslHashValue(H h, const CollectiveTag& t) {
@@ -34,8 +34,16 @@ struct CollectiveTag {
   }
 };
 
+// Bucket ids above any gradient bucket: the step's loss/accuracy sums and
+// the evaluation's (worker/job_runner.cc). Heartbeats report them too
+// (cluster.proto CollectiveWait).
+inline constexpr int32_t kLossBucket = 1 << 24;
+inline constexpr int32_t kEvalBucket = kLossBucket + 1;
+
 // "generation 3 step 120 bucket 2 chunk 7", for error messages.
 std::string TagToString(const CollectiveTag& tag);
+// "gradient bucket 2", "the loss all-reduce", "the evaluation all-reduce".
+std::string BucketName(int32_t bucket);
 
 // Thread-safe: several collectives (different tags) may call Send and Recv
 // concurrently from different threads.

@@ -75,16 +75,17 @@ class FaultTest : public ::testing::Test {
     if (fp == nullptr) {
       const std::string dir = NewTempDir("reference");
       WriteStringToFile(dir + "/job.json", FaultJob().dump(2));
-      RunResult r = RunProcess({Runfile("client/lockstep"), "train",
-                                dir + "/job.json", "--storage",
-                                dir + "/storage", "--threads", "1"},
-                               dir, 300);
+      RunResult r =
+          RunProcess({Runfile("client/lockstep"), "train", dir + "/job.json",
+                      "--storage", dir + "/storage", "--threads", "1"},
+                     dir, 300);
       EXPECT_EQ(r.exit.exit_code, 0) << r.out << r.err;
       nlohmann::json res = nlohmann::json::parse(
           ReadFileOrEmpty(dir + "/storage/jobs/ft/result.json"), nullptr,
           false);
-      fp = new std::string(res.is_object() ? res["fingerprint"].get<std::string>()
-                                           : "no reference result");
+      fp = new std::string(res.is_object()
+                               ? res["fingerprint"].get<std::string>()
+                               : "no reference result");
     }
     return *fp;
   }
@@ -111,8 +112,8 @@ class FaultTest : public ::testing::Test {
 
   // Polls `status JOB` until its output matches `re`; false after
   // timeout_s (the last output is in *last).
-  bool WaitForStatus(const std::string& re, double timeout_s,
-                     std::string* last, const std::string& job = "ft") {
+  bool WaitForStatus(const std::string& re, double timeout_s, std::string* last,
+                     const std::string& job = "ft") {
     const std::regex r(re);
     const Clock::time_point t0 = Clock::now();
     while (Since(t0) < timeout_s) {
@@ -155,9 +156,9 @@ class FaultTest : public ::testing::Test {
   Subprocess* RankProcess(int rank) {
     RunResult s = Client({"status", "ft"}, 10);
     std::smatch m;
-    if (!std::regex_search(
-            s.out, m,
-            std::regex("rank " + std::to_string(rank) + R"( w\d+\s+\S+ pid (\d+))"))) {
+    if (!std::regex_search(s.out, m,
+                           std::regex("rank " + std::to_string(rank) +
+                                      R"( w\d+\s+\S+ pid (\d+))"))) {
       ADD_FAILURE() << "no rank " << rank << " in\n" << s.out;
       return nullptr;
     }
@@ -201,7 +202,8 @@ TEST_F(FaultTest, KilledWorkerIsReplacedAndTheRunEndsWithTheSameBytes) {
   RunResult w = WatchToEnd();
   EXPECT_EQ(w.exit.exit_code, 0) << w.out << w.err;
   EXPECT_TRUE(std::regex_search(
-      w.out, std::regex(R"(RECOVERING from generation 1 at step \d+: rank 1 )")))
+      w.out,
+      std::regex(R"(RECOVERING from generation 1 at step \d+: rank 1 )")))
       << w.out;
   std::smatch m;
   ASSERT_TRUE(std::regex_search(
@@ -209,8 +211,8 @@ TEST_F(FaultTest, KilledWorkerIsReplacedAndTheRunEndsWithTheSameBytes) {
       std::regex(R"(RUNNING generation 2 from step (\d+) \(restart 1 of 3, )")))
       << w.out;
   const int resumed = std::stoi(m[1]);
-  EXPECT_GE(resumed, 100);          // the checkpoint at or before the kill
-  EXPECT_EQ(resumed % 50, 0);       // checkpoints every 50 steps
+  EXPECT_GE(resumed, 100);     // the checkpoint at or before the kill
+  EXPECT_EQ(resumed % 50, 0);  // checkpoints every 50 steps
   EXPECT_NE(w.out.find("job ft SUCCEEDED: 1000 steps"), std::string::npos)
       << w.out;
   nlohmann::json res = Result();
@@ -233,7 +235,9 @@ TEST_F(FaultTest, WorkerStoppedWithSigtermLeavesAndIsReplacedWithoutBlame) {
   std::string last;
   ASSERT_TRUE(WaitForStatus("RECOVERING", 10, &last)) << last;
   EXPECT_TRUE(std::regex_search(
-      last, std::regex(R"(rank 1 \(w\d on \S+ pid \d+\) left: the worker is shutting down)")))
+      last,
+      std::regex(
+          R"(rank 1 \(w\d on \S+ pid \d+\) left: the worker is shutting down)")))
       << last;
   std::string why;
   ASSERT_TRUE(cluster_->StartWorkers(1, 1, 1, &why)) << why;
@@ -323,7 +327,8 @@ TEST_F(FaultTest, StoppedWorkerIsNamedWithStepAndBucketThenReplacedByItself) {
   ASSERT_TRUE(WaitForStatus("RECOVERING", 15, &last)) << last;
   EXPECT_TRUE(std::regex_search(
       last,
-      std::regex(R"(rank 1 \(w\d on \S+ pid \d+, \S+\) lost: no heartbeat for \d+\.\d s; rank 0 has waited \d+\.\d s for rank 1 at step \d+)")))
+      std::regex(
+          R"(rank 1 \(w\d on \S+ pid \d+, \S+\) lost: no heartbeat for \d+\.\d s; rank 0 has waited \d+\.\d s for rank 1 at step \d+)")))
       << last;
   // SIGCONT: the process learns it was dropped, registers again and is the
   // replacement.
@@ -369,15 +374,15 @@ TEST_F(FaultTest, OutOfFileSpaceDuringCheckpointWritesKeepsTheLatestPointer) {
   // The coordinator may write files of at most 64 KiB: each checkpoint
   // (about 0.4 MB) fails half-way, the journal and summaries fit.
   struct rlimit limit = {64 << 10, 64 << 10};
-  ASSERT_EQ(prlimit(cluster_->coordinator().pid(), RLIMIT_FSIZE, &limit,
-                    nullptr),
-            0);
+  ASSERT_EQ(
+      prlimit(cluster_->coordinator().pid(), RLIMIT_FSIZE, &limit, nullptr), 0);
   RunResult r = Client({"submit", WriteJob(FaultJob()), "--wait"});
   // Training is not lost for want of checkpoints; every failure is
   // reported and no half-written checkpoint is left or pointed to.
   EXPECT_EQ(r.exit.exit_code, 0) << r.out << r.err;
   EXPECT_TRUE(std::regex_search(
-      r.out, std::regex(R"(checkpoint step 50 not committed: .*File too large)")))
+      r.out,
+      std::regex(R"(checkpoint step 50 not committed: .*File too large)")))
       << r.out;
   const std::string dir = cluster_->storage() + "/jobs/ft/checkpoints";
   EXPECT_EQ(ReadFileOrEmpty(dir + "/latest"), "");

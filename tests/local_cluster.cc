@@ -28,9 +28,14 @@ LocalCluster::LocalCluster(const std::string& dir,
 
 bool LocalCluster::RestartCoordinator(
     const std::vector<std::string>& extra_args) {
-  std::vector<std::string> argv = {Runfile("client/lockstep"), "coordinator",
-                                   "--listen", address_, "--storage", storage_,
-                                   "--address-file", dir_ + "/address2"};
+  std::vector<std::string> argv = {Runfile("client/lockstep"),
+                                   "coordinator",
+                                   "--listen",
+                                   address_,
+                                   "--storage",
+                                   storage_,
+                                   "--address-file",
+                                   dir_ + "/address2"};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   unlink((dir_ + "/address2").c_str());
   old_coordinators_.push_back(std::move(coordinator_));

@@ -224,8 +224,8 @@ absl::Status GrpcRingTransport::Deliver(CollectiveChunk& chunk) {
   }
   // A refused message from the right job and generation comes from a
   // misbehaving previous rank; anything else is a stranger, not a suspect.
-  const bool from_peer = chunk.job() == options_.job &&
-                         chunk.generation() == options_.generation;
+  const bool from_peer =
+      chunk.job() == options_.job && chunk.generation() == options_.generation;
   Fail(refusal, from_peer ? prev_rank() : -1);
   return refusal;
 }
@@ -262,8 +262,9 @@ GrpcRingTransport::Wait CollectiveService::CurrentWait() {
 
 grpc::Status CollectiveService::Refuse(grpc::ServerContext* context,
                                        const absl::Status& why) {
-  if (log_) log_(absl::StrCat("collective: ", why.message(), " (from ",
-                              context->peer(), ")"));
+  if (log_)
+    log_(absl::StrCat("collective: ", why.message(), " (from ", context->peer(),
+                      ")"));
   return ToGrpc(why);
 }
 
@@ -293,16 +294,20 @@ grpc::Status CollectiveService::Push(
     mu_.AwaitWithDeadline(absl::Condition(&ready), give_up);
     auto it = newest_.find(chunk.job());
     if (it != newest_.end() && it->second > chunk.generation()) {
-      return Refuse(context, absl::FailedPreconditionError(absl::StrFormat(
-          "refused a stream of generation %d of job \"%s\": it is at "
-          "generation %d (stale generation)",
-          chunk.generation(), chunk.job(), it->second)));
+      return Refuse(
+          context,
+          absl::FailedPreconditionError(absl::StrFormat(
+              "refused a stream of generation %d of job \"%s\": it is at "
+              "generation %d (stale generation)",
+              chunk.generation(), chunk.job(), it->second)));
     }
     if (current_ == nullptr || current_->job() != chunk.job()) {
-      return Refuse(context, absl::FailedPreconditionError(absl::StrFormat(
-          "refused a stream for job \"%s\" generation %d: this worker has "
-          "no such job",
-          chunk.job(), chunk.generation())));
+      return Refuse(
+          context,
+          absl::FailedPreconditionError(absl::StrFormat(
+              "refused a stream for job \"%s\" generation %d: this worker has "
+              "no such job",
+              chunk.job(), chunk.generation())));
     }
     transport = current_;
   }

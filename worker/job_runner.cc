@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -37,10 +38,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using lockstep::v1::Assignment;
 
-// Tags above any gradient bucket index.
-constexpr int32_t kMetricsBucket = 1 << 24;
-constexpr int32_t kEvalBucket = kMetricsBucket + 1;
-
 double SecondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
@@ -69,6 +66,10 @@ class JobRunner {
   // Tells the coordinator; returns FinishResponse.over ("" when the
   // report counted).
   std::string Finish(const absl::Status& status);
+  // Calls `call` until it succeeds or fails otherwise than unreachable,
+  // every second for up to 10 minutes or until the job is stopped.
+  absl::Status WhileCoordinatorRestarts(
+      const std::string& what, const std::function<absl::Status()>& call);
 
  private:
   absl::Status Setup();
@@ -175,7 +176,7 @@ absl::Status JobRunner::Step(Batch& batch, BatchLoss* global) {
                 static_cast<float>(local.correct),
                 static_cast<float>(local.count)};
   RETURN_IF_ERROR(AnnotateStatus(
-      RingAllReduce(*transport_, Tag(batch.global_step, kMetricsBucket), m, 3,
+      RingAllReduce(*transport_, Tag(batch.global_step, kLossBucket), m, 3,
                     Ring()),
       "all-reduce of the step's loss"));
   global->loss_sum = m[0];
@@ -306,21 +307,13 @@ absl::Status JobRunner::Run() {
     if (epoch_end || last ||
         (spec_.checkpoint.every_steps > 0 &&
          step_ % spec_.checkpoint.every_steps == 0)) {
-      absl::Status cs = Checkpoint(step_, meter_.epoch());
       // The final parameters must be committed: wait for a coordinator that
-      // is restarting (bounded), as Finish does.
-      const Clock::time_point give_up = Clock::now() + std::chrono::minutes(10);
-      bool logged = false;
-      while (last && (absl::IsUnavailable(cs) || absl::IsDeadlineExceeded(cs)) &&
-             !Stopped() && Clock::now() < give_up) {
-        if (!logged) {
-          Log(absl::StrCat(cs.message(), "; retrying the final checkpoint "
-                                         "every second"));
-        }
-        logged = true;
-        std::this_thread::sleep_for(std::chrono::seconds(1));
-        cs = Checkpoint(step_, meter_.epoch());
-      }
+      // is restarting, as Finish does. Earlier checkpoints are not waited for.
+      absl::Status cs =
+          last ? WhileCoordinatorRestarts(
+                     "the final checkpoint",
+                     [&] { return Checkpoint(step_, meter_.epoch()); })
+               : Checkpoint(step_, meter_.epoch());
       if (absl::IsCancelled(cs) || absl::IsFailedPrecondition(cs) ||
           absl::IsNotFound(cs)) {
         return cs;  // the job is over for this generation
@@ -328,7 +321,8 @@ absl::Status JobRunner::Run() {
       if (!cs.ok()) {
         // An unreachable coordinator or a failed commit costs this
         // checkpoint, not the training: the previous one stays the latest.
-        Log(absl::StrFormat("warning: checkpoint at step %d not saved, "
+        Log(
+            absl::StrFormat("warning: checkpoint at step %d not saved, "
                             "training goes on: %s",
                             step_, cs.message()));
       }
@@ -388,10 +382,7 @@ std::string JobRunner::Finish(const absl::Status& status) {
   if (!status.ok()) {
     req.set_error(std::string(status.message()));
     req.set_error_code(static_cast<int32_t>(status.code()));
-    req.set_leaving(ctx_.leaving != nullptr && ctx_.leaving->load());
-    const int suspect = req.leaving() || transport_ == nullptr
-                            ? -1
-                            : transport_->suspect_rank();
+    const int suspect = transport_ == nullptr ? -1 : transport_->suspect_rank();
     if (suspect >= 0) req.add_suspect_ranks(suspect);
   } else {
     req.set_steps(step_);
@@ -404,28 +395,36 @@ std::string JobRunner::Finish(const absl::Status& status) {
     req.set_epochs(step_ / std::max<int64_t>(plan_->steps_per_epoch(), 1));
     req.set_num_parameters(replicas_->primary().num_parameters());
   }
-  // The result must reach the coordinator: retry while it is unreachable
-  // (restarting), for up to 10 minutes or until the daemon stops the job.
-  const Clock::time_point give_up = Clock::now() + std::chrono::minutes(10);
-  bool logged = false;
-  while (true) {
+  // The result must reach the coordinator, even one that is restarting.
+  lockstep::v1::FinishResponse response;
+  absl::Status s = WhileCoordinatorRestarts("Finish", [&] {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() +
                          std::chrono::seconds(30));
-    lockstep::v1::FinishResponse response;
-    absl::Status s =
-        FromGrpc(ctx_.coordinator->Finish(&context, req, &response), "Finish");
-    if (s.ok()) return response.over();
-    const bool retry = (absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s)) &&
-                       Clock::now() < give_up && !Stopped();
-    if (!retry) {
-      Log(absl::StrCat("warning: ", s.message()));
-      return "";
+    response.Clear();
+    return FromGrpc(ctx_.coordinator->Finish(&context, req, &response),
+                    "Finish");
+  });
+  if (s.ok()) return response.over();
+  Log(absl::StrCat("warning: ", s.message()));
+  return "";
+}
+
+absl::Status JobRunner::WhileCoordinatorRestarts(
+    const std::string& what, const std::function<absl::Status()>& call) {
+  const Clock::time_point give_up = Clock::now() + std::chrono::minutes(10);
+  absl::Status s = call();
+  bool logged = false;
+  while ((absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s)) &&
+         !Stopped() && Clock::now() < give_up) {
+    if (!logged) {
+      Log(absl::StrCat(s.message(), "; retrying ", what, " every second"));
     }
-    if (!logged) Log(absl::StrCat(s.message(), "; retrying every second"));
     logged = true;
     std::this_thread::sleep_for(std::chrono::seconds(1));
+    s = call();
   }
+  return s;
 }
 
 }  // namespace

@@ -25,8 +25,6 @@ struct RunnerContext {
   absl::Duration collective_timeout = absl::Seconds(120);
   // Set when the coordinator says STOP; checked every step. Not owned.
   const std::atomic<bool>* stop = nullptr;
-  // Set when the daemon is shutting down (not owned): Finish says so.
-  const std::atomic<bool>* leaving = nullptr;
   std::function<void(const std::string&)> log;
   // Reports progress to the coordinator at most this often (rank 0).
   double report_interval_seconds = 1.0;

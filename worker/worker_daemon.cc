@@ -119,7 +119,6 @@ void WorkerDaemon::StartJob(const lockstep::v1::Assignment& a) {
   runner_.lanes = o_.lanes;
   runner_.tls = o_.tls;
   runner_.stop = &job_stop_;
-  runner_.leaving = o_.shutdown;
   runner_.log = o_.log;
   Log(absl::StrFormat("starting job %s generation %d as rank %d of %d", a.job(),
                       a.generation(), a.rank(), a.world_size()));
@@ -147,8 +146,8 @@ void WorkerDaemon::AnnounceLeaving() {
   lockstep::v1::FinishResponse resp;
   absl::Status s = FromGrpc(stub_->Finish(&context, req, &resp),
                             "telling the coordinator this worker leaves");
-  Log(s.ok() ? absl::StrFormat("left job %s (generation %d)",
-                               assignment_.job(), assignment_.generation())
+  Log(s.ok() ? absl::StrFormat("left job %s (generation %d)", assignment_.job(),
+                               assignment_.generation())
              : absl::StrCat("warning: ", s.message()));
 }
 
