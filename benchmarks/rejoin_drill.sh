@@ -16,6 +16,12 @@
 # broken stream. Once it is declared lost it gets SIGCONT, learns it was
 # dropped, registers again and is the replacement itself.
 #
+# With --signal TERM it is shut down as Kubernetes does before a restart: it
+# finishes its step, the ranks checkpoint that step, it leaves and exits 0;
+# --restart-after seconds after its exit a new process under the same
+# --name (a restarted pod) takes its place. Also prints the time from the
+# SIGTERM to the exit and to training again.
+#
 #   bazel run //benchmarks:rejoin_drill [-- --kill-step 700 --signal KILL
 #       --restart-after 1 --timeout 900 --no-reference]
 set -euo pipefail
@@ -24,8 +30,9 @@ usage() {
   cat <<'EOF'
 usage: bazel run //benchmarks:rejoin_drill -- [options]
   --kill-step N      kill rank 1 once the job is past step N (default 700)
-  --signal KILL|STOP how rank 1 fails: killed (a broken stream) or stopped
-                     (silence; it resumes with SIGCONT once lost) (default KILL)
+  --signal KILL|STOP|TERM  how rank 1 fails: killed (a broken stream),
+                     stopped (silence; it resumes with SIGCONT once lost), or
+                     shut down gracefully and restarted (default KILL)
   --restart-after S  start the replacement S seconds after the kill (default 1)
   --timeout S        limit for the whole drill's processes (default 900)
   --no-reference     skip the uninterrupted reference run
@@ -56,7 +63,8 @@ while (($# > 0)); do
 done
 [[ "$kill_step" =~ ^[1-9][0-9]*$ && "$run_timeout" =~ ^[1-9][0-9]*$ ]] ||
   die "--kill-step and --timeout must be positive integers"
-[[ "$signal" == KILL || "$signal" == STOP ]] || die "--signal must be KILL or STOP"
+[[ "$signal" == KILL || "$signal" == STOP || "$signal" == TERM ]] ||
+  die "--signal must be KILL, STOP or TERM"
 [[ "$restart_after" =~ ^[0-9]+(\.[0-9]+)?$ ]] ||
   die "--restart-after must be a number of seconds"
 
@@ -108,7 +116,8 @@ for _ in $(seq 100); do [[ -s "$tmp/address" ]] && break; sleep 0.1; done
 [[ -s "$tmp/address" ]] || die "the coordinator did not start: $(cat "$tmp/coordinator.log")"
 address=$(cat "$tmp/address")
 for i in 1 2; do
-  start "$tmp/worker$i.log" "$lockstep" worker --coordinator "$address" --threads 1
+  start "$tmp/worker$i.log" "$lockstep" worker --coordinator "$address" \
+    --threads 1 --name "node$i"
 done
 "$lockstep" submit "$tmp/job.json" --coordinator "$address" >/dev/null
 
@@ -126,10 +135,22 @@ victim=$(sed -n 's/.*rank 1 w[0-9]* *[^ ]* pid \([0-9]*\).*/\1/p' <<<"$status" |
 victim_id=$(sed -n 's/.*rank 1 \(w[0-9]*\) .*/\1/p' <<<"$status" | head -1)
 [[ -n "$victim" && -n "$victim_id" ]] || die "no rank 1 in: $status"
 victim_log=$(grep -l "as $victim_id " "$tmp"/worker*.log | head -1)
+victim_name=node$(basename "$victim_log" .log | tr -dc 0-9)
 kill "-$signal" "$victim"
 t_kill=$(now)
 echo "SIG$signal to rank 1 ($victim_id, pid $victim) at step ~$step"
-if [[ "$signal" == KILL ]]; then
+t_exit=""
+if [[ "$signal" == TERM ]]; then
+  while kill -0 "$victim" 2>/dev/null; do
+    ((SECONDS < deadline)) || die "rank 1 did not exit after SIGTERM"
+    sleep 0.01
+  done
+  t_exit=$(now)
+  sleep "$restart_after"
+  start "$tmp/worker3.log" "$lockstep" worker --coordinator "$address" \
+    --threads 1 --name "$victim_name"
+  replacement_log=$tmp/worker3.log
+elif [[ "$signal" == KILL ]]; then
   sleep "$restart_after"
   start "$tmp/worker3.log" "$lockstep" worker --coordinator "$address" --threads 1
   replacement_log=$tmp/worker3.log
@@ -143,9 +164,9 @@ else
 fi
 "$lockstep" watch "$job" --coordinator "$address" >"$tmp/watch.log" 2>&1 || true
 
-t_lost=$(log_time "\) lost: " "$tmp/coordinator.log") || die "no loss in the coordinator log"
+t_lost=$(log_time "\) (lost|left): " "$tmp/coordinator.log") || die "no loss in the coordinator log"
 t_reg=$(log_time "registering again|registered with" <(
-  if [[ "$signal" == KILL ]]; then cat "$replacement_log"
+  if [[ "$signal" != STOP ]]; then cat "$replacement_log"
   else grep -A1000 "registering again" "$replacement_log" | grep "registered with"; fi
 )) || die "the replacement never registered"
 t_gen2=$(log_time "RUNNING generation 2" "$tmp/coordinator.log") || die "generation 2 never ran"
@@ -154,6 +175,8 @@ for f in "$tmp"/worker*.log; do
   t=$(log_time "restored .*resuming at step" "$f") || continue
   t_resume=$(echo "if ($t > $t_resume) $t else $t_resume" | bc)
 done
+restored=$(sed -n 's/.*RUNNING generation 2 from step \([0-9]*\).*/\1/p' \
+  "$tmp/coordinator.log" | head -1)
 recomputed=$(sed -n 's/.*steps \([0-9]*\)\.\.\([0-9]*\) are recomputed.*/\1 \2/p' \
   "$tmp/coordinator.log" | head -1)
 final=$(grep -m1 -E "job $job (SUCCEEDED|FAILED|CANCELLED)" "$tmp/watch.log" || true)
@@ -163,12 +186,24 @@ echo
 echo "outcome:       ${final:-no end state seen (see $tmp)}"
 printf 'detection:     %.2f s after SIG%s (goal <= 3 s for a broken stream, <= 10 s for silence)\n' \
   "$(echo "$t_lost - $t_kill" | bc)" "$signal"
+if [[ -n "$t_exit" ]]; then
+  printf 'exit:          %.2f s from SIGTERM to the worker exiting (step finished, checkpoint saved)\n' \
+    "$(echo "$t_exit - $t_kill" | bc)"
+  printf 'back:          %.2f s from SIGTERM to the replacement training (restarted %s s after the exit)\n' \
+    "$(echo "$t_resume - $t_kill" | bc)" "$restart_after"
+fi
+# Generation 2 may start within the Register call itself (the back-off
+# already over), before the worker logs "registered": that is 0.
 printf 'rejoin:        %.2f s from the replacement registering to generation 2\n' \
-  "$(echo "$t_gen2 - $t_reg" | bc)"
+  "$(echo "d = $t_gen2 - $t_reg; if (d < 0) 0 else d" | bc)"
 printf 'resume:        %.2f s from the replacement registering to every rank restored (goal <= 5 s)\n' \
   "$(echo "$t_resume - $t_reg" | bc)"
-read -r from to <<<"${recomputed:-0 0}"
-echo "recomputed:    $((to - from)) steps (restored step $from, the kill at step $to)"
+if [[ -n "$recomputed" ]]; then
+  read -r from to <<<"$recomputed"
+  echo "recomputed:    $((to - from)) steps (restored step $from, the failure at step $to)"
+else
+  echo "recomputed:    0 steps (restored step ${restored:-?}, the step it stopped at)"
+fi
 echo "fingerprint:   $fp (this run)"
 if ((reference)); then
   ref=$(fingerprint "$tmp/reference/jobs/$job/result.json")

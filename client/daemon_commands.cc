@@ -6,6 +6,7 @@
 #include <csignal>
 #include <iostream>
 #include <mutex>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -14,6 +15,7 @@
 #include "client/cli_flags.h"
 #include "client/tls_flags.h"
 #include "coordinator/server.h"
+#include "core/log.h"
 #include "worker/worker_daemon.h"
 
 namespace lockstep {
@@ -23,15 +25,14 @@ std::atomic<bool> g_shutdown{false};
 
 void OnSignal(int) { g_shutdown.store(true); }
 
-std::function<void(const std::string&)> Logger(const std::string& who) {
-  return [who](const std::string& line) {
-    static std::mutex mu;
-    std::lock_guard<std::mutex> lock(mu);
-    std::cout << absl::FormatTime("%Y-%m-%dT%H:%M:%E3S", absl::Now(),
-                                  absl::LocalTimeZone())
-              << " " << who << " " << line << std::endl;
-  };
-}
+// The operational flags both daemons share (besides --http, whose pages
+// differ).
+constexpr char kOpsUsage[] =
+    "  --health-listen HOST:PORT  a plaintext gRPC port serving only "
+    "grpc.health.v1 for Kubernetes probes (the main port serves it too); "
+    "services \"\" (ready) and \"liveness\"\n"
+    "  --log-format text|json  one line per event (default text); json for "
+    "log collectors\n";
 
 int Usage(const std::string& verb, const absl::StatusOr<ParsedFlags>& f,
           const std::string& usage) {
@@ -47,6 +48,20 @@ int Usage(const std::string& verb, const absl::StatusOr<ParsedFlags>& f,
 int FlagError(const std::string& verb, const absl::Status& status) {
   std::cerr << "lockstep " << verb << ": " << status.message() << "\n";
   return 2;
+}
+
+std::set<std::string> WithOpsFlags(std::set<std::string> flags) {
+  flags.insert({"http", "health-listen", "log-format"});
+  return flags;
+}
+
+// The log for stdout in --log-format's format.
+absl::StatusOr<LogFn> LoggerFromFlags(const ParsedFlags& f,
+                                      const std::string& component) {
+  absl::StatusOr<LogFormat> format =
+      ParseLogFormat(f.Get("log-format", "text"));
+  if (!format.ok()) return format.status();
+  return MakeLogger(component, *format, &std::cout);
 }
 
 }  // namespace
@@ -67,16 +82,20 @@ int RunCoordinatorCommand(const std::vector<std::string>& args) {
       "  --hang-timeout S    a rank its ring has waited on this long is hung "
       "and lost (default 30)\n"
       "  Jobs and membership are journaled in STORAGE/coordinator/journal.pb;"
-      " a coordinator\n  started again on the same storage resumes them.\n",
-      kDaemonTlsUsage,
+      " a coordinator\n  started again on the same storage resumes them; "
+      "SIGTERM writes it and exits.\n",
+      "  --http HOST:PORT  the dashboard at /, its JSON at /api/state and "
+      "Prometheus metrics at /metrics over HTTP (off unless set)\n",
+      kOpsUsage, kDaemonTlsUsage,
       "                 with TLS, every worker call needs a client "
       "certificate signed by --tls-ca\n"
       "  --token-file F job commands (submit, status, watch, list, cancel) "
       "must send this bearer token (the file's content, trimmed)\n");
   absl::StatusOr<ParsedFlags> f =
       ParseFlags(args,
-                 WithTlsFlags({"listen", "storage", "address-file",
-                               "worker-timeout", "hang-timeout", "token-file"}),
+                 WithTlsFlags(WithOpsFlags({"listen", "storage", "address-file",
+                                            "worker-timeout", "hang-timeout",
+                                            "token-file"})),
                  {"help"});
   if (!f.ok() || f->Has("help") || !f->positional.empty()) {
     return Usage("coordinator", f, usage);
@@ -93,6 +112,10 @@ int RunCoordinatorCommand(const std::vector<std::string>& args) {
   }
   o.listen = f->Get("listen", "127.0.0.1:7070");
   o.address_file = f->Get("address-file", "");
+  o.http = f->Get("http", "");
+  o.health_listen = f->Get("health-listen", "");
+  absl::StatusOr<LogFn> log = LoggerFromFlags(*f, "coordinator");
+  if (!log.ok()) return FlagError("coordinator", log.status());
   o.coordinator.storage_dir = f->Get("storage", "lockstep_storage");
   absl::StatusOr<int64_t> timeout = f->GetInt("worker-timeout", 8);
   if (!timeout.ok() || *timeout < 1) {
@@ -110,7 +133,7 @@ int RunCoordinatorCommand(const std::vector<std::string>& args) {
   o.coordinator.hang_timeout_seconds = static_cast<double>(*hang);
   o.coordinator.hang_report_seconds =
       std::min(5.0, o.coordinator.hang_timeout_seconds / 2);
-  o.coordinator.log = Logger("coordinator");
+  o.coordinator.log = *log;
   // A file-size limit (ulimit -f) then fails the write with EFBIG, which is
   // reported like a full disk, instead of killing the coordinator.
   std::signal(SIGXFSZ, SIG_IGN);
@@ -141,17 +164,23 @@ int RunWorkerCommand(const std::vector<std::string>& args) {
       "  --name NAME    stable identity (default: the advertised address); a "
       "restarted\n                 process under the same name replaces the "
       "old one\n",
+      "  --http HOST:PORT  Prometheus metrics at /metrics over HTTP (off "
+      "unless set)\n",
+      kOpsUsage,
+      "  SIGTERM: the running job finishes its step and saves a checkpoint "
+      "of it with the\n  other ranks, the coordinator is told this worker "
+      "leaves, and the worker exits 0.\n",
       kDaemonTlsUsage,
       "                 the certificate is this worker's client certificate "
       "(towards the coordinator and ring peers) and its collective "
       "service's (which then admits only peers signed by --tls-ca); it "
       "must be valid for the --advertise (or --listen) address\n");
-  absl::StatusOr<ParsedFlags> f =
-      ParseFlags(args,
-                 WithTlsFlags({"coordinator", "replicas", "devices", "listen",
-                               "advertise", "threads", "lanes", "name",
-                               "protocol-version-for-testing"}),
-                 {"help"});
+  absl::StatusOr<ParsedFlags> f = ParseFlags(
+      args,
+      WithTlsFlags(WithOpsFlags({"coordinator", "replicas", "devices", "listen",
+                                 "advertise", "threads", "lanes", "name",
+                                 "protocol-version-for-testing"})),
+      {"help"});
   if (!f.ok() || f->Has("help") || !f->positional.empty() ||
       !f->Has("coordinator")) {
     if (f.ok() && !f->Has("help") && !f->Has("coordinator")) {
@@ -167,6 +196,10 @@ int RunWorkerCommand(const std::vector<std::string>& args) {
   o.listen = f->Get("listen", "127.0.0.1:0");
   o.advertise = f->Get("advertise", "");
   o.name = f->Get("name", "");
+  o.http = f->Get("http", "");
+  o.health_listen = f->Get("health-listen", "");
+  absl::StatusOr<LogFn> log = LoggerFromFlags(*f, "worker");
+  if (!log.ok()) return FlagError("worker", log.status());
   absl::StatusOr<int64_t> replicas = f->GetInt("replicas", 1);
   absl::StatusOr<int64_t> threads = f->GetInt("threads", 0);
   absl::StatusOr<int64_t> lanes = f->GetInt("lanes", 2);
@@ -200,7 +233,7 @@ int RunWorkerCommand(const std::vector<std::string>& args) {
   o.lanes = static_cast<int>(*lanes);
   o.protocol_version = static_cast<int>(*proto);
   o.shutdown = &g_shutdown;
-  o.log = Logger("worker");
+  o.log = *log;
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   absl::Status s = RunWorker(o);

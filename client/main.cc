@@ -1,10 +1,11 @@
 // The one lockstep binary: dispatches to a verb (train, coordinator, worker,
-// submit, status, watch, list, cancel, version).
+// submit, status, watch, list, cancel, health, version).
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "client/daemon_commands.h"
+#include "client/health_command.h"
 #include "client/job_commands.h"
 #include "client/train_command.h"
 #include "core/version.h"
@@ -24,6 +25,7 @@ constexpr char kUsage[] =
     "  watch JOB                        stream a job's progress to its end\n"
     "  list                             every job and worker\n"
     "  cancel JOB                       cancel a pending or running job\n"
+    "  health HOST:PORT                 a daemon's grpc.health.v1 status\n"
     "  version                          print the version\n"
     "  help                             this text\n"
     "Run `lockstep <command> --help` for a command's flags.\n";
@@ -46,6 +48,7 @@ int main(int argc, char** argv) {
   if (verb == "watch") return lockstep::RunWatchCommand(args);
   if (verb == "list") return lockstep::RunListCommand(args);
   if (verb == "cancel") return lockstep::RunCancelCommand(args);
+  if (verb == "health") return lockstep::RunHealthCommand(args);
   if (verb == "version" || verb == "--version") {
     std::cout << "lockstep " << lockstep::kVersion << std::endl;
     return 0;

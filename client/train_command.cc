@@ -2,11 +2,10 @@
 // trainer with progress on stdout, stop cleanly on SIGINT/SIGTERM.
 #include "client/train_command.h"
 
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
-
-#include <atomic>
 
 #include "absl/status/status.h"
 #include "client/cli_flags.h"
@@ -53,8 +52,9 @@ const char kTrainUsage[] =
     "done\n";
 
 int RunTrainCommand(const std::vector<std::string>& args) {
-  absl::StatusOr<ParsedFlags> flags = ParseFlags(
-      args, {"storage", "threads", "stop-after-steps", "data-dir"}, {"no-resume", "help"});
+  absl::StatusOr<ParsedFlags> flags =
+      ParseFlags(args, {"storage", "threads", "stop-after-steps", "data-dir"},
+                 {"no-resume", "help"});
   if (!flags.ok()) {
     std::cerr << "lockstep train: " << flags.status().message() << "\n"
               << kTrainUsage;
@@ -79,7 +79,8 @@ int RunTrainCommand(const std::vector<std::string>& args) {
   absl::StatusOr<int64_t> stop_after = flags->GetInt("stop-after-steps", -1);
   if (!stop_after.ok()) return Fail(stop_after.status());
 
-  absl::StatusOr<JobSpec> spec = LoadJobSpec(flags->positional[0], flags->Get("data-dir", ""));
+  absl::StatusOr<JobSpec> spec =
+      LoadJobSpec(flags->positional[0], flags->Get("data-dir", ""));
   if (!spec.ok()) return Fail(spec.status());
 
   TrainOptions options;
@@ -88,9 +89,8 @@ int RunTrainCommand(const std::vector<std::string>& args) {
   options.resume = !flags->Has("no-resume");
   options.stop_after_steps = *stop_after;
   options.stop_requested = &g_stop;
-  options.log = [](const std::string& line) {
-    std::cout << line << std::endl;
-  };
+  // `lockstep train` is interactive: bare lines, no timestamps.
+  options.log = [](const LogRecord& r) { std::cout << r.message << std::endl; };
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
 

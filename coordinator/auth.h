@@ -12,6 +12,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "core/log.h"
 #include "grpcpp/server_context.h"
 
 namespace lockstep {
@@ -21,7 +22,7 @@ struct AuthOptions {
   // that is presented, so a call that carries one carries a verified one.
   bool require_client_certificate = false;
   std::string token;  // empty: job RPCs need no token
-  std::function<void(const std::string&)> log;
+  LogFn log;
 };
 
 enum class BearerCheck { kOk, kMissing, kWrong };

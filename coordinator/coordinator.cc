@@ -74,7 +74,11 @@ void Coordinator::Changed(Job& job) {
 // written for them.
 void Coordinator::Event(Job& job, const std::string& line) {
   job.events.push_back(line);
-  Log(absl::StrCat("job ", job.name, ": ", line));
+  LogRecord r(line);
+  r.job = job.name;
+  r.generation = job.status.generation();
+  if (job.status.step() > 0) r.step = job.status.step();
+  Log(r);
   Changed(job);
   // Events are journaled too, so a watch resumed after a coordinator
   // restart continues at the right one.
@@ -426,12 +430,14 @@ bool Coordinator::TryStart(Job& job) {
   std::string restart;
   if (recovering) {
     job.status.set_restarts(job.status.restarts() + 1);
+    const int64_t lost = job.step_at_failure - job.start_step;
     restart = absl::StrFormat(
-        " (restart %d of %d, %.1f s after the failure; steps %d..%d are "
-        "recomputed)",
+        " (restart %d of %d, %.1f s after the failure; %s)",
         job.status.restarts(), job.spec.restart.max_restarts,
-        absl::ToDoubleSeconds(now - job.recovering_since), job.start_step,
-        std::max(job.start_step, job.step_at_failure));
+        absl::ToDoubleSeconds(now - job.recovering_since),
+        lost > 0 ? absl::StrFormat("steps %d..%d are recomputed",
+                                   job.start_step, job.step_at_failure)
+                 : std::string("no step is recomputed"));
   }
   Event(job, absl::StrFormat("RUNNING generation %d from step %d%s: %s",
                              job.status.generation(), job.start_step, restart,

@@ -6,6 +6,8 @@
 #ifndef LOCKSTEP_COORDINATOR_COORDINATOR_H_
 #define LOCKSTEP_COORDINATOR_COORDINATOR_H_
 
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -21,6 +23,7 @@
 #include "coordinator/checkpoint_assembler.h"
 #include "core/checkpoint.h"
 #include "core/job_spec.h"
+#include "core/log.h"
 #include "core/summary_writer.h"
 #include "proto/cluster.pb.h"
 #include "proto/jobs.pb.h"
@@ -43,7 +46,7 @@ struct CoordinatorOptions {
   // STORAGE/coordinator/journal.pb is written before every job or
   // membership transition takes effect, and read back by LoadJournal.
   bool journal = true;
-  std::function<void(const std::string&)> log;
+  LogFn log;
 };
 
 class Coordinator {
@@ -55,6 +58,33 @@ class Coordinator {
   // ids. DataLoss naming the file when it is damaged.
   absl::Status LoadJournal();
   std::string JournalPath() const;
+  // True once LoadJournal succeeded: the services answer only then.
+  bool ready() const { return ready_.load(); }
+  // Writes the journal now (at shutdown).
+  absl::Status SaveJournal();
+
+  // For /metrics and the dashboard: every job's view with its curves and
+  // checkpoint figures, and the workers.
+  struct Curves {
+    // (step, loss, accuracy): training from rank 0's summaries (or its
+    // reports when summaries are off), evaluation at each epoch's end.
+    std::vector<std::array<double, 3>> train, eval;
+  };
+  struct CheckpointFigures {
+    int64_t committed = 0, failed = 0;
+    double last_seconds = 0, seconds_total = 0;
+    int64_t last_bytes = 0, bytes_total = 0;
+  };
+  struct JobView {
+    lockstep::v1::JobStatus status;
+    Curves curves;
+    CheckpointFigures checkpoints;
+  };
+  struct OpsView {
+    std::vector<JobView> jobs;  // submit order
+    std::vector<lockstep::v1::WorkerStatus> workers;
+  };
+  OpsView Ops() const;
 
   // Job service.
   absl::StatusOr<lockstep::v1::JobStatus> Submit(const std::string& job_json);
@@ -129,10 +159,13 @@ class Coordinator {
     std::shared_ptr<CheckpointStore> checkpoints;
     std::unique_ptr<SummaryWriter> summaries;
     std::shared_ptr<CheckpointAssembler> assembler;
+    // Not journaled: a restarted coordinator draws from its restart on.
+    Curves curves;
+    CheckpointFigures checkpoint_figures;
   };
 
-  void Log(const std::string& line) const {
-    if (options_.log) options_.log(line);
+  void Log(const LogRecord& record) const {
+    if (options_.log) options_.log(record);
   }
   void Event(Job& job, const std::string& line)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -160,6 +193,7 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes the journal (logs a failure; the state stays in memory).
   void Persist() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status WriteJournal() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status OpenJobFiles(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string PendingReason(const Job& job) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -169,6 +203,10 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   lockstep::v1::JobStatus Snapshot(const Job& job) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AddCurvePoints(
+      Job& job, const lockstep::v1::ProgressReport& r,
+      const std::map<int64_t, std::vector<std::pair<std::string, double>>>&
+          by_step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CompareFingerprints(Job& job, int64_t step)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CompleteIfDone(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -183,6 +221,7 @@ class Coordinator {
   std::vector<std::string> job_order_ ABSL_GUARDED_BY(mu_);  // submit order
   int64_t next_worker_ ABSL_GUARDED_BY(mu_) = 1;
   int64_t journal_sequence_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<bool> ready_{false};
 };
 
 const char* JobStateName(lockstep::v1::JobState state);

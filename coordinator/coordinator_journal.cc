@@ -37,6 +37,22 @@ std::string Coordinator::JournalPath() const {
 
 void Coordinator::Persist() {
   if (!options_.journal) return;
+  absl::Status s = WriteJournal();
+  if (!s.ok()) {
+    Log(
+        absl::StrCat("error: cannot write the journal (a restart would lose "
+                     "the last transition): ",
+                     s.message()));
+  }
+}
+
+absl::Status Coordinator::SaveJournal() {
+  absl::MutexLock lock(&mu_);
+  if (!options_.journal) return absl::OkStatus();
+  return WriteJournal();
+}
+
+absl::Status Coordinator::WriteJournal() {
   lockstep::v1::Journal j;
   j.set_sequence(++journal_sequence_);
   j.set_next_worker(next_worker_);
@@ -80,20 +96,17 @@ void Coordinator::Persist() {
   bytes.append(c, 4);
   bytes += payload;
   const std::string path = JournalPath();
-  absl::Status s = MakeDirs(Dirname(path));
-  if (s.ok()) s = WriteFileAtomic(path, bytes);
-  if (!s.ok()) {
-    Log(
-        absl::StrCat("error: cannot write the journal (a restart would lose "
-                     "the last transition): ",
-                     s.message()));
-  }
+  RETURN_IF_ERROR(MakeDirs(Dirname(path)));
+  return WriteFileAtomic(path, bytes);
 }
 
 absl::Status Coordinator::LoadJournal() {
   const std::string path = JournalPath();
   absl::StatusOr<std::string> bytes = ReadFile(path);
-  if (absl::IsNotFound(bytes.status())) return absl::OkStatus();
+  if (absl::IsNotFound(bytes.status())) {
+    ready_ = true;
+    return absl::OkStatus();
+  }
   RETURN_IF_ERROR(bytes.status());
   auto damaged = [&path](const std::string& why) {
     return absl::DataLossError(absl::StrFormat(
@@ -176,7 +189,10 @@ absl::Status Coordinator::LoadJournal() {
           "journal",
           JobStateName(ref.status.state()), ref.status.generation());
       ref.events.push_back(line);
-      Log(absl::StrCat("job ", ref.name, ": ", line));
+      LogRecord r(line);
+      r.job = ref.name;
+      r.generation = ref.status.generation();
+      Log(r);
     }
   }
   Persist();  // with the restart events
@@ -184,6 +200,7 @@ absl::Status Coordinator::LoadJournal() {
       "journal %s (sequence %d): %d jobs (%d not finished), "
       "%d workers expected to heartbeat again",
       path, journal_sequence_, j.jobs_size(), resumed, j.workers_size()));
+  ready_ = true;
   return absl::OkStatus();
 }
 

@@ -44,6 +44,7 @@ absl::StatusOr<lockstep::v1::ReportResponse> Coordinator::ReportProgress(
     for (const auto& sc : r.scalars()) {
       by_step[sc.step()].emplace_back(sc.tag(), sc.value());
     }
+    AddCurvePoints(*job, r, by_step);
     for (const auto& [step, values] : by_step) {
       absl::Status w = job->summaries->AddScalars(step, values);
       if (!w.ok())
@@ -57,6 +58,72 @@ absl::StatusOr<lockstep::v1::ReportResponse> Coordinator::ReportProgress(
     CompareFingerprints(*job, r.fingerprint_step());
   }
   return resp;
+}
+
+namespace {
+
+// Keeps a curve under kMaxCurvePoints by dropping every other point of its
+// older half: the recent past stays dense, the shape of the rest stays.
+constexpr size_t kMaxCurvePoints = 2000;
+
+void Append(std::vector<std::array<double, 3>>& curve,
+            const std::array<double, 3>& p) {
+  if (!curve.empty() && curve.back()[0] >= p[0]) {
+    // A restarted generation replays steps: the curve continues from there.
+    while (!curve.empty() && curve.back()[0] >= p[0]) curve.pop_back();
+  }
+  curve.push_back(p);
+  if (curve.size() > kMaxCurvePoints) {
+    std::vector<std::array<double, 3>> thin;
+    const size_t half = curve.size() / 2;
+    for (size_t i = 0; i < half; i += 2) thin.push_back(curve[i]);
+    thin.insert(thin.end(), curve.begin() + half, curve.end());
+    curve = std::move(thin);
+  }
+}
+
+}  // namespace
+
+void Coordinator::AddCurvePoints(
+    Job& job, const lockstep::v1::ProgressReport& r,
+    const std::map<int64_t, std::vector<std::pair<std::string, double>>>&
+        by_step) {
+  bool summaries = false;
+  for (const auto& [step, values] : by_step) {
+    double loss = -1, acc = -1, eval_loss = -1, eval_acc = -1;
+    for (const auto& [tag, v] : values) {
+      if (tag == "train/loss") loss = v;
+      if (tag == "train/accuracy") acc = v;
+      if (tag == "eval/loss") eval_loss = v;
+      if (tag == "eval/accuracy") eval_acc = v;
+    }
+    if (loss >= 0) {
+      Append(job.curves.train, {static_cast<double>(step), loss, acc});
+      summaries = true;
+    }
+    if (eval_loss >= 0) {
+      Append(job.curves.eval, {static_cast<double>(step), eval_loss, eval_acc});
+    }
+  }
+  // Without summaries (summary.every_steps 0) the reports' running means
+  // draw the curve.
+  if (!summaries && job.spec.summary.every_steps == 0 && r.step() > 0) {
+    Append(job.curves.train,
+           {static_cast<double>(r.step()), r.loss(), r.accuracy()});
+  }
+}
+
+Coordinator::OpsView Coordinator::Ops() const {
+  OpsView v;
+  lockstep::v1::ListJobsResponse list = List();
+  absl::MutexLock lock(&mu_);
+  for (const auto& s : list.jobs()) {
+    auto it = jobs_.find(s.name());
+    if (it == jobs_.end()) continue;
+    v.jobs.push_back({s, it->second->curves, it->second->checkpoint_figures});
+  }
+  v.workers.assign(list.workers().begin(), list.workers().end());
+  return v;
 }
 
 void Coordinator::CompareFingerprints(Job& job, int64_t step) {
@@ -115,6 +182,7 @@ absl::StatusOr<lockstep::v1::CheckpointAck> Coordinator::AddCheckpointSlice(
   Job* job = FindJob(head.job());
   if (!info.ok()) {
     if (job != nullptr) {
+      ++job->checkpoint_figures.failed;
       Event(*job, absl::StrCat("checkpoint step ", head.step(),
                                " not committed: ", info.status().message()));
     }
@@ -124,6 +192,12 @@ absl::StatusOr<lockstep::v1::CheckpointAck> Coordinator::AddCheckpointSlice(
   ack.set_committed(info->committed);
   ack.set_path(info->path);
   if (info->committed && job != nullptr) {
+    CheckpointFigures& f = job->checkpoint_figures;
+    ++f.committed;
+    f.last_seconds = info->seconds;
+    f.seconds_total += info->seconds;
+    f.last_bytes = info->bytes;
+    f.bytes_total += info->bytes;
     job->status.set_checkpoint_path(info->path);
     Event(*job, absl::StrFormat("checkpoint %s committed (%.1f MB, %.3f s)",
                                 info->path, info->bytes / 1e6, info->seconds));
@@ -157,6 +231,25 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
                                  std::string* over) {
   absl::MutexLock lock(&mu_);
   Job* job = FindJob(req.job());
+  const bool current = job != nullptr && !IsTerminal(job->status.state()) &&
+                       job->status.generation() == req.generation() &&
+                       job->status.state() == lockstep::v1::RUNNING;
+  if (req.leaving() && !current) {
+    // Leaving while idle, or after its generation ended: it only leaves
+    // the membership, so that no new generation counts on it.
+    auto w = workers_.find(req.worker_id());
+    if (w != workers_.end() && !w->second.lost) {
+      w->second.lost = true;
+      Log(absl::StrCat("worker ", Describe(w->second), " left"));
+      Persist();
+    }
+    if (job != nullptr && over != nullptr) {
+      *over = absl::StrFormat("job %s is %s at generation %d (%s)", job->name,
+                              JobStateName(job->status.state()),
+                              job->status.generation(), job->status.message());
+    }
+    return absl::OkStatus();
+  }
   if (job == nullptr) {
     return absl::NotFoundError(
         absl::StrFormat("no job named \"%s\"", req.job()));

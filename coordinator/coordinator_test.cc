@@ -398,7 +398,9 @@ TEST_F(CoordinatorTest, ARestartedCoordinatorResumesFromTheJournal) {
 
 TEST_F(CoordinatorTest, ProtocolVersionAndNcclAreRefused) {
   EXPECT_THAT(Register("old", 1, 99),
-              HasSubstr("protocol version 99 is not this coordinator's (1)"));
+              HasSubstr(absl::StrFormat(
+                  "protocol version 99 is not this coordinator's (%d)",
+                  kProtocolVersion)));
   std::string nccl = kJob;
   nccl.replace(nccl.find("\"replicas_per_worker\": 1"), 24,
                "\"replicas_per_worker\": 1, \"collective\": \"nccl\"");
@@ -406,6 +408,28 @@ TEST_F(CoordinatorTest, ProtocolVersionAndNcclAreRefused) {
   EXPECT_TRUE(absl::IsInvalidArgument(s.status()));
   EXPECT_THAT(s.status().message(), HasSubstr("cluster.collective: \"nccl\""));
   EXPECT_TRUE(absl::IsNotFound(c_->Get("j").status()));
+}
+
+TEST_F(CoordinatorTest, AnIdleWorkerLeavingIsNeverHandedAJob) {
+  const std::string a = Register("hosta");
+  const std::string b = Register("hostb");
+  v1::FinishRequest leave;
+  leave.set_worker_id(b);
+  leave.set_leaving(true);
+  leave.set_error("the worker is shutting down");
+  std::string over;
+  ASSERT_TRUE(c_->Finish(leave, &over).ok());
+  EXPECT_EQ(over, "");  // it had no job
+  absl::StatusOr<v1::JobStatus> s = c_->Submit(kJob);
+  ASSERT_TRUE(s.ok());
+  // Only one member is left: the job waits instead of starting on a worker
+  // that is gone.
+  EXPECT_EQ(s->state(), v1::PENDING);
+  EXPECT_THAT(s->message(), HasSubstr("1 idle qualify"));
+  const std::string c = Register("hostc");
+  EXPECT_EQ(c_->Get("j")->state(), v1::RUNNING);
+  EXPECT_EQ(Beat(c).assignment().rank(), 1);
+  EXPECT_EQ(Beat(a).assignment().rank(), 0);
 }
 
 TEST_F(CoordinatorTest, AllRanksFinishingWithOneFingerprintSucceeds) {

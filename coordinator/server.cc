@@ -5,9 +5,12 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "coordinator/ops_endpoints.h"
 #include "coordinator/services.h"
 #include "core/file_util.h"
+#include "core/http_server.h"
 #include "core/status_macros.h"
+#include "proto/health_service.h"
 #include "proto/rpc_util.h"
 
 namespace lockstep {
@@ -17,9 +20,7 @@ absl::Status RunCoordinator(const ServerOptions& options) {
       MakeDirs(JoinPath(options.coordinator.storage_dir, "jobs")),
       "--storage"));
   Coordinator coordinator(options.coordinator);
-  // Before serving: workers heartbeating under their old ids must find
-  // them, and jobs must not be resubmittable as new.
-  RETURN_IF_ERROR(coordinator.LoadJournal());
+  HealthService health;
   Authorizer auth(
       {options.tls.enabled(), options.token, options.coordinator.log});
   JobServiceImpl jobs(&coordinator, &auth, options.shutdown);
@@ -33,12 +34,48 @@ absl::Status RunCoordinator(const ServerOptions& options) {
       &port);
   builder.RegisterService(&jobs);
   builder.RegisterService(&cluster);
+  builder.RegisterService(&health);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     return absl::UnavailableError(
         absl::StrCat("--listen ", options.listen,
                      ": cannot listen there (in use or not a local address?)"));
   }
+  auto stop = [&server, &health] {
+    health.ShutDown();
+    server->Shutdown(std::chrono::system_clock::now() +
+                     std::chrono::seconds(2));
+  };
+  std::unique_ptr<grpc::Server> health_server;
+  std::string health_address;
+  if (!options.health_listen.empty()) {
+    absl::StatusOr<std::unique_ptr<grpc::Server>> h = StartHealthServer(
+        options.health_listen, "--health-listen", &health, &health_address);
+    if (!h.ok()) {
+      stop();
+      return h.status();
+    }
+    health_server = *std::move(h);
+  }
+  std::unique_ptr<HttpServer> http;
+  if (!options.http.empty()) {
+    absl::StatusOr<std::unique_ptr<HttpServer>> h = HttpServer::Start(
+        options.http, "--http", CoordinatorRoutes(&coordinator));
+    if (!h.ok()) {
+      stop();
+      return h.status();
+    }
+    http = *std::move(h);
+  }
+  // Workers heartbeating under their old ids must find them, and jobs must
+  // not be resubmittable as new: until the journal is replayed, health says
+  // NOT_SERVING and every other call is answered UNAVAILABLE.
+  absl::Status loaded = coordinator.LoadJournal();
+  if (!loaded.ok()) {
+    stop();
+    return loaded;
+  }
+  health.SetReady(true);
   const std::string address = absl::StrCat(
       options.listen.substr(0, options.listen.rfind(':')), ":", port);
   if (!options.address_file.empty()) {
@@ -55,6 +92,14 @@ absl::Status RunCoordinator(const ServerOptions& options) {
                                 "--tls-ca)"
                               : ", no TLS",
         options.token.empty() ? "" : ", bearer token required for jobs"));
+    if (http != nullptr) {
+      log(absl::StrCat("dashboard on http://", http->address(),
+                       "/ (metrics at /metrics)"));
+    }
+    if (health_server != nullptr) {
+      log(absl::StrCat("gRPC health (plaintext, for probes) on ",
+                       health_address));
+    }
     if (!options.tls.enabled() && !IsLoopbackAddress(options.listen)) {
       log(absl::StrCat("warning: listening on ", address,
                        " without TLS: anyone who can reach it can submit "
@@ -69,8 +114,24 @@ absl::Status RunCoordinator(const ServerOptions& options) {
     coordinator.Tick();
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+  // Probes see NOT_SERVING at once; then the last state goes to the journal
+  // so that the next coordinator resumes every job from it.
+  health.ShutDown();
+  absl::Status saved = coordinator.SaveJournal();
+  if (options.coordinator.log) {
+    options.coordinator.log(
+        saved.ok() ? absl::StrCat("shutting down: journal written to ",
+                                  coordinator.JournalPath())
+                   : absl::StrCat("error: shutting down without the journal: ",
+                                  saved.message()));
+  }
+  if (health_server != nullptr) {
+    health_server->Shutdown(std::chrono::system_clock::now() +
+                            std::chrono::seconds(1));
+  }
+  http.reset();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  return absl::OkStatus();
+  return saved;
 }
 
 }  // namespace lockstep

@@ -23,13 +23,22 @@ struct ServerOptions {
   TlsFiles tls;
   // When set, every JobService RPC needs `authorization: Bearer <token>`.
   std::string token;
+  // Prometheus /metrics, the dashboard (/) and its JSON (/api/state) over
+  // HTTP here when set ("host:port").
+  std::string http;
+  // A plaintext gRPC port serving only grpc.health.v1 (Kubernetes' probes
+  // cannot speak TLS) when set; the main port serves it too.
+  std::string health_listen;
   CoordinatorOptions coordinator;
   const std::atomic<bool>* shutdown = nullptr;  // not owned
 };
 
-// Serves until *shutdown. Error when the address cannot be bound or the
-// storage folder cannot be created. Logs a warning when it listens beyond
-// the loopback interface without TLS.
+// Serves until *shutdown, then writes the journal and returns. Error when
+// an address cannot be bound, the storage folder cannot be created, or the
+// journal is damaged. Health says NOT_SERVING until the journal is
+// replayed (the other services answer UNAVAILABLE meanwhile) and from the
+// shutdown on. Logs a warning when it listens beyond the loopback interface
+// without TLS.
 absl::Status RunCoordinator(const ServerOptions& options);
 
 }  // namespace lockstep

@@ -11,11 +11,16 @@ namespace lockstep {
 
 namespace v1 = lockstep::v1;
 
-// Returns the refusal of the Authorizer check `check`, if any.
-#define LOCKSTEP_AUTHORIZE(check)  \
-  do {                             \
-    grpc::Status _auth = (check);  \
-    if (!_auth.ok()) return _auth; \
+// Nothing is answered before the journal is replayed (UNAVAILABLE: the
+// callers retry); then the refusal of the Authorizer check `check`, if any.
+#define LOCKSTEP_AUTHORIZE(check)                                      \
+  do {                                                                 \
+    if (!c_->ready()) {                                                \
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE,               \
+                          "the coordinator is replaying its journal"); \
+    }                                                                  \
+    grpc::Status _auth = (check);                                      \
+    if (!_auth.ok()) return _auth;                                     \
   } while (0)
 
 template <typename T>

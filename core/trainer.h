@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "core/dataset.h"
 #include "core/job_spec.h"
+#include "core/log.h"
 #include "core/model.h"
 
 namespace lockstep {
@@ -28,7 +29,7 @@ struct TrainOptions {
   // step boundary. Not owned; may be null.
   const std::atomic<bool>* stop_requested = nullptr;
   // Receives progress and event lines (one line each, no trailing newline).
-  std::function<void(const std::string&)> log;
+  LogFn log;
   double progress_interval_seconds = 1.0;
 };
 

@@ -14,6 +14,7 @@ std::string TagToString(const CollectiveTag& tag) {
 std::string BucketName(int32_t bucket) {
   if (bucket == kLossBucket) return "the loss all-reduce";
   if (bucket == kEvalBucket) return "the evaluation all-reduce";
+  if (bucket == kDrainBucket) return "the drain barrier";
   return absl::StrCat("gradient bucket ", bucket);
 }
 

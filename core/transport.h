@@ -39,6 +39,8 @@ struct CollectiveTag {
 // (cluster.proto CollectiveWait).
 inline constexpr int32_t kLossBucket = 1 << 24;
 inline constexpr int32_t kEvalBucket = kLossBucket + 1;
+// The barrier after a drain's checkpoint (a worker leaving on SIGTERM).
+inline constexpr int32_t kDrainBucket = kLossBucket + 2;
 
 // "generation 3 step 120 bucket 2 chunk 7", for error messages.
 std::string TagToString(const CollectiveTag& tag);

@@ -52,6 +52,9 @@ void ConfigureServer(grpc::ServerBuilder& builder) {
   builder.AddChannelArgument(
       GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  // gRPC's default SO_REUSEPORT would let a second daemon bind a port in
+  // use and silently take half its connections.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
 }
 
 }  // namespace lockstep

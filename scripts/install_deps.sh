@@ -12,7 +12,13 @@ packages=(
   libabsl-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libopenblas0-pthread zlib1g-dev libxxhash-dev
   libssl-dev openssl
+  libcpp-httplib-dev prometheus-cpp-dev
+  chromium
 )
+# `kubectl kustomize` renders deploy/k8s in a test. Debian's kubectl is
+# kubernetes-client; another kubectl (Google's package) also owns
+# /usr/bin/kubectl, so install it only when there is none.
+if ! command -v kubectl >/dev/null; then packages+=(kubernetes-client); fi
 if [[ "${1:-}" == "--bench" ]]; then
   # OpenBLAS first: Debian's torch uses whatever libblas.so.3 is installed.
   packages+=(python3-torch libgloo-dev)

@@ -51,8 +51,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# The dashboard and metrics on a free port (printed below).
 "$bin" coordinator --listen 127.0.0.1:0 --address-file "$addr_file" \
-  --storage "$storage" >"$logs/coordinator.log" 2>&1 &
+  --storage "$storage" --http 127.0.0.1:0 >"$logs/coordinator.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 100); do [ -s "$addr_file" ] && break; sleep 0.1; done
 if [ ! -s "$addr_file" ]; then
@@ -71,6 +72,8 @@ for i in $(seq 1 "$workers"); do
 done
 echo "local cluster: coordinator $addr, $workers workers x $replicas replicas" \
   "($threads threads each); logs in $logs/"
+dashboard=$(sed -n 's/.*dashboard on \(http:[^ ]*\).*/\1/p' "$logs/coordinator.log")
+[ -n "$dashboard" ] && echo "dashboard: $dashboard (metrics at ${dashboard}metrics)"
 status=0
 "$bin" submit "$job" --coordinator "$addr" --wait || status=$?
 "$bin" status "$(sed -n 's/.*"name": *"\([^"]*\)".*/\1/p' "$job" | head -1)" \

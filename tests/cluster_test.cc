@@ -16,6 +16,7 @@
 #include "core/checkpoint.h"
 #include "core/event_file_reader.h"
 #include "gtest/gtest.h"
+#include "proto/rpc_util.h"
 #include "tests/local_cluster.h"
 #include "tests/subprocess.h"
 #include "tests/test_jobs.h"
@@ -296,7 +297,8 @@ TEST_F(ClusterTest, RefusalsSayWhatIsWrong) {
                              dir_, 30);
   ASSERT_TRUE(old.exit.exited);
   EXPECT_EQ(old.exit.exit_code, 1);
-  EXPECT_NE(old.err.find("protocol version 99 is not this coordinator's (1)"),
+  EXPECT_NE(old.err.find("protocol version 99 is not this coordinator's (" +
+                         std::to_string(kProtocolVersion) + ")"),
             std::string::npos)
       << old.err;
   EXPECT_NE(cluster_->coordinator().Stdout().find("refused worker"),

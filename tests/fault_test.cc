@@ -221,7 +221,7 @@ TEST_F(FaultTest, KilledWorkerIsReplacedAndTheRunEndsWithTheSameBytes) {
   EXPECT_EQ(res["resumed_from_step"], resumed);
 }
 
-TEST_F(FaultTest, WorkerStoppedWithSigtermLeavesAndIsReplacedWithoutBlame) {
+TEST_F(FaultTest, WorkerStoppedWithSigtermFinishesItsStepAndLosesNothing) {
   const std::string reference = ReferenceFingerprint();
   Start();
   ASSERT_EQ(Client({"submit", WriteJob(FaultJob())}).exit.exit_code, 0);
@@ -239,11 +239,39 @@ TEST_F(FaultTest, WorkerStoppedWithSigtermLeavesAndIsReplacedWithoutBlame) {
       std::regex(
           R"(rank 1 \(w\d on \S+ pid \d+\) left: the worker is shutting down)")))
       << last;
+  // It finished its step, and every rank saved a checkpoint of that step
+  // before the generation ended.
+  std::smatch m;
+  const std::string log = leaving->Stdout();
+  ASSERT_TRUE(std::regex_search(
+      log, m,
+      std::regex(R"(rank=1 step=(\d+): this worker is shutting down: the )"
+                 R"(generation ends after this step)")))
+      << log;
+  const int drained = std::stoi(m[1]);
+  EXPECT_GE(drained, 120);
+  EXPECT_NE(log.find("the worker is shutting down: left after step " +
+                     std::to_string(drained)),
+            std::string::npos)
+      << log;
   std::string why;
   ASSERT_TRUE(cluster_->StartWorkers(1, 1, 1, &why)) << why;
   RunResult w = WatchToEnd();
   EXPECT_EQ(w.exit.exit_code, 0) << w.out << w.err;
-  EXPECT_EQ(Result()["fingerprint"], reference);
+  EXPECT_NE(w.out.find("1 worker is shutting down: generation 1 ends after "
+                       "step " +
+                       std::to_string(drained) + " with a checkpoint of it"),
+            std::string::npos)
+      << w.out;
+  // Nothing is lost: generation 2 starts at the step the worker left at.
+  EXPECT_NE(w.out.find("RUNNING generation 2 from step " +
+                       std::to_string(drained) + " (restart 1 of 3, "),
+            std::string::npos)
+      << w.out;
+  EXPECT_NE(w.out.find("; no step is recomputed)"), std::string::npos) << w.out;
+  nlohmann::json res = Result();
+  EXPECT_EQ(res["fingerprint"], reference);
+  EXPECT_EQ(res["resumed_from_step"], drained);
 }
 
 TEST_F(FaultTest, CoordinatorKilledAndRestartedResumesItsJob) {

@@ -18,6 +18,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "core/log.h"
 #include "core/transport.h"
 #include "proto/collective.grpc.pb.h"
 #include "proto/tls.h"
@@ -121,9 +122,7 @@ class CollectiveService final : public lockstep::v1::Collective::Service {
       : attach_wait_(attach_wait) {}
 
   // Refused streams are logged here (a peer that speaks out of turn).
-  void SetLog(std::function<void(const std::string&)> log) {
-    log_ = std::move(log);
-  }
+  void SetLog(LogFn log) { log_ = std::move(log); }
 
   void Attach(std::shared_ptr<GrpcRingTransport> transport);
   // Detaches it if it is the attached one.
@@ -141,7 +140,7 @@ class CollectiveService final : public lockstep::v1::Collective::Service {
   grpc::Status Refuse(grpc::ServerContext* context, const absl::Status& why);
 
   const absl::Duration attach_wait_;
-  std::function<void(const std::string&)> log_;
+  LogFn log_;
   absl::Mutex mu_;
   std::shared_ptr<GrpcRingTransport> current_ ABSL_GUARDED_BY(mu_);
   // The newest generation ever attached per job: older ones are stale.

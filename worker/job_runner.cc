@@ -74,12 +74,34 @@ class JobRunner {
  private:
   absl::Status Setup();
   absl::Status Restore();
-  absl::Status Step(Batch& batch, BatchLoss* global);
+  // Sets *leaving to the number of ranks shutting down (agreed by all).
+  absl::Status Step(Batch& batch, BatchLoss* global, int* leaving);
+  // After a step in which `leaving` ranks said they shut down: a checkpoint
+  // of the step (unless `saved`), a barrier so it is committed before
+  // anyone reports, then the generation ends (see RunAssignment).
+  absl::Status Drain(int leaving, bool saved);
   BatchLoss Evaluate(int64_t step, absl::Status* status);
   absl::Status Checkpoint(int64_t step, const BatchLoss& epoch_metrics);
+  bool Leaving() const {
+    return ctx_.leave != nullptr && ctx_.leave->load(std::memory_order_relaxed);
+  }
+
+ public:
+  // This rank ended the generation because it shuts down (Finish says
+  // `leaving`).
+  bool drained() const { return drained_; }
+
+ private:
   absl::Status Report(lockstep::v1::ProgressReport& report);
+  // Every line names the job, generation, rank and step it is about.
   void Log(const std::string& line) {
-    if (ctx_.log) ctx_.log(line);
+    if (!ctx_.log) return;
+    LogRecord r(line);
+    r.job = a_.job();
+    r.generation = a_.generation();
+    r.rank = a_.rank();
+    r.step = step_;
+    ctx_.log(r);
   }
   bool Stopped() const {
     return ctx_.stop != nullptr && ctx_.stop->load(std::memory_order_relaxed);
@@ -111,6 +133,7 @@ class JobRunner {
   bool evaluated_ = false;
   StepMeter meter_;  // this run's rates and running losses
   bool coordinator_down_ = false;
+  bool drained_ = false;
 };
 
 absl::Status JobRunner::Setup() {
@@ -166,22 +189,25 @@ absl::Status JobRunner::Restore() {
   return absl::OkStatus();
 }
 
-absl::Status JobRunner::Step(Batch& batch, BatchLoss* global) {
+absl::Status JobRunner::Step(Batch& batch, BatchLoss* global, int* leaving) {
   buckets_->BeginStep(a_.generation(), batch.global_step);
   const BatchLoss local =
       replicas_->ComputeGradients(batch, spec_.loss, spec_.seed,
                                   [this](int i) { buckets_->ParamReady(i); });
   RETURN_IF_ERROR(buckets_->FinishStep());
-  float m[3] = {static_cast<float>(local.loss_sum),
+  // The 4th value counts the ranks shutting down, so every rank learns it
+  // at the same step.
+  float m[4] = {static_cast<float>(local.loss_sum),
                 static_cast<float>(local.correct),
-                static_cast<float>(local.count)};
+                static_cast<float>(local.count), Leaving() ? 1.0f : 0.0f};
   RETURN_IF_ERROR(AnnotateStatus(
-      RingAllReduce(*transport_, Tag(batch.global_step, kLossBucket), m, 3,
+      RingAllReduce(*transport_, Tag(batch.global_step, kLossBucket), m, 4,
                     Ring()),
       "all-reduce of the step's loss"));
   global->loss_sum = m[0];
   global->correct = static_cast<int64_t>(std::llround(m[1]));
   global->count = static_cast<int64_t>(std::llround(m[2]));
+  *leaving = static_cast<int>(std::lround(m[3]));
   optimizer_->Apply(schedule_->At(batch.global_step));
   replicas_->MirrorParams();
   return absl::OkStatus();
@@ -217,7 +243,69 @@ absl::Status JobRunner::Checkpoint(int64_t step, const BatchLoss& metrics) {
   for (Param* p : replicas_->params()) model.emplace_back(p->name, &p->value);
   for (auto& [name, t] : optimizer_->StateTensors()) opt.emplace_back(name, t);
   SliceInfo info{a_.job(), a_.generation(), a_.rank(), a_.world_size()};
-  return UploadCheckpointSlice(ctx_.coordinator, info, state, model, opt);
+  const Clock::time_point t0 = Clock::now();
+  absl::Status s =
+      UploadCheckpointSlice(ctx_.coordinator, info, state, model, opt);
+  if (ctx_.metrics != nullptr) {
+    ctx_.metrics->AddCheckpointUpload(SecondsSince(t0), s.ok());
+  }
+  return s;
+}
+
+absl::Status JobRunner::Drain(int leaving, bool saved) {
+  Log(absl::StrFormat(
+      "%s shutting down: the generation ends after this step%s",
+      Leaving() ? "this worker is"
+                : absl::StrFormat("%d worker%s", leaving,
+                                  leaving == 1 ? " is" : "s are"),
+      saved ? " (its checkpoint is saved)" : ", with a checkpoint of it"));
+  if (a_.rank() == 0) {
+    lockstep::v1::ProgressReport r;
+    r.set_step(step_);
+    r.set_total_steps(total_steps_);
+    r.set_loss(meter_.epoch().mean_loss());
+    r.set_accuracy(meter_.epoch().accuracy());
+    r.set_samples_per_sec(meter_.run_rate());
+    r.set_eta_seconds(-1);
+    r.add_events(absl::StrFormat(
+        "%d worker%s shutting down: generation %d ends after step %d with a "
+        "checkpoint of it",
+        leaving, leaving == 1 ? " is" : "s are", a_.generation(), step_));
+    Report(r).IgnoreError();  // a report that cannot be sent costs nothing
+  }
+  if (!saved) {
+    absl::Status cs = Checkpoint(step_, meter_.epoch());
+    if (absl::IsCancelled(cs) || absl::IsFailedPrecondition(cs) ||
+        absl::IsNotFound(cs)) {
+      return cs;
+    }
+    if (!cs.ok()) {
+      Log(absl::StrFormat("warning: checkpoint at step %d not saved: %s", step_,
+                          cs.message()));
+    }
+  }
+  // Every rank has uploaded its slice once this returns, so the checkpoint
+  // is committed before the leaving rank's Finish ends the generation.
+  float one = 1;
+  RETURN_IF_ERROR(AnnotateStatus(
+      RingAllReduce(*transport_, Tag(step_, kDrainBucket), &one, 1, Ring()),
+      "the drain barrier"));
+  if (Leaving()) {
+    drained_ = true;
+    return absl::CancelledError(absl::StrFormat(
+        "the worker is shutting down: left after step %d", step_));
+  }
+  // The leaving rank's Finish ends the generation; the STOP follows at the
+  // next heartbeat.
+  const Clock::time_point give_up = Clock::now() + std::chrono::minutes(1);
+  while (!Stopped() && Clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (Stopped()) return absl::CancelledError("stopped by the coordinator");
+  return absl::UnavailableError(absl::StrFormat(
+      "%d worker(s) shut down after step %d, but the coordinator did not end "
+      "the generation within a minute",
+      leaving, step_));
 }
 
 absl::Status JobRunner::Report(lockstep::v1::ProgressReport& report) {
@@ -273,13 +361,27 @@ absl::Status JobRunner::Run() {
     const Clock::time_point t0 = Clock::now();
     ASSIGN_OR_RETURN(Batch batch, prefetcher.Next());
     BatchLoss loss;
-    RETURN_IF_ERROR(AnnotateStatus(Step(batch, &loss),
+    int leaving = 0;
+    RETURN_IF_ERROR(AnnotateStatus(Step(batch, &loss, &leaving),
                                    absl::StrCat("step ", batch.global_step)));
     const double dt = SecondsSince(t0);
     ++step_;
     RETURN_IF_ERROR(meter_.Add(step_, dt, batch.global_count, loss));
+    if (ctx_.metrics != nullptr) {
+      const BucketStats bs = buckets_->stats();
+      StepSample sample;
+      sample.seconds = dt;
+      sample.local_samples = batch.global_count / a_.world_size();
+      sample.loss = loss.mean_loss();
+      sample.accuracy = loss.accuracy();
+      sample.allreduce_seconds = bs.allreduce_seconds;
+      sample.wait_seconds = bs.wait_seconds;
+      sample.allreduce_bytes = bs.bytes;
+      ctx_.metrics->AddStep(step_, sample);
+    }
     const bool epoch_end = step_ % spe == 0;
     const bool last = step_ == total_steps_;
+    bool saved = false;  // a checkpoint of this step was uploaded
     if (chief && spec_.summary.every_steps > 0 &&
         step_ % spec_.summary.every_steps == 0) {
       const BatchLoss interval = meter_.TakeSummary();
@@ -309,6 +411,7 @@ absl::Status JobRunner::Run() {
          step_ % spec_.checkpoint.every_steps == 0)) {
       // The final parameters must be committed: wait for a coordinator that
       // is restarting, as Finish does. Earlier checkpoints are not waited for.
+      saved = true;
       absl::Status cs =
           last ? WhileCoordinatorRestarts(
                      "the final checkpoint",
@@ -339,6 +442,9 @@ absl::Status JobRunner::Run() {
       pending.set_loss(meter_.epoch().mean_loss());
       pending.set_accuracy(meter_.epoch().accuracy());
       pending.set_samples_per_sec(meter_.TakeWindowRate());
+      if (ctx_.metrics != nullptr) {
+        ctx_.metrics->SetRate(pending.samples_per_sec());
+      }
       pending.set_learning_rate(schedule_->At(step_ - 1));
       pending.set_eta_seconds(
           meter_.Eta(total_steps_ - step_, plan_->global_batch_size()));
@@ -363,6 +469,8 @@ absl::Status JobRunner::Run() {
       last_report = Clock::now();
     }
     if (epoch_end) meter_.EndEpoch();
+    // At the last step the job ends anyway: nothing to drain.
+    if (leaving > 0 && !last) return Drain(leaving, saved);
   }
   prefetcher.Stop();
   if (!evaluated_) {  // e.g. restored at the last step
@@ -379,6 +487,7 @@ std::string JobRunner::Finish(const absl::Status& status) {
   req.set_job(a_.job());
   req.set_generation(a_.generation());
   req.set_rank(a_.rank());
+  req.set_leaving(drained_);
   if (!status.ok()) {
     req.set_error(std::string(status.message()));
     req.set_error_code(static_cast<int32_t>(status.code()));
@@ -432,8 +541,17 @@ absl::Status JobRunner::WhileCoordinatorRestarts(
 absl::Status RunAssignment(const Assignment& assignment,
                            const RunnerContext& context) {
   JobRunner runner(assignment, context);
+  if (context.metrics != nullptr) {
+    context.metrics->SetAssignment(assignment.job(), assignment.generation(),
+                                   assignment.rank(), assignment.world_size());
+  }
   absl::Status status = runner.Run();
-  if (!status.ok() && context.stop != nullptr && context.stop->load()) {
+  if (context.metrics != nullptr) {
+    context.metrics->ClearAssignment();
+    if (runner.drained()) context.metrics->AddLeave();
+  }
+  if (!status.ok() && !runner.drained() && context.stop != nullptr &&
+      context.stop->load()) {
     // Whatever broke (usually an aborted collective) broke because the
     // coordinator stopped the job.
     status = absl::CancelledError(

@@ -10,8 +10,10 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "core/log.h"
 #include "proto/cluster.grpc.pb.h"
 #include "worker/grpc_transport.h"
+#include "worker/worker_metrics.h"
 
 namespace lockstep {
 
@@ -25,13 +27,21 @@ struct RunnerContext {
   absl::Duration collective_timeout = absl::Seconds(120);
   // Set when the coordinator says STOP; checked every step. Not owned.
   const std::atomic<bool>* stop = nullptr;
-  std::function<void(const std::string&)> log;
+  // Set when this worker is shutting down (SIGTERM): the ranks agree, in
+  // the step's loss all-reduce, to finish that step, save a checkpoint of
+  // it and end the generation; this rank then tells the coordinator it
+  // leaves. Not owned.
+  const std::atomic<bool>* leave = nullptr;
+  WorkerMetrics* metrics = nullptr;  // not owned; may be null
+  LogFn log;
   // Reports progress to the coordinator at most this often (rank 0).
   double report_interval_seconds = 1.0;
 };
 
-// Runs `assignment` until the job's last step, a STOP, or an error, then
-// tells the coordinator (Finish) how it ended. Blocks. Returns the error
+// Runs `assignment` until the job's last step, a STOP, a drain, or an
+// error, then tells the coordinator (Finish) how it ended: a rank that
+// drained because it leaves sends Finish with `leaving`; the others wait for
+// the coordinator's STOP (up to a minute). Blocks. Returns the error
 // that ended it (Cancelled for a STOP), OK when it trained to the end.
 absl::Status RunAssignment(const lockstep::v1::Assignment& assignment,
                            const RunnerContext& context);

@@ -11,12 +11,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "core/http_server.h"
 #include "core/status_macros.h"
 #include "core/version.h"
 #include "proto/cluster.grpc.pb.h"
+#include "proto/health_service.h"
 #include "proto/rpc_util.h"
 #include "worker/grpc_transport.h"
 #include "worker/job_runner.h"
+#include "worker/worker_metrics.h"
 
 namespace lockstep {
 namespace {
@@ -49,8 +52,16 @@ class WorkerDaemon {
   // Tells the coordinator (Finish with `leaving`) before the job stops.
   void AnnounceLeaving();
   void ReapJob();
+  // On shutdown: lets the running job drain, heartbeating meanwhile;
+  // abandons it (telling the coordinator) after drain_timeout_seconds.
+  void DrainJob();
+  absl::Status StartOpsEndpoints();
 
   const WorkerOptions& o_;
+  HealthService health_;
+  WorkerMetrics metrics_;
+  std::unique_ptr<grpc::Server> health_server_;
+  std::unique_ptr<HttpServer> http_;
   std::string address_;
   CollectiveService collective_;
   std::unique_ptr<lockstep::v1::Coordinator::Stub> stub_;
@@ -62,6 +73,7 @@ class WorkerDaemon {
   std::unique_ptr<std::thread> job_thread_;
   std::atomic<bool> job_done_{false};
   std::atomic<bool> job_stop_{false};
+  std::atomic<bool> leave_{false};
   lockstep::v1::Assignment assignment_;
   RunnerContext runner_;
 };
@@ -92,6 +104,9 @@ absl::Status WorkerDaemon::Register() {
                                ? resp.heartbeat_interval_seconds()
                                : 1.0;
       coordinator_down_logged_ = false;
+      health_.SetReady(true);
+      metrics_.SetRegistered(true);
+      metrics_.HeartbeatAnswered();
       Log(absl::StrFormat(
           "registered with %s as %s (collective service %s, %d replicas%s)",
           o_.coordinator, worker_id_, address_, o_.replicas,
@@ -119,6 +134,8 @@ void WorkerDaemon::StartJob(const lockstep::v1::Assignment& a) {
   runner_.lanes = o_.lanes;
   runner_.tls = o_.tls;
   runner_.stop = &job_stop_;
+  runner_.leave = &leave_;
+  runner_.metrics = &metrics_;
   runner_.log = o_.log;
   Log(absl::StrFormat("starting job %s generation %d as rank %d of %d", a.job(),
                       a.generation(), a.rank(), a.world_size()));
@@ -146,9 +163,14 @@ void WorkerDaemon::AnnounceLeaving() {
   lockstep::v1::FinishResponse resp;
   absl::Status s = FromGrpc(stub_->Finish(&context, req, &resp),
                             "telling the coordinator this worker leaves");
-  Log(s.ok() ? absl::StrFormat("left job %s (generation %d)", assignment_.job(),
-                               assignment_.generation())
-             : absl::StrCat("warning: ", s.message()));
+  if (!s.ok()) {
+    Log(absl::StrCat("warning: ", s.message()));
+  } else if (assignment_.job().empty()) {
+    Log("left the cluster");
+  } else {
+    Log(absl::StrFormat("left job %s (generation %d)", assignment_.job(),
+                        assignment_.generation()));
+  }
 }
 
 void WorkerDaemon::StopJob(const std::string& reason) {
@@ -190,6 +212,8 @@ absl::Status WorkerDaemon::Heartbeat() {
     return s;
   }
   if (absl::IsNotFound(s)) {
+    health_.SetReady(false);
+    metrics_.SetRegistered(false);
     Log(absl::StrCat(s.message(), "; registering again"));
     if (job_thread_ != nullptr) {
       StopJob("the coordinator dropped this worker from the job");
@@ -204,6 +228,8 @@ absl::Status WorkerDaemon::Heartbeat() {
     return absl::OkStatus();
   }
   coordinator_down_logged_ = false;
+  metrics_.HeartbeatAnswered();
+  if (ShuttingDown()) return absl::OkStatus();  // draining: no new job
   if (resp.command() == HeartbeatResponse::RUN && job_thread_ == nullptr) {
     StartJob(resp.assignment());
   } else if (resp.command() == HeartbeatResponse::STOP &&
@@ -218,6 +244,60 @@ absl::Status WorkerDaemon::Heartbeat() {
   return absl::OkStatus();
 }
 
+void WorkerDaemon::DrainJob() {
+  Log(absl::StrFormat(
+      "shutting down: job %s finishes its current step, saves a checkpoint "
+      "of it with the other ranks, and this worker leaves",
+      assignment_.job()));
+  leave_ = true;
+  const auto give_up = std::chrono::steady_clock::now() +
+                       std::chrono::duration<double>(o_.drain_timeout_seconds);
+  while (!job_done_ && std::chrono::steady_clock::now() < give_up) {
+    Heartbeat().IgnoreError();  // a STOP (from a peer's end) ends it too
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::duration<double>(heartbeat_seconds_);
+    while (!job_done_ && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  if (!job_done_) {
+    Log(
+        absl::StrFormat("warning: job %s did not drain within %.0f s; leaving "
+                        "without it",
+                        assignment_.job(), o_.drain_timeout_seconds));
+    // Say so before the ring notices: a neighbour's broken stream would
+    // otherwise be reported first, as if this worker had crashed.
+    AnnounceLeaving();
+    StopJob("the worker is shutting down");
+  }
+  job_thread_->join();
+  job_thread_.reset();
+}
+
+absl::Status WorkerDaemon::StartOpsEndpoints() {
+  if (!o_.health_listen.empty()) {
+    std::string address;
+    ASSIGN_OR_RETURN(health_server_,
+                     StartHealthServer(o_.health_listen, "--health-listen",
+                                       &health_, &address));
+    Log(absl::StrCat("gRPC health (plaintext, for probes) on ", address));
+  }
+  if (!o_.http.empty()) {
+    ASSIGN_OR_RETURN(
+        http_,
+        HttpServer::Start(o_.http, "--http",
+                          {{"/metrics", [this](const auto&) {
+                              HttpReply r;
+                              r.content_type =
+                                  "text/plain; version=0.0.4; charset=utf-8";
+                              r.body = metrics_.Text();
+                              return r;
+                            }}}));
+    Log(absl::StrCat("metrics on http://", http_->address(), "/metrics"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status WorkerDaemon::Run() {
   collective_.SetLog(o_.log);
   grpc::ServerBuilder builder;
@@ -228,6 +308,7 @@ absl::Status WorkerDaemon::Run() {
       MakeServerCredentials(o_.tls, ClientCertificates::kRequireAndVerify),
       &port);
   builder.RegisterService(&collective_);
+  builder.RegisterService(&health_);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     return absl::UnavailableError(
@@ -246,6 +327,7 @@ absl::Status WorkerDaemon::Run() {
                      " without TLS: anyone who can reach it can inject data "
                      "into this worker's all-reduce"));
   }
+  RETURN_IF_ERROR(StartOpsEndpoints());
   stub_ =
       lockstep::v1::Coordinator::NewStub(MakeChannel(o_.coordinator, o_.tls));
   absl::Status s = Register();
@@ -261,13 +343,16 @@ absl::Status WorkerDaemon::Run() {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
-  if (job_thread_ != nullptr) {
-    // Say so before the ring notices: a neighbour's broken stream would
-    // otherwise be reported first, as if this worker had crashed.
+  health_.ShutDown();
+  if (job_thread_ != nullptr && ShuttingDown() && !job_done_) {
+    DrainJob();
+  } else if (job_thread_ != nullptr) {
     AnnounceLeaving();
     StopJob("the worker is shutting down");
     job_thread_->join();
     job_thread_.reset();
+  } else if (ShuttingDown() && !worker_id_.empty()) {
+    AnnounceLeaving();  // idle: leave the membership at once
   }
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   if (absl::IsCancelled(s)) return absl::OkStatus();

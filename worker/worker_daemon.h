@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "core/log.h"
 #include "proto/tls.h"
 
 namespace lockstep {
@@ -28,19 +29,28 @@ struct WorkerOptions {
   // certificate (which then requires peers' certificates signed by the
   // CA). Off: plaintext everywhere.
   TlsFiles tls;
+  // Prometheus /metrics over HTTP here when set ("host:port").
+  std::string http;
+  // A plaintext gRPC port serving only grpc.health.v1 (for Kubernetes'
+  // probes) when set; the collective port serves it too.
+  std::string health_listen;
+  // On shutdown, how long the running job may take to drain (finish its
+  // step, checkpoint it with the other ranks) before it is abandoned.
+  double drain_timeout_seconds = 30;
   // Overrides the protocol version sent at registration (tests only).
   int protocol_version = -1;
   // Set by a signal handler: stop the running job and return.
   const std::atomic<bool>* shutdown = nullptr;
-  std::function<void(const std::string&)> log;
+  LogFn log;
 };
 
-// Blocks until *shutdown. Errors: the listen address cannot be bound, or
-// the coordinator refused the registration (FailedPrecondition with its
-// reason, e.g. another protocol version; Unauthenticated without an
-// accepted certificate). An unreachable coordinator, which includes a
-// failed TLS handshake, is retried (and logged, with a TLS hint) for as
-// long as the daemon runs.
+// Blocks until *shutdown; then a running job drains (see RunnerContext::
+// leave) and the coordinator is told this worker leaves. Errors: the listen
+// address cannot be bound, or the coordinator refused the registration
+// (FailedPrecondition with its reason, e.g. another protocol version;
+// Unauthenticated without an accepted certificate). An unreachable coordinator,
+// which includes a failed TLS handshake, is retried (and logged, with a TLS
+// hint) for as long as the daemon runs.
 absl::Status RunWorker(const WorkerOptions& options);
 
 }  // namespace lockstep

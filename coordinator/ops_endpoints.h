@@ -1,0 +1,30 @@
+// The coordinator's HTTP side (`lockstep coordinator --http`): Prometheus
+// /metrics, the dashboard page at /, and the JSON it polls at /api/state.
+// Everything is computed from Coordinator::Ops() at request time.
+#ifndef LOCKSTEP_COORDINATOR_OPS_ENDPOINTS_H_
+#define LOCKSTEP_COORDINATOR_OPS_ENDPOINTS_H_
+
+#include <map>
+#include <string>
+
+#include "coordinator/coordinator.h"
+#include "core/http_server.h"
+#include "nlohmann/json.hpp"
+
+namespace lockstep {
+
+// The text exposition format (version 0.0.4) of `view`.
+std::string CoordinatorMetricsText(const Coordinator::OpsView& view,
+                                   bool ready);
+
+// {"jobs": [...], "workers": [...]}: each job's state, progress, figures,
+// last events and curves; each worker's identity, job, rank, heartbeat age.
+nlohmann::json DashboardState(const Coordinator::OpsView& view);
+
+// "/", "/api/state", "/metrics" over `coordinator` (not owned).
+std::map<std::string, HttpHandler> CoordinatorRoutes(
+    const Coordinator* coordinator);
+
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_COORDINATOR_OPS_ENDPOINTS_H_

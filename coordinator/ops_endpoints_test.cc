@@ -1,0 +1,174 @@
+// /metrics and /api/state computed from a coordinator driven without the
+// network: job states, progress, curves, checkpoints, workers.
+#include "coordinator/ops_endpoints.h"
+
+#include "core/file_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/rpc_util.h"
+
+namespace lockstep {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+namespace v1 = lockstep::v1;
+
+constexpr char kJob[] = R"({
+  "name": "j", "seed": 1,
+  "model": {"input_shape": [4], "layers": [{"type": "dense", "units": 2}]},
+  "data": {"format": "synthetic", "train_samples": 100, "test_samples": 10,
+           "num_classes": 2},
+  "batch_size_per_replica": 10, "epochs": 2,
+  "cluster": {"workers": 2, "replicas_per_worker": 1}
+})";
+
+class OpsEndpointsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CoordinatorOptions o;
+    o.storage_dir = JoinPath(
+        ::testing::TempDir(),
+        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    c_ = std::make_unique<Coordinator>(o);
+    ASSERT_TRUE(c_->LoadJournal().ok());
+  }
+  std::string Register(const std::string& name) {
+    v1::RegisterRequest r;
+    r.set_protocol_version(kProtocolVersion);
+    r.set_host("host-" + name);
+    r.set_pid(7);
+    r.set_collective_address(name + ":1");
+    r.set_replicas(1);
+    r.set_name(name);
+    return c_->Register(r, "peer")->worker_id();
+  }
+  std::unique_ptr<Coordinator> c_;
+};
+
+TEST_F(OpsEndpointsTest, MetricsCountJobsByStateAndDescribeEachJob) {
+  ASSERT_TRUE(c_->Submit(kJob).ok());
+  std::string t = CoordinatorMetricsText(c_->Ops(), c_->ready());
+  EXPECT_THAT(t, HasSubstr("\nlockstep_coordinator_ready 1\n"));
+  EXPECT_THAT(t, HasSubstr("lockstep_jobs{state=\"PENDING\"} 1\n"));
+  EXPECT_THAT(t, HasSubstr("lockstep_jobs{state=\"RUNNING\"} 0\n"));
+  EXPECT_THAT(t,
+              HasSubstr("lockstep_job_state{job=\"j\",state=\"PENDING\"} 1"));
+  EXPECT_THAT(t, HasSubstr("# TYPE lockstep_job_restarts_total counter\n"));
+  EXPECT_THAT(t, HasSubstr("lockstep_workers{state=\"idle\"} 0\n"));
+
+  Register("w1");
+  Register("w2");
+  t = CoordinatorMetricsText(c_->Ops(), c_->ready());
+  EXPECT_THAT(t, HasSubstr("lockstep_jobs{state=\"RUNNING\"} 1\n"));
+  EXPECT_THAT(t, HasSubstr("lockstep_job_generation{job=\"j\"} 1\n"));
+  EXPECT_THAT(t, HasSubstr("lockstep_workers{state=\"busy\"} 2\n"));
+  EXPECT_THAT(t,
+              HasSubstr("lockstep_worker_heartbeat_age_seconds{worker=\"w1\","
+                        "name=\"w1\",host=\"host-w1\"}"));
+}
+
+TEST_F(OpsEndpointsTest, ReportsDrawCurvesAndSetTheProgressFigures) {
+  ASSERT_TRUE(c_->Submit(kJob).ok());
+  Register("w1");
+  Register("w2");
+  v1::ProgressReport r;
+  r.set_job("j");
+  r.set_generation(1);
+  r.set_rank(0);
+  r.set_step(10);
+  r.set_total_steps(20);
+  r.set_loss(0.6);
+  r.set_accuracy(0.7);
+  r.set_samples_per_sec(1234);
+  for (int step : {5, 10}) {
+    for (const auto& [tag, v] :
+         {std::pair<const char*, double>{"train/loss", 0.9 - step * 0.01},
+          {"train/accuracy", 0.5 + step * 0.01}}) {
+      auto* s = r.add_scalars();
+      s->set_step(step);
+      s->set_tag(tag);
+      s->set_value(v);
+    }
+  }
+  for (const auto& [tag, v] : {std::pair<const char*, double>{"eval/loss", 0.5},
+                               {"eval/accuracy", 0.8}}) {
+    auto* s = r.add_scalars();
+    s->set_step(10);
+    s->set_tag(tag);
+    s->set_value(v);
+  }
+  ASSERT_TRUE(c_->ReportProgress(r).ok());
+  const Coordinator::OpsView view = c_->Ops();
+  const std::string t = CoordinatorMetricsText(view, true);
+  EXPECT_THAT(t, HasSubstr("lockstep_job_step{job=\"j\"} 10\n"));
+  EXPECT_THAT(t, HasSubstr("lockstep_job_total_steps{job=\"j\"} 20\n"));
+  EXPECT_THAT(t, HasSubstr("lockstep_job_loss{job=\"j\"} 0.6\n"));
+  EXPECT_THAT(t,
+              HasSubstr("lockstep_job_samples_per_second{job=\"j\"} 1234\n"));
+  EXPECT_THAT(t, HasSubstr("lockstep_job_test_accuracy{job=\"j\"} 0.8\n"));
+
+  const nlohmann::json s = DashboardState(view);
+  ASSERT_EQ(s["jobs"].size(), 1u);
+  const nlohmann::json& j = s["jobs"][0];
+  EXPECT_EQ(j["name"], "j");
+  EXPECT_EQ(j["state"], "RUNNING");
+  EXPECT_EQ(j["generation"], 1);
+  EXPECT_EQ(j["step"], 10);
+  ASSERT_EQ(j["train"].size(), 2u);
+  EXPECT_EQ(j["train"][0][0], 5);
+  EXPECT_DOUBLE_EQ(j["train"][1][1].get<double>(), 0.8);
+  EXPECT_DOUBLE_EQ(j["train"][1][2].get<double>(), 0.6);
+  ASSERT_EQ(j["eval"].size(), 1u);
+  EXPECT_DOUBLE_EQ(j["eval"][0][2].get<double>(), 0.8);
+  ASSERT_EQ(s["workers"].size(), 2u);
+  EXPECT_EQ(s["workers"][0]["name"], "w1");
+  EXPECT_EQ(s["workers"][0]["job"], "j");
+  EXPECT_EQ(s["workers"][1]["rank"], 1);
+  EXPECT_TRUE(s["workers"][1]["alive"].get<bool>());
+}
+
+TEST_F(OpsEndpointsTest, ARestartedGenerationContinuesTheCurveFromItsStep) {
+  ASSERT_TRUE(c_->Submit(kJob).ok());
+  Register("w1");
+  Register("w2");
+  auto report = [&](int step) {
+    v1::ProgressReport r;
+    r.set_job("j");
+    r.set_generation(1);
+    r.set_rank(0);
+    r.set_step(step);
+    auto* s = r.add_scalars();
+    s->set_step(step);
+    s->set_tag("train/loss");
+    s->set_value(1.0 / step);
+    ASSERT_TRUE(c_->ReportProgress(r).ok());
+  };
+  report(5);
+  report(10);
+  report(15);
+  report(10);  // replayed from a checkpoint at step 5
+  const nlohmann::json s = DashboardState(c_->Ops());
+  const nlohmann::json& train = s["jobs"][0]["train"];
+  ASSERT_EQ(train.size(), 2u) << train;
+  EXPECT_EQ(train[0][0], 5);
+  EXPECT_EQ(train[1][0], 10);
+}
+
+TEST_F(OpsEndpointsTest, RoutesServeTheDashboardAndItsState) {
+  std::map<std::string, HttpHandler> routes = CoordinatorRoutes(c_.get());
+  ASSERT_EQ(routes.count("/"), 1u);
+  HttpReply page = routes["/"]({});
+  EXPECT_EQ(page.content_type, "text/html; charset=utf-8");
+  EXPECT_THAT(page.body, HasSubstr("<title>lockstep</title>"));
+  EXPECT_THAT(page.body, HasSubstr("fetch(\"api/state\""));
+  HttpReply state = routes["/api/state"]({});
+  EXPECT_EQ(state.content_type, "application/json");
+  EXPECT_EQ(nlohmann::json::parse(state.body)["jobs"].size(), 0u);
+  HttpReply metrics = routes["/metrics"]({});
+  EXPECT_THAT(metrics.body, HasSubstr("lockstep_coordinator_ready 1"));
+  EXPECT_THAT(metrics.body, Not(HasSubstr("lockstep_job_step{")));
+}
+
+}  // namespace
+}  // namespace lockstep
