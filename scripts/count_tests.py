@@ -13,7 +13,8 @@ import xml.etree.ElementTree as ET
 
 def main():
     targets = subprocess.run(
-        ["bazel", "query", "tests(//...)", "--output=label"],
+        ["bazel", "query", "tests(//...) except attr(tags, manual, //...)",
+         "--output=label"],
         capture_output=True, text=True, check=False).stdout.split()
     logs = subprocess.run(["bazel", "info", "bazel-testlogs"],
                           capture_output=True, text=True,
