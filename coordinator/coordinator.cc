@@ -424,6 +424,7 @@ bool Coordinator::TryStart(Job& job) {
   job.fingerprints.clear();
   job.started = now;
   job.status.set_generation(job.status.generation() + 1);
+  job.nccl_id.clear();  // each generation bootstraps its own communicator
   job.status.set_state(lockstep::v1::RUNNING);
   job.status.set_step(job.start_step);
   job.status.set_message("");

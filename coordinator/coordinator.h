@@ -118,6 +118,14 @@ class Coordinator {
   absl::Status Finish(const lockstep::v1::FinishRequest& req,
                       std::string* over = nullptr);
 
+  // NCCL bootstrap relay (cluster.proto PublishNcclId / FetchNcclId). Only
+  // rank 0's worker may publish, once per generation (the same bytes again
+  // are accepted); fetching blocks until then, the generation's end, or
+  // the wait (capped at 300 s).
+  absl::Status PublishNcclId(const lockstep::v1::NcclIdRequest& req);
+  absl::StatusOr<std::string> FetchNcclId(
+      const lockstep::v1::NcclIdRequest& req);
+
   // Liveness and gang starts; called every ~100 ms by the server.
   void Tick();
 
@@ -159,6 +167,10 @@ class Coordinator {
     std::shared_ptr<CheckpointStore> checkpoints;
     std::unique_ptr<SummaryWriter> summaries;
     std::shared_ptr<CheckpointAssembler> assembler;
+    // This generation's ncclUniqueId ("" until rank 0 publishes it). Not
+    // journaled: after a coordinator restart the fetchers time out and the
+    // generation recovers.
+    std::string nccl_id;
     // Not journaled: a restarted coordinator draws from its restart on.
     Curves curves;
     CheckpointFigures checkpoint_figures;
@@ -212,6 +224,11 @@ class Coordinator {
   void CompleteIfDone(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string Describe(const Worker& w) const;
   Job* FindJob(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The running generation `req` names, with the caller one of its ranks
+  // (*rank set); errors say which of those fails.
+  absl::StatusOr<Job*> NcclGeneration(const lockstep::v1::NcclIdRequest& req,
+                                      int* rank)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CoordinatorOptions options_;
   mutable absl::Mutex mu_;

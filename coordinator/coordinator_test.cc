@@ -5,6 +5,7 @@
 #include "coordinator/coordinator.h"
 
 #include <string>
+#include <thread>
 
 #include "absl/strings/str_format.h"
 #include "core/file_util.h"
@@ -408,6 +409,60 @@ TEST_F(CoordinatorTest, ProtocolVersionAndNcclAreRefused) {
   EXPECT_TRUE(absl::IsInvalidArgument(s.status()));
   EXPECT_THAT(s.status().message(), HasSubstr("cluster.collective: \"nccl\""));
   EXPECT_TRUE(absl::IsNotFound(c_->Get("j").status()));
+}
+
+TEST_F(CoordinatorTest, Rank0sNcclIdReachesTheOtherRanksOncePerGeneration) {
+  const std::string a = Register("hosta"), b = Register("hostb");
+  ASSERT_TRUE(c_->Submit(kJob).ok());
+  auto request = [](const std::string& worker, int64_t generation,
+                    const std::string& id, double wait) {
+    v1::NcclIdRequest r;
+    r.set_worker_id(worker);
+    r.set_job("j");
+    r.set_generation(generation);
+    r.set_unique_id(id);
+    r.set_wait_seconds(wait);
+    return r;
+  };
+  const std::string id(128, '\x07');
+  // Before rank 0 publishes, a fetch waits, then says who it waited for.
+  absl::StatusOr<std::string> early = c_->FetchNcclId(request(b, 1, "", 0.1));
+  ASSERT_TRUE(absl::IsDeadlineExceeded(early.status())) << early.status();
+  EXPECT_EQ(early.status().message(),
+            "rank 0 of job j generation 1 has not published its NCCL id "
+            "within 0 s");
+  // Only rank 0 publishes, and only a whole id.
+  absl::Status s = c_->PublishNcclId(request(b, 1, id, 0));
+  EXPECT_TRUE(absl::IsPermissionDenied(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("worker w2 is rank 1"));
+  s = c_->PublishNcclId(request(a, 1, "short", 0));
+  EXPECT_EQ(s.message(), "an NCCL unique id is 128 bytes, got 5");
+  // A fetch already waiting gets it as soon as it is published.
+  absl::StatusOr<std::string> fetched;
+  std::thread waiter([&] { fetched = c_->FetchNcclId(request(b, 1, "", 10)); });
+  absl::SleepFor(absl::Milliseconds(50));
+  ASSERT_TRUE(c_->PublishNcclId(request(a, 1, id, 0)).ok());
+  waiter.join();
+  ASSERT_TRUE(fetched.ok()) << fetched.status();
+  EXPECT_EQ(*fetched, id);
+  EXPECT_TRUE(c_->PublishNcclId(request(a, 1, id, 0)).ok());  // idempotent
+  EXPECT_TRUE(absl::IsAlreadyExists(
+      c_->PublishNcclId(request(a, 1, std::string(128, 'x'), 0))));
+  // Another worker, or a generation that is over, gets nothing.
+  const std::string c = Register("hostc");
+  EXPECT_TRUE(
+      absl::IsPermissionDenied(c_->FetchNcclId(request(c, 1, "", 0)).status()));
+  absl::StatusOr<std::string> stale = c_->FetchNcclId(request(b, 7, "", 0));
+  EXPECT_TRUE(absl::IsFailedPrecondition(stale.status()));
+  EXPECT_THAT(stale.status().message(),
+              HasSubstr("job j generation 7 is over (the job is RUNNING at "
+                        "generation 1)"));
+  // The next generation needs a new id.
+  ASSERT_TRUE(
+      c_->Finish(Failed(b, 1, 1, "link down", absl::StatusCode::kUnavailable))
+          .ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(
+      c_->FetchNcclId(request(a, 1, "", 0)).status()));
 }
 
 TEST_F(CoordinatorTest, AnIdleWorkerLeavingIsNeverHandedAJob) {

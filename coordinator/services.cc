@@ -149,4 +149,21 @@ grpc::Status ClusterServiceImpl::Finish(grpc::ServerContext* context,
   return ToGrpc(s);
 }
 
+grpc::Status ClusterServiceImpl::PublishNcclId(grpc::ServerContext* context,
+                                               const v1::NcclIdRequest* req,
+                                               v1::NcclIdResponse*) {
+  LOCKSTEP_AUTHORIZE(auth_->CheckWorker(*context, "PublishNcclId"));
+  return ToGrpc(c_->PublishNcclId(*req));
+}
+
+grpc::Status ClusterServiceImpl::FetchNcclId(grpc::ServerContext* context,
+                                             const v1::NcclIdRequest* req,
+                                             v1::NcclIdResponse* resp) {
+  LOCKSTEP_AUTHORIZE(auth_->CheckWorker(*context, "FetchNcclId"));
+  absl::StatusOr<std::string> id = c_->FetchNcclId(*req);
+  if (!id.ok()) return ToGrpc(id.status());
+  resp->set_unique_id(*id);
+  return grpc::Status::OK;
+}
+
 }  // namespace lockstep

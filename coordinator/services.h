@@ -64,6 +64,12 @@ class ClusterServiceImpl final : public lockstep::v1::Coordinator::Service {
   grpc::Status Finish(grpc::ServerContext*,
                       const lockstep::v1::FinishRequest* req,
                       lockstep::v1::FinishResponse* resp) override;
+  grpc::Status PublishNcclId(grpc::ServerContext*,
+                             const lockstep::v1::NcclIdRequest* req,
+                             lockstep::v1::NcclIdResponse* resp) override;
+  grpc::Status FetchNcclId(grpc::ServerContext*,
+                           const lockstep::v1::NcclIdRequest* req,
+                           lockstep::v1::NcclIdResponse* resp) override;
 
  private:
   Coordinator* const c_;
