@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -319,18 +320,35 @@ lockstep::v1::Assignment Coordinator::AssignmentFor(const Job& job,
       static_cast<int32_t>(job.spec.cluster.replicas_per_worker));
   a.set_start_step(job.start_step);
   a.set_fingerprint_every_steps(job.spec.cluster.fingerprint_every_steps);
+  a.set_collective(job.collective);
   return a;
+}
+
+namespace {
+// The CUDA devices a worker registered ("cuda:0", ...).
+int64_t Gpus(const lockstep::v1::RegisterRequest& info) {
+  return std::count_if(
+      info.devices().begin(), info.devices().end(),
+      [](const std::string& d) { return absl::StartsWith(d, "cuda:"); });
+}
+}  // namespace
+
+bool Coordinator::Offers(const Job& job, const Worker& w) {
+  const int64_t r = job.spec.cluster.replicas_per_worker;
+  if (w.info.replicas() < r) return false;
+  return job.spec.cluster.collective != Collective::kNccl || Gpus(w.info) >= r;
 }
 
 std::string Coordinator::PendingReason(const Job& job) const {
   const int64_t need = job.spec.cluster.workers;
   const int64_t r = job.spec.cluster.replicas_per_worker;
+  const bool nccl = job.spec.cluster.collective == Collective::kNccl;
   int idle = 0, busy = 0, small = 0, excluded = 0;
   for (const auto& [id, w] : workers_) {
     if (w.lost) continue;
     if (!w.job.empty()) {
       ++busy;
-    } else if (w.info.replicas() < r) {
+    } else if (!Offers(job, w)) {
       ++small;
     } else if (Excluded(job, w)) {
       ++excluded;
@@ -349,9 +367,10 @@ std::string Coordinator::PendingReason(const Job& job) const {
     }
   }
   return absl::StrFormat(
-      "waiting for workers: needs %d with >= %d replicas each; %d idle "
-      "qualify, %d busy, %d offer too few replicas%s",
-      need, r, idle, busy, small,
+      "waiting for workers: needs %d with >= %d %s each; %d idle "
+      "qualify, %d busy, %d offer too few %s%s",
+      need, r, nccl ? "GPUs" : "replicas", idle, busy, small,
+      nccl ? "GPUs" : "replicas",
       excluded > 0 ? absl::StrFormat(", %d excluded after failing this job "
                                      "%d times",
                                      excluded, kFailuresBeforeExclusion)
@@ -373,9 +392,7 @@ bool Coordinator::TryStart(Job& job) {
   }
   std::vector<Worker*> idle;
   for (auto& [id, w] : workers_) {
-    if (!w.lost && w.job.empty() &&
-        w.info.replicas() >= job.spec.cluster.replicas_per_worker &&
-        !Excluded(job, w)) {
+    if (!w.lost && w.job.empty() && Offers(job, w) && !Excluded(job, w)) {
       idle.push_back(&w);
     }
   }
@@ -412,6 +429,16 @@ bool Coordinator::TryStart(Job& job) {
     Event(job, absl::StrCat("warning: starting from step 0: ",
                             latest.status().message()));
   }
+  // "auto" is NCCL only when every rank can give each replica a GPU.
+  bool all_gpus = true;
+  for (const Worker* w : idle) {
+    all_gpus =
+        all_gpus && Gpus(w->info) >= job.spec.cluster.replicas_per_worker;
+  }
+  const Collective c = job.spec.cluster.collective;
+  job.collective =
+      c == Collective::kNccl || (c == Collective::kAuto && all_gpus) ? "nccl"
+                                                                     : "ring";
   job.ranks.clear();
   std::vector<std::string> who;
   for (size_t r = 0; r < idle.size(); ++r) {
@@ -440,9 +467,13 @@ bool Coordinator::TryStart(Job& job) {
                                    job.start_step, job.step_at_failure)
                  : std::string("no step is recomputed"));
   }
-  Event(job, absl::StrFormat("RUNNING generation %d from step %d%s: %s",
-                             job.status.generation(), job.start_step, restart,
-                             absl::StrJoin(who, ", ")));
+  Event(job, absl::StrFormat(
+                 "RUNNING generation %d from step %d%s: %s%s",
+                 job.status.generation(), job.start_step, restart,
+                 absl::StrJoin(who, ", "),
+                 c == Collective::kRing
+                     ? ""
+                     : absl::StrCat("; all-reduce over ", job.collective)));
   return true;
 }
 

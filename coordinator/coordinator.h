@@ -171,6 +171,8 @@ class Coordinator {
     // journaled: after a coordinator restart the fetchers time out and the
     // generation recovers.
     std::string nccl_id;
+    // The running generation's collective: "ring" or "nccl".
+    std::string collective;
     // Not journaled: a restarted coordinator draws from its restart on.
     Curves curves;
     CheckpointFigures checkpoint_figures;
@@ -195,6 +197,9 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool Excluded(const Job& job, const Worker& w) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Offers what one rank of `job` needs: replicas_per_worker replicas, and
+  // as many GPUs when the job asks for "nccl".
+  static bool Offers(const Job& job, const Worker& w);
   // "rank 0 has waited 6.1 s for rank 1 at step 130 (gradient bucket 2)";
   // "" when the worker waits on nothing worth reporting.
   std::string WaitText(const Worker& w, double min_seconds) const

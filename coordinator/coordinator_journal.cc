@@ -75,6 +75,7 @@ absl::Status Coordinator::WriteJournal() {
     out->mutable_status()->clear_workers();
     for (const std::string& id : job.ranks) out->add_ranks(id);
     out->set_start_step(job.start_step);
+    out->set_collective(job.collective);
     for (const auto& [n, count] : job.failures)
       (*out->mutable_failures())[n] = count;
     out->set_recovering_since_unix(UnixSeconds(job.recovering_since));
@@ -159,6 +160,7 @@ absl::Status Coordinator::LoadJournal() {
     job->status = in.status();
     job->ranks.assign(in.ranks().begin(), in.ranks().end());
     job->start_step = in.start_step();
+    job->collective = in.collective();
     for (const auto& [n, count] : in.failures()) job->failures[n] = count;
     job->recovering_since = FromUnixSeconds(in.recovering_since_unix());
     job->next_start = FromUnixSeconds(in.next_start_unix());

@@ -465,6 +465,48 @@ TEST_F(CoordinatorTest, Rank0sNcclIdReachesTheOtherRanksOncePerGeneration) {
       c_->FetchNcclId(request(a, 1, "", 0)).status()));
 }
 
+TEST_F(CoordinatorTest, AutoPicksNcclOnlyWhenEveryRankHasTheGpus) {
+  auto register_with = [&](const std::string& host,
+                           std::vector<std::string> devices) {
+    v1::RegisterRequest r;
+    r.set_protocol_version(kProtocolVersion);
+    r.set_host(host);
+    r.set_pid(1);
+    r.set_collective_address(host + ":1");
+    r.set_replicas(static_cast<int>(devices.size()));
+    for (const std::string& d : devices) r.add_devices(d);
+    return c_->Register(r, "peer")->worker_id();
+  };
+  std::string job = kJob;
+  job.replace(job.find("\"replicas_per_worker\": 1"), 24,
+              "\"replicas_per_worker\": 1, \"collective\": \"auto\"");
+  const std::string a = register_with("gpu1", {"cuda:0", "cuda:1"});
+  const std::string b = register_with("cpu1", {"cpu:2"});
+  ASSERT_TRUE(c_->Submit(job).ok());
+  EXPECT_EQ(Beat(a).assignment().collective(), "ring");
+  EXPECT_EQ(Beat(b).assignment().collective(), "ring");
+  EXPECT_THAT(c_->Get("j")->events(1), HasSubstr("; all-reduce over ring"));
+  ASSERT_TRUE(c_->Cancel("j").ok());
+  Beat(a, "j", 1);
+  Beat(b, "j", 1);
+
+  // The CPU worker leaves and a second GPU worker comes: NCCL.
+  ASSERT_TRUE(c_->Finish([&] {
+                  v1::FinishRequest f;
+                  f.set_worker_id(b);
+                  f.set_leaving(true);
+                  return f;
+                }())
+                  .ok());
+  const std::string g = register_with("gpu2", {"cuda:0"});
+  ASSERT_TRUE(c_->Submit(job).ok());
+  const v1::HeartbeatResponse hb = Beat(g);
+  ASSERT_EQ(hb.command(), v1::HeartbeatResponse::RUN);
+  EXPECT_EQ(hb.assignment().collective(), "nccl");
+  EXPECT_EQ(Beat(a).assignment().collective(), "nccl");
+  EXPECT_THAT(c_->Get("j")->events(1), HasSubstr("; all-reduce over nccl"));
+}
+
 TEST_F(CoordinatorTest, AnIdleWorkerLeavingIsNeverHandedAJob) {
   const std::string a = Register("hosta");
   const std::string b = Register("hostb");

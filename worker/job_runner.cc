@@ -137,6 +137,13 @@ class JobRunner {
 };
 
 absl::Status JobRunner::Setup() {
+  if (a_.collective() == "nccl") {
+    // The coordinator only picks NCCL for workers that registered GPUs,
+    // which this build's workers cannot.
+    return absl::FailedPreconditionError(
+        "the coordinator assigned an NCCL all-reduce, which this worker "
+        "build cannot run (CPU replicas only)");
+  }
   ASSIGN_OR_RETURN(spec_, ParseJobSpec(a_.job_json()));
   ASSIGN_OR_RETURN(train_, LoadDataset(spec_.data, Split::kTrain));
   ASSIGN_OR_RETURN(Dataset test, LoadDataset(spec_.data, Split::kTest));
