@@ -11,7 +11,12 @@ if [[ -z "${LOCKSTEP_MNIST_DIR:-}" && -d ../shared/datasets/mnist ]]; then
   export LOCKSTEP_MNIST_DIR="$(cd ../shared/datasets/mnist && pwd)"
 fi
 
-bazel test //... --test_output=errors "$@"
+# The CUDA code is built and its device-free tests run wherever the toolkit
+# is (CI has it); tests that need a GPU skip, saying why.
+cuda_config=()
+if [[ -x /usr/local/cuda/bin/nvcc ]]; then cuda_config=(--config=cuda); fi
+
+bazel test //... --test_output=errors "${cuda_config[@]}" "$@"
 rc=$?
 python3 scripts/count_tests.py
 counted=$?

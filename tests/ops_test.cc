@@ -272,6 +272,34 @@ TEST_F(OpsTest, MetricsAndJsonLogsFollowAJobToItsEnd) {
   EXPECT_GT(job_lines, 0) << cluster_->worker(0).Stdout();
 }
 
+TEST_F(OpsTest, UnusableOpsFlagsAreRefusedNamingTheFlag) {
+  const std::string lockstep = Runfile("client/lockstep");
+  RunResult yaml =
+      RunProcess({lockstep, "coordinator", "--listen", "127.0.0.1:0",
+                  "--storage", dir_ + "/s2", "--log-format", "yaml"},
+                 dir_, 20);
+  EXPECT_EQ(yaml.exit.exit_code, 2);
+  EXPECT_THAT(yaml.err, HasSubstr("lockstep coordinator: --log-format: must be "
+                                  "\"text\" or \"json\", got \"yaml\""));
+  // The coordinator's HTTP port is taken: a second daemon cannot have it.
+  RunResult busy =
+      RunProcess({lockstep, "coordinator", "--listen", "127.0.0.1:0",
+                  "--storage", dir_ + "/s3", "--http", http_},
+                 dir_, 20);
+  EXPECT_EQ(busy.exit.exit_code, 1);
+  EXPECT_THAT(busy.err,
+              HasSubstr("--http " + http_ +
+                        ": cannot listen there (in use or not a local "
+                        "address?)"));
+  RunResult worker =
+      RunProcess({lockstep, "worker", "--coordinator", cluster_->address(),
+                  "--health-listen", health_, "--threads", "1"},
+                 dir_, 20);
+  EXPECT_EQ(worker.exit.exit_code, 1);
+  EXPECT_THAT(worker.err, HasSubstr("--health-listen " + health_ +
+                                    ": cannot listen there"));
+}
+
 // Chromium from Debian (scripts/install_deps.sh installs it); "" if none.
 std::string Chromium() {
   for (const char* path : {"/usr/bin/chromium", "/usr/bin/chromium-browser"}) {

@@ -1,0 +1,65 @@
+// Device and pinned host memory from the CUDA runtime: the cudaMalloc backend
+// of CachingAllocator, and page-locked host buffers for fast, asynchronous
+// host<->device copies.
+#ifndef LOCKSTEP_KERNELS_CUDA_CUDA_MEMORY_H_
+#define LOCKSTEP_KERNELS_CUDA_CUDA_MEMORY_H_
+
+#include <cstddef>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "kernels/cuda/caching_allocator.h"
+
+namespace lockstep {
+namespace cuda {
+
+// cudaMalloc / cudaFree on one device (made current on the calling thread
+// for each call). Both block and may synchronize the device.
+class CudaMallocBackend : public MemoryBackend {
+ public:
+  explicit CudaMallocBackend(int device) : device_(device) {}
+  absl::StatusOr<void*> Allocate(size_t bytes) override;
+  absl::Status Free(void* ptr) override;
+
+ private:
+  const int device_;
+};
+
+// A caching allocator over cudaMalloc on `device`.
+std::unique_ptr<CachingAllocator> NewDeviceAllocator(int device);
+
+// Page-locked host memory (cudaHostAlloc, portable across devices). Move-only;
+// frees itself. The contents start uninitialized. Thread-safe as a plain
+// buffer is: concurrent readers are fine, writers need their own ordering.
+class PinnedHostBuffer {
+ public:
+  // kFailedPrecondition without a usable driver, kResourceExhausted when the
+  // host cannot pin that much. bytes == 0 gives an empty buffer.
+  static absl::StatusOr<PinnedHostBuffer> Create(size_t bytes);
+
+  PinnedHostBuffer() = default;
+  PinnedHostBuffer(PinnedHostBuffer&& other) noexcept;
+  PinnedHostBuffer& operator=(PinnedHostBuffer&& other) noexcept;
+  PinnedHostBuffer(const PinnedHostBuffer&) = delete;
+  PinnedHostBuffer& operator=(const PinnedHostBuffer&) = delete;
+  ~PinnedHostBuffer();
+
+  void* data() const { return data_; }
+  size_t size() const { return size_; }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
+
+ private:
+  PinnedHostBuffer(void* data, size_t size) : data_(data), size_(size) {}
+  void Release();
+
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace cuda
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_KERNELS_CUDA_CUDA_MEMORY_H_

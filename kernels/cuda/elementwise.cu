@@ -1,0 +1,118 @@
+// Grid-stride element-wise kernels; one thread per column for BiasGrad so the
+// summation order is the CPU's.
+#include "kernels/cuda/elementwise.h"
+
+namespace lockstep {
+namespace cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kMaxBlocks = 8192;
+constexpr int64_t kBiasGradRowBlock = 256;  // as kernels/cpu/elementwise.cc
+
+int Blocks(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<int>(b < kMaxBlocks ? b : kMaxBlocks);
+}
+
+__device__ int64_t FirstIndex() {
+  return blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+}
+__device__ int64_t Stride() {
+  return static_cast<int64_t>(gridDim.x) * blockDim.x;
+}
+
+// std::max(v, 0.0f) exactly: NaN and -0.0f pass through.
+__device__ float Relu(float v) { return v < 0.0f ? 0.0f : v; }
+
+__global__ void AddBiasKernel(int64_t n, int64_t cols, const float* bias,
+                              float* y) {
+  for (int64_t i = FirstIndex(); i < n; i += Stride()) y[i] += bias[i % cols];
+}
+
+__global__ void BiasReluKernel(int64_t n, int64_t cols, const float* bias,
+                               float* y) {
+  for (int64_t i = FirstIndex(); i < n; i += Stride()) {
+    float v = y[i];
+    if (bias != nullptr) v += bias[i % cols];
+    y[i] = Relu(v);
+  }
+}
+
+__global__ void ReluBackwardKernel(int64_t n, const float* y, float* dy) {
+  for (int64_t i = FirstIndex(); i < n; i += Stride()) {
+    dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+  }
+}
+
+__global__ void BiasGradKernel(int64_t rows, int64_t cols, const float* dy,
+                               float* dbias) {
+  for (int64_t c = FirstIndex(); c < cols; c += Stride()) {
+    float total = 0.0f;
+    for (int64_t r0 = 0; r0 < rows; r0 += kBiasGradRowBlock) {
+      const int64_t r1 =
+          r0 + kBiasGradRowBlock < rows ? r0 + kBiasGradRowBlock : rows;
+      float acc = 0.0f;
+      for (int64_t r = r0; r < r1; ++r) acc += dy[r * cols + c];
+      total += acc;
+    }
+    dbias[c] = total;
+  }
+}
+
+__global__ void ScaleKernel(int64_t n, float alpha, float* x) {
+  for (int64_t i = FirstIndex(); i < n; i += Stride()) x[i] *= alpha;
+}
+
+__global__ void AxpyKernel(int64_t n, float alpha, const float* x, float* y) {
+  for (int64_t i = FirstIndex(); i < n; i += Stride()) y[i] += alpha * x[i];
+}
+
+}  // namespace
+
+cudaError_t AddBias(int64_t rows, int64_t cols, const float* bias, float* y,
+                    cudaStream_t stream) {
+  const int64_t n = rows * cols;
+  if (n <= 0) return cudaSuccess;
+  AddBiasKernel<<<Blocks(n), kThreads, 0, stream>>>(n, cols, bias, y);
+  return cudaGetLastError();
+}
+
+cudaError_t BiasReluForward(int64_t rows, int64_t cols, const float* bias,
+                            float* y, cudaStream_t stream) {
+  const int64_t n = rows * cols;
+  if (n <= 0) return cudaSuccess;
+  BiasReluKernel<<<Blocks(n), kThreads, 0, stream>>>(n, cols, bias, y);
+  return cudaGetLastError();
+}
+
+cudaError_t ReluBackward(int64_t n, const float* y, float* dy,
+                         cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  ReluBackwardKernel<<<Blocks(n), kThreads, 0, stream>>>(n, y, dy);
+  return cudaGetLastError();
+}
+
+cudaError_t BiasGrad(int64_t rows, int64_t cols, const float* dy, float* dbias,
+                     cudaStream_t stream) {
+  if (cols <= 0) return cudaSuccess;
+  // rows == 0 still writes zeros, as the CPU does.
+  BiasGradKernel<<<Blocks(cols), kThreads, 0, stream>>>(rows, cols, dy, dbias);
+  return cudaGetLastError();
+}
+
+cudaError_t Scale(int64_t n, float alpha, float* x, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  ScaleKernel<<<Blocks(n), kThreads, 0, stream>>>(n, alpha, x);
+  return cudaGetLastError();
+}
+
+cudaError_t Axpy(int64_t n, float alpha, const float* x, float* y,
+                 cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  AxpyKernel<<<Blocks(n), kThreads, 0, stream>>>(n, alpha, x, y);
+  return cudaGetLastError();
+}
+
+}  // namespace cuda
+}  // namespace lockstep

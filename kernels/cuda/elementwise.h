@@ -1,0 +1,38 @@
+// Element-wise GPU kernels on row-major [rows, cols] float device buffers,
+// matching kernels/cpu/elementwise.h bit for bit (built with --fmad=false so
+// a * x + y rounds twice, as on the CPU). Each call enqueues on `stream`,
+// does not block, and returns the launch error (cudaSuccess for empty input).
+#ifndef LOCKSTEP_KERNELS_CUDA_ELEMENTWISE_H_
+#define LOCKSTEP_KERNELS_CUDA_ELEMENTWISE_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace lockstep {
+namespace cuda {
+
+// y[r, c] += bias[c].
+cudaError_t AddBias(int64_t rows, int64_t cols, const float* bias, float* y,
+                    cudaStream_t stream);
+// y = max(y + bias, 0) in place (bias may be null), as
+// BiasActivationForward(kRelu).
+cudaError_t BiasReluForward(int64_t rows, int64_t cols, const float* bias,
+                            float* y, cudaStream_t stream);
+// dy = y > 0 ? dy : 0 for n elements, y the ReLU's output.
+cudaError_t ReluBackward(int64_t n, const float* y, float* dy,
+                         cudaStream_t stream);
+// dbias[c] = sum over r of dy[r, c], summed in the CPU's order (blocks of 256
+// rows, then the blocks), so the result is the CPU's exactly.
+cudaError_t BiasGrad(int64_t rows, int64_t cols, const float* dy, float* dbias,
+                     cudaStream_t stream);
+// x *= alpha.
+cudaError_t Scale(int64_t n, float alpha, float* x, cudaStream_t stream);
+// y += alpha * x.
+cudaError_t Axpy(int64_t n, float alpha, const float* x, float* y,
+                 cudaStream_t stream);
+
+}  // namespace cuda
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_KERNELS_CUDA_ELEMENTWISE_H_

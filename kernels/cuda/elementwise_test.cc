@@ -1,0 +1,104 @@
+// The GPU element-wise kernels against kernels/cpu, bit for bit.
+#include "kernels/cuda/elementwise.h"
+
+#include <cstring>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/test_util.h"
+#include "kernels/cuda/cuda_test_util.h"
+
+namespace lockstep {
+namespace cuda {
+namespace {
+
+struct Shape {
+  int64_t rows, cols;
+};
+
+class ElementwiseTest : public ::testing::TestWithParam<Shape> {};
+
+// Bitwise equality (so -0.0f vs 0.0f and NaN payloads count).
+void ExpectSameBits(const std::vector<float>& want,
+                    const std::vector<float>& got) {
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    uint32_t a, b;
+    std::memcpy(&a, &want[i], 4);
+    std::memcpy(&b, &got[i], 4);
+    ASSERT_EQ(a, b) << "at " << i << ": cpu " << want[i] << " gpu " << got[i];
+  }
+}
+
+TEST_P(ElementwiseTest, BiasAndRelu) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const auto [rows, cols] = GetParam();
+  const std::vector<float> x = RandomVector(rows * cols, 1, -2.0f, 2.0f);
+  const std::vector<float> bias = RandomVector(cols, 2);
+  {
+    std::vector<float> want = x;
+    lockstep::AddBias(rows, cols, bias.data(), want.data());
+    DeviceArray<float> y(x), b(bias);
+    ASSERT_EQ(cuda::AddBias(rows, cols, b.get(), y.get(), nullptr),
+              cudaSuccess);
+    ExpectSameBits(want, y.ToHost());
+  }
+  for (bool with_bias : {true, false}) {
+    std::vector<float> want = x;
+    BiasActivationForward(rows, cols, with_bias ? bias.data() : nullptr,
+                          ActivationKind::kRelu, want.data());
+    DeviceArray<float> y(x), b(bias);
+    ASSERT_EQ(BiasReluForward(rows, cols, with_bias ? b.get() : nullptr,
+                              y.get(), nullptr),
+              cudaSuccess);
+    ExpectSameBits(want, y.ToHost());
+  }
+}
+
+TEST_P(ElementwiseTest, ReluBackwardAndBiasGrad) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const auto [rows, cols] = GetParam();
+  std::vector<float> y = RandomVector(rows * cols, 3, -1.0f, 1.0f);
+  for (float& v : y) v = v < 0 ? 0.0f : v;
+  const std::vector<float> dy = RandomVector(rows * cols, 4);
+  std::vector<float> want = dy;
+  ActivationBackward(rows, cols, ActivationKind::kRelu, y.data(), want.data());
+  DeviceArray<float> d_y(y), d_dy(dy);
+  ASSERT_EQ(ReluBackward(rows * cols, d_y.get(), d_dy.get(), nullptr),
+            cudaSuccess);
+  ExpectSameBits(want, d_dy.ToHost());
+
+  std::vector<float> want_bias(cols, 7.0f);
+  lockstep::BiasGrad(rows, cols, dy.data(), want_bias.data());
+  DeviceArray<float> g(dy), db(std::vector<float>(cols, 7.0f));
+  ASSERT_EQ(cuda::BiasGrad(rows, cols, g.get(), db.get(), nullptr),
+            cudaSuccess);
+  ExpectSameBits(want_bias, db.ToHost());
+}
+
+TEST_P(ElementwiseTest, ScaleAndAxpy) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const int64_t n = GetParam().rows * GetParam().cols;
+  const std::vector<float> x = RandomVector(n, 5), y0 = RandomVector(n, 6);
+  std::vector<float> want = y0;
+  lockstep::Scale(n, 0.37f, want.data());
+  DeviceArray<float> d(y0);
+  ASSERT_EQ(cuda::Scale(n, 0.37f, d.get(), nullptr), cudaSuccess);
+  ExpectSameBits(want, d.ToHost());
+
+  want = y0;
+  lockstep::Axpy(n, -1.3f, x.data(), want.data());
+  DeviceArray<float> dx(x), dy(y0);
+  ASSERT_EQ(cuda::Axpy(n, -1.3f, dx.get(), dy.get(), nullptr), cudaSuccess);
+  ExpectSameBits(want, dy.ToHost());
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, ElementwiseTest,
+                         ::testing::Values(Shape{0, 5}, Shape{1, 1},
+                                           Shape{3, 7}, Shape{257, 10},
+                                           Shape{1000, 37}, Shape{64, 4096}));
+
+}  // namespace
+}  // namespace cuda
+}  // namespace lockstep

@@ -1,0 +1,98 @@
+// cuBLAS GEMM against the CPU GEMM (OpenBLAS) over every transpose, strided
+// matrices, k == 0 and beta; FP32 to rounding, TF32 to its precision.
+#include "kernels/cuda/gemm.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/test_util.h"
+#include "kernels/cuda/cuda_test_util.h"
+
+namespace lockstep {
+namespace cuda {
+namespace {
+
+TEST(CublasHandleTest, WithoutGpuSaysWhy) {
+  if (WhyNoDevice().empty()) GTEST_SKIP() << "a CUDA device is present";
+  absl::StatusOr<CublasHandle> handle = CublasHandle::Create();
+  ASSERT_FALSE(handle.ok());
+  EXPECT_EQ(handle.status().code(), absl::StatusCode::kFailedPrecondition)
+      << handle.status();
+  EXPECT_THAT(std::string(handle.status().message()),
+              ::testing::StartsWith("cublasCreate(&handle) at "
+                                    "kernels/cuda/gemm.cc:"));
+}
+
+struct Case {
+  bool ta, tb;
+  int64_t m, n, k;
+  int64_t pad;  // extra elements per row of every matrix (strides)
+  float beta;
+  bool tf32;
+};
+
+class GemmTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GemmTest, MatchesCpu) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const Case p = GetParam();
+  const int64_t a_rows = p.ta ? p.k : p.m, a_cols = p.ta ? p.m : p.k;
+  const int64_t b_rows = p.tb ? p.n : p.k, b_cols = p.tb ? p.k : p.n;
+  const int64_t lda = a_cols + p.pad, ldb = b_cols + p.pad, ldc = p.n + p.pad;
+  const std::vector<float> a = RandomVector(a_rows * lda, 51);
+  const std::vector<float> b = RandomVector(b_rows * ldb, 52);
+  const std::vector<float> c0 = RandomVector(p.m * ldc, 53);
+  const float alpha = 0.75f;
+
+  std::vector<float> want = c0;
+  lockstep::Gemm(p.ta, p.tb, p.m, p.n, p.k, alpha, a.data(), lda, b.data(), ldb,
+                 p.beta, want.data(), ldc);
+
+  absl::StatusOr<CublasHandle> handle = CublasHandle::Create();
+  ASSERT_TRUE(handle.ok()) << handle.status();
+  DeviceArray<float> da(a), db(b), dc(c0);
+  GemmOptions options;
+  options.allow_tf32 = p.tf32;
+  const absl::Status s =
+      Gemm(*handle, nullptr, options, p.ta, p.tb, p.m, p.n, p.k, alpha,
+           da.get(), lda, db.get(), ldb, p.beta, dc.get(), ldc);
+  ASSERT_TRUE(s.ok()) << s;
+  const std::vector<float> got = dc.ToHost();
+  const double tol = p.tf32 ? 3e-3 * std::sqrt(p.k) + 1e-3 : 2e-6 * p.k + 1e-6;
+  for (int64_t r = 0; r < p.m; ++r) {
+    for (int64_t col = 0; col < ldc; ++col) {
+      const int64_t i = r * ldc + col;
+      if (col >= p.n) {
+        ASSERT_EQ(got[i], c0[i]) << "padding written at " << r << "," << col;
+      } else {
+        ASSERT_NEAR(got[i], want[i], tol) << "at " << r << "," << col;
+      }
+    }
+  }
+}
+
+std::vector<Case> Cases() {
+  std::vector<Case> cases;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      cases.push_back({ta, tb, 17, 33, 65, 0, 0.0f, false});
+      cases.push_back({ta, tb, 64, 10, 784, 3, 1.0f, false});
+      cases.push_back({ta, tb, 128, 256, 300, 1, 0.5f, true});
+    }
+  }
+  cases.push_back({false, false, 5, 7, 0, 2, 0.0f, false});  // k == 0
+  cases.push_back({false, false, 5, 7, 0, 2, -2.0f, false});
+  cases.push_back({false, true, 0, 7, 9, 0, 0.0f, false});  // m == 0
+  cases.push_back({false, false, 1, 1, 1, 0, 0.0f, false});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, GemmTest, ::testing::ValuesIn(Cases()));
+
+}  // namespace
+}  // namespace cuda
+}  // namespace lockstep

@@ -1,0 +1,74 @@
+// Fused optimizer updates on the GPU with core/optimizer.cc's math, operation
+// for operation (built with --fmad=false; sqrt and division are IEEE), so a
+// GPU replica's parameters match a CPU replica's bit for bit. The step's
+// scalars are computed on the host by the Make* functions, as Optimizer::Apply
+// computes them.
+#ifndef LOCKSTEP_KERNELS_CUDA_OPTIMIZER_H_
+#define LOCKSTEP_KERNELS_CUDA_OPTIMIZER_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <cstdint>
+
+namespace lockstep {
+namespace cuda {
+
+struct SgdStep {
+  float lr = 0;
+  float momentum = 0;
+  bool nesterov = false;
+  bool decay = false;      // weight_decay > 0
+  float decay_factor = 0;  // weight_decay * lr
+};
+
+struct AdamStep {
+  float alpha = 0;  // lr * sqrt(1 - beta_2^t) / (1 - beta_1^t), t = iter + 1
+  float one_minus_b1 = 0;
+  float one_minus_b2 = 0;
+  float eps = 0;
+  bool decay = false;
+  float decay_factor = 0;
+};
+
+inline SgdStep MakeSgdStep(double lr, double momentum, bool nesterov,
+                           double weight_decay) {
+  SgdStep s;
+  s.lr = static_cast<float>(lr);
+  s.momentum = static_cast<float>(momentum);
+  s.nesterov = nesterov;
+  s.decay = weight_decay > 0;
+  s.decay_factor = static_cast<float>(weight_decay * lr);
+  return s;
+}
+
+// `iterations` is Optimizer::iterations() before this step.
+inline AdamStep MakeAdamStep(double lr, double beta_1, double beta_2,
+                             double epsilon, double weight_decay,
+                             int64_t iterations) {
+  const double t = static_cast<double>(iterations + 1);
+  AdamStep s;
+  s.alpha = static_cast<float>(lr * std::sqrt(1.0 - std::pow(beta_2, t)) /
+                               (1.0 - std::pow(beta_1, t)));
+  s.one_minus_b1 = static_cast<float>(1.0 - beta_1);
+  s.one_minus_b2 = static_cast<float>(1.0 - beta_2);
+  s.eps = static_cast<float>(epsilon);
+  s.decay = weight_decay > 0;
+  s.decay_factor = static_cast<float>(weight_decay * lr);
+  return s;
+}
+
+// One SGD step over n parameters (device pointers): w -= w * decay_factor
+// when decaying, then plain SGD when m is null (momentum 0, no slot), else
+// momentum or Nesterov on slot m. Enqueues; returns the launch error.
+cudaError_t SgdUpdate(int64_t n, const SgdStep& step, float* w, float* m,
+                      const float* g, cudaStream_t stream);
+
+// One Adam/AdamW step over n parameters with slots m, v.
+cudaError_t AdamUpdate(int64_t n, const AdamStep& step, float* w, float* m,
+                       float* v, const float* g, cudaStream_t stream);
+
+}  // namespace cuda
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_KERNELS_CUDA_OPTIMIZER_H_

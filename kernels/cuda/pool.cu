@@ -1,0 +1,118 @@
+// Max pooling: one thread per output element forward, one per input element
+// backward (a gather over the windows that contain it).
+#include "kernels/cuda/pool.h"
+
+namespace lockstep {
+namespace cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kMaxBlocks = 8192;
+
+int Blocks(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<int>(b < kMaxBlocks ? b : kMaxBlocks);
+}
+
+// The geometry's fields, by value (Pool2DGeometry has a host-only static).
+struct Geo {
+  int64_t in_h, in_w, c, pool_h, pool_w, stride_h, stride_w, out_h, out_w;
+};
+
+Geo ToGeo(const Pool2DGeometry& g) {
+  return Geo{g.in_h,     g.in_w,     g.channels, g.pool_h, g.pool_w,
+             g.stride_h, g.stride_w, g.out_h,    g.out_w};
+}
+
+__global__ void ForwardKernel(Geo g, int64_t total, const float* x, float* y,
+                              int32_t* argmax) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       i < total; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t ch = i % g.c;
+    const int64_t ow = (i / g.c) % g.out_w;
+    const int64_t oh = (i / (g.c * g.out_w)) % g.out_h;
+    const int64_t n = i / (g.c * g.out_w * g.out_h);
+    const float* img = x + n * g.in_h * g.in_w * g.c;
+    const int64_t ih0 = oh * g.stride_h, iw0 = ow * g.stride_w;
+    int32_t where = static_cast<int32_t>((ih0 * g.in_w + iw0) * g.c + ch);
+    float best = img[where];
+    for (int64_t ph = 0; ph < g.pool_h; ++ph) {
+      for (int64_t pw = 0; pw < g.pool_w; ++pw) {
+        const int32_t at =
+            static_cast<int32_t>(((ih0 + ph) * g.in_w + iw0 + pw) * g.c + ch);
+        if (img[at] > best) best = img[at], where = at;
+      }
+    }
+    y[i] = best;
+    argmax[i] = where;
+  }
+}
+
+// dx at input (n, ih, iw, ch): the dy of every window containing it whose
+// argmax is this element, in increasing (oh, ow) order like the CPU's
+// scatter. Disjoint windows store the single value (the CPU writes it, so a
+// -0.0f stays -0.0f); overlapping ones start from 0.0f and add.
+__global__ void BackwardKernel(Geo g, int64_t total, bool disjoint,
+                               const float* dy, const int32_t* argmax,
+                               float* dx) {
+  const int64_t in_size = g.in_h * g.in_w * g.c;
+  const int64_t out_size = g.out_h * g.out_w * g.c;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       i < total; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t n = i / in_size;
+    const int64_t within = i % in_size;
+    const int64_t ch = within % g.c;
+    const int64_t iw = (within / g.c) % g.in_w;
+    const int64_t ih = within / (g.c * g.in_w);
+    // Windows oh with oh * stride_h <= ih < oh * stride_h + pool_h.
+    int64_t oh0 = ih - g.pool_h + 1 > 0
+                      ? (ih - g.pool_h + 1 + g.stride_h - 1) / g.stride_h
+                      : 0;
+    int64_t oh1 = ih / g.stride_h;
+    if (oh1 > g.out_h - 1) oh1 = g.out_h - 1;
+    int64_t ow0 = iw - g.pool_w + 1 > 0
+                      ? (iw - g.pool_w + 1 + g.stride_w - 1) / g.stride_w
+                      : 0;
+    int64_t ow1 = iw / g.stride_w;
+    if (ow1 > g.out_w - 1) ow1 = g.out_w - 1;
+    float acc = 0.0f;
+    for (int64_t oh = oh0; oh <= oh1; ++oh) {
+      for (int64_t ow = ow0; ow <= ow1; ++ow) {
+        const int64_t o = n * out_size + (oh * g.out_w + ow) * g.c + ch;
+        if (argmax[o] == within) {
+          if (disjoint) {
+            acc = dy[o];
+          } else {
+            acc += dy[o];
+          }
+        }
+      }
+    }
+    dx[i] = acc;
+  }
+}
+
+}  // namespace
+
+cudaError_t MaxPool2DForward(const Pool2DGeometry& g, const float* x, float* y,
+                             int32_t* argmax, cudaStream_t stream) {
+  const int64_t total = g.batch * g.out_size();
+  if (total <= 0) return cudaSuccess;
+  ForwardKernel<<<Blocks(total), kThreads, 0, stream>>>(ToGeo(g), total, x, y,
+                                                        argmax);
+  return cudaGetLastError();
+}
+
+cudaError_t MaxPool2DBackward(const Pool2DGeometry& g, const float* dy,
+                              const int32_t* argmax, float* dx,
+                              cudaStream_t stream) {
+  const int64_t total = g.batch * g.in_size();
+  if (total <= 0) return cudaSuccess;
+  const bool disjoint = g.stride_h >= g.pool_h && g.stride_w >= g.pool_w;
+  BackwardKernel<<<Blocks(total), kThreads, 0, stream>>>(
+      ToGeo(g), total, disjoint, dy, argmax, dx);
+  return cudaGetLastError();
+}
+
+}  // namespace cuda
+}  // namespace lockstep

@@ -1,0 +1,31 @@
+// NHWC 2-D max pooling (valid padding) on the GPU with the exact semantics of
+// kernels/cpu/pool.h: the same outputs, argmax indices (first maximum within
+// the sample's H*W*C values) and input gradients, bit for bit.
+#ifndef LOCKSTEP_KERNELS_CUDA_POOL_H_
+#define LOCKSTEP_KERNELS_CUDA_POOL_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/cpu/pool.h"
+
+namespace lockstep {
+namespace cuda {
+
+// y [N, OH, OW, C] and argmax [N, OH, OW, C] from x [N, H, W, C] (device
+// pointers). Enqueues on `stream`; returns the launch error.
+cudaError_t MaxPool2DForward(const Pool2DGeometry& g, const float* x, float* y,
+                             int32_t* argmax, cudaStream_t stream);
+
+// Overwrites dx [N, H, W, C] with dy routed to the recorded maxima, summed in
+// the CPU's order where windows overlap. One thread per input element
+// gathers, so no atomics and the result is deterministic.
+cudaError_t MaxPool2DBackward(const Pool2DGeometry& g, const float* dy,
+                              const int32_t* argmax, float* dx,
+                              cudaStream_t stream);
+
+}  // namespace cuda
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_KERNELS_CUDA_POOL_H_

@@ -1,0 +1,77 @@
+// GPU max pooling against kernels/cpu, bit for bit, over disjoint,
+// overlapping and gapped windows.
+#include "kernels/cuda/pool.h"
+
+#include <cstring>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/pool.h"
+#include "kernels/cpu/test_util.h"
+#include "kernels/cuda/cuda_test_util.h"
+
+namespace lockstep {
+namespace cuda {
+namespace {
+
+struct Case {
+  int64_t n, h, w, c, ph, pw, sh, sw;
+};
+
+class PoolTest : public ::testing::TestWithParam<Case> {};
+
+template <typename T>
+void ExpectSameBits(const std::vector<T>& want, const std::vector<T>& got) {
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_EQ(std::memcmp(&want[i], &got[i], sizeof(T)), 0)
+        << "at " << i << ": cpu " << want[i] << " gpu " << got[i];
+  }
+}
+
+TEST_P(PoolTest, ForwardAndBackwardMatchCpu) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const Case p = GetParam();
+  const Pool2DGeometry g =
+      Pool2DGeometry::Make(p.n, p.h, p.w, p.c, p.ph, p.pw, p.sh, p.sw);
+  std::vector<float> x = RandomVector(g.batch * g.in_size(), 21);
+  for (size_t i = 0; i < x.size(); i += 5) x[i] = 0.5f;  // ties
+  const int64_t out_n = g.batch * g.out_size();
+  std::vector<float> want_y(out_n);
+  std::vector<int32_t> want_arg(out_n);
+  lockstep::MaxPool2DForward(g, x.data(), want_y.data(), want_arg.data());
+
+  DeviceArray<float> d_x(x), d_y(out_n);
+  DeviceArray<int32_t> d_arg(out_n);
+  ASSERT_EQ(
+      cuda::MaxPool2DForward(g, d_x.get(), d_y.get(), d_arg.get(), nullptr),
+      cudaSuccess);
+  ExpectSameBits(want_y, d_y.ToHost());
+  ExpectSameBits(want_arg, d_arg.ToHost());
+
+  std::vector<float> dy = RandomVector(out_n, 22);
+  if (!dy.empty()) dy[0] = -0.0f;
+  std::vector<float> want_dx(x.size());
+  lockstep::MaxPool2DBackward(g, dy.data(), want_arg.data(), want_dx.data());
+  DeviceArray<float> d_dy(dy), d_dx(std::vector<float>(x.size(), 9.0f));
+  ASSERT_EQ(
+      cuda::MaxPool2DBackward(g, d_dy.get(), d_arg.get(), d_dx.get(), nullptr),
+      cudaSuccess);
+  ExpectSameBits(want_dx, d_dx.ToHost());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Geometries, PoolTest,
+    ::testing::Values(Case{2, 4, 4, 3, 2, 2, 2, 2},  // disjoint
+                      Case{3, 7, 5, 5, 2, 2, 2, 2},  // odd sizes: gaps
+                      Case{2, 6, 6, 4, 3, 3, 1, 1},  // overlapping
+                      Case{2, 9, 8, 3, 3, 2, 2, 1},  // overlap on one axis
+                      Case{1, 5, 5, 2, 2, 2, 3, 3},  // stride > pool
+                      Case{0, 4, 4, 3, 2, 2, 2, 2},  // empty batch
+                      Case{1, 1, 1, 1, 2, 2, 2, 2},  // pool larger than input
+                      Case{16, 28, 28, 32, 2, 2, 2, 2}  // a CNN layer
+                      ));
+
+}  // namespace
+}  // namespace cuda
+}  // namespace lockstep
