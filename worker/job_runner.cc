@@ -565,6 +565,7 @@ absl::Status RunAssignment(const Assignment& assignment,
         absl::StrCat("stopped by the coordinator (", status.message(), ")"));
   }
   const std::string over = runner.Finish(status);
+  if (runner.drained() && context.left != nullptr) *context.left = true;
   if (!status.ok() && !absl::IsCancelled(status) && !over.empty()) {
     // The generation ended elsewhere first (a cancel, or a peer that
     // stopped or failed); this error is its echo.

@@ -32,6 +32,9 @@ struct RunnerContext {
   // it and end the generation; this rank then tells the coordinator it
   // leaves. Not owned.
   const std::atomic<bool>* leave = nullptr;
+  // Set when this rank drained and its Finish told the coordinator it
+  // leaves. Not owned; may be null.
+  std::atomic<bool>* left = nullptr;
   WorkerMetrics* metrics = nullptr;  // not owned; may be null
   LogFn log;
   // Reports progress to the coordinator at most this often (rank 0).

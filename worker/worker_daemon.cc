@@ -74,6 +74,7 @@ class WorkerDaemon {
   std::atomic<bool> job_done_{false};
   std::atomic<bool> job_stop_{false};
   std::atomic<bool> leave_{false};
+  std::atomic<bool> left_{false};
   lockstep::v1::Assignment assignment_;
   RunnerContext runner_;
 };
@@ -135,6 +136,7 @@ void WorkerDaemon::StartJob(const lockstep::v1::Assignment& a) {
   runner_.tls = o_.tls;
   runner_.stop = &job_stop_;
   runner_.leave = &leave_;
+  runner_.left = &left_;
   runner_.metrics = &metrics_;
   runner_.log = o_.log;
   Log(absl::StrFormat("starting job %s generation %d as rank %d of %d", a.job(),
@@ -229,8 +231,8 @@ absl::Status WorkerDaemon::Heartbeat() {
   }
   coordinator_down_logged_ = false;
   metrics_.HeartbeatAnswered();
-  if (ShuttingDown()) return absl::OkStatus();  // draining: no new job
-  if (resp.command() == HeartbeatResponse::RUN && job_thread_ == nullptr) {
+  if (resp.command() == HeartbeatResponse::RUN && job_thread_ == nullptr &&
+      !ShuttingDown()) {  // draining: no new job, but a STOP still counts
     StartJob(resp.assignment());
   } else if (resp.command() == HeartbeatResponse::STOP &&
              job_thread_ != nullptr &&
@@ -260,6 +262,7 @@ void WorkerDaemon::DrainJob() {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }
+  bool announced = false;
   if (!job_done_) {
     Log(
         absl::StrFormat("warning: job %s did not drain within %.0f s; leaving "
@@ -268,10 +271,15 @@ void WorkerDaemon::DrainJob() {
     // Say so before the ring notices: a neighbour's broken stream would
     // otherwise be reported first, as if this worker had crashed.
     AnnounceLeaving();
+    announced = true;
     StopJob("the worker is shutting down");
   }
   job_thread_->join();
   job_thread_.reset();
+  // The generation may have ended for another reason first (another rank
+  // drained at an earlier step, say): then this worker still has to leave
+  // the membership, or the next generation would count on it.
+  if (!left_ && !announced) AnnounceLeaving();
 }
 
 absl::Status WorkerDaemon::StartOpsEndpoints() {

@@ -78,8 +78,8 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
     ncclResult_t state = ncclInProgress;
     const ncclResult_t polled = ncclCommGetAsyncError(comm, &state);
     if (polled != ncclSuccess) {
-      return fail(
-          NcclStatus(polled, "ncclCommGetAsyncError", __FILE__, __LINE__, comm));
+      return fail(NcclStatus(polled, "ncclCommGetAsyncError", __FILE__,
+                             __LINE__, comm));
     }
     if (state == ncclSuccess) break;
     if (state != ncclInProgress) {
@@ -119,8 +119,7 @@ NcclCommunicator::~NcclCommunicator() {
     ncclResult_t state = ncclInProgress;
     if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) clean = false;
     if (!clean || state == ncclSuccess) break;
-    if (state != ncclInProgress || aborted_.load() ||
-        absl::Now() >= deadline) {
+    if (state != ncclInProgress || aborted_.load() || absl::Now() >= deadline) {
       clean = false;
       break;
     }
@@ -193,18 +192,17 @@ absl::Status NcclCommunicator::AllReduceSum(float* device_buf, size_t count,
     ncclResult_t state = ncclInProgress;
     const ncclResult_t polled = ncclCommGetAsyncError(comm_, &state);
     if (polled != ncclSuccess) {
-      return Break(AnnotateStatus(
-          NcclStatus(polled, "ncclCommGetAsyncError", __FILE__, __LINE__,
-                     comm_),
-          what));
+      return Break(AnnotateStatus(NcclStatus(polled, "ncclCommGetAsyncError",
+                                             __FILE__, __LINE__, comm_),
+                                  what));
     }
     if (state == ncclSuccess) {
       enqueued = true;
     } else if (state != ncclInProgress) {
-      return Break(AnnotateStatus(NcclStatus(state,
-                                             "ncclAllReduce (asynchronous)",
-                                             __FILE__, __LINE__, comm_),
-                                  what));
+      return Break(
+          AnnotateStatus(NcclStatus(state, "ncclAllReduce (asynchronous)",
+                                    __FILE__, __LINE__, comm_),
+                         what));
     }
     if (aborted_.load()) return cancelled();
     if (absl::Now() >= deadline) {

@@ -85,7 +85,7 @@ class NcclCommunicator {
 
   const int world_, rank_, device_;
   std::atomic<bool> aborted_{false};
-  absl::Mutex mu_;  // one NCCL call sequence at a time
+  absl::Mutex mu_;                        // one NCCL call sequence at a time
   ncclComm_t comm_ ABSL_GUARDED_BY(mu_);  // null once aborted
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
 };

@@ -135,7 +135,8 @@ TEST(NcclCommunicatorTest, TwoRanksSumThenSurviveALostPeer) {
   absl::StatusOr<std::unique_ptr<NcclCommunicator>> comms[2];
   {
     std::thread other([&] {
-      comms[1] = NcclCommunicator::Create(*id, 2, 1, device1, absl::Seconds(60));
+      comms[1] =
+          NcclCommunicator::Create(*id, 2, 1, device1, absl::Seconds(60));
     });
     comms[0] = NcclCommunicator::Create(*id, 2, 0, 0, absl::Seconds(60));
     other.join();
@@ -188,9 +189,9 @@ TEST(NcclCommunicatorTest, TwoRanksSumThenSurviveALostPeer) {
   EXPECT_EQ(waited.code(), absl::StatusCode::kCancelled) << waited;
   const absl::Status alone = (*comms[1])->AllReduceSum(
       bufs[1]->get(), kCount, nullptr, absl::Seconds(2));
-  EXPECT_THAT(alone.code(), AnyOf(absl::StatusCode::kDeadlineExceeded,
-                                  absl::StatusCode::kAborted,
-                                  absl::StatusCode::kUnavailable))
+  EXPECT_THAT(alone.code(),
+              AnyOf(absl::StatusCode::kDeadlineExceeded,
+                    absl::StatusCode::kAborted, absl::StatusCode::kUnavailable))
       << alone;
   EXPECT_THAT(std::string(alone.message()), HasSubstr("rank 1 of world 2"));
 }

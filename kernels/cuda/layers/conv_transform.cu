@@ -1,0 +1,101 @@
+// Grid-stride gathers: every output element is written exactly once.
+#include "kernels/cuda/layers/conv_transform.h"
+
+namespace lockstep {
+namespace cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kMaxBlocks = 8192;
+
+int Blocks(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<int>(b < kMaxBlocks ? b : kMaxBlocks);
+}
+
+__device__ int64_t FirstIndex() {
+  return blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+}
+__device__ int64_t Stride() {
+  return static_cast<int64_t>(gridDim.x) * blockDim.x;
+}
+
+// out [cols, rows] = in [rows, cols]^T, indexed by the output.
+__global__ void TransposeKernel(int64_t rows, int64_t cols, const float* in,
+                                float* out) {
+  const int64_t n = rows * cols;
+  for (int64_t i = FirstIndex(); i < n; i += Stride()) {
+    const int64_t c = i / rows, r = i % rows;
+    out[i] = in[r * cols + c];
+  }
+}
+
+__global__ void PadKernel(int64_t total, int64_t h, int64_t w, int64_t c,
+                          int64_t top, int64_t left, int64_t out_h,
+                          int64_t out_w, const float* x, float* out) {
+  for (int64_t i = FirstIndex(); i < total; i += Stride()) {
+    const int64_t ch = i % c;
+    const int64_t ox = (i / c) % out_w;
+    const int64_t oy = (i / (c * out_w)) % out_h;
+    const int64_t s = i / (c * out_w * out_h);
+    const int64_t iy = oy - top, ix = ox - left;
+    out[i] = (iy >= 0 && iy < h && ix >= 0 && ix < w)
+                 ? x[((s * h + iy) * w + ix) * c + ch]
+                 : 0.0f;
+  }
+}
+
+__global__ void CropKernel(int64_t total, int64_t h, int64_t w, int64_t c,
+                           int64_t top, int64_t left, int64_t out_h,
+                           int64_t out_w, const float* padded, float* dx) {
+  for (int64_t i = FirstIndex(); i < total; i += Stride()) {
+    const int64_t ch = i % c;
+    const int64_t ix = (i / c) % w;
+    const int64_t iy = (i / (c * w)) % h;
+    const int64_t s = i / (c * w * h);
+    dx[i] = padded[((s * out_h + iy + top) * out_w + ix + left) * c + ch];
+  }
+}
+
+cudaError_t Transpose(int64_t rows, int64_t cols, const float* in, float* out,
+                      cudaStream_t stream) {
+  const int64_t n = rows * cols;
+  if (n <= 0) return cudaSuccess;
+  TransposeKernel<<<Blocks(n), kThreads, 0, stream>>>(rows, cols, in, out);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t KerasToCudnnFilter(int64_t khwc, int64_t filters, const float* in,
+                               float* out, cudaStream_t stream) {
+  return Transpose(khwc, filters, in, out, stream);
+}
+
+cudaError_t CudnnToKerasFilter(int64_t khwc, int64_t filters, const float* in,
+                               float* out, cudaStream_t stream) {
+  return Transpose(filters, khwc, in, out, stream);
+}
+
+cudaError_t PadNhwc(int64_t n, int64_t h, int64_t w, int64_t c, int64_t top,
+                    int64_t left, int64_t out_h, int64_t out_w, const float* x,
+                    float* out, cudaStream_t stream) {
+  const int64_t total = n * out_h * out_w * c;
+  if (total <= 0) return cudaSuccess;
+  PadKernel<<<Blocks(total), kThreads, 0, stream>>>(total, h, w, c, top, left,
+                                                    out_h, out_w, x, out);
+  return cudaGetLastError();
+}
+
+cudaError_t CropNhwc(int64_t n, int64_t h, int64_t w, int64_t c, int64_t top,
+                     int64_t left, int64_t out_h, int64_t out_w,
+                     const float* padded, float* dx, cudaStream_t stream) {
+  const int64_t total = n * h * w * c;
+  if (total <= 0) return cudaSuccess;
+  CropKernel<<<Blocks(total), kThreads, 0, stream>>>(total, h, w, c, top, left,
+                                                     out_h, out_w, padded, dx);
+  return cudaGetLastError();
+}
+
+}  // namespace cuda
+}  // namespace lockstep

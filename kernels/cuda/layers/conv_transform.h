@@ -1,0 +1,37 @@
+// Layout changes around cuDNN's convolution: the Keras kernel layout
+// [KH, KW, C, F] to and from cuDNN's NHWC filter layout [F, KH, KW, C], and
+// NHWC zero padding (and its adjoint, cropping) for TF's asymmetric 'same'
+// padding, which cuDNN's symmetric padding cannot express. Each call enqueues
+// on `stream` and returns the launch error (cudaSuccess for empty input).
+#ifndef LOCKSTEP_KERNELS_CUDA_LAYERS_CONV_TRANSFORM_H_
+#define LOCKSTEP_KERNELS_CUDA_LAYERS_CONV_TRANSFORM_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace lockstep {
+namespace cuda {
+
+// out [F, KHW*C] from in [KHW*C, F] (a plain matrix transpose).
+cudaError_t KerasToCudnnFilter(int64_t khwc, int64_t filters, const float* in,
+                               float* out, cudaStream_t stream);
+// out [KHW*C, F] from in [F, KHW*C].
+cudaError_t CudnnToKerasFilter(int64_t khwc, int64_t filters, const float* in,
+                               float* out, cudaStream_t stream);
+
+// out [N, H + top + bottom, W + left + right, C] = x [N, H, W, C] surrounded
+// by zeros (bottom/right are whatever is left of the output's size).
+cudaError_t PadNhwc(int64_t n, int64_t h, int64_t w, int64_t c, int64_t top,
+                    int64_t left, int64_t out_h, int64_t out_w, const float* x,
+                    float* out, cudaStream_t stream);
+// The adjoint: dx [N, H, W, C] = the interior of padded [N, out_h, out_w, C]
+// at offset (top, left).
+cudaError_t CropNhwc(int64_t n, int64_t h, int64_t w, int64_t c, int64_t top,
+                     int64_t left, int64_t out_h, int64_t out_w,
+                     const float* padded, float* dx, cudaStream_t stream);
+
+}  // namespace cuda
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_KERNELS_CUDA_LAYERS_CONV_TRANSFORM_H_
