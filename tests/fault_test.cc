@@ -274,6 +274,45 @@ TEST_F(FaultTest, WorkerStoppedWithSigtermFinishesItsStepAndLosesNothing) {
   EXPECT_EQ(res["resumed_from_step"], drained);
 }
 
+TEST_F(FaultTest, BothWorkersStoppedWithSigtermLeaveAndNewOnesLoseNothing) {
+  // A node drain: both pods get SIGTERM, a moment apart. Whichever step
+  // the first one stops at, both leave the membership and exit 0.
+  const std::string reference = ReferenceFingerprint();
+  Start();
+  ASSERT_EQ(Client({"submit", WriteJob(FaultJob())}).exit.exit_code, 0);
+  WaitForStep(120);
+  Subprocess* first = RankProcess(1);
+  Subprocess* second = RankProcess(0);
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  first->Signal(SIGTERM);
+  usleep(20000);
+  second->Signal(SIGTERM);
+  for (Subprocess* p : {first, second}) {
+    const testing::ExitInfo e = p->Wait(15);
+    ASSERT_TRUE(e.exited) << p->Stdout();
+    EXPECT_EQ(e.exit_code, 0) << p->Stderr();
+  }
+  const std::string log = cluster_->coordinator().Stdout();
+  for (Subprocess* p : {first, second}) {
+    EXPECT_TRUE(
+        std::regex_search(log, std::regex("worker w\\d on \\S+ pid " +
+                                          std::to_string(p->pid()) + " left")))
+        << log;
+  }
+  // Neither is counted on any more: both are listed as lost.
+  RunResult list = Client({"list"});
+  EXPECT_TRUE(std::regex_search(
+      list.out, std::regex(R"(workers: 2\n(.*LOST\n){2})")))
+      << list.out;
+  std::string why;
+  ASSERT_TRUE(cluster_->StartWorkers(2, 1, 1, &why)) << why;
+  RunResult w = WatchToEnd();
+  EXPECT_EQ(w.exit.exit_code, 0) << w.out << w.err;
+  EXPECT_NE(w.out.find("; no step is recomputed)"), std::string::npos) << w.out;
+  EXPECT_EQ(Result()["fingerprint"], reference);
+}
+
 TEST_F(FaultTest, CoordinatorKilledAndRestartedResumesItsJob) {
   const std::string reference = ReferenceFingerprint();
   Start();
