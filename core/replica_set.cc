@@ -6,6 +6,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "core/random.h"
 #include "core/status_macros.h"
 #include "kernels/cpu/threading.h"
@@ -18,18 +19,28 @@ constexpr int64_t kEvalChunk = 1000;
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ReplicaSet>> ReplicaSet::Create(
-    const JobSpec& spec, std::vector<int64_t> replica_indices, int threads) {
+    const JobSpec& spec, std::vector<int64_t> replica_indices, int threads,
+    const std::vector<int>& cuda_devices) {
   if (replica_indices.empty()) {
     return absl::InvalidArgumentError("a replica set needs a replica");
   }
+  if (!cuda_devices.empty() && cuda_devices.size() != replica_indices.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        cuda_devices.size(), " CUDA devices for ", replica_indices.size(),
+        " replicas: a GPU replica needs one device each"));
+  }
   std::unique_ptr<ReplicaSet> set(new ReplicaSet());
   for (size_t r = 0; r < replica_indices.size(); ++r) {
-    ASSIGN_OR_RETURN(std::unique_ptr<Model> m,
-                     Model::Build(spec.model, spec.seed));
-    set->replicas_.push_back(std::move(m));
+    std::unique_ptr<Replica> replica;
+    if (cuda_devices.empty()) {
+      ASSIGN_OR_RETURN(replica, MakeCpuReplica(spec));
+    } else {
+      ASSIGN_OR_RETURN(replica, MakeGpuReplica(spec, cuda_devices[r]));
+    }
+    set->replicas_.push_back(std::move(replica));
   }
   set->indices_ = std::move(replica_indices);
-  const size_t num_params = set->replicas_[0]->params().size();
+  const size_t num_params = set->params().size();
   set->ready_counts_ = std::make_unique<std::atomic<int>[]>(num_params);
   ReplicaSet* raw = set.get();
   for (size_t r = 0; r < set->replicas_.size(); ++r) {
@@ -40,7 +51,11 @@ absl::StatusOr<std::unique_ptr<ReplicaSet>> ReplicaSet::Create(
     threads =
         static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   }
-  const int lanes = static_cast<int>(std::min<int64_t>(set->size(), threads));
+  // A GPU replica needs a host thread of its own to drive it.
+  const int lanes =
+      cuda_devices.empty()
+          ? static_cast<int>(std::min<int64_t>(set->size(), threads))
+          : static_cast<int>(set->size());
   set->pool_ = std::make_unique<StepPool>(lanes);
   SetNumThreads(lanes > 1 ? 1 : threads);
   return set;
@@ -53,27 +68,37 @@ void ReplicaSet::OnGradReady(int i) {
   }
   // Every replica is done with param i: sum in replica order (the same
   // bytes whichever lane gets here last).
-  float* dst = replicas_[0]->params()[i]->grad.data();
-  const int64_t count = replicas_[0]->params()[i]->grad.size();
+  float* dst = params()[i]->grad.data();
+  const int64_t count = params()[i]->grad.size();
   for (int64_t r = 1; r < n; ++r) {
-    const float* src = replicas_[r]->params()[i]->grad.data();
+    const float* src = replicas_[r]->host().params()[i]->grad.data();
     for (int64_t k = 0; k < count; ++k) dst[k] += src[k];
   }
   if (on_param_summed_ != nullptr && *on_param_summed_) (*on_param_summed_)(i);
 }
 
-BatchLoss ReplicaSet::ComputeGradients(
+std::string ReplicaSet::devices() const {
+  std::string out;
+  for (const auto& r : replicas_) {
+    const std::string d = r->device();
+    if (d == "cpu") return "cpu";
+    absl::StrAppend(&out, out.empty() ? "" : ",", d);
+  }
+  return out;
+}
+
+absl::StatusOr<BatchLoss> ReplicaSet::ComputeGradients(
     Batch& batch, LossType loss, uint64_t seed,
     const std::function<void(int param_index)>& on_param_summed) {
   const int lanes = pool_->lanes();
   const int64_t n = size();
   const float scale = batch.global_count > 0 ? 1.0f / batch.global_count : 0;
-  const size_t num_params = replicas_[0]->params().size();
+  const size_t num_params = params().size();
   for (size_t i = 0; i < num_params; ++i) {
     ready_counts_[i].store(0, std::memory_order_relaxed);
   }
   on_param_summed_ = &on_param_summed;
-  std::vector<BatchLoss> losses(n);
+  std::vector<absl::StatusOr<BatchLoss>> losses(n);
   pool_->Run([&](int lane) {
     for (int64_t r = lane; r < n; r += lanes) {
       ReplicaBatch& rb = batch.replicas[r];
@@ -85,33 +110,47 @@ BatchLoss ReplicaSet::ComputeGradients(
   });
   on_param_summed_ = nullptr;
   BatchLoss total;
-  for (const BatchLoss& b : losses) total += b;
+  for (int64_t r = 0; r < n; ++r) {
+    if (!losses[r].ok()) {
+      return AnnotateStatus(losses[r].status(),
+                            absl::StrCat("replica ", indices_[r], " on ",
+                                         replicas_[r]->device()));
+    }
+    total += *losses[r];
+  }
   return total;
 }
 
-void ReplicaSet::MirrorParams() {
-  const std::vector<Param*>& p0 = replicas_[0]->params();
+absl::Status ReplicaSet::MirrorParams() {
+  const std::vector<Param*>& p0 = params();
   for (int64_t r = 1; r < size(); ++r) {
-    const std::vector<Param*>& pr = replicas_[r]->params();
+    const std::vector<Param*>& pr = replicas_[r]->host().params();
     for (size_t i = 0; i < p0.size(); ++i) {
       std::memcpy(pr[i]->value.data(), p0[i]->value.data(),
                   sizeof(float) * p0[i]->value.size());
     }
   }
+  for (int64_t r = 0; r < size(); ++r) {
+    RETURN_IF_ERROR(AnnotateStatus(
+        replicas_[r]->ParamsChanged(),
+        absl::StrCat("replica ", indices_[r], " on ", replicas_[r]->device())));
+  }
+  return absl::OkStatus();
 }
 
-BatchLoss ReplicaSet::Evaluate(const Dataset& data, LossType loss) {
+absl::StatusOr<BatchLoss> ReplicaSet::Evaluate(const Dataset& data,
+                                               LossType loss) {
   const int64_t n = data.num_samples;
   const int64_t per = NumElements(data.sample_shape);
   const int64_t chunks = (n + kEvalChunk - 1) / kEvalChunk;
-  std::vector<BatchLoss> results(chunks);
+  std::vector<absl::StatusOr<BatchLoss>> results(chunks);
   const int lanes = pool_->lanes();
   pool_->Run([&](int lane) {
     Tensor x;
     for (int64_t c = lane; c < chunks; c += lanes) {
       const int64_t begin = c * kEvalChunk;
       const int64_t count = std::min(kEvalChunk, n - begin);
-      Shape shape = replicas_[lane]->input_shape();
+      Shape shape = replicas_[lane]->host().input_shape();
       shape.insert(shape.begin(), count);
       x.Resize(shape);
       std::memcpy(x.data(), data.features.data() + begin * per,
@@ -121,7 +160,10 @@ BatchLoss ReplicaSet::Evaluate(const Dataset& data, LossType loss) {
     }
   });
   BatchLoss total;
-  for (const BatchLoss& b : results) total += b;
+  for (const auto& b : results) {
+    if (!b.ok()) return AnnotateStatus(b.status(), "evaluation");
+    total += *b;
+  }
   return total;
 }
 

@@ -17,6 +17,7 @@
 #include "core/dataset.h"
 #include "core/job_spec.h"
 #include "core/model.h"
+#include "core/replica.h"
 #include "core/step_pool.h"
 
 namespace lockstep {
@@ -26,13 +27,20 @@ class ReplicaSet {
   // Builds `replica_indices.size()` identical replicas (same seed, same
   // initial bytes); `replica_indices` are their global replica indices,
   // which seed their dropout masks. Up to `threads` lanes run replicas side
-  // by side; with one lane the kernels get every thread instead.
+  // by side; with one lane the kernels get every thread instead. With
+  // `cuda_devices` (one CUDA ordinal per replica) the replicas are GPU
+  // replicas, one lane each (see core/replica.h).
   static absl::StatusOr<std::unique_ptr<ReplicaSet>> Create(
-      const JobSpec& spec, std::vector<int64_t> replica_indices, int threads);
+      const JobSpec& spec, std::vector<int64_t> replica_indices, int threads,
+      const std::vector<int>& cuda_devices = {});
 
   int64_t size() const { return static_cast<int64_t>(replicas_.size()); }
-  Model& primary() { return *replicas_[0]; }
-  const std::vector<Param*>& params() { return replicas_[0]->params(); }
+  // Replica 0's host model: its params are the set's parameters and, after
+  // ComputeGradients, the summed gradients.
+  Model& primary() { return replicas_[0]->host(); }
+  const std::vector<Param*>& params() { return replicas_[0]->host().params(); }
+  // "cpu" or "cuda:0,cuda:1".
+  std::string devices() const;
   const std::vector<int64_t>& replica_indices() const { return indices_; }
 
   // Forward/backward on every replica's slice of `batch` (one ReplicaBatch
@@ -43,15 +51,16 @@ class ReplicaSet {
   // (last layer first, on a lane thread, possibly concurrently for
   // different i): the cluster worker starts a bucket's all-reduce from it
   // while backward continues.
-  BatchLoss ComputeGradients(
+  // Errors: a replica's (a CUDA error, say), naming its device.
+  absl::StatusOr<BatchLoss> ComputeGradients(
       Batch& batch, LossType loss, uint64_t seed,
       const std::function<void(int param_index)>& on_param_summed = nullptr);
-  // Copies params() values to every other replica (after an update or a
-  // restore).
-  void MirrorParams();
+  // Copies params() values to every other replica and hands the new values
+  // to every device replica (after an update or a restore).
+  absl::Status MirrorParams();
   // Loss and accuracy over a whole dataset, chunks spread over the lanes
   // and summed in chunk order.
-  BatchLoss Evaluate(const Dataset& data, LossType loss);
+  absl::StatusOr<BatchLoss> Evaluate(const Dataset& data, LossType loss);
 
  private:
   ReplicaSet() = default;
@@ -59,7 +68,7 @@ class ReplicaSet {
   // last replica to get there sums param i across replicas.
   void OnGradReady(int param_index);
 
-  std::vector<std::unique_ptr<Model>> replicas_;
+  std::vector<std::unique_ptr<Replica>> replicas_;
   std::vector<int64_t> indices_;
   std::unique_ptr<StepPool> pool_;
   // Per step: how many replicas have produced each param's grad.

@@ -47,8 +47,8 @@ TEST(ReplicaSetTest, ReplicasSumToTheGlobalBatchGradient) {
   Batch b3 = MakeBatch(data, plan3, {0, 1, 2}, {8, 8, 1}, 2);
   Batch b1 = MakeBatch(data, plan1, {0}, {8, 8, 1}, 2);
   ASSERT_EQ(b3.global_count, 21);
-  BatchLoss l3 = (*set3)->ComputeGradients(b3, spec.loss, spec.seed);
-  BatchLoss l1 = (*set1)->ComputeGradients(b1, spec.loss, spec.seed);
+  BatchLoss l3 = *(*set3)->ComputeGradients(b3, spec.loss, spec.seed);
+  BatchLoss l1 = *(*set1)->ComputeGradients(b1, spec.loss, spec.seed);
   EXPECT_EQ(l3.count, 21);
   EXPECT_NEAR(l3.loss_sum, l1.loss_sum, 1e-4);
   EXPECT_EQ(l3.correct, l1.correct);
@@ -71,7 +71,7 @@ TEST(ReplicaSetTest, LaneCountDoesNotChangeTheBits) {
     // The last batch of the epoch: 50 = 2*21 + 8, so slices of 7, 1, 0.
     Batch b = MakeBatch(data, plan, {0, 1, 2}, {8, 8, 1}, 2);
     ASSERT_EQ(b.global_count, 8);
-    BatchLoss l = (*set)->ComputeGradients(b, spec.loss, spec.seed);
+    BatchLoss l = *(*set)->ComputeGradients(b, spec.loss, spec.seed);
     EXPECT_EQ(l.count, 8);
     grads.push_back(Grads(**set));
   }
@@ -85,17 +85,45 @@ TEST(ReplicaSetTest, MirrorAndEvaluate) {
   ASSERT_TRUE(set.ok());
   EXPECT_EQ((*set)->replica_indices(), (std::vector<int64_t>{4, 5}));
   for (Param* p : (*set)->params()) p->value.values()[0] += 1.0f;
-  (*set)->MirrorParams();
+  ASSERT_TRUE((*set)->MirrorParams().ok());
   Dataset test = MakeSyntheticDataset(1, Split::kTest, 2500, 10, 1.0);
-  BatchLoss all = (*set)->Evaluate(test, spec.loss);
+  BatchLoss all = *(*set)->Evaluate(test, spec.loss);
   EXPECT_EQ(all.count, 2500);
   // Lane 1's replica evaluates chunk 1: had it not been mirrored, the sum
   // would differ from replica 0 evaluating everything alone.
   auto one = ReplicaSet::Create(spec, {0}, 1);
   for (Param* p : (*one)->params()) p->value.values()[0] += 1.0f;
-  BatchLoss ref = (*one)->Evaluate(test, spec.loss);
+  BatchLoss ref = *(*one)->Evaluate(test, spec.loss);
   EXPECT_EQ(all.correct, ref.correct);
   EXPECT_NEAR(all.loss_sum, ref.loss_sum, 1e-6 * std::abs(ref.loss_sum));
+}
+
+TEST(ReplicaSetTest, GpuReplicasNeedTheCudaBuildOrADevice) {
+  JobSpec spec;
+  spec.model.input_shape = {4};
+  LayerSpec dense;
+  dense.type = LayerType::kDense;
+  dense.units = 2;
+  spec.model.layers.push_back(dense);
+  absl::StatusOr<std::unique_ptr<ReplicaSet>> set =
+      ReplicaSet::Create(spec, {0, 1}, 1, {0, 1});
+  ASSERT_FALSE(set.ok());
+  EXPECT_EQ(set.status().code(), absl::StatusCode::kFailedPrecondition);
+  if (!HaveGpuReplicas()) {
+    EXPECT_EQ(set.status().message(),
+              "cuda:0: this lockstep was built without GPU support (build it "
+              "with --config=cuda); use cpu:N");
+  }
+  absl::StatusOr<std::unique_ptr<ReplicaSet>> uneven =
+      ReplicaSet::Create(spec, {0, 1}, 1, {0});
+  ASSERT_FALSE(uneven.ok());
+  EXPECT_EQ(uneven.status().message(),
+            "1 CUDA devices for 2 replicas: a GPU replica needs one device "
+            "each");
+  absl::StatusOr<std::unique_ptr<ReplicaSet>> cpu =
+      ReplicaSet::Create(spec, {0, 1}, 1);
+  ASSERT_TRUE(cpu.ok());
+  EXPECT_EQ((*cpu)->devices(), "cpu");
 }
 
 }  // namespace

@@ -89,9 +89,9 @@ class LocalTrainer {
   absl::Status Setup();
   absl::Status PrepareStorage();
   absl::Status Restore();
-  BatchLoss Step(Batch& batch);
+  absl::StatusOr<BatchLoss> Step(Batch& batch);
   absl::Status Commit(int64_t step);
-  BatchLoss Evaluate();
+  absl::StatusOr<BatchLoss> Evaluate();
   void Log(const std::string& line) {
     if (options_.log) options_.log(line);
   }
@@ -188,7 +188,7 @@ absl::Status LocalTrainer::Restore() {
                      "; resuming with the new settings"));
   }
   RETURN_IF_ERROR(ApplyCheckpoint(*loaded, replicas_->params(), *optimizer_));
-  replicas_->MirrorParams();
+  RETURN_IF_ERROR(replicas_->MirrorParams());
   start_step_ = loaded->state.step;
   last_commit_step_ = start_step_;
   last_checkpoint_ = loaded->path;
@@ -196,10 +196,11 @@ absl::Status LocalTrainer::Restore() {
   return absl::OkStatus();
 }
 
-BatchLoss LocalTrainer::Step(Batch& batch) {
-  BatchLoss loss = replicas_->ComputeGradients(batch, spec_.loss, spec_.seed);
+absl::StatusOr<BatchLoss> LocalTrainer::Step(Batch& batch) {
+  ASSIGN_OR_RETURN(BatchLoss loss,
+                   replicas_->ComputeGradients(batch, spec_.loss, spec_.seed));
   optimizer_->Apply(schedule_->At(batch.global_step));
-  replicas_->MirrorParams();
+  RETURN_IF_ERROR(replicas_->MirrorParams());
   return loss;
 }
 
@@ -226,7 +227,7 @@ absl::Status LocalTrainer::Commit(int64_t step) {
   return absl::OkStatus();
 }
 
-BatchLoss LocalTrainer::Evaluate() {
+absl::StatusOr<BatchLoss> LocalTrainer::Evaluate() {
   return replicas_->Evaluate(test_, spec_.loss);
 }
 
@@ -287,7 +288,7 @@ absl::StatusOr<TrainResult> LocalTrainer::Run() {
     // samples/s figure instead of hiding behind the prefetch thread.
     const Clock::time_point t0 = Clock::now();
     ASSIGN_OR_RETURN(Batch batch, prefetcher.Next());
-    BatchLoss loss = Step(batch);
+    ASSIGN_OR_RETURN(BatchLoss loss, Step(batch));
     ++step;
     RETURN_IF_ERROR(
         meter.Add(step, SecondsSince(t0), batch.global_count, loss));
@@ -309,7 +310,7 @@ absl::StatusOr<TrainResult> LocalTrainer::Run() {
     }
     if (epoch_end || step == total_steps_) {
       const Clock::time_point e0 = Clock::now();
-      last_eval = Evaluate();
+      ASSIGN_OR_RETURN(last_eval, Evaluate());
       evaluated = true;
       Log(EpochDoneLine(spec_.name, (step + spe - 1) / spe, meter.epoch(),
                         last_eval, SecondsSince(e0)));
@@ -340,7 +341,9 @@ absl::StatusOr<TrainResult> LocalTrainer::Run() {
   result.checkpoint_path = last_checkpoint_;
   result.fingerprint = Fingerprint(replicas_->params());
   if (result.finished) {
-    if (!evaluated) last_eval = Evaluate();  // e.g. resumed a finished job
+    if (!evaluated) {  // e.g. resumed a finished job
+      ASSIGN_OR_RETURN(last_eval, Evaluate());
+    }
     result.test_loss = last_eval.mean_loss();
     result.test_accuracy = last_eval.accuracy();
   }

@@ -191,16 +191,17 @@ absl::Status JobRunner::Restore() {
   ASSIGN_OR_RETURN(LoadedCheckpoint loaded,
                    FetchCheckpoint(ctx_.coordinator, a_.job(), step_));
   RETURN_IF_ERROR(ApplyCheckpoint(loaded, replicas_->params(), *optimizer_));
-  replicas_->MirrorParams();
+  RETURN_IF_ERROR(replicas_->MirrorParams());
   Log(absl::StrFormat("restored %s: resuming at step %d", loaded.path, step_));
   return absl::OkStatus();
 }
 
 absl::Status JobRunner::Step(Batch& batch, BatchLoss* global, int* leaving) {
   buckets_->BeginStep(a_.generation(), batch.global_step);
-  const BatchLoss local =
+  ASSIGN_OR_RETURN(
+      const BatchLoss local,
       replicas_->ComputeGradients(batch, spec_.loss, spec_.seed,
-                                  [this](int i) { buckets_->ParamReady(i); });
+                                  [this](int i) { buckets_->ParamReady(i); }));
   RETURN_IF_ERROR(buckets_->FinishStep());
   // The 4th value counts the ranks shutting down, so every rank learns it
   // at the same step.
@@ -216,12 +217,17 @@ absl::Status JobRunner::Step(Batch& batch, BatchLoss* global, int* leaving) {
   global->count = static_cast<int64_t>(std::llround(m[2]));
   *leaving = static_cast<int>(std::lround(m[3]));
   optimizer_->Apply(schedule_->At(batch.global_step));
-  replicas_->MirrorParams();
-  return absl::OkStatus();
+  return replicas_->MirrorParams();
 }
 
 BatchLoss JobRunner::Evaluate(int64_t step, absl::Status* status) {
-  const BatchLoss local = replicas_->Evaluate(test_shard_, spec_.loss);
+  absl::StatusOr<BatchLoss> evaluated =
+      replicas_->Evaluate(test_shard_, spec_.loss);
+  if (!evaluated.ok()) {
+    *status = evaluated.status();
+    return BatchLoss();
+  }
+  const BatchLoss local = *evaluated;
   float m[3] = {static_cast<float>(local.loss_sum),
                 static_cast<float>(local.correct),
                 static_cast<float>(local.count)};
