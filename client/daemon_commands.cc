@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/cli_flags.h"
+#include "client/device_flags.h"
 #include "client/tls_flags.h"
 #include "coordinator/server.h"
 #include "core/log.h"
@@ -151,10 +152,12 @@ int RunCoordinatorCommand(const std::vector<std::string>& args) {
 int RunWorkerCommand(const std::vector<std::string>& args) {
   const std::string usage = absl::StrCat(
       "usage: lockstep worker --coordinator HOST:PORT [--replicas N | "
-      "--devices cpu:N] [--listen HOST:PORT] [--advertise HOST:PORT] "
+      "--devices LIST] [--listen HOST:PORT] [--advertise HOST:PORT] "
       "[--threads N] [--tls-cert F --tls-key F --tls-ca F]\n"
       "  --replicas N   CPU replicas this worker offers (default 1)\n"
-      "  --devices      cpu:N (same as --replicas N); GPUs come with the CUDA "
+      "  --devices      cuda:0,cuda:1 (one replica per GPU; \"cuda\": every "
+      "visible GPU; the default in a GPU build on a GPU machine) or cpu:N "
+      "(same as --replicas N); GPUs need the --config=cuda build\n"
       "build\n"
       "  --listen       the collective service for peers (default "
       "127.0.0.1:0)\n"
@@ -210,18 +213,15 @@ int RunWorkerCommand(const std::vector<std::string>& args) {
       return 2;
     }
   }
-  if (f->Has("devices")) {
-    const std::string d = f->Get("devices", "");
-    int64_t n = 0;
-    if (!absl::StartsWith(d, "cpu:") || !absl::SimpleAtoi(d.substr(4), &n) ||
-        n < 1) {
-      std::cerr << "lockstep worker: --devices \"" << d
-                << "\": this build has CPU replicas only; use cpu:N with N "
-                   ">= 1 (CUDA devices come with the GPU build)\n";
-      return 2;
-    }
-    *replicas = n;
+  if (*replicas < 1 || *replicas > 1024) {
+    std::cerr << "lockstep worker: --replicas must be 1..1024\n";
+    return 2;
   }
+  absl::StatusOr<DeviceList> devices =
+      ResolveDevices(f->Get("devices", ""), static_cast<int>(*replicas));
+  if (!devices.ok()) return FlagError("worker", devices.status());
+  *replicas = devices->replicas();
+  o.cuda_devices = devices->cuda_ordinals;
   if (*replicas < 1 || *replicas > 1024 || *threads < 0 || *lanes < 1 ||
       *lanes > 16) {
     std::cerr << "lockstep worker: --replicas must be 1..1024, --threads >= "

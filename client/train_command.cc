@@ -8,7 +8,9 @@
 #include <iostream>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_format.h"
 #include "client/cli_flags.h"
+#include "client/device_flags.h"
 #include "core/job_spec.h"
 #include "core/trainer.h"
 
@@ -39,10 +41,13 @@ int Fail(const absl::Status& status) {
 
 const char kTrainUsage[] =
     "usage: lockstep train JOB.json [--storage DIR] [--threads N] "
-    "[--no-resume] [--stop-after-steps N] [--data-dir DIR]\n"
+    "[--devices LIST] [--no-resume] [--stop-after-steps N] [--data-dir DIR]\n"
     "  --storage DIR          results under DIR/jobs/NAME/ (default "
     "./lockstep_storage)\n"
     "  --threads N            compute threads (default: every core)\n"
+    "  --devices LIST         cuda:0,cuda:1: one GPU per replica of the job "
+    "(--config=cuda build);\n"
+    "                         cpu (default): CPU replicas\n"
     "  --data-dir DIR         resolve the job's relative data paths against "
     "DIR\n"
     "                         (default: the job file's folder)\n"
@@ -52,9 +57,9 @@ const char kTrainUsage[] =
     "done\n";
 
 int RunTrainCommand(const std::vector<std::string>& args) {
-  absl::StatusOr<ParsedFlags> flags =
-      ParseFlags(args, {"storage", "threads", "stop-after-steps", "data-dir"},
-                 {"no-resume", "help"});
+  absl::StatusOr<ParsedFlags> flags = ParseFlags(
+      args, {"storage", "threads", "stop-after-steps", "data-dir", "devices"},
+      {"no-resume", "help"});
   if (!flags.ok()) {
     std::cerr << "lockstep train: " << flags.status().message() << "\n"
               << kTrainUsage;
@@ -86,6 +91,23 @@ int RunTrainCommand(const std::vector<std::string>& args) {
   TrainOptions options;
   options.storage_dir = flags->Get("storage", "lockstep_storage");
   options.threads = static_cast<int>(*threads);
+  // `lockstep train` runs every replica of the job here: CPU replicas unless
+  // GPUs are asked for, one each.
+  const std::string devices = flags->Get("devices", "cpu");
+  if (devices != "cpu") {
+    const int64_t replicas = spec->total_replicas();
+    absl::StatusOr<DeviceList> list =
+        ResolveDevices(devices, static_cast<int>(replicas));
+    if (!list.ok()) return Fail(list.status());
+    if (list->kind == DeviceKind::kCuda &&
+        static_cast<int64_t>(list->cuda_ordinals.size()) != replicas) {
+      return Fail(absl::InvalidArgumentError(absl::StrFormat(
+          "--devices %s: %d GPUs for the job's %d replicas "
+          "(cluster.workers x cluster.replicas_per_worker); one GPU each",
+          devices, list->cuda_ordinals.size(), replicas)));
+    }
+    options.cuda_devices = list->cuda_ordinals;
+  }
   options.resume = !flags->Has("no-resume");
   options.stop_after_steps = *stop_after;
   options.stop_requested = &g_stop;

@@ -38,10 +38,14 @@ std::mutex& FactoryMutex() {
   return *mu;
 }
 
-GpuReplicaFactory& Factory() {
-  static GpuReplicaFactory* f = new GpuReplicaFactory;
-  return *f;
+GpuBackend& Backend() {
+  static GpuBackend* b = new GpuBackend;
+  return *b;
 }
+
+constexpr char kNoGpuBuild[] =
+    "this lockstep was built without GPU support (build it with "
+    "--config=cuda); use cpu:N";
 
 }  // namespace
 
@@ -51,14 +55,24 @@ absl::StatusOr<std::unique_ptr<Replica>> MakeCpuReplica(const JobSpec& spec) {
   return std::unique_ptr<Replica>(new CpuReplica(std::move(m)));
 }
 
-void RegisterGpuReplicaFactory(GpuReplicaFactory factory) {
+void RegisterGpuBackend(GpuBackend backend) {
   std::lock_guard<std::mutex> lock(FactoryMutex());
-  Factory() = std::move(factory);
+  Backend() = std::move(backend);
 }
 
 bool HaveGpuReplicas() {
   std::lock_guard<std::mutex> lock(FactoryMutex());
-  return static_cast<bool>(Factory());
+  return static_cast<bool>(Backend().make_replica);
+}
+
+absl::StatusOr<int> VisibleGpus() {
+  std::function<absl::StatusOr<int>()> count;
+  {
+    std::lock_guard<std::mutex> lock(FactoryMutex());
+    count = Backend().visible_devices;
+  }
+  if (!count) return absl::FailedPreconditionError(kNoGpuBuild);
+  return count();
 }
 
 absl::StatusOr<std::unique_ptr<Replica>> MakeGpuReplica(const JobSpec& spec,
@@ -66,13 +80,11 @@ absl::StatusOr<std::unique_ptr<Replica>> MakeGpuReplica(const JobSpec& spec,
   GpuReplicaFactory factory;
   {
     std::lock_guard<std::mutex> lock(FactoryMutex());
-    factory = Factory();
+    factory = Backend().make_replica;
   }
   if (!factory) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cuda:", device,
-        ": this lockstep was built without GPU support (build it with "
-        "--config=cuda); use cpu:N"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("cuda:", device, ": ", kNoGpuBuild));
   }
   return factory(spec, device);
 }

@@ -46,12 +46,20 @@ class Replica {
 absl::StatusOr<std::unique_ptr<Replica>> MakeCpuReplica(const JobSpec& spec);
 
 // GPU replicas come from the CUDA build (kernels/cuda/layers registers its
-// factory at start-up); `device` is the CUDA ordinal.
+// backend at start-up); `device` is the CUDA ordinal.
 using GpuReplicaFactory =
     std::function<absl::StatusOr<std::unique_ptr<Replica>>(const JobSpec& spec,
                                                            int device)>;
-void RegisterGpuReplicaFactory(GpuReplicaFactory factory);
+struct GpuBackend {
+  GpuReplicaFactory make_replica;
+  // How many GPUs this process can use; FailedPrecondition saying why
+  // there is none (no driver, ...).
+  std::function<absl::StatusOr<int>()> visible_devices;
+};
+void RegisterGpuBackend(GpuBackend backend);
 bool HaveGpuReplicas();
+// The backend's count; FailedPrecondition without the CUDA build.
+absl::StatusOr<int> VisibleGpus();
 // FailedPrecondition when this build has no GPU replicas ("built without
 // --config=cuda"), or the factory's error (no usable device, ...).
 absl::StatusOr<std::unique_ptr<Replica>> MakeGpuReplica(const JobSpec& spec,

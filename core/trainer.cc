@@ -124,8 +124,9 @@ absl::Status LocalTrainer::Setup() {
   const int64_t replicas = spec_.total_replicas();
   std::vector<int64_t> replica_ids(replicas);
   for (int64_t r = 0; r < replicas; ++r) replica_ids[r] = r;
-  ASSIGN_OR_RETURN(replicas_, ReplicaSet::Create(spec_, std::move(replica_ids),
-                                                 options_.threads));
+  ASSIGN_OR_RETURN(replicas_,
+                   ReplicaSet::Create(spec_, std::move(replica_ids),
+                                      options_.threads, options_.cuda_devices));
   RETURN_IF_ERROR(
       CheckDataFitsModel(spec_, replicas_->primary(), train_, test_));
   plan_ = std::make_unique<ShardPlan>(train_.num_samples,

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/dataset.h"
@@ -21,7 +22,10 @@ namespace lockstep {
 struct TrainOptions {
   std::string storage_dir;  // results under storage_dir/jobs/NAME/
   int threads = 0;          // compute threads; 0 = every core
-  bool resume = true;       // continue from the latest good checkpoint
+  // One GPU replica per ordinal (as many as the job's replicas); empty:
+  // CPU replicas.
+  std::vector<int> cuda_devices;
+  bool resume = true;  // continue from the latest good checkpoint
   // Stop (checkpoint, then return) once this many global steps are done;
   // < 0 = run to the end. Lets a user train in chunks.
   int64_t stop_after_steps = -1;

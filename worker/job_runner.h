@@ -8,6 +8,7 @@
 #include <atomic>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "core/log.h"
@@ -22,8 +23,10 @@ struct RunnerContext {
   lockstep::v1::Coordinator::Stub* coordinator = nullptr;  // not owned
   CollectiveService* collective = nullptr;                 // not owned
   int threads = 0;  // compute threads; 0 = every core
-  int lanes = 2;    // ring streams to the next rank
-  TlsFiles tls;     // for the ring channels; off: plaintext
+  // GPU replicas, one per ordinal (the worker's --devices); empty: CPU.
+  std::vector<int> cuda_devices;
+  int lanes = 2;  // ring streams to the next rank
+  TlsFiles tls;   // for the ring channels; off: plaintext
   absl::Duration collective_timeout = absl::Seconds(120);
   // Set when the coordinator says STOP; checked every step. Not owned.
   const std::atomic<bool>* stop = nullptr;

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "core/http_server.h"
 #include "core/status_macros.h"
@@ -87,7 +88,11 @@ absl::Status WorkerDaemon::Register() {
   req.set_pid(getpid());
   req.set_collective_address(address_);
   req.set_replicas(o_.replicas);
-  req.add_devices(absl::StrCat("cpu:", o_.replicas));
+  if (o_.cuda_devices.empty()) {
+    req.add_devices(absl::StrCat("cpu:", o_.replicas));
+  } else {
+    for (int d : o_.cuda_devices) req.add_devices(absl::StrCat("cuda:", d));
+  }
   req.set_version(kVersion);
   req.set_name(o_.name.empty() ? address_ : o_.name);
   while (!ShuttingDown()) {
@@ -109,8 +114,15 @@ absl::Status WorkerDaemon::Register() {
       metrics_.SetRegistered(true);
       metrics_.HeartbeatAnswered();
       Log(absl::StrFormat(
-          "registered with %s as %s (collective service %s, %d replicas%s)",
+          "registered with %s as %s (collective service %s, %d replicas%s%s)",
           o_.coordinator, worker_id_, address_, o_.replicas,
+          o_.cuda_devices.empty()
+              ? ""
+              : absl::StrCat(" on ", absl::StrJoin(o_.cuda_devices, ",",
+                                                   [](std::string* out, int d) {
+                                                     absl::StrAppend(
+                                                         out, "cuda:", d);
+                                                   })),
           o_.tls.enabled() ? ", TLS" : ""));
       return absl::OkStatus();
     }
@@ -132,6 +144,7 @@ void WorkerDaemon::StartJob(const lockstep::v1::Assignment& a) {
   runner_.coordinator = stub_.get();
   runner_.collective = &collective_;
   runner_.threads = o_.threads;
+  runner_.cuda_devices = o_.cuda_devices;
   runner_.lanes = o_.lanes;
   runner_.tls = o_.tls;
   runner_.stop = &job_stop_;

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "core/log.h"
@@ -21,9 +22,11 @@ struct WorkerOptions {
   std::string advertise;
   // Stable identity at the coordinator; "" = the advertised address.
   std::string name;
-  int replicas = 1;  // CPU replicas offered
-  int threads = 0;   // compute threads; 0 = every core
-  int lanes = 2;     // ring streams to the next rank
+  int replicas = 1;  // replicas offered (CPU, or one per CUDA device)
+  // One GPU replica per ordinal when set (replicas == its size).
+  std::vector<int> cuda_devices;
+  int threads = 0;  // compute threads; 0 = every core
+  int lanes = 2;    // ring streams to the next rank
   // The worker's certificate, key and CA: its client certificate towards
   // the coordinator and ring peers, and its collective service's server
   // certificate (which then requires peers' certificates signed by the
