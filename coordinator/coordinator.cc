@@ -325,8 +325,13 @@ lockstep::v1::Assignment Coordinator::AssignmentFor(const Job& job,
 }
 
 namespace {
-// The CUDA devices a worker registered ("cuda:0", ...).
+// The CUDA devices a worker registered ("cuda:0", ...) that it can
+// all-reduce over with NCCL (0 when it cannot run NCCL).
 int64_t Gpus(const lockstep::v1::RegisterRequest& info) {
+  if (std::find(info.collectives().begin(), info.collectives().end(), "nccl") ==
+      info.collectives().end()) {
+    return 0;
+  }
   return std::count_if(
       info.devices().begin(), info.devices().end(),
       [](const std::string& d) { return absl::StartsWith(d, "cuda:"); });

@@ -475,11 +475,37 @@ TEST_F(CoordinatorTest, AutoPicksNcclOnlyWhenEveryRankHasTheGpus) {
     r.set_collective_address(host + ":1");
     r.set_replicas(static_cast<int>(devices.size()));
     for (const std::string& d : devices) r.add_devices(d);
+    r.add_collectives("ring");
+    if (devices[0].rfind("cuda:", 0) == 0) r.add_collectives("nccl");
     return c_->Register(r, "peer")->worker_id();
   };
   std::string job = kJob;
   job.replace(job.find("\"replicas_per_worker\": 1"), 24,
               "\"replicas_per_worker\": 1, \"collective\": \"auto\"");
+  // A GPU worker that cannot run NCCL (a build without it) is not counted
+  // as one.
+  {
+    v1::RegisterRequest r;
+    r.set_protocol_version(kProtocolVersion);
+    r.set_host("gpu0");
+    r.set_collective_address("gpu0:1");
+    r.set_replicas(1);
+    r.add_devices("cuda:0");
+    r.add_collectives("ring");
+    const std::string z = c_->Register(r, "peer")->worker_id();
+    const std::string y = register_with("gpu9", {"cuda:0"});
+    ASSERT_TRUE(c_->Submit(job).ok());
+    EXPECT_EQ(Beat(z).assignment().collective(), "ring");
+    ASSERT_TRUE(c_->Cancel("j").ok());
+    Beat(z, "j", 1);
+    Beat(y, "j", 1);
+    for (const std::string& id : {z, y}) {
+      v1::FinishRequest f;
+      f.set_worker_id(id);
+      f.set_leaving(true);
+      ASSERT_TRUE(c_->Finish(f).ok());
+    }
+  }
   const std::string a = register_with("gpu1", {"cuda:0", "cuda:1"});
   const std::string b = register_with("cpu1", {"cpu:2"});
   ASSERT_TRUE(c_->Submit(job).ok());

@@ -95,6 +95,9 @@ absl::Status WorkerDaemon::Register() {
   }
   req.set_version(kVersion);
   req.set_name(o_.name.empty() ? address_ : o_.name);
+  // NCCL comes with the GPU all-reduce path (issue 5); until then GPU
+  // replicas stage their gradients through host memory into the ring.
+  req.add_collectives("ring");
   while (!ShuttingDown()) {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() +
