@@ -158,7 +158,6 @@ int RunWorkerCommand(const std::vector<std::string>& args) {
       "  --devices      cuda:0,cuda:1 (one replica per GPU; \"cuda\": every "
       "visible GPU; the default in a GPU build on a GPU machine) or cpu:N "
       "(same as --replicas N); GPUs need the --config=cuda build\n"
-      "build\n"
       "  --listen       the collective service for peers (default "
       "127.0.0.1:0)\n"
       "  --advertise    the address peers dial (default: --listen's host "

@@ -1,9 +1,8 @@
 // Element-wise activations are grid-stride loops; softmax (forward and
 // backward) runs one thread per row so each row sums left to right exactly as
 // kernels/cpu/elementwise.cc. Built with --fmad=false: no contracted a*b+c.
-#include "kernels/cuda/layers/activation.h"
-
 #include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/layers/activation.h"
 
 namespace lockstep {
 namespace cuda {

@@ -58,17 +58,16 @@ TEST_P(ActivationTest, ForwardMatchesCpu) {
   const std::vector<float> bias = RandomVector(cols, 2);
   for (ActivationKind act : kActs) {
     for (bool with_bias : {true, false}) {
-      SCOPED_TRACE(::testing::Message() << "act " << static_cast<int>(act)
-                                        << " bias " << with_bias);
+      SCOPED_TRACE(::testing::Message()
+                   << "act " << static_cast<int>(act) << " bias " << with_bias);
       std::vector<float> want = x;
-      lockstep::BiasActivationForward(rows, cols,
-                                      with_bias ? bias.data() : nullptr, act,
-                                      want.data());
+      lockstep::BiasActivationForward(
+          rows, cols, with_bias ? bias.data() : nullptr, act, want.data());
       DeviceArray<float> y(x), b(bias);
-      ASSERT_EQ(cuda::BiasActivationForward(rows, cols,
-                                            with_bias ? b.get() : nullptr, act,
-                                            y.get(), nullptr),
-                cudaSuccess);
+      ASSERT_EQ(
+          cuda::BiasActivationForward(rows, cols, with_bias ? b.get() : nullptr,
+                                      act, y.get(), nullptr),
+          cudaSuccess);
       if (ExactForward(act)) {
         ExpectSameBits(want, y.ToHost(), "forward");
       } else {
@@ -88,18 +87,17 @@ TEST_P(ActivationTest, BackwardAndBiasGradMatchCpuBitForBit) {
     std::vector<float> y = RandomVector(rows * cols, 4, -2.0f, 2.0f);
     lockstep::BiasActivationForward(rows, cols, nullptr, act, y.data());
     for (bool with_bias : {true, false}) {
-      SCOPED_TRACE(::testing::Message() << "act " << static_cast<int>(act)
-                                        << " bias " << with_bias);
+      SCOPED_TRACE(::testing::Message()
+                   << "act " << static_cast<int>(act) << " bias " << with_bias);
       std::vector<float> want = dy0;
       std::vector<float> want_db(cols, -1.0f);
-      lockstep::ActivationBackwardBiasGrad(rows, cols, act, y.data(),
-                                           want.data(),
-                                           with_bias ? want_db.data() : nullptr);
+      lockstep::ActivationBackwardBiasGrad(
+          rows, cols, act, y.data(), want.data(),
+          with_bias ? want_db.data() : nullptr);
       DeviceArray<float> dy(dy0), yd(y), db(std::vector<float>(cols, -1.0f));
-      ASSERT_EQ(cuda::ActivationBackwardBiasGrad(rows, cols, act, yd.get(),
-                                                 dy.get(),
-                                                 with_bias ? db.get() : nullptr,
-                                                 nullptr),
+      ASSERT_EQ(cuda::ActivationBackwardBiasGrad(
+                    rows, cols, act, yd.get(), dy.get(),
+                    with_bias ? db.get() : nullptr, nullptr),
                 cudaSuccess);
       ExpectSameBits(want, dy.ToHost(), "dy");
       ExpectSameBits(want_db, db.ToHost(), "dbias");

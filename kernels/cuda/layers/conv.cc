@@ -104,13 +104,13 @@ CudnnConv2D::~CudnnConv2D() = default;
 absl::StatusOr<CudnnConv2D> CudnnConv2D::Create(const CudnnHandle& handle,
                                                 const Conv2DGeometry& g,
                                                 const ConvOptions& options) {
-  if (g.batch < 0 || g.in_h <= 0 || g.in_w <= 0 || g.in_c <= 0 ||
-      g.k_h <= 0 || g.k_w <= 0 || g.filters <= 0 || g.stride_h <= 0 ||
-      g.stride_w <= 0 || g.out_h <= 0 || g.out_w <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "CudnnConv2D: bad geometry (input ", g.in_h, "x", g.in_w, "x", g.in_c,
-        ", kernel ", g.k_h, "x", g.k_w, ", output ", g.out_h, "x", g.out_w,
-        ")"));
+  if (g.batch < 0 || g.in_h <= 0 || g.in_w <= 0 || g.in_c <= 0 || g.k_h <= 0 ||
+      g.k_w <= 0 || g.filters <= 0 || g.stride_h <= 0 || g.stride_w <= 0 ||
+      g.out_h <= 0 || g.out_w <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CudnnConv2D: bad geometry (input ", g.in_h, "x", g.in_w,
+                     "x", g.in_c, ", kernel ", g.k_h, "x", g.k_w, ", output ",
+                     g.out_h, "x", g.out_w, ")"));
   }
   CudnnConv2D conv;
   conv.g_ = g;
@@ -123,8 +123,10 @@ absl::StatusOr<CudnnConv2D> CudnnConv2D::Create(const CudnnHandle& handle,
   conv.padded_w_ = g.in_w;
   if (conv.explicit_padding_) {
     // Just big enough for every window: TF's total padding.
-    conv.padded_h_ = (g.out_h - 1) * g.stride_h + g.k_h;
-    conv.padded_w_ = (g.out_w - 1) * g.stride_w + g.k_w;
+    conv.padded_h_ =
+        std::max((g.out_h - 1) * g.stride_h + g.k_h, g.in_h + g.pad_top);
+    conv.padded_w_ =
+        std::max((g.out_w - 1) * g.stride_w + g.k_w, g.in_w + g.pad_left);
     pad_h = pad_w = 0;
   }
   const size_t filter_bytes = AlignUp(g.patch_size() * g.filters * 4);
@@ -171,10 +173,10 @@ absl::StatusOr<CudnnConv2D> CudnnConv2D::Create(const CudnnHandle& handle,
   CUDNN_RETURN_IF_ERROR(
       cudnnGetConvolution2dForwardOutputDim(d.fwd, d.x, d.w, &n, &c, &h, &w));
   if (n != g.batch || c != g.filters || h != g.out_h || w != g.out_w) {
-    return absl::InternalError(absl::StrCat(
-        "CudnnConv2D: cuDNN's output ", n, "x", h, "x", w, "x", c,
-        " differs from the geometry's ", g.batch, "x", g.out_h, "x", g.out_w,
-        "x", g.filters));
+    return absl::InternalError(
+        absl::StrCat("CudnnConv2D: cuDNN's output ", n, "x", h, "x", w, "x", c,
+                     " differs from the geometry's ", g.batch, "x", g.out_h,
+                     "x", g.out_w, "x", g.filters));
   }
   cudnnHandle_t hd = handle.get();
   size_t fwd_bytes = 0, data_bytes = 0, filter_ws_bytes = 0;
@@ -201,8 +203,7 @@ absl::StatusOr<CudnnConv2D> CudnnConv2D::Create(const CudnnHandle& handle,
     const auto* p = PickDeterministic(perf, count, options);
     if (p == nullptr) return NoAlgorithm("backward-data", g);
     d.bwd_data_algo = p->algo;
-    CUDNN_RETURN_IF_ERROR(
-        cudnnSetConvolutionMathType(d.bwd_data, p->mathType));
+    CUDNN_RETURN_IF_ERROR(cudnnSetConvolutionMathType(d.bwd_data, p->mathType));
     CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardDataWorkspaceSize(
         hd, d.w, d.y, d.bwd_data, d.x, d.bwd_data_algo, &data_bytes));
   }
@@ -294,9 +295,8 @@ absl::Status CudnnConv2D::Backward(const CudnnHandle& handle,
   if (dx == nullptr) return absl::OkStatus();
   CUDA_RETURN_IF_ERROR(
       KerasToCudnnFilter(g.patch_size(), g.filters, kernel, filter, stream));
-  float* out = explicit_padding_
-                   ? reinterpret_cast<float*>(ws + layout_.padded_dx)
-                   : dx;
+  float* out =
+      explicit_padding_ ? reinterpret_cast<float*>(ws + layout_.padded_dx) : dx;
   CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardData(
       handle.get(), &one, d_->w, filter, d_->y, dy, d_->bwd_data,
       d_->bwd_data_algo, ws + layout_.cudnn, cudnn_workspace_bytes_, &zero,

@@ -5,10 +5,11 @@
 // bytes on every run; FP32 math (no TF32) unless ConvOptions says otherwise.
 //
 // Padding: cuDNN pads symmetrically. TF's 'same' puts the odd extra row or
-// column after; when that extra row/column is never read by a window (cuDNN
-// with symmetric padding gives the same output size) the symmetric padding is
-// exact, else the input is zero-padded explicitly into the workspace and a
-// valid convolution runs on it (and dx is cropped back out of a padded dx).
+// column after (pad_before != pad_after). Then the input is zero-padded
+// explicitly into the workspace and a valid convolution runs on it (dx is
+// computed padded and cropped back); symmetric padding goes to cuDNN as is.
+// (The test is "cuDNN's symmetric output size differs from the geometry's",
+// which is exactly the asymmetric case.)
 #ifndef LOCKSTEP_KERNELS_CUDA_LAYERS_CONV_H_
 #define LOCKSTEP_KERNELS_CUDA_LAYERS_CONV_H_
 

@@ -1,0 +1,59 @@
+// The mask hash is kernels/cpu/dropout.h's Mix64/DropoutKeep, restated as
+// device code (the CPU header's inline functions are host-only).
+#include "kernels/cuda/layers/dropout.h"
+
+namespace lockstep {
+namespace cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kMaxBlocks = 8192;
+
+int Blocks(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<int>(b < kMaxBlocks ? b : kMaxBlocks);
+}
+
+__device__ uint64_t Mix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+__device__ bool Keep(uint64_t seed, int64_t i, float rate) {
+  const uint64_t bits = Mix64(seed ^ Mix64(static_cast<uint64_t>(i)));
+  return static_cast<float>(bits >> 40) * (1.0f / 16777216.0f) >= rate;
+}
+
+__global__ void ApplyKernel(int64_t n, float rate, float scale, uint64_t seed,
+                            const float* in, float* out) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    out[i] = Keep(seed, i, rate) ? in[i] * scale : 0.0f;
+  }
+}
+
+cudaError_t Apply(int64_t n, float rate, uint64_t seed, const float* in,
+                  float* out, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  const float scale = 1.0f / (1.0f - rate);  // on the host, as the CPU
+  ApplyKernel<<<Blocks(n), kThreads, 0, stream>>>(n, rate, scale, seed, in,
+                                                  out);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t DropoutForward(int64_t n, float rate, uint64_t seed, const float* x,
+                           float* y, cudaStream_t stream) {
+  return Apply(n, rate, seed, x, y, stream);
+}
+
+cudaError_t DropoutBackward(int64_t n, float rate, uint64_t seed,
+                            const float* dy, float* dx, cudaStream_t stream) {
+  return Apply(n, rate, seed, dy, dx, stream);
+}
+
+}  // namespace cuda
+}  // namespace lockstep

@@ -1,0 +1,146 @@
+// One model replica on one GPU: the same layers, parameters and step
+// semantics as core/model.h's Model (built from the same ModelSpec and seed,
+// so the initial parameters are the same bytes), run with cuBLAS, cuDNN and
+// the kernels in kernels/cuda on one CUDA stream. Parameters and gradients
+// live on the device in two flat buffers; activations and scratch come from
+// a caching allocator, grown to the largest batch seen and reused. Not
+// thread-safe: one thread per GpuModel at a time.
+#ifndef LOCKSTEP_KERNELS_CUDA_LAYERS_GPU_MODEL_H_
+#define LOCKSTEP_KERNELS_CUDA_LAYERS_GPU_MODEL_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/job_spec.h"
+#include "core/model.h"
+#include "core/tensor.h"
+
+namespace lockstep {
+namespace cuda {
+
+class CudnnConv2D;
+
+struct GpuModelOptions {
+  int device = 0;  // cuda:N
+  // TF32 tensor cores for the dense GEMMs and convolutions (~1e-3 relative
+  // error). Off: FP32 throughout, within ~1e-5 of the CPU Model.
+  bool allow_tf32 = false;
+};
+
+class GpuModel {
+ public:
+  // Builds the CPU Model (same validation and errors, same initial
+  // parameters), then the device state, and copies the parameters over.
+  // Blocks. kFailedPrecondition naming the problem when the device is not
+  // usable ("GpuModel: no usable CUDA device: ..."), kInvalidArgument for a
+  // bad spec or device index.
+  static absl::StatusOr<std::unique_ptr<GpuModel>> Create(
+      const ModelSpec& spec, uint64_t seed,
+      const GpuModelOptions& options = {});
+  ~GpuModel();
+  GpuModel(const GpuModel&) = delete;
+  GpuModel& operator=(const GpuModel&) = delete;
+
+  // The CPU model built at Create: shapes, parameter names and the initial
+  // values (not updated by the GPU's steps; see CopyGradsToHost).
+  const Model& host_model() const { return *host_; }
+  const Shape& input_shape() const { return host_->input_shape(); }
+  const Shape& output_shape() const { return host_->output_shape(); }
+  int num_params() const { return static_cast<int>(offsets_.size()); }
+  int64_t num_parameters() const { return host_->num_parameters(); }
+  int device() const { return device_; }
+  // The stream every step's work is enqueued on.
+  cudaStream_t stream() const { return stream_; }
+  // Device pointers to param i's value and gradient (floats, param order of
+  // Model::params()); valid for the GpuModel's life. For collectives that
+  // work on the device (all-reduce the gradients in place on stream()).
+  float* device_param(int i) const { return params_dev_ + offsets_[i]; }
+  float* device_grad(int i) const { return grads_dev_ + offsets_[i]; }
+
+  // Model::TrainStep on the GPU: host_x holds n * prod(input_shape) floats,
+  // host_labels n labels. Gradients (on the device) are OVERWRITTEN with
+  // d(grad_scale * sum of per-sample losses)/dparam; dropout masks derive
+  // from dropout_seed exactly as on the CPU. Blocks until the step is done
+  // (the loss is read back). kInvalidArgument for n < 0.
+  absl::StatusOr<BatchLoss> TrainStep(const float* host_x,
+                                      const int32_t* host_labels, int64_t n,
+                                      LossType loss, float grad_scale,
+                                      uint64_t dropout_seed);
+  // Forward in inference mode, loss and accuracy; gradients untouched.
+  absl::StatusOr<BatchLoss> Evaluate(const float* host_x,
+                                     const int32_t* host_labels, int64_t n,
+                                     LossType loss);
+
+  // Replace the device parameters with `params`' values (same count and
+  // sizes as Model::params(), e.g. another replica's or the host optimizer's
+  // result). Through a pinned staging buffer; blocks until copied.
+  absl::Status CopyParamsFromHost(const std::vector<Param*>& params);
+  // Copy the device gradients into `params`' grad tensors (same count and
+  // sizes). One async copy into pinned staging, one sync.
+  absl::Status CopyGradsToHost(std::vector<Param*>& params);
+
+  // Called during TrainStep's backward, once per param index, last layer
+  // first, on the TrainStep thread, as soon as the work computing that
+  // param's gradient is ENQUEUED on stream(): work the callback enqueues on
+  // stream() (an NCCL all-reduce, a copy) sees the final gradient; the host
+  // must synchronize before reading it.
+  void SetGradReadyCallback(std::function<void(int param_index)> cb) {
+    grad_ready_ = std::move(cb);
+  }
+
+ private:
+  struct Layer;
+  struct Buffer {
+    void* ptr = nullptr;
+    size_t bytes = 0;
+  };
+
+  GpuModel() = default;
+  absl::Status Init(const ModelSpec& spec, const GpuModelOptions& options);
+  absl::Status Grow(Buffer* b, size_t bytes);
+  absl::Status Reserve(int64_t n);
+  absl::Status CopyInputs(const float* host_x, const int32_t* host_labels,
+                          int64_t n);
+  absl::StatusOr<const float*> Forward(int64_t n, bool training, bool fuse,
+                                       uint64_t dropout_seed);
+  absl::Status Loss(int64_t n, const float* out, LossType loss, float scale,
+                    float* grad);
+  absl::StatusOr<BatchLoss> FinishLoss(int64_t n);
+  absl::Status LayerForward(Layer& l, int64_t n, const float* x, float* y);
+  absl::Status LayerBackward(Layer& l, int64_t n, const float* x,
+                             const float* y, float* dy, float* dx);
+  absl::StatusOr<const CudnnConv2D*> ConvPlan(Layer& l, int64_t n);
+  void NotifyLayer(int layer);
+
+  std::unique_ptr<Model> host_;
+  int device_ = 0;
+  bool allow_tf32_ = false;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<int64_t> offsets_;  // per param, in floats
+  std::vector<int64_t> sizes_;    // per param, in floats
+  std::vector<int> first_param_;  // per layer
+  std::vector<bool> needs_dx_;    // per layer: some earlier layer has params
+  int64_t total_floats_ = 0;      // params_dev_'s size (aligned offsets)
+  int64_t max_width_ = 0;
+  bool last_is_softmax_ = false;
+  std::function<void(int)> grad_ready_;
+
+  cudaStream_t stream_ = nullptr;
+  struct Handles;
+  std::unique_ptr<Handles> h_;  // cuBLAS, cuDNN, allocator, pinned staging
+  float* params_dev_ = nullptr;
+  float* grads_dev_ = nullptr;
+  int64_t capacity_ = -1;  // the batch the buffers below hold
+  Buffer x_, labels_, grad_a_, grad_b_, loss_ws_, conv_ws_, sums_;
+};
+
+}  // namespace cuda
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_KERNELS_CUDA_LAYERS_GPU_MODEL_H_

@@ -1,0 +1,260 @@
+// GpuModel against core/model.h's Model on the same spec and seed: loss,
+// accuracy and every parameter gradient of TrainStep, Evaluate, and 5 SGD
+// steps applied on the host to both. FP32 on both sides (TF32 off), so the
+// only differences are summation order and CUDA's expf/tanhf: tolerance
+// max |gpu - cpu| <= 1e-4 * max |cpu| per tensor (1e-4 relative on losses).
+// Without a device, Create must fail with kFailedPrecondition saying why.
+#include "kernels/cuda/layers/gpu_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "core/job_spec.h"
+#include "core/model.h"
+#include "core/tensor.h"
+#include "gtest/gtest.h"
+#include "kernels/cpu/test_util.h"
+#include "kernels/cuda/layers/gpu_test_util.h"
+
+namespace lockstep {
+namespace cuda {
+namespace {
+
+constexpr uint64_t kSeed = 1;
+constexpr int64_t kBatch = 32;
+constexpr float kTol = 1e-4f;
+
+LayerSpec Dense(int64_t units, Activation act) {
+  LayerSpec l;
+  l.type = LayerType::kDense;
+  l.units = units;
+  l.activation = act;
+  return l;
+}
+LayerSpec Conv(int64_t filters, int64_t k, int64_t stride, Padding padding,
+               Activation act) {
+  LayerSpec l;
+  l.type = LayerType::kConv2D;
+  l.filters = filters;
+  l.kernel_h = l.kernel_w = k;
+  l.stride_h = l.stride_w = stride;
+  l.padding = padding;
+  l.activation = act;
+  return l;
+}
+LayerSpec Of(LayerType type) {
+  LayerSpec l;
+  l.type = type;
+  return l;
+}
+LayerSpec Dropout(double rate) {
+  LayerSpec l = Of(LayerType::kDropout);
+  l.rate = rate;
+  return l;
+}
+
+// examples/mnist_mlp.json's model section.
+ModelSpec MnistMlp() {
+  ModelSpec s;
+  s.input_shape = {784};
+  s.layers = {Dense(256, Activation::kRelu), Dense(256, Activation::kRelu),
+              Dense(10, Activation::kLinear)};
+  return s;
+}
+
+// examples/mnist_cnn.json's model section.
+ModelSpec MnistCnn() {
+  ModelSpec s;
+  s.input_shape = {28, 28, 1};
+  s.layers = {Conv(32, 3, 1, Padding::kValid, Activation::kRelu),
+              Of(LayerType::kMaxPool2D), Of(LayerType::kFlatten),
+              Dense(64, Activation::kRelu), Dense(10, Activation::kLinear)};
+  return s;
+}
+
+// The rest: dropout, tanh/sigmoid, a softmax output (fused with
+// cross-entropy, or through its Jacobian with MSE), 'same' convs with
+// TF's asymmetric padding (stride 2 on 15x15), no-bias layers.
+ModelSpec MixedCnn() {
+  ModelSpec s;
+  s.input_shape = {15, 15, 2};
+  LayerSpec c2 = Conv(6, 3, 1, Padding::kSame, Activation::kTanh);
+  c2.use_bias = false;
+  s.layers = {Conv(8, 3, 2, Padding::kSame, Activation::kRelu),
+              c2,
+              Of(LayerType::kFlatten),
+              Dropout(0.3),
+              Dense(32, Activation::kSigmoid),
+              Dense(10, Activation::kSoftmax)};
+  return s;
+}
+
+float MaxAbs(const float* v, int64_t n) {
+  float m = 0.0f;
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(v[i]));
+  return m;
+}
+
+// max |got - want| <= kTol * max |want| (absolute 1e-7 floor for all-zero
+// tensors such as the gradient of a bias behind a dead ReLU).
+void ExpectTensorNear(const Tensor& want, const Tensor& got,
+                      const std::string& what) {
+  ASSERT_EQ(want.size(), got.size()) << what;
+  const float tol = std::max(kTol * MaxAbs(want.data(), want.size()), 1e-7f);
+  float worst = 0.0f;
+  int64_t at = 0;
+  for (int64_t i = 0; i < want.size(); ++i) {
+    const float d = std::fabs(want.data()[i] - got.data()[i]);
+    if (d > worst) worst = d, at = i;
+  }
+  EXPECT_LE(worst, tol) << what << ": worst at " << at << " cpu "
+                        << want.data()[at] << " gpu " << got.data()[at];
+}
+
+void ExpectLossNear(const BatchLoss& want, const BatchLoss& got,
+                    const std::string& what) {
+  EXPECT_EQ(want.count, got.count) << what;
+  EXPECT_NEAR(want.loss_sum, got.loss_sum,
+              kTol * std::max(1.0, std::fabs(want.loss_sum)))
+      << what;
+  // An argmax may flip on a near tie between two logits.
+  EXPECT_LE(std::abs(want.correct - got.correct), 1) << what;
+}
+
+struct Case {
+  const char* name;
+  ModelSpec (*spec)();
+  LossType loss;
+};
+
+class GpuModelTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GpuModelTest, TrainStepsAndEvaluateMatchCpuModel) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const Case c = GetParam();
+  const ModelSpec spec = c.spec();
+  absl::StatusOr<std::unique_ptr<Model>> cpu = Model::Build(spec, kSeed);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  // Receives the GPU's gradients; its values track the GPU's parameters.
+  absl::StatusOr<std::unique_ptr<Model>> mirror = Model::Build(spec, kSeed);
+  ASSERT_TRUE(mirror.ok()) << mirror.status();
+  absl::StatusOr<std::unique_ptr<GpuModel>> gpu = GpuModel::Create(spec, kSeed);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+
+  const int64_t in = NumElements(spec.input_shape);
+  const int64_t classes = NumElements((*cpu)->output_shape());
+  Shape xshape = {kBatch};
+  xshape.insert(xshape.end(), spec.input_shape.begin(), spec.input_shape.end());
+  const std::vector<float> xv = RandomVector(kBatch * in, 11, 0.0f, 1.0f);
+  const Tensor x(xshape, xv);
+  std::vector<int32_t> labels(kBatch);
+  std::mt19937 gen(12);
+  for (int32_t& l : labels) l = static_cast<int32_t>(gen() % classes);
+
+  std::vector<int> cpu_order, gpu_order;
+  (*cpu)->SetGradReadyCallback([&](int p) { cpu_order.push_back(p); });
+  (*gpu)->SetGradReadyCallback([&](int p) { gpu_order.push_back(p); });
+
+  std::vector<Param*> cpu_params = (*cpu)->params();
+  std::vector<Param*> gpu_params = (*mirror)->params();
+  const float lr = 0.1f, scale = 1.0f / kBatch;
+  for (int step = 0; step < 5; ++step) {
+    SCOPED_TRACE(::testing::Message() << c.name << " step " << step);
+    const uint64_t dropout_seed = 1000 + step;
+    const BatchLoss want =
+        (*cpu)->TrainStep(x, labels.data(), c.loss, scale, dropout_seed);
+    absl::StatusOr<BatchLoss> got = (*gpu)->TrainStep(
+        xv.data(), labels.data(), kBatch, c.loss, scale, dropout_seed);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ExpectLossNear(want, *got, "train loss");
+    ASSERT_TRUE((*gpu)->CopyGradsToHost(gpu_params).ok());
+    for (size_t i = 0; i < cpu_params.size(); ++i) {
+      ExpectTensorNear(cpu_params[i]->grad, gpu_params[i]->grad,
+                       cpu_params[i]->name + " grad");
+    }
+    // Plain SGD on the host, to both; the GPU gets its updated copy.
+    for (size_t i = 0; i < cpu_params.size(); ++i) {
+      for (Param* p : {cpu_params[i], gpu_params[i]}) {
+        float* v = p->value.data();
+        const float* g = p->grad.data();
+        for (int64_t j = 0; j < p->value.size(); ++j) v[j] -= lr * g[j];
+      }
+      ExpectTensorNear(cpu_params[i]->value, gpu_params[i]->value,
+                       cpu_params[i]->name + " value");
+    }
+    ASSERT_TRUE((*gpu)->CopyParamsFromHost(gpu_params).ok());
+  }
+  EXPECT_EQ(cpu_order, gpu_order);
+
+  const BatchLoss want = (*cpu)->Evaluate(x, labels.data(), c.loss);
+  absl::StatusOr<BatchLoss> got =
+      (*gpu)->Evaluate(xv.data(), labels.data(), kBatch, c.loss);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ExpectLossNear(want, *got, "evaluate");
+
+  // A smaller batch after a larger one reuses the buffers (and a new conv
+  // plan); an empty batch zeroes every gradient.
+  const int64_t small = 3;
+  const Tensor xs(
+      [&] {
+        Shape s = xshape;
+        s[0] = small;
+        return s;
+      }(),
+      std::vector<float>(xv.begin(), xv.begin() + small * in));
+  const BatchLoss want_small =
+      (*cpu)->TrainStep(xs, labels.data(), c.loss, 1.0f, 5);
+  got = (*gpu)->TrainStep(xv.data(), labels.data(), small, c.loss, 1.0f, 5);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ExpectLossNear(want_small, *got, "batch of 3");
+  got = (*gpu)->TrainStep(nullptr, nullptr, 0, c.loss, 1.0f, 5);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->count, 0);
+  ASSERT_TRUE((*gpu)->CopyGradsToHost(gpu_params).ok());
+  for (Param* p : gpu_params) {
+    EXPECT_EQ(MaxAbs(p->grad.data(), p->grad.size()), 0.0f) << p->name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Models, GpuModelTest,
+    ::testing::Values(
+        Case{"mnist_mlp", MnistMlp, LossType::kSparseCategoricalCrossentropy},
+        Case{"mnist_cnn", MnistCnn, LossType::kSparseCategoricalCrossentropy},
+        Case{"mixed_xent", MixedCnn, LossType::kSparseCategoricalCrossentropy},
+        Case{"mixed_mse", MixedCnn, LossType::kMse}),
+    [](const ::testing::TestParamInfo<Case>& info) {
+      return std::string(info.param.name);
+    });
+
+TEST(GpuModelCreateTest, WithoutDeviceFailsWithFailedPrecondition) {
+  const std::string why = WhyNoDevice();
+  if (why.empty()) GTEST_SKIP() << "a usable GPU is present";
+  absl::StatusOr<std::unique_ptr<GpuModel>> gpu =
+      GpuModel::Create(MnistMlp(), kSeed);
+  ASSERT_FALSE(gpu.ok());
+  EXPECT_EQ(gpu.status().code(), absl::StatusCode::kFailedPrecondition)
+      << gpu.status();
+  EXPECT_TRUE(absl::StartsWith(gpu.status().message(), "GpuModel: "))
+      << gpu.status();
+  EXPECT_TRUE(absl::StrContains(gpu.status().message(), "CUDA"))
+      << gpu.status();
+}
+
+TEST(GpuModelCreateTest, BadSpecIsInvalidArgumentWhenADeviceIsPresent) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  ModelSpec spec = MnistCnn();
+  spec.layers.erase(spec.layers.begin() + 2);  // no flatten before dense
+  absl::StatusOr<std::unique_ptr<GpuModel>> gpu = GpuModel::Create(spec, kSeed);
+  EXPECT_EQ(gpu.status().code(), absl::StatusCode::kInvalidArgument)
+      << gpu.status();
+}
+
+}  // namespace
+}  // namespace cuda
+}  // namespace lockstep

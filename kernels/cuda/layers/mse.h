@@ -1,0 +1,34 @@
+// Mean squared error against a sparse label on the GPU, the semantics of
+// kernels/cpu/mse.h bit for bit: row loss mean_c (y - t)^2 (summed in double,
+// left to right), t = onehot(label) when cols > 1 and t = label when
+// cols == 1; gradient (y - t) * (2 * scale / cols); first-argmax accuracy.
+// The batch sums are added in row order, as the CPU does.
+#ifndef LOCKSTEP_KERNELS_CUDA_LAYERS_MSE_H_
+#define LOCKSTEP_KERNELS_CUDA_LAYERS_MSE_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cuda/softmax_xent.h"
+
+namespace lockstep {
+namespace cuda {
+
+// Device scratch bytes MeanSquaredError needs for `rows` rows.
+size_t MeanSquaredErrorWorkspaceBytes(int64_t rows);
+
+// y [rows, cols], labels [rows], device pointers. grad (may alias y) may be
+// null. `workspace` holds MeanSquaredErrorWorkspaceBytes(rows); `sums` (device)
+// gets the totals (zeros for rows == 0 or cols == 0). Enqueues on `stream`;
+// returns the launch error.
+cudaError_t MeanSquaredError(int64_t rows, int64_t cols, const float* y,
+                             const int32_t* labels, float scale, float* grad,
+                             void* workspace, DeviceLossSums* sums,
+                             cudaStream_t stream);
+
+}  // namespace cuda
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_KERNELS_CUDA_LAYERS_MSE_H_
