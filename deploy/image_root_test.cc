@@ -30,6 +30,13 @@
 namespace lockstep {
 namespace {
 
+// The binary the root was made from (LOCKSTEP_IMAGE_BINARY, a runfile):
+// the CPU image's never links CUDA, the GPU image's is the CUDA build.
+std::string ImageBinary() {
+  const char* b = std::getenv("LOCKSTEP_IMAGE_BINARY");
+  return b != nullptr ? b : "client/lockstep";
+}
+
 using testing::NewTempDir;
 using testing::ReadFileOrEmpty;
 using testing::Runfile;
@@ -292,7 +299,7 @@ TEST_F(ImageRootTest, OnlyTheBinaryAndTheLibrariesItLoadsAreElf) {
   const std::set<std::string> loaded = LoadedInRoot("/lockstep", &missing);
   EXPECT_TRUE(missing.empty()) << ::testing::PrintToString(missing);
   RunResult host =
-      RunProcess({Which("ldd"), Runfile("client/lockstep")}, logs_, kTimeout);
+      RunProcess({Which("ldd"), Runfile(ImageBinary())}, logs_, kTimeout);
   ASSERT_EQ(host.exit.exit_code, 0) << host.err;
   std::vector<std::string> host_missing;
   EXPECT_EQ(loaded, LoadedPaths(host.out, &host_missing));
@@ -364,7 +371,7 @@ TEST_F(ImageRootTest, VersionRunsInside) {
       std::regex_match(r.out, std::regex(R"(lockstep \d+\.\d+\.\d+\n)")))
       << r.out;
   RunResult host =
-      RunProcess({Runfile("client/lockstep"), "--version"}, logs_, kTimeout);
+      RunProcess({Runfile(ImageBinary()), "--version"}, logs_, kTimeout);
   EXPECT_EQ(r.out, host.out);
 }
 

@@ -35,8 +35,11 @@ if ((gpu)); then
   suffix=-gpu
 fi
 
-bazel build "$target" //client:lockstep
-bin="$(bazel info bazel-bin 2>/dev/null)"
+# The GPU image's binary is the --config=cuda build (GPU replicas).
+config=()
+((gpu)) && config=(--config=cuda)
+bazel build "${config[@]}" "$target" //client:lockstep
+bin="$(bazel info "${config[@]}" bazel-bin 2>/dev/null)"
 tar_path="$bin/deploy/$(basename "${target#*:}")"
 version="$("$bin/client/lockstep" --version | awk '{print $2}')"
 tag="${tag:-lockstep:$version$suffix}"
