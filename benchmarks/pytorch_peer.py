@@ -3,13 +3,19 @@
 # model as a lockstep job (same batch, threads, Adam, loss) and prints one
 # JSON line with its training-loop samples per second.
 #
-# Run with Debian's interpreter (/usr/bin/python3, package python3-torch).
+# Run with Debian's interpreter (/usr/bin/python3, package python3-torch), or
+# for --device cuda with an interpreter whose torch has CUDA (Debian's has
+# not; the script's LOCKSTEP_BENCH_PYTHON picks it).
 #   pytorch_peer.py --model mlp|cnn --mnist-dir DIR --steps N --threads T
-#   pytorch_peer.py --info      # torch version and the BLAS it really uses
+#       [--batch B] [--device cpu|cuda|cuda:N]
+#   pytorch_peer.py --info [--device cuda:N]  # torch version, BLAS, the GPU
 import argparse
 import json
 import os
+import queue
+import re
 import sys
+import threading
 import time
 
 WARMUP_STEPS = 20
@@ -24,6 +30,8 @@ def parse_args():
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--device", default="cpu",
+                   help="cpu (default), cuda or cuda:N")
     p.add_argument("--info", action="store_true",
                    help="print torch version and BLAS in use, then exit")
     args = p.parse_args()
@@ -31,6 +39,8 @@ def parse_args():
         p.error("--model and --mnist-dir are required (or --info)")
     if args.steps < 1 or args.threads < 1 or args.batch < 1:
         p.error("--steps, --threads and --batch must be >= 1")
+    if not re.fullmatch(r"cpu|cuda(:[0-9]+)?", args.device):
+        p.error(f"--device {args.device}: expected cpu, cuda or cuda:N")
     return args
 
 
@@ -95,31 +105,95 @@ class Batches:
         return self.x.index_select(0, idx), self.y.index_select(0, idx)
 
 
+class HostPrefetcher:
+    """GPU mode: the batches of `batches`, assembled on a background thread up
+    to `depth` ahead, as lockstep's BatchPrefetcher (core/batch_prefetcher.h,
+    depth 4) does for a GPU replica. Each batch is a contiguous tensor in
+    ordinary (pageable, not pinned) host memory, like the prefetcher's
+    std::vector-backed Tensor; the timed step copies it to the GPU, as
+    GpuModel::CopyInputs does with cudaMemcpyAsync from that host buffer."""
+
+    def __init__(self, batches, count, depth=4):
+        self.q = queue.Queue(maxsize=depth)
+        self.thread = threading.Thread(
+            target=self._run, args=(batches, count), daemon=True)
+        self.thread.start()
+
+    def _run(self, batches, count):
+        for _ in range(count):
+            self.q.put(batches.next())
+
+    def next(self):
+        return self.q.get()
+
+
+def cuda_device_or_exit():
+    """The torch.device for --device, or exit naming why there is none."""
+    index = int(ARGS.device.split(":")[1]) if ":" in ARGS.device else 0
+    if not torch.cuda.is_available():
+        built = (f"built with CUDA {torch.version.cuda}" if torch.version.cuda
+                 else "a CPU-only build")
+        sys.exit(f"--device {ARGS.device}: no CUDA device visible to PyTorch "
+                 f"here ({sys.executable}: torch {torch.__version__}, {built};"
+                 f" CUDA_VISIBLE_DEVICES="
+                 f"{os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')})")
+    count = torch.cuda.device_count()
+    if index >= count:
+        sys.exit(f"--device {ARGS.device}: PyTorch sees {count} CUDA "
+                 f"device(s) here (cuda:0..cuda:{count - 1})")
+    return torch.device("cuda", index)
+
+
 def main():
     torch.set_num_threads(ARGS.threads)
     torch.set_num_interop_threads(1)
+    on_gpu = ARGS.device != "cpu"
+    device = cuda_device_or_exit() if on_gpu else torch.device("cpu")
+    if on_gpu:
+        # FP32 on the GPU, as lockstep's GPU replicas (GpuModelOptions'
+        # allow_tf32 is false, and no job or flag turns it on): no TF32 in
+        # cuBLAS matmuls or cuDNN convolutions.
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     blas, blas_path = blas_in_use()
-    warn_if_not_openblas(blas, blas_path)
+    if not on_gpu:  # on the GPU the BLAS only does host-side odds and ends
+        warn_if_not_openblas(blas, blas_path)
     if ARGS.info:
-        print(json.dumps({"torch": torch.__version__, "blas": blas,
-                          "blas_path": blas_path,
-                          "openblas_threads": os.environ["OPENBLAS_NUM_THREADS"],
-                          "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""),
-                          "alternatives_libblas": alternatives_blas(),
-                          "torch_threads": torch.get_num_threads()}))
+        info = {"torch": torch.__version__, "blas": blas,
+                "blas_path": blas_path,
+                "openblas_threads": os.environ["OPENBLAS_NUM_THREADS"],
+                "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""),
+                "alternatives_libblas": alternatives_blas(),
+                "torch_threads": torch.get_num_threads()}
+        if on_gpu:
+            info.update({
+                "gpu": torch.cuda.get_device_name(device),
+                "torch_cuda": torch.version.cuda or "",
+                "cudnn": torch.backends.cudnn.version() or 0,
+                "matmul_tf32": torch.backends.cuda.matmul.allow_tf32,
+                "cudnn_tf32": torch.backends.cudnn.allow_tf32,
+                "cudnn_benchmark": torch.backends.cudnn.benchmark})
+        print(json.dumps(info))
         return
 
     torch.manual_seed(ARGS.seed)
     gen = torch.Generator().manual_seed(ARGS.seed)
     x, y = load_mnist(ARGS.mnist_dir, ARGS.model)
-    model = build_model(ARGS.model)
+    model = build_model(ARGS.model).to(device)
     # Keras' Adam defaults (lockstep follows Keras): eps 1e-7, not torch's 1e-8.
     opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7)
     loss_fn = nn.CrossEntropyLoss()
     batches = Batches(x, y, ARGS.batch, gen)
+    if on_gpu:
+        # Pre-staged as lockstep stages them (see HostPrefetcher): host
+        # batches ready ahead on another thread; the host-to-GPU copy of each
+        # batch is part of the timed step, on both sides.
+        batches = HostPrefetcher(batches, WARMUP_STEPS + ARGS.steps)
 
     def step():
         xb, yb = batches.next()
+        if on_gpu:
+            xb, yb = xb.to(device), yb.to(device)
         loss = loss_fn(model(xb), yb)
         opt.zero_grad()
         loss.backward()
@@ -130,18 +204,26 @@ def main():
     for _ in range(WARMUP_STEPS):
         step()
     samples = 0
+    if on_gpu:
+        torch.cuda.synchronize(device)  # warm-up's GPU work stays out
     t0 = time.perf_counter()
     for _ in range(ARGS.steps):
         n, loss = step()
         samples += n
+    if on_gpu:
+        torch.cuda.synchronize(device)  # the timed steps' GPU work stays in
     seconds = time.perf_counter() - t0
     final_loss = loss.item()
-    print(json.dumps({
+    result = {
         "samples_per_sec": samples / seconds, "steps": ARGS.steps,
         "threads": ARGS.threads, "model": ARGS.model, "batch": ARGS.batch,
+        "device": str(device),
         "seconds": round(seconds, 3), "final_loss": round(final_loss, 4),
         "torch": torch.__version__, "blas": blas,
-        "openblas_threads": int(os.environ["OPENBLAS_NUM_THREADS"])}))
+        "openblas_threads": int(os.environ["OPENBLAS_NUM_THREADS"])}
+    if on_gpu:
+        result["gpu"] = torch.cuda.get_device_name(device)
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":

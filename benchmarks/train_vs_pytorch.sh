@@ -1,26 +1,50 @@
 #!/usr/bin/env bash
 # Side-by-side training speed on real MNIST: `lockstep train` against a
 # PyTorch peer (benchmarks/pytorch_peer.py) with the same model, batch,
-# thread count and optimizer. Prints one table row per (model, threads).
+# thread count and optimizer. Prints one table row per (model, device, batch,
+# threads).
 #
 #   bazel run //benchmarks:train_vs_pytorch [-- --steps-mlp N --steps-cnn N
 #       --threads 1,2 --batch 64 --models mlp,cnn --repeat 1]
+#
+# GPU mode (issue 5): lockstep's GPU replicas exist only in a --config=cuda
+# build, so the lockstep in this script's runfiles must be built with it:
+#
+#   LOCKSTEP_BENCH_PYTHON=/path/to/venv/bin/python \
+#     bazel run --config=cuda //benchmarks:train_vs_pytorch -- \
+#       --device cuda:0 --batch 64,512 --models mlp,cnn
+#
+# runs `lockstep train JOB --devices cuda:0` and the PyTorch peer with the
+# model and each batch on the same GPU. Debian's python3-torch has no CUDA:
+# LOCKSTEP_BENCH_PYTHON names an interpreter whose torch has. Before
+# measuring anything, the script checks that PyTorch sees the GPU and that
+# lockstep can make a replica on it (a one-step job), and stops naming what
+# is missing.
 set -euo pipefail
 
-readonly PY=/usr/bin/python3  # Debian's interpreter: the one with python3-torch
+# Debian's interpreter (the one with python3-torch) unless overridden.
+readonly PY=${LOCKSTEP_BENCH_PYTHON:-/usr/bin/python3}
 
 usage() {
   cat <<'EOF'
 usage: bazel run //benchmarks:train_vs_pytorch -- [options]
   --steps-mlp N   timed training steps for the MLP (default 1500)
   --steps-cnn N   timed training steps for the CNN (default 400)
-  --threads LIST  comma-separated thread counts (default 1,2)
-  --batch N       batch size (default 64)
+  --threads LIST  comma-separated thread counts (default 1,2 on cpu; with a
+                  cuda device, the core count: lockstep's host-side work and
+                  torch.set_num_threads)
+  --batch LIST    comma-separated batch sizes (default 64)
   --models LIST   comma-separated subset of mlp,cnn (default mlp,cnn)
+  --device LIST   comma-separated cpu or cuda:N (default cpu). cuda:N needs a
+                  lockstep built with --config=cuda (bazel run --config=cuda
+                  //benchmarks:train_vs_pytorch -- --device cuda:0) and a torch
+                  with CUDA (LOCKSTEP_BENCH_PYTHON); TF32 is off on both sides
   --repeat K      run each side K times, report the best (default 1; use 3
                   on a shared machine, where bursts of other work lower runs)
 Environment: LOCKSTEP_MNIST_DIR  folder with the four MNIST .gz files
   (default: <workspace>/../shared/datasets/mnist)
+  LOCKSTEP_BENCH_PYTHON  interpreter for the PyTorch peer (default
+  /usr/bin/python3, Debian's CPU-only python3-torch)
 EOF
 }
 
@@ -31,13 +55,14 @@ die() {
 
 steps_mlp=1500
 steps_cnn=400
-threads_list=1,2
-batch=64
+threads_list=
+batch_list=64
 models=mlp,cnn
+device_list=cpu
 repeat=1
 while (($# > 0)); do
   case "$1" in
-    --steps-mlp | --steps-cnn | --threads | --batch | --models | --repeat)
+    --steps-mlp | --steps-cnn | --threads | --batch | --models | --device | --repeat)
       (($# >= 2)) || { usage >&2; die "$1 needs a value"; }
       opt=$1 val=$2
       shift 2
@@ -50,23 +75,43 @@ while (($# > 0)); do
     --steps-mlp) steps_mlp=$val ;;
     --steps-cnn) steps_cnn=$val ;;
     --threads) threads_list=$val ;;
-    --batch) batch=$val ;;
+    --batch) batch_list=$val ;;
     --models) models=$val ;;
+    --device) device_list=$val ;;
     --repeat) repeat=$val ;;
     *) usage >&2; die "unknown option: $opt" ;;
   esac
 done
 
 positive_int() { [[ "$1" =~ ^[1-9][0-9]*$ ]]; }
-for v in "$steps_mlp" "$steps_cnn" "$batch" "$repeat"; do
-  positive_int "$v" || die "steps, batch and repeat must be positive integers, got '$v'"
+for v in "$steps_mlp" "$steps_cnn" "$repeat"; do
+  positive_int "$v" || die "steps and repeat must be positive integers, got '$v'"
 done
+IFS=, read -r -a devices_arr <<<"$device_list"
+((${#devices_arr[@]} > 0)) || die "--device: empty list"
+gpus=()  # the cuda:N entries
+for d in "${devices_arr[@]}"; do
+  if [[ "$d" =~ ^cuda:[0-9]+$ ]]; then
+    gpus+=("$d")
+  elif [[ "$d" != cpu ]]; then
+    die "--device: '$d' is not cpu or cuda:N"
+  fi
+done
+if [[ -z "$threads_list" ]]; then
+  threads_list=1,2
+  ((${#gpus[@]} == 0)) || threads_list=$(nproc)
+fi
 IFS=, read -r -a threads_arr <<<"$threads_list"
+IFS=, read -r -a batch_arr <<<"$batch_list"
 IFS=, read -r -a models_arr <<<"$models"
 ((${#threads_arr[@]} > 0)) || die "--threads: empty list"
+((${#batch_arr[@]} > 0)) || die "--batch: empty list"
 ((${#models_arr[@]} > 0)) || die "--models: empty list"
 for t in "${threads_arr[@]}"; do
   positive_int "$t" || die "--threads: '$t' is not a positive integer"
+done
+for b in "${batch_arr[@]}"; do
+  positive_int "$b" || die "--batch: '$b' is not a positive integer"
 done
 for m in "${models_arr[@]}"; do
   [[ "$m" == mlp || "$m" == cnn ]] || die "--models: '$m' is not mlp or cnn"
@@ -85,7 +130,8 @@ require_mnist train_vs_pytorch
 
 if ! "$PY" -c 'import torch' 2>/dev/null; then
   die "$PY cannot import torch. Install the PyTorch peer with" \
-    "'scripts/install_deps.sh --bench' (Debian's python3-torch + OpenBLAS)."
+    "'scripts/install_deps.sh --bench' (Debian's python3-torch + OpenBLAS)," \
+    "or for --device cuda:N point LOCKSTEP_BENCH_PYTHON at a torch with CUDA."
 fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/lockstep-bench.XXXXXX")
@@ -97,40 +143,10 @@ f = sys.stdin if sys.argv[1] == "-" else open(sys.argv[1])
 print(json.load(f)[sys.argv[2]])' "$1" "$2"
 }
 
-# --- Header. -----------------------------------------------------------------
+# --- GPU preflight: both sides must reach every cuda:N before anything runs. -
 
-info=$("$PY" "$peer" --info)  # warns loudly on stderr if not OpenBLAS
-torch_version=$(json_get - torch <<<"$info")
-blas=$(json_get - blas <<<"$info")
-blas_path=$(json_get - blas_path <<<"$info")
-openblas_threads=$(json_get - openblas_threads <<<"$info")
-wait_policy=$(json_get - omp_wait_policy <<<"$info")
-cpu=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -n 1)
-cores=$(nproc)
-load=$(cut -d' ' -f1-3 /proc/loadavg)
-command="bazel run //benchmarks:train_vs_pytorch -- --steps-mlp $steps_mlp"
-command+=" --steps-cnn $steps_cnn --threads $threads_list --batch $batch"
-[[ "$models" == mlp,cnn ]] || command+=" --models $models"
-((repeat == 1)) || command+=" --repeat $repeat"
-
-echo "lockstep vs PyTorch, training-loop samples/s on real MNIST (higher is better)"
-echo "cpu: ${cpu:-unknown}, $cores cores; load average before start: $load"
-echo "torch $torch_version, BLAS: $blas ($blas_path); $("$lockstep" version 2>/dev/null || echo 'lockstep ?')"
-echo "command: $command"
-echo "per row: lockstep train JOB --threads T (steps as above, Adam 1e-3, no checkpoints);"
-echo "         $PY pytorch_peer.py --model M --steps N --threads T --batch B (20 warm-up steps untimed)"
-echo "         (torch.set_num_threads(T); OpenBLAS threads: $openblas_threads; OMP_WAIT_POLICY: ${wait_policy:-default})"
-((repeat == 1)) || echo "each figure: the best of $repeat runs"
-busy=$("$PY" -c 'import os; print(int(os.getloadavg()[0] >= 0.5 * os.cpu_count()))')
-if ((busy)); then
-  echo "WARNING: the machine is busy (load $load on $cores cores): numbers will be low and noisy."
-fi
-echo
-
-# --- Runs. -------------------------------------------------------------------
-
-write_job() {  # write_job FILE NAME MODEL STEPS
-  "$PY" - "$@" "$batch" "$mnist" <<'EOF'
+write_job() {  # write_job FILE NAME MODEL STEPS BATCH
+  "$PY" - "$@" "$mnist" <<'EOF'
 import json, os, sys
 path, name, model, steps, batch, mnist = sys.argv[1:]
 if model == "mlp":
@@ -167,6 +183,86 @@ with open(path, "w") as f:
 EOF
 }
 
+declare -A gpu_desc=()  # cuda:N -> "NAME (driver ..., torch CUDA ..., cuDNN ...)"
+if ((${#gpus[@]} > 0)); then
+  problems=()
+  for g in "${gpus[@]}"; do
+    # PyTorch: torch.cuda.is_available() and the ordinal (the peer says why not).
+    if ! ginfo=$("$PY" "$peer" --info --device "$g" 2>"$tmp/gpuinfo.err"); then
+      problems+=("$(tail -n 1 "$tmp/gpuinfo.err")")
+      ginfo=
+    fi
+    # lockstep: a one-step CNN job on the device (conv, pool and dense
+    # kernels). A build without --config=cuda says "built without GPU
+    # support"; a GPU build on a host without a usable GPU names the reason.
+    write_job "$tmp/preflight.json" preflight cnn 1 "${batch_arr[0]}"
+    if ! "$lockstep" train "$tmp/preflight.json" --storage "$tmp/preflight" \
+      --devices "$g" --threads "${threads_arr[0]}" >"$tmp/preflight.log" 2>&1; then
+      why=$(grep -m 1 -i 'error' "$tmp/preflight.log" || tail -n 1 "$tmp/preflight.log")
+      if grep -q 'built without GPU support' "$tmp/preflight.log"; then
+        why+=" -- rebuild through: bazel run --config=cuda //benchmarks:train_vs_pytorch -- --device $g ..."
+      fi
+      problems+=("$g: lockstep cannot train on it ($lockstep): $why")
+    fi
+    rm -rf "$tmp/preflight"
+    if [[ -n "$ginfo" ]]; then
+      smi=
+      if command -v nvidia-smi >/dev/null; then
+        smi=$(nvidia-smi -i "${g#cuda:}" --format=csv,noheader \
+          --query-gpu=name,driver_version,memory.total 2>/dev/null || true)
+      fi
+      gpu_desc[$g]="${smi:-$(json_get - gpu <<<"$ginfo")}; torch CUDA $(json_get - torch_cuda <<<"$ginfo"), cuDNN $(json_get - cudnn <<<"$ginfo"); torch TF32 matmul $(json_get - matmul_tf32 <<<"$ginfo"), cuDNN TF32 $(json_get - cudnn_tf32 <<<"$ginfo")"
+    fi
+  done
+  if ((${#problems[@]} > 0)); then
+    printf 'train_vs_pytorch: %s\n' "${problems[@]}" >&2
+    die "GPU mode cannot run here; nothing was measured."
+  fi
+fi
+
+# --- Header. -----------------------------------------------------------------
+
+info=$("$PY" "$peer" --info)  # warns loudly on stderr if not OpenBLAS
+torch_version=$(json_get - torch <<<"$info")
+blas=$(json_get - blas <<<"$info")
+blas_path=$(json_get - blas_path <<<"$info")
+openblas_threads=$(json_get - openblas_threads <<<"$info")
+wait_policy=$(json_get - omp_wait_policy <<<"$info")
+cpu=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -n 1)
+cores=$(nproc)
+load=$(cut -d' ' -f1-3 /proc/loadavg)
+command="bazel run"
+((${#gpus[@]} == 0)) || command+=" --config=cuda"
+command+=" //benchmarks:train_vs_pytorch -- --steps-mlp $steps_mlp"
+command+=" --steps-cnn $steps_cnn --threads $threads_list --batch $batch_list"
+[[ "$models" == mlp,cnn ]] || command+=" --models $models"
+[[ "$device_list" == cpu ]] || command+=" --device $device_list"
+((repeat == 1)) || command+=" --repeat $repeat"
+
+echo "lockstep vs PyTorch, training-loop samples/s on real MNIST (higher is better)"
+echo "cpu: ${cpu:-unknown}, $cores cores; load average before start: $load"
+echo "torch $torch_version, BLAS: $blas ($blas_path); $("$lockstep" version 2>/dev/null || echo 'lockstep ?')"
+for g in "${gpus[@]}"; do
+  echo "$g: ${gpu_desc[$g]}"
+done
+echo "command: $command"
+echo "per row: lockstep train JOB --threads T --devices D (D: cpu or cuda:N; steps as above, Adam 1e-3, no checkpoints);"
+echo "         $PY pytorch_peer.py --model M --steps N --threads T --batch B --device D (20 warm-up steps untimed)"
+echo "         (torch.set_num_threads(T); OpenBLAS threads: $openblas_threads; OMP_WAIT_POLICY: ${wait_policy:-default})"
+if ((${#gpus[@]} > 0)); then
+  echo "         on cuda:N: FP32, TF32 off on both sides; PyTorch eager, model and each batch on the GPU,"
+  echo "         batches assembled in host memory 4 ahead on a thread, copied to the GPU in the timed step"
+  echo "         (as lockstep's prefetcher and GPU replica do), torch.cuda.synchronize() around the timed steps"
+fi
+((repeat == 1)) || echo "each figure: the best of $repeat runs"
+busy=$("$PY" -c 'import os; print(int(os.getloadavg()[0] >= 0.5 * os.cpu_count()))')
+if ((busy)); then
+  echo "WARNING: the machine is busy (load $load on $cores cores): numbers will be low and noisy."
+fi
+echo
+
+# --- Runs. -------------------------------------------------------------------
+
 best() { "$PY" -c 'import sys; print(max(map(float, sys.argv[1:])))' "$@"; }
 
 rows=$tmp/rows.tsv
@@ -174,35 +270,45 @@ rows=$tmp/rows.tsv
 for model in "${models_arr[@]}"; do
   steps=$steps_mlp
   [[ "$model" == cnn ]] && steps=$steps_cnn
+  for dev in "${devices_arr[@]}"; do
+  for batch in "${batch_arr[@]}"; do
   for t in "${threads_arr[@]}"; do
-    name=bench_${model}_t${t}
+    # "--devices cpu" explicitly: a --config=cuda lockstep on a GPU host
+    # would otherwise train on every visible GPU.
+    name=bench_${model}_${dev/:/}_b${batch}_t${t}
+    what="$model, $dev, batch $batch, $t thread(s)"
     job=$tmp/$name.json
     log=$tmp/$name.log
-    write_job "$job" "$name" "$model" "$steps"
+    write_job "$job" "$name" "$model" "$steps" "$batch"
 
     ours=0 theirs=0
     for ((r = 1; r <= repeat; r++)); do
-      echo "running $model, $t thread(s), run $r/$repeat: lockstep ..." >&2
+      echo "running $what, run $r/$repeat: lockstep ..." >&2
       storage=$tmp/storage_${name}_$r
-      if ! "$lockstep" train "$job" --storage "$storage" --threads "$t" >"$log" 2>&1; then
+      if ! "$lockstep" train "$job" --storage "$storage" --threads "$t" \
+        --devices "$dev" >"$log" 2>&1; then
         echo "--- last lines of lockstep's output ($name) ---" >&2
         tail -n 30 "$log" >&2
-        die "lockstep train failed for $model, $t thread(s)"
+        die "lockstep train failed for $what"
       fi
       result=$storage/jobs/$name/result.json
       [[ -f "$result" ]] || die "lockstep finished but wrote no $result"
       ours=$(best "$ours" "$(json_get "$result" samples_per_sec)")
       rm -rf "$storage"
 
-      echo "running $model, $t thread(s), run $r/$repeat: pytorch ..." >&2
+      echo "running $what, run $r/$repeat: pytorch ..." >&2
       peer_out=$("$PY" "$peer" --model "$model" --mnist-dir "$mnist" \
-        --steps "$steps" --threads "$t" --batch "$batch" 2>"$tmp/$name.peer.err") || {
+        --steps "$steps" --threads "$t" --batch "$batch" --device "$dev" \
+        2>"$tmp/$name.peer.err") || {
         cat "$tmp/$name.peer.err" >&2
-        die "pytorch peer failed for $model, $t thread(s)"
+        die "pytorch peer failed for $what"
       }
       theirs=$(best "$theirs" "$(json_get - samples_per_sec <<<"$peer_out")")
     done
-    printf '%s\t%s\t%s\t%s\t%s\n' "$model" "$t" "$batch" "$ours" "$theirs" >>"$rows"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$model" "$dev" "$t" "$batch" "$ours" \
+      "$theirs" >>"$rows"
+  done
+  done
   done
 done
 
@@ -211,12 +317,30 @@ done
 "$PY" - "$rows" <<'EOF'
 import sys
 rows = [line.split("\t") for line in open(sys.argv[1]).read().splitlines()]
-fmt = "{:<6} {:<8} {:<6} {:<19} {:<18} {}"
-print(fmt.format("model", "threads", "batch", "lockstep samples/s",
-                 "pytorch samples/s", "ratio"))
-for model, t, batch, ours, theirs in rows:
+# CPU only: the table as before; with a GPU, a device column too.
+gpu = any(dev != "cpu" for _, dev, *_ in rows)
+if gpu:
+    fmt = "{:<6} {:<7} {:<6} {:<8} {:<19} {:<18} {}"
+    print(fmt.format("model", "device", "batch", "threads",
+                     "lockstep samples/s", "pytorch samples/s", "ratio"))
+else:
+    fmt = "{:<6} {:<8} {:<6} {:<19} {:<18} {}"
+    print(fmt.format("model", "threads", "batch", "lockstep samples/s",
+                     "pytorch samples/s", "ratio"))
+for model, dev, t, batch, ours, theirs in rows:
     ours, theirs = float(ours), float(theirs)
     ratio = f"{ours / theirs:.2f}x" if theirs > 0 else "n/a"
-    print(fmt.format(model, t, batch, f"{ours:,.0f}", f"{theirs:,.0f}", ratio))
+    cells = [f"{ours:,.0f}", f"{theirs:,.0f}", ratio]
+    if gpu:
+        print(fmt.format(model, dev, batch, t, *cells))
+    else:
+        print(fmt.format(model, t, batch, *cells))
 print("ratio = lockstep / pytorch (> 1: lockstep is faster)")
+if gpu:
+    short = [f"{m} {d} batch {b} ({float(o) / float(p):.2f}x)"
+             for m, d, t, b, o, p in rows
+             if d != "cpu" and float(p) > 0 and float(o) < float(p)]
+    print("issue 5 goal, lockstep >= 1.0x PyTorch eager on the GPU: " +
+          ("met on every GPU row" if not short else
+           "missed by " + ", ".join(short)))
 EOF

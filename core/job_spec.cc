@@ -68,6 +68,7 @@
 //   collective            ring | nccl | auto ? ring
 //   bucket_kib            integer >= 1 ? 1024 (gradient bucket size)
 //   fingerprint_every_steps integer >= 0 ? 100 (0: only at the end)
+//   allow_tf32            boolean ? false (GPU replicas: TF32 tensor cores)
 // restart                 object ? {} (what happens when a worker is lost)
 //   max_restarts          integer >= 0 ? 3 (0: the job fails at once)
 //   backoff_seconds       number >= 0 ? 1 (doubles per restart, <= 60)
@@ -150,8 +151,9 @@ absl::Status ParseRoot(const Json& v, absl::string_view base_dir,
   if (r.Has("cluster")) {
     RETURN_IF_ERROR(Reader::CheckObject(r.Get("cluster"), "cluster"));
     Reader c(r.Get("cluster"), "cluster");
-    RETURN_IF_ERROR(c.CheckKeys({"workers", "replicas_per_worker", "collective",
-                                 "bucket_kib", "fingerprint_every_steps"}));
+    RETURN_IF_ERROR(
+        c.CheckKeys({"workers", "replicas_per_worker", "collective",
+                     "bucket_kib", "fingerprint_every_steps", "allow_tf32"}));
     RETURN_IF_ERROR(c.Int("workers", 1, &spec->cluster.workers));
     RETURN_IF_ERROR(
         c.Int("replicas_per_worker", 1, &spec->cluster.replicas_per_worker));
@@ -160,6 +162,7 @@ absl::Status ParseRoot(const Json& v, absl::string_view base_dir,
     RETURN_IF_ERROR(c.Int("bucket_kib", 1, &spec->cluster.bucket_kib));
     RETURN_IF_ERROR(c.Int("fingerprint_every_steps", 0,
                           &spec->cluster.fingerprint_every_steps));
+    RETURN_IF_ERROR(c.Bool("allow_tf32", &spec->cluster.allow_tf32));
   }
   if (r.Has("restart")) {
     RETURN_IF_ERROR(Reader::CheckObject(r.Get("restart"), "restart"));

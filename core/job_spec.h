@@ -107,6 +107,10 @@ struct ClusterSpec {
   // Workers compare parameter fingerprints every this many steps (0: only
   // at the end).
   int64_t fingerprint_every_steps = 100;
+  // GPU replicas may run GEMMs and convolutions on TF32 tensor cores (FP32
+  // accumulation, inputs rounded to 10 mantissa bits: several times faster,
+  // about 1e-3 relative error). CPU replicas ignore it.
+  bool allow_tf32 = false;
 };
 
 // What the coordinator does when a worker of the job is lost (DESIGN

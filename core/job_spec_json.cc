@@ -133,7 +133,8 @@ Json SpecToJson(const JobSpec& s) {
       {"replicas_per_worker", s.cluster.replicas_per_worker},
       {"collective", NameOf(Collectives(), s.cluster.collective)},
       {"bucket_kib", s.cluster.bucket_kib},
-      {"fingerprint_every_steps", s.cluster.fingerprint_every_steps}};
+      {"fingerprint_every_steps", s.cluster.fingerprint_every_steps},
+      {"allow_tf32", s.cluster.allow_tf32}};
   j["restart"] = {
       {"max_restarts", s.restart.max_restarts},
       {"backoff_seconds", s.restart.backoff_seconds},
@@ -187,7 +188,8 @@ bool operator==(const ClusterSpec& a, const ClusterSpec& b) {
   return a.workers == b.workers &&
          a.replicas_per_worker == b.replicas_per_worker &&
          a.collective == b.collective && a.bucket_kib == b.bucket_kib &&
-         a.fingerprint_every_steps == b.fingerprint_every_steps;
+         a.fingerprint_every_steps == b.fingerprint_every_steps &&
+         a.allow_tf32 == b.allow_tf32;
 }
 bool operator==(const RestartSpec& a, const RestartSpec& b) {
   return a.max_restarts == b.max_restarts &&

@@ -256,7 +256,8 @@ TEST(JobSpecTest, CanonicalJson) {
     "replicas_per_worker": 1,
     "collective": "ring",
     "bucket_kib": 1024,
-    "fingerprint_every_steps": 100
+    "fingerprint_every_steps": 100,
+    "allow_tf32": false
   },
   "restart": {
     "max_restarts": 3,
@@ -422,6 +423,9 @@ INSTANTIATE_TEST_SUITE_P(
                 "cluster.workers: must be an integer >= 1, got -2"},
         BadCase{"BucketZero", [](Json& j) { j["cluster"]["bucket_kib"] = 0; },
                 "cluster.bucket_kib: must be an integer >= 1, got 0"},
+        BadCase{"Tf32NotABoolean",
+                [](Json& j) { j["cluster"]["allow_tf32"] = "yes"; },
+                "cluster.allow_tf32: must be true or false, got \"yes\""},
         BadCase{"FingerprintEveryNegative",
                 [](Json& j) { j["cluster"]["fingerprint_every_steps"] = -1; },
                 "cluster.fingerprint_every_steps: must be an integer >= 0, "

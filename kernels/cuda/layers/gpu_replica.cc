@@ -95,6 +95,7 @@ absl::StatusOr<std::unique_ptr<Replica>> MakeGpuReplica(const JobSpec& spec,
                    Model::Build(spec.model, spec.seed));
   GpuModelOptions options;
   options.device = device;
+  options.allow_tf32 = spec.cluster.allow_tf32;
   absl::StatusOr<std::unique_ptr<GpuModel>> gpu =
       GpuModel::Create(spec.model, spec.seed, options);
   if (!gpu.ok()) {
