@@ -88,12 +88,6 @@ void Coordinator::Event(Job& job, const std::string& line) {
 
 absl::StatusOr<JobStatus> Coordinator::Submit(const std::string& job_json) {
   ASSIGN_OR_RETURN(JobSpec spec, ParseJobSpec(job_json));
-  if (spec.cluster.collective == Collective::kNccl) {
-    return absl::InvalidArgumentError(
-        "cluster.collective: \"nccl\" needs GPU workers, which this build "
-        "does not support yet; use \"ring\" (or \"auto\", which picks the "
-        "ring on CPU workers)");
-  }
   const std::string job_dir =
       JoinPath(JoinPath(options_.storage_dir, "jobs"), spec.name);
   RETURN_IF_ERROR(
@@ -374,8 +368,8 @@ std::string Coordinator::PendingReason(const Job& job) const {
   return absl::StrFormat(
       "waiting for workers: needs %d with >= %d %s each; %d idle "
       "qualify, %d busy, %d offer too few %s%s",
-      need, r, nccl ? "GPUs" : "replicas", idle, busy, small,
-      nccl ? "GPUs" : "replicas",
+      need, r, nccl ? "GPUs (cluster.collective \"nccl\")" : "replicas", idle,
+      busy, small, nccl ? "GPUs that can run NCCL" : "replicas",
       excluded > 0 ? absl::StrFormat(", %d excluded after failing this job "
                                      "%d times",
                                      excluded, kFailuresBeforeExclusion)

@@ -397,18 +397,24 @@ TEST_F(CoordinatorTest, ARestartedCoordinatorResumesFromTheJournal) {
   EXPECT_THAT(load.message(), HasSubstr(path + " is damaged (CRC mismatch)"));
 }
 
-TEST_F(CoordinatorTest, ProtocolVersionAndNcclAreRefused) {
+TEST_F(CoordinatorTest, ProtocolVersionIsRefusedAndNcclWaitsForGpus) {
   EXPECT_THAT(Register("old", 1, 99),
               HasSubstr(absl::StrFormat(
                   "protocol version 99 is not this coordinator's (%d)",
                   kProtocolVersion)));
+  // CPU workers cannot run an NCCL job: it waits, saying for what.
+  Register("hosta");
+  Register("hostb");
   std::string nccl = kJob;
   nccl.replace(nccl.find("\"replicas_per_worker\": 1"), 24,
                "\"replicas_per_worker\": 1, \"collective\": \"nccl\"");
   absl::StatusOr<v1::JobStatus> s = c_->Submit(nccl);
-  EXPECT_TRUE(absl::IsInvalidArgument(s.status()));
-  EXPECT_THAT(s.status().message(), HasSubstr("cluster.collective: \"nccl\""));
-  EXPECT_TRUE(absl::IsNotFound(c_->Get("j").status()));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->state(), v1::PENDING);
+  EXPECT_EQ(s->message(),
+            "waiting for workers: needs 2 with >= 1 GPUs (cluster.collective "
+            "\"nccl\") each; 0 idle qualify, 0 busy, 2 offer too few GPUs "
+            "that can run NCCL");
 }
 
 TEST_F(CoordinatorTest, Rank0sNcclIdReachesTheOtherRanksOncePerGeneration) {

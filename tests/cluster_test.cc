@@ -278,12 +278,16 @@ TEST_F(ClusterTest, RefusalsSayWhatIsWrong) {
   EXPECT_EQ(c.exit.exit_code, 2);
   EXPECT_NE(c.err.find("no job named \"nope\""), std::string::npos) << c.err;
 
+  // CPU workers cannot run an NCCL job: it waits, saying for what.
   RunResult nccl = Client(
-      {"submit", WriteJob(TinyJob({{"cluster", {{"collective", "nccl"}}}}))});
-  EXPECT_EQ(nccl.exit.exit_code, 2);
-  EXPECT_NE(nccl.err.find("cluster.collective: \"nccl\" needs GPU workers"),
+      {"submit", WriteJob(TinyJob({{"name", "gpuonly"},
+                                   {"cluster", {{"collective", "nccl"}}}}))});
+  EXPECT_EQ(nccl.exit.exit_code, 0) << nccl.err;
+  RunResult pending = Client({"status", "gpuonly"});
+  EXPECT_NE(pending.out.find("offer too few GPUs that can run NCCL"),
             std::string::npos)
-      << nccl.err;
+      << pending.out;
+  EXPECT_EQ(Client({"cancel", "gpuonly"}).exit.exit_code, 0);
 
   RunResult bad = Client(
       {"submit", WriteJob(TinyJob({{"optimizer", {{"learning_rate", -1}}}}))});

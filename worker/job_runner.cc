@@ -15,9 +15,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "core/batch_prefetcher.h"
 #include "core/checkpoint_restore.h"
 #include "core/dataset.h"
+#include "core/device_data_parallel.h"
 #include "core/fingerprint.h"
 #include "core/job_spec.h"
 #include "core/lr_schedule.h"
@@ -31,6 +33,7 @@
 #include "proto/rpc_util.h"
 #include "worker/checkpoint_rpc.h"
 #include "worker/gradient_buckets.h"
+#include "worker/nccl_bootstrap.h"
 
 namespace lockstep {
 namespace {
@@ -60,6 +63,8 @@ class JobRunner {
  public:
   JobRunner(const Assignment& a, const RunnerContext& ctx) : a_(a), ctx_(ctx) {}
   ~JobRunner() {
+    watch_done_ = true;
+    if (abort_watch_.joinable()) abort_watch_.join();
     if (transport_ != nullptr) ctx_.collective->Detach(transport_.get());
   }
   absl::Status Run();
@@ -82,6 +87,10 @@ class JobRunner {
   absl::Status Drain(int leaving, bool saved);
   BatchLoss Evaluate(int64_t step, absl::Status* status);
   absl::Status Checkpoint(int64_t step, const BatchLoss& epoch_metrics);
+  bool nccl() const { return a_.collective() == "nccl"; }
+  // The NCCL path: the GPUs' parameters and optimizer state into the host
+  // copies (checkpoints, fingerprints). No-op on the ring path.
+  absl::Status SyncHostState();
   bool Leaving() const {
     return ctx_.leave != nullptr && ctx_.leave->load(std::memory_order_relaxed);
   }
@@ -90,6 +99,7 @@ class JobRunner {
   // This rank ended the generation because it shuts down (Finish says
   // `leaving`).
   bool drained() const { return drained_; }
+  bool uses_nccl() const { return ddp_ != nullptr; }
 
  private:
   absl::Status Report(lockstep::v1::ProgressReport& report);
@@ -125,7 +135,10 @@ class JobRunner {
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
   std::shared_ptr<GrpcRingTransport> transport_;
-  std::unique_ptr<GradientBuckets> buckets_;
+  std::unique_ptr<GradientBuckets> buckets_;  // the ring path
+  std::unique_ptr<DeviceDataParallel> ddp_;   // the NCCL path
+  std::thread abort_watch_;                   // aborts ddp_ on STOP
+  std::atomic<bool> watch_done_{false};
   int64_t total_steps_ = 0;
   int64_t step_ = 0;
   // Final figures for Finish.
@@ -137,22 +150,26 @@ class JobRunner {
 };
 
 absl::Status JobRunner::Setup() {
-  if (a_.collective() == "nccl") {
-    // The coordinator only picks NCCL for workers that registered GPUs,
-    // which this build's workers cannot.
-    return absl::FailedPreconditionError(
-        "the coordinator assigned an NCCL all-reduce, which this worker "
-        "build cannot run (CPU replicas only)");
+  const int64_t r = a_.replicas_per_worker();
+  if (nccl() && static_cast<int64_t>(ctx_.cuda_devices.size()) != r) {
+    // The coordinator only picks NCCL for workers that offer a GPU per
+    // replica and can run it.
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the NCCL all-reduce needs one GPU per replica: the job has %d "
+        "replicas per worker, this worker runs %d GPU replicas",
+        r, ctx_.cuda_devices.size()));
   }
   ASSIGN_OR_RETURN(spec_, ParseJobSpec(a_.job_json()));
   ASSIGN_OR_RETURN(train_, LoadDataset(spec_.data, Split::kTrain));
   ASSIGN_OR_RETURN(Dataset test, LoadDataset(spec_.data, Split::kTest));
   const int world = a_.world_size();
-  const int64_t r = a_.replicas_per_worker();
   std::vector<int64_t> ids;
   for (int64_t i = 0; i < r; ++i) ids.push_back(a_.rank() * r + i);
+  // With NCCL the GPUs hold the training state (ddp_); the host replicas
+  // only hold what checkpoints, fingerprints and the batch plan need.
   ASSIGN_OR_RETURN(replicas_, ReplicaSet::Create(spec_, ids, ctx_.threads,
-                                                 ctx_.cuda_devices));
+                                                 nccl() ? std::vector<int>()
+                                                        : ctx_.cuda_devices));
   RETURN_IF_ERROR(
       CheckDataFitsModel(spec_, replicas_->primary(), train_, test));
   test_total_ = test.num_samples;
@@ -180,10 +197,47 @@ absl::Status JobRunner::Setup() {
   ring.tls = ctx_.tls;
   transport_ = std::make_shared<GrpcRingTransport>(ring);
   ctx_.collective->Attach(transport_);
-  buckets_ = std::make_unique<GradientBuckets>(replicas_->params(),
-                                               spec_.cluster.bucket_kib * 1024,
-                                               transport_.get(), Ring());
+  if (!nccl()) {
+    buckets_ = std::make_unique<GradientBuckets>(
+        replicas_->params(), spec_.cluster.bucket_kib * 1024, transport_.get(),
+        Ring());
+    return absl::OkStatus();
+  }
+  // Rank 0 makes the generation's ncclUniqueId; the coordinator relays it.
+  ASSIGN_OR_RETURN(std::string id,
+                   BootstrapNcclId(ctx_.coordinator, ctx_.worker_id, a_.job(),
+                                   a_.generation(), a_.rank(), &NewNcclId,
+                                   absl::Seconds(120)));
+  DeviceDataParallelConfig c;
+  c.spec = spec_;
+  c.devices = ctx_.cuda_devices;
+  c.replica_indices = ids;
+  c.world_replicas = world * r;
+  c.nccl_id = std::move(id);
+  ASSIGN_OR_RETURN(ddp_, MakeDeviceDataParallel(c));
+  // A STOP must reach a collective blocked inside NCCL too.
+  abort_watch_ = std::thread([this] {
+    while (!watch_done_.load()) {
+      if (Stopped()) {
+        ddp_->Abort();
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  Log(absl::StrFormat("NCCL communicator of %d GPUs ready on %s", world * r,
+                      replicas_->devices() == "cpu"
+                          ? absl::StrJoin(ctx_.cuda_devices, ",",
+                                          [](std::string* o, int d) {
+                                            absl::StrAppend(o, "cuda:", d);
+                                          })
+                          : replicas_->devices()));
   return absl::OkStatus();
+}
+
+absl::Status JobRunner::SyncHostState() {
+  if (ddp_ == nullptr) return absl::OkStatus();
+  return ddp_->PullState(replicas_->params(), *optimizer_);
 }
 
 absl::Status JobRunner::Restore() {
@@ -192,18 +246,27 @@ absl::Status JobRunner::Restore() {
   ASSIGN_OR_RETURN(LoadedCheckpoint loaded,
                    FetchCheckpoint(ctx_.coordinator, a_.job(), step_));
   RETURN_IF_ERROR(ApplyCheckpoint(loaded, replicas_->params(), *optimizer_));
-  RETURN_IF_ERROR(replicas_->MirrorParams());
+  RETURN_IF_ERROR(ddp_ != nullptr
+                      ? ddp_->PushState(replicas_->params(), *optimizer_)
+                      : replicas_->MirrorParams());
   Log(absl::StrFormat("restored %s: resuming at step %d", loaded.path, step_));
   return absl::OkStatus();
 }
 
 absl::Status JobRunner::Step(Batch& batch, BatchLoss* global, int* leaving) {
-  buckets_->BeginStep(a_.generation(), batch.global_step);
-  ASSIGN_OR_RETURN(
-      const BatchLoss local,
-      replicas_->ComputeGradients(batch, spec_.loss, spec_.seed,
-                                  [this](int i) { buckets_->ParamReady(i); }));
-  RETURN_IF_ERROR(buckets_->FinishStep());
+  BatchLoss local;
+  if (ddp_ != nullptr) {
+    // Gradients summed over every GPU and the update applied on each, by
+    // NCCL and the devices; the host optimizer only counts the iteration.
+    ASSIGN_OR_RETURN(local, ddp_->Step(batch, spec_.loss, spec_.seed,
+                                       schedule_->At(batch.global_step)));
+  } else {
+    buckets_->BeginStep(a_.generation(), batch.global_step);
+    ASSIGN_OR_RETURN(local, replicas_->ComputeGradients(
+                                batch, spec_.loss, spec_.seed,
+                                [this](int i) { buckets_->ParamReady(i); }));
+    RETURN_IF_ERROR(buckets_->FinishStep());
+  }
   // The 4th value counts the ranks shutting down, so every rank learns it
   // at the same step.
   float m[4] = {static_cast<float>(local.loss_sum),
@@ -217,13 +280,18 @@ absl::Status JobRunner::Step(Batch& batch, BatchLoss* global, int* leaving) {
   global->correct = static_cast<int64_t>(std::llround(m[1]));
   global->count = static_cast<int64_t>(std::llround(m[2]));
   *leaving = static_cast<int>(std::lround(m[3]));
+  if (ddp_ != nullptr) {
+    optimizer_->set_iterations(optimizer_->iterations() + 1);
+    return absl::OkStatus();
+  }
   optimizer_->Apply(schedule_->At(batch.global_step));
   return replicas_->MirrorParams();
 }
 
 BatchLoss JobRunner::Evaluate(int64_t step, absl::Status* status) {
   absl::StatusOr<BatchLoss> evaluated =
-      replicas_->Evaluate(test_shard_, spec_.loss);
+      ddp_ != nullptr ? ddp_->Evaluate(test_shard_, spec_.loss)
+                      : replicas_->Evaluate(test_shard_, spec_.loss);
   if (!evaluated.ok()) {
     *status = evaluated.status();
     return BatchLoss();
@@ -243,6 +311,7 @@ BatchLoss JobRunner::Evaluate(int64_t step, absl::Status* status) {
 }
 
 absl::Status JobRunner::Checkpoint(int64_t step, const BatchLoss& metrics) {
+  RETURN_IF_ERROR(SyncHostState());
   const int64_t spe = plan_->steps_per_epoch();
   CheckpointState state;
   state.step = step;
@@ -382,7 +451,8 @@ absl::Status JobRunner::Run() {
     ++step_;
     RETURN_IF_ERROR(meter_.Add(step_, dt, batch.global_count, loss));
     if (ctx_.metrics != nullptr) {
-      const BucketStats bs = buckets_->stats();
+      const BucketStats bs =
+          buckets_ != nullptr ? buckets_->stats() : BucketStats();
       StepSample sample;
       sample.seconds = dt;
       sample.local_samples = batch.global_count / a_.world_size();
@@ -399,12 +469,14 @@ absl::Status JobRunner::Run() {
     if (chief && spec_.summary.every_steps > 0 &&
         step_ % spec_.summary.every_steps == 0) {
       const BatchLoss interval = meter_.TakeSummary();
-      add_scalars({{"train/loss", interval.mean_loss()},
-                   {"train/accuracy", interval.accuracy()},
-                   {"learning_rate", schedule_->At(step_ - 1)},
-                   {"samples_per_sec", meter_.run_rate()},
-                   {"allreduce_seconds", buckets_->stats().allreduce_seconds},
-                   {"step_seconds", dt}});
+      add_scalars(
+          {{"train/loss", interval.mean_loss()},
+           {"train/accuracy", interval.accuracy()},
+           {"learning_rate", schedule_->At(step_ - 1)},
+           {"samples_per_sec", meter_.run_rate()},
+           {"allreduce_seconds",
+            buckets_ != nullptr ? buckets_->stats().allreduce_seconds : 0.0},
+           {"step_seconds", dt}});
     }
     if (epoch_end || last) {
       const Clock::time_point e0 = Clock::now();
@@ -464,6 +536,7 @@ absl::Status JobRunner::Run() {
           meter_.Eta(total_steps_ - step_, plan_->global_batch_size()));
       if (fingerprint) {
         pending.set_fingerprint_step(step_);
+        RETURN_IF_ERROR(SyncHostState());
         pending.set_fingerprint(Fingerprint(replicas_->params()));
       }
       absl::Status rs = Report(pending);
@@ -509,6 +582,8 @@ std::string JobRunner::Finish(const absl::Status& status) {
     if (suspect >= 0) req.add_suspect_ranks(suspect);
   } else {
     req.set_steps(step_);
+    absl::Status synced = SyncHostState();
+    if (!synced.ok()) Log(absl::StrCat("warning: ", synced.message()));
     req.set_fingerprint(Fingerprint(replicas_->params()));
     req.set_train_loss(last_epoch_.mean_loss());
     req.set_train_accuracy(last_epoch_.accuracy());
@@ -560,6 +635,18 @@ absl::Status RunAssignment(const Assignment& assignment,
                                    assignment.rank(), assignment.world_size());
   }
   absl::Status status = runner.Run();
+  if (runner.uses_nccl() &&
+      (absl::IsAborted(status) || absl::IsUnavailable(status) ||
+       absl::IsDeadlineExceeded(status)) &&
+      context.stop != nullptr) {
+    // NCCL cannot say which rank failed: give the coordinator time to find
+    // the lost worker (its heartbeats stop, or its ring stream breaks) and
+    // end the generation, so that this worker is not blamed for a peer.
+    const auto give_up = Clock::now() + std::chrono::seconds(20);
+    while (!context.stop->load() && Clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
   if (context.metrics != nullptr) {
     context.metrics->ClearAssignment();
     if (runner.drained()) context.metrics->AddLeave();

@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "core/device_data_parallel.h"
 #include "core/http_server.h"
 #include "core/status_macros.h"
 #include "core/version.h"
@@ -95,9 +96,12 @@ absl::Status WorkerDaemon::Register() {
   }
   req.set_version(kVersion);
   req.set_name(o_.name.empty() ? address_ : o_.name);
-  // NCCL comes with the GPU all-reduce path (issue 5); until then GPU
-  // replicas stage their gradients through host memory into the ring.
+  // Every worker runs the gRPC ring; GPU workers of the CUDA build also
+  // NCCL (core/device_data_parallel.h).
   req.add_collectives("ring");
+  if (!o_.cuda_devices.empty() && HaveDeviceDataParallel()) {
+    req.add_collectives("nccl");
+  }
   while (!ShuttingDown()) {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() +

@@ -1,0 +1,80 @@
+// The NCCL data path (cluster.collective "nccl"): one worker's GPU replicas
+// in a communicator with every GPU of the generation (rank = global replica
+// index). A step runs forward/backward on each device, sums the gradients
+// over every GPU with NCCL and applies the optimizer on each device, so
+// parameters leave the GPUs only for checkpoints and fingerprints. The CUDA
+// build registers the implementation (kernels/cuda/layers); without it
+// MakeDeviceDataParallel says so. Not thread-safe except Abort().
+#ifndef LOCKSTEP_CORE_DEVICE_DATA_PARALLEL_H_
+#define LOCKSTEP_CORE_DEVICE_DATA_PARALLEL_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "core/batch_prefetcher.h"
+#include "core/dataset.h"
+#include "core/job_spec.h"
+#include "core/model.h"
+#include "core/optimizer.h"
+
+namespace lockstep {
+
+class DeviceDataParallel {
+ public:
+  virtual ~DeviceDataParallel() = default;
+
+  // One step of the local replicas (batch.replicas in local order) at
+  // learning rate `lr`: their loss sums (this worker's), after every GPU of
+  // the generation has the summed gradients applied. Blocks. Errors: a
+  // CUDA or NCCL failure (NCCL's remote and system errors are Aborted or
+  // Unavailable: a peer is gone), Cancelled after Abort().
+  virtual absl::StatusOr<BatchLoss> Step(Batch& batch, LossType loss,
+                                         uint64_t seed, double lr) = 0;
+  // Loss and accuracy of `data` on the first local device (no collective).
+  virtual absl::StatusOr<BatchLoss> Evaluate(const Dataset& data,
+                                             LossType loss) = 0;
+  // The first device's parameters into `params` (host, model order) and
+  // its optimizer state into `optimizer`'s StateTensors and iterations: for
+  // checkpoints and fingerprints.
+  virtual absl::Status PullState(const std::vector<Param*>& params,
+                                 Optimizer& optimizer) = 0;
+  // The host parameters and optimizer state onto every local device (after
+  // a restore).
+  virtual absl::Status PushState(const std::vector<Param*>& params,
+                                 Optimizer& optimizer) = 0;
+  // From any thread: pending and later calls fail with Cancelled.
+  virtual void Abort() = 0;
+};
+
+struct DeviceDataParallelConfig {
+  JobSpec spec;
+  std::vector<int> devices;              // local CUDA ordinals, one each
+  std::vector<int64_t> replica_indices;  // their global replica indices
+  int64_t world_replicas = 0;            // every GPU of the generation
+  std::string nccl_id;                   // 128 bytes, from rank 0
+  absl::Duration timeout = absl::Seconds(120);  // communicator set-up
+};
+
+struct DeviceDataParallelBackend {
+  std::function<absl::StatusOr<std::unique_ptr<DeviceDataParallel>>(
+      const DeviceDataParallelConfig&)>
+      make;
+  // A fresh ncclUniqueId (rank 0 of each generation).
+  std::function<absl::StatusOr<std::string>()> new_nccl_id;
+};
+void RegisterDeviceDataParallel(DeviceDataParallelBackend backend);
+bool HaveDeviceDataParallel();
+// FailedPrecondition without the CUDA build.
+absl::StatusOr<std::unique_ptr<DeviceDataParallel>> MakeDeviceDataParallel(
+    const DeviceDataParallelConfig& config);
+absl::StatusOr<std::string> NewNcclId();
+
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_CORE_DEVICE_DATA_PARALLEL_H_
