@@ -517,6 +517,21 @@ absl::Status GpuModel::CopyParamsFromHost(const std::vector<Param*>& params) {
   return absl::OkStatus();
 }
 
+absl::Status GpuModel::CopyParamsToHost(const std::vector<Param*>& params) {
+  RETURN_IF_ERROR(CheckParams(params, sizes_, "CopyParamsToHost"));
+  CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+  float* staging = h_->staging.as<float>();
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staging, params_dev_,
+                                       total_floats_ * sizeof(float),
+                                       cudaMemcpyDeviceToHost, stream_));
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  for (size_t i = 0; i < params.size(); ++i) {
+    std::memcpy(params[i]->value.data(), staging + offsets_[i],
+                sizes_[i] * sizeof(float));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status GpuModel::CopyGradsToHost(std::vector<Param*>& params) {
   RETURN_IF_ERROR(CheckParams(params, sizes_, "CopyGradsToHost"));
   CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));

@@ -62,6 +62,15 @@ class GpuModel {
   // work on the device (all-reduce the gradients in place on stream()).
   float* device_param(int i) const { return params_dev_ + offsets_[i]; }
   float* device_grad(int i) const { return grads_dev_ + offsets_[i]; }
+  // The two flat buffers behind device_param(0) / device_grad(0): every param
+  // at its offset, each padded to 64 floats; flat_floats() floats each. The
+  // gradient padding stays zero; the parameter padding is unspecified (never
+  // read). For whole-buffer collectives and elementwise optimizer updates.
+  float* device_params() const { return params_dev_; }
+  float* device_grads() const { return grads_dev_; }
+  int64_t flat_floats() const { return total_floats_; }
+  int64_t param_offset(int i) const { return offsets_[i]; }  // in floats
+  int64_t param_size(int i) const { return sizes_[i]; }      // in floats
 
   // Model::TrainStep on the GPU: host_x holds n * prod(input_shape) floats,
   // host_labels n labels. Gradients (on the device) are OVERWRITTEN with
@@ -81,6 +90,9 @@ class GpuModel {
   // sizes as Model::params(), e.g. another replica's or the host optimizer's
   // result). Through a pinned staging buffer; blocks until copied.
   absl::Status CopyParamsFromHost(const std::vector<Param*>& params);
+  // Copy the device parameters into `params`' value tensors (same count and
+  // sizes): the inverse of CopyParamsFromHost. Blocks until copied.
+  absl::Status CopyParamsToHost(const std::vector<Param*>& params);
   // Copy the device gradients into `params`' grad tensors (same count and
   // sizes). One async copy into pinned staging, one sync.
   absl::Status CopyGradsToHost(std::vector<Param*>& params);

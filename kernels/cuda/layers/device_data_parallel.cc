@@ -1,0 +1,465 @@
+// NCCL data parallelism over the local GPUs (see device_data_parallel.h): a
+// step is forward/backward, one in-place all-reduce of the whole flat
+// gradient buffer, and one fused optimizer launch over the flat parameter
+// buffer, on every local GPU in parallel (one StepPool lane each).
+#include "kernels/cuda/layers/device_data_parallel.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "core/random.h"
+#include "core/status_macros.h"
+#include "core/step_pool.h"
+#include "core/tensor.h"
+#include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/layers/gpu_model.h"
+#include "kernels/cuda/nccl_communicator.h"
+#include "kernels/cuda/optimizer.h"
+
+namespace lockstep {
+namespace cuda {
+namespace {
+
+constexpr int64_t kEvalChunk = 1000;  // as ReplicaSet::Evaluate
+
+// A zeroed float buffer on one GPU, laid out like GpuModel's flat buffers:
+// one optimizer slot (momentum, m or v) for every parameter.
+class DeviceSlot {
+ public:
+  static absl::StatusOr<std::unique_ptr<DeviceSlot>> Create(int device,
+                                                            int64_t floats) {
+    CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+    std::unique_ptr<DeviceSlot> slot(new DeviceSlot(device));
+    const size_t bytes = std::max<int64_t>(floats, 1) * sizeof(float);
+    void* p = nullptr;
+    CUDA_RETURN_IF_ERROR(cudaMalloc(&p, bytes));
+    slot->ptr_ = static_cast<float*>(p);
+    CUDA_RETURN_IF_ERROR(cudaMemset(slot->ptr_, 0, bytes));
+    return slot;
+  }
+  ~DeviceSlot() {
+    if (ptr_ == nullptr) return;
+    cudaSetDevice(device_);
+    cudaFree(ptr_);
+  }
+  DeviceSlot(const DeviceSlot&) = delete;
+  DeviceSlot& operator=(const DeviceSlot&) = delete;
+
+  float* get() const { return ptr_; }
+
+ private:
+  explicit DeviceSlot(int device) : device_(device) {}
+  const int device_;
+  float* ptr_ = nullptr;
+};
+
+// One local GPU. Members are destroyed bottom-up: the communicator before
+// the buffers its pending work might touch.
+struct Lane {
+  int64_t replica = 0;  // global replica index = NCCL rank
+  std::unique_ptr<GpuModel> model;
+  std::unique_ptr<DeviceSlot> first;   // SGD momentum or Adam m; null if none
+  std::unique_ptr<DeviceSlot> second;  // Adam v; null if none
+  std::unique_ptr<NcclCommunicator> comm;
+};
+
+int SlotCount(const OptimizerSpec& spec) {
+  if (spec.type == OptimizerType::kSgd) return spec.momentum > 0 ? 1 : 0;
+  return 2;
+}
+
+// Optimizer::StateTensors' names for `params`, in its order.
+std::vector<std::string> SlotNames(const OptimizerSpec& spec,
+                                   const std::vector<Param*>& params) {
+  const bool sgd = spec.type == OptimizerType::kSgd;
+  const char* prefix = sgd                                 ? "sgd"
+                       : spec.type == OptimizerType::kAdam ? "adam"
+                                                           : "adamw";
+  std::vector<std::string> names;
+  const int slots = SlotCount(spec);
+  if (slots >= 1) {
+    for (const Param* p : params) {
+      names.push_back(
+          absl::StrCat(prefix, sgd ? "/momentum/" : "/m/", p->name));
+    }
+  }
+  if (slots >= 2) {
+    for (const Param* p : params) {
+      names.push_back(absl::StrCat(prefix, "/v/", p->name));
+    }
+  }
+  return names;
+}
+
+class CudaDeviceDataParallel final : public DeviceDataParallel {
+ public:
+  CudaDeviceDataParallel(const DeviceDataParallelConfig& config,
+                         std::vector<Lane> lanes)
+      : optimizer_(config.spec.optimizer),
+        world_(config.world_replicas),
+        lanes_(std::move(lanes)),
+        pool_(static_cast<int>(lanes_.size())) {}
+
+  absl::StatusOr<BatchLoss> Step(Batch& batch, LossType loss, uint64_t seed,
+                                 double lr) override {
+    RETURN_IF_ERROR(Usable());
+    if (!broken_.ok()) return broken_;
+    if (batch.replicas.size() != lanes_.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("DeviceDataParallel::Step: ", batch.replicas.size(),
+                       " replica batches for ", lanes_.size(), " GPUs"));
+    }
+    const float scale = batch.global_count > 0 ? 1.0f / batch.global_count : 0;
+    std::vector<absl::StatusOr<BatchLoss>> losses(lanes_.size());
+    pool_.Run([&](int i) {
+      losses[i] = LaneStep(lanes_[i], batch.replicas[i], batch.global_step,
+                           loss, scale, seed, lr);
+      // The other local lanes may wait in the all-reduce for this one.
+      if (!losses[i].ok()) AbortCommunicators();
+    });
+    BatchLoss total;
+    absl::Status first_error;
+    for (const absl::StatusOr<BatchLoss>& l : losses) {
+      if (l.ok()) {
+        total += *l;
+      } else if (first_error.ok() ||
+                 (first_error.code() == absl::StatusCode::kCancelled &&
+                  l.status().code() != absl::StatusCode::kCancelled)) {
+        // The cause, not the lanes cancelled because of it.
+        first_error = l.status();
+      }
+    }
+    if (!first_error.ok()) {
+      if (aborted_.load()) return Cancelled();
+      broken_ = first_error;  // the GPUs may disagree now: a new generation
+      return first_error;
+    }
+    ++iterations_;
+    return total;
+  }
+
+  absl::StatusOr<BatchLoss> Evaluate(const Dataset& data,
+                                     LossType loss) override {
+    RETURN_IF_ERROR(Usable());
+    GpuModel& model = *lanes_[0].model;
+    const int64_t n = data.num_samples;
+    const int64_t per = NumElements(data.sample_shape);
+    BatchLoss total;
+    for (int64_t begin = 0; begin < n; begin += kEvalChunk) {
+      const int64_t count = std::min(kEvalChunk, n - begin);
+      absl::StatusOr<BatchLoss> l =
+          model.Evaluate(data.features.data() + begin * per,
+                         data.labels.data() + begin, count, loss);
+      if (!l.ok()) {
+        return AnnotateStatus(l.status(),
+                              absl::StrCat("evaluation on ", Where(lanes_[0])));
+      }
+      total += *l;  // chunk order, as ReplicaSet::Evaluate
+    }
+    return total;
+  }
+
+  absl::Status PullState(const std::vector<Param*>& params,
+                         Optimizer& optimizer) override {
+    RETURN_IF_ERROR(Usable());
+    const Lane& lane = lanes_[0];
+    RETURN_IF_ERROR(AnnotateStatus(
+        lane.model->CopyParamsToHost(params),
+        absl::StrCat("pulling the parameters from ", Where(lane))));
+    ASSIGN_OR_RETURN(std::vector<Tensor*> states,
+                     MatchState(params, optimizer));
+    const size_t np = params.size();
+    std::vector<float> flat(lane.model->flat_floats());
+    for (size_t k = 0; k < states.size(); ++k) {
+      if (k % np == 0) {
+        const DeviceSlot& slot = *(k < np ? lane.first : lane.second);
+        RETURN_IF_ERROR(AnnotateStatus(
+            Copy(lane, flat.data(), slot.get(), cudaMemcpyDeviceToHost),
+            absl::StrCat("pulling the optimizer state from ", Where(lane))));
+      }
+      const int i = static_cast<int>(k % np);
+      std::memcpy(states[k]->data(), flat.data() + lane.model->param_offset(i),
+                  sizeof(float) * lane.model->param_size(i));
+    }
+    optimizer.set_iterations(iterations_);
+    return absl::OkStatus();
+  }
+
+  absl::Status PushState(const std::vector<Param*>& params,
+                         Optimizer& optimizer) override {
+    RETURN_IF_ERROR(Usable());
+    ASSIGN_OR_RETURN(std::vector<Tensor*> states,
+                     MatchState(params, optimizer));
+    const size_t np = params.size();
+    const GpuModel& m0 = *lanes_[0].model;
+    // Slot k / np laid out flat (zero padding), then onto every GPU.
+    std::vector<std::vector<float>> flats(np == 0 ? 0 : states.size() / np);
+    for (size_t k = 0; k < states.size(); ++k) {
+      std::vector<float>& flat = flats[k / np];
+      if (flat.empty()) flat.assign(m0.flat_floats(), 0.0f);
+      const int i = static_cast<int>(k % np);
+      std::memcpy(flat.data() + m0.param_offset(i), states[k]->data(),
+                  sizeof(float) * m0.param_size(i));
+    }
+    for (Lane& lane : lanes_) {
+      const std::string where =
+          absl::StrCat("pushing the state to ", Where(lane));
+      RETURN_IF_ERROR(
+          AnnotateStatus(lane.model->CopyParamsFromHost(params), where));
+      for (size_t s = 0; s < flats.size(); ++s) {
+        float* dev = (s == 0 ? lane.first : lane.second)->get();
+        RETURN_IF_ERROR(AnnotateStatus(
+            Copy(lane, dev, flats[s].data(), cudaMemcpyHostToDevice), where));
+      }
+    }
+    iterations_ = optimizer.iterations();
+    return absl::OkStatus();
+  }
+
+  void Abort() override {
+    aborted_.store(true);
+    AbortCommunicators();
+  }
+
+ private:
+  static absl::Status Cancelled() {
+    return absl::CancelledError("DeviceDataParallel was aborted");
+  }
+  absl::Status Usable() const {
+    return aborted_.load() ? Cancelled() : absl::OkStatus();
+  }
+  // Thread-safe: lanes_ never changes after construction.
+  void AbortCommunicators() {
+    for (Lane& lane : lanes_) lane.comm->Abort();
+  }
+  std::string Where(const Lane& lane) const {
+    return absl::StrCat("cuda:", lane.model->device(), " (rank ", lane.replica,
+                        " of ", world_, ")");
+  }
+
+  // Forward/backward, all-reduce and update on one GPU (a StepPool lane).
+  absl::StatusOr<BatchLoss> LaneStep(Lane& lane, ReplicaBatch& rb, int64_t step,
+                                     LossType loss, float scale, uint64_t seed,
+                                     double lr) {
+    GpuModel& model = *lane.model;
+    const int64_t n = rb.x.shape().empty() ? 0 : rb.x.dim(0);
+    if (static_cast<int64_t>(rb.labels.size()) != n) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("step ", step, " on ", Where(lane), ": ", n,
+                       " samples but ", rb.labels.size(), " labels"));
+    }
+    // As ReplicaSet::ComputeGradients, so the masks match the CPU path's.
+    const uint64_t dropout_seed = MixSeed(MixSeed(seed, step), lane.replica);
+    absl::StatusOr<BatchLoss> result = model.TrainStep(
+        rb.x.data(), rb.labels.data(), n, loss, scale, dropout_seed);
+    if (!result.ok()) {
+      return AnnotateStatus(
+          result.status(),
+          absl::StrCat("forward/backward of step ", step, " on ", Where(lane)));
+    }
+    // Every rank has the same model, hence the same flat size: all skip or
+    // all call. NCCL hands every rank the same bytes.
+    if (model.flat_floats() > 0) {
+      RETURN_IF_ERROR(AnnotateStatus(
+          lane.comm->AllReduceSum(model.device_grads(), model.flat_floats(),
+                                  model.stream()),
+          absl::StrCat("NCCL all-reduce of step ", step, " on ", Where(lane))));
+    }
+    RETURN_IF_ERROR(AnnotateStatus(
+        Update(lane, lr),
+        absl::StrCat("optimizer update of step ", step, " on ", Where(lane))));
+    return result;
+  }
+
+  // One launch over the whole flat buffer: the SGD/Adam/AdamW math is
+  // elementwise, so this equals core/optimizer.cc's per-param loops on
+  // every real element. The padding (gradient and slots zero) updates to
+  // values nothing reads.
+  absl::Status Update(Lane& lane, double lr) {
+    GpuModel& model = *lane.model;
+    const int64_t n = model.flat_floats();
+    if (n == 0) return absl::OkStatus();
+    CUDA_RETURN_IF_ERROR(cudaSetDevice(model.device()));
+    float* m = lane.first ? lane.first->get() : nullptr;
+    const OptimizerSpec& o = optimizer_;
+    if (o.type == OptimizerType::kSgd) {
+      const SgdStep s = MakeSgdStep(lr, o.momentum, o.nesterov, o.weight_decay);
+      CUDA_RETURN_IF_ERROR(SgdUpdate(n, s, model.device_params(), m,
+                                     model.device_grads(), model.stream()));
+    } else {
+      const AdamStep s = MakeAdamStep(lr, o.beta_1, o.beta_2, o.epsilon,
+                                      o.weight_decay, iterations_);
+      CUDA_RETURN_IF_ERROR(AdamUpdate(n, s, model.device_params(), m,
+                                      lane.second->get(), model.device_grads(),
+                                      model.stream()));
+    }
+    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(model.stream()));
+    return absl::OkStatus();
+  }
+
+  // The optimizer's StateTensors, checked against this optimizer's slots
+  // for `params` (names, order and sizes).
+  absl::StatusOr<std::vector<Tensor*>> MatchState(
+      const std::vector<Param*>& params, Optimizer& optimizer) const {
+    const GpuModel& m0 = *lanes_[0].model;
+    if (static_cast<int>(params.size()) != m0.num_params()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("DeviceDataParallel: ", params.size(),
+                       " params given, the model has ", m0.num_params()));
+    }
+    const std::vector<std::string> want = SlotNames(optimizer_, params);
+    std::vector<std::pair<std::string, Tensor*>> have =
+        optimizer.StateTensors();
+    if (have.size() != want.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("DeviceDataParallel: the optimizer has ", have.size(),
+                       " state tensors, the devices ", want.size()));
+    }
+    std::vector<Tensor*> out;
+    for (size_t k = 0; k < want.size(); ++k) {
+      const int i = static_cast<int>(k % params.size());
+      if (have[k].first != want[k] ||
+          have[k].second->size() != m0.param_size(i)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "DeviceDataParallel: optimizer state ", k, " is ", have[k].first,
+            " (", have[k].second->size(), " floats), the devices' is ", want[k],
+            " (", m0.param_size(i), " floats)"));
+      }
+      out.push_back(have[k].second);
+    }
+    return out;
+  }
+
+  // A whole flat buffer between the host and lane's GPU, ordered after the
+  // work on its stream; blocks.
+  static absl::Status Copy(const Lane& lane, void* dst, const void* src,
+                           cudaMemcpyKind kind) {
+    const GpuModel& model = *lane.model;
+    CUDA_RETURN_IF_ERROR(cudaSetDevice(model.device()));
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+        dst, src, model.flat_floats() * sizeof(float), kind, model.stream()));
+    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(model.stream()));
+    return absl::OkStatus();
+  }
+
+  const OptimizerSpec optimizer_;
+  const int64_t world_;
+  std::vector<Lane> lanes_;
+  StepPool pool_;
+  int64_t iterations_ = 0;  // Optimizer::iterations() of the device state
+  std::atomic<bool> aborted_{false};
+  absl::Status broken_;  // a failed step's error: every later Step's
+};
+
+absl::Status CheckConfig(const DeviceDataParallelConfig& c) {
+  if (c.devices.empty()) {
+    return absl::InvalidArgumentError("DeviceDataParallel: no local devices");
+  }
+  if (c.devices.size() != c.replica_indices.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("DeviceDataParallel: ", c.devices.size(), " devices but ",
+                     c.replica_indices.size(), " replica indices"));
+  }
+  if (c.world_replicas < 1 || c.world_replicas > INT_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DeviceDataParallel: bad world of ", c.world_replicas, " replicas"));
+  }
+  for (int64_t r : c.replica_indices) {
+    if (r < 0 || r >= c.world_replicas) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("DeviceDataParallel: replica index ", r,
+                       " outside the world of ", c.world_replicas));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Registered before main: the binary links this library only when built
+// with --config=cuda.
+const bool kRegistered = [] {
+  RegisterDeviceDataParallel({&MakeCudaDeviceDataParallel, &NewNcclUniqueId});
+  return true;
+}();
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DeviceDataParallel>> MakeCudaDeviceDataParallel(
+    const DeviceDataParallelConfig& config) {
+  RETURN_IF_ERROR(CheckConfig(config));
+  const size_t n = config.devices.size();
+  const int slots = SlotCount(config.spec.optimizer);
+  std::vector<Lane> lanes(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int device = config.devices[i];
+    const std::string where = absl::StrCat("cuda:", device);
+    Lane& lane = lanes[i];
+    lane.replica = config.replica_indices[i];
+    GpuModelOptions options;
+    options.device = device;
+    options.allow_tf32 = config.spec.cluster.allow_tf32;
+    absl::StatusOr<std::unique_ptr<GpuModel>> model =
+        GpuModel::Create(config.spec.model, config.spec.seed, options);
+    if (!model.ok()) return AnnotateStatus(model.status(), where);
+    lane.model = *std::move(model);
+    const int64_t floats = lane.model->flat_floats();
+    if (slots >= 1) {
+      absl::StatusOr<std::unique_ptr<DeviceSlot>> s =
+          DeviceSlot::Create(device, floats);
+      if (!s.ok()) return AnnotateStatus(s.status(), where);
+      lane.first = *std::move(s);
+    }
+    if (slots >= 2) {
+      absl::StatusOr<std::unique_ptr<DeviceSlot>> s =
+          DeviceSlot::Create(device, floats);
+      if (!s.ok()) return AnnotateStatus(s.status(), where);
+      lane.second = *std::move(s);
+    }
+  }
+  // NCCL's init is collective over every rank, the local ones included:
+  // join them all at once. One failure cancels the others' waits.
+  std::atomic<bool> cancel{false};
+  std::vector<absl::StatusOr<std::unique_ptr<NcclCommunicator>>> comms(n);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      comms[i] = NcclCommunicator::Create(
+          config.nccl_id, static_cast<int>(config.world_replicas),
+          static_cast<int>(config.replica_indices[i]), config.devices[i],
+          config.timeout, &cancel);
+      if (!comms[i].ok()) cancel.store(true);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  absl::Status first_error;
+  for (size_t i = 0; i < n; ++i) {
+    if (comms[i].ok()) {
+      lanes[i].comm = *std::move(comms[i]);
+      continue;
+    }
+    if (first_error.ok() ||
+        (first_error.code() == absl::StatusCode::kCancelled &&
+         comms[i].status().code() != absl::StatusCode::kCancelled)) {
+      first_error = AnnotateStatus(
+          comms[i].status(),
+          absl::StrCat("joining the NCCL communicator on cuda:",
+                       config.devices[i], " (rank ", config.replica_indices[i],
+                       " of ", config.world_replicas, ")"));
+    }
+  }
+  if (!first_error.ok()) return first_error;
+  return std::unique_ptr<DeviceDataParallel>(
+      new CudaDeviceDataParallel(config, std::move(lanes)));
+}
+
+}  // namespace cuda
+}  // namespace lockstep
