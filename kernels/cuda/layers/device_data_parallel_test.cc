@@ -15,7 +15,7 @@
 #include "core/optimizer.h"
 #include "core/replica_set.h"
 #include "gtest/gtest.h"
-#include "kernels/cuda/layers/gpu_test_util.h"
+#include "kernels/cuda/cuda_test_util.h"
 #include "kernels/cuda/nccl_communicator.h"
 
 namespace lockstep {

@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu/dropout.h"
 #include "kernels/cpu/test_util.h"
-#include "kernels/cuda/layers/gpu_test_util.h"
+#include "kernels/cuda/cuda_test_util.h"
 
 namespace lockstep {
 namespace cuda {

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/layers.h"
 #include "core/status_macros.h"
 #include "kernels/cpu/dropout.h"
 #include "kernels/cpu/pool.h"
@@ -33,22 +34,6 @@ namespace {
 
 // Each param starts on a 256-byte boundary (cuBLAS/cuDNN alignment).
 constexpr int64_t kParamAlignFloats = 64;
-
-ActivationKind ToKind(Activation a) {
-  switch (a) {
-    case Activation::kRelu:
-      return ActivationKind::kRelu;
-    case Activation::kTanh:
-      return ActivationKind::kTanh;
-    case Activation::kSigmoid:
-      return ActivationKind::kSigmoid;
-    case Activation::kSoftmax:
-      return ActivationKind::kSoftmax;
-    case Activation::kLinear:
-      break;
-  }
-  return ActivationKind::kLinear;
-}
 
 }  // namespace
 
@@ -74,7 +59,7 @@ struct GpuModel::Layer {
     if (spec.activation == Activation::kSoftmax && skip_softmax) {
       return ActivationKind::kLinear;
     }
-    return ToKind(spec.activation);
+    return ToActivationKind(spec.activation);
   }
   Conv2DGeometry ConvGeometry(int64_t n) const {
     return Conv2DGeometry::Make(n, in_shape[0], in_shape[1], in_shape[2],

@@ -19,7 +19,7 @@
 #include "core/tensor.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/test_util.h"
-#include "kernels/cuda/layers/gpu_test_util.h"
+#include "kernels/cuda/cuda_test_util.h"
 
 namespace lockstep {
 namespace cuda {

@@ -8,7 +8,7 @@
 #include "core/batch_prefetcher.h"
 #include "core/replica_set.h"
 #include "gtest/gtest.h"
-#include "kernels/cuda/layers/gpu_test_util.h"
+#include "kernels/cuda/cuda_test_util.h"
 
 namespace lockstep {
 namespace cuda {
