@@ -3,7 +3,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "core/replica.h"
+#include "core/gpu_backend.h"
 
 namespace lockstep {
 
@@ -12,7 +12,7 @@ absl::StatusOr<DeviceList> ResolveDevices(const std::string& spec,
   const DeviceList cpu = DeviceList::Cpu(cpu_replicas);
   const bool wants_cuda = absl::StrContains(spec, "cuda");
   int visible = 0;
-  if (wants_cuda || (spec.empty() && HaveGpuReplicas())) {
+  if (wants_cuda || (spec.empty() && HaveGpuBackend())) {
     absl::StatusOr<int> count = VisibleGpus();
     if (!count.ok()) {
       if (!wants_cuda) return cpu;  // no flag: CPU replicas, quietly

@@ -1,6 +1,6 @@
 #include "client/device_flags.h"
 
-#include "core/replica.h"
+#include "core/gpu_backend.h"
 #include "gtest/gtest.h"
 
 namespace lockstep {
@@ -9,7 +9,7 @@ namespace {
 TEST(DeviceFlagsTest, CpuReplicasByDefaultAndByFlag) {
   absl::StatusOr<DeviceList> none = ResolveDevices("", 3);
   ASSERT_TRUE(none.ok()) << none.status();
-  if (!HaveGpuReplicas()) EXPECT_EQ(none->ToString(), "cpu:3");
+  if (!HaveGpuBackend()) EXPECT_EQ(none->ToString(), "cpu:3");
   absl::StatusOr<DeviceList> two = ResolveDevices("cpu:2", 1);
   ASSERT_TRUE(two.ok()) << two.status();
   EXPECT_EQ(two->replicas(), 2);
@@ -28,7 +28,7 @@ TEST(DeviceFlagsTest, BadEntriesAreNamed) {
 }
 
 TEST(DeviceFlagsTest, GpusWithoutTheCudaBuildSaySo) {
-  if (HaveGpuReplicas()) GTEST_SKIP() << "this binary has GPU replicas";
+  if (HaveGpuBackend()) GTEST_SKIP() << "this binary has GPU replicas";
   absl::StatusOr<DeviceList> gpu = ResolveDevices("cuda:0", 1);
   ASSERT_FALSE(gpu.ok());
   EXPECT_EQ(gpu.status().code(), absl::StatusCode::kFailedPrecondition);

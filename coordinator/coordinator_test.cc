@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "absl/strings/str_format.h"
+#include "coordinator/coordinator_test_util.h"
 #include "core/file_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -19,14 +20,7 @@ namespace {
 using ::testing::HasSubstr;
 namespace v1 = lockstep::v1;
 
-constexpr char kJob[] = R"({
-  "name": "j", "seed": 1,
-  "model": {"input_shape": [4], "layers": [{"type": "dense", "units": 2}]},
-  "data": {"format": "synthetic", "train_samples": 100, "test_samples": 10,
-           "num_classes": 2},
-  "batch_size_per_replica": 10, "epochs": 1,
-  "cluster": {"workers": 2, "replicas_per_worker": 1}
-})";
+constexpr const char* kJob = testing::kTwoWorkerJob;
 
 class CoordinatorTest : public ::testing::Test {
  protected:
@@ -40,12 +34,8 @@ class CoordinatorTest : public ::testing::Test {
   }
   std::string Register(const std::string& host, int replicas = 1,
                        int version = kProtocolVersion) {
-    v1::RegisterRequest r;
+    v1::RegisterRequest r = testing::TestRegistration(host, replicas);
     r.set_protocol_version(version);
-    r.set_host(host);
-    r.set_pid(100);
-    r.set_collective_address(host + ":1");
-    r.set_replicas(replicas);
     absl::StatusOr<v1::RegisterResponse> resp = c_->Register(r, "peer");
     return resp.ok() ? resp->worker_id() : std::string(resp.status().message());
   }

@@ -2,6 +2,7 @@
 // network: job states, progress, curves, checkpoints, workers.
 #include "coordinator/ops_endpoints.h"
 
+#include "coordinator/coordinator_test_util.h"
 #include "core/file_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -14,14 +15,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 namespace v1 = lockstep::v1;
 
-constexpr char kJob[] = R"({
-  "name": "j", "seed": 1,
-  "model": {"input_shape": [4], "layers": [{"type": "dense", "units": 2}]},
-  "data": {"format": "synthetic", "train_samples": 100, "test_samples": 10,
-           "num_classes": 2},
-  "batch_size_per_replica": 10, "epochs": 2,
-  "cluster": {"workers": 2, "replicas_per_worker": 1}
-})";
+constexpr const char* kJob = testing::kTwoWorkerJob;
 
 class OpsEndpointsTest : public ::testing::Test {
  protected:
@@ -34,12 +28,8 @@ class OpsEndpointsTest : public ::testing::Test {
     ASSERT_TRUE(c_->LoadJournal().ok());
   }
   std::string Register(const std::string& name) {
-    v1::RegisterRequest r;
-    r.set_protocol_version(kProtocolVersion);
-    r.set_host("host-" + name);
-    r.set_pid(7);
+    v1::RegisterRequest r = testing::TestRegistration("host-" + name);
     r.set_collective_address(name + ":1");
-    r.set_replicas(1);
     r.set_name(name);
     return c_->Register(r, "peer")->worker_id();
   }

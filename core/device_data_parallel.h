@@ -3,14 +3,13 @@
 // index). A step runs forward/backward on each device, sums the gradients
 // over every GPU with NCCL and applies the optimizer on each device, so
 // parameters leave the GPUs only for checkpoints and fingerprints. The CUDA
-// build registers the implementation (kernels/cuda/layers); without it
-// MakeDeviceDataParallel says so. Not thread-safe except Abort().
+// build provides the implementation (MakeDeviceDataParallel in
+// core/gpu_backend.h). Not thread-safe except Abort().
 #ifndef LOCKSTEP_CORE_DEVICE_DATA_PARALLEL_H_
 #define LOCKSTEP_CORE_DEVICE_DATA_PARALLEL_H_
 
 #include <atomic>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,26 +53,12 @@ class DeviceDataParallel {
 
 struct DeviceDataParallelConfig {
   JobSpec spec;
-  std::vector<int> devices;              // local CUDA ordinals, one each
-  std::vector<int64_t> replica_indices;  // their global replica indices
-  int64_t world_replicas = 0;            // every GPU of the generation
-  std::string nccl_id;                   // 128 bytes, from rank 0
+  std::vector<int> devices;                     // local CUDA ordinals, one each
+  std::vector<int64_t> replica_indices;         // their global replica indices
+  int64_t world_replicas = 0;                   // every GPU of the generation
+  std::string nccl_id;                          // 128 bytes, from rank 0
   absl::Duration timeout = absl::Seconds(120);  // communicator set-up
 };
-
-struct DeviceDataParallelBackend {
-  std::function<absl::StatusOr<std::unique_ptr<DeviceDataParallel>>(
-      const DeviceDataParallelConfig&)>
-      make;
-  // A fresh ncclUniqueId (rank 0 of each generation).
-  std::function<absl::StatusOr<std::string>()> new_nccl_id;
-};
-void RegisterDeviceDataParallel(DeviceDataParallelBackend backend);
-bool HaveDeviceDataParallel();
-// FailedPrecondition without the CUDA build.
-absl::StatusOr<std::unique_ptr<DeviceDataParallel>> MakeDeviceDataParallel(
-    const DeviceDataParallelConfig& config);
-absl::StatusOr<std::string> NewNcclId();
 
 }  // namespace lockstep
 

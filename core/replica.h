@@ -1,9 +1,9 @@
 // One model replica of a ReplicaSet: the CPU Model itself, or a GPU replica
-// (built by the factory the CUDA build registers). Every replica keeps a
-// host Model whose params hold its parameter values and, after TrainStep,
-// its gradients, so the local sum, the ring all-reduce, the optimizer and
-// checkpoints work on host memory whatever the device. Not thread-safe:
-// one thread drives a replica at a time.
+// (MakeGpuReplica in core/gpu_backend.h, from the CUDA build). Every replica
+// keeps a host Model whose params hold its parameter values and, after
+// TrainStep, its gradients, so the local sum, the ring all-reduce, the
+// optimizer and checkpoints work on host memory whatever the device. Not
+// thread-safe: one thread drives a replica at a time.
 #ifndef LOCKSTEP_CORE_REPLICA_H_
 #define LOCKSTEP_CORE_REPLICA_H_
 
@@ -45,25 +45,7 @@ class Replica {
 // A CPU replica: the Model runs the step itself.
 absl::StatusOr<std::unique_ptr<Replica>> MakeCpuReplica(const JobSpec& spec);
 
-// GPU replicas come from the CUDA build (kernels/cuda/layers registers its
-// backend at start-up); `device` is the CUDA ordinal.
-using GpuReplicaFactory =
-    std::function<absl::StatusOr<std::unique_ptr<Replica>>(const JobSpec& spec,
-                                                           int device)>;
-struct GpuBackend {
-  GpuReplicaFactory make_replica;
-  // How many GPUs this process can use; FailedPrecondition saying why
-  // there is none (no driver, ...).
-  std::function<absl::StatusOr<int>()> visible_devices;
-};
-void RegisterGpuBackend(GpuBackend backend);
-bool HaveGpuReplicas();
-// The backend's count; FailedPrecondition without the CUDA build.
-absl::StatusOr<int> VisibleGpus();
-// FailedPrecondition when this build has no GPU replicas ("built without
-// --config=cuda"), or the factory's error (no usable device, ...).
-absl::StatusOr<std::unique_ptr<Replica>> MakeGpuReplica(const JobSpec& spec,
-                                                        int device);
+// GPU replicas come from the CUDA build: core/gpu_backend.h.
 
 }  // namespace lockstep
 

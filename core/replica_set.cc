@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/gpu_backend.h"
 #include "core/random.h"
 #include "core/status_macros.h"
 #include "kernels/cpu/threading.h"

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "core/gpu_backend.h"
 #include "core/job_spec.h"
 #include "core/shard_plan.h"
 #include "core/synthetic_data.h"
@@ -109,7 +110,7 @@ TEST(ReplicaSetTest, GpuReplicasNeedTheCudaBuildOrADevice) {
       ReplicaSet::Create(spec, {0, 1}, 1, {0, 1});
   ASSERT_FALSE(set.ok());
   EXPECT_EQ(set.status().code(), absl::StatusCode::kFailedPrecondition);
-  if (!HaveGpuReplicas()) {
+  if (!HaveGpuBackend()) {
     EXPECT_EQ(set.status().message(),
               "cuda:0: this lockstep was built without GPU support (build it "
               "with --config=cuda); use cpu:N");

@@ -21,6 +21,7 @@
 #include "core/dataset.h"
 #include "core/device_data_parallel.h"
 #include "core/fingerprint.h"
+#include "core/gpu_backend.h"
 #include "core/job_spec.h"
 #include "core/lr_schedule.h"
 #include "core/optimizer.h"
@@ -225,13 +226,8 @@ absl::Status JobRunner::Setup() {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   });
-  Log(absl::StrFormat("NCCL communicator of %d GPUs ready on %s", world * r,
-                      replicas_->devices() == "cpu"
-                          ? absl::StrJoin(ctx_.cuda_devices, ",",
-                                          [](std::string* o, int d) {
-                                            absl::StrAppend(o, "cuda:", d);
-                                          })
-                          : replicas_->devices()));
+  Log(absl::StrFormat("NCCL communicator of %d GPUs ready on cuda:%s",
+                      world * r, absl::StrJoin(ctx_.cuda_devices, ",cuda:")));
   return absl::OkStatus();
 }
 

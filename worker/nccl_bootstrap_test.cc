@@ -11,6 +11,7 @@
 
 #include "coordinator/auth.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/coordinator_test_util.h"
 #include "coordinator/services.h"
 #include "core/file_util.h"
 #include "gmock/gmock.h"
@@ -25,14 +26,7 @@ using ::testing::HasSubstr;
 using ::testing::StartsWith;
 namespace v1 = lockstep::v1;
 
-constexpr char kJob[] = R"({
-  "name": "j", "seed": 1,
-  "model": {"input_shape": [4], "layers": [{"type": "dense", "units": 2}]},
-  "data": {"format": "synthetic", "train_samples": 100, "test_samples": 10,
-           "num_classes": 2},
-  "batch_size_per_replica": 10, "epochs": 1,
-  "cluster": {"workers": 2, "replicas_per_worker": 1}
-})";
+constexpr const char* kJob = testing::kTwoWorkerJob;
 
 std::string KnownId() {
   std::string id(128, '\0');
@@ -79,14 +73,8 @@ class NcclBootstrapTest : public ::testing::Test {
     server_.reset();
   }
   std::string Register(const std::string& host) {
-    v1::RegisterRequest r;
-    r.set_protocol_version(kProtocolVersion);
-    r.set_host(host);
-    r.set_pid(100);
-    r.set_collective_address(host + ":1");
-    r.set_replicas(1);
     absl::StatusOr<v1::RegisterResponse> resp =
-        coordinator_->Register(r, "peer");
+        coordinator_->Register(testing::TestRegistration(host), "peer");
     EXPECT_TRUE(resp.ok()) << resp.status();
     return resp.ok() ? resp->worker_id() : "";
   }

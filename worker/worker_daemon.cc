@@ -12,7 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
-#include "core/device_data_parallel.h"
+#include "core/gpu_backend.h"
 #include "core/http_server.h"
 #include "core/status_macros.h"
 #include "core/version.h"
@@ -99,7 +99,7 @@ absl::Status WorkerDaemon::Register() {
   // Every worker runs the gRPC ring; GPU workers of the CUDA build also
   // NCCL (core/device_data_parallel.h).
   req.add_collectives("ring");
-  if (!o_.cuda_devices.empty() && HaveDeviceDataParallel()) {
+  if (!o_.cuda_devices.empty() && HaveGpuBackend()) {
     req.add_collectives("nccl");
   }
   while (!ShuttingDown()) {

@@ -384,13 +384,6 @@ absl::Status CheckConfig(const DeviceDataParallelConfig& c) {
   return absl::OkStatus();
 }
 
-// Registered before main: the binary links this library only when built
-// with --config=cuda.
-const bool kRegistered = [] {
-  RegisterDeviceDataParallel({&MakeCudaDeviceDataParallel, &NewNcclUniqueId});
-  return true;
-}();
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DeviceDataParallel>> MakeCudaDeviceDataParallel(

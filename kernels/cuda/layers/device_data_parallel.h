@@ -1,7 +1,7 @@
 // The CUDA implementation of core/device_data_parallel.h: one GpuModel and
 // one NcclCommunicator per local GPU, the whole flat gradient buffer summed
 // by one NCCL all-reduce, and the fused optimizer (kernels/cuda/optimizer.h)
-// applied on every GPU. Linking this library registers it (alwayslink).
+// applied on every GPU (registered by :gpu_backend).
 #ifndef LOCKSTEP_KERNELS_CUDA_LAYERS_DEVICE_DATA_PARALLEL_H_
 #define LOCKSTEP_KERNELS_CUDA_LAYERS_DEVICE_DATA_PARALLEL_H_
 
@@ -13,9 +13,9 @@
 namespace lockstep {
 namespace cuda {
 
-// What the registered backend's `make` calls. Builds the GpuModels (same
-// spec and seed, so the same initial bytes on every GPU), then joins the
-// NCCL communicator on every local GPU concurrently (NCCL's init is
+// What the registered backend's `make_data_parallel` calls. Builds the
+// GpuModels (same spec and seed, so the same initial bytes on every GPU), then
+// joins the NCCL communicator on every local GPU concurrently (NCCL's init is
 // collective: sequential joins of two local ranks would deadlock) within
 // config.timeout. Blocks. Errors: InvalidArgument for an inconsistent
 // config, FailedPrecondition naming the device when a GPU is not usable,

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/batch_prefetcher.h"
+#include "core/gpu_backend.h"
 #include "core/model.h"
 #include "core/optimizer.h"
 #include "core/replica_set.h"
@@ -67,7 +68,7 @@ Batch MakeTestBatch(int64_t step) {
 }
 
 TEST(DeviceDataParallelTest, LinkingRegistersTheBackend) {
-  EXPECT_TRUE(HaveDeviceDataParallel());
+  EXPECT_TRUE(HaveGpuBackend());
 }
 
 TEST(DeviceDataParallelTest, RefusesABadConfig) {

@@ -75,18 +75,6 @@ class GpuReplica final : public Replica {
   std::function<void(int)> grad_ready_;
 };
 
-absl::StatusOr<int> CountVisible() {
-  ASSIGN_OR_RETURN(std::vector<DeviceInfo> devices, VisibleDevices());
-  return static_cast<int>(devices.size());
-}
-
-// Registered before main: the binary links this library only when built
-// with --config=cuda.
-const bool kRegistered = [] {
-  RegisterGpuBackend({&MakeGpuReplica, &CountVisible});
-  return true;
-}();
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Replica>> MakeGpuReplica(const JobSpec& spec,

@@ -1,14 +1,12 @@
 // GPU replicas for core/replica.h: a GpuModel on one device behind the
-// Replica interface. Linking this library (alwayslink) registers the GPU
-// backend, so `--devices cuda:N` works in the binary built with
-// --config=cuda.
+// Replica interface (registered by :gpu_backend).
 //
 // The step runs on the device; its gradients are copied into the host
 // model's params (through pinned staging) so the local sum, the ring
 // all-reduce, the host optimizer and checkpoints are the CPU path's. New
 // parameter values go back to the device in ParamsChanged. This is the
-// "ring through pinned host buffers" path; NCCL and device-side updates
-// come next (issue 5).
+// "ring through pinned host buffers" path; the NCCL path with device-side
+// updates is device_data_parallel.h.
 #ifndef LOCKSTEP_KERNELS_CUDA_LAYERS_GPU_REPLICA_H_
 #define LOCKSTEP_KERNELS_CUDA_LAYERS_GPU_REPLICA_H_
 

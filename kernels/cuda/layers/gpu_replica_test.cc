@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/batch_prefetcher.h"
+#include "core/gpu_backend.h"
 #include "core/replica_set.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/cuda_test_util.h"
@@ -36,7 +37,7 @@ JobSpec SmallCnn() {
 }
 
 TEST(GpuReplicaTest, LinkingRegistersTheGpuBackend) {
-  EXPECT_TRUE(HaveGpuReplicas());
+  EXPECT_TRUE(HaveGpuBackend());
   const std::string why = WhyNoDevice();
   if (why.empty()) GTEST_SKIP() << "a GPU is present: the no-device paths";
   absl::StatusOr<int> visible = VisibleGpus();
