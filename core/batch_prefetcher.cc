@@ -98,6 +98,14 @@ absl::StatusOr<Batch> BatchPrefetcher::Next() {
   return b;
 }
 
+const Batch* BatchPrefetcher::PeekReady() {
+  absl::MutexLock lock(&mu_);
+  // Only the producer adds to ready_, at the back: a reference to the front
+  // stays valid until the consumer's own Next() or Stop().
+  if (stop_ || ready_.empty()) return nullptr;
+  return &ready_.front();
+}
+
 void BatchPrefetcher::Stop() {
   {
     absl::MutexLock lock(&mu_);

@@ -57,6 +57,12 @@ class BatchPrefetcher {
   // no steps (empty dataset) but steps were asked for.
   absl::StatusOr<Batch> Next();
 
+  // The batch the next Next() will return if it is ready now, else null
+  // (never blocks): for copying it toward a device while the current step
+  // runs. Valid until that Next() or Stop(); call from the consumer's
+  // thread.
+  const Batch* PeekReady();
+
   // Stops production and joins the thread; idempotent, does not block on a
   // full queue. Call from the consumer's thread (or any thread other than a
   // blocked Next(), which it wakes with kCancelled).

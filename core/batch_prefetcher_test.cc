@@ -1,6 +1,7 @@
 #include "core/batch_prefetcher.h"
 
 #include <chrono>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -131,6 +132,37 @@ TEST(BatchPrefetcherTest, StopMidwayJoinsPromptlyAndCancelsNext) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
           .count();
   EXPECT_LT(seconds, 2.0);
+}
+
+TEST(BatchPrefetcherTest, PeekReadyShowsWhatNextReturnsWithoutBlocking) {
+  const Dataset data = CountingDataset(40, 3);
+  ShardPlan plan(40, 4, 2, 9, true);
+  const std::vector<int64_t> replicas = {0, 1};
+  BatchPrefetcher pf(&data, &plan, replicas, {3}, 2, 6, /*depth=*/2);
+  for (int64_t step = 2; step < 6; ++step) {
+    // Wait (bounded) for the producer, then the peeked batch is the one
+    // Next() hands out, and it stays valid while later ones are produced.
+    const Batch* peeked = nullptr;
+    for (int i = 0; i < 2000 && peeked == nullptr; ++i) {
+      peeked = pf.PeekReady();
+      if (peeked == nullptr) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+    ASSERT_NE(peeked, nullptr) << "step " << step << " never became ready";
+    EXPECT_EQ(peeked->global_step, step);
+    const Batch copy = *peeked;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ExpectSame(*peeked, copy);
+    absl::StatusOr<Batch> b = pf.Next();
+    ASSERT_TRUE(b.ok()) << b.status();
+    ExpectSame(*b, MakeBatch(data, plan, replicas, {3}, step));
+    ExpectSame(*b, copy);
+  }
+  // At the end, and after Stop(), there is nothing to peek at.
+  EXPECT_EQ(pf.PeekReady(), nullptr);
+  pf.Stop();
+  EXPECT_EQ(pf.PeekReady(), nullptr);
 }
 
 TEST(BatchPrefetcherTest, EmptyRangeAndEmptyDataset) {

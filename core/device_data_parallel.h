@@ -30,11 +30,15 @@ class DeviceDataParallel {
 
   // One step of the local replicas (batch.replicas in local order) at
   // learning rate `lr`: their loss sums (this worker's), after every GPU of
-  // the generation has the summed gradients applied. Blocks. Errors: a
-  // CUDA or NCCL failure (NCCL's remote and system errors are Aborted or
-  // Unavailable: a peer is gone), Cancelled after Abort().
-  virtual absl::StatusOr<BatchLoss> Step(Batch& batch, LossType loss,
-                                         uint64_t seed, double lr) = 0;
+  // the generation has the summed gradients applied. Blocks. `next`, when
+  // not null, is the batch of the following step: its copy to the devices
+  // (through pinned memory) runs while this step computes, and the next
+  // Step with that batch uses it. Errors: a CUDA or NCCL failure (NCCL's
+  // remote and system errors are Aborted or Unavailable: a peer is gone),
+  // Cancelled after Abort().
+  virtual absl::StatusOr<BatchLoss> Step(Batch& batch, const Batch* next,
+                                         LossType loss, uint64_t seed,
+                                         double lr) = 0;
   // Loss and accuracy of `data` on the first local device (no collective).
   virtual absl::StatusOr<BatchLoss> Evaluate(const Dataset& data,
                                              LossType loss) = 0;

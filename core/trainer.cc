@@ -1,7 +1,8 @@
-// The single-process training loop (see trainer.h). One step: every local
-// replica runs forward/backward on its slice of the global batch, gradients
-// are summed into replica 0 in replica order (deterministic), replica 0's
-// optimizer updates, and the new parameters are copied to the others.
+// The single-process training loop (see trainer.h). One CPU step: every
+// local replica runs forward/backward on its slice of the global batch,
+// gradients are summed into replica 0 in replica order (deterministic),
+// replica 0's optimizer updates, and the new parameters are copied to the
+// others. One GPU step: DeviceDataParallel::Step (NCCL over the local GPUs).
 #include "core/trainer.h"
 
 #include <algorithm>
@@ -17,14 +18,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "core/batch_prefetcher.h"
 #include "core/checkpoint.h"
 #include "core/checkpoint_restore.h"
 #include "core/dataset.h"
+#include "core/device_data_parallel.h"
 #include "core/file_util.h"
 #include "core/fingerprint.h"
+#include "core/gpu_backend.h"
 #include "core/lr_schedule.h"
 #include "core/optimizer.h"
 #include "core/progress.h"
@@ -89,7 +93,9 @@ class LocalTrainer {
   absl::Status Setup();
   absl::Status PrepareStorage();
   absl::Status Restore();
-  absl::StatusOr<BatchLoss> Step(Batch& batch);
+  absl::StatusOr<BatchLoss> Step(Batch& batch, const Batch* next);
+  // With GPUs: their parameters and optimizer state into the host ones.
+  absl::Status SyncHostState();
   absl::Status Commit(int64_t step);
   absl::StatusOr<BatchLoss> Evaluate();
   void Log(const std::string& line) {
@@ -106,7 +112,10 @@ class LocalTrainer {
   std::string job_dir_;
   Dataset train_, test_;
   std::unique_ptr<ShardPlan> plan_;
+  // With GPUs the host replicas only hold what checkpoints, the fingerprint
+  // and the batch plan need; ddp_ trains.
   std::unique_ptr<ReplicaSet> replicas_;
+  std::unique_ptr<DeviceDataParallel> ddp_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<CheckpointStore> checkpoints_;
@@ -124,11 +133,27 @@ absl::Status LocalTrainer::Setup() {
   const int64_t replicas = spec_.total_replicas();
   std::vector<int64_t> replica_ids(replicas);
   for (int64_t r = 0; r < replicas; ++r) replica_ids[r] = r;
-  ASSIGN_OR_RETURN(replicas_,
-                   ReplicaSet::Create(spec_, std::move(replica_ids),
-                                      options_.threads, options_.cuda_devices));
+  const bool gpus = !options_.cuda_devices.empty();
+  if (gpus && static_cast<int64_t>(options_.cuda_devices.size()) != replicas) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%d GPUs for the job's %d replicas (cluster.replicas_per_worker x "
+        "cluster.workers): give one GPU per replica",
+        options_.cuda_devices.size(), replicas));
+  }
+  ASSIGN_OR_RETURN(replicas_, ReplicaSet::Create(spec_, replica_ids,
+                                                 options_.threads));
   RETURN_IF_ERROR(
       CheckDataFitsModel(spec_, replicas_->primary(), train_, test_));
+  if (gpus) {
+    // One NCCL communicator over the local GPUs, its id made here.
+    DeviceDataParallelConfig c;
+    c.spec = spec_;
+    c.devices = options_.cuda_devices;
+    c.replica_indices = replica_ids;
+    c.world_replicas = replicas;
+    ASSIGN_OR_RETURN(c.nccl_id, NewNcclId());
+    ASSIGN_OR_RETURN(ddp_, MakeDeviceDataParallel(c));
+  }
   plan_ = std::make_unique<ShardPlan>(train_.num_samples,
                                       spec_.batch_size_per_replica, replicas,
                                       spec_.seed, spec_.data.shuffle);
@@ -189,7 +214,9 @@ absl::Status LocalTrainer::Restore() {
                      "; resuming with the new settings"));
   }
   RETURN_IF_ERROR(ApplyCheckpoint(*loaded, replicas_->params(), *optimizer_));
-  RETURN_IF_ERROR(replicas_->MirrorParams());
+  RETURN_IF_ERROR(ddp_ != nullptr
+                      ? ddp_->PushState(replicas_->params(), *optimizer_)
+                      : replicas_->MirrorParams());
   start_step_ = loaded->state.step;
   last_commit_step_ = start_step_;
   last_checkpoint_ = loaded->path;
@@ -197,16 +224,30 @@ absl::Status LocalTrainer::Restore() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<BatchLoss> LocalTrainer::Step(Batch& batch) {
+absl::StatusOr<BatchLoss> LocalTrainer::Step(Batch& batch, const Batch* next) {
+  const double lr = schedule_->At(batch.global_step);
+  if (ddp_ != nullptr) {
+    ASSIGN_OR_RETURN(BatchLoss loss,
+                     ddp_->Step(batch, next, spec_.loss, spec_.seed, lr));
+    // The devices updated; the host optimizer only counts the iteration.
+    optimizer_->set_iterations(optimizer_->iterations() + 1);
+    return loss;
+  }
   ASSIGN_OR_RETURN(BatchLoss loss,
                    replicas_->ComputeGradients(batch, spec_.loss, spec_.seed));
-  optimizer_->Apply(schedule_->At(batch.global_step));
+  optimizer_->Apply(lr);
   RETURN_IF_ERROR(replicas_->MirrorParams());
   return loss;
 }
 
+absl::Status LocalTrainer::SyncHostState() {
+  if (ddp_ == nullptr) return absl::OkStatus();
+  return ddp_->PullState(replicas_->params(), *optimizer_);
+}
+
 absl::Status LocalTrainer::Commit(int64_t step) {
   if (step == last_commit_step_) return absl::OkStatus();
+  RETURN_IF_ERROR(SyncHostState());
   const int64_t spe = plan_->steps_per_epoch();
   CheckpointState state;
   state.step = step;
@@ -229,7 +270,8 @@ absl::Status LocalTrainer::Commit(int64_t step) {
 }
 
 absl::StatusOr<BatchLoss> LocalTrainer::Evaluate() {
-  return replicas_->Evaluate(test_, spec_.loss);
+  return ddp_ != nullptr ? ddp_->Evaluate(test_, spec_.loss)
+                         : replicas_->Evaluate(test_, spec_.loss);
 }
 
 absl::StatusOr<TrainResult> LocalTrainer::Run() {
@@ -248,10 +290,16 @@ absl::StatusOr<TrainResult> LocalTrainer::Run() {
     end_step =
         std::min(end_step, std::max(options_.stop_after_steps, start_step_));
   }
+  const std::string on =
+      ddp_ == nullptr
+          ? std::string("CPU")
+          : absl::StrCat("cuda:", absl::StrJoin(options_.cuda_devices,
+                                                ",cuda:"),
+                         ", gradients summed by NCCL");
   Log(absl::StrFormat(
-      "job %s: %d parameters, %d replicas x batch %d = global batch %d, "
+      "job %s: %d parameters, %d replicas (%s) x batch %d = global batch %d, "
       "%d train / %d test samples, %d steps per epoch, steps %d..%d of %d",
-      spec_.name, result.num_parameters, replicas_->size(),
+      spec_.name, result.num_parameters, replicas_->size(), on,
       spec_.batch_size_per_replica, plan_->global_batch_size(),
       train_.num_samples, test_.num_samples, spe, start_step_, end_step,
       total_steps_));
@@ -289,7 +337,7 @@ absl::StatusOr<TrainResult> LocalTrainer::Run() {
     // samples/s figure instead of hiding behind the prefetch thread.
     const Clock::time_point t0 = Clock::now();
     ASSIGN_OR_RETURN(Batch batch, prefetcher.Next());
-    ASSIGN_OR_RETURN(BatchLoss loss, Step(batch));
+    ASSIGN_OR_RETURN(BatchLoss loss, Step(batch, prefetcher.PeekReady()));
     ++step;
     RETURN_IF_ERROR(
         meter.Add(step, SecondsSince(t0), batch.global_count, loss));
@@ -340,6 +388,7 @@ absl::StatusOr<TrainResult> LocalTrainer::Run() {
   result.finished = step >= total_steps_;
   result.samples_per_sec = meter.run_rate();
   result.checkpoint_path = last_checkpoint_;
+  RETURN_IF_ERROR(SyncHostState());
   result.fingerprint = Fingerprint(replicas_->params());
   if (result.finished) {
     if (!evaluated) {  // e.g. resumed a finished job

@@ -1,7 +1,11 @@
-// The training loop of one process: R local replicas (threads) over the
-// shard plan, a fixed-order gradient sum, one optimizer update mirrored to
-// every replica, evaluation each epoch, checkpoints, summaries and
-// result.json. `lockstep train` runs it with all replicas of the job local.
+// The training loop of one process: R local replicas over the shard plan,
+// evaluation each epoch, checkpoints, summaries and result.json. `lockstep
+// train` runs it with all replicas of the job local. CPU replicas (threads)
+// sum their gradients in a fixed order and one optimizer update is mirrored
+// to every replica; GPU replicas (one per device) take core/
+// device_data_parallel.h's path: gradients summed over the GPUs by NCCL and
+// the update applied on each GPU, the state copied to the host only for
+// checkpoints and the fingerprint.
 #ifndef LOCKSTEP_CORE_TRAINER_H_
 #define LOCKSTEP_CORE_TRAINER_H_
 
@@ -22,8 +26,8 @@ namespace lockstep {
 struct TrainOptions {
   std::string storage_dir;  // results under storage_dir/jobs/NAME/
   int threads = 0;          // compute threads; 0 = every core
-  // One GPU replica per ordinal (as many as the job's replicas); empty:
-  // CPU replicas.
+  // One GPU replica per ordinal (as many as the job's replicas; needs the
+  // CUDA build's backend, core/gpu_backend.h); empty: CPU replicas.
   std::vector<int> cuda_devices;
   bool resume = true;  // continue from the latest good checkpoint
   // Stop (checkpoint, then return) once this many global steps are done;

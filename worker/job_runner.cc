@@ -81,7 +81,10 @@ class JobRunner {
   absl::Status Setup();
   absl::Status Restore();
   // Sets *leaving to the number of ranks shutting down (agreed by all).
-  absl::Status Step(Batch& batch, BatchLoss* global, int* leaving);
+  // `next`: the following step's batch if ready (the NCCL path copies it to
+  // the GPUs during this step), else null.
+  absl::Status Step(Batch& batch, const Batch* next, BatchLoss* global,
+                    int* leaving);
   // After a step in which `leaving` ranks said they shut down: a checkpoint
   // of the step (unless `saved`), a barrier so it is committed before
   // anyone reports, then the generation ends (see RunAssignment).
@@ -249,12 +252,13 @@ absl::Status JobRunner::Restore() {
   return absl::OkStatus();
 }
 
-absl::Status JobRunner::Step(Batch& batch, BatchLoss* global, int* leaving) {
+absl::Status JobRunner::Step(Batch& batch, const Batch* next, BatchLoss* global,
+                             int* leaving) {
   BatchLoss local;
   if (ddp_ != nullptr) {
     // Gradients summed over every GPU and the update applied on each, by
     // NCCL and the devices; the host optimizer only counts the iteration.
-    ASSIGN_OR_RETURN(local, ddp_->Step(batch, spec_.loss, spec_.seed,
+    ASSIGN_OR_RETURN(local, ddp_->Step(batch, next, spec_.loss, spec_.seed,
                                        schedule_->At(batch.global_step)));
   } else {
     buckets_->BeginStep(a_.generation(), batch.global_step);
@@ -415,12 +419,14 @@ absl::Status JobRunner::Run() {
   const int64_t fp_every = a_.fingerprint_every_steps();
   Log(absl::StrFormat(
       "job %s generation %d: rank %d of %d, replicas %d-%d of %d, steps "
-      "%d..%d, %d gradient buckets",
+      "%d..%d, %s",
       a_.job(), a_.generation(), a_.rank(), a_.world_size(),
       a_.rank() * a_.replicas_per_worker(),
       (a_.rank() + 1) * a_.replicas_per_worker() - 1,
       a_.world_size() * a_.replicas_per_worker(), step_, total_steps_,
-      buckets_->num_buckets()));
+      buckets_ != nullptr
+          ? absl::StrFormat("%d gradient buckets", buckets_->num_buckets())
+          : std::string("gradients all-reduced by NCCL")));
   BatchPrefetcher prefetcher(&train_, plan_.get(), replicas_->replica_indices(),
                              replicas_->primary().input_shape(), step_,
                              total_steps_);
@@ -441,7 +447,8 @@ absl::Status JobRunner::Run() {
     ASSIGN_OR_RETURN(Batch batch, prefetcher.Next());
     BatchLoss loss;
     int leaving = 0;
-    RETURN_IF_ERROR(AnnotateStatus(Step(batch, &loss, &leaving),
+    RETURN_IF_ERROR(AnnotateStatus(Step(batch, prefetcher.PeekReady(), &loss,
+                                        &leaving),
                                    absl::StrCat("step ", batch.global_step)));
     const double dt = SecondsSince(t0);
     ++step_;

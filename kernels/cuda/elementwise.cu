@@ -1,5 +1,6 @@
-// Grid-stride element-wise kernels; one thread per column for BiasGrad so the
-// summation order is the CPU's.
+// Grid-stride element-wise kernels. BiasGrad keeps the CPU's summation
+// order: per column, 256-row blocks each summed from the top, then the
+// blocks' sums in order.
 #include "kernels/cuda/elementwise.h"
 
 namespace lockstep {
@@ -60,6 +61,33 @@ __global__ void BiasGradKernel(int64_t rows, int64_t cols, const float* dy,
   }
 }
 
+// Phase 1 of the parallel form: partials[b * cols + c] = the sum of block b
+// of column c (consecutive threads take consecutive columns: coalesced).
+__global__ void BiasGradBlocksKernel(int64_t rows, int64_t cols,
+                                     int64_t blocks, const float* dy,
+                                     float* partials) {
+  for (int64_t i = FirstIndex(); i < blocks * cols; i += Stride()) {
+    const int64_t b = i / cols, c = i % cols;
+    const int64_t r0 = b * kBiasGradRowBlock;
+    const int64_t r1 =
+        r0 + kBiasGradRowBlock < rows ? r0 + kBiasGradRowBlock : rows;
+    float acc = 0.0f;
+    for (int64_t r = r0; r < r1; ++r) acc += dy[r * cols + c];
+    partials[i] = acc;
+  }
+}
+
+// Phase 2: each column's block sums, in block order.
+__global__ void BiasGradSumBlocksKernel(int64_t cols, int64_t blocks,
+                                        const float* partials, float* dbias) {
+  for (int64_t c = FirstIndex(); c < cols; c += Stride()) {
+    float total = 0.0f;
+#pragma unroll 8
+    for (int64_t b = 0; b < blocks; ++b) total += partials[b * cols + c];
+    dbias[c] = total;
+  }
+}
+
 __global__ void ScaleKernel(int64_t n, float alpha, float* x) {
   for (int64_t i = FirstIndex(); i < n; i += Stride()) x[i] *= alpha;
 }
@@ -93,11 +121,27 @@ cudaError_t ReluBackward(int64_t n, const float* y, float* dy,
   return cudaGetLastError();
 }
 
+int64_t BiasGradWorkspaceFloats(int64_t rows, int64_t cols) {
+  const int64_t blocks = (rows + kBiasGradRowBlock - 1) / kBiasGradRowBlock;
+  return blocks > 1 && cols > 0 ? blocks * cols : 0;
+}
+
 cudaError_t BiasGrad(int64_t rows, int64_t cols, const float* dy, float* dbias,
-                     cudaStream_t stream) {
+                     cudaStream_t stream, float* workspace) {
   if (cols <= 0) return cudaSuccess;
-  // rows == 0 still writes zeros, as the CPU does.
-  BiasGradKernel<<<Blocks(cols), kThreads, 0, stream>>>(rows, cols, dy, dbias);
+  const int64_t blocks = (rows + kBiasGradRowBlock - 1) / kBiasGradRowBlock;
+  if (workspace == nullptr || blocks <= 1) {
+    // rows == 0 still writes zeros, as the CPU does.
+    BiasGradKernel<<<Blocks(cols), kThreads, 0, stream>>>(rows, cols, dy,
+                                                          dbias);
+    return cudaGetLastError();
+  }
+  BiasGradBlocksKernel<<<Blocks(blocks * cols), kThreads, 0, stream>>>(
+      rows, cols, blocks, dy, workspace);
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return err;
+  BiasGradSumBlocksKernel<<<Blocks(cols), kThreads, 0, stream>>>(
+      cols, blocks, workspace, dbias);
   return cudaGetLastError();
 }
 

@@ -23,9 +23,16 @@ cudaError_t BiasReluForward(int64_t rows, int64_t cols, const float* bias,
 cudaError_t ReluBackward(int64_t n, const float* y, float* dy,
                          cudaStream_t stream);
 // dbias[c] = sum over r of dy[r, c], summed in the CPU's order (blocks of 256
-// rows, then the blocks), so the result is the CPU's exactly.
+// rows, then the blocks), so the result is the CPU's exactly. With a
+// `workspace` of BiasGradWorkspaceFloats(rows, cols) floats every block of
+// every column is summed in parallel, then each column's blocks in order;
+// without (null), one thread sums a whole column (slow for tall dy, as a
+// convolution's).
 cudaError_t BiasGrad(int64_t rows, int64_t cols, const float* dy, float* dbias,
-                     cudaStream_t stream);
+                     cudaStream_t stream, float* workspace = nullptr);
+// The workspace BiasGrad's parallel form needs: one float per (256-row
+// block, column); 0 when there is only one block.
+int64_t BiasGradWorkspaceFloats(int64_t rows, int64_t cols);
 // x *= alpha.
 cudaError_t Scale(int64_t n, float alpha, float* x, cudaStream_t stream);
 // y += alpha * x.

@@ -1,6 +1,7 @@
 // The GPU element-wise kernels against kernels/cpu, bit for bit.
 #include "kernels/cuda/elementwise.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -75,6 +76,32 @@ TEST_P(ElementwiseTest, ReluBackwardAndBiasGrad) {
   ASSERT_EQ(cuda::BiasGrad(rows, cols, g.get(), db.get(), nullptr),
             cudaSuccess);
   ExpectSameBits(want_bias, db.ToHost());
+
+  // The parallel form (blocks summed side by side, then in order) gives the
+  // same bits.
+  const int64_t ws = BiasGradWorkspaceFloats(rows, cols);
+  EXPECT_EQ(ws, rows > 256 && cols > 0 ? (rows + 255) / 256 * cols : 0);
+  DeviceArray<float> work(std::vector<float>(std::max<int64_t>(ws, 1), -1.0f));
+  DeviceArray<float> db2(std::vector<float>(cols, 7.0f));
+  ASSERT_EQ(cuda::BiasGrad(rows, cols, g.get(), db2.get(), nullptr, work.get()),
+            cudaSuccess);
+  ExpectSameBits(want_bias, db2.ToHost());
+}
+
+// A convolution's bias gradient: 32 filters over 512 * 26 * 26 positions
+// (1352 row blocks), through the parallel form, bit for bit.
+TEST(BiasGradTest, TallConvolutionShapeMatchesCpuBitForBit) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const int64_t rows = 512 * 26 * 26, cols = 32;
+  const std::vector<float> dy = RandomVector(rows * cols, 9);
+  std::vector<float> want(cols);
+  lockstep::BiasGrad(rows, cols, dy.data(), want.data());
+  DeviceArray<float> g(dy), db(std::vector<float>(cols, 0.0f));
+  DeviceArray<float> work(
+      std::vector<float>(BiasGradWorkspaceFloats(rows, cols), 0.0f));
+  ASSERT_EQ(cuda::BiasGrad(rows, cols, g.get(), db.get(), nullptr, work.get()),
+            cudaSuccess);
+  ExpectSameBits(want, db.ToHost());
 }
 
 TEST_P(ElementwiseTest, ScaleAndAxpy) {

@@ -3,7 +3,11 @@
 // failed wait aborts the communicator so its GPU kernels quit.
 #include "kernels/cuda/nccl_communicator.h"
 
+#include <algorithm>
 #include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -16,6 +20,10 @@ namespace cuda {
 namespace {
 
 constexpr absl::Duration kPollInterval = absl::Milliseconds(1);
+// Waits on the GPU spin (yielding the core) this long, then nap from
+// kFirstNap up to kPollInterval.
+constexpr absl::Duration kSpinFor = absl::Milliseconds(5);
+constexpr absl::Duration kFirstNap = absl::Microseconds(50);
 // ncclCommFinalize flushes pending work; a peer that is gone can stall it.
 constexpr absl::Duration kFinalizeTimeout = absl::Seconds(10);
 
@@ -151,68 +159,111 @@ absl::Status NcclCommunicator::Break(absl::Status why) {
 absl::Status NcclCommunicator::AllReduceSum(float* device_buf, size_t count,
                                             cudaStream_t stream,
                                             absl::Duration timeout) {
+  RETURN_IF_ERROR(EnqueueAllReduceSum(device_buf, count, stream, timeout));
+  return WaitStream(stream, timeout);
+}
+
+std::string NcclCommunicator::AllReduceWhat(size_t count) const {
+  return absl::StrFormat("while all-reducing %d floats over NCCL as %s", count,
+                         Who());
+}
+
+absl::Status NcclCommunicator::EnqueueAllReduceSum(float* device_buf,
+                                                   size_t count,
+                                                   cudaStream_t stream,
+                                                   absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
-  const std::string what = absl::StrFormat(
-      "while all-reducing %d floats over NCCL as %s", count, Who());
-  const auto cancelled = [&] {
-    return Break(absl::CancelledError(
-        absl::StrCat(what, ": the communicator was aborted (Abort)")));
-  };
-  if (aborted_.load()) return cancelled();
+  if (aborted_.load()) return Break(Cancelled(AllReduceWhat(count)));
   if (!broken_.ok()) return broken_;
   if (count == 0) return absl::OkStatus();
   const absl::Status set = CUDA_STATUS(cudaSetDevice(device_));
-  if (!set.ok()) return AnnotateStatus(set, what);
+  if (!set.ok()) return AnnotateStatus(set, AllReduceWhat(count));
 
   const ncclResult_t started = ncclAllReduce(
       device_buf, device_buf, count, ncclFloat32, ncclSum, comm_, stream);
-  if (started != ncclSuccess && started != ncclInProgress) {
-    const absl::Status s = AnnotateStatus(
-        NcclStatus(started, "ncclAllReduce", __FILE__, __LINE__, comm_), what);
+  if (started == ncclSuccess) return absl::OkStatus();
+  if (started != ncclInProgress) {
+    const absl::Status s =
+        AnnotateStatus(NcclStatus(started, "ncclAllReduce", __FILE__, __LINE__,
+                                  comm_),
+                       AllReduceWhat(count));
     // A bad argument is the caller's bug and leaves the communicator whole.
     if (started == ncclInvalidArgument || started == ncclInvalidUsage) {
       return s;
     }
     return Break(s);
   }
-  // First NCCL finishes enqueuing (ncclInProgress), then the stream runs it;
-  // a stream that looks idle before the enqueue ends proves nothing.
-  bool enqueued = started == ncclSuccess;
-  const absl::Time deadline = absl::Now() + timeout;
+  // A non-blocking communicator may still be enqueuing (connecting, the
+  // first time): nothing else may go on the stream or the communicator
+  // until it has.
+  return Poll(nullptr, timeout, [&] { return AllReduceWhat(count); });
+}
+
+absl::Status NcclCommunicator::WaitStream(cudaStream_t stream,
+                                          absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  if (!broken_.ok()) return broken_;
+  const absl::Status set = CUDA_STATUS(cudaSetDevice(device_));
+  if (!set.ok()) return set;
+  return Poll(stream, timeout, [&] {
+    return absl::StrCat("while waiting for the NCCL all-reduce as ", Who());
+  });
+}
+
+absl::Status NcclCommunicator::Poll(
+    cudaStream_t stream, absl::Duration timeout,
+    const std::function<std::string()>& what) {
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = start + timeout;
+  absl::Duration nap = kFirstNap;
   while (true) {
-    if (enqueued) {
+    // NCCL first, so an enqueue still in progress is never mistaken for an
+    // idle stream.
+    ncclResult_t state = ncclInProgress;
+    const ncclResult_t polled = ncclCommGetAsyncError(comm_, &state);
+    if (polled != ncclSuccess) {
+      return Break(AnnotateStatus(
+          NcclStatus(polled, "ncclCommGetAsyncError", __FILE__, __LINE__,
+                     comm_),
+          what()));
+    }
+    if (state != ncclSuccess && state != ncclInProgress) {
+      return Break(AnnotateStatus(
+          NcclStatus(state, "NCCL (asynchronous)", __FILE__, __LINE__, comm_),
+          what()));
+    }
+    if (state == ncclSuccess) {
+      if (stream == nullptr) return absl::OkStatus();
       const cudaError_t done = cudaStreamQuery(stream);
       if (done == cudaSuccess) return absl::OkStatus();
       if (done != cudaErrorNotReady) {
         return Break(AnnotateStatus(
             CudaStatus(done, "cudaStreamQuery(stream)", __FILE__, __LINE__),
-            what));
+            what()));
       }
     }
-    ncclResult_t state = ncclInProgress;
-    const ncclResult_t polled = ncclCommGetAsyncError(comm_, &state);
-    if (polled != ncclSuccess) {
-      return Break(AnnotateStatus(NcclStatus(polled, "ncclCommGetAsyncError",
-                                             __FILE__, __LINE__, comm_),
-                                  what));
-    }
-    if (state == ncclSuccess) {
-      enqueued = true;
-    } else if (state != ncclInProgress) {
-      return Break(
-          AnnotateStatus(NcclStatus(state, "ncclAllReduce (asynchronous)",
-                                    __FILE__, __LINE__, comm_),
-                         what));
-    }
-    if (aborted_.load()) return cancelled();
-    if (absl::Now() >= deadline) {
+    if (aborted_.load()) return Break(Cancelled(what()));
+    const absl::Time now = absl::Now();
+    if (now >= deadline) {
       return Break(absl::DeadlineExceededError(absl::StrFormat(
           "%s: not finished within %s; NCCL does not say which of the other "
           "%d ranks is slow or gone",
-          what, absl::FormatDuration(timeout), world_ - 1)));
+          what(), absl::FormatDuration(timeout), world_ - 1)));
     }
-    absl::SleepFor(kPollInterval);
+    // A step's GPU work is usually done within a few milliseconds: spin
+    // (yielding) that long for the latency, then nap, longer and longer.
+    if (now - start < kSpinFor) {
+      std::this_thread::yield();
+    } else {
+      absl::SleepFor(nap);
+      nap = std::min(nap * 2, kPollInterval);
+    }
   }
+}
+
+absl::Status NcclCommunicator::Cancelled(const std::string& what) {
+  return absl::CancelledError(
+      absl::StrCat(what, ": the communicator was aborted (Abort)"));
 }
 
 }  // namespace cuda

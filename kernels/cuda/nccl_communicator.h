@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -53,8 +54,8 @@ class NcclCommunicator {
 
   // Sums `count` floats at `device_buf` (on this communicator's GPU) across
   // the ranks, in place, on `stream`; every rank must make the same calls in
-  // the same order. Blocks until the stream has finished the all-reduce,
-  // polling NCCL's asynchronous error and the abort flag every ~1 ms:
+  // the same order. Blocks until the stream has finished the all-reduce
+  // (EnqueueAllReduceSum, then WaitStream):
   //   Cancelled          Abort() was called (before or during the call);
   //   Aborted            a peer failed (ncclRemoteError);
   //   Unavailable        a socket or system error (ncclSystemError);
@@ -65,6 +66,18 @@ class NcclCommunicator {
   absl::Status AllReduceSum(float* device_buf, size_t count,
                             cudaStream_t stream,
                             absl::Duration timeout = absl::InfiniteDuration());
+  // The same sum, only enqueued: returns once NCCL has put it on `stream`
+  // (work enqueued on `stream` after it sees the sum). Errors as above, for
+  // the enqueue; the GPU's part is waited for by WaitStream.
+  absl::Status EnqueueAllReduceSum(
+      float* device_buf, size_t count, cudaStream_t stream,
+      absl::Duration timeout = absl::InfiniteDuration());
+  // Blocks until `stream` has run everything enqueued on it, the NCCL work
+  // included, polling the stream, NCCL's asynchronous error and the abort
+  // flag (spinning for the first 5 ms, then napping up to 1 ms). Errors as
+  // AllReduceSum's.
+  absl::Status WaitStream(cudaStream_t stream,
+                          absl::Duration timeout = absl::InfiniteDuration());
 
   // Makes the pending and every later AllReduceSum fail with Cancelled.
   // Thread-safe and non-blocking: the waiting call aborts the NCCL
@@ -80,6 +93,13 @@ class NcclCommunicator {
 
   // "rank R of world W on cuda:D" for messages.
   std::string Who() const;
+  std::string AllReduceWhat(size_t count) const;
+  static absl::Status Cancelled(const std::string& what);
+  // Until NCCL has no operation in progress and (when not null) `stream` is
+  // idle; errors (annotated with what()) break the communicator.
+  absl::Status Poll(cudaStream_t stream, absl::Duration timeout,
+                    const std::function<std::string()>& what)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Aborts comm_ (the GPU kernels stop) and remembers `why` for later calls.
   absl::Status Break(absl::Status why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

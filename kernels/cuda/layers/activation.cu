@@ -124,7 +124,8 @@ cudaError_t BiasActivationForward(int64_t rows, int64_t cols, const float* bias,
 cudaError_t ActivationBackwardBiasGrad(int64_t rows, int64_t cols,
                                        ActivationKind act, const float* y,
                                        float* dy, float* dbias,
-                                       cudaStream_t stream) {
+                                       cudaStream_t stream,
+                                       float* bias_workspace) {
   if (cols <= 0) return cudaSuccess;
   if (rows > 0 && act != ActivationKind::kLinear) {
     if (act == ActivationKind::kSoftmax) {
@@ -138,7 +139,8 @@ cudaError_t ActivationBackwardBiasGrad(int64_t rows, int64_t cols,
     if (err != cudaSuccess) return err;
   }
   if (dbias == nullptr) return cudaSuccess;
-  return BiasGrad(rows < 0 ? 0 : rows, cols, dy, dbias, stream);
+  return BiasGrad(rows < 0 ? 0 : rows, cols, dy, dbias, stream,
+                  bias_workspace);
 }
 
 }  // namespace cuda

@@ -25,12 +25,15 @@ cudaError_t BiasActivationForward(int64_t rows, int64_t cols, const float* bias,
 // In place: dy = d(loss)/d(pre-activation) from the activation's output y
 // and d(loss)/d(output) in dy; then, when dbias is not null, dbias[c] = sum
 // over rows of the result (overwritten; zeros for rows == 0), summed in the
-// CPU's fixed order, so deterministic and equal to the CPU's. Enqueues on
-// `stream`; returns the launch error.
+// CPU's fixed order, so deterministic and equal to the CPU's (BiasGrad in
+// kernels/cuda/elementwise.h; `bias_workspace`, when not null, holds
+// BiasGradWorkspaceFloats(rows, cols) floats for its parallel form).
+// Enqueues on `stream`; returns the launch error.
 cudaError_t ActivationBackwardBiasGrad(int64_t rows, int64_t cols,
                                        ActivationKind act, const float* y,
                                        float* dy, float* dbias,
-                                       cudaStream_t stream);
+                                       cudaStream_t stream,
+                                       float* bias_workspace = nullptr);
 
 }  // namespace cuda
 }  // namespace lockstep

@@ -68,6 +68,9 @@ class DeviceSlot {
 struct Lane {
   int64_t replica = 0;  // global replica index = NCCL rank
   std::unique_ptr<GpuModel> model;
+  // The batch staged for global step `staged_step` (-1: none).
+  GpuModel::StagedInput staged;
+  int64_t staged_step = -1;
   std::unique_ptr<DeviceSlot> first;   // SGD momentum or Adam m; null if none
   std::unique_ptr<DeviceSlot> second;  // Adam v; null if none
   std::unique_ptr<NcclCommunicator> comm;
@@ -110,7 +113,8 @@ class CudaDeviceDataParallel final : public DeviceDataParallel {
         lanes_(std::move(lanes)),
         pool_(static_cast<int>(lanes_.size())) {}
 
-  absl::StatusOr<BatchLoss> Step(Batch& batch, LossType loss, uint64_t seed,
+  absl::StatusOr<BatchLoss> Step(Batch& batch, const Batch* next,
+                                 LossType loss, uint64_t seed,
                                  double lr) override {
     RETURN_IF_ERROR(Usable());
     if (!broken_.ok()) return broken_;
@@ -119,11 +123,14 @@ class CudaDeviceDataParallel final : public DeviceDataParallel {
           absl::StrCat("DeviceDataParallel::Step: ", batch.replicas.size(),
                        " replica batches for ", lanes_.size(), " GPUs"));
     }
+    if (next != nullptr && next->replicas.size() != lanes_.size()) next = nullptr;
     const float scale = batch.global_count > 0 ? 1.0f / batch.global_count : 0;
     std::vector<absl::StatusOr<BatchLoss>> losses(lanes_.size());
     pool_.Run([&](int i) {
-      losses[i] = LaneStep(lanes_[i], batch.replicas[i], batch.global_step,
-                           loss, scale, seed, lr);
+      losses[i] = LaneStep(
+          lanes_[i], batch.replicas[i], batch.global_step,
+          next != nullptr ? &next->replicas[i] : nullptr,
+          next != nullptr ? next->global_step : -1, loss, scale, seed, lr);
       // The other local lanes may wait in the all-reduce for this one.
       if (!losses[i].ok()) AbortCommunicators();
     });
@@ -152,6 +159,9 @@ class CudaDeviceDataParallel final : public DeviceDataParallel {
                                      LossType loss) override {
     RETURN_IF_ERROR(Usable());
     GpuModel& model = *lanes_[0].model;
+    // Evaluation stages its chunks through the same slots: a batch staged
+    // for the next step may be overwritten, so that step stages it again.
+    lanes_[0].staged_step = -1;
     const int64_t n = data.num_samples;
     const int64_t per = NumElements(data.sample_shape);
     BatchLoss total;
@@ -247,41 +257,68 @@ class CudaDeviceDataParallel final : public DeviceDataParallel {
                         " of ", world_, ")");
   }
 
-  // Forward/backward, all-reduce and update on one GPU (a StepPool lane).
-  absl::StatusOr<BatchLoss> LaneStep(Lane& lane, ReplicaBatch& rb, int64_t step,
-                                     LossType loss, float scale, uint64_t seed,
-                                     double lr) {
-    GpuModel& model = *lane.model;
+  // Copies one replica batch toward lane's GPU (GpuModel::StageInputs).
+  absl::StatusOr<GpuModel::StagedInput> Stage(Lane& lane,
+                                              const ReplicaBatch& rb,
+                                              int64_t step) {
     const int64_t n = rb.x.shape().empty() ? 0 : rb.x.dim(0);
     if (static_cast<int64_t>(rb.labels.size()) != n) {
       return absl::InvalidArgumentError(
           absl::StrCat("step ", step, " on ", Where(lane), ": ", n,
                        " samples but ", rb.labels.size(), " labels"));
     }
+    absl::StatusOr<GpuModel::StagedInput> staged =
+        lane.model->StageInputs(rb.x.data(), rb.labels.data(), n);
+    if (!staged.ok()) {
+      return AnnotateStatus(staged.status(),
+                            absl::StrCat("copying the batch of step ", step,
+                                         " to ", Where(lane)));
+    }
+    return staged;
+  }
+
+  // One GPU's step (a StepPool lane), all enqueued on its stream before one
+  // wait: forward/backward, the all-reduce, the update; the next batch's
+  // copy runs beside them on the copy stream.
+  absl::StatusOr<BatchLoss> LaneStep(Lane& lane, ReplicaBatch& rb, int64_t step,
+                                     const ReplicaBatch* next,
+                                     int64_t next_step, LossType loss,
+                                     float scale, uint64_t seed, double lr) {
+    GpuModel& model = *lane.model;
+    GpuModel::StagedInput in = lane.staged;
+    if (lane.staged_step != step) {
+      ASSIGN_OR_RETURN(in, Stage(lane, rb, step));
+    }
+    lane.staged_step = -1;
     // As ReplicaSet::ComputeGradients, so the masks match the CPU path's.
     const uint64_t dropout_seed = MixSeed(MixSeed(seed, step), lane.replica);
-    absl::StatusOr<BatchLoss> result = model.TrainStep(
-        rb.x.data(), rb.labels.data(), n, loss, scale, dropout_seed);
-    if (!result.ok()) {
-      return AnnotateStatus(
-          result.status(),
-          absl::StrCat("forward/backward of step ", step, " on ", Where(lane)));
+    RETURN_IF_ERROR(AnnotateStatus(
+        model.EnqueueTrainStep(in, loss, scale, dropout_seed),
+        absl::StrCat("forward/backward of step ", step, " on ", Where(lane))));
+    if (next != nullptr) {
+      ASSIGN_OR_RETURN(lane.staged, Stage(lane, *next, next_step));
+      lane.staged_step = next_step;
     }
     // Every rank has the same model, hence the same flat size: all skip or
     // all call. NCCL hands every rank the same bytes.
     if (model.flat_floats() > 0) {
       RETURN_IF_ERROR(AnnotateStatus(
-          lane.comm->AllReduceSum(model.device_grads(), model.flat_floats(),
-                                  model.stream()),
+          lane.comm->EnqueueAllReduceSum(model.device_grads(),
+                                         model.flat_floats(), model.stream()),
           absl::StrCat("NCCL all-reduce of step ", step, " on ", Where(lane))));
     }
     RETURN_IF_ERROR(AnnotateStatus(
         Update(lane, lr),
         absl::StrCat("optimizer update of step ", step, " on ", Where(lane))));
-    return result;
+    // The step's end, the all-reduce's included: a peer that is gone shows
+    // as an NCCL error here, not as a hang.
+    RETURN_IF_ERROR(AnnotateStatus(
+        lane.comm->WaitStream(model.stream()),
+        absl::StrCat("step ", step, " on ", Where(lane))));
+    return model.LossAfterSync();
   }
 
-  // One launch over the whole flat buffer: the SGD/Adam/AdamW math is
+  // Enqueues one launch over the whole flat buffer: the SGD/Adam/AdamW math is
   // elementwise, so this equals core/optimizer.cc's per-param loops on
   // every real element. The padding (gradient and slots zero) updates to
   // values nothing reads.
@@ -303,7 +340,6 @@ class CudaDeviceDataParallel final : public DeviceDataParallel {
                                       lane.second->get(), model.device_grads(),
                                       model.stream()));
     }
-    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(model.stream()));
     return absl::OkStatus();
   }
 

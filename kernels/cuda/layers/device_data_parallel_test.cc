@@ -144,11 +144,27 @@ TEST_P(DeviceDataParallelStepTest, OneRankStepsLikeTheCpu) {
   ASSERT_TRUE(pulled_opt.ok()) << pulled_opt.status();
 
   const uint64_t seed = 11;
+  // Steps 0-3 stage the next batch during the step (step 2 is followed by
+  // an evaluation, which reuses the staging slots: step 3 stages again);
+  // step 4 has no next batch.
+  Dataset eval_data;
+  eval_data.sample_shape = {12};
+  eval_data.num_samples = 1500;  // two chunks, the second partial
+  eval_data.num_classes = 4;
+  for (int64_t i = 0; i < eval_data.num_samples * 12; ++i) {
+    eval_data.features.push_back(std::cos(0.11f * i));
+  }
+  for (int64_t i = 0; i < eval_data.num_samples; ++i) {
+    eval_data.labels.push_back(i % 4);
+  }
+  Batch next = MakeTestBatch(0);
   for (int step = 0; step < 5; ++step) {
     const double lr = 0.05 / (1 + step);
-    Batch gb = MakeTestBatch(step);
+    Batch gb = std::move(next);
+    next = MakeTestBatch(step + 1);
     Batch cb = MakeTestBatch(step);
-    absl::StatusOr<BatchLoss> lg = (*gpu)->Step(gb, spec.loss, seed, lr);
+    absl::StatusOr<BatchLoss> lg =
+        (*gpu)->Step(gb, step < 4 ? &next : nullptr, spec.loss, seed, lr);
     ASSERT_TRUE(lg.ok()) << lg.status();
     absl::StatusOr<BatchLoss> lc =
         (*cpu)->ComputeGradients(cb, spec.loss, seed);
@@ -176,27 +192,20 @@ TEST_P(DeviceDataParallelStepTest, OneRankStepsLikeTheCpu) {
             << "step " << step << " " << want[k].first << "[" << j << "]";
       }
     }
+    if (step == 2) {
+      // Evaluation on the device agrees with the CPU model's.
+      absl::StatusOr<BatchLoss> eg = (*gpu)->Evaluate(eval_data, spec.loss);
+      absl::StatusOr<BatchLoss> ec = (*cpu)->Evaluate(eval_data, spec.loss);
+      ASSERT_TRUE(eg.ok()) << eg.status();
+      ASSERT_TRUE(ec.ok()) << ec.status();
+      EXPECT_EQ(eg->count, ec->count);
+      EXPECT_NEAR(eg->loss_sum, ec->loss_sum, 1e-4 * std::fabs(ec->loss_sum));
+    }
   }
-
-  // Evaluation on the device agrees with the CPU model's.
-  Dataset data;
-  data.sample_shape = {12};
-  data.num_samples = 1500;  // two chunks, the second partial
-  data.num_classes = 4;
-  for (int64_t i = 0; i < data.num_samples * 12; ++i) {
-    data.features.push_back(std::cos(0.11f * i));
-  }
-  for (int64_t i = 0; i < data.num_samples; ++i) data.labels.push_back(i % 4);
-  absl::StatusOr<BatchLoss> eg = (*gpu)->Evaluate(data, spec.loss);
-  absl::StatusOr<BatchLoss> ec = (*cpu)->Evaluate(data, spec.loss);
-  ASSERT_TRUE(eg.ok()) << eg.status();
-  ASSERT_TRUE(ec.ok()) << ec.status();
-  EXPECT_EQ(eg->count, ec->count);
-  EXPECT_NEAR(eg->loss_sum, ec->loss_sum, 1e-4 * std::fabs(ec->loss_sum));
 
   (*gpu)->Abort();
   Batch gb = MakeTestBatch(5);
-  EXPECT_EQ((*gpu)->Step(gb, spec.loss, seed, 0.01).status().code(),
+  EXPECT_EQ((*gpu)->Step(gb, nullptr, spec.loss, seed, 0.01).status().code(),
             absl::StatusCode::kCancelled);
 }
 

@@ -20,6 +20,7 @@
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/device.h"
+#include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/layers/activation.h"
 #include "kernels/cuda/layers/conv.h"
@@ -34,6 +35,8 @@ namespace {
 
 // Each param starts on a 256-byte boundary (cuBLAS/cuDNN alignment).
 constexpr int64_t kParamAlignFloats = 64;
+// A staged batch's labels follow its features at this alignment.
+constexpr size_t kInputAlignBytes = 256;
 
 }  // namespace
 
@@ -72,6 +75,21 @@ struct GpuModel::Layer {
                                 spec.pool_h, spec.pool_w, spec.pool_h,
                                 spec.pool_w);
   }
+};
+
+// One input staging slot: the batch in pinned host memory and on the
+// device (features, then labels at an aligned offset), and the events that
+// order its reuse: `copied` on the copy stream after its copy, `consumed`
+// on the compute stream after the pass that read it.
+struct GpuModel::InputSlot {
+  PinnedHostBuffer host;
+  void* dev = nullptr;
+  size_t bytes = 0;    // capacity of host and dev
+  size_t x_bytes = 0;  // this staging's labels offset
+  cudaEvent_t copied = nullptr;
+  cudaEvent_t consumed = nullptr;
+  uint64_t serial = 0;
+  int64_t n = 0;
 };
 
 struct GpuModel::Handles {
@@ -117,6 +135,15 @@ absl::Status GpuModel::Init(const ModelSpec& spec,
   CUDA_RETURN_IF_ERROR(
       cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   h_ = std::make_unique<Handles>();
+  CUDA_RETURN_IF_ERROR(
+      cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
+  for (auto& slot : slots_) {
+    slot = std::make_unique<InputSlot>();
+    CUDA_RETURN_IF_ERROR(
+        cudaEventCreateWithFlags(&slot->copied, cudaEventDisableTiming));
+    CUDA_RETURN_IF_ERROR(
+        cudaEventCreateWithFlags(&slot->consumed, cudaEventDisableTiming));
+  }
   ASSIGN_OR_RETURN(h_->cublas, CublasHandle::Create());
   ASSIGN_OR_RETURN(h_->cudnn, CudnnHandle::Create());
   h_->gemm.allow_tf32 = allow_tf32_;
@@ -175,17 +202,26 @@ absl::Status GpuModel::Init(const ModelSpec& spec,
 }
 
 GpuModel::~GpuModel() {
+  cudaSetDevice(device_);
+  if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  if (copy_stream_ != nullptr) cudaStreamSynchronize(copy_stream_);
+  for (auto& slot : slots_) {
+    if (slot == nullptr) continue;
+    if (slot->dev != nullptr) cudaFree(slot->dev);
+    if (slot->copied != nullptr) cudaEventDestroy(slot->copied);
+    if (slot->consumed != nullptr) cudaEventDestroy(slot->consumed);
+    slot.reset();  // its pinned buffer too
+  }
+  if (copy_stream_ != nullptr) cudaStreamDestroy(copy_stream_);
   if (h_ == nullptr) {
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
     return;
   }
-  cudaSetDevice(device_);
-  if (stream_ != nullptr) cudaStreamSynchronize(stream_);
   CachingAllocator& a = *h_->allocator;
   for (void* p :
-       {static_cast<void*>(params_dev_), static_cast<void*>(grads_dev_), x_.ptr,
-        labels_.ptr, grad_a_.ptr, grad_b_.ptr, loss_ws_.ptr, conv_ws_.ptr,
-        sums_.ptr}) {
+       {static_cast<void*>(params_dev_), static_cast<void*>(grads_dev_),
+        grad_a_.ptr, grad_b_.ptr, loss_ws_.ptr, conv_ws_.ptr, sums_.ptr,
+        bias_ws_.ptr}) {
     if (p != nullptr) a.Free(p).IgnoreError();
   }
   for (auto& l : layers_) {
@@ -211,13 +247,20 @@ absl::Status GpuModel::Grow(Buffer* b, size_t bytes) {
 
 absl::Status GpuModel::Reserve(int64_t n) {
   if (n <= capacity_) return absl::OkStatus();
-  const int64_t in = NumElements(host_->input_shape());
-  RETURN_IF_ERROR(Grow(&x_, n * in * sizeof(float)));
-  RETURN_IF_ERROR(Grow(&labels_, n * sizeof(int32_t)));
   RETURN_IF_ERROR(Grow(&grad_a_, n * max_width_ * sizeof(float)));
   RETURN_IF_ERROR(Grow(&grad_b_, n * max_width_ * sizeof(float)));
   RETURN_IF_ERROR(Grow(&loss_ws_, std::max(SoftmaxCrossEntropyWorkspaceBytes(n),
                                            MeanSquaredErrorWorkspaceBytes(n))));
+  int64_t bias_ws = 0;  // floats: the largest BiasGrad workspace
+  for (auto& l : layers_) {
+    if (l->bias < 0) continue;
+    const int64_t cols = l->spec.type == LayerType::kConv2D
+                             ? static_cast<int64_t>(l->spec.filters)
+                             : l->out_size;
+    bias_ws = std::max(bias_ws,
+                       BiasGradWorkspaceFloats(n * l->out_size / cols, cols));
+  }
+  RETURN_IF_ERROR(Grow(&bias_ws_, std::max<int64_t>(bias_ws, 1) * sizeof(float)));
   for (auto& l : layers_) {
     if (l->spec.type == LayerType::kFlatten) continue;
     RETURN_IF_ERROR(Grow(&l->act, n * l->out_size * sizeof(float)));
@@ -241,14 +284,66 @@ absl::StatusOr<const CudnnConv2D*> GpuModel::ConvPlan(Layer& l, int64_t n) {
   return &it->second;
 }
 
-absl::Status GpuModel::CopyInputs(const float* host_x,
-                                  const int32_t* host_labels, int64_t n) {
-  const int64_t in = NumElements(host_->input_shape());
-  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(x_.ptr, host_x, n * in * sizeof(float),
-                                       cudaMemcpyHostToDevice, stream_));
-  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(labels_.ptr, host_labels,
-                                       n * sizeof(int32_t),
-                                       cudaMemcpyHostToDevice, stream_));
+absl::StatusOr<GpuModel::StagedInput> GpuModel::StageInputs(
+    const float* host_x, const int32_t* host_labels, int64_t n) {
+  if (n < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GpuModel::StageInputs: negative batch ", n));
+  }
+  CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+  const int index = next_slot_;
+  next_slot_ ^= 1;
+  InputSlot& slot = *slots_[index];
+  const size_t x_bytes =
+      (n * NumElements(host_->input_shape()) * sizeof(float) +
+       kInputAlignBytes - 1) /
+      kInputAlignBytes * kInputAlignBytes;
+  const size_t bytes = x_bytes + n * sizeof(int32_t);
+  // The pinned buffer may still feed the slot's previous copy.
+  CUDA_RETURN_IF_ERROR(cudaEventSynchronize(slot.copied));
+  if (bytes > slot.bytes) {
+    // The device buffer may still be read by the pass that used it.
+    CUDA_RETURN_IF_ERROR(cudaEventSynchronize(slot.consumed));
+    if (slot.dev != nullptr) CUDA_RETURN_IF_ERROR(cudaFree(slot.dev));
+    slot.dev = nullptr;
+    slot.bytes = 0;
+    slot.host = PinnedHostBuffer();
+    ASSIGN_OR_RETURN(slot.host, PinnedHostBuffer::Create(bytes));
+    CUDA_RETURN_IF_ERROR(cudaMalloc(&slot.dev, bytes));
+    slot.bytes = bytes;
+  }
+  if (n > 0) {
+    char* pinned = slot.host.as<char>();
+    std::memcpy(pinned, host_x,
+                n * NumElements(host_->input_shape()) * sizeof(float));
+    std::memcpy(pinned + x_bytes, host_labels, n * sizeof(int32_t));
+    CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(copy_stream_, slot.consumed, 0));
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(slot.dev, pinned, bytes,
+                                         cudaMemcpyHostToDevice, copy_stream_));
+  }
+  CUDA_RETURN_IF_ERROR(cudaEventRecord(slot.copied, copy_stream_));
+  slot.serial = next_serial_++;
+  slot.n = n;
+  slot.x_bytes = x_bytes;
+  StagedInput staged;
+  staged.slot = index;
+  staged.serial = slot.serial;
+  staged.n = n;
+  return staged;
+}
+
+absl::Status GpuModel::UseStaged(const StagedInput& in) {
+  if (in.slot < 0 || in.slot > 1 || slots_[in.slot]->serial != in.serial ||
+      slots_[in.slot]->n != in.n) {
+    return absl::InvalidArgumentError(
+        "GpuModel: that staged batch was overwritten by later StageInputs "
+        "calls (at most two are kept)");
+  }
+  InputSlot& slot = *slots_[in.slot];
+  CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream_, slot.copied, 0));
+  in_x_ = static_cast<const float*>(slot.dev);
+  in_labels_ = reinterpret_cast<const int32_t*>(
+      static_cast<const char*>(slot.dev) + slot.x_bytes);
   return absl::OkStatus();
 }
 
@@ -294,7 +389,7 @@ absl::Status GpuModel::LayerBackward(Layer& l, int64_t n, const float* x,
       const int64_t in = l.in_size, units = l.out_size;
       CUDA_RETURN_IF_ERROR(ActivationBackwardBiasGrad(
           n, units, l.Act(), y, dy, l.bias >= 0 ? device_grad(l.bias) : nullptr,
-          stream_));
+          stream_, static_cast<float*>(bias_ws_.ptr)));
       RETURN_IF_ERROR(Gemm(h_->cublas, stream_, h_->gemm, true, false, in,
                            units, n, 1.0f, x, in, dy, units, 0.0f,
                            device_grad(l.kernel), units));
@@ -309,7 +404,8 @@ absl::Status GpuModel::LayerBackward(Layer& l, int64_t n, const float* x,
       ASSIGN_OR_RETURN(const CudnnConv2D* plan, ConvPlan(l, n));
       CUDA_RETURN_IF_ERROR(ActivationBackwardBiasGrad(
           n * l.out_size / l.spec.filters, l.spec.filters, l.Act(), y, dy,
-          l.bias >= 0 ? device_grad(l.bias) : nullptr, stream_));
+          l.bias >= 0 ? device_grad(l.bias) : nullptr, stream_,
+          static_cast<float*>(bias_ws_.ptr)));
       return plan->Backward(h_->cudnn, stream_, x, device_param(l.kernel), dy,
                             device_grad(l.kernel), nullptr, dx, conv_ws_.ptr);
     }
@@ -336,7 +432,7 @@ absl::Status GpuModel::LayerBackward(Layer& l, int64_t n, const float* x,
 absl::StatusOr<const float*> GpuModel::Forward(int64_t n, bool training,
                                                bool fuse,
                                                uint64_t dropout_seed) {
-  const float* in = static_cast<const float*>(x_.ptr);
+  const float* in = in_x_;
   const int last = static_cast<int>(layers_.size()) - 1;
   for (int i = 0; i <= last; ++i) {
     Layer& l = *layers_[i];
@@ -363,7 +459,7 @@ absl::Status GpuModel::Loss(int64_t n, const float* out, LossType loss,
                             float scale, float* grad) {
   const int64_t classes = NumElements(host_->output_shape());
   auto* sums = static_cast<DeviceLossSums*>(sums_.ptr);
-  const auto* labels = static_cast<const int32_t*>(labels_.ptr);
+  const int32_t* labels = in_labels_;
   if (loss == LossType::kMse) {
     CUDA_RETURN_IF_ERROR(MeanSquaredError(n, classes, out, labels, scale, grad,
                                           loss_ws_.ptr, sums, stream_));
@@ -378,14 +474,20 @@ absl::Status GpuModel::Loss(int64_t n, const float* out, LossType loss,
   return absl::OkStatus();
 }
 
-absl::StatusOr<BatchLoss> GpuModel::FinishLoss(int64_t n) {
+absl::StatusOr<BatchLoss> GpuModel::FinishStep() {
+  CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return LossAfterSync();
+}
+
+BatchLoss GpuModel::LossAfterSync() const {
+  BatchLoss b;
+  if (pending_n_ == 0) return b;
   DeviceLossSums s;
   std::memcpy(&s, h_->sums.data(), sizeof(s));
-  BatchLoss b;
   b.loss_sum = s.loss_sum;
   b.correct = s.correct;
-  b.count = n;
+  b.count = pending_n_;
   return b;
 }
 
@@ -406,18 +508,29 @@ absl::StatusOr<BatchLoss> GpuModel::TrainStep(const float* host_x,
     return absl::InvalidArgumentError(
         absl::StrCat("GpuModel::TrainStep: negative batch ", n));
   }
+  ASSIGN_OR_RETURN(StagedInput in, StageInputs(host_x, host_labels, n));
+  RETURN_IF_ERROR(EnqueueTrainStep(in, loss, grad_scale, dropout_seed));
+  return FinishStep();
+}
+
+absl::Status GpuModel::EnqueueTrainStep(const StagedInput& in, LossType loss,
+                                        float grad_scale,
+                                        uint64_t dropout_seed) {
   CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+  RETURN_IF_ERROR(UseStaged(in));
+  const int64_t n = in.n;
+  pending_n_ = n;
+  InputSlot& slot = *slots_[in.slot];
   const int last = static_cast<int>(layers_.size()) - 1;
   if (n == 0) {
     CUDA_RETURN_IF_ERROR(cudaMemsetAsync(
         grads_dev_, 0, std::max<int64_t>(total_floats_, 1) * sizeof(float),
         stream_));
     for (int i = last; i >= 0; --i) NotifyLayer(i);
-    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-    return BatchLoss();
+    CUDA_RETURN_IF_ERROR(cudaEventRecord(slot.consumed, stream_));
+    return absl::OkStatus();
   }
   RETURN_IF_ERROR(Reserve(n));
-  RETURN_IF_ERROR(CopyInputs(host_x, host_labels, n));
   // As Model: cross-entropy on a softmax output starts from the logits.
   const bool fuse =
       last_is_softmax_ && loss == LossType::kSparseCategoricalCrossentropy;
@@ -428,11 +541,10 @@ absl::StatusOr<BatchLoss> GpuModel::TrainStep(const float* host_x,
   RETURN_IF_ERROR(Loss(n, out, loss, grad_scale, dy));
   for (int i = last; i >= 0; --i) {
     Layer& l = *layers_[i];
-    const float* in =
-        i == 0 ? static_cast<const float*>(x_.ptr) : layers_[i - 1]->out;
+    const float* in_act = i == 0 ? in_x_ : layers_[i - 1]->out;
     if (!l.PassesThrough()) {
       float* dx = needs_dx_[i] ? spare : nullptr;
-      absl::Status s = LayerBackward(l, n, in, l.out, dy, dx);
+      absl::Status s = LayerBackward(l, n, in_act, l.out, dy, dx);
       if (!s.ok()) {
         return absl::Status(
             s.code(), absl::StrCat("backward of layer ", i, ": ", s.message()));
@@ -442,7 +554,8 @@ absl::StatusOr<BatchLoss> GpuModel::TrainStep(const float* host_x,
     NotifyLayer(i);
     if (!needs_dx_[i]) break;  // nothing below has parameters
   }
-  return FinishLoss(n);
+  CUDA_RETURN_IF_ERROR(cudaEventRecord(slot.consumed, stream_));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<BatchLoss> GpuModel::Evaluate(const float* host_x,
@@ -453,14 +566,16 @@ absl::StatusOr<BatchLoss> GpuModel::Evaluate(const float* host_x,
         absl::StrCat("GpuModel::Evaluate: negative batch ", n));
   }
   if (n == 0) return BatchLoss();
-  CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+  ASSIGN_OR_RETURN(StagedInput in, StageInputs(host_x, host_labels, n));
+  RETURN_IF_ERROR(UseStaged(in));
+  pending_n_ = n;
   RETURN_IF_ERROR(Reserve(n));
-  RETURN_IF_ERROR(CopyInputs(host_x, host_labels, n));
   const bool fuse =
       last_is_softmax_ && loss == LossType::kSparseCategoricalCrossentropy;
   ASSIGN_OR_RETURN(const float* out, Forward(n, /*training=*/false, fuse, 0));
   RETURN_IF_ERROR(Loss(n, out, loss, 0.0f, nullptr));
-  return FinishLoss(n);
+  CUDA_RETURN_IF_ERROR(cudaEventRecord(slots_[in.slot]->consumed, stream_));
+  return FinishStep();
 }
 
 namespace {

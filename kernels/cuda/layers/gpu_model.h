@@ -76,11 +76,39 @@ class GpuModel {
   // host_labels n labels. Gradients (on the device) are OVERWRITTEN with
   // d(grad_scale * sum of per-sample losses)/dparam; dropout masks derive
   // from dropout_seed exactly as on the CPU. Blocks until the step is done
-  // (the loss is read back). kInvalidArgument for n < 0.
+  // (the loss is read back). kInvalidArgument for n < 0. The same as
+  // StageInputs, EnqueueTrainStep, FinishStep.
   absl::StatusOr<BatchLoss> TrainStep(const float* host_x,
                                       const int32_t* host_labels, int64_t n,
                                       LossType loss, float grad_scale,
                                       uint64_t dropout_seed);
+
+  // Input staging, so a batch's host-to-device copy overlaps the step
+  // before it: StageInputs copies the batch into pinned host memory and
+  // enqueues its copy to the device on a separate copy stream, then
+  // returns (the host arrays may be freed). Two slots: a batch may be
+  // staged while the one before it trains; staging a third reuses the
+  // first's slot once its step has run (waiting for it on the GPU, not the
+  // host). kInvalidArgument for n < 0.
+  struct StagedInput {
+    int slot = -1;
+    uint64_t serial = 0;  // which staging of the slot
+    int64_t n = 0;
+  };
+  absl::StatusOr<StagedInput> StageInputs(const float* host_x,
+                                          const int32_t* host_labels,
+                                          int64_t n);
+  // Enqueues TrainStep's work for a staged batch on stream() (behind its
+  // copy) without waiting for it, the loss's copy to the host included.
+  // kInvalidArgument when `in` was restaged since (the slot was reused).
+  absl::Status EnqueueTrainStep(const StagedInput& in, LossType loss,
+                                float grad_scale, uint64_t dropout_seed);
+  // Waits for stream() and returns the enqueued step's loss.
+  absl::StatusOr<BatchLoss> FinishStep();
+  // The enqueued step's loss when the caller already knows stream() has
+  // finished it (synchronized it, or waited for it another way).
+  BatchLoss LossAfterSync() const;
+
   // Forward in inference mode, loss and accuracy; gradients untouched.
   absl::StatusOr<BatchLoss> Evaluate(const float* host_x,
                                      const int32_t* host_labels, int64_t n,
@@ -117,13 +145,12 @@ class GpuModel {
   absl::Status Init(const ModelSpec& spec, const GpuModelOptions& options);
   absl::Status Grow(Buffer* b, size_t bytes);
   absl::Status Reserve(int64_t n);
-  absl::Status CopyInputs(const float* host_x, const int32_t* host_labels,
-                          int64_t n);
+  struct InputSlot;
+  absl::Status UseStaged(const StagedInput& in);
   absl::StatusOr<const float*> Forward(int64_t n, bool training, bool fuse,
                                        uint64_t dropout_seed);
   absl::Status Loss(int64_t n, const float* out, LossType loss, float scale,
                     float* grad);
-  absl::StatusOr<BatchLoss> FinishLoss(int64_t n);
   absl::Status LayerForward(Layer& l, int64_t n, const float* x, float* y);
   absl::Status LayerBackward(Layer& l, int64_t n, const float* x,
                              const float* y, float* dy, float* dx);
@@ -149,7 +176,16 @@ class GpuModel {
   float* params_dev_ = nullptr;
   float* grads_dev_ = nullptr;
   int64_t capacity_ = -1;  // the batch the buffers below hold
-  Buffer x_, labels_, grad_a_, grad_b_, loss_ws_, conv_ws_, sums_;
+  Buffer grad_a_, grad_b_, loss_ws_, conv_ws_, sums_, bias_ws_;
+  // Input staging (StageInputs): two slots, their copy stream, and the
+  // batch the enqueued pass reads.
+  cudaStream_t copy_stream_ = nullptr;
+  std::unique_ptr<InputSlot> slots_[2];
+  int next_slot_ = 0;
+  uint64_t next_serial_ = 1;
+  const float* in_x_ = nullptr;
+  const int32_t* in_labels_ = nullptr;
+  int64_t pending_n_ = 0;  // the enqueued pass's batch (its loss's count)
 };
 
 }  // namespace cuda

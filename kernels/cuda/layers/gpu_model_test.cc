@@ -11,6 +11,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -231,6 +232,80 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<Case>& info) {
       return std::string(info.param.name);
     });
+
+// Staged input: a batch staged ahead (its host arrays overwritten at once)
+// trains exactly as TrainStep on the same batch does; at most two staged
+// batches are kept, a third reuses the oldest slot, and a stale ticket is
+// refused; a larger batch grows the slots.
+TEST(GpuModelStagingTest, StagedBatchesTrainAsTrainStepDoes) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const ModelSpec spec = MnistCnn();
+  absl::StatusOr<std::unique_ptr<GpuModel>> staged =
+      GpuModel::Create(spec, kSeed);
+  absl::StatusOr<std::unique_ptr<GpuModel>> direct =
+      GpuModel::Create(spec, kSeed);
+  ASSERT_TRUE(staged.ok()) << staged.status();
+  ASSERT_TRUE(direct.ok()) << direct.status();
+  const int64_t in = NumElements(spec.input_shape);
+  const LossType loss = LossType::kSparseCategoricalCrossentropy;
+  auto batch = [&](int64_t n, uint32_t seed) {
+    std::pair<std::vector<float>, std::vector<int32_t>> b;
+    b.first = RandomVector(n * in, seed, 0.0f, 1.0f);
+    for (int64_t i = 0; i < n; ++i) b.second.push_back((i * 7 + seed) % 10);
+    return b;
+  };
+  auto b1 = batch(kBatch, 21), b2 = batch(kBatch, 22), b3 = batch(50, 23);
+
+  auto s1 = batch(kBatch, 21);
+  absl::StatusOr<GpuModel::StagedInput> t1 =
+      (*staged)->StageInputs(s1.first.data(), s1.second.data(), kBatch);
+  ASSERT_TRUE(t1.ok()) << t1.status();
+  s1.first.assign(s1.first.size(), 99.0f);  // staging copied it
+  auto s2 = batch(kBatch, 22);
+  absl::StatusOr<GpuModel::StagedInput> t2 =
+      (*staged)->StageInputs(s2.first.data(), s2.second.data(), kBatch);
+  ASSERT_TRUE(t2.ok()) << t2.status();
+  s2.second.assign(s2.second.size(), 3);
+
+  // Where the two models' gradients are compared.
+  absl::StatusOr<std::unique_ptr<Model>> want_model = Model::Build(spec, kSeed);
+  absl::StatusOr<std::unique_ptr<Model>> got_model = Model::Build(spec, kSeed);
+  ASSERT_TRUE(want_model.ok() && got_model.ok());
+  std::vector<Param*> want_params = (*want_model)->params();
+  std::vector<Param*> got_params = (*got_model)->params();
+
+  auto expect_same_step = [&](const GpuModel::StagedInput& t,
+                              const std::pair<std::vector<float>,
+                                              std::vector<int32_t>>& b,
+                              int64_t n, const char* what) {
+    SCOPED_TRACE(what);
+    ASSERT_TRUE((*staged)->EnqueueTrainStep(t, loss, 0.5f, 7).ok());
+    absl::StatusOr<BatchLoss> got = (*staged)->FinishStep();
+    absl::StatusOr<BatchLoss> want = (*direct)->TrainStep(
+        b.first.data(), b.second.data(), n, loss, 0.5f, 7);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_TRUE(want.ok()) << want.status();
+    EXPECT_EQ(got->loss_sum, want->loss_sum);
+    EXPECT_EQ(got->correct, want->correct);
+    EXPECT_EQ(got->count, n);
+    ASSERT_TRUE((*staged)->CopyGradsToHost(got_params).ok());
+    ASSERT_TRUE((*direct)->CopyGradsToHost(want_params).ok());
+    for (size_t i = 0; i < got_params.size(); ++i) {
+      EXPECT_EQ(got_params[i]->grad.values(), want_params[i]->grad.values())
+          << got_params[i]->name;
+    }
+  };
+  expect_same_step(*t1, b1, kBatch, "first staged batch");
+  // A third staging takes the first's slot: its ticket is stale now.
+  absl::StatusOr<GpuModel::StagedInput> t3 =
+      (*staged)->StageInputs(b3.first.data(), b3.second.data(), 50);
+  ASSERT_TRUE(t3.ok()) << t3.status();
+  const absl::Status stale = (*staged)->EnqueueTrainStep(*t1, loss, 0.5f, 7);
+  EXPECT_EQ(stale.code(), absl::StatusCode::kInvalidArgument) << stale;
+  EXPECT_TRUE(absl::StrContains(stale.message(), "overwritten")) << stale;
+  expect_same_step(*t2, b2, kBatch, "second staged batch");
+  expect_same_step(*t3, b3, 50, "a larger batch grew the slot");
+}
 
 TEST(GpuModelCreateTest, WithoutDeviceFailsWithFailedPrecondition) {
   const std::string why = WhyNoDevice();
