@@ -251,8 +251,9 @@ echo "         $PY pytorch_peer.py --model M --steps N --threads T --batch B --d
 echo "         (torch.set_num_threads(T); OpenBLAS threads: $openblas_threads; OMP_WAIT_POLICY: ${wait_policy:-default})"
 if ((${#gpus[@]} > 0)); then
   echo "         on cuda:N: FP32, TF32 off on both sides; PyTorch eager, model and each batch on the GPU,"
-  echo "         batches assembled in host memory 4 ahead on a thread, copied to the GPU in the timed step"
-  echo "         (as lockstep's prefetcher and GPU replica do), torch.cuda.synchronize() around the timed steps"
+  echo "         batches assembled 4 ahead on a thread and pinned (DataLoader(pin_memory=True)), copied with"
+  echo "         .to(non_blocking=True) in the timed step; torch.cuda.synchronize() around the timed steps"
+  echo "         lockstep: one replica per GPU on the device path (NCCL, Adam on the GPU), batches staged pinned one step ahead"
 fi
 ((repeat == 1)) || echo "each figure: the best of $repeat runs"
 busy=$("$PY" -c 'import os; print(int(os.getloadavg()[0] >= 0.5 * os.cpu_count()))')

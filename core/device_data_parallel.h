@@ -1,15 +1,21 @@
-// The NCCL data path (cluster.collective "nccl"): one worker's GPU replicas
-// in a communicator with every GPU of the generation (rank = global replica
-// index). A step runs forward/backward on each device, sums the gradients
-// over every GPU with NCCL and applies the optimizer on each device, so
-// parameters leave the GPUs only for checkpoints and fingerprints. The CUDA
-// build provides the implementation (MakeDeviceDataParallel in
+// The GPU data path: one process's GPU replicas. A step runs
+// forward/backward on each device, sums the gradients over the GPUs with
+// NCCL and applies the optimizer on each device, so parameters leave the
+// GPUs only for checkpoints and fingerprints. Two layouts:
+//   - cluster.collective "nccl": one communicator over every GPU of the
+//     generation (NCCL rank = global replica index);
+//   - "ring" (host_all_reduce set): NCCL over this process's GPUs only; the
+//     local sum goes through pinned host memory into host_all_reduce (the
+//     gRPC ring across workers) and back to every GPU before the update.
+// `lockstep train` uses the first with every replica local. The CUDA build
+// provides the implementation (MakeDeviceDataParallel in
 // core/gpu_backend.h). Not thread-safe except Abort().
 #ifndef LOCKSTEP_CORE_DEVICE_DATA_PARALLEL_H_
 #define LOCKSTEP_CORE_DEVICE_DATA_PARALLEL_H_
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -60,8 +66,17 @@ struct DeviceDataParallelConfig {
   std::vector<int> devices;                     // local CUDA ordinals, one each
   std::vector<int64_t> replica_indices;         // their global replica indices
   int64_t world_replicas = 0;                   // every GPU of the generation
-  std::string nccl_id;                          // 128 bytes, from rank 0
+  // 128 bytes, from NCCL rank 0 (NewNcclId; with host_all_reduce, this
+  // process makes it).
+  std::string nccl_id;
   absl::Duration timeout = absl::Seconds(120);  // communicator set-up
+  // The ring layout (see above): called once per step, on the Step thread,
+  // with the local GPUs' gradient sum in pinned host memory (GpuModel's flat
+  // layout: each param at its offset, zero padding; `floats` of them). It
+  // must leave the sum over every worker there; an error fails the step.
+  std::function<absl::Status(int64_t global_step, float* grads,
+                             int64_t floats)>
+      host_all_reduce;
 };
 
 }  // namespace lockstep

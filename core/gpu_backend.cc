@@ -35,7 +35,9 @@ void RegisterGpuBackend(GpuBackend backend) {
   Registered() = std::move(backend);
 }
 
-bool HaveGpuBackend() { return static_cast<bool>(Current().make_replica); }
+bool HaveGpuBackend() {
+  return static_cast<bool>(Current().make_data_parallel);
+}
 
 absl::StatusOr<int> VisibleGpus() {
   GpuBackend b = Current();
@@ -46,22 +48,12 @@ absl::StatusOr<int> VisibleGpus() {
   return b.visible_devices();
 }
 
-absl::StatusOr<std::unique_ptr<Replica>> MakeGpuReplica(const JobSpec& spec,
-                                                        int device) {
-  GpuBackend b = Current();
-  if (!b.make_replica) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cuda:", device, ": ", kNoGpuBuild, "; use cpu:N"));
-  }
-  return b.make_replica(spec, device);
-}
-
 absl::StatusOr<std::unique_ptr<DeviceDataParallel>> MakeDeviceDataParallel(
     const DeviceDataParallelConfig& config) {
   GpuBackend b = Current();
   if (!b.make_data_parallel) {
     return absl::FailedPreconditionError(
-        absl::StrCat("the NCCL all-reduce: ", kNoGpuBuild));
+        absl::StrCat("GPU replicas: ", kNoGpuBuild, "; use cpu:N"));
   }
   return b.make_data_parallel(config);
 }

@@ -1,6 +1,5 @@
-// The GPU side of the engine, registered by the CUDA build: GPU replicas
-// (core/replica.h), the NCCL data path (core/device_data_parallel.h) and
-// the device queries they need. kernels/cuda/layers:gpu_backend registers
+// The GPU side of the engine, registered by the CUDA build: the GPU data
+// path (core/device_data_parallel.h), NCCL ids and the device count. kernels/cuda/layers:gpu_backend registers
 // it at start-up (alwayslink); a binary built without --config=cuda has
 // none, and every function here then says so.
 #ifndef LOCKSTEP_CORE_GPU_BACKEND_H_
@@ -13,15 +12,10 @@
 #include "absl/status/statusor.h"
 #include "core/device_data_parallel.h"
 #include "core/job_spec.h"
-#include "core/replica.h"
 
 namespace lockstep {
 
 struct GpuBackend {
-  // A GPU replica of `spec` on CUDA device `device`.
-  std::function<absl::StatusOr<std::unique_ptr<Replica>>(const JobSpec& spec,
-                                                         int device)>
-      make_replica;
   // How many GPUs this process can use; FailedPrecondition saying why there
   // is none (no driver, ...).
   std::function<absl::StatusOr<int>()> visible_devices;
@@ -38,8 +32,6 @@ bool HaveGpuBackend();
 // Without a backend each is FailedPrecondition: "this lockstep was built
 // without GPU support (build it with --config=cuda)".
 absl::StatusOr<int> VisibleGpus();
-absl::StatusOr<std::unique_ptr<Replica>> MakeGpuReplica(const JobSpec& spec,
-                                                        int device);
 absl::StatusOr<std::unique_ptr<DeviceDataParallel>> MakeDeviceDataParallel(
     const DeviceDataParallelConfig& config);
 absl::StatusOr<std::string> NewNcclId();

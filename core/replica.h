@@ -1,9 +1,8 @@
-// One model replica of a ReplicaSet: the CPU Model itself, or a GPU replica
-// (MakeGpuReplica in core/gpu_backend.h, from the CUDA build). Every replica
-// keeps a host Model whose params hold its parameter values and, after
-// TrainStep, its gradients, so the local sum, the ring all-reduce, the
-// optimizer and checkpoints work on host memory whatever the device. Not
-// thread-safe: one thread drives a replica at a time.
+// One CPU model replica of a ReplicaSet: a host Model whose params hold its
+// parameter values and, after TrainStep, its gradients, so the local sum,
+// the ring all-reduce, the optimizer and checkpoints work on host memory.
+// (GPU replicas keep their state on the devices: core/device_data_parallel.h.)
+// Not thread-safe: one thread drives a replica at a time.
 #ifndef LOCKSTEP_CORE_REPLICA_H_
 #define LOCKSTEP_CORE_REPLICA_H_
 
@@ -45,7 +44,6 @@ class Replica {
 // A CPU replica: the Model runs the step itself.
 absl::StatusOr<std::unique_ptr<Replica>> MakeCpuReplica(const JobSpec& spec);
 
-// GPU replicas come from the CUDA build: core/gpu_backend.h.
 
 }  // namespace lockstep
 

@@ -7,7 +7,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "core/gpu_backend.h"
 #include "core/random.h"
 #include "core/status_macros.h"
 #include "kernels/cpu/threading.h"
@@ -20,24 +19,13 @@ constexpr int64_t kEvalChunk = 1000;
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ReplicaSet>> ReplicaSet::Create(
-    const JobSpec& spec, std::vector<int64_t> replica_indices, int threads,
-    const std::vector<int>& cuda_devices) {
+    const JobSpec& spec, std::vector<int64_t> replica_indices, int threads) {
   if (replica_indices.empty()) {
     return absl::InvalidArgumentError("a replica set needs a replica");
   }
-  if (!cuda_devices.empty() && cuda_devices.size() != replica_indices.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        cuda_devices.size(), " CUDA devices for ", replica_indices.size(),
-        " replicas: a GPU replica needs one device each"));
-  }
   std::unique_ptr<ReplicaSet> set(new ReplicaSet());
   for (size_t r = 0; r < replica_indices.size(); ++r) {
-    std::unique_ptr<Replica> replica;
-    if (cuda_devices.empty()) {
-      ASSIGN_OR_RETURN(replica, MakeCpuReplica(spec));
-    } else {
-      ASSIGN_OR_RETURN(replica, MakeGpuReplica(spec, cuda_devices[r]));
-    }
+    ASSIGN_OR_RETURN(std::unique_ptr<Replica> replica, MakeCpuReplica(spec));
     set->replicas_.push_back(std::move(replica));
   }
   set->indices_ = std::move(replica_indices);
@@ -52,11 +40,7 @@ absl::StatusOr<std::unique_ptr<ReplicaSet>> ReplicaSet::Create(
     threads =
         static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   }
-  // A GPU replica needs a host thread of its own to drive it.
-  const int lanes =
-      cuda_devices.empty()
-          ? static_cast<int>(std::min<int64_t>(set->size(), threads))
-          : static_cast<int>(set->size());
+  const int lanes = static_cast<int>(std::min<int64_t>(set->size(), threads));
   set->pool_ = std::make_unique<StepPool>(lanes);
   SetNumThreads(lanes > 1 ? 1 : threads);
   return set;
@@ -76,16 +60,6 @@ void ReplicaSet::OnGradReady(int i) {
     for (int64_t k = 0; k < count; ++k) dst[k] += src[k];
   }
   if (on_param_summed_ != nullptr && *on_param_summed_) (*on_param_summed_)(i);
-}
-
-std::string ReplicaSet::devices() const {
-  std::string out;
-  for (const auto& r : replicas_) {
-    const std::string d = r->device();
-    if (d == "cpu") return "cpu";
-    absl::StrAppend(&out, out.empty() ? "" : ",", d);
-  }
-  return out;
 }
 
 absl::StatusOr<BatchLoss> ReplicaSet::ComputeGradients(

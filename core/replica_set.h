@@ -27,20 +27,16 @@ class ReplicaSet {
   // Builds `replica_indices.size()` identical replicas (same seed, same
   // initial bytes); `replica_indices` are their global replica indices,
   // which seed their dropout masks. Up to `threads` lanes run replicas side
-  // by side; with one lane the kernels get every thread instead. With
-  // `cuda_devices` (one CUDA ordinal per replica) the replicas are GPU
-  // replicas, one lane each (see core/replica.h).
+  // by side; with one lane the kernels get every thread instead. (GPU
+  // replicas are core/device_data_parallel.h's.)
   static absl::StatusOr<std::unique_ptr<ReplicaSet>> Create(
-      const JobSpec& spec, std::vector<int64_t> replica_indices, int threads,
-      const std::vector<int>& cuda_devices = {});
+      const JobSpec& spec, std::vector<int64_t> replica_indices, int threads);
 
   int64_t size() const { return static_cast<int64_t>(replicas_.size()); }
   // Replica 0's host model: its params are the set's parameters and, after
   // ComputeGradients, the summed gradients.
   Model& primary() { return replicas_[0]->host(); }
   const std::vector<Param*>& params() { return replicas_[0]->host().params(); }
-  // "cpu" or "cuda:0,cuda:1".
-  std::string devices() const;
   const std::vector<int64_t>& replica_indices() const { return indices_; }
 
   // Forward/backward on every replica's slice of `batch` (one ReplicaBatch

@@ -5,7 +5,6 @@
 
 #include <cmath>
 
-#include "core/gpu_backend.h"
 #include "core/job_spec.h"
 #include "core/shard_plan.h"
 #include "core/synthetic_data.h"
@@ -97,34 +96,6 @@ TEST(ReplicaSetTest, MirrorAndEvaluate) {
   BatchLoss ref = *(*one)->Evaluate(test, spec.loss);
   EXPECT_EQ(all.correct, ref.correct);
   EXPECT_NEAR(all.loss_sum, ref.loss_sum, 1e-6 * std::abs(ref.loss_sum));
-}
-
-TEST(ReplicaSetTest, GpuReplicasNeedTheCudaBuildOrADevice) {
-  JobSpec spec;
-  spec.model.input_shape = {4};
-  LayerSpec dense;
-  dense.type = LayerType::kDense;
-  dense.units = 2;
-  spec.model.layers.push_back(dense);
-  absl::StatusOr<std::unique_ptr<ReplicaSet>> set =
-      ReplicaSet::Create(spec, {0, 1}, 1, {0, 1});
-  ASSERT_FALSE(set.ok());
-  EXPECT_EQ(set.status().code(), absl::StatusCode::kFailedPrecondition);
-  if (!HaveGpuBackend()) {
-    EXPECT_EQ(set.status().message(),
-              "cuda:0: this lockstep was built without GPU support (build it "
-              "with --config=cuda); use cpu:N");
-  }
-  absl::StatusOr<std::unique_ptr<ReplicaSet>> uneven =
-      ReplicaSet::Create(spec, {0, 1}, 1, {0});
-  ASSERT_FALSE(uneven.ok());
-  EXPECT_EQ(uneven.status().message(),
-            "1 CUDA devices for 2 replicas: a GPU replica needs one device "
-            "each");
-  absl::StatusOr<std::unique_ptr<ReplicaSet>> cpu =
-      ReplicaSet::Create(spec, {0, 1}, 1);
-  ASSERT_TRUE(cpu.ok());
-  EXPECT_EQ((*cpu)->devices(), "cpu");
 }
 
 }  // namespace

@@ -155,13 +155,15 @@ class JobRunner {
 
 absl::Status JobRunner::Setup() {
   const int64_t r = a_.replicas_per_worker();
-  if (nccl() && static_cast<int64_t>(ctx_.cuda_devices.size()) != r) {
+  const bool gpus = !ctx_.cuda_devices.empty();
+  if ((nccl() || gpus) && static_cast<int64_t>(ctx_.cuda_devices.size()) != r) {
     // The coordinator only picks NCCL for workers that offer a GPU per
-    // replica and can run it.
+    // replica and can run it; a GPU worker registers one replica per GPU.
     return absl::FailedPreconditionError(absl::StrFormat(
-        "the NCCL all-reduce needs one GPU per replica: the job has %d "
-        "replicas per worker, this worker runs %d GPU replicas",
-        r, ctx_.cuda_devices.size()));
+        "%s needs one GPU per replica: the job has %d replicas per worker, "
+        "this worker runs %d GPU replicas",
+        nccl() ? "the NCCL all-reduce" : "a GPU worker", r,
+        ctx_.cuda_devices.size()));
   }
   ASSIGN_OR_RETURN(spec_, ParseJobSpec(a_.job_json()));
   ASSIGN_OR_RETURN(train_, LoadDataset(spec_.data, Split::kTrain));
@@ -169,11 +171,10 @@ absl::Status JobRunner::Setup() {
   const int world = a_.world_size();
   std::vector<int64_t> ids;
   for (int64_t i = 0; i < r; ++i) ids.push_back(a_.rank() * r + i);
-  // With NCCL the GPUs hold the training state (ddp_); the host replicas
-  // only hold what checkpoints, fingerprints and the batch plan need.
-  ASSIGN_OR_RETURN(replicas_, ReplicaSet::Create(spec_, ids, ctx_.threads,
-                                                 nccl() ? std::vector<int>()
-                                                        : ctx_.cuda_devices));
+  // With GPUs the devices hold the training state (ddp_); the host
+  // replicas only hold what checkpoints, fingerprints and the batch plan
+  // need.
+  ASSIGN_OR_RETURN(replicas_, ReplicaSet::Create(spec_, ids, ctx_.threads));
   RETURN_IF_ERROR(
       CheckDataFitsModel(spec_, replicas_->primary(), train_, test));
   test_total_ = test.num_samples;
@@ -201,23 +202,33 @@ absl::Status JobRunner::Setup() {
   ring.tls = ctx_.tls;
   transport_ = std::make_shared<GrpcRingTransport>(ring);
   ctx_.collective->Attach(transport_);
-  if (!nccl()) {
+  if (!gpus) {
     buckets_ = std::make_unique<GradientBuckets>(
         replicas_->params(), spec_.cluster.bucket_kib * 1024, transport_.get(),
         Ring());
     return absl::OkStatus();
   }
-  // Rank 0 makes the generation's ncclUniqueId; the coordinator relays it.
-  ASSIGN_OR_RETURN(std::string id,
-                   BootstrapNcclId(ctx_.coordinator, ctx_.worker_id, a_.job(),
-                                   a_.generation(), a_.rank(), &NewNcclId,
-                                   absl::Seconds(120)));
   DeviceDataParallelConfig c;
   c.spec = spec_;
   c.devices = ctx_.cuda_devices;
   c.replica_indices = ids;
   c.world_replicas = world * r;
-  c.nccl_id = std::move(id);
+  if (nccl()) {
+    // Rank 0 makes the generation's ncclUniqueId; the coordinator relays it.
+    ASSIGN_OR_RETURN(c.nccl_id, BootstrapNcclId(ctx_.coordinator,
+                                                ctx_.worker_id, a_.job(),
+                                                a_.generation(), a_.rank(),
+                                                &NewNcclId, absl::Seconds(120)));
+  } else {
+    // The ring: NCCL sums this worker's GPUs, the gRPC ring the workers
+    // (the whole flat buffer as one bucket), through pinned host memory.
+    ASSIGN_OR_RETURN(c.nccl_id, NewNcclId());
+    c.host_all_reduce = [this](int64_t step, float* grads, int64_t floats) {
+      return AnnotateStatus(
+          RingAllReduce(*transport_, Tag(step, 0), grads, floats, Ring()),
+          "all-reduce of the GPUs' gradients over the ring");
+    };
+  }
   ASSIGN_OR_RETURN(ddp_, MakeDeviceDataParallel(c));
   // A STOP must reach a collective blocked inside NCCL too.
   abort_watch_ = std::thread([this] {
@@ -229,8 +240,10 @@ absl::Status JobRunner::Setup() {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   });
-  Log(absl::StrFormat("NCCL communicator of %d GPUs ready on cuda:%s",
-                      world * r, absl::StrJoin(ctx_.cuda_devices, ",cuda:")));
+  Log(absl::StrFormat(
+      "NCCL communicator of %d GPUs ready on cuda:%s%s",
+      nccl() ? world * r : r, absl::StrJoin(ctx_.cuda_devices, ",cuda:"),
+      nccl() ? "" : "; the workers' sum goes over the gRPC ring"));
   return absl::OkStatus();
 }
 
@@ -426,7 +439,9 @@ absl::Status JobRunner::Run() {
       a_.world_size() * a_.replicas_per_worker(), step_, total_steps_,
       buckets_ != nullptr
           ? absl::StrFormat("%d gradient buckets", buckets_->num_buckets())
-          : std::string("gradients all-reduced by NCCL")));
+          : std::string(nccl() ? "gradients all-reduced by NCCL"
+                               : "gradients summed by NCCL on this worker's "
+                                 "GPUs, then over the gRPC ring")));
   BatchPrefetcher prefetcher(&train_, plan_.get(), replicas_->replica_indices(),
                              replicas_->primary().input_shape(), step_,
                              total_steps_);

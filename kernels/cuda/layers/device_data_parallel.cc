@@ -21,6 +21,7 @@
 #include "core/status_macros.h"
 #include "core/step_pool.h"
 #include "core/tensor.h"
+#include "kernels/cuda/cuda_memory.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/layers/gpu_model.h"
 #include "kernels/cuda/nccl_communicator.h"
@@ -107,11 +108,13 @@ std::vector<std::string> SlotNames(const OptimizerSpec& spec,
 class CudaDeviceDataParallel final : public DeviceDataParallel {
  public:
   CudaDeviceDataParallel(const DeviceDataParallelConfig& config,
-                         std::vector<Lane> lanes)
+                         std::vector<Lane> lanes, PinnedHostBuffer host_sum)
       : optimizer_(config.spec.optimizer),
         world_(config.world_replicas),
+        host_all_reduce_(config.host_all_reduce),
         lanes_(std::move(lanes)),
-        pool_(static_cast<int>(lanes_.size())) {}
+        pool_(static_cast<int>(lanes_.size())),
+        host_sum_(std::move(host_sum)) {}
 
   absl::StatusOr<BatchLoss> Step(Batch& batch, const Batch* next,
                                  LossType loss, uint64_t seed,
@@ -123,33 +126,49 @@ class CudaDeviceDataParallel final : public DeviceDataParallel {
           absl::StrCat("DeviceDataParallel::Step: ", batch.replicas.size(),
                        " replica batches for ", lanes_.size(), " GPUs"));
     }
-    if (next != nullptr && next->replicas.size() != lanes_.size()) next = nullptr;
-    const float scale = batch.global_count > 0 ? 1.0f / batch.global_count : 0;
-    std::vector<absl::StatusOr<BatchLoss>> losses(lanes_.size());
-    pool_.Run([&](int i) {
-      losses[i] = LaneStep(
-          lanes_[i], batch.replicas[i], batch.global_step,
-          next != nullptr ? &next->replicas[i] : nullptr,
-          next != nullptr ? next->global_step : -1, loss, scale, seed, lr);
-      // The other local lanes may wait in the all-reduce for this one.
-      if (!losses[i].ok()) AbortCommunicators();
-    });
-    BatchLoss total;
-    absl::Status first_error;
-    for (const absl::StatusOr<BatchLoss>& l : losses) {
-      if (l.ok()) {
-        total += *l;
-      } else if (first_error.ok() ||
-                 (first_error.code() == absl::StatusCode::kCancelled &&
-                  l.status().code() != absl::StatusCode::kCancelled)) {
-        // The cause, not the lanes cancelled because of it.
-        first_error = l.status();
-      }
+    if (next != nullptr && next->replicas.size() != lanes_.size()) {
+      next = nullptr;
     }
-    if (!first_error.ok()) {
+    const int64_t step = batch.global_step;
+    const float scale = batch.global_count > 0 ? 1.0f / batch.global_count : 0;
+    const bool via_host = static_cast<bool>(host_all_reduce_);
+    std::vector<absl::StatusOr<BatchLoss>> losses(lanes_.size());
+    // Every lane: forward/backward and the NCCL sum enqueued; without the
+    // host leg the update too, then one wait.
+    pool_.Run([&](int i) {
+      Lane& lane = lanes_[i];
+      absl::Status s = LaneCompute(
+          lane, batch.replicas[i], step,
+          next != nullptr ? &next->replicas[i] : nullptr,
+          next != nullptr ? next->global_step : -1, loss, scale, seed);
+      if (s.ok() && via_host && i == 0) s = SumToHost(lane, step);
+      if (s.ok()) s = LaneFinish(lane, step, via_host ? nullptr : &lr);
+      losses[i] = s.ok() ? absl::StatusOr<BatchLoss>(lane.model->LossAfterSync())
+                         : absl::StatusOr<BatchLoss>(s);
+      // The other local lanes may wait in the all-reduce for this one.
+      if (!s.ok()) AbortCommunicators();
+    });
+    absl::StatusOr<BatchLoss> total = Sum(losses);
+    if (total.ok() && via_host) {
+      // The gRPC ring over the workers, then the sum back to every GPU and
+      // the update there.
+      absl::Status s = host_all_reduce_(
+          step, host_sum_.as<float>(), lanes_[0].model->flat_floats());
+      if (s.ok()) {
+        std::vector<absl::StatusOr<BatchLoss>> applied(lanes_.size());
+        pool_.Run([&](int i) {
+          absl::Status a = LaneApplyHostSum(lanes_[i], step, lr);
+          applied[i] = a.ok() ? absl::StatusOr<BatchLoss>(BatchLoss())
+                              : absl::StatusOr<BatchLoss>(a);
+        });
+        s = Sum(applied).status();
+      }
+      if (!s.ok()) total = s;
+    }
+    if (!total.ok()) {
       if (aborted_.load()) return Cancelled();
-      broken_ = first_error;  // the GPUs may disagree now: a new generation
-      return first_error;
+      broken_ = total.status();  // the GPUs may disagree now
+      return broken_;
     }
     ++iterations_;
     return total;
@@ -277,13 +296,12 @@ class CudaDeviceDataParallel final : public DeviceDataParallel {
     return staged;
   }
 
-  // One GPU's step (a StepPool lane), all enqueued on its stream before one
-  // wait: forward/backward, the all-reduce, the update; the next batch's
-  // copy runs beside them on the copy stream.
-  absl::StatusOr<BatchLoss> LaneStep(Lane& lane, ReplicaBatch& rb, int64_t step,
-                                     const ReplicaBatch* next,
-                                     int64_t next_step, LossType loss,
-                                     float scale, uint64_t seed, double lr) {
+  // One GPU's forward/backward and NCCL sum, enqueued on its stream (a
+  // StepPool lane); the next batch's copy runs beside them on the copy
+  // stream.
+  absl::Status LaneCompute(Lane& lane, ReplicaBatch& rb, int64_t step,
+                           const ReplicaBatch* next, int64_t next_step,
+                           LossType loss, float scale, uint64_t seed) {
     GpuModel& model = *lane.model;
     GpuModel::StagedInput in = lane.staged;
     if (lane.staged_step != step) {
@@ -307,15 +325,66 @@ class CudaDeviceDataParallel final : public DeviceDataParallel {
                                          model.flat_floats(), model.stream()),
           absl::StrCat("NCCL all-reduce of step ", step, " on ", Where(lane))));
     }
+    return absl::OkStatus();
+  }
+
+  // Enqueues the update at `*lr` (none when null), then waits for the
+  // lane's stream: the step's end, the all-reduce's included, so a peer
+  // that is gone shows as an NCCL error here, not as a hang.
+  absl::Status LaneFinish(Lane& lane, int64_t step, const double* lr) {
+    if (lr != nullptr) {
+      RETURN_IF_ERROR(AnnotateStatus(
+          Update(lane, *lr),
+          absl::StrCat("optimizer update of step ", step, " on ",
+                       Where(lane))));
+    }
+    return AnnotateStatus(lane.comm->WaitStream(lane.model->stream()),
+                          absl::StrCat("step ", step, " on ", Where(lane)));
+  }
+
+  // The ring layout: lane's summed gradients into host_sum_ (enqueued).
+  absl::Status SumToHost(Lane& lane, int64_t step) {
+    const GpuModel& model = *lane.model;
+    const absl::Status s = CUDA_STATUS(cudaMemcpyAsync(
+        host_sum_.data(), model.device_grads(),
+        model.flat_floats() * sizeof(float), cudaMemcpyDeviceToHost,
+        model.stream()));
+    return AnnotateStatus(s, absl::StrCat("copying step ", step,
+                                          "'s gradients from ", Where(lane)));
+  }
+
+  // The ring layout: the workers' sum from host_sum_ onto lane's GPU, the
+  // update, and a wait.
+  absl::Status LaneApplyHostSum(Lane& lane, int64_t step, double lr) {
+    GpuModel& model = *lane.model;
+    CUDA_RETURN_IF_ERROR(cudaSetDevice(model.device()));
+    const absl::Status s = CUDA_STATUS(cudaMemcpyAsync(
+        model.device_grads(), host_sum_.data(),
+        model.flat_floats() * sizeof(float), cudaMemcpyHostToDevice,
+        model.stream()));
     RETURN_IF_ERROR(AnnotateStatus(
-        Update(lane, lr),
-        absl::StrCat("optimizer update of step ", step, " on ", Where(lane))));
-    // The step's end, the all-reduce's included: a peer that is gone shows
-    // as an NCCL error here, not as a hang.
-    RETURN_IF_ERROR(AnnotateStatus(
-        lane.comm->WaitStream(model.stream()),
-        absl::StrCat("step ", step, " on ", Where(lane))));
-    return model.LossAfterSync();
+        s, absl::StrCat("copying step ", step, "'s summed gradients to ",
+                        Where(lane))));
+    return LaneFinish(lane, step, &lr);
+  }
+
+  // The lanes' losses summed, or the first real error (not the lanes
+  // cancelled because of it).
+  static absl::StatusOr<BatchLoss> Sum(
+      const std::vector<absl::StatusOr<BatchLoss>>& losses) {
+    BatchLoss total;
+    absl::Status first_error;
+    for (const absl::StatusOr<BatchLoss>& l : losses) {
+      if (l.ok()) {
+        total += *l;
+      } else if (first_error.ok() ||
+                 (first_error.code() == absl::StatusCode::kCancelled &&
+                  l.status().code() != absl::StatusCode::kCancelled)) {
+        first_error = l.status();
+      }
+    }
+    if (!first_error.ok()) return first_error;
+    return total;
   }
 
   // Enqueues one launch over the whole flat buffer: the SGD/Adam/AdamW math is
@@ -390,8 +459,10 @@ class CudaDeviceDataParallel final : public DeviceDataParallel {
 
   const OptimizerSpec optimizer_;
   const int64_t world_;
+  const std::function<absl::Status(int64_t, float*, int64_t)> host_all_reduce_;
   std::vector<Lane> lanes_;
   StepPool pool_;
+  PinnedHostBuffer host_sum_;  // the ring layout's staging: flat_floats()
   int64_t iterations_ = 0;  // Optimizer::iterations() of the device state
   std::atomic<bool> aborted_{false};
   absl::Status broken_;  // a failed step's error: every later Step's
@@ -454,6 +525,21 @@ absl::StatusOr<std::unique_ptr<DeviceDataParallel>> MakeCudaDeviceDataParallel(
       lane.second = *std::move(s);
     }
   }
+  // The ring layout's NCCL spans the local GPUs only (rank = local index).
+  const bool local = static_cast<bool>(config.host_all_reduce);
+  const int nccl_world =
+      local ? static_cast<int>(n) : static_cast<int>(config.world_replicas);
+  auto nccl_rank = [&](size_t i) {
+    return local ? static_cast<int>(i)
+                 : static_cast<int>(config.replica_indices[i]);
+  };
+  PinnedHostBuffer host_sum;
+  if (local) {
+    ASSIGN_OR_RETURN(
+        host_sum,
+        PinnedHostBuffer::Create(std::max<int64_t>(lanes[0].model->flat_floats(), 1) *
+                                 sizeof(float)));
+  }
   // NCCL's init is collective over every rank, the local ones included:
   // join them all at once. One failure cancels the others' waits.
   std::atomic<bool> cancel{false};
@@ -461,10 +547,9 @@ absl::StatusOr<std::unique_ptr<DeviceDataParallel>> MakeCudaDeviceDataParallel(
   std::vector<std::thread> threads;
   for (size_t i = 0; i < n; ++i) {
     threads.emplace_back([&, i] {
-      comms[i] = NcclCommunicator::Create(
-          config.nccl_id, static_cast<int>(config.world_replicas),
-          static_cast<int>(config.replica_indices[i]), config.devices[i],
-          config.timeout, &cancel);
+      comms[i] = NcclCommunicator::Create(config.nccl_id, nccl_world,
+                                          nccl_rank(i), config.devices[i],
+                                          config.timeout, &cancel);
       if (!comms[i].ok()) cancel.store(true);
     });
   }
@@ -481,13 +566,13 @@ absl::StatusOr<std::unique_ptr<DeviceDataParallel>> MakeCudaDeviceDataParallel(
       first_error = AnnotateStatus(
           comms[i].status(),
           absl::StrCat("joining the NCCL communicator on cuda:",
-                       config.devices[i], " (rank ", config.replica_indices[i],
-                       " of ", config.world_replicas, ")"));
+                       config.devices[i], " (rank ", nccl_rank(i), " of ",
+                       nccl_world, ")"));
     }
   }
   if (!first_error.ok()) return first_error;
   return std::unique_ptr<DeviceDataParallel>(
-      new CudaDeviceDataParallel(config, std::move(lanes)));
+      new CudaDeviceDataParallel(config, std::move(lanes), std::move(host_sum)));
 }
 
 }  // namespace cuda

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -272,6 +273,87 @@ TEST(DeviceDataParallelTest, PushThenPullIsExact) {
   ASSERT_TRUE(other.ok());
   EXPECT_EQ((*gpu)->PullState((*dst)->params(), **other).code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// The ring layout: host_all_reduce sees each step's local sum in host
+// memory (the flat layout, its real elements equal to the plain path's
+// gradients) and what it leaves there is what the update uses: an identity
+// hook trains exactly as the plain layout does, and a hook that doubles the
+// sum (a second worker with the same gradients) at half the learning rate
+// ends where the plain layout does (plain SGD: 2g at lr/2 is g at lr).
+TEST(DeviceDataParallelTest, HostAllReduceSeesTheSumAndItsResultIsApplied) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const JobSpec spec = SmallDense(OptimizerType::kSgd, 0);
+  auto make = [&](std::function<absl::Status(int64_t, float*, int64_t)> hook)
+      -> std::unique_ptr<DeviceDataParallel> {
+    absl::StatusOr<std::string> id = NewNcclUniqueId();
+    EXPECT_TRUE(id.ok()) << id.status();
+    DeviceDataParallelConfig c = OneRank(spec, id.ok() ? *id : "");
+    c.host_all_reduce = std::move(hook);
+    absl::StatusOr<std::unique_ptr<DeviceDataParallel>> d =
+        MakeDeviceDataParallel(c);
+    EXPECT_TRUE(d.ok()) << d.status();
+    return d.ok() ? *std::move(d) : nullptr;
+  };
+  std::vector<int64_t> seen_steps;
+  int64_t seen_floats = 0;
+  std::unique_ptr<DeviceDataParallel> plain = make(nullptr);
+  std::unique_ptr<DeviceDataParallel> identity =
+      make([&](int64_t step, float*, int64_t floats) {
+        seen_steps.push_back(step);
+        seen_floats = floats;
+        return absl::OkStatus();
+      });
+  std::unique_ptr<DeviceDataParallel> doubled =
+      make([](int64_t, float* g, int64_t floats) {
+        for (int64_t i = 0; i < floats; ++i) g[i] *= 2.0f;
+        return absl::OkStatus();
+      });
+  ASSERT_TRUE(plain && identity && doubled);
+  for (int step = 0; step < 3; ++step) {
+    Batch a = MakeTestBatch(step), b = MakeTestBatch(step),
+          c = MakeTestBatch(step);
+    ASSERT_TRUE(plain->Step(a, nullptr, spec.loss, 1, 0.05).ok());
+    ASSERT_TRUE(identity->Step(b, nullptr, spec.loss, 1, 0.05).ok());
+    ASSERT_TRUE(doubled->Step(c, nullptr, spec.loss, 1, 0.025).ok());
+  }
+  EXPECT_EQ(seen_steps, (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_GE(seen_floats, 12 * 16 + 16 + 16 * 4 + 4);  // padded flat layout
+
+  auto pull = [&](DeviceDataParallel& ddp) {
+    absl::StatusOr<std::unique_ptr<Model>> m =
+        Model::Build(spec.model, spec.seed + 9);
+    absl::StatusOr<std::unique_ptr<Optimizer>> o =
+        Optimizer::Create(spec.optimizer, (*m)->params());
+    EXPECT_TRUE(ddp.PullState((*m)->params(), **o).ok());
+    std::vector<float> all;
+    for (Param* p : (*m)->params()) {
+      all.insert(all.end(), p->value.data(), p->value.data() + p->value.size());
+    }
+    return all;
+  };
+  const std::vector<float> want = pull(*plain);
+  EXPECT_EQ(pull(*identity), want);
+  // 2 x g at lr/2 is g at lr, up to the rounding of the product.
+  const std::vector<float> got = pull(*doubled);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], 1e-6f * std::max(1.0f, std::fabs(want[i])))
+        << i;
+  }
+
+  // A failing hook fails the step with its error, and every later one.
+  std::unique_ptr<DeviceDataParallel> failing =
+      make([](int64_t, float*, int64_t) {
+        return absl::UnavailableError("ring peer gone");
+      });
+  ASSERT_TRUE(failing);
+  Batch e = MakeTestBatch(0), f = MakeTestBatch(1);
+  absl::StatusOr<BatchLoss> r = failing->Step(e, nullptr, spec.loss, 1, 0.05);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+  EXPECT_EQ(r.status().message(), "ring peer gone");
+  EXPECT_EQ(failing->Step(f, nullptr, spec.loss, 1, 0.05).status(),
+            r.status());
 }
 
 }  // namespace

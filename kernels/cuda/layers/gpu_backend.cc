@@ -1,12 +1,11 @@
 // Registers the CUDA build's GPU backend (core/gpu_backend.h) before main:
-// GPU replicas, the NCCL data path and the device count. The binary links
+// the GPU data path, NCCL ids and the device count. The binary links
 // this library (alwayslink) only under --config=cuda.
 #include "core/gpu_backend.h"
 
 #include "core/status_macros.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/layers/device_data_parallel.h"
-#include "kernels/cuda/layers/gpu_replica.h"
 #include "kernels/cuda/nccl_communicator.h"
 
 namespace lockstep {
@@ -20,7 +19,6 @@ absl::StatusOr<int> CountVisible() {
 
 const bool kRegistered = [] {
   GpuBackend b;
-  b.make_replica = &cuda::MakeGpuReplica;
   b.visible_devices = &CountVisible;
   b.make_data_parallel = &MakeCudaDeviceDataParallel;
   b.new_nccl_id = &NewNcclUniqueId;
