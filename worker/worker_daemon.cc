@@ -182,6 +182,10 @@ void WorkerDaemon::AnnounceLeaving() {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::seconds(5));
+  // A coordinator that just restarted may still be in the channel's
+  // reconnect back-off: wait for it (within the deadline) instead of
+  // failing at once and leaving the membership to the heartbeat timeout.
+  context.set_wait_for_ready(true);
   lockstep::v1::FinishResponse resp;
   absl::Status s = FromGrpc(stub_->Finish(&context, req, &resp),
                             "telling the coordinator this worker leaves");
