@@ -112,8 +112,9 @@ class LocalTrainer {
   std::string job_dir_;
   Dataset train_, test_;
   std::unique_ptr<ShardPlan> plan_;
-  // With GPUs the host replicas only hold what checkpoints, the fingerprint
-  // and the batch plan need; ddp_ trains.
+  // With GPUs ddp_ trains and replicas_ is one host replica holding what
+  // checkpoints and the fingerprint need.
+  std::vector<int64_t> replica_ids_;  // every replica's: the batch plan's
   std::unique_ptr<ReplicaSet> replicas_;
   std::unique_ptr<DeviceDataParallel> ddp_;
   std::unique_ptr<Optimizer> optimizer_;
@@ -131,8 +132,8 @@ absl::Status LocalTrainer::Setup() {
   ASSIGN_OR_RETURN(train_, LoadDataset(spec_.data, Split::kTrain));
   ASSIGN_OR_RETURN(test_, LoadDataset(spec_.data, Split::kTest));
   const int64_t replicas = spec_.total_replicas();
-  std::vector<int64_t> replica_ids(replicas);
-  for (int64_t r = 0; r < replicas; ++r) replica_ids[r] = r;
+  replica_ids_.resize(replicas);
+  for (int64_t r = 0; r < replicas; ++r) replica_ids_[r] = r;
   const bool gpus = !options_.cuda_devices.empty();
   if (gpus && static_cast<int64_t>(options_.cuda_devices.size()) != replicas) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -140,8 +141,11 @@ absl::Status LocalTrainer::Setup() {
         "cluster.workers): give one GPU per replica",
         options_.cuda_devices.size(), replicas));
   }
-  ASSIGN_OR_RETURN(replicas_, ReplicaSet::Create(spec_, replica_ids,
-                                                 options_.threads));
+  ASSIGN_OR_RETURN(replicas_,
+                   ReplicaSet::Create(spec_,
+                                      gpus ? std::vector<int64_t>{0}
+                                           : replica_ids_,
+                                      options_.threads));
   RETURN_IF_ERROR(
       CheckDataFitsModel(spec_, replicas_->primary(), train_, test_));
   if (gpus) {
@@ -149,7 +153,7 @@ absl::Status LocalTrainer::Setup() {
     DeviceDataParallelConfig c;
     c.spec = spec_;
     c.devices = options_.cuda_devices;
-    c.replica_indices = replica_ids;
+    c.replica_indices = replica_ids_;
     c.world_replicas = replicas;
     ASSIGN_OR_RETURN(c.nccl_id, NewNcclId());
     ASSIGN_OR_RETURN(ddp_, MakeDeviceDataParallel(c));
@@ -299,12 +303,12 @@ absl::StatusOr<TrainResult> LocalTrainer::Run() {
   Log(absl::StrFormat(
       "job %s: %d parameters, %d replicas (%s) x batch %d = global batch %d, "
       "%d train / %d test samples, %d steps per epoch, steps %d..%d of %d",
-      spec_.name, result.num_parameters, replicas_->size(), on,
+      spec_.name, result.num_parameters, replica_ids_.size(), on,
       spec_.batch_size_per_replica, plan_->global_batch_size(),
       train_.num_samples, test_.num_samples, spe, start_step_, end_step,
       total_steps_));
 
-  BatchPrefetcher prefetcher(&train_, plan_.get(), replicas_->replica_indices(),
+  BatchPrefetcher prefetcher(&train_, plan_.get(), replica_ids_,
                              replicas_->primary().input_shape(), start_step_,
                              end_step);
 

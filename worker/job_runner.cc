@@ -135,6 +135,7 @@ class JobRunner {
   Dataset train_, test_shard_;
   int64_t test_total_ = 0;
   std::unique_ptr<ShardPlan> plan_;
+  std::vector<int64_t> replica_ids_;  // this worker's replicas, all of them
   std::unique_ptr<ReplicaSet> replicas_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
@@ -171,10 +172,13 @@ absl::Status JobRunner::Setup() {
   const int world = a_.world_size();
   std::vector<int64_t> ids;
   for (int64_t i = 0; i < r; ++i) ids.push_back(a_.rank() * r + i);
-  // With GPUs the devices hold the training state (ddp_); the host
-  // replicas only hold what checkpoints, fingerprints and the batch plan
-  // need.
-  ASSIGN_OR_RETURN(replicas_, ReplicaSet::Create(spec_, ids, ctx_.threads));
+  // With GPUs the devices hold the training state (ddp_); one host replica
+  // holds what checkpoints and fingerprints need.
+  replica_ids_ = ids;
+  ASSIGN_OR_RETURN(replicas_,
+                   ReplicaSet::Create(
+                       spec_, gpus ? std::vector<int64_t>{ids[0]} : ids,
+                       ctx_.threads));
   RETURN_IF_ERROR(
       CheckDataFitsModel(spec_, replicas_->primary(), train_, test));
   test_total_ = test.num_samples;
@@ -442,7 +446,7 @@ absl::Status JobRunner::Run() {
           : std::string(nccl() ? "gradients all-reduced by NCCL"
                                : "gradients summed by NCCL on this worker's "
                                  "GPUs, then over the gRPC ring")));
-  BatchPrefetcher prefetcher(&train_, plan_.get(), replicas_->replica_indices(),
+  BatchPrefetcher prefetcher(&train_, plan_.get(), replica_ids_,
                              replicas_->primary().input_shape(), step_,
                              total_steps_);
   lockstep::v1::ProgressReport pending;  // scalars and events not yet sent

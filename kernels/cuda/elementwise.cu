@@ -2,26 +2,13 @@
 // order: per column, 256-row blocks each summed from the top, then the
 // blocks' sums in order.
 #include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/grid_stride.cuh"
 
 namespace lockstep {
 namespace cuda {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 8192;
 constexpr int64_t kBiasGradRowBlock = 256;  // as kernels/cpu/elementwise.cc
-
-int Blocks(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(b < kMaxBlocks ? b : kMaxBlocks);
-}
-
-__device__ int64_t FirstIndex() {
-  return blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-}
-__device__ int64_t Stride() {
-  return static_cast<int64_t>(gridDim.x) * blockDim.x;
-}
 
 // std::max(v, 0.0f) exactly: NaN and -0.0f pass through.
 __device__ float Relu(float v) { return v < 0.0f ? 0.0f : v; }

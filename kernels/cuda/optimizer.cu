@@ -1,18 +1,11 @@
 // SGD and Adam update kernels: each element's expressions are written exactly
 // as in core/optimizer.cc (same operands, same order).
 #include "kernels/cuda/optimizer.h"
+#include "kernels/cuda/grid_stride.cuh"
 
 namespace lockstep {
 namespace cuda {
 namespace {
-
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 8192;
-
-int Blocks(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(b < kMaxBlocks ? b : kMaxBlocks);
-}
 
 __global__ void SgdKernel(int64_t n, SgdStep s, float* w, float* m,
                           const float* g) {

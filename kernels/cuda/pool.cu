@@ -1,18 +1,11 @@
 // Max pooling: one thread per output element forward, one per input element
 // backward (a gather over the windows that contain it).
 #include "kernels/cuda/pool.h"
+#include "kernels/cuda/grid_stride.cuh"
 
 namespace lockstep {
 namespace cuda {
 namespace {
-
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 8192;
-
-int Blocks(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(b < kMaxBlocks ? b : kMaxBlocks);
-}
 
 // The geometry's fields, by value (Pool2DGeometry has a host-only static).
 struct Geo {

@@ -3,25 +3,11 @@
 // kernels/cpu/elementwise.cc. Built with --fmad=false: no contracted a*b+c.
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/layers/activation.h"
+#include "kernels/cuda/grid_stride.cuh"
 
 namespace lockstep {
 namespace cuda {
 namespace {
-
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 8192;
-
-int Blocks(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(b < kMaxBlocks ? b : kMaxBlocks);
-}
-
-__device__ int64_t FirstIndex() {
-  return blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-}
-__device__ int64_t Stride() {
-  return static_cast<int64_t>(gridDim.x) * blockDim.x;
-}
 
 // std::max(v, 0.0f): NaN and -0.0f pass through.
 __device__ float Relu(float v) { return v < 0.0f ? 0.0f : v; }

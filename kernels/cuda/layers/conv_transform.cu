@@ -1,24 +1,10 @@
 // Grid-stride gathers: every output element is written exactly once.
 #include "kernels/cuda/layers/conv_transform.h"
+#include "kernels/cuda/grid_stride.cuh"
 
 namespace lockstep {
 namespace cuda {
 namespace {
-
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 8192;
-
-int Blocks(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(b < kMaxBlocks ? b : kMaxBlocks);
-}
-
-__device__ int64_t FirstIndex() {
-  return blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-}
-__device__ int64_t Stride() {
-  return static_cast<int64_t>(gridDim.x) * blockDim.x;
-}
 
 // out [cols, rows] = in [rows, cols]^T, indexed by the output.
 __global__ void TransposeKernel(int64_t rows, int64_t cols, const float* in,

@@ -1,18 +1,11 @@
 // The mask hash is kernels/cpu/dropout.h's Mix64/DropoutKeep, restated as
 // device code (the CPU header's inline functions are host-only).
 #include "kernels/cuda/layers/dropout.h"
+#include "kernels/cuda/grid_stride.cuh"
 
 namespace lockstep {
 namespace cuda {
 namespace {
-
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 8192;
-
-int Blocks(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(b < kMaxBlocks ? b : kMaxBlocks);
-}
 
 __device__ uint64_t Mix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
