@@ -19,7 +19,15 @@ Batch MakeBatch(const Dataset& data, const ShardPlan& plan,
   b.epoch = spe > 0 ? global_step / spe : 0;
   b.step_in_epoch = spe > 0 ? global_step % spe : 0;
   b.global_count = plan.GlobalBatchCount(b.epoch, b.step_in_epoch);
+  b.global_labels = b.global_count * data.labels_per_sample;
+  if (data.maker != nullptr) {
+    b.global_labels = 0;
+    for (int64_t i : plan.GlobalBatch(b.epoch, b.step_in_epoch)) {
+      b.global_labels += data.LabelCount(i);
+    }
+  }
   const int64_t per = NumElements(data.sample_shape);
+  const int64_t lps = data.labels_per_sample;
   b.replicas.resize(replica_indices.size());
   for (size_t r = 0; r < replica_indices.size(); ++r) {
     const std::vector<int64_t> idx =
@@ -31,12 +39,10 @@ Batch MakeBatch(const Dataset& data, const ShardPlan& plan,
     shape.push_back(n);
     shape.insert(shape.end(), input_shape.begin(), input_shape.end());
     rb.x = Tensor(std::move(shape));
-    rb.labels.resize(n);
+    rb.labels.resize(n * lps);
     float* dst = rb.x.data();
     for (int64_t i = 0; i < n; ++i) {
-      std::memcpy(dst + i * per, data.features.data() + idx[i] * per,
-                  sizeof(float) * per);
-      rb.labels[i] = data.labels[idx[i]];
+      data.Fill(b.epoch, idx[i], dst + i * per, rb.labels.data() + i * lps);
     }
   }
   return b;

@@ -18,15 +18,20 @@
 namespace lockstep {
 
 struct ReplicaBatch {
-  Tensor x;                     // [n, input_shape...]; n may be 0
-  std::vector<int32_t> labels;  // n
+  Tensor x;  // [n, input_shape...]; n may be 0
+  // n * labels_per_sample; negative: no label there (an unmasked position).
+  std::vector<int32_t> labels;
 };
 
 struct Batch {
   int64_t global_step = 0;  // 0-based, counted across epochs
   int64_t epoch = 0;
   int64_t step_in_epoch = 0;
-  int64_t global_count = 0;            // samples in the whole global batch
+  int64_t global_count = 0;  // samples in the whole global batch
+  // Labels (>= 0) in the whole global batch: the loss is their mean, so
+  // every replica scales its gradient by 1 / this. The samples for
+  // classification; the masked tokens for a masked language model.
+  int64_t global_labels = 0;
   std::vector<ReplicaBatch> replicas;  // one per entry of replica_indices
 };
 

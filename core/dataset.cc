@@ -1,16 +1,74 @@
-// Dispatch from DataSpec to the IDX, CSV and synthetic readers.
+// Dispatch from DataSpec to the IDX, CSV, synthetic and text readers, and
+// the per-sample access the batcher and evaluation use.
 #include "core/dataset.h"
+
+#include <algorithm>
+#include <cstring>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "core/csv_reader.h"
 #include "core/idx_reader.h"
 #include "core/synthetic_data.h"
+#include "core/text_dataset.h"
 
 namespace lockstep {
 
-absl::StatusOr<Dataset> LoadDataset(const DataSpec& spec, Split split) {
+void Dataset::Fill(int64_t epoch, int64_t i, float* x, int32_t* out) const {
+  if (maker != nullptr) {
+    maker->Make(epoch, first_index + i, x, out);
+    return;
+  }
+  const int64_t per = NumElements(sample_shape);
+  std::memcpy(x, features.data() + i * per, sizeof(float) * per);
+  std::memcpy(out, labels.data() + i * labels_per_sample,
+              sizeof(int32_t) * labels_per_sample);
+}
+
+int64_t Dataset::LabelCount(int64_t i) const {
+  return maker != nullptr ? maker->LabelCount(first_index + i)
+                          : labels_per_sample;
+}
+
+Dataset Dataset::Slice(int64_t begin, int64_t end) const {
+  Dataset out;
+  out.sample_shape = sample_shape;
+  out.num_classes = num_classes;
+  out.labels_per_sample = labels_per_sample;
+  out.num_samples = end - begin;
+  out.maker = maker;
+  out.vocab = vocab;
+  out.first_index = first_index + begin;
+  if (maker == nullptr) {
+    const int64_t per = NumElements(sample_shape);
+    out.features.assign(features.begin() + begin * per,
+                        features.begin() + end * per);
+    out.labels.assign(labels.begin() + begin * labels_per_sample,
+                      labels.begin() + end * labels_per_sample);
+  }
+  out.source = absl::StrFormat("%s rows %d..%d", source, begin, end);
+  return out;
+}
+
+DataOptions DataOptionsFor(const JobSpec& spec) {
+  DataOptions o;
+  o.fields.clear();
+  for (const ModelInput& in : spec.model.inputs) o.fields.push_back(in.name);
+  o.seed = spec.seed;
+  return o;
+}
+
+absl::StatusOr<Dataset> LoadDataset(const DataSpec& spec, Split split,
+                                    const DataOptions& options) {
   const bool train = split == Split::kTrain;
+  if (spec.format == DataFormat::kText) {
+    return LoadTextDataset(spec, split, options);
+  }
+  if (options.fields.size() != 1 || options.fields[0] != "input") {
+    return absl::InvalidArgumentError(
+        "model.inputs: this data format has one field, \"input\"");
+  }
   if (spec.num_classes <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("data.num_classes: must be > 0, got ", spec.num_classes));
@@ -39,6 +97,8 @@ absl::StatusOr<Dataset> LoadDataset(const DataSpec& spec, Split split) {
           spec.synthetic_seed, split,
           train ? spec.synthetic_train : spec.synthetic_test, spec.num_classes,
           spec.scale);
+    case DataFormat::kText:
+      break;
   }
   return absl::InternalError("unknown data.format");
 }

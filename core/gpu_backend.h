@@ -1,7 +1,8 @@
 // The GPU side of the engine, registered by the CUDA build: the GPU data
-// path (core/device_data_parallel.h), NCCL ids and the device count. kernels/cuda/layers:gpu_backend registers
-// it at start-up (alwayslink); a binary built without --config=cuda has
-// none, and every function here then says so.
+// path (core/device_data_parallel.h), NCCL ids and the device count.
+// core/gpu:gpu_backend registers it at start-up (alwayslink); a binary
+// built without --config=cuda has none, and every function here then says
+// so.
 #ifndef LOCKSTEP_CORE_GPU_BACKEND_H_
 #define LOCKSTEP_CORE_GPU_BACKEND_H_
 

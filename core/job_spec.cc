@@ -5,26 +5,21 @@
 //
 // name                    string, required, [A-Za-z0-9_.-]{1,64}, not . or ..
 // seed                    integer >= 0 ? 0
-// model                   object, required
-//   input_shape           array of integers >= 1, required, non-empty
-//   layers                array of layer objects, required, non-empty
-//     type                required: dense | conv2d | max_pool2d | flatten |
-//                         dropout
-//     name                string ? "<stem>", "<stem>_1", ... per type, Keras
-//                         stems (dense, conv2d, max_pooling2d, flatten,
-//                         dropout), skipping names given explicitly;
-//                         [A-Za-z0-9_.-]{1,64}, unique within the model
-//     dense:      units (integer >= 1, required), activation ? linear,
-//                 use_bias ? true
-//     conv2d:     filters (integer >= 1, required), kernel_size (integer >= 1
-//                 or [h, w], required), strides (same form) ? 1,
-//                 padding (valid | same) ? valid, activation ? linear,
-//                 use_bias ? true
-//     max_pool2d: pool_size (integer >= 1 or [h, w]) ? 2, strides (same form)
-//                 ? pool_size, padding (valid | same) ? valid
-//     flatten:    nothing else
-//     dropout:    rate (number in [0, 1), required)
-//     activation: relu | tanh | sigmoid | softmax | linear
+// model                   object, required; one of three forms:
+//   input_shape           array of integers >= 1: a model with one input
+//                         ("input"), and
+//   layers                array of layer objects, required, non-empty; or
+//   inputs                array of {name, shape?}: named inputs (a data
+//                         field each; the shape defaults to the field's), and
+//                         layers (each may name its "inputs"); or
+//   preset                a block type with preset inputs (bert_mlm) and that
+//                         block's fields beside it
+//   param_names           keras | torch ? keras (a preset: torch)
+//   init                  {"safetensors": path} ? none: initial weights
+//   A layer object: type (a registered layer type, core/layers/*.h) and
+//   name ? "<stem>", "<stem>_1", ... (Keras stems, skipping given names;
+//   [A-Za-z0-9_.-]{1,64}, unique), inputs ? the previous layer (the first
+//   layer: the first model input), then the type's own fields.
 // loss                    sparse_categorical_crossentropy | mse
 //                         ? sparse_categorical_crossentropy
 // optimizer               object ? {"type": "adam"}
@@ -34,6 +29,10 @@
 //   sgd:        momentum (number in [0, 1]) ? 0, nesterov (bool) ? false
 //   adam/adamw: beta_1, beta_2 (numbers in [0, 1)) ? 0.9, 0.999;
 //               epsilon (number > 0) ? 1e-07
+//   exclude_from_weight_decay  string or array of strings ? none (names
+//                         containing one are not decayed)
+//   global_clipnorm       number > 0 ? none (clip by the global L2 norm)
+//   scale_with_replicas   bool ? false (rates x the job's replica count)
 // lr_schedule             object ? {"type": "constant"}
 //   type                  required: constant | piecewise | polynomial
 //   warmup_steps          integer >= 0 ? 0 (lr * min(1, (step + 1) / warmup))
@@ -44,16 +43,25 @@
 //   polynomial: decay_steps (integer >= 1, required), end_learning_rate
 //               (number >= 0) ? 0.0001, power (number > 0) ? 1
 // data                    object, required
-//   format                required: mnist_idx | csv | synthetic
-//   scale                 number > 0 ? 1 (features are divided by it)
+//   format                required: mnist_idx | csv | synthetic | text
+//   scale                 number > 0 ? 1 (features are divided by it; not
+//                         for text)
 //   shuffle               bool ? true
-//   num_classes           integer >= 1 ? 10
+//   num_classes           integer >= 1 ? 10 (not for text: the vocabulary)
 //   mnist_idx:  train_images, train_labels, test_images, test_labels
 //               (non-empty strings, required; .gz or raw)
 //   csv:        train_path, test_path (non-empty strings, required),
 //               header (bool) ? false
 //   synthetic:  train_samples (integer >= 1) ? 8192, test_samples (integer
 //               >= 1) ? 2048, seed (integer >= 0) ? 1234
+//   text:       train_path, test_path (a path or an array of them,
+//               required), min_line_chars (integer >= 0) ? 0, lowercase ?
+//               true, vocab (a vocab.txt) ? built from train_path with
+//               vocab_size (integer >= 8, required then), sequence_length
+//               (integer >= 4) ? 128, pack_lines ? true, mask_rate (0, 1] ?
+//               0.15, max_predictions [1, sequence_length - 2] ? 20,
+//               mask_token_rate ? 0.8, random_token_rate ? 0.1 (in [0, 1],
+//               summing to <= 1)
 //   Relative paths are resolved against the job file's folder.
 // batch_size_per_replica  integer >= 1 ? 32
 // epochs | steps          integer >= 1; exactly one of the two is required
@@ -117,7 +125,7 @@ absl::Status ParseRoot(const Json& v, absl::string_view base_dir,
   RETURN_IF_ERROR(CheckName(spec->name, "name"));
   RETURN_IF_ERROR(r.Uint("seed", &spec->seed));
   RETURN_IF_ERROR(r.Require("model"));
-  RETURN_IF_ERROR(ParseModel(r.Get("model"), &spec->model));
+  RETURN_IF_ERROR(ParseModel(r.Get("model"), base_dir, &spec->model));
   RETURN_IF_ERROR(r.Enum("loss", "loss", Losses(), &spec->loss));
   if (r.Has("optimizer")) {
     RETURN_IF_ERROR(ParseOptimizer(r.Get("optimizer"), &spec->optimizer));
@@ -127,6 +135,8 @@ absl::Status ParseRoot(const Json& v, absl::string_view base_dir,
   }
   RETURN_IF_ERROR(r.Require("data"));
   RETURN_IF_ERROR(ParseData(r.Get("data"), base_dir, &spec->data));
+  RETURN_IF_ERROR(
+      job_spec_internal::ResolveInputShapes(spec->data, &spec->model));
   RETURN_IF_ERROR(
       r.Int("batch_size_per_replica", 1, &spec->batch_size_per_replica));
   if (r.Has("epochs") == r.Has("steps")) {
@@ -205,6 +215,48 @@ absl::StatusOr<std::string> ReadJobFile(const std::string& path) {
 absl::StatusOr<JobSpec> ParseJobSpec(absl::string_view json_text,
                                      absl::string_view base_dir) {
   return ParseNamed(json_text, base_dir, "job");
+}
+
+absl::StatusOr<ModelSpec> ParseModelSpec(absl::string_view json_text) {
+  ASSIGN_OR_RETURN(Json doc, ParseOrderedJson(json_text, "model"));
+  ModelSpec model;
+  RETURN_IF_ERROR(ParseModel(doc, "", &model));
+  for (size_t i = 0; i < model.inputs.size(); ++i) {
+    if (model.inputs[i].shape.empty()) {
+      return Bad(absl::StrCat("model.inputs[", i, "].shape"), "required");
+    }
+  }
+  return model;
+}
+
+absl::StatusOr<Shape> DataFieldShape(const DataSpec& data,
+                                     const std::string& field) {
+  switch (data.format) {
+    case DataFormat::kText:
+      if (field == "token_ids" || field == "segment_ids" ||
+          field == "padding_mask") {
+        return Shape{data.sequence_length};
+      }
+      if (field == "mask_positions") return Shape{data.max_predictions};
+      return absl::NotFoundError(
+          "its fields are token_ids, segment_ids, padding_mask and "
+          "mask_positions");
+    case DataFormat::kSynthetic:
+      if (field == "input") return Shape{8, 8, 1};
+      break;
+    case DataFormat::kMnistIdx:
+    case DataFormat::kCsv:
+      if (field == "input") {
+        return absl::FailedPreconditionError(
+            "the data's sample shape is only known from its files; give it");
+      }
+      break;
+  }
+  return absl::NotFoundError("its one field is named \"input\"");
+}
+
+int64_t DataLabelsPerSample(const DataSpec& data) {
+  return data.format == DataFormat::kText ? data.max_predictions : 1;
 }
 
 absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path,

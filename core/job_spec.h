@@ -9,42 +9,16 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/layers/layer_spec.h"
 
 namespace lockstep {
 
-enum class Activation { kLinear, kRelu, kTanh, kSigmoid, kSoftmax };
-enum class LayerType { kDense, kConv2D, kMaxPool2D, kFlatten, kDropout };
-enum class Padding { kValid, kSame };
 enum class LossType { kSparseCategoricalCrossentropy, kMse };
 enum class OptimizerType { kSgd, kAdam, kAdamW };
 enum class ScheduleType { kConstant, kPiecewise, kPolynomial };
 enum class ScheduleUnit { kStep, kEpoch };
-enum class DataFormat { kMnistIdx, kCsv, kSynthetic };
+enum class DataFormat { kMnistIdx, kCsv, kSynthetic, kText };
 enum class Collective { kRing, kNccl, kAuto };
-
-struct LayerSpec {
-  LayerType type = LayerType::kDense;
-  std::string name;  // "dense_1" etc.; generated Keras-style when absent
-  // dense
-  int64_t units = 0;
-  // conv2d
-  int64_t filters = 0;
-  int64_t kernel_h = 0, kernel_w = 0;
-  int64_t stride_h = 1, stride_w = 1;
-  Padding padding = Padding::kValid;
-  // max_pool2d (strides default to the pool size, as Keras)
-  int64_t pool_h = 2, pool_w = 2;
-  // dense, conv2d
-  Activation activation = Activation::kLinear;
-  bool use_bias = true;
-  // dropout
-  double rate = 0.0;
-};
-
-struct ModelSpec {
-  std::vector<int64_t> input_shape;  // per sample, e.g. [28, 28, 1] or [784]
-  std::vector<LayerSpec> layers;
-};
 
 struct OptimizerSpec {
   OptimizerType type = OptimizerType::kAdam;
@@ -58,6 +32,16 @@ struct OptimizerSpec {
   double epsilon = 1e-7;
   // adamw: decoupled weight decay (Keras default 0.004); sgd/adam: 0 = none
   double weight_decay = 0.0;
+  // Parameters whose name contains one of these are not decayed (Keras'
+  // exclude_from_weight_decay; BERT recipes exclude "bias" and "LayerNorm").
+  std::vector<std::string> exclude_from_weight_decay;
+  // > 0: gradients are scaled so their global L2 norm is at most this
+  // (Keras' global_clipnorm), after the all-reduce.
+  double global_clipnorm = 0.0;
+  // The learning rate (and every rate of the schedule) is multiplied by the
+  // job's replica count, as the tutorials scale it by hand for a global
+  // batch that grows with the replicas.
+  bool scale_with_replicas = false;
 };
 
 // Learning rate as a function of the global step (and epoch). Warm-up, when
@@ -88,6 +72,22 @@ struct DataSpec {
   int64_t synthetic_train = 8192;
   int64_t synthetic_test = 2048;
   uint64_t synthetic_seed = 1234;
+  // text: a masked language model's data (core/text_dataset.h): plain text
+  // files, one passage per line, split by a WordPiece tokenizer into
+  // [CLS] ... [SEP] sequences whose tokens are masked as BERT does.
+  std::vector<std::string> train_files, test_files;
+  int64_t min_line_chars = 0;  // shorter lines are dropped
+  bool lowercase = true;       // BERT's uncased normalization
+  std::string vocab_path;      // a vocab.txt, or "": built from train_files
+  int64_t vocab_size = 0;      // the size to build (required then)
+  int64_t sequence_length = 128;
+  // Consecutive lines fill a sequence (each ends with [SEP]) instead of one
+  // line per sequence.
+  bool pack_lines = true;
+  double mask_rate = 0.15;         // of a sequence's maskable tokens
+  int64_t max_predictions = 20;    // masked tokens per sequence at most
+  double mask_token_rate = 0.8;    // of those: replaced by [MASK]
+  double random_token_rate = 0.1;  // replaced by a random token (else kept)
 };
 
 struct CheckpointSpec {
@@ -147,8 +147,6 @@ struct JobSpec {
 };
 
 // Field-by-field equality (ParseJobSpec(JobSpecToJson(s)) == s).
-bool operator==(const LayerSpec& a, const LayerSpec& b);
-bool operator==(const ModelSpec& a, const ModelSpec& b);
 bool operator==(const OptimizerSpec& a, const OptimizerSpec& b);
 bool operator==(const ScheduleSpec& a, const ScheduleSpec& b);
 bool operator==(const DataSpec& a, const DataSpec& b);
@@ -171,6 +169,19 @@ absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path,
                                     const std::string& data_dir = "");
 // The canonical JSON form (all defaults filled): stored with checkpoints.
 std::string JobSpecToJson(const JobSpec& spec);
+// A model section alone (the job file's "model" object), for code and tests
+// that build models by hand. Input shapes must be given.
+absl::StatusOr<ModelSpec> ParseModelSpec(absl::string_view json_text);
+
+// The per-sample shape of a data field a model input names: for text data
+// token_ids, segment_ids and padding_mask are [sequence_length] and
+// mask_positions [max_predictions]; synthetic data's "input" is [8, 8, 1].
+// NotFound for a field the format does not have; FailedPrecondition when
+// the shape is only known from the files (mnist_idx, csv).
+absl::StatusOr<Shape> DataFieldShape(const DataSpec& data,
+                                     const std::string& field);
+// The number of labels a sample of the data has (text: max_predictions).
+int64_t DataLabelsPerSample(const DataSpec& data);
 
 }  // namespace lockstep
 

@@ -1,150 +1,57 @@
-// Shared by the job_spec*.cc files only: the enum name tables, the field
-// readers whose errors name the field's JSON path, and the section parsers.
+// Shared by the job_spec*.cc files only: the enum name tables and the
+// section parsers (the field readers are core/spec_reader.h's).
 #ifndef LOCKSTEP_CORE_JOB_SPEC_INTERNAL_H_
 #define LOCKSTEP_CORE_JOB_SPEC_INTERNAL_H_
 
-#include <cstddef>
-#include <cstdint>
-#include <limits>
-#include <nlohmann/json.hpp>
 #include <string>
-#include <utility>
-#include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "core/job_spec.h"
+#include "core/spec_reader.h"
 
 namespace lockstep {
 namespace job_spec_internal {
 
-using Json = nlohmann::ordered_json;
-using Keys = std::vector<std::string>;
+using spec_reader::Bad;
+using spec_reader::CheckName;
+using spec_reader::Child;
+using spec_reader::Constraint;
+using spec_reader::Got;
+using spec_reader::Index;
+using spec_reader::IntValue;
+using spec_reader::Json;
+using spec_reader::Keys;
+using spec_reader::kMaxInt;
+using spec_reader::kNonNegative;
+using spec_reader::kPositive;
+using spec_reader::kUnitClosed;
+using spec_reader::kUnitOpen;
+using spec_reader::NameOf;
+using spec_reader::NumberValue;
+using spec_reader::PairValue;
+using spec_reader::Reader;
+using spec_reader::Table;
 
-inline constexpr int64_t kMaxInt = std::numeric_limits<int64_t>::max();
-
-// JSON names of an enum's values, in the order error messages list them.
-template <typename T>
-using Table = std::vector<std::pair<const char*, T>>;
-
-const Table<Activation>& Activations();
-const Table<LayerType>& LayerTypes();
-const Table<Padding>& Paddings();
 const Table<LossType>& Losses();
 const Table<OptimizerType>& OptimizerTypes();
 const Table<ScheduleType>& ScheduleTypes();
 const Table<ScheduleUnit>& ScheduleUnits();
 const Table<DataFormat>& DataFormats();
 const Table<Collective>& Collectives();
-
-template <typename T>
-std::string NameOf(const Table<T>& table, T value) {
-  for (const auto& [name, v] : table) {
-    if (v == value) return name;
-  }
-  return "?";
-}
-
-// The offending value as JSON text, shortened so a message stays one line.
-std::string Got(const Json& v);
-// kInvalidArgument "<path>: <problem>".
-absl::Status Bad(const std::string& path, absl::string_view problem);
-// "a.b" and "a[3]": the JSON path of a member or an element.
-std::string Child(const std::string& path, absl::string_view key);
-std::string Index(const std::string& path, size_t i);
-
-// What a number must satisfy, and how the error says it.
-struct Constraint {
-  const char* text;
-  bool (*ok)(double);
-};
-extern const Constraint kPositive;     // > 0
-extern const Constraint kNonNegative;  // >= 0
-extern const Constraint kUnitOpen;     // [0, 1)
-extern const Constraint kUnitClosed;   // [0, 1]
-
-absl::Status IntValue(const Json& v, const std::string& path, int64_t min,
-                      int64_t max, int64_t* out);
-absl::Status NumberValue(const Json& v, const std::string& path,
-                         const Constraint& c, double* out);
-// "kernel_size": 3 or [3, 5].
-absl::Status PairValue(const Json& v, const std::string& path, int64_t* h,
-                       int64_t* w);
-
-// One JSON object under validation; remembers its path for messages. Holds a
-// reference to the object, which must outlive it.
-class Reader {
- public:
-  Reader(const Json& obj, std::string path)
-      : obj_(obj), path_(std::move(path)) {}
-
-  static absl::Status CheckObject(const Json& v, const std::string& path);
-
-  const std::string& path() const { return path_; }
-  std::string At(absl::string_view key) const { return Child(path_, key); }
-  bool Has(const char* key) const { return obj_.contains(key); }
-  // The member, or null when absent (callers check Has or Require first);
-  // never throws.
-  const Json& Get(const char* key) const;
-
-  // Rejects keys outside `allowed`; keys in `elsewhere` belong to another
-  // variant, which the message says (`unknown field for <variant>`).
-  absl::Status CheckKeys(const Keys& allowed, const Keys& elsewhere = {},
-                         absl::string_view variant = "") const;
-  absl::Status Require(const char* key, absl::string_view why = "") const;
-
-  // The readers below leave *out alone when the key is absent.
-  absl::Status Int(const char* key, int64_t min, int64_t* out,
-                   int64_t max = kMaxInt) const;
-  absl::Status Uint(const char* key, uint64_t* out) const;
-  absl::Status Number(const char* key, const Constraint& c, double* out) const;
-  absl::Status Bool(const char* key, bool* out) const;
-  absl::Status String(const char* key, std::string* out) const;
-  // A non-empty string; relative paths are resolved against `base_dir`.
-  absl::Status Path(const char* key, absl::string_view base_dir,
-                    std::string* out) const;
-  template <typename T>
-  absl::Status Enum(const char* key, absl::string_view what,
-                    const Table<T>& table, T* out) const;
-  absl::Status Pair(const char* key, int64_t* h, int64_t* w) const;
-
- private:
-  const Json& obj_;
-  std::string path_;
-};
-
-template <typename T>
-absl::Status Reader::Enum(const char* key, absl::string_view what,
-                          const Table<T>& table, T* out) const {
-  if (!Has(key)) return absl::OkStatus();
-  const Json& v = Get(key);
-  if (!v.is_string()) {
-    return Bad(At(key), absl::StrCat("must be a string, got ", Got(v)));
-  }
-  const std::string s = v.get<std::string>();
-  std::vector<std::string> names;
-  for (const auto& [name, value] : table) {
-    if (s == name) {
-      *out = value;
-      return absl::OkStatus();
-    }
-    names.push_back(name);
-  }
-  return Bad(At(key),
-             absl::StrCat("unknown ", what, " ", Got(v), "; expected one of ",
-                          absl::StrJoin(names, ", ")));
-}
-
-// Names a folder or a checkpoint key, so it must be a plain file name.
-absl::Status CheckName(const std::string& name, const std::string& path);
+const Table<ParamNaming>& ParamNamings();
 
 // Section parsers (job_spec_sections.cc); the schema is in job_spec.cc.
-absl::Status ParseModel(const Json& v, ModelSpec* model);
+absl::Status ParseModel(const Json& v, absl::string_view base_dir,
+                        ModelSpec* model);
 absl::Status ParseOptimizer(const Json& v, OptimizerSpec* opt);
 absl::Status ParseSchedule(const Json& v, ScheduleSpec* s);
 absl::Status ParseData(const Json& v, absl::string_view base_dir, DataSpec* d);
+// Model inputs declared without a shape take their data field's
+// (DataFieldShape); errors name the input.
+absl::Status ResolveInputShapes(const DataSpec& data, ModelSpec* model);
+// The canonical JSON of the model section.
+Json ModelToJson(const ModelSpec& m);
 
 }  // namespace job_spec_internal
 }  // namespace lockstep

@@ -6,61 +6,26 @@
 #include "core/job_spec.h"
 #include "core/job_spec_internal.h"
 #include "core/json_util.h"
+#include "core/layers/registry.h"
 
 namespace lockstep {
 namespace {
 
-using job_spec_internal::Activations;
 using job_spec_internal::Collectives;
 using job_spec_internal::DataFormats;
 using job_spec_internal::Json;
-using job_spec_internal::LayerTypes;
 using job_spec_internal::Losses;
 using job_spec_internal::NameOf;
 using job_spec_internal::OptimizerTypes;
-using job_spec_internal::Paddings;
+using job_spec_internal::ParamNamings;
 using job_spec_internal::ScheduleTypes;
 using job_spec_internal::ScheduleUnits;
-
-Json LayerToJson(const LayerSpec& l) {
-  Json j;
-  j["type"] = NameOf(LayerTypes(), l.type);
-  j["name"] = l.name;
-  switch (l.type) {
-    case LayerType::kDense:
-      j["units"] = l.units;
-      j["activation"] = NameOf(Activations(), l.activation);
-      j["use_bias"] = l.use_bias;
-      break;
-    case LayerType::kConv2D:
-      j["filters"] = l.filters;
-      j["kernel_size"] = {l.kernel_h, l.kernel_w};
-      j["strides"] = {l.stride_h, l.stride_w};
-      j["padding"] = NameOf(Paddings(), l.padding);
-      j["activation"] = NameOf(Activations(), l.activation);
-      j["use_bias"] = l.use_bias;
-      break;
-    case LayerType::kMaxPool2D:
-      j["pool_size"] = {l.pool_h, l.pool_w};
-      j["strides"] = {l.stride_h, l.stride_w};
-      j["padding"] = NameOf(Paddings(), l.padding);
-      break;
-    case LayerType::kFlatten:
-      break;
-    case LayerType::kDropout:
-      j["rate"] = l.rate;
-      break;
-  }
-  return j;
-}
 
 Json SpecToJson(const JobSpec& s) {
   Json j;
   j["name"] = s.name;
   j["seed"] = s.seed;
-  Json layers = Json::array();
-  for (const LayerSpec& l : s.model.layers) layers.push_back(LayerToJson(l));
-  j["model"] = {{"input_shape", s.model.input_shape}, {"layers", layers}};
+  j["model"] = job_spec_internal::ModelToJson(s.model);
   j["loss"] = NameOf(Losses(), s.loss);
 
   const OptimizerSpec& o = s.optimizer;
@@ -76,6 +41,13 @@ Json SpecToJson(const JobSpec& s) {
     opt["epsilon"] = o.epsilon;
   }
   opt["weight_decay"] = o.weight_decay;
+  // Written only when set, so jobs from before these fields keep their
+  // canonical form.
+  if (!o.exclude_from_weight_decay.empty()) {
+    opt["exclude_from_weight_decay"] = o.exclude_from_weight_decay;
+  }
+  if (o.global_clipnorm > 0) opt["global_clipnorm"] = o.global_clipnorm;
+  if (o.scale_with_replicas) opt["scale_with_replicas"] = true;
   j["optimizer"] = opt;
 
   const ScheduleSpec& ls = s.lr_schedule;
@@ -113,10 +85,24 @@ Json SpecToJson(const JobSpec& s) {
       data["test_samples"] = d.synthetic_test;
       data["seed"] = d.synthetic_seed;
       break;
+    case DataFormat::kText:
+      data["train_path"] = d.train_files;
+      data["test_path"] = d.test_files;
+      data["min_line_chars"] = d.min_line_chars;
+      data["lowercase"] = d.lowercase;
+      if (!d.vocab_path.empty()) data["vocab"] = d.vocab_path;
+      data["vocab_size"] = d.vocab_size;
+      data["sequence_length"] = d.sequence_length;
+      data["pack_lines"] = d.pack_lines;
+      data["mask_rate"] = d.mask_rate;
+      data["max_predictions"] = d.max_predictions;
+      data["mask_token_rate"] = d.mask_token_rate;
+      data["random_token_rate"] = d.random_token_rate;
+      break;
   }
-  data["scale"] = d.scale;
+  if (d.format != DataFormat::kText) data["scale"] = d.scale;
   data["shuffle"] = d.shuffle;
-  data["num_classes"] = d.num_classes;
+  if (d.format != DataFormat::kText) data["num_classes"] = d.num_classes;
   j["data"] = data;
 
   j["batch_size_per_replica"] = s.batch_size_per_replica;
@@ -144,21 +130,12 @@ Json SpecToJson(const JobSpec& s) {
 
 }  // namespace
 
-bool operator==(const LayerSpec& a, const LayerSpec& b) {
-  auto t = [](const LayerSpec& l) {
-    return std::tie(l.type, l.name, l.units, l.filters, l.kernel_h, l.kernel_w,
-                    l.stride_h, l.stride_w, l.padding, l.pool_h, l.pool_w,
-                    l.activation, l.use_bias, l.rate);
-  };
-  return t(a) == t(b);
-}
-bool operator==(const ModelSpec& a, const ModelSpec& b) {
-  return a.input_shape == b.input_shape && a.layers == b.layers;
-}
 bool operator==(const OptimizerSpec& a, const OptimizerSpec& b) {
   auto t = [](const OptimizerSpec& o) {
     return std::tie(o.type, o.learning_rate, o.momentum, o.nesterov, o.beta_1,
-                    o.beta_2, o.epsilon, o.weight_decay);
+                    o.beta_2, o.epsilon, o.weight_decay,
+                    o.exclude_from_weight_decay, o.global_clipnorm,
+                    o.scale_with_replicas);
   };
   return t(a) == t(b);
 }
@@ -174,7 +151,10 @@ bool operator==(const DataSpec& a, const DataSpec& b) {
     return std::tie(d.format, d.train_images, d.train_labels, d.test_images,
                     d.test_labels, d.train_path, d.test_path, d.csv_header,
                     d.scale, d.shuffle, d.num_classes, d.synthetic_train,
-                    d.synthetic_test, d.synthetic_seed);
+                    d.synthetic_test, d.synthetic_seed, d.train_files,
+                    d.test_files, d.min_line_chars, d.lowercase, d.vocab_path,
+                    d.vocab_size, d.sequence_length, d.pack_lines, d.mask_rate,
+                    d.max_predictions, d.mask_token_rate, d.random_token_rate);
   };
   return t(a) == t(b);
 }
@@ -205,6 +185,34 @@ bool operator==(const JobSpec& a, const JobSpec& b) {
          a.checkpoint == b.checkpoint && a.summary == b.summary &&
          a.cluster == b.cluster && a.restart == b.restart;
 }
+
+namespace job_spec_internal {
+
+Json ModelToJson(const ModelSpec& m) {
+  Json layers = Json::array();
+  for (const LayerSpec& l : m.layers) layers.push_back(LayerSpecToJson(l));
+  Json j;
+  // A stack model keeps the form it has always had.
+  const bool stack = m.inputs.size() == 1 && m.inputs[0].name == "input" &&
+                     m.param_names == ParamNaming::kKeras;
+  if (stack) {
+    j["input_shape"] = m.inputs[0].shape;
+  } else {
+    Json inputs = Json::array();
+    for (const ModelInput& in : m.inputs) {
+      inputs.push_back({{"name", in.name}, {"shape", in.shape}});
+    }
+    j["inputs"] = inputs;
+  }
+  j["layers"] = layers;
+  if (!stack) j["param_names"] = NameOf(ParamNamings(), m.param_names);
+  if (!m.init_safetensors.empty()) {
+    j["init"] = {{"safetensors", m.init_safetensors}};
+  }
+  return j;
+}
+
+}  // namespace job_spec_internal
 
 std::string JobSpecToJson(const JobSpec& spec) {
   return DumpJson(SpecToJson(spec), 2) + "\n";

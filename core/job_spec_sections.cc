@@ -1,5 +1,7 @@
-// The job file's sections: model (with its layers), optimizer, learning-rate
-// schedule and data. The schema they check is documented in job_spec.cc.
+// The job file's sections: model (inputs and layers, or a preset),
+// optimizer, learning-rate schedule and data. The schema they check is
+// documented in job_spec.cc.
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
@@ -7,126 +9,88 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/job_spec_internal.h"
+#include "core/layers/registry.h"
 #include "core/status_macros.h"
 
 namespace lockstep {
 namespace job_spec_internal {
 namespace {
 
-absl::Status ParseLayer(const Json& v, const std::string& path,
-                        LayerSpec* layer) {
-  RETURN_IF_ERROR(Reader::CheckObject(v, path));
-  Reader r(v, path);
-  RETURN_IF_ERROR(r.Require("type"));
-  RETURN_IF_ERROR(r.Enum("type", "layer type", LayerTypes(), &layer->type));
-  const std::string type = NameOf(LayerTypes(), layer->type);
-  Keys allowed = {"type", "name"};
-  switch (layer->type) {
-    case LayerType::kDense:
-      allowed.insert(allowed.end(), {"units", "activation", "use_bias"});
-      break;
-    case LayerType::kConv2D:
-      allowed.insert(allowed.end(), {"filters", "kernel_size", "strides",
-                                     "padding", "activation", "use_bias"});
-      break;
-    case LayerType::kMaxPool2D:
-      allowed.insert(allowed.end(), {"pool_size", "strides", "padding"});
-      break;
-    case LayerType::kFlatten:
-      break;
-    case LayerType::kDropout:
-      allowed.insert(allowed.end(), {"rate"});
-      break;
+// The keys of a model object besides a preset's own fields.
+const Keys& ModelKeys() {
+  static const Keys* k = new Keys{"input_shape", "inputs",      "layers",
+                                  "preset",      "param_names", "init"};
+  return *k;
+}
+
+absl::Status ParseInputs(const Reader& r, ModelSpec* model) {
+  if (r.Has("input_shape") == r.Has("inputs")) {
+    return Bad(r.At("input_shape"),
+               "give exactly one of input_shape (one input) or inputs");
   }
-  const Keys all = {"units",   "activation",  "use_bias",
-                    "filters", "kernel_size", "strides",
-                    "padding", "pool_size",   "rate"};
-  RETURN_IF_ERROR(
-      r.CheckKeys(allowed, all, absl::StrCat("a ", type, " layer")));
-  if (r.Has("name")) {
-    RETURN_IF_ERROR(r.String("name", &layer->name));
-    RETURN_IF_ERROR(CheckName(layer->name, r.At("name")));
-  }
-  const std::string why = absl::StrCat("a ", type, " layer");
-  switch (layer->type) {
-    case LayerType::kDense:
-      RETURN_IF_ERROR(r.Require("units", why));
-      RETURN_IF_ERROR(r.Int("units", 1, &layer->units));
-      break;
-    case LayerType::kConv2D:
-      RETURN_IF_ERROR(r.Require("filters", why));
-      RETURN_IF_ERROR(r.Int("filters", 1, &layer->filters));
-      RETURN_IF_ERROR(r.Require("kernel_size", why));
+  if (r.Has("input_shape")) {
+    const Json& shape = r.Get("input_shape");
+    if (!shape.is_array() || shape.empty()) {
+      return Bad(
+          r.At("input_shape"),
+          absl::StrCat("must be a non-empty array of integers >= 1, got ",
+                       Got(shape)));
+    }
+    ModelInput in;
+    in.name = "input";
+    for (size_t i = 0; i < shape.size(); ++i) {
+      int64_t d = 0;
       RETURN_IF_ERROR(
-          r.Pair("kernel_size", &layer->kernel_h, &layer->kernel_w));
-      layer->stride_h = layer->stride_w = 1;
-      RETURN_IF_ERROR(r.Pair("strides", &layer->stride_h, &layer->stride_w));
-      break;
-    case LayerType::kMaxPool2D:
-      RETURN_IF_ERROR(r.Pair("pool_size", &layer->pool_h, &layer->pool_w));
-      layer->stride_h = layer->pool_h;  // Keras: strides default to pool_size
-      layer->stride_w = layer->pool_w;
-      RETURN_IF_ERROR(r.Pair("strides", &layer->stride_h, &layer->stride_w));
-      break;
-    case LayerType::kFlatten:
-      break;
-    case LayerType::kDropout:
-      RETURN_IF_ERROR(r.Require("rate", why));
-      RETURN_IF_ERROR(r.Number("rate", kUnitOpen, &layer->rate));
-      break;
+          IntValue(shape[i], Index(r.At("input_shape"), i), 1, kMaxInt, &d));
+      in.shape.push_back(d);
+    }
+    model->inputs.push_back(std::move(in));
+    return absl::OkStatus();
   }
-  RETURN_IF_ERROR(r.Enum("padding", "padding", Paddings(), &layer->padding));
-  RETURN_IF_ERROR(
-      r.Enum("activation", "activation", Activations(), &layer->activation));
-  RETURN_IF_ERROR(r.Bool("use_bias", &layer->use_bias));
+  const Json& inputs = r.Get("inputs");
+  if (!inputs.is_array() || inputs.empty()) {
+    return Bad(
+        r.At("inputs"),
+        absl::StrCat("must be a non-empty array of inputs, got ", Got(inputs)));
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::string path = Index(r.At("inputs"), i);
+    RETURN_IF_ERROR(Reader::CheckObject(inputs[i], path));
+    Reader in(inputs[i], path);
+    RETURN_IF_ERROR(in.CheckKeys({"name", "shape"}));
+    ModelInput mi;
+    RETURN_IF_ERROR(in.Require("name"));
+    RETURN_IF_ERROR(in.String("name", &mi.name));
+    RETURN_IF_ERROR(CheckName(mi.name, in.At("name")));
+    for (const ModelInput& other : model->inputs) {
+      if (other.name == mi.name) {
+        return Bad(in.At("name"),
+                   absl::StrCat("duplicate input name ", Got(Json(mi.name))));
+      }
+    }
+    if (in.Has("shape")) {
+      const Json& shape = in.Get("shape");
+      if (!shape.is_array() || shape.empty()) {
+        return Bad(
+            in.At("shape"),
+            absl::StrCat("must be a non-empty array of integers >= 1, got ",
+                         Got(shape)));
+      }
+      for (size_t k = 0; k < shape.size(); ++k) {
+        int64_t d = 0;
+        RETURN_IF_ERROR(
+            IntValue(shape[k], Index(in.At("shape"), k), 1, kMaxInt, &d));
+        mi.shape.push_back(d);
+      }
+    }
+    model->inputs.push_back(std::move(mi));
+  }
   return absl::OkStatus();
 }
 
-// Unnamed layers get Keras-style names: dense, dense_1, ... skipping names
-// the job file already uses.
-void NameLayers(std::vector<LayerSpec>* layers) {
-  std::set<std::string> used;
-  for (const LayerSpec& l : *layers) {
-    if (!l.name.empty()) used.insert(l.name);
-  }
-  std::map<std::string, int> next;
-  for (LayerSpec& l : *layers) {
-    if (!l.name.empty()) continue;
-    // Keras' stems (max_pooling2d, not the type name), as the model builder.
-    const std::string base = l.type == LayerType::kMaxPool2D
-                                 ? "max_pooling2d"
-                                 : NameOf(LayerTypes(), l.type);
-    int& n = next[base];
-    std::string name;
-    do {
-      name = n == 0 ? base : absl::StrCat(base, "_", n);
-      ++n;
-    } while (used.count(name) > 0);
-    used.insert(name);
-    l.name = name;
-  }
-}
-
-}  // namespace
-
-absl::Status ParseModel(const Json& v, ModelSpec* model) {
-  RETURN_IF_ERROR(Reader::CheckObject(v, "model"));
-  Reader r(v, "model");
-  RETURN_IF_ERROR(r.CheckKeys({"input_shape", "layers"}));
-  RETURN_IF_ERROR(r.Require("input_shape"));
-  const Json& shape = r.Get("input_shape");
-  if (!shape.is_array() || shape.empty()) {
-    return Bad(r.At("input_shape"),
-               absl::StrCat("must be a non-empty array of integers >= 1, got ",
-                            Got(shape)));
-  }
-  for (size_t i = 0; i < shape.size(); ++i) {
-    int64_t d = 0;
-    RETURN_IF_ERROR(
-        IntValue(shape[i], Index(r.At("input_shape"), i), 1, kMaxInt, &d));
-    model->input_shape.push_back(d);
-  }
+absl::Status ParseLayers(const Reader& r, ModelSpec* model) {
   RETURN_IF_ERROR(r.Require("layers"));
   const Json& layers = r.Get("layers");
   if (!layers.is_array() || layers.empty()) {
@@ -138,7 +102,7 @@ absl::Status ParseModel(const Json& v, ModelSpec* model) {
   for (size_t i = 0; i < layers.size(); ++i) {
     const std::string path = Index(r.At("layers"), i);
     LayerSpec layer;
-    RETURN_IF_ERROR(ParseLayer(layers[i], path, &layer));
+    RETURN_IF_ERROR(ParseLayerSpec(layers[i], path, &layer));
     if (!layer.name.empty()) {
       auto [it, fresh] = seen.emplace(layer.name, i);
       if (!fresh) {
@@ -149,21 +113,128 @@ absl::Status ParseModel(const Json& v, ModelSpec* model) {
     }
     model->layers.push_back(std::move(layer));
   }
-  NameLayers(&model->layers);
+  AssignDefaultNames(&model->layers);
+  return absl::OkStatus();
+}
+
+// "preset": "bert_mlm" with the block's fields beside it: one layer of that
+// type over the model inputs the preset names.
+absl::Status ParsePreset(const Reader& r, ModelSpec* model) {
+  std::string preset;
+  RETURN_IF_ERROR(r.String("preset", &preset));
+  const LayerTypeInfo* info = FindLayerType(preset);
+  std::vector<std::string> presets;
+  for (const std::string& type : LayerTypeNames()) {
+    const LayerTypeInfo* t = FindLayerType(type);
+    if (!t->preset_inputs.empty()) presets.push_back(type);
+  }
+  if (info == nullptr || info->preset_inputs.empty()) {
+    return Bad(
+        r.At("preset"),
+        absl::StrCat("unknown preset ", Got(r.Get("preset")),
+                     "; expected one of ", absl::StrJoin(presets, ", ")));
+  }
+  for (const char* key : {"input_shape", "inputs", "layers"}) {
+    if (r.Has(key)) {
+      return Bad(r.At(key), absl::StrCat("unknown field for a preset model (",
+                                         preset, " declares its inputs)"));
+    }
+  }
+  Json block = Json::object();
+  block["type"] = preset;
+  for (auto it = r.object().begin(); it != r.object().end(); ++it) {
+    bool model_key = false;
+    for (const std::string& k : ModelKeys()) model_key |= it.key() == k;
+    if (!model_key) block[it.key()] = it.value();
+  }
+  LayerSpec layer;
+  RETURN_IF_ERROR(ParseLayerSpec(block, r.path(), &layer));
+  layer.name = preset;
+  layer.inputs = info->preset_inputs;
+  for (const std::string& name : info->preset_inputs) {
+    model->inputs.push_back(ModelInput{name, {}});
+  }
+  model->layers.push_back(std::move(layer));
+  model->param_names = ParamNaming::kTorch;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ParseModel(const Json& v, absl::string_view base_dir,
+                        ModelSpec* model) {
+  RETURN_IF_ERROR(Reader::CheckObject(v, "model"));
+  Reader r(v, "model");
+  if (r.Has("preset")) {
+    RETURN_IF_ERROR(ParsePreset(r, model));
+  } else {
+    RETURN_IF_ERROR(r.CheckKeys(ModelKeys()));
+    RETURN_IF_ERROR(ParseInputs(r, model));
+    RETURN_IF_ERROR(ParseLayers(r, model));
+  }
+  RETURN_IF_ERROR(r.Enum("param_names", "parameter naming", ParamNamings(),
+                         &model->param_names));
+  if (r.Has("init")) {
+    RETURN_IF_ERROR(Reader::CheckObject(r.Get("init"), r.At("init")));
+    Reader init(r.Get("init"), r.At("init"));
+    RETURN_IF_ERROR(init.CheckKeys({"safetensors"}));
+    RETURN_IF_ERROR(init.Require("safetensors"));
+    RETURN_IF_ERROR(
+        init.Path("safetensors", base_dir, &model->init_safetensors));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ResolveInputShapes(const DataSpec& data, ModelSpec* model) {
+  for (size_t i = 0; i < model->inputs.size(); ++i) {
+    ModelInput& in = model->inputs[i];
+    absl::StatusOr<Shape> shape = DataFieldShape(data, in.name);
+    const std::string path = absl::StrCat("model.inputs[", i, "]");
+    if (absl::IsNotFound(shape.status())) {
+      return Bad(path, absl::StrCat(
+                           "data format \"", NameOf(DataFormats(), data.format),
+                           "\" has no field named ", Got(Json(in.name)), ": ",
+                           shape.status().message()));
+    }
+    // A given shape is checked against the data when it is loaded
+    // (CheckDataFitsModel): a reshape ([64] for an 8x8x1 image) is fine.
+    if (!in.shape.empty()) {
+      continue;
+    }
+    if (!shape.ok()) {
+      return Bad(Child(path, "shape"),
+                 absl::StrCat("required: ", shape.status().message()));
+    }
+    in.shape = *shape;
+  }
   return absl::OkStatus();
 }
 
 absl::Status ParseOptimizer(const Json& v, OptimizerSpec* opt) {
   RETURN_IF_ERROR(Reader::CheckObject(v, "optimizer"));
   Reader r(v, "optimizer");
-  const Keys all = {"type",     "learning_rate", "weight_decay", "momentum",
-                    "nesterov", "beta_1",        "beta_2",       "epsilon"};
+  const Keys all = {"type",
+                    "learning_rate",
+                    "weight_decay",
+                    "momentum",
+                    "nesterov",
+                    "beta_1",
+                    "beta_2",
+                    "epsilon",
+                    "exclude_from_weight_decay",
+                    "global_clipnorm",
+                    "scale_with_replicas"};
   RETURN_IF_ERROR(r.CheckKeys(all));
   RETURN_IF_ERROR(r.Require("type"));
   RETURN_IF_ERROR(
       r.Enum("type", "optimizer type", OptimizerTypes(), &opt->type));
   const bool sgd = opt->type == OptimizerType::kSgd;
-  Keys allowed = {"type", "learning_rate", "weight_decay"};
+  Keys allowed = {"type",
+                  "learning_rate",
+                  "weight_decay",
+                  "exclude_from_weight_decay",
+                  "global_clipnorm",
+                  "scale_with_replicas"};
   if (sgd) {
     allowed.insert(allowed.end(), {"momentum", "nesterov"});
   } else {
@@ -181,6 +252,11 @@ absl::Status ParseOptimizer(const Json& v, OptimizerSpec* opt) {
   RETURN_IF_ERROR(r.Number("beta_1", kUnitOpen, &opt->beta_1));
   RETURN_IF_ERROR(r.Number("beta_2", kUnitOpen, &opt->beta_2));
   RETURN_IF_ERROR(r.Number("epsilon", kPositive, &opt->epsilon));
+  RETURN_IF_ERROR(
+      r.Strings("exclude_from_weight_decay", &opt->exclude_from_weight_decay));
+  RETURN_IF_ERROR(
+      r.Number("global_clipnorm", kPositive, &opt->global_clipnorm));
+  RETURN_IF_ERROR(r.Bool("scale_with_replicas", &opt->scale_with_replicas));
   return absl::OkStatus();
 }
 
@@ -245,6 +321,62 @@ absl::Status ParseSchedule(const Json& v, ScheduleSpec* s) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// A path or a non-empty list of them, each resolved against base_dir.
+absl::Status Paths(const Reader& r, const char* key, absl::string_view base_dir,
+                   std::vector<std::string>* out) {
+  if (!r.Has(key)) return absl::OkStatus();
+  std::vector<std::string> list;
+  RETURN_IF_ERROR(r.Strings(key, &list));
+  for (std::string& p : list) {
+    if (p[0] != '/' && !base_dir.empty()) {
+      p = absl::StrCat(base_dir, base_dir.back() == '/' ? "" : "/", p);
+    }
+  }
+  *out = std::move(list);
+  return absl::OkStatus();
+}
+
+absl::Status ParseText(const Reader& r, absl::string_view base_dir,
+                       const std::string& variant, DataSpec* d) {
+  RETURN_IF_ERROR(r.Require("train_path", variant));
+  RETURN_IF_ERROR(Paths(r, "train_path", base_dir, &d->train_files));
+  RETURN_IF_ERROR(r.Require("test_path", variant));
+  RETURN_IF_ERROR(Paths(r, "test_path", base_dir, &d->test_files));
+  RETURN_IF_ERROR(r.Int("min_line_chars", 0, &d->min_line_chars));
+  RETURN_IF_ERROR(r.Bool("lowercase", &d->lowercase));
+  RETURN_IF_ERROR(r.Path("vocab", base_dir, &d->vocab_path));
+  if (d->vocab_path.empty()) {
+    RETURN_IF_ERROR(r.Require(
+        "vocab_size", "building a vocabulary (when data.vocab is not given)"));
+  }
+  RETURN_IF_ERROR(r.Int("vocab_size", 8, &d->vocab_size, 1 << 24));
+  RETURN_IF_ERROR(r.Int("sequence_length", 4, &d->sequence_length, 1 << 16));
+  RETURN_IF_ERROR(r.Bool("pack_lines", &d->pack_lines));
+  RETURN_IF_ERROR(r.Number("mask_rate", kPositive, &d->mask_rate));
+  if (d->mask_rate > 1) {
+    return Bad(r.At("mask_rate"), absl::StrCat("must be in (0, 1], got ",
+                                               Got(r.Get("mask_rate"))));
+  }
+  d->max_predictions = std::min<int64_t>(20, d->sequence_length - 2);
+  RETURN_IF_ERROR(
+      r.Int("max_predictions", 1, &d->max_predictions, d->sequence_length - 2));
+  RETURN_IF_ERROR(
+      r.Number("mask_token_rate", kUnitClosed, &d->mask_token_rate));
+  RETURN_IF_ERROR(
+      r.Number("random_token_rate", kUnitClosed, &d->random_token_rate));
+  if (d->mask_token_rate + d->random_token_rate > 1) {
+    return Bad(r.At("random_token_rate"),
+               absl::StrCat("mask_token_rate + random_token_rate must be <= "
+                            "1, got ",
+                            d->mask_token_rate, " + ", d->random_token_rate));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ParseData(const Json& v, absl::string_view base_dir, DataSpec* d) {
   RETURN_IF_ERROR(Reader::CheckObject(v, "data"));
   Reader r(v, "data");
@@ -252,8 +384,13 @@ absl::Status ParseData(const Json& v, absl::string_view base_dir, DataSpec* d) {
                     "test_labels"};
   const Keys csv = {"train_path", "test_path", "header"};
   const Keys synthetic = {"train_samples", "test_samples", "seed"};
-  Keys all = {"format", "scale", "shuffle", "num_classes"};
-  for (const Keys* k : {&idx, &csv, &synthetic}) {
+  const Keys text = {"train_path",      "test_path",       "min_line_chars",
+                     "lowercase",       "vocab",           "vocab_size",
+                     "sequence_length", "pack_lines",      "mask_rate",
+                     "max_predictions", "mask_token_rate", "random_token_rate"};
+  const Keys classify = {"scale", "num_classes"};
+  Keys all = {"format", "shuffle"};
+  for (const Keys* k : {&idx, &csv, &synthetic, &text, &classify}) {
     all.insert(all.end(), k->begin(), k->end());
   }
   RETURN_IF_ERROR(r.CheckKeys(all));
@@ -261,11 +398,15 @@ absl::Status ParseData(const Json& v, absl::string_view base_dir, DataSpec* d) {
   RETURN_IF_ERROR(r.Enum("format", "data format", DataFormats(), &d->format));
   const std::string variant =
       absl::StrCat("format \"", NameOf(DataFormats(), d->format), "\"");
-  Keys allowed = {"format", "scale", "shuffle", "num_classes"};
+  Keys allowed = {"format", "shuffle"};
   const Keys& own = d->format == DataFormat::kMnistIdx ? idx
                     : d->format == DataFormat::kCsv    ? csv
+                    : d->format == DataFormat::kText   ? text
                                                        : synthetic;
   allowed.insert(allowed.end(), own.begin(), own.end());
+  if (d->format != DataFormat::kText) {
+    allowed.insert(allowed.end(), classify.begin(), classify.end());
+  }
   RETURN_IF_ERROR(r.CheckKeys(allowed, all, variant));
   switch (d->format) {
     case DataFormat::kMnistIdx: {
@@ -288,6 +429,9 @@ absl::Status ParseData(const Json& v, absl::string_view base_dir, DataSpec* d) {
       RETURN_IF_ERROR(r.Int("train_samples", 1, &d->synthetic_train));
       RETURN_IF_ERROR(r.Int("test_samples", 1, &d->synthetic_test));
       RETURN_IF_ERROR(r.Uint("seed", &d->synthetic_seed));
+      break;
+    case DataFormat::kText:
+      RETURN_IF_ERROR(ParseText(r, base_dir, variant, d));
       break;
   }
   RETURN_IF_ERROR(r.Number("scale", kPositive, &d->scale));

@@ -10,7 +10,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
 #include "core/json_util.h"
+#include "core/layers/registry.h"
 #include "gtest/gtest.h"
 
 namespace lockstep {
@@ -54,6 +56,9 @@ constexpr char kMinimal[] = R"({
   "steps": 10
 })";
 
+// A parsed layer's own fields.
+Json Config(const LayerSpec& l) { return Json::parse(l.config); }
+
 JobSpec MustParse(const std::string& text, const std::string& base = "") {
   absl::StatusOr<JobSpec> spec = ParseJobSpec(text, base);
   EXPECT_TRUE(spec.ok()) << spec.status();
@@ -64,36 +69,36 @@ TEST(JobSpecTest, FullSpec) {
   JobSpec s = MustParse(kFull, "/data/mnist");
   EXPECT_EQ(s.name, "mnist_cnn");
   EXPECT_EQ(s.seed, 42u);
-  EXPECT_EQ(s.model.input_shape, (std::vector<int64_t>{28, 28, 1}));
+  EXPECT_EQ(s.model.single_input_shape(), (Shape{28, 28, 1}));
+  ASSERT_EQ(s.model.inputs.size(), 1u);
+  EXPECT_EQ(s.model.inputs[0].name, "input");
+  EXPECT_EQ(s.model.param_names, ParamNaming::kKeras);
   ASSERT_EQ(s.model.layers.size(), 7u);
   const LayerSpec& c = s.model.layers[0];
-  EXPECT_EQ(c.type, LayerType::kConv2D);
+  EXPECT_EQ(c.type, "conv2d");
   EXPECT_EQ(c.name, "conv2d");
-  EXPECT_EQ(c.filters, 32);
-  EXPECT_EQ(c.kernel_h, 3);
-  EXPECT_EQ(c.kernel_w, 3);
-  EXPECT_EQ(c.stride_h, 1);
-  EXPECT_EQ(c.activation, Activation::kRelu);
-  EXPECT_TRUE(c.use_bias);
+  EXPECT_TRUE(c.inputs.empty());  // the previous layer
+  EXPECT_EQ(Config(c), Json::parse(R"({"filters": 32, "kernel_size": [3, 3],
+      "strides": [1, 1], "padding": "valid", "activation": "relu",
+      "use_bias": true})"));
   const LayerSpec& pool = s.model.layers[1];
   EXPECT_EQ(pool.name, "max_pooling2d");
-  EXPECT_EQ(pool.pool_h, 2);
-  EXPECT_EQ(pool.stride_h, 2);  // defaults to pool_size, as Keras
-  EXPECT_EQ(pool.stride_w, 2);
+  // Strides default to pool_size, as Keras.
+  EXPECT_EQ(Config(pool), Json::parse(R"({"pool_size": [2, 2],
+      "strides": [2, 2], "padding": "valid"})"));
   const LayerSpec& c2 = s.model.layers[2];
   EXPECT_EQ(c2.name, "conv2d_1");
-  EXPECT_EQ(c2.kernel_h, 3);
-  EXPECT_EQ(c2.kernel_w, 5);
-  EXPECT_EQ(c2.stride_w, 2);
-  EXPECT_EQ(c2.padding, Padding::kSame);
-  EXPECT_EQ(c2.activation, Activation::kLinear);
-  EXPECT_FALSE(c2.use_bias);
+  EXPECT_EQ(Config(c2)["kernel_size"], Json::parse("[3, 5]"));
+  EXPECT_EQ(Config(c2)["strides"], Json::parse("[1, 2]"));
+  EXPECT_EQ(Config(c2)["padding"], "same");
+  EXPECT_EQ(Config(c2)["activation"], "linear");
+  EXPECT_EQ(Config(c2)["use_bias"], false);
   EXPECT_EQ(s.model.layers[3].name, "flatten");
   EXPECT_EQ(s.model.layers[4].name, "hidden");
-  EXPECT_EQ(s.model.layers[4].units, 64);
-  EXPECT_DOUBLE_EQ(s.model.layers[5].rate, 0.2);
+  EXPECT_EQ(Config(s.model.layers[4])["units"], 64);
+  EXPECT_DOUBLE_EQ(Config(s.model.layers[5])["rate"].get<double>(), 0.2);
   EXPECT_EQ(s.model.layers[6].name, "dense");
-  EXPECT_EQ(s.model.layers[6].activation, Activation::kSoftmax);
+  EXPECT_EQ(Config(s.model.layers[6])["activation"], "softmax");
   EXPECT_EQ(s.loss, LossType::kSparseCategoricalCrossentropy);
   EXPECT_EQ(s.optimizer.type, OptimizerType::kAdam);
   EXPECT_DOUBLE_EQ(s.optimizer.learning_rate, 0.001);
@@ -299,7 +304,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"UnknownLayerType",
                 [](Json& j) { Layer(j, 2)["type"] = "dense3"; },
                 "model.layers[2].type: unknown layer type \"dense3\"; "
-                "expected one of dense, conv2d, max_pool2d, flatten, dropout"},
+                "expected one of " +
+                    absl::StrJoin(LayerTypeNames(), ", ")},
         BadCase{"BatchSizeString",
                 [](Json& j) { j["batch_size_per_replica"] = "64"; },
                 "batch_size_per_replica: must be an integer >= 1, got \"64\""},
@@ -351,9 +357,9 @@ INSTANTIATE_TEST_SUITE_P(
                 "model.layers[0].kernel_size: must be an integer >= 1 or a "
                 "pair [h, w] of them, got [3,0]"},
         BadCase{"UnknownActivation",
-                [](Json& j) { Layer(j, 0)["activation"] = "gelu"; },
-                "model.layers[0].activation: unknown activation \"gelu\"; "
-                "expected one of relu, tanh, sigmoid, softmax, linear"},
+                [](Json& j) { Layer(j, 0)["activation"] = "swish"; },
+                "model.layers[0].activation: unknown activation \"swish\"; "
+                "expected one of relu, gelu, tanh, sigmoid, softmax, linear"},
         BadCase{"UnknownPadding",
                 [](Json& j) { Layer(j, 0)["padding"] = "full"; },
                 "model.layers[0].padding: unknown padding \"full\"; expected "
@@ -403,7 +409,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "epoch, step"},
         BadCase{"UnknownFormat", [](Json& j) { j["data"]["format"] = "npz"; },
                 "data.format: unknown data format \"npz\"; expected one of "
-                "mnist_idx, csv, synthetic"},
+                "mnist_idx, csv, synthetic, text"},
         BadCase{"CsvFieldInIdx", [](Json& j) { j["data"]["header"] = true; },
                 "data.header: unknown field for format \"mnist_idx\""},
         BadCase{"EmptyPath", [](Json& j) { j["data"]["test_images"] = ""; },

@@ -1,19 +1,20 @@
-// Model: builds the layer stack, then runs forward, the loss and backward
-// over raw buffers. Activations live in per-layer buffers (flatten and
-// inactive dropout alias their input); gradients ping-pong between two.
+// Model: the graph's forward, the loss and the planned backward over host
+// buffers. Pass-through layers (flatten, inactive dropout) alias their
+// input's activation and gradient; a gradient that several layers feed is
+// written by the first and added to by the rest, in the plan's fixed order.
 #include "core/model.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <set>
+#include <cstring>
 #include <string>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "core/param_init.h"
 #include "kernels/cpu/dropout.h"
+#include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/mse.h"
 #include "kernels/cpu/softmax_xent.h"
 
@@ -29,67 +30,42 @@ float* Grow(std::vector<float>* v, int64_t n) {
 
 absl::StatusOr<std::unique_ptr<Model>> Model::Build(const ModelSpec& spec,
                                                     uint64_t seed) {
-  const Shape& in = spec.input_shape;
-  if (in.empty() ||
-      std::any_of(in.begin(), in.end(), [](int64_t d) { return d <= 0; })) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model.input_shape: every dimension must be > 0, got ",
-                     ShapeToString(in)));
-  }
-  if (spec.layers.empty()) {
-    return absl::InvalidArgumentError("model.layers: must not be empty");
-  }
   std::unique_ptr<Model> m(new Model());
-  m->input_shape_ = in;
-  m->max_width_ = NumElements(in);
-  int counts[5] = {0, 0, 0, 0, 0};  // unnamed layers per type, as Keras
-  std::set<std::string> names;
-  Shape shape = in;
-  bool any_params = false;
-  for (size_t i = 0; i < spec.layers.size(); ++i) {
-    const LayerSpec& ls = spec.layers[i];
-    std::string name = ls.name;
-    if (name.empty()) {
-      int& k = counts[static_cast<int>(ls.type)];
-      name = DefaultLayerStem(ls.type);
-      if (k > 0) absl::StrAppend(&name, "_", k);
-      ++k;
+  absl::StatusOr<std::unique_ptr<Graph>> graph = Graph::Build(spec, seed);
+  if (!graph.ok()) return graph.status();
+  m->graph_ = std::move(*graph);
+  const Graph& g = *m->graph_;
+  m->input_shape_ =
+      g.num_inputs() == 1 ? g.node(0).shape : Shape{g.input_floats()};
+  const Shape& out = g.nodes().back().shape;
+  m->classes_ = out.back();
+  m->labels_per_sample_ = NumElements(out) / std::max<int64_t>(out.back(), 1);
+  const size_t nodes = g.nodes().size();
+  m->io_.resize(nodes);
+  m->ctx_.resize(nodes);
+  m->outs_.resize(nodes);
+  m->acts_.resize(nodes);
+  m->inputs_.resize(g.num_inputs());
+  m->grads_.resize(g.num_slots());
+  size_t max_inputs = 1;
+  for (size_t i = g.num_inputs(); i < nodes; ++i) {
+    const GraphNode& node = g.node(static_cast<int>(i));
+    LayerIO& io = m->io_[i];
+    io.x.resize(node.inputs.size());
+    io.dx.resize(node.inputs.size());
+    for (int p : node.params) {
+      io.w.push_back(g.params()[p]->value.data());
+      io.dw.push_back(g.params()[p]->grad.data());
     }
-    if (!names.insert(name).second) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "model.layers[", i, "] (", name, "): the name \"", name,
-          "\" is already used by an earlier layer; layer names must be "
-          "unique"));
-    }
-    absl::StatusOr<std::unique_ptr<Layer>> layer =
-        CreateLayer(ls, static_cast<int>(i), name, shape, LayerSeed(seed, i));
-    if (!layer.ok()) return layer.status();
-    Layer* l = layer->get();
-    shape = l->output_shape();
-    m->max_width_ = std::max(m->max_width_, l->output_size());
-    m->first_param_.push_back(static_cast<int>(m->params_.size()));
-    m->needs_dx_.push_back(any_params);
-    for (Param* p : l->params()) {
-      m->params_.push_back(p);
-      m->num_parameters_ += p->value.size();
-      any_params = true;
-    }
-    m->layers_.push_back(std::move(*layer));
+    max_inputs = std::max(max_inputs, node.inputs.size());
   }
-  m->output_shape_ = shape;
-  const LayerSpec& last = spec.layers.back();
-  m->last_is_softmax_ =
-      (last.type == LayerType::kDense || last.type == LayerType::kConv2D) &&
-      last.activation == Activation::kSoftmax;
-  m->acts_.resize(m->layers_.size());
-  m->outs_.resize(m->layers_.size());
-  m->ctx_.resize(m->layers_.size());
+  m->temps_.resize(max_inputs);
   return m;
 }
 
 int64_t Model::BatchSize(const Tensor& x) const {
   const int64_t n = x.rank() == 0 ? 0 : x.dim(0);
-  if (x.size() != n * NumElements(input_shape_)) {
+  if (x.size() != n * graph_->input_floats()) {
     // A caller bug (the trainer checks data against the model at start-up).
     std::fprintf(stderr, "Model: input %s does not hold %lld samples of %s\n",
                  ShapeToString(x.shape()).c_str(), static_cast<long long>(n),
@@ -101,77 +77,111 @@ int64_t Model::BatchSize(const Tensor& x) const {
 
 const float* Model::Forward(int64_t n, const float* x, bool training,
                             bool fuse_softmax, uint64_t dropout_seed) {
-  const float* in = x;
-  const int last = static_cast<int>(layers_.size()) - 1;
-  for (int i = 0; i <= last; ++i) {
-    Layer& l = *layers_[i];
+  const Graph& g = *graph_;
+  const int inputs = g.num_inputs();
+  if (inputs == 1) {
+    outs_[0] = x;
+  } else {
+    // A sample holds every input's values in turn: give each input its own
+    // [n, size] buffer.
+    const int64_t per = g.input_floats();
+    for (int i = 0; i < inputs; ++i) {
+      const int64_t size = g.node(i).size, offset = g.input_offset(i);
+      float* dst = Grow(&inputs_[i], n * size);
+      for (int64_t s = 0; s < n; ++s) {
+        std::memcpy(dst + s * size, x + s * per + offset, sizeof(float) * size);
+      }
+      outs_[i] = dst;
+    }
+  }
+  const int output = g.output();
+  for (int i = inputs; i <= output; ++i) {
+    const GraphNode& node = g.node(i);
     PassContext& ctx = ctx_[i];
     ctx.training = training;
-    ctx.dropout_seed = Mix64(dropout_seed ^ Mix64(static_cast<uint64_t>(i)));
-    ctx.skip_softmax = fuse_softmax && i == last;
-    if (l.PassesThrough(ctx)) {
-      outs_[i] = in;
-    } else {
-      float* out = Grow(&acts_[i], n * l.output_size());
-      l.Forward(n, in, out, ctx);
-      outs_[i] = out;
+    ctx.dropout_seed =
+        Mix64(dropout_seed ^ Mix64(static_cast<uint64_t>(node.layer_index)));
+    ctx.skip_softmax = fuse_softmax && i == output;
+    if (node.layer->PassesThrough(ctx)) {
+      outs_[i] = outs_[node.inputs[0]];
+      continue;
     }
-    in = outs_[i];
+    LayerIO& io = io_[i];
+    io.n = n;
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      io.x[k] = outs_[node.inputs[k]];
+    }
+    io.y = Grow(&acts_[i], n * node.size);
+    node.layer->Forward(io, ctx);
+    outs_[i] = io.y;
   }
-  return in;
+  return outs_[output];
 }
 
 BatchLoss Model::Loss(int64_t n, const float* out, const int32_t* labels,
                       LossType loss, float grad_scale, float* grad) const {
-  const int64_t classes = NumElements(output_shape_);
-  LossSums s = loss == LossType::kMse
-                   ? MeanSquaredError(n, classes, out, labels, grad_scale, grad)
-                   : SoftmaxCrossEntropy(n, classes, out, labels, grad_scale,
-                                         grad, nullptr);
+  const int64_t rows = n * labels_per_sample_;
+  LossSums s =
+      loss == LossType::kMse
+          ? MeanSquaredError(rows, classes_, out, labels, grad_scale, grad)
+          : SoftmaxCrossEntropy(rows, classes_, out, labels, grad_scale, grad,
+                                nullptr);
   BatchLoss b;
   b.loss_sum = s.loss_sum;
   b.correct = s.correct;
-  b.count = n;
+  b.count = s.count;
   return b;
-}
-
-void Model::NotifyLayer(int layer) {
-  if (!grad_ready_) return;
-  const int end = layer + 1 < static_cast<int>(layers_.size())
-                      ? first_param_[layer + 1]
-                      : static_cast<int>(params_.size());
-  for (int p = first_param_[layer]; p < end; ++p) grad_ready_(p);
 }
 
 BatchLoss Model::TrainStep(const Tensor& x, const int32_t* labels,
                            LossType loss, float grad_scale,
                            uint64_t dropout_seed) {
+  const Graph& g = *graph_;
   const int64_t n = BatchSize(x);
-  const int last = static_cast<int>(layers_.size()) - 1;
+  // Layers add their parameter gradients (a tied weight gets two).
+  for (Param* p : g.params()) p->grad.SetZero();
+  for (int p : g.untouched_params()) Ready(p);
   if (n == 0) {
-    for (Param* p : params_) p->grad.SetZero();
-    for (int i = last; i >= 0; --i) NotifyLayer(i);
+    for (const BackwardStep& step : g.backward_plan()) {
+      for (int p : step.ready_params) Ready(p);
+    }
     return BatchLoss();
   }
   // Cross-entropy on a softmax output is computed from the logits: the
   // gradient is then softmax - onehot, with no Jacobian and no log(0).
-  const bool fuse =
-      last_is_softmax_ && loss == LossType::kSparseCategoricalCrossentropy;
+  const bool fuse = g.output_has_softmax() &&
+                    loss == LossType::kSparseCategoricalCrossentropy;
   const float* out =
       Forward(n, x.data(), /*training=*/true, fuse, dropout_seed);
-  float* dy = Grow(&grad_a_, n * max_width_);
-  float* spare = Grow(&grad_b_, n * max_width_);
-  const BatchLoss result = Loss(n, out, labels, loss, grad_scale, dy);
-  for (int i = last; i >= 0; --i) {
-    Layer& l = *layers_[i];
-    const float* in = i == 0 ? x.data() : outs_[i - 1];
-    if (!l.PassesThrough(ctx_[i])) {
-      float* dx = needs_dx_[i] ? spare : nullptr;
-      l.Backward(n, in, outs_[i], dy, dx, ctx_[i]);
-      std::swap(dy, spare);
+  for (int s = 0; s < g.num_slots(); ++s) {
+    Grow(&grads_[s], n * g.slot_size(s));
+  }
+  const BatchLoss result = Loss(n, out, labels, loss, grad_scale,
+                                grads_[g.grad_slot(g.output())].data());
+  for (const BackwardStep& step : g.backward_plan()) {
+    const GraphNode& node = g.node(step.node);
+    LayerIO& io = io_[step.node];
+    io.dy = grads_[g.grad_slot(step.node)].data();
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      io.x[k] = outs_[node.inputs[k]];
+      const int slot = step.dx_slot[k];
+      if (slot < 0) {
+        io.dx[k] = nullptr;
+      } else if (step.dx_add[k]) {
+        io.dx[k] = Grow(&temps_[k], n * g.slot_size(slot));
+      } else {
+        io.dx[k] = grads_[slot].data();
+      }
     }
-    NotifyLayer(i);
-    if (!needs_dx_[i]) break;  // nothing below has parameters
+    io.y = const_cast<float*>(outs_[step.node]);
+    node.layer->Backward(io, ctx_[step.node]);
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      if (step.dx_slot[k] >= 0 && step.dx_add[k]) {
+        Axpy(n * g.slot_size(step.dx_slot[k]), 1.0f, io.dx[k],
+             grads_[step.dx_slot[k]].data());
+      }
+    }
+    for (int p : step.ready_params) Ready(p);
   }
   return result;
 }
@@ -180,10 +190,16 @@ BatchLoss Model::Evaluate(const Tensor& x, const int32_t* labels,
                           LossType loss) {
   const int64_t n = BatchSize(x);
   if (n == 0) return BatchLoss();
-  const bool fuse =
-      last_is_softmax_ && loss == LossType::kSparseCategoricalCrossentropy;
+  const bool fuse = graph_->output_has_softmax() &&
+                    loss == LossType::kSparseCategoricalCrossentropy;
   const float* out = Forward(n, x.data(), /*training=*/false, fuse, 0);
   return Loss(n, out, labels, loss, 0.0f, nullptr);
+}
+
+const float* Model::Predict(const Tensor& x) {
+  const int64_t n = BatchSize(x);
+  if (n == 0) return nullptr;
+  return Forward(n, x.data(), /*training=*/false, /*fuse_softmax=*/false, 0);
 }
 
 }  // namespace lockstep

@@ -1,8 +1,9 @@
-// A sequential model built from a ModelSpec, and one replica's training
-// step over its slice of the batch: forward, loss, backward. Owns its layers,
-// parameters and every activation and gradient buffer (reused across steps,
-// so a steady-state step allocates nothing). Not thread-safe: one thread per
-// Model at a time; replicas are separate Models.
+// A model built from a ModelSpec (core/graph.h) and one replica's training
+// step over its slice of the batch on the CPU: forward, loss, backward.
+// Owns its graph, parameters and every activation and gradient buffer
+// (reused across steps, so a steady-state step allocates nothing).
+// Not thread-safe: one thread per Model at a time; replicas are separate
+// Models.
 #ifndef LOCKSTEP_CORE_MODEL_H_
 #define LOCKSTEP_CORE_MODEL_H_
 
@@ -12,16 +13,17 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/graph.h"
 #include "core/job_spec.h"
-#include "core/layer.h"
 #include "core/tensor.h"
 
 namespace lockstep {
 
 struct BatchLoss {
-  double loss_sum = 0;  // sum of per-sample losses over the slice
-  int64_t correct = 0;  // argmax(output) == label count
-  int64_t count = 0;    // samples in the slice
+  double loss_sum = 0;  // sum of the per-label losses over the slice
+  int64_t correct = 0;  // labels argmax(output) got right
+  int64_t count = 0;    // labels in the slice (a sample's masked tokens, or
+                        // one per sample for classification)
 
   BatchLoss& operator+=(const BatchLoss& o) {
     loss_sum += o.loss_sum;
@@ -37,36 +39,45 @@ struct BatchLoss {
 
 class Model {
  public:
-  // Validates shapes layer by layer and builds, initialising parameters from
-  // `seed` (the same seed gives the same bytes on every machine). Errors are
-  // kInvalidArgument naming the layer: "model.layers[3] (dense): expects a
-  // flat input, got [13, 13, 32]; add a flatten layer before it". Whether the
-  // output matches the number of classes is the caller's check.
+  // Builds the graph, initialising parameters from `seed` (the same seed
+  // gives the same bytes on every machine). Errors are kInvalidArgument
+  // naming the layer: "model.layers[3] (add): inputs [8] and [4] differ in
+  // shape". Whether the output fits the data is the caller's check
+  // (CheckDataFitsModel).
   static absl::StatusOr<std::unique_ptr<Model>> Build(const ModelSpec& spec,
                                                       uint64_t seed);
 
-  const Shape& input_shape() const { return input_shape_; }    // per sample
-  const Shape& output_shape() const { return output_shape_; }  // per sample
-  // Layer order, kernel before bias. Pointers stay valid for the Model's life.
-  const std::vector<Param*>& params() { return params_; }
-  const std::vector<Param*>& params() const { return params_; }
-  int64_t num_parameters() const { return num_parameters_; }
-  int num_layers() const { return static_cast<int>(layers_.size()); }
-  const Layer& layer(int i) const { return *layers_[i]; }
+  // A sample of the batch tensor: the single input's shape, or with several
+  // inputs [their values concatenated] (Graph::input_offset).
+  const Shape& input_shape() const { return input_shape_; }
+  const Shape& output_shape() const { return graph_->nodes().back().shape; }
+  const Graph& graph() const { return *graph_; }
+  // Graph order, kernel before bias. Pointers stay valid for the Model's
+  // life.
+  const std::vector<Param*>& params() const { return graph_->params(); }
+  int64_t num_parameters() const { return graph_->num_parameters(); }
+  // The loss sees [labels_per_sample x classes] per sample: the output's
+  // leading axes are positions with a label each ([20, 8192] for 20 masked
+  // tokens), its last axis the classes.
+  int64_t labels_per_sample() const { return labels_per_sample_; }
+  int64_t classes() const { return classes_; }
 
-  // One replica's slice: forward, loss, backward. `x` is [n, ...] with
-  // prod(input_shape) values per sample (n may be 0: then every grad is zero
-  // and the result empty); labels has n entries in [0, classes). Gradients
-  // are OVERWRITTEN with d(grad_scale * sum of per-sample losses)/dparam.
-  // Dropout masks derive from dropout_seed.
+  // One replica's slice: forward, loss, backward. `x` is [n, input_shape]
+  // (n may be 0: then every grad is zero and the result empty); labels
+  // has n * labels_per_sample() entries in [0, classes), or negative for
+  // "no label here". Gradients are OVERWRITTEN with d(grad_scale * sum of
+  // per-label losses)/dparam. Dropout masks derive from dropout_seed.
   BatchLoss TrainStep(const Tensor& x, const int32_t* labels, LossType loss,
                       float grad_scale, uint64_t dropout_seed);
   // Forward in inference mode (no dropout), loss and accuracy; no gradients
   // touched.
   BatchLoss Evaluate(const Tensor& x, const int32_t* labels, LossType loss);
+  // Forward in inference mode: the output [n, output_shape] (softmax
+  // applied where the last layer has it), valid until the next call.
+  const float* Predict(const Tensor& x);
 
-  // Called during TrainStep's backward, once per param index, as soon as that
-  // param's grad is final (last layer first), on the TrainStep thread.
+  // Called during TrainStep's backward, once per param index, as soon as
+  // that param's grad is final (last layer first), on the TrainStep thread.
   void SetGradReadyCallback(std::function<void(int param_index)> cb) {
     grad_ready_ = std::move(cb);
   }
@@ -74,28 +85,29 @@ class Model {
  private:
   Model() = default;
   int64_t BatchSize(const Tensor& x) const;  // checks x's element count
-  // Runs every layer; returns the final output [n, output size].
+  // Runs every layer; returns the output [n, output size].
   const float* Forward(int64_t n, const float* x, bool training,
                        bool fuse_softmax, uint64_t dropout_seed);
   BatchLoss Loss(int64_t n, const float* out, const int32_t* labels,
                  LossType loss, float grad_scale, float* grad) const;
-  void NotifyLayer(int layer);
+  void Ready(int param) const {
+    if (grad_ready_) grad_ready_(param);
+  }
 
-  Shape input_shape_, output_shape_;
-  std::vector<std::unique_ptr<Layer>> layers_;
-  std::vector<Param*> params_;
-  std::vector<int> first_param_;  // per layer: its first index in params_
-  std::vector<bool> needs_dx_;    // some earlier layer has params
-  int64_t num_parameters_ = 0;
-  int64_t max_width_ = 0;         // largest per-sample activation size
-  bool last_is_softmax_ = false;  // the last layer's activation is softmax
+  std::unique_ptr<Graph> graph_;
+  Shape input_shape_;
+  int64_t labels_per_sample_ = 1, classes_ = 1;
   std::function<void(int)> grad_ready_;
 
-  // Buffers grown to the largest batch seen, never shrunk.
-  std::vector<std::vector<float>> acts_;  // per layer output
-  std::vector<const float*> outs_;        // per layer, this pass
-  std::vector<PassContext> ctx_;          // per layer, this pass
-  std::vector<float> grad_a_, grad_b_;    // ping-pong d(loss)/d(activation)
+  // Per node: its LayerIO (pointer vectors sized once), pass context and
+  // this pass's output. Buffers grow to the largest batch seen.
+  std::vector<LayerIO> io_;
+  std::vector<PassContext> ctx_;
+  std::vector<const float*> outs_;
+  std::vector<std::vector<float>> acts_;    // per node output
+  std::vector<std::vector<float>> inputs_;  // per model input (several)
+  std::vector<std::vector<float>> grads_;   // per gradient slot
+  std::vector<std::vector<float>> temps_;   // per input position: dx to add
 };
 
 }  // namespace lockstep

@@ -7,20 +7,12 @@
 #include <cstdlib>
 #include <random>
 
+#include "core/job_spec.h"
 #include "core/model.h"
 #include "kernels/cpu/threading.h"
 
 namespace lockstep {
 namespace {
-
-LayerSpec Spec(LayerType t, int64_t units = 0,
-               Activation act = Activation::kLinear) {
-  LayerSpec s;
-  s.type = t;
-  s.units = units;
-  s.activation = act;
-  return s;
-}
 
 void Run(const char* label, const ModelSpec& spec, int steps) {
   std::unique_ptr<Model> m = *Model::Build(spec, 1);
@@ -60,20 +52,16 @@ int main(int argc, char** argv) {
   const int threads = argc > 1 ? std::atoi(argv[1]) : 1;
   const int steps = argc > 2 ? std::atoi(argv[2]) : 300;
   SetNumThreads(threads);
-  ModelSpec mlp;
-  mlp.input_shape = {784};
-  mlp.layers = {Spec(LayerType::kDense, 256, Activation::kRelu),
-                Spec(LayerType::kDense, 256, Activation::kRelu),
-                Spec(LayerType::kDense, 10)};
-  ModelSpec cnn;
-  cnn.input_shape = {28, 28, 1};
-  LayerSpec conv = Spec(LayerType::kConv2D);
-  conv.filters = 32;
-  conv.kernel_h = conv.kernel_w = 3;
-  conv.activation = Activation::kRelu;
-  cnn.layers = {conv, Spec(LayerType::kMaxPool2D), Spec(LayerType::kFlatten),
-                Spec(LayerType::kDense, 64, Activation::kRelu),
-                Spec(LayerType::kDense, 10)};
+  const ModelSpec mlp = *ParseModelSpec(R"({"input_shape": [784], "layers": [
+      {"type": "dense", "units": 256, "activation": "relu"},
+      {"type": "dense", "units": 256, "activation": "relu"},
+      {"type": "dense", "units": 10}]})");
+  const ModelSpec cnn = *ParseModelSpec(R"({"input_shape": [28, 28, 1],
+      "layers": [
+      {"type": "conv2d", "filters": 32, "kernel_size": 3, "activation": "relu"},
+      {"type": "max_pool2d"}, {"type": "flatten"},
+      {"type": "dense", "units": 64, "activation": "relu"},
+      {"type": "dense", "units": 10}]})");
   Run("mlp", mlp, steps);
   Run("cnn", cnn, steps);
   return 0;

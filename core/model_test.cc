@@ -7,6 +7,8 @@
 #include <random>
 #include <vector>
 
+#include "absl/strings/str_format.h"
+#include "core/layers/registry.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/threading.h"
 
@@ -15,36 +17,38 @@ namespace {
 
 constexpr LossType kXent = LossType::kSparseCategoricalCrossentropy;
 
-LayerSpec Dense(int64_t units, Activation act = Activation::kLinear) {
-  LayerSpec s;
-  s.type = LayerType::kDense;
-  s.units = units;
-  s.activation = act;
-  return s;
+LayerSpec Spec(const std::string& json) {
+  absl::StatusOr<LayerSpec> l = LayerFromJson(json);
+  EXPECT_TRUE(l.ok()) << l.status();
+  return l.ok() ? *l : LayerSpec();
 }
 
-LayerSpec Conv(int64_t filters, int64_t k, int64_t stride, Padding pad,
-               Activation act) {
-  LayerSpec s;
-  s.type = LayerType::kConv2D;
-  s.filters = filters;
-  s.kernel_h = s.kernel_w = k;
-  s.stride_h = s.stride_w = stride;
-  s.padding = pad;
-  s.activation = act;
-  return s;
+LayerSpec Dense(int64_t units, const char* act = "linear") {
+  return Spec(absl::StrFormat(
+      R"({"type": "dense", "units": %d, "activation": "%s"})", units, act));
 }
 
-LayerSpec Of(LayerType t) {
-  LayerSpec s;
-  s.type = t;
-  return s;
+LayerSpec Conv(int64_t filters, int64_t k, int64_t stride, const char* pad,
+               const char* act) {
+  return Spec(absl::StrFormat(
+      R"({"type": "conv2d", "filters": %d, "kernel_size": %d, "strides": %d,
+          "padding": "%s", "activation": "%s"})",
+      filters, k, stride, pad, act));
+}
+
+LayerSpec Of(const char* type) {
+  return Spec(absl::StrFormat(R"({"type": "%s"})", type));
 }
 
 LayerSpec Dropout(double rate) {
-  LayerSpec s = Of(LayerType::kDropout);
-  s.rate = rate;
-  return s;
+  return Spec(absl::StrFormat(R"({"type": "dropout", "rate": %g})", rate));
+}
+
+ModelSpec Stack(const Shape& input, std::vector<LayerSpec> layers) {
+  ModelSpec spec;
+  spec.inputs = {{"input", input}};
+  spec.layers = std::move(layers);
+  return spec;
 }
 
 std::unique_ptr<Model> BuildOrDie(const ModelSpec& spec, uint64_t seed = 1) {
@@ -114,8 +118,8 @@ void CheckGradients(Model& m, const Tensor& x, const std::vector<int32_t>& y,
 
 TEST(ModelTest, DenseTanhGradients) {
   ModelSpec spec;
-  spec.input_shape = {6};
-  spec.layers = {Dense(8, Activation::kTanh), Dense(4)};
+  spec.inputs = {{"input", {6}}};
+  spec.layers = {Dense(8, "tanh"), Dense(4)};
   auto m = BuildOrDie(spec);
   CheckGradients(*m, RandomInput(*m, 5, 1), Labels(5, 4), kXent);
 }
@@ -124,13 +128,12 @@ TEST(ModelTest, ConvPoolFlattenDenseSoftmaxGradients) {
   for (int threads : {1, 2}) {
     SetNumThreads(threads);
     ModelSpec spec;
-    spec.input_shape = {9, 8, 2};
-    LayerSpec pool = Of(LayerType::kMaxPool2D);
-    spec.layers = {
-        Conv(3, 3, 2, Padding::kSame, Activation::kTanh),     // 5x4x3
-        Conv(4, 2, 1, Padding::kValid, Activation::kLinear),  // 4x3x4
-        pool,                                                 // 2x1x4
-        Of(LayerType::kFlatten), Dense(3, Activation::kSoftmax)};
+    spec.inputs = {{"input", {9, 8, 2}}};
+    LayerSpec pool = Of("max_pool2d");
+    spec.layers = {Conv(3, 3, 2, "same", "tanh"),     // 5x4x3
+                   Conv(4, 2, 1, "valid", "linear"),  // 4x3x4
+                   pool,                              // 2x1x4
+                   Of("flatten"), Dense(3, "softmax")};
     auto m = BuildOrDie(spec);
     EXPECT_EQ(m->output_shape(), (Shape{3}));
     // Small steps: max-pool near-ties would otherwise flip within +-eps.
@@ -141,25 +144,24 @@ TEST(ModelTest, ConvPoolFlattenDenseSoftmaxGradients) {
 
 TEST(ModelTest, SoftmaxWithMseGradients) {
   ModelSpec spec;
-  spec.input_shape = {4};
-  spec.layers = {Dense(5, Activation::kSigmoid),
-                 Dense(3, Activation::kSoftmax)};
+  spec.inputs = {{"input", {4}}};
+  spec.layers = {Dense(5, "sigmoid"), Dense(3, "softmax")};
   auto m = BuildOrDie(spec);
   CheckGradients(*m, RandomInput(*m, 4, 3), Labels(4, 3), LossType::kMse);
 }
 
 TEST(ModelTest, MseOnASingleUnitGradients) {
   ModelSpec spec;
-  spec.input_shape = {3};
-  spec.layers = {Dense(4, Activation::kRelu), Dense(1)};
+  spec.inputs = {{"input", {3}}};
+  spec.layers = {Dense(4, "relu"), Dense(1)};
   auto m = BuildOrDie(spec);
   CheckGradients(*m, RandomInput(*m, 6, 4), Labels(6, 2), LossType::kMse);
 }
 
 TEST(ModelTest, DropoutGradientsWithAFixedSeed) {
   ModelSpec spec;
-  spec.input_shape = {5};
-  spec.layers = {Dense(10, Activation::kTanh), Dropout(0.5), Dense(3)};
+  spec.inputs = {{"input", {5}}};
+  spec.layers = {Dense(10, "tanh"), Dropout(0.5), Dense(3)};
   auto m = BuildOrDie(spec);
   Tensor x = RandomInput(*m, 4, 5);
   std::vector<int32_t> y = Labels(4, 3);
@@ -177,8 +179,8 @@ TEST(ModelTest, DropoutGradientsWithAFixedSeed) {
 
 TEST(ModelTest, FusedSoftmaxLossMatchesExplicitCrossEntropy) {
   ModelSpec spec;
-  spec.input_shape = {4};
-  spec.layers = {Dense(3, Activation::kSoftmax)};
+  spec.inputs = {{"input", {4}}};
+  spec.layers = {Dense(3, "softmax")};
   auto m = BuildOrDie(spec);
   Tensor x = RandomInput(*m, 2, 6);
   std::vector<int32_t> y = Labels(2, 3);
@@ -205,79 +207,77 @@ TEST(ModelTest, BuildErrorsNameTheLayer) {
     EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
     return std::string(m.status().message());
   };
-  ModelSpec spec;
-  spec.input_shape = {28, 28, 1};
-  LayerSpec pool = Of(LayerType::kMaxPool2D);
-  spec.layers = {Conv(32, 3, 1, Padding::kValid, Activation::kRelu), pool,
-                 Conv(32, 1, 1, Padding::kValid, Activation::kRelu), Dense(10)};
-  EXPECT_EQ(error(spec),
-            "model.layers[3] (dense): expects a flat input, got [13, 13, 32]; "
-            "add a flatten layer before it");
-
-  spec.input_shape = {784};
-  spec.layers = {Conv(8, 3, 1, Padding::kValid, Activation::kRelu)};
+  ModelSpec spec = Stack({784}, {Conv(8, 3, 1, "valid", "relu")});
   EXPECT_EQ(error(spec),
             "model.layers[0] (conv2d): expects an image input [height, width, "
             "channels], got [784]; set model.input_shape to [height, width, "
             "channels]");
 
-  spec.input_shape = {4, 4, 1};
-  spec.layers = {Conv(8, 3, 1, Padding::kValid, Activation::kRelu),
-                 Conv(8, 3, 1, Padding::kValid, Activation::kRelu)};
+  spec = Stack({4, 4, 1}, {Conv(8, 3, 1, "valid", "relu"),
+                           Conv(8, 3, 1, "valid", "relu")});
   EXPECT_EQ(error(spec),
             "model.layers[1] (conv2d_1): kernel_size [3, 3] is larger than "
-            "its input [2, 2, 8] with padding \"valid\"; use padding \"same\" "
-            "or a smaller kernel");
-  spec.layers[1].padding = Padding::kSame;
+            "its input [2, 2, 8] with padding \"valid\"; use padding "
+            "\"same\" or a smaller kernel");
+  spec.layers[1] = Conv(8, 3, 1, "same", "relu");
   EXPECT_TRUE(Model::Build(spec, 1).ok());
 
-  spec.input_shape = {10};
-  spec.layers = {Dense(5), Dense(0)};
-  EXPECT_EQ(error(spec), "model.layers[1] (dense_1): units must be > 0, got 0");
-
-  spec.layers = {Dense(5), Of(LayerType::kFlatten), Dense(3),
-                 Conv(2, 1, 1, Padding::kSame, Activation::kLinear)};
+  spec = Stack({10}, {Dense(5), Of("flatten"), Dense(3),
+                      Conv(2, 1, 1, "same", "linear")});
   EXPECT_EQ(error(spec),
             "model.layers[3] (conv2d): expects an image input [height, width, "
             "channels], got [3]; image layers must come before flatten and "
             "dense");
 
-  spec.input_shape = {3, 3, 2};
-  spec.layers = {Of(LayerType::kMaxPool2D)};
-  spec.layers[0].pool_h = 4;
+  spec = Stack({3, 3, 2},
+               {Spec(R"({"type": "max_pool2d", "pool_size": [4, 2]})")});
   EXPECT_EQ(error(spec),
             "model.layers[0] (max_pooling2d): pool_size [4, 2] is larger than "
             "its input [3, 3, 2]");
-
-  spec.input_shape = {10};
-  spec.layers = {Dropout(1.0)};
+  spec =
+      Stack({4, 4, 2}, {Spec(R"({"type": "max_pool2d", "padding": "same"})")});
   EXPECT_EQ(error(spec),
-            "model.layers[0] (dropout): rate must be in [0, 1), got 1");
+            "model.layers[0] (max_pooling2d): padding \"same\" is not "
+            "implemented for max_pool2d; use \"valid\"");
 
-  spec.layers = {Dense(3), Dense(3)};
+  spec = Stack({10}, {Dense(3), Dense(3)});
+  spec.layers[0].name = "dense";
   spec.layers[1].name = "dense";
   EXPECT_EQ(error(spec),
-            "model.layers[1] (dense): the name \"dense\" is already used by an "
-            "earlier layer; layer names must be unique");
+            "model.layers[1] (dense): the name \"dense\" is already used by "
+            "an earlier layer; layer names must be unique");
+  spec = Stack({10}, {Dense(3), Dense(3)});
+  spec.layers[1].inputs = {"dense", "nothing"};
+  EXPECT_EQ(error(spec),
+            "model.layers[1] (dense_1): input \"nothing\" is neither a model "
+            "input (input) nor an earlier layer");
 
-  spec.layers = {};
+  spec = Stack({10}, {});
   EXPECT_EQ(error(spec), "model.layers: must not be empty");
-  spec.input_shape = {};
-  spec.layers = {Dense(3)};
+  spec = Stack({}, {Dense(3)});
   EXPECT_EQ(error(spec),
             "model.input_shape: every dimension must be > 0, got []");
 }
 
+TEST(ModelTest, DenseOnPositionsAppliesToTheLastAxis) {
+  // [4, 3] -> [4, 2]: the same weights at every position, as Keras.
+  auto m =
+      BuildOrDie(Stack({4, 3}, {Dense(2, "tanh"), Of("flatten"), Dense(3)}));
+  EXPECT_EQ(m->params()[0]->value.shape(), (Shape{3, 2}));
+  EXPECT_EQ(m->output_shape(), (Shape{3}));
+  CheckGradients(*m, RandomInput(*m, 3, 9), Labels(3, 3), kXent);
+}
+
 TEST(ModelTest, KerasNamesShapesAndCounts) {
   ModelSpec spec;
-  spec.input_shape = {28, 28, 1};
-  spec.layers = {Conv(32, 3, 1, Padding::kValid, Activation::kRelu),
-                 Of(LayerType::kMaxPool2D),
-                 Conv(64, 3, 1, Padding::kValid, Activation::kRelu),
-                 Of(LayerType::kMaxPool2D),
-                 Of(LayerType::kFlatten),
+  spec.inputs = {{"input", {28, 28, 1}}};
+  spec.layers = {Conv(32, 3, 1, "valid", "relu"),
+                 Of("max_pool2d"),
+                 Conv(64, 3, 1, "valid", "relu"),
+                 Of("max_pool2d"),
+                 Of("flatten"),
                  Dropout(0.5),
-                 Dense(10, Activation::kSoftmax)};
+                 Dense(10, "softmax")};
   auto m = BuildOrDie(spec);
   std::vector<std::string> names;
   for (Param* p : m->params()) names.push_back(p->name);
@@ -289,14 +289,13 @@ TEST(ModelTest, KerasNamesShapesAndCounts) {
   // Keras' model.summary() for this model: 34,826 parameters.
   EXPECT_EQ(m->num_parameters(), 34826);
   EXPECT_EQ(m->output_shape(), (Shape{10}));
-  EXPECT_EQ(m->layer(3).name(), "max_pooling2d_1");
+  EXPECT_EQ(m->graph().node(4).name, "max_pooling2d_1");
 }
 
 TEST(ModelTest, InitIsGlorotAndDeterministic) {
   ModelSpec spec;
-  spec.input_shape = {8, 8, 3};
-  spec.layers = {Conv(16, 3, 1, Padding::kSame, Activation::kRelu),
-                 Of(LayerType::kFlatten), Dense(20)};
+  spec.inputs = {{"input", {8, 8, 3}}};
+  spec.layers = {Conv(16, 3, 1, "same", "relu"), Of("flatten"), Dense(20)};
   auto a = BuildOrDie(spec, 42), b = BuildOrDie(spec, 42),
        c = BuildOrDie(spec, 43);
   for (size_t i = 0; i < a->params().size(); ++i) {
@@ -319,8 +318,8 @@ TEST(ModelTest, InitIsGlorotAndDeterministic) {
 
 TEST(ModelTest, EmptySliceZeroesGradientsAndReportsThem) {
   ModelSpec spec;
-  spec.input_shape = {3};
-  spec.layers = {Dense(4, Activation::kRelu), Dense(2)};
+  spec.inputs = {{"input", {3}}};
+  spec.layers = {Dense(4, "relu"), Dense(2)};
   auto m = BuildOrDie(spec);
   for (Param* p : m->params()) {
     for (float& g : p->grad.values()) g = 7.0f;
@@ -342,9 +341,8 @@ TEST(ModelTest, EmptySliceZeroesGradientsAndReportsThem) {
 
 TEST(ModelTest, GradientsAreOverwrittenAndScaleLinearly) {
   ModelSpec spec;
-  spec.input_shape = {2, 2, 1};
-  spec.layers = {Of(LayerType::kFlatten), Dense(6, Activation::kTanh),
-                 Dense(3)};
+  spec.inputs = {{"input", {2, 2, 1}}};
+  spec.layers = {Of("flatten"), Dense(6, "tanh"), Dense(3)};
   auto m = BuildOrDie(spec);
   Tensor x = RandomInput(*m, 7, 8);
   std::vector<int32_t> y = Labels(7, 3);
@@ -370,9 +368,9 @@ TEST(ModelTest, GradientsAreOverwrittenAndScaleLinearly) {
 
 TEST(ModelTest, ChangingBatchSizesGiveTheSameResultsAsAFreshModel) {
   ModelSpec spec;
-  spec.input_shape = {6, 6, 1};
-  spec.layers = {Conv(4, 3, 1, Padding::kSame, Activation::kRelu),
-                 Of(LayerType::kMaxPool2D), Of(LayerType::kFlatten), Dense(3)};
+  spec.inputs = {{"input", {6, 6, 1}}};
+  spec.layers = {Conv(4, 3, 1, "same", "relu"), Of("max_pool2d"), Of("flatten"),
+                 Dense(3)};
   auto m = BuildOrDie(spec);
   Tensor big = RandomInput(*m, 9, 9), small = RandomInput(*m, 4, 10);
   std::vector<int32_t> y = Labels(9, 3);
@@ -388,8 +386,8 @@ TEST(ModelTest, ChangingBatchSizesGiveTheSameResultsAsAFreshModel) {
 TEST(ModelTest, SgdLearnsASeparableProblem) {
   // Two Gaussian blobs per class in 2-D, three classes.
   ModelSpec spec;
-  spec.input_shape = {2};
-  spec.layers = {Dense(16, Activation::kRelu), Dense(3, Activation::kSoftmax)};
+  spec.inputs = {{"input", {2}}};
+  spec.layers = {Dense(16, "relu"), Dense(3, "softmax")};
   auto m = BuildOrDie(spec, 3);
   const int64_t n = 96;
   Tensor x({n, 2});

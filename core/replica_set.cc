@@ -14,7 +14,13 @@
 namespace lockstep {
 namespace {
 
-constexpr int64_t kEvalChunk = 1000;
+// Evaluation runs the set in chunks of up to 1,000 samples whose
+// activations stay under about 64 MB (a transformer's are ~2 MB a sample).
+int64_t EvalChunk(const Model& m) {
+  int64_t per_sample = 1;
+  for (const GraphNode& node : m.graph().nodes()) per_sample += node.size;
+  return std::clamp<int64_t>((int64_t{1} << 24) / per_sample, 1, 1000);
+}
 
 }  // namespace
 
@@ -67,7 +73,7 @@ absl::StatusOr<BatchLoss> ReplicaSet::ComputeGradients(
     const std::function<void(int param_index)>& on_param_summed) {
   const int lanes = pool_->lanes();
   const int64_t n = size();
-  const float scale = batch.global_count > 0 ? 1.0f / batch.global_count : 0;
+  const float scale = batch.global_labels > 0 ? 1.0f / batch.global_labels : 0;
   const size_t num_params = params().size();
   for (size_t i = 0; i < num_params; ++i) {
     ready_counts_[i].store(0, std::memory_order_relaxed);
@@ -117,21 +123,26 @@ absl::StatusOr<BatchLoss> ReplicaSet::Evaluate(const Dataset& data,
                                                LossType loss) {
   const int64_t n = data.num_samples;
   const int64_t per = NumElements(data.sample_shape);
-  const int64_t chunks = (n + kEvalChunk - 1) / kEvalChunk;
+  const int64_t lps = data.labels_per_sample;
+  const int64_t chunk = EvalChunk(primary());
+  const int64_t chunks = (n + chunk - 1) / chunk;
   std::vector<absl::StatusOr<BatchLoss>> results(chunks);
   const int lanes = pool_->lanes();
   pool_->Run([&](int lane) {
     Tensor x;
+    std::vector<int32_t> labels;
     for (int64_t c = lane; c < chunks; c += lanes) {
-      const int64_t begin = c * kEvalChunk;
-      const int64_t count = std::min(kEvalChunk, n - begin);
+      const int64_t begin = c * chunk;
+      const int64_t count = std::min(chunk, n - begin);
       Shape shape = replicas_[lane]->host().input_shape();
       shape.insert(shape.begin(), count);
       x.Resize(shape);
-      std::memcpy(x.data(), data.features.data() + begin * per,
-                  sizeof(float) * count * per);
-      results[c] =
-          replicas_[lane]->Evaluate(x, data.labels.data() + begin, loss);
+      labels.resize(count * lps);
+      for (int64_t i = 0; i < count; ++i) {
+        data.Fill(kEvalEpoch, begin + i, x.data() + i * per,
+                  labels.data() + i * lps);
+      }
+      results[c] = replicas_[lane]->Evaluate(x, labels.data(), loss);
     }
   });
   BatchLoss total;

@@ -63,15 +63,25 @@ absl::Status CheckDataFitsModel(const JobSpec& spec, const Model& model,
           ShapeToString(d->sample_shape)));
     }
   }
-  const int64_t units = NumElements(model.output_shape());
+  const Shape& out = model.output_shape();
   const int64_t classes = train.num_classes;
-  const bool mse_scalar = spec.loss == LossType::kMse && units == 1;
-  if (units != classes && !mse_scalar) {
+  const int64_t lps = train.labels_per_sample;
+  const bool fits =
+      model.labels_per_sample() == lps &&
+      (model.classes() == classes ||
+       (spec.loss == LossType::kMse && model.classes() == 1 && lps == 1));
+  if (!fits && lps == 1) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "model.layers[%d]: the model outputs %d values per sample but the "
-        "data has %d classes (data.num_classes); the last layer needs %d "
-        "units",
-        spec.model.layers.size() - 1, units, classes, classes));
+        "model: the model outputs %s per sample but the data has %d classes "
+        "(data.num_classes); the last layer needs %d units%s",
+        ShapeToString(out), classes, classes,
+        out.size() > 1 ? ", after a flatten layer" : ""));
+  }
+  if (!fits) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model: the model outputs %s per sample but the data has %d labels "
+        "of %d classes per sample (%s); the output must be [%d, %d]",
+        ShapeToString(out), lps, classes, train.source, lps, classes));
   }
   if (train.num_samples == 0) {
     return absl::InvalidArgumentError(
@@ -129,8 +139,10 @@ class LocalTrainer {
 
 absl::Status LocalTrainer::Setup() {
   job_json_ = JobSpecToJson(spec_);
-  ASSIGN_OR_RETURN(train_, LoadDataset(spec_.data, Split::kTrain));
-  ASSIGN_OR_RETURN(test_, LoadDataset(spec_.data, Split::kTest));
+  DataOptions data = DataOptionsFor(spec_);
+  ASSIGN_OR_RETURN(train_, LoadDataset(spec_.data, Split::kTrain, data));
+  data.vocab = train_.vocab;
+  ASSIGN_OR_RETURN(test_, LoadDataset(spec_.data, Split::kTest, data));
   const int64_t replicas = spec_.total_replicas();
   replica_ids_.resize(replicas);
   for (int64_t r = 0; r < replicas; ++r) replica_ids_[r] = r;
@@ -141,11 +153,10 @@ absl::Status LocalTrainer::Setup() {
         "cluster.workers): give one GPU per replica",
         options_.cuda_devices.size(), replicas));
   }
-  ASSIGN_OR_RETURN(replicas_,
-                   ReplicaSet::Create(spec_,
-                                      gpus ? std::vector<int64_t>{0}
-                                           : replica_ids_,
-                                      options_.threads));
+  ASSIGN_OR_RETURN(
+      replicas_,
+      ReplicaSet::Create(spec_, gpus ? std::vector<int64_t>{0} : replica_ids_,
+                         options_.threads));
   RETURN_IF_ERROR(
       CheckDataFitsModel(spec_, replicas_->primary(), train_, test_));
   if (gpus) {
@@ -297,9 +308,9 @@ absl::StatusOr<TrainResult> LocalTrainer::Run() {
   const std::string on =
       ddp_ == nullptr
           ? std::string("CPU")
-          : absl::StrCat("cuda:", absl::StrJoin(options_.cuda_devices,
-                                                ",cuda:"),
-                         ", gradients summed by NCCL");
+          : absl::StrCat(
+                "cuda:", absl::StrJoin(options_.cuda_devices, ",cuda:"),
+                ", gradients summed by NCCL");
   Log(absl::StrFormat(
       "job %s: %d parameters, %d replicas (%s) x batch %d = global batch %d, "
       "%d train / %d test samples, %d steps per epoch, steps %d..%d of %d",

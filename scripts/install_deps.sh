@@ -10,7 +10,7 @@ packages=(
   g++ pkgconf python3 ca-certificates
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libopenblas-dev libopenblas0-pthread zlib1g-dev libxxhash-dev
+  libopenblas-dev libopenblas0-pthread zlib1g-dev libxxhash-dev libutf8proc-dev
   libssl-dev openssl
   libcpp-httplib-dev prometheus-cpp-dev
   chromium

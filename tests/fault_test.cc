@@ -48,14 +48,19 @@ double Since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// Long enough (1,000 steps) to be interrupted mid-epoch, short enough for
-// the suite: 2 workers x 1 replica, a checkpoint every 50 steps.
+// Long enough (1,000 steps of a few milliseconds: two convolutions, so a
+// fast machine does not finish before the test has acted) to be
+// interrupted mid-epoch, short enough for the suite: 2 workers x 1
+// replica, a checkpoint every 50 steps.
 nlohmann::json FaultJob(const nlohmann::json& extra = {}) {
   nlohmann::json job = testing::TinyJob(nlohmann::json::parse(R"({
     "name": "ft", "epochs": 4,
     "model": {"input_shape": [8, 8, 1], "layers": [
+      {"type": "conv2d", "filters": 64, "kernel_size": 3, "padding": "same",
+       "activation": "relu"},
+      {"type": "conv2d", "filters": 64, "kernel_size": 3, "padding": "same",
+       "activation": "relu"},
       {"type": "flatten"},
-      {"type": "dense", "units": 256, "activation": "relu"},
       {"type": "dense", "units": 10}]},
     "data": {"train_samples": 8000},
     "checkpoint": {"every_steps": 50, "keep": 3},
@@ -302,8 +307,8 @@ TEST_F(FaultTest, BothWorkersStoppedWithSigtermLeaveAndNewOnesLoseNothing) {
   }
   // Neither is counted on any more: both are listed as lost.
   RunResult list = Client({"list"});
-  EXPECT_TRUE(std::regex_search(
-      list.out, std::regex(R"(workers: 2\n(.*LOST\n){2})")))
+  EXPECT_TRUE(
+      std::regex_search(list.out, std::regex(R"(workers: 2\n(.*LOST\n){2})")))
       << list.out;
   std::string why;
   ASSERT_TRUE(cluster_->StartWorkers(2, 1, 1, &why)) << why;

@@ -328,8 +328,12 @@ TEST_F(BadInputTest, DenseAfterConvWithoutFlatten) {
   job["model"]["layers"] = nlohmann::json::parse(R"([
       {"type": "conv2d", "filters": 4, "kernel_size": 3},
       {"type": "dense", "units": 10}])");
+  // Dense applies to the last axis (as Keras): the output [6, 6, 10] does
+  // not fit 10 classes, and the message says where the flatten goes.
   ExpectRejected(WriteJob(job),
-                 "model.layers[1] (dense): expects a flat input");
+                 "model: the model outputs [6, 6, 10] per sample but the data "
+                 "has 10 classes (data.num_classes); the last layer needs 10 "
+                 "units, after a flatten layer");
 }
 
 TEST_F(BadInputTest, NegativeLearningRate) {

@@ -46,20 +46,6 @@ double SecondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// Rows [begin, end) of `d` as a dataset of their own.
-Dataset Rows(const Dataset& d, int64_t begin, int64_t end) {
-  Dataset out;
-  out.sample_shape = d.sample_shape;
-  out.num_classes = d.num_classes;
-  out.num_samples = end - begin;
-  const int64_t per = NumElements(d.sample_shape);
-  out.features.assign(d.features.begin() + begin * per,
-                      d.features.begin() + end * per);
-  out.labels.assign(d.labels.begin() + begin, d.labels.begin() + end);
-  out.source = absl::StrFormat("%s rows %d..%d", d.source, begin, end);
-  return out;
-}
-
 class JobRunner {
  public:
   JobRunner(const Assignment& a, const RunnerContext& ctx) : a_(a), ctx_(ctx) {}
@@ -167,23 +153,25 @@ absl::Status JobRunner::Setup() {
         ctx_.cuda_devices.size()));
   }
   ASSIGN_OR_RETURN(spec_, ParseJobSpec(a_.job_json()));
-  ASSIGN_OR_RETURN(train_, LoadDataset(spec_.data, Split::kTrain));
-  ASSIGN_OR_RETURN(Dataset test, LoadDataset(spec_.data, Split::kTest));
+  DataOptions data = DataOptionsFor(spec_);
+  ASSIGN_OR_RETURN(train_, LoadDataset(spec_.data, Split::kTrain, data));
+  data.vocab = train_.vocab;
+  ASSIGN_OR_RETURN(Dataset test, LoadDataset(spec_.data, Split::kTest, data));
   const int world = a_.world_size();
   std::vector<int64_t> ids;
   for (int64_t i = 0; i < r; ++i) ids.push_back(a_.rank() * r + i);
   // With GPUs the devices hold the training state (ddp_); one host replica
   // holds what checkpoints and fingerprints need.
   replica_ids_ = ids;
-  ASSIGN_OR_RETURN(replicas_,
-                   ReplicaSet::Create(
-                       spec_, gpus ? std::vector<int64_t>{ids[0]} : ids,
-                       ctx_.threads));
+  ASSIGN_OR_RETURN(
+      replicas_,
+      ReplicaSet::Create(spec_, gpus ? std::vector<int64_t>{ids[0]} : ids,
+                         ctx_.threads));
   RETURN_IF_ERROR(
       CheckDataFitsModel(spec_, replicas_->primary(), train_, test));
   test_total_ = test.num_samples;
-  test_shard_ = Rows(test, test.num_samples * a_.rank() / world,
-                     test.num_samples * (a_.rank() + 1) / world);
+  test_shard_ = test.Slice(test.num_samples * a_.rank() / world,
+                           test.num_samples * (a_.rank() + 1) / world);
   plan_ = std::make_unique<ShardPlan>(train_.num_samples,
                                       spec_.batch_size_per_replica, world * r,
                                       spec_.seed, spec_.data.shuffle);
@@ -219,10 +207,10 @@ absl::Status JobRunner::Setup() {
   c.world_replicas = world * r;
   if (nccl()) {
     // Rank 0 makes the generation's ncclUniqueId; the coordinator relays it.
-    ASSIGN_OR_RETURN(c.nccl_id, BootstrapNcclId(ctx_.coordinator,
-                                                ctx_.worker_id, a_.job(),
-                                                a_.generation(), a_.rank(),
-                                                &NewNcclId, absl::Seconds(120)));
+    ASSIGN_OR_RETURN(c.nccl_id,
+                     BootstrapNcclId(ctx_.coordinator, ctx_.worker_id, a_.job(),
+                                     a_.generation(), a_.rank(), &NewNcclId,
+                                     absl::Seconds(120)));
   } else {
     // The ring: NCCL sums this worker's GPUs, the gRPC ring the workers
     // (the whole flat buffer as one bucket), through pinned host memory.
@@ -245,8 +233,8 @@ absl::Status JobRunner::Setup() {
     }
   });
   Log(absl::StrFormat(
-      "NCCL communicator of %d GPUs ready on cuda:%s%s",
-      nccl() ? world * r : r, absl::StrJoin(ctx_.cuda_devices, ",cuda:"),
+      "NCCL communicator of %d GPUs ready on cuda:%s%s", nccl() ? world * r : r,
+      absl::StrJoin(ctx_.cuda_devices, ",cuda:"),
       nccl() ? "" : "; the workers' sum goes over the gRPC ring"));
   return absl::OkStatus();
 }
@@ -466,9 +454,9 @@ absl::Status JobRunner::Run() {
     ASSIGN_OR_RETURN(Batch batch, prefetcher.Next());
     BatchLoss loss;
     int leaving = 0;
-    RETURN_IF_ERROR(AnnotateStatus(Step(batch, prefetcher.PeekReady(), &loss,
-                                        &leaving),
-                                   absl::StrCat("step ", batch.global_step)));
+    RETURN_IF_ERROR(
+        AnnotateStatus(Step(batch, prefetcher.PeekReady(), &loss, &leaving),
+                       absl::StrCat("step ", batch.global_step)));
     const double dt = SecondsSince(t0);
     ++step_;
     RETURN_IF_ERROR(meter_.Add(step_, dt, batch.global_count, loss));

@@ -1,5 +1,7 @@
-// Serial over rows like the cross-entropy: few classes, fixed-order sums.
+// Serial over rows: few classes, fixed-order sums.
 #include "kernels/cpu/mse.h"
+
+#include <algorithm>
 
 namespace lockstep {
 
@@ -12,6 +14,11 @@ LossSums MeanSquaredError(int64_t rows, int64_t cols, const float* y,
   for (int64_t r = 0; r < rows; ++r) {
     const float* yr = y + r * cols;
     float* g = grad == nullptr ? nullptr : grad + r * cols;
+    if (labels[r] < 0) {
+      if (g != nullptr) std::fill(g, g + cols, 0.0f);
+      continue;
+    }
+    ++sums.count;
     double loss = 0.0;
     for (int64_t c = 0; c < cols; ++c) {
       const float target =

@@ -12,7 +12,8 @@ namespace lockstep {
 // Row loss mean_c (y[r, c] - t[r, c])^2 with t = onehot(label[r]) when
 // cols > 1, and t = label[r] itself when cols == 1 (a regression target).
 // When grad is not null it gets d(row loss)/dy * scale; it may alias y.
-// correct counts rows whose first argmax equals the label.
+// correct counts rows whose first argmax equals the label. A row whose
+// label is negative has no loss (zero grad) and is not counted.
 LossSums MeanSquaredError(int64_t rows, int64_t cols, const float* y,
                           const int32_t* labels, float scale, float* grad);
 

@@ -1,11 +1,19 @@
-// One pass per row: max, sum of exp, loss, then the gradient in place.
+// Rows in parallel (each: max, exp, sum, loss, then the gradient in
+// place); the per-row results are summed in row order afterwards.
 #include "kernels/cpu/softmax_xent.h"
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
+
+#include "kernels/cpu/fast_math.h"
+#include "kernels/cpu/threading.h"
 
 namespace lockstep {
 namespace {
+
+// Row elements per ParallelFor range.
+constexpr int64_t kGrain = 1 << 14;
 
 int64_t ArgmaxRow(int64_t cols, const float* x) {
   int64_t best = 0;
@@ -20,29 +28,57 @@ int64_t ArgmaxRow(int64_t cols, const float* x) {
 LossSums SoftmaxCrossEntropy(int64_t rows, int64_t cols, const float* logits,
                              const int32_t* labels, float scale, float* grad,
                              float* row_loss) {
-  // Row counts are a batch slice and the classes few: serial is cheaper than
-  // a pool hand-off, and keeps the double sum in a fixed order.
   LossSums sums;
-  if (cols <= 0) return sums;
+  if (cols <= 0 || rows <= 0) return sums;
+  std::vector<double> losses(rows);
+  std::vector<char> correct(rows);
+  ParallelFor(rows, std::max<int64_t>(1, kGrain / cols),
+              [&](int64_t begin, int64_t end) {
+                thread_local std::vector<float> scratch;
+                for (int64_t r = begin; r < end; ++r) {
+                  const float* x = logits + r * cols;
+                  float* g = grad == nullptr ? nullptr : grad + r * cols;
+                  const int64_t label = labels[r];
+                  if (label < 0) {
+                    losses[r] = 0;
+                    correct[r] = 0;
+                    if (g != nullptr) std::fill(g, g + cols, 0.0f);
+                    continue;
+                  }
+                  const int64_t best = ArgmaxRow(cols, x);
+                  correct[r] = best == label;
+                  const float m = x[best];
+                  const float x_label = x[label];
+                  // exp(x - m), into the gradient row (which may be the
+                  // logits).
+                  float* e = g;
+                  if (e == nullptr) {
+                    if (static_cast<int64_t>(scratch.size()) < cols)
+                      scratch.resize(cols);
+                    e = scratch.data();
+                  }
+                  for (int64_t c = 0; c < cols; ++c)
+                    e[c] = ExpNonPositive(x[c] - m);
+                  double sum = 0.0;
+                  for (int64_t c = 0; c < cols; ++c) sum += e[c];
+                  losses[r] = m + std::log(sum) - x_label;
+                  if (g != nullptr) {
+                    const float f = static_cast<float>(scale / sum);
+                    for (int64_t c = 0; c < cols; ++c) g[c] = e[c] * f;
+                    g[label] -= scale;
+                  }
+                }
+              });
   for (int64_t r = 0; r < rows; ++r) {
-    const float* x = logits + r * cols;
-    const int64_t label = labels[r];
-    const int64_t best = ArgmaxRow(cols, x);
-    if (best == label) ++sums.correct;
-    const float m = x[best];
-    double sum = 0.0;
-    for (int64_t c = 0; c < cols; ++c) sum += std::exp(double{x[c]} - m);
-    const double lse = m + std::log(sum);
-    const double loss = lse - x[label];
-    sums.loss_sum += loss;
-    if (row_loss != nullptr) row_loss[r] = static_cast<float>(loss);
-    if (grad != nullptr) {
-      float* g = grad + r * cols;
-      const float inv = static_cast<float>(1.0 / sum);
-      for (int64_t c = 0; c < cols; ++c) {
-        g[c] = std::exp(x[c] - m) * inv * scale;
-      }
-      g[label] -= scale;
+    if (labels[r] < 0) continue;
+    sums.loss_sum += losses[r];
+    sums.correct += correct[r];
+    ++sums.count;
+    if (row_loss != nullptr) row_loss[r] = static_cast<float>(losses[r]);
+  }
+  if (row_loss != nullptr) {
+    for (int64_t r = 0; r < rows; ++r) {
+      if (labels[r] < 0) row_loss[r] = 0.0f;
     }
   }
   return sums;
@@ -53,7 +89,9 @@ int64_t CountArgmaxCorrect(int64_t rows, int64_t cols, const float* x,
   if (cols <= 0) return 0;
   int64_t correct = 0;
   for (int64_t r = 0; r < rows; ++r) {
-    if (ArgmaxRow(cols, x + r * cols) == labels[r]) ++correct;
+    if (labels[r] >= 0 && ArgmaxRow(cols, x + r * cols) == labels[r]) {
+      ++correct;
+    }
   }
   return correct;
 }

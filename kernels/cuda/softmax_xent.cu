@@ -64,14 +64,20 @@ __global__ void RowKernel(int64_t cols, const float* logits,
   const float x_label = valid ? x[label] : 0.0f;
   __syncthreads();
 
+  const bool ignored = label < 0;
   if (t == 0) {
-    const double loss =
-        valid ? m + log(sum) - static_cast<double>(x_label) : nan("");
+    const double loss = ignored ? 0.0
+                        : valid ? m + log(sum) - static_cast<double>(x_label)
+                                : nan("");
     loss_rows[r] = loss;
-    correct_rows[r] = best == label ? 1 : 0;
+    // -1: not counted; else whether the first argmax is the label.
+    correct_rows[r] = ignored ? -1 : best == label ? 1 : 0;
     if (row_loss != nullptr) row_loss[r] = static_cast<float>(loss);
   }
-  if (grad != nullptr) {
+  if (grad != nullptr && ignored) {
+    float* g = grad + r * cols;
+    for (int64_t c = t; c < cols; c += kRowThreads) g[c] = 0.0f;
+  } else if (grad != nullptr) {
     float* g = grad + r * cols;
     const float inv = static_cast<float>(1.0 / sum);
     for (int64_t c = t; c < cols; c += kRowThreads) {
@@ -86,26 +92,31 @@ __global__ void SumKernel(int64_t rows, const double* loss_rows,
                           const int32_t* correct_rows, DeviceLossSums* sums) {
   __shared__ double loss[kSumThreads];
   __shared__ int64_t correct[kSumThreads];
+  __shared__ int64_t count[kSumThreads];
   const int t = threadIdx.x;
   double l = 0.0;
-  int64_t k = 0;
+  int64_t k = 0, c = 0;
   for (int64_t r = t; r < rows; r += kSumThreads) {
     l += loss_rows[r];
-    k += correct_rows[r];
+    k += correct_rows[r] > 0 ? 1 : 0;
+    c += correct_rows[r] >= 0 ? 1 : 0;
   }
   loss[t] = l;
   correct[t] = k;
+  count[t] = c;
   __syncthreads();
   for (int s = kSumThreads / 2; s > 0; s /= 2) {
     if (t < s) {
       loss[t] += loss[t + s];
       correct[t] += correct[t + s];
+      count[t] += count[t + s];
     }
     __syncthreads();
   }
   if (t == 0) {
     sums->loss_sum = loss[0];
     sums->correct = correct[0];
+    sums->count = count[0];
   }
 }
 

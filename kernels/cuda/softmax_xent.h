@@ -19,14 +19,16 @@ namespace cuda {
 struct DeviceLossSums {
   double loss_sum = 0;
   int64_t correct = 0;
+  int64_t count = 0;  // rows with a label (>= 0)
 };
 
 // Device scratch bytes SoftmaxCrossEntropy needs for `rows` rows.
 size_t SoftmaxCrossEntropyWorkspaceBytes(int64_t rows);
 
-// logits [rows, cols], labels [rows] in [0, cols) (a label outside gives a
-// NaN loss and no gradient correction), all device pointers. grad (may alias
-// logits) and row_loss may be null. `workspace` holds
+// logits [rows, cols], labels [rows] in [0, cols) (a label at or above
+// cols gives a NaN loss and no gradient correction; a negative label means
+// "no label": zero loss and gradient, not counted), all device pointers. grad
+// (may alias logits) and row_loss may be null. `workspace` holds
 // SoftmaxCrossEntropyWorkspaceBytes(rows) bytes; `sums` gets the totals.
 // Enqueues on `stream`; returns the launch error.
 cudaError_t SoftmaxCrossEntropy(int64_t rows, int64_t cols, const float* logits,

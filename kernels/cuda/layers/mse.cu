@@ -17,12 +17,20 @@ __global__ void RowKernel(int64_t rows, int64_t cols, const float* y,
   if (r >= rows) return;
   const float* yr = y + r * cols;
   const int32_t label = labels[r];
+  float* g = grad == nullptr ? nullptr : grad + r * cols;
+  if (label < 0) {  // no label here: no loss, not counted
+    row_correct[r] = -1;
+    row_loss[r] = 0.0;
+    if (g != nullptr) {
+      for (int64_t c = 0; c < cols; ++c) g[c] = 0.0f;
+    }
+    return;
+  }
   int64_t best = 0;  // the first maximum, as CountArgmaxCorrect
   for (int64_t c = 1; c < cols; ++c) {
     if (yr[c] > yr[best]) best = c;
   }
   row_correct[r] = best == label ? 1 : 0;
-  float* g = grad == nullptr ? nullptr : grad + r * cols;
   double loss = 0.0;
   for (int64_t c = 0; c < cols; ++c) {
     const float target =
@@ -37,13 +45,15 @@ __global__ void RowKernel(int64_t rows, int64_t cols, const float* y,
 __global__ void SumKernel(int64_t rows, const double* row_loss,
                           const int32_t* row_correct, DeviceLossSums* sums) {
   double loss = 0.0;
-  int64_t correct = 0;
+  int64_t correct = 0, count = 0;
   for (int64_t r = 0; r < rows; ++r) {
     loss += row_loss[r];
-    correct += row_correct[r];
+    correct += row_correct[r] > 0 ? 1 : 0;
+    count += row_correct[r] >= 0 ? 1 : 0;
   }
   sums->loss_sum = loss;
   sums->correct = correct;
+  sums->count = count;
 }
 
 }  // namespace

@@ -1,12 +1,13 @@
-// One model replica on one GPU: the same layers, parameters and step
-// semantics as core/model.h's Model (built from the same ModelSpec and seed,
-// so the initial parameters are the same bytes), run with cuBLAS, cuDNN and
-// the kernels in kernels/cuda on one CUDA stream. Parameters and gradients
-// live on the device in two flat buffers; activations and scratch come from
-// a caching allocator, grown to the largest batch seen and reused. Not
-// thread-safe: one thread per GpuModel at a time.
-#ifndef LOCKSTEP_KERNELS_CUDA_LAYERS_GPU_MODEL_H_
-#define LOCKSTEP_KERNELS_CUDA_LAYERS_GPU_MODEL_H_
+// One model replica on one GPU: the graph of core/model.h's Model (built
+// from the same ModelSpec and seed, so the initial parameters are the same
+// bytes) run through each layer's CUDA implementation
+// (core/layers/device_layer.h) on one CUDA stream, following the same
+// backward plan. Parameters and gradients live on the device in two flat
+// buffers; activations and scratch come from a caching allocator, grown to
+// the largest batch seen and reused. Not thread-safe: one thread per
+// GpuModel at a time.
+#ifndef LOCKSTEP_CORE_GPU_GPU_MODEL_H_
+#define LOCKSTEP_CORE_GPU_GPU_MODEL_H_
 
 #include <cuda_runtime_api.h>
 
@@ -17,14 +18,13 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/graph.h"
 #include "core/job_spec.h"
 #include "core/model.h"
 #include "core/tensor.h"
 
 namespace lockstep {
 namespace cuda {
-
-class CudnnConv2D;
 
 struct GpuModelOptions {
   int device = 0;  // cuda:N
@@ -52,6 +52,7 @@ class GpuModel {
   const Model& host_model() const { return *host_; }
   const Shape& input_shape() const { return host_->input_shape(); }
   const Shape& output_shape() const { return host_->output_shape(); }
+  int64_t labels_per_sample() const { return host_->labels_per_sample(); }
   int num_params() const { return static_cast<int>(offsets_.size()); }
   int64_t num_parameters() const { return host_->num_parameters(); }
   int device() const { return device_; }
@@ -73,11 +74,12 @@ class GpuModel {
   int64_t param_size(int i) const { return sizes_[i]; }      // in floats
 
   // Model::TrainStep on the GPU: host_x holds n * prod(input_shape) floats,
-  // host_labels n labels. Gradients (on the device) are OVERWRITTEN with
-  // d(grad_scale * sum of per-sample losses)/dparam; dropout masks derive
-  // from dropout_seed exactly as on the CPU. Blocks until the step is done
-  // (the loss is read back). kInvalidArgument for n < 0. The same as
-  // StageInputs, EnqueueTrainStep, FinishStep.
+  // host_labels n * labels_per_sample() labels (negative: none). Gradients (on
+  // the device) are OVERWRITTEN with d(grad_scale * sum of per-sample
+  // losses)/dparam; dropout masks derive from dropout_seed exactly as on the
+  // CPU. Blocks until the step is done (the loss is read back).
+  // kInvalidArgument for n < 0. The same as StageInputs, EnqueueTrainStep,
+  // FinishStep.
   absl::StatusOr<BatchLoss> TrainStep(const float* host_x,
                                       const int32_t* host_labels, int64_t n,
                                       LossType loss, float grad_scale,
@@ -135,55 +137,56 @@ class GpuModel {
   }
 
  private:
-  struct Layer;
   struct Buffer {
     void* ptr = nullptr;
     size_t bytes = 0;
   };
+  struct Node;  // a graph node's device side
+  struct InputSlot;
+  struct Handles;
 
   GpuModel() = default;
-  absl::Status Init(const ModelSpec& spec, const GpuModelOptions& options);
+  absl::Status Init(const GpuModelOptions& options);
   absl::Status Grow(Buffer* b, size_t bytes);
   absl::Status Reserve(int64_t n);
-  struct InputSlot;
   absl::Status UseStaged(const StagedInput& in);
+  // The layer's params' device pointers into its LayerIO.
+  void BindParams(int node);
   absl::StatusOr<const float*> Forward(int64_t n, bool training, bool fuse,
                                        uint64_t dropout_seed);
+  absl::Status Backward(int64_t n);
   absl::Status Loss(int64_t n, const float* out, LossType loss, float scale,
                     float* grad);
-  absl::Status LayerForward(Layer& l, int64_t n, const float* x, float* y);
-  absl::Status LayerBackward(Layer& l, int64_t n, const float* x,
-                             const float* y, float* dy, float* dx);
-  absl::StatusOr<const CudnnConv2D*> ConvPlan(Layer& l, int64_t n);
-  void NotifyLayer(int layer);
+  void Ready(int param) const {
+    if (grad_ready_) grad_ready_(param);
+  }
 
   std::unique_ptr<Model> host_;
+  const Graph* graph_ = nullptr;  // host_'s
   int device_ = 0;
   bool allow_tf32_ = false;
-  std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<int64_t> offsets_;  // per param, in floats
   std::vector<int64_t> sizes_;    // per param, in floats
-  std::vector<int> first_param_;  // per layer
-  std::vector<bool> needs_dx_;    // per layer: some earlier layer has params
   int64_t total_floats_ = 0;      // params_dev_'s size (aligned offsets)
-  int64_t max_width_ = 0;
-  bool last_is_softmax_ = false;
   std::function<void(int)> grad_ready_;
 
   cudaStream_t stream_ = nullptr;
-  struct Handles;
   std::unique_ptr<Handles> h_;  // cuBLAS, cuDNN, allocator, pinned staging
   float* params_dev_ = nullptr;
   float* grads_dev_ = nullptr;
-  int64_t capacity_ = -1;  // the batch the buffers below hold
-  Buffer grad_a_, grad_b_, loss_ws_, conv_ws_, sums_, bias_ws_;
+  int64_t capacity_ = -1;      // the batch the buffers below hold
+  std::vector<Buffer> grads_;  // per gradient slot
+  std::vector<Buffer> temps_;  // per input position: a dx to add
+  Buffer loss_ws_, sums_, workspace_;
   // Input staging (StageInputs): two slots, their copy stream, and the
-  // batch the enqueued pass reads.
+  // batch the enqueued pass reads (each model input's [n, size] values,
+  // then the labels).
   cudaStream_t copy_stream_ = nullptr;
   std::unique_ptr<InputSlot> slots_[2];
   int next_slot_ = 0;
   uint64_t next_serial_ = 1;
-  const float* in_x_ = nullptr;
+  std::vector<const float*> in_x_;  // per model input
   const int32_t* in_labels_ = nullptr;
   int64_t pending_n_ = 0;  // the enqueued pass's batch (its loss's count)
 };
@@ -191,4 +194,4 @@ class GpuModel {
 }  // namespace cuda
 }  // namespace lockstep
 
-#endif  // LOCKSTEP_KERNELS_CUDA_LAYERS_GPU_MODEL_H_
+#endif  // LOCKSTEP_CORE_GPU_GPU_MODEL_H_

@@ -1,7 +1,7 @@
 // The CUDA DeviceDataParallel: linking registers it; without a device make()
 // fails naming why; with one, a world of one rank steps like a CPU
 // ReplicaSet plus core Optimizer, and PushState/PullState round-trip.
-#include "kernels/cuda/layers/device_data_parallel.h"
+#include "core/gpu/device_data_parallel.h"
 
 #include <algorithm>
 #include <cmath>
@@ -27,16 +27,9 @@ namespace {
 JobSpec SmallDense(OptimizerType type, double momentum) {
   JobSpec spec;
   spec.seed = 5;
-  spec.model.input_shape = {12};
-  LayerSpec hidden;
-  hidden.type = LayerType::kDense;
-  hidden.units = 16;
-  hidden.activation = Activation::kRelu;
-  LayerSpec out;
-  out.type = LayerType::kDense;
-  out.units = 4;
-  out.activation = Activation::kSoftmax;
-  spec.model.layers = {hidden, out};
+  spec.model = *ParseModelSpec(R"({"input_shape": [12], "layers": [
+      {"type": "dense", "units": 16, "activation": "relu"},
+      {"type": "dense", "units": 4, "activation": "softmax"}]})");
   spec.optimizer.type = type;
   spec.optimizer.learning_rate = 0.05;
   spec.optimizer.momentum = momentum;
@@ -58,6 +51,7 @@ Batch MakeTestBatch(int64_t step) {
   Batch batch;
   batch.global_step = step;
   batch.global_count = 16;
+  batch.global_labels = 16;
   ReplicaBatch rb;
   rb.x = Tensor({16, 12});
   for (int64_t i = 0; i < rb.x.size(); ++i) {
@@ -352,8 +346,7 @@ TEST(DeviceDataParallelTest, HostAllReduceSeesTheSumAndItsResultIsApplied) {
   absl::StatusOr<BatchLoss> r = failing->Step(e, nullptr, spec.loss, 1, 0.05);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
   EXPECT_EQ(r.status().message(), "ring peer gone");
-  EXPECT_EQ(failing->Step(f, nullptr, spec.loss, 1, 0.05).status(),
-            r.status());
+  EXPECT_EQ(failing->Step(f, nullptr, spec.loss, 1, 0.05).status(), r.status());
 }
 
 }  // namespace

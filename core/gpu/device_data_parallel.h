@@ -2,8 +2,8 @@
 // one NcclCommunicator per local GPU, the whole flat gradient buffer summed
 // by one NCCL all-reduce, and the fused optimizer (kernels/cuda/optimizer.h)
 // applied on every GPU (registered by :gpu_backend).
-#ifndef LOCKSTEP_KERNELS_CUDA_LAYERS_DEVICE_DATA_PARALLEL_H_
-#define LOCKSTEP_KERNELS_CUDA_LAYERS_DEVICE_DATA_PARALLEL_H_
+#ifndef LOCKSTEP_CORE_GPU_DEVICE_DATA_PARALLEL_H_
+#define LOCKSTEP_CORE_GPU_DEVICE_DATA_PARALLEL_H_
 
 #include <memory>
 
@@ -26,4 +26,4 @@ absl::StatusOr<std::unique_ptr<DeviceDataParallel>> MakeCudaDeviceDataParallel(
 }  // namespace cuda
 }  // namespace lockstep
 
-#endif  // LOCKSTEP_KERNELS_CUDA_LAYERS_DEVICE_DATA_PARALLEL_H_
+#endif  // LOCKSTEP_CORE_GPU_DEVICE_DATA_PARALLEL_H_

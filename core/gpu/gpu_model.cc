@@ -1,32 +1,28 @@
-// GpuModel: Model's forward / loss / backward loop (core/model.cc) over
-// device buffers. Each layer's work is the CPU layer's, call for call:
-// dense = GEMM + bias/activation, conv2d = cuDNN + bias/activation, max
-// pooling, dropout with the CPU's mask; flatten and inactive dropout alias
-// their input.
-#include "kernels/cuda/layers/gpu_model.h"
+// GpuModel: Model's forward / loss / planned backward (core/model.cc) over
+// device buffers, each layer through its registered CUDA implementation.
+// Pass-through layers alias their input's activation and gradient; a
+// gradient several layers feed is written by the first and added to by the
+// rest, in the graph's fixed plan.
+#include "core/gpu/gpu_model.h"
 
 #include <algorithm>
 #include <cstring>
-#include <map>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "core/layers.h"
+#include "core/layers/device_layer.h"
 #include "core/status_macros.h"
 #include "kernels/cpu/dropout.h"
-#include "kernels/cpu/pool.h"
 #include "kernels/cuda/caching_allocator.h"
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/gemm.h"
-#include "kernels/cuda/layers/activation.h"
 #include "kernels/cuda/layers/conv.h"
-#include "kernels/cuda/layers/dropout.h"
+#include "kernels/cuda/layers/device_context.h"
 #include "kernels/cuda/layers/mse.h"
-#include "kernels/cuda/pool.h"
 #include "kernels/cuda/softmax_xent.h"
 
 namespace lockstep {
@@ -35,57 +31,35 @@ namespace {
 
 // Each param starts on a 256-byte boundary (cuBLAS/cuDNN alignment).
 constexpr int64_t kParamAlignFloats = 64;
-// A staged batch's labels follow its features at this alignment.
+// A staged batch's inputs and labels each start at this alignment.
 constexpr size_t kInputAlignBytes = 256;
+
+size_t AlignUp(size_t bytes) {
+  return (bytes + kInputAlignBytes - 1) / kInputAlignBytes * kInputAlignBytes;
+}
 
 }  // namespace
 
-struct GpuModel::Layer {
-  LayerSpec spec;
-  Shape in_shape;
-  int64_t in_size = 0, out_size = 0;
-  int kernel = -1, bias = -1;                 // param indices
-  std::map<int64_t, CudnnConv2D> conv_plans;  // per batch size
-  Buffer act;                                 // this layer's output
-  Buffer argmax;                              // max pooling
-  // This pass (as Model's PassContext).
-  bool training = false, skip_softmax = false;
-  uint64_t dropout_seed = 0;
-  const float* out = nullptr;
-
-  bool PassesThrough() const {
-    return spec.type == LayerType::kFlatten ||
-           (spec.type == LayerType::kDropout &&
-            (!training || static_cast<float>(spec.rate) <= 0.0f));
-  }
-  ActivationKind Act() const {
-    if (spec.activation == Activation::kSoftmax && skip_softmax) {
-      return ActivationKind::kLinear;
-    }
-    return ToActivationKind(spec.activation);
-  }
-  Conv2DGeometry ConvGeometry(int64_t n) const {
-    return Conv2DGeometry::Make(n, in_shape[0], in_shape[1], in_shape[2],
-                                spec.kernel_h, spec.kernel_w, spec.filters,
-                                spec.stride_h, spec.stride_w,
-                                spec.padding == Padding::kSame);
-  }
-  Pool2DGeometry PoolGeometry(int64_t n) const {
-    return Pool2DGeometry::Make(n, in_shape[0], in_shape[1], in_shape[2],
-                                spec.pool_h, spec.pool_w, spec.pool_h,
-                                spec.pool_w);
-  }
+struct GpuModel::Node {
+  const DeviceLayer* impl = nullptr;
+  std::unique_ptr<DeviceLayerState> state;
+  Buffer act;      // this layer's output
+  Buffer scratch;  // DeviceLayer::scratch_bytes
+  LayerIO io;
+  PassContext ctx;
+  const float* out = nullptr;  // this pass's output
 };
 
 // One input staging slot: the batch in pinned host memory and on the
-// device (features, then labels at an aligned offset), and the events that
-// order its reuse: `copied` on the copy stream after its copy, `consumed`
-// on the compute stream after the pass that read it.
+// device (each model input's values, then the labels, at aligned offsets),
+// and the events that order its reuse: `copied` on the copy stream after
+// its copy, `consumed` on the compute stream after the pass that read it.
 struct GpuModel::InputSlot {
   PinnedHostBuffer host;
   void* dev = nullptr;
-  size_t bytes = 0;    // capacity of host and dev
-  size_t x_bytes = 0;  // this staging's labels offset
+  size_t bytes = 0;                  // capacity of host and dev
+  std::vector<size_t> input_offset;  // this staging's layout
+  size_t labels_offset = 0;
   cudaEvent_t copied = nullptr;
   cudaEvent_t consumed = nullptr;
   uint64_t serial = 0;
@@ -95,11 +69,10 @@ struct GpuModel::InputSlot {
 struct GpuModel::Handles {
   CublasHandle cublas;
   CudnnHandle cudnn;
-  GemmOptions gemm;
-  ConvOptions conv;
   std::unique_ptr<CachingAllocator> allocator;
   PinnedHostBuffer staging;  // total_floats_ floats
   PinnedHostBuffer sums;     // one DeviceLossSums
+  DeviceContext dc;
 };
 
 absl::StatusOr<std::unique_ptr<GpuModel>> GpuModel::Create(
@@ -123,14 +96,33 @@ absl::StatusOr<std::unique_ptr<GpuModel>> GpuModel::Create(
   }
   std::unique_ptr<GpuModel> m(new GpuModel());
   ASSIGN_OR_RETURN(m->host_, Model::Build(spec, seed));
-  RETURN_IF_ERROR(m->Init(spec, options));
+  m->graph_ = &m->host_->graph();
+  RETURN_IF_ERROR(m->Init(options));
   return m;
 }
 
-absl::Status GpuModel::Init(const ModelSpec& spec,
-                            const GpuModelOptions& options) {
+absl::Status GpuModel::Init(const GpuModelOptions& options) {
   device_ = options.device;
   allow_tf32_ = options.allow_tf32;
+  const Graph& g = *graph_;
+  // Every layer type needs its CUDA side before anything is allocated.
+  nodes_.resize(g.nodes().size());
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    nodes_[i] = std::make_unique<Node>();
+    const GraphNode& gn = g.node(static_cast<int>(i));
+    if (gn.layer == nullptr) continue;
+    nodes_[i]->impl = FindDeviceLayer(gn.layer->type());
+    if (nodes_[i]->impl == nullptr) {
+      return absl::UnimplementedError(absl::StrCat(
+          "GpuModel: layer ", gn.name, " (", gn.layer->type(),
+          ") has no CUDA implementation; train this model on CPUs"));
+    }
+    if (nodes_[i]->impl->make_state) {
+      nodes_[i]->state = nodes_[i]->impl->make_state(*gn.layer);
+    }
+    nodes_[i]->io.x.resize(gn.inputs.size());
+    nodes_[i]->io.dx.resize(gn.inputs.size());
+  }
   CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
   CUDA_RETURN_IF_ERROR(
       cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -146,42 +138,20 @@ absl::Status GpuModel::Init(const ModelSpec& spec,
   }
   ASSIGN_OR_RETURN(h_->cublas, CublasHandle::Create());
   ASSIGN_OR_RETURN(h_->cudnn, CudnnHandle::Create());
-  h_->gemm.allow_tf32 = allow_tf32_;
-  h_->conv.allow_tf32 = allow_tf32_;
   h_->allocator = NewDeviceAllocator(device_);
+  DeviceContext& dc = h_->dc;
+  dc.device = device_;
+  dc.stream = stream_;
+  dc.cublas = &h_->cublas;
+  dc.cudnn = &h_->cudnn;
+  dc.gemm.allow_tf32 = allow_tf32_;
+  dc.conv.allow_tf32 = allow_tf32_;
+  dc.workspace = [this](size_t bytes) -> absl::StatusOr<void*> {
+    RETURN_IF_ERROR(Grow(&workspace_, std::max<size_t>(bytes, 256)));
+    return workspace_.ptr;
+  };
 
-  // Layers, mirroring the host model's (same shapes, same param order).
-  const std::vector<Param*>& params = host_->params();
-  int next_param = 0;
-  bool any_params = false;
-  max_width_ = NumElements(host_->input_shape());
-  for (int i = 0; i < host_->num_layers(); ++i) {
-    auto l = std::make_unique<Layer>();
-    l->spec = spec.layers[i];
-    l->in_shape = host_->layer(i).input_shape();
-    l->in_size = host_->layer(i).input_size();
-    l->out_size = host_->layer(i).output_size();
-    max_width_ = std::max(max_width_, l->out_size);
-    first_param_.push_back(next_param);
-    needs_dx_.push_back(any_params);
-    if (l->spec.type == LayerType::kDense ||
-        l->spec.type == LayerType::kConv2D) {
-      l->kernel = next_param++;
-      if (l->spec.use_bias) l->bias = next_param++;
-      any_params = true;
-    }
-    layers_.push_back(std::move(l));
-  }
-  if (next_param != static_cast<int>(params.size())) {
-    return absl::InternalError(absl::StrCat("GpuModel: expected ", next_param,
-                                            " params, the Model has ",
-                                            params.size()));
-  }
-  const LayerSpec& last = spec.layers.back();
-  last_is_softmax_ =
-      (last.type == LayerType::kDense || last.type == LayerType::kConv2D) &&
-      last.activation == Activation::kSoftmax;
-
+  const std::vector<Param*>& params = g.params();
   for (const Param* p : params) {
     offsets_.push_back(total_floats_);
     sizes_.push_back(p->value.size());
@@ -195,10 +165,28 @@ absl::Status GpuModel::Init(const ModelSpec& spec,
   grads_dev_ = static_cast<float*>(gv);
   CUDA_RETURN_IF_ERROR(cudaMemsetAsync(params_dev_, 0, bytes, stream_));
   CUDA_RETURN_IF_ERROR(cudaMemsetAsync(grads_dev_, 0, bytes, stream_));
+  for (size_t i = 0; i < nodes_.size(); ++i) BindParams(static_cast<int>(i));
+  grads_.resize(g.num_slots());
+  size_t max_inputs = 1;
+  for (const GraphNode& gn : g.nodes()) {
+    max_inputs = std::max(max_inputs, gn.inputs.size());
+  }
+  temps_.resize(max_inputs);
+  in_x_.resize(g.num_inputs());
   ASSIGN_OR_RETURN(h_->staging, PinnedHostBuffer::Create(bytes));
   ASSIGN_OR_RETURN(h_->sums, PinnedHostBuffer::Create(sizeof(DeviceLossSums)));
   RETURN_IF_ERROR(Grow(&sums_, sizeof(DeviceLossSums)));
   return CopyParamsFromHost(params);
+}
+
+void GpuModel::BindParams(int node) {
+  LayerIO& io = nodes_[node]->io;
+  io.w.clear();
+  io.dw.clear();
+  for (int p : graph_->node(node).params) {
+    io.w.push_back(params_dev_ + offsets_[p]);
+    io.dw.push_back(grads_dev_ + offsets_[p]);
+  }
 }
 
 GpuModel::~GpuModel() {
@@ -218,16 +206,19 @@ GpuModel::~GpuModel() {
     return;
   }
   CachingAllocator& a = *h_->allocator;
-  for (void* p :
-       {static_cast<void*>(params_dev_), static_cast<void*>(grads_dev_),
-        grad_a_.ptr, grad_b_.ptr, loss_ws_.ptr, conv_ws_.ptr, sums_.ptr,
-        bias_ws_.ptr}) {
+  auto free = [&a](void* p) {
     if (p != nullptr) a.Free(p).IgnoreError();
-  }
-  for (auto& l : layers_) {
-    for (void* p : {l->act.ptr, l->argmax.ptr}) {
-      if (p != nullptr) a.Free(p).IgnoreError();
-    }
+  };
+  free(params_dev_);
+  free(grads_dev_);
+  for (Buffer* b : {&loss_ws_, &sums_, &workspace_}) free(b->ptr);
+  for (Buffer& b : grads_) free(b.ptr);
+  for (Buffer& b : temps_) free(b.ptr);
+  for (auto& node : nodes_) {
+    if (node == nullptr) continue;
+    free(node->act.ptr);
+    free(node->scratch.ptr);
+    node->state.reset();  // cuDNN plans, before their handle
   }
   h_.reset();  // the allocator returns its cache; handles are destroyed
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
@@ -247,41 +238,36 @@ absl::Status GpuModel::Grow(Buffer* b, size_t bytes) {
 
 absl::Status GpuModel::Reserve(int64_t n) {
   if (n <= capacity_) return absl::OkStatus();
-  RETURN_IF_ERROR(Grow(&grad_a_, n * max_width_ * sizeof(float)));
-  RETURN_IF_ERROR(Grow(&grad_b_, n * max_width_ * sizeof(float)));
-  RETURN_IF_ERROR(Grow(&loss_ws_, std::max(SoftmaxCrossEntropyWorkspaceBytes(n),
-                                           MeanSquaredErrorWorkspaceBytes(n))));
-  int64_t bias_ws = 0;  // floats: the largest BiasGrad workspace
-  for (auto& l : layers_) {
-    if (l->bias < 0) continue;
-    const int64_t cols = l->spec.type == LayerType::kConv2D
-                             ? static_cast<int64_t>(l->spec.filters)
-                             : l->out_size;
-    bias_ws = std::max(bias_ws,
-                       BiasGradWorkspaceFloats(n * l->out_size / cols, cols));
-  }
-  RETURN_IF_ERROR(Grow(&bias_ws_, std::max<int64_t>(bias_ws, 1) * sizeof(float)));
-  for (auto& l : layers_) {
-    if (l->spec.type == LayerType::kFlatten) continue;
-    RETURN_IF_ERROR(Grow(&l->act, n * l->out_size * sizeof(float)));
-    if (l->spec.type == LayerType::kMaxPool2D) {
-      RETURN_IF_ERROR(Grow(&l->argmax, n * l->out_size * sizeof(int32_t)));
+  const Graph& g = *graph_;
+  const int64_t rows = n * host_->labels_per_sample();
+  RETURN_IF_ERROR(Grow(
+      &loss_ws_,
+      std::max<size_t>({SoftmaxCrossEntropyWorkspaceBytes(rows),
+                        MeanSquaredErrorWorkspaceBytes(rows), size_t{256}})));
+  PassContext training, inference;
+  training.training = true;
+  int64_t widest = 1;
+  for (size_t i = g.num_inputs(); i < nodes_.size(); ++i) {
+    const GraphNode& gn = g.node(static_cast<int>(i));
+    Node& node = *nodes_[i];
+    if (!gn.layer->PassesThrough(training) ||
+        !gn.layer->PassesThrough(inference)) {
+      RETURN_IF_ERROR(Grow(&node.act, n * gn.size * sizeof(float)));
     }
+    if (node.impl->scratch_bytes) {
+      const int64_t s = node.impl->scratch_bytes(*gn.layer, n);
+      if (s > 0) RETURN_IF_ERROR(Grow(&node.scratch, s));
+    }
+  }
+  for (int s = 0; s < g.num_slots(); ++s) {
+    widest = std::max(widest, g.slot_size(s));
+    RETURN_IF_ERROR(Grow(&grads_[s], n * g.slot_size(s) * sizeof(float)));
+  }
+  for (Buffer& t : temps_) {
+    RETURN_IF_ERROR(Grow(&t, n * widest * sizeof(float)));
   }
   capacity_ = n;
   return absl::OkStatus();
-}
-
-absl::StatusOr<const CudnnConv2D*> GpuModel::ConvPlan(Layer& l, int64_t n) {
-  auto it = l.conv_plans.find(n);
-  if (it == l.conv_plans.end()) {
-    ASSIGN_OR_RETURN(
-        CudnnConv2D plan,
-        CudnnConv2D::Create(h_->cudnn, l.ConvGeometry(n), h_->conv));
-    RETURN_IF_ERROR(Grow(&conv_ws_, plan.workspace_bytes()));
-    it = l.conv_plans.emplace(n, std::move(plan)).first;
-  }
-  return &it->second;
 }
 
 absl::StatusOr<GpuModel::StagedInput> GpuModel::StageInputs(
@@ -291,14 +277,20 @@ absl::StatusOr<GpuModel::StagedInput> GpuModel::StageInputs(
         absl::StrCat("GpuModel::StageInputs: negative batch ", n));
   }
   CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+  const Graph& g = *graph_;
   const int index = next_slot_;
   next_slot_ ^= 1;
   InputSlot& slot = *slots_[index];
-  const size_t x_bytes =
-      (n * NumElements(host_->input_shape()) * sizeof(float) +
-       kInputAlignBytes - 1) /
-      kInputAlignBytes * kInputAlignBytes;
-  const size_t bytes = x_bytes + n * sizeof(int32_t);
+  // Each input's [n, size] values at an aligned offset, then the labels.
+  std::vector<size_t> offsets(g.num_inputs());
+  size_t bytes = 0;
+  for (int i = 0; i < g.num_inputs(); ++i) {
+    offsets[i] = bytes;
+    bytes += AlignUp(n * g.node(i).size * sizeof(float));
+  }
+  const size_t labels_offset = bytes;
+  const int64_t labels = n * host_->labels_per_sample();
+  bytes += labels * sizeof(int32_t);
   // The pinned buffer may still feed the slot's previous copy.
   CUDA_RETURN_IF_ERROR(cudaEventSynchronize(slot.copied));
   if (bytes > slot.bytes) {
@@ -314,9 +306,20 @@ absl::StatusOr<GpuModel::StagedInput> GpuModel::StageInputs(
   }
   if (n > 0) {
     char* pinned = slot.host.as<char>();
-    std::memcpy(pinned, host_x,
-                n * NumElements(host_->input_shape()) * sizeof(float));
-    std::memcpy(pinned + x_bytes, host_labels, n * sizeof(int32_t));
+    const int64_t per = g.input_floats();
+    for (int i = 0; i < g.num_inputs(); ++i) {
+      const int64_t size = g.node(i).size;
+      float* dst = reinterpret_cast<float*>(pinned + offsets[i]);
+      if (g.num_inputs() == 1) {
+        std::memcpy(dst, host_x, n * size * sizeof(float));
+        continue;
+      }
+      for (int64_t s = 0; s < n; ++s) {
+        std::memcpy(dst + s * size, host_x + s * per + g.input_offset(i),
+                    size * sizeof(float));
+      }
+    }
+    std::memcpy(pinned + labels_offset, host_labels, labels * sizeof(int32_t));
     CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(copy_stream_, slot.consumed, 0));
     CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(slot.dev, pinned, bytes,
                                          cudaMemcpyHostToDevice, copy_stream_));
@@ -324,7 +327,8 @@ absl::StatusOr<GpuModel::StagedInput> GpuModel::StageInputs(
   CUDA_RETURN_IF_ERROR(cudaEventRecord(slot.copied, copy_stream_));
   slot.serial = next_serial_++;
   slot.n = n;
-  slot.x_bytes = x_bytes;
+  slot.input_offset = std::move(offsets);
+  slot.labels_offset = labels_offset;
   StagedInput staged;
   staged.slot = index;
   staged.serial = slot.serial;
@@ -341,132 +345,94 @@ absl::Status GpuModel::UseStaged(const StagedInput& in) {
   }
   InputSlot& slot = *slots_[in.slot];
   CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream_, slot.copied, 0));
-  in_x_ = static_cast<const float*>(slot.dev);
-  in_labels_ = reinterpret_cast<const int32_t*>(
-      static_cast<const char*>(slot.dev) + slot.x_bytes);
-  return absl::OkStatus();
-}
-
-absl::Status GpuModel::LayerForward(Layer& l, int64_t n, const float* x,
-                                    float* y) {
-  switch (l.spec.type) {
-    case LayerType::kDense: {
-      const int64_t in = l.in_size, units = l.out_size;
-      RETURN_IF_ERROR(Gemm(h_->cublas, stream_, h_->gemm, false, false, n,
-                           units, in, 1.0f, x, in, device_param(l.kernel),
-                           units, 0.0f, y, units));
-      CUDA_RETURN_IF_ERROR(BiasActivationForward(
-          n, units, l.bias >= 0 ? device_param(l.bias) : nullptr, l.Act(), y,
-          stream_));
-      return absl::OkStatus();
-    }
-    case LayerType::kConv2D: {
-      ASSIGN_OR_RETURN(const CudnnConv2D* plan, ConvPlan(l, n));
-      return plan->Forward(h_->cudnn, stream_, x, device_param(l.kernel),
-                           l.bias >= 0 ? device_param(l.bias) : nullptr,
-                           l.Act(), y, conv_ws_.ptr);
-    }
-    case LayerType::kMaxPool2D:
-      CUDA_RETURN_IF_ERROR(MaxPool2DForward(l.PoolGeometry(n), x, y,
-                                            static_cast<int32_t*>(l.argmax.ptr),
-                                            stream_));
-      return absl::OkStatus();
-    case LayerType::kDropout:
-      CUDA_RETURN_IF_ERROR(DropoutForward(n * l.in_size,
-                                          static_cast<float>(l.spec.rate),
-                                          l.dropout_seed, x, y, stream_));
-      return absl::OkStatus();
-    case LayerType::kFlatten:
-      break;
+  char* base = static_cast<char*>(slot.dev);
+  for (size_t i = 0; i < in_x_.size(); ++i) {
+    in_x_[i] = reinterpret_cast<const float*>(base + slot.input_offset[i]);
   }
-  return absl::OkStatus();
-}
-
-absl::Status GpuModel::LayerBackward(Layer& l, int64_t n, const float* x,
-                                     const float* y, float* dy, float* dx) {
-  switch (l.spec.type) {
-    case LayerType::kDense: {
-      const int64_t in = l.in_size, units = l.out_size;
-      CUDA_RETURN_IF_ERROR(ActivationBackwardBiasGrad(
-          n, units, l.Act(), y, dy, l.bias >= 0 ? device_grad(l.bias) : nullptr,
-          stream_, static_cast<float*>(bias_ws_.ptr)));
-      RETURN_IF_ERROR(Gemm(h_->cublas, stream_, h_->gemm, true, false, in,
-                           units, n, 1.0f, x, in, dy, units, 0.0f,
-                           device_grad(l.kernel), units));
-      if (dx != nullptr) {
-        RETURN_IF_ERROR(Gemm(h_->cublas, stream_, h_->gemm, false, true, n, in,
-                             units, 1.0f, dy, units, device_param(l.kernel),
-                             units, 0.0f, dx, in));
-      }
-      return absl::OkStatus();
-    }
-    case LayerType::kConv2D: {
-      ASSIGN_OR_RETURN(const CudnnConv2D* plan, ConvPlan(l, n));
-      CUDA_RETURN_IF_ERROR(ActivationBackwardBiasGrad(
-          n * l.out_size / l.spec.filters, l.spec.filters, l.Act(), y, dy,
-          l.bias >= 0 ? device_grad(l.bias) : nullptr, stream_,
-          static_cast<float*>(bias_ws_.ptr)));
-      return plan->Backward(h_->cudnn, stream_, x, device_param(l.kernel), dy,
-                            device_grad(l.kernel), nullptr, dx, conv_ws_.ptr);
-    }
-    case LayerType::kMaxPool2D:
-      if (dx != nullptr) {
-        CUDA_RETURN_IF_ERROR(MaxPool2DBackward(
-            l.PoolGeometry(n), dy, static_cast<const int32_t*>(l.argmax.ptr),
-            dx, stream_));
-      }
-      return absl::OkStatus();
-    case LayerType::kDropout:
-      if (dx != nullptr) {
-        CUDA_RETURN_IF_ERROR(DropoutBackward(n * l.in_size,
-                                             static_cast<float>(l.spec.rate),
-                                             l.dropout_seed, dy, dx, stream_));
-      }
-      return absl::OkStatus();
-    case LayerType::kFlatten:
-      break;
-  }
+  in_labels_ = reinterpret_cast<const int32_t*>(base + slot.labels_offset);
   return absl::OkStatus();
 }
 
 absl::StatusOr<const float*> GpuModel::Forward(int64_t n, bool training,
                                                bool fuse,
                                                uint64_t dropout_seed) {
-  const float* in = in_x_;
-  const int last = static_cast<int>(layers_.size()) - 1;
-  for (int i = 0; i <= last; ++i) {
-    Layer& l = *layers_[i];
-    l.training = training;
-    l.dropout_seed = Mix64(dropout_seed ^ Mix64(static_cast<uint64_t>(i)));
-    l.skip_softmax = fuse && i == last;
-    if (l.PassesThrough()) {
-      l.out = in;
-    } else {
-      float* out = static_cast<float*>(l.act.ptr);
-      absl::Status s = LayerForward(l, n, in, out);
-      if (!s.ok()) {
-        return absl::Status(
-            s.code(), absl::StrCat("forward of layer ", i, ": ", s.message()));
-      }
-      l.out = out;
+  const Graph& g = *graph_;
+  for (int i = 0; i < g.num_inputs(); ++i) nodes_[i]->out = in_x_[i];
+  const int output = g.output();
+  for (int i = g.num_inputs(); i <= output; ++i) {
+    const GraphNode& gn = g.node(i);
+    Node& node = *nodes_[i];
+    node.ctx.training = training;
+    node.ctx.dropout_seed =
+        Mix64(dropout_seed ^ Mix64(static_cast<uint64_t>(gn.layer_index)));
+    node.ctx.skip_softmax = fuse && i == output;
+    if (gn.layer->PassesThrough(node.ctx)) {
+      node.out = nodes_[gn.inputs[0]]->out;
+      continue;
     }
-    in = l.out;
+    LayerIO& io = node.io;
+    io.n = n;
+    for (size_t k = 0; k < gn.inputs.size(); ++k) {
+      io.x[k] = nodes_[gn.inputs[k]]->out;
+    }
+    io.y = static_cast<float*>(node.act.ptr);
+    io.scratch = node.scratch.ptr;
+    absl::Status s =
+        node.impl->forward(*gn.layer, node.state.get(), io, node.ctx, h_->dc);
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("forward of layer ", gn.name,
+                                                 ": ", s.message()));
+    }
+    node.out = io.y;
   }
-  return in;
+  return nodes_[output]->out;
+}
+
+absl::Status GpuModel::Backward(int64_t n) {
+  const Graph& g = *graph_;
+  for (const BackwardStep& step : g.backward_plan()) {
+    const GraphNode& gn = g.node(step.node);
+    Node& node = *nodes_[step.node];
+    LayerIO& io = node.io;
+    io.dy = static_cast<float*>(grads_[g.grad_slot(step.node)].ptr);
+    for (size_t k = 0; k < gn.inputs.size(); ++k) {
+      io.x[k] = nodes_[gn.inputs[k]]->out;
+      const int slot = step.dx_slot[k];
+      io.dx[k] = slot < 0         ? nullptr
+                 : step.dx_add[k] ? static_cast<float*>(temps_[k].ptr)
+                                  : static_cast<float*>(grads_[slot].ptr);
+    }
+    io.y = const_cast<float*>(node.out);
+    absl::Status s =
+        node.impl->backward(*gn.layer, node.state.get(), io, node.ctx, h_->dc);
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("backward of layer ", gn.name,
+                                                 ": ", s.message()));
+    }
+    for (size_t k = 0; k < gn.inputs.size(); ++k) {
+      const int slot = step.dx_slot[k];
+      if (slot < 0 || !step.dx_add[k]) continue;
+      CUDA_RETURN_IF_ERROR(Axpy(n * g.slot_size(slot), 1.0f, io.dx[k],
+                                static_cast<float*>(grads_[slot].ptr),
+                                stream_));
+    }
+    for (int p : step.ready_params) Ready(p);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status GpuModel::Loss(int64_t n, const float* out, LossType loss,
                             float scale, float* grad) {
-  const int64_t classes = NumElements(host_->output_shape());
+  const int64_t rows = n * host_->labels_per_sample();
+  const int64_t classes = host_->classes();
   auto* sums = static_cast<DeviceLossSums*>(sums_.ptr);
-  const int32_t* labels = in_labels_;
   if (loss == LossType::kMse) {
-    CUDA_RETURN_IF_ERROR(MeanSquaredError(n, classes, out, labels, scale, grad,
-                                          loss_ws_.ptr, sums, stream_));
+    CUDA_RETURN_IF_ERROR(MeanSquaredError(rows, classes, out, in_labels_, scale,
+                                          grad, loss_ws_.ptr, sums, stream_));
   } else {
-    CUDA_RETURN_IF_ERROR(SoftmaxCrossEntropy(n, classes, out, labels, scale,
-                                             grad, nullptr, loss_ws_.ptr, sums,
-                                             stream_));
+    CUDA_RETURN_IF_ERROR(SoftmaxCrossEntropy(rows, classes, out, in_labels_,
+                                             scale, grad, nullptr, loss_ws_.ptr,
+                                             sums, stream_));
   }
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_->sums.data(), sums,
                                        sizeof(DeviceLossSums),
@@ -487,16 +453,8 @@ BatchLoss GpuModel::LossAfterSync() const {
   std::memcpy(&s, h_->sums.data(), sizeof(s));
   b.loss_sum = s.loss_sum;
   b.correct = s.correct;
-  b.count = pending_n_;
+  b.count = s.count;
   return b;
-}
-
-void GpuModel::NotifyLayer(int layer) {
-  if (!grad_ready_) return;
-  const int end = layer + 1 < static_cast<int>(layers_.size())
-                      ? first_param_[layer + 1]
-                      : num_params();
-  for (int p = first_param_[layer]; p < end; ++p) grad_ready_(p);
 }
 
 absl::StatusOr<BatchLoss> GpuModel::TrainStep(const float* host_x,
@@ -518,42 +476,32 @@ absl::Status GpuModel::EnqueueTrainStep(const StagedInput& in, LossType loss,
                                         uint64_t dropout_seed) {
   CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
   RETURN_IF_ERROR(UseStaged(in));
+  const Graph& g = *graph_;
   const int64_t n = in.n;
   pending_n_ = n;
   InputSlot& slot = *slots_[in.slot];
-  const int last = static_cast<int>(layers_.size()) - 1;
+  // Layers add their parameter gradients (a tied weight gets two).
+  CUDA_RETURN_IF_ERROR(cudaMemsetAsync(
+      grads_dev_, 0, std::max<int64_t>(total_floats_, 1) * sizeof(float),
+      stream_));
+  for (int p : g.untouched_params()) Ready(p);
   if (n == 0) {
-    CUDA_RETURN_IF_ERROR(cudaMemsetAsync(
-        grads_dev_, 0, std::max<int64_t>(total_floats_, 1) * sizeof(float),
-        stream_));
-    for (int i = last; i >= 0; --i) NotifyLayer(i);
+    for (const BackwardStep& step : g.backward_plan()) {
+      for (int p : step.ready_params) Ready(p);
+    }
     CUDA_RETURN_IF_ERROR(cudaEventRecord(slot.consumed, stream_));
     return absl::OkStatus();
   }
   RETURN_IF_ERROR(Reserve(n));
   // As Model: cross-entropy on a softmax output starts from the logits.
-  const bool fuse =
-      last_is_softmax_ && loss == LossType::kSparseCategoricalCrossentropy;
+  const bool fuse = g.output_has_softmax() &&
+                    loss == LossType::kSparseCategoricalCrossentropy;
   ASSIGN_OR_RETURN(const float* out,
                    Forward(n, /*training=*/true, fuse, dropout_seed));
-  float* dy = static_cast<float*>(grad_a_.ptr);
-  float* spare = static_cast<float*>(grad_b_.ptr);
-  RETURN_IF_ERROR(Loss(n, out, loss, grad_scale, dy));
-  for (int i = last; i >= 0; --i) {
-    Layer& l = *layers_[i];
-    const float* in_act = i == 0 ? in_x_ : layers_[i - 1]->out;
-    if (!l.PassesThrough()) {
-      float* dx = needs_dx_[i] ? spare : nullptr;
-      absl::Status s = LayerBackward(l, n, in_act, l.out, dy, dx);
-      if (!s.ok()) {
-        return absl::Status(
-            s.code(), absl::StrCat("backward of layer ", i, ": ", s.message()));
-      }
-      std::swap(dy, spare);
-    }
-    NotifyLayer(i);
-    if (!needs_dx_[i]) break;  // nothing below has parameters
-  }
+  RETURN_IF_ERROR(
+      Loss(n, out, loss, grad_scale,
+           static_cast<float*>(grads_[g.grad_slot(g.output())].ptr)));
+  RETURN_IF_ERROR(Backward(n));
   CUDA_RETURN_IF_ERROR(cudaEventRecord(slot.consumed, stream_));
   return absl::OkStatus();
 }
@@ -570,8 +518,8 @@ absl::StatusOr<BatchLoss> GpuModel::Evaluate(const float* host_x,
   RETURN_IF_ERROR(UseStaged(in));
   pending_n_ = n;
   RETURN_IF_ERROR(Reserve(n));
-  const bool fuse =
-      last_is_softmax_ && loss == LossType::kSparseCategoricalCrossentropy;
+  const bool fuse = graph_->output_has_softmax() &&
+                    loss == LossType::kSparseCategoricalCrossentropy;
   ASSIGN_OR_RETURN(const float* out, Forward(n, /*training=*/false, fuse, 0));
   RETURN_IF_ERROR(Loss(n, out, loss, 0.0f, nullptr));
   CUDA_RETURN_IF_ERROR(cudaEventRecord(slots_[in.slot]->consumed, stream_));

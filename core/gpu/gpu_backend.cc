@@ -3,9 +3,9 @@
 // this library (alwayslink) only under --config=cuda.
 #include "core/gpu_backend.h"
 
+#include "core/gpu/device_data_parallel.h"
 #include "core/status_macros.h"
 #include "kernels/cuda/device.h"
-#include "kernels/cuda/layers/device_data_parallel.h"
 #include "kernels/cuda/nccl_communicator.h"
 
 namespace lockstep {

@@ -4,7 +4,7 @@
 // only differences are summation order and CUDA's expf/tanhf: tolerance
 // max |gpu - cpu| <= 1e-4 * max |cpu| per tensor (1e-4 relative on losses).
 // Without a device, Create must fail with kFailedPrecondition saying why.
-#include "kernels/cuda/layers/gpu_model.h"
+#include "core/gpu/gpu_model.h"
 
 #include <algorithm>
 #include <cmath>
@@ -30,69 +30,42 @@ constexpr uint64_t kSeed = 1;
 constexpr int64_t kBatch = 32;
 constexpr float kTol = 1e-4f;
 
-LayerSpec Dense(int64_t units, Activation act) {
-  LayerSpec l;
-  l.type = LayerType::kDense;
-  l.units = units;
-  l.activation = act;
-  return l;
-}
-LayerSpec Conv(int64_t filters, int64_t k, int64_t stride, Padding padding,
-               Activation act) {
-  LayerSpec l;
-  l.type = LayerType::kConv2D;
-  l.filters = filters;
-  l.kernel_h = l.kernel_w = k;
-  l.stride_h = l.stride_w = stride;
-  l.padding = padding;
-  l.activation = act;
-  return l;
-}
-LayerSpec Of(LayerType type) {
-  LayerSpec l;
-  l.type = type;
-  return l;
-}
-LayerSpec Dropout(double rate) {
-  LayerSpec l = Of(LayerType::kDropout);
-  l.rate = rate;
-  return l;
+ModelSpec FromJson(const char* json) {
+  absl::StatusOr<ModelSpec> m = ParseModelSpec(json);
+  EXPECT_TRUE(m.ok()) << m.status();
+  return m.ok() ? *m : ModelSpec();
 }
 
 // examples/mnist_mlp.json's model section.
 ModelSpec MnistMlp() {
-  ModelSpec s;
-  s.input_shape = {784};
-  s.layers = {Dense(256, Activation::kRelu), Dense(256, Activation::kRelu),
-              Dense(10, Activation::kLinear)};
-  return s;
+  return FromJson(R"({"input_shape": [784], "layers": [
+      {"type": "dense", "units": 256, "activation": "relu"},
+      {"type": "dense", "units": 256, "activation": "relu"},
+      {"type": "dense", "units": 10}]})");
 }
 
 // examples/mnist_cnn.json's model section.
 ModelSpec MnistCnn() {
-  ModelSpec s;
-  s.input_shape = {28, 28, 1};
-  s.layers = {Conv(32, 3, 1, Padding::kValid, Activation::kRelu),
-              Of(LayerType::kMaxPool2D), Of(LayerType::kFlatten),
-              Dense(64, Activation::kRelu), Dense(10, Activation::kLinear)};
-  return s;
+  return FromJson(R"({"input_shape": [28, 28, 1], "layers": [
+      {"type": "conv2d", "filters": 32, "kernel_size": 3, "activation": "relu"},
+      {"type": "max_pool2d"}, {"type": "flatten"},
+      {"type": "dense", "units": 64, "activation": "relu"},
+      {"type": "dense", "units": 10}]})");
 }
 
-// The rest: dropout, tanh/sigmoid, a softmax output (fused with
+// The rest: dropout, tanh/sigmoid/GELU, a softmax output (fused with
 // cross-entropy, or through its Jacobian with MSE), 'same' convs with
 // TF's asymmetric padding (stride 2 on 15x15), no-bias layers.
 ModelSpec MixedCnn() {
-  ModelSpec s;
-  s.input_shape = {15, 15, 2};
-  LayerSpec c2 = Conv(6, 3, 1, Padding::kSame, Activation::kTanh);
-  c2.use_bias = false;
-  s.layers = {Conv(8, 3, 2, Padding::kSame, Activation::kRelu),
-              c2,
-              Of(LayerType::kFlatten),
-              Dropout(0.3),
-              Dense(32, Activation::kSigmoid),
-              Dense(10, Activation::kSoftmax)};
-  return s;
+  return FromJson(R"({"input_shape": [15, 15, 2], "layers": [
+      {"type": "conv2d", "filters": 8, "kernel_size": 3, "strides": 2,
+       "padding": "same", "activation": "relu"},
+      {"type": "conv2d", "filters": 6, "kernel_size": 3, "padding": "same",
+       "activation": "tanh", "use_bias": false},
+      {"type": "flatten"}, {"type": "dropout", "rate": 0.3},
+      {"type": "dense", "units": 32, "activation": "gelu"},
+      {"type": "dense", "units": 32, "activation": "sigmoid"},
+      {"type": "dense", "units": 10, "activation": "softmax"}]})");
 }
 
 float MaxAbs(const float* v, int64_t n) {
@@ -147,10 +120,11 @@ TEST_P(GpuModelTest, TrainStepsAndEvaluateMatchCpuModel) {
   absl::StatusOr<std::unique_ptr<GpuModel>> gpu = GpuModel::Create(spec, kSeed);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
 
-  const int64_t in = NumElements(spec.input_shape);
+  const int64_t in = NumElements(spec.single_input_shape());
   const int64_t classes = NumElements((*cpu)->output_shape());
   Shape xshape = {kBatch};
-  xshape.insert(xshape.end(), spec.input_shape.begin(), spec.input_shape.end());
+  xshape.insert(xshape.end(), spec.single_input_shape().begin(),
+                spec.single_input_shape().end());
   const std::vector<float> xv = RandomVector(kBatch * in, 11, 0.0f, 1.0f);
   const Tensor x(xshape, xv);
   std::vector<int32_t> labels(kBatch);
@@ -246,7 +220,7 @@ TEST(GpuModelStagingTest, StagedBatchesTrainAsTrainStepDoes) {
       GpuModel::Create(spec, kSeed);
   ASSERT_TRUE(staged.ok()) << staged.status();
   ASSERT_TRUE(direct.ok()) << direct.status();
-  const int64_t in = NumElements(spec.input_shape);
+  const int64_t in = NumElements(spec.single_input_shape());
   const LossType loss = LossType::kSparseCategoricalCrossentropy;
   auto batch = [&](int64_t n, uint32_t seed) {
     std::pair<std::vector<float>, std::vector<int32_t>> b;
@@ -274,27 +248,27 @@ TEST(GpuModelStagingTest, StagedBatchesTrainAsTrainStepDoes) {
   std::vector<Param*> want_params = (*want_model)->params();
   std::vector<Param*> got_params = (*got_model)->params();
 
-  auto expect_same_step = [&](const GpuModel::StagedInput& t,
-                              const std::pair<std::vector<float>,
-                                              std::vector<int32_t>>& b,
-                              int64_t n, const char* what) {
-    SCOPED_TRACE(what);
-    ASSERT_TRUE((*staged)->EnqueueTrainStep(t, loss, 0.5f, 7).ok());
-    absl::StatusOr<BatchLoss> got = (*staged)->FinishStep();
-    absl::StatusOr<BatchLoss> want = (*direct)->TrainStep(
-        b.first.data(), b.second.data(), n, loss, 0.5f, 7);
-    ASSERT_TRUE(got.ok()) << got.status();
-    ASSERT_TRUE(want.ok()) << want.status();
-    EXPECT_EQ(got->loss_sum, want->loss_sum);
-    EXPECT_EQ(got->correct, want->correct);
-    EXPECT_EQ(got->count, n);
-    ASSERT_TRUE((*staged)->CopyGradsToHost(got_params).ok());
-    ASSERT_TRUE((*direct)->CopyGradsToHost(want_params).ok());
-    for (size_t i = 0; i < got_params.size(); ++i) {
-      EXPECT_EQ(got_params[i]->grad.values(), want_params[i]->grad.values())
-          << got_params[i]->name;
-    }
-  };
+  auto expect_same_step =
+      [&](const GpuModel::StagedInput& t,
+          const std::pair<std::vector<float>, std::vector<int32_t>>& b,
+          int64_t n, const char* what) {
+        SCOPED_TRACE(what);
+        ASSERT_TRUE((*staged)->EnqueueTrainStep(t, loss, 0.5f, 7).ok());
+        absl::StatusOr<BatchLoss> got = (*staged)->FinishStep();
+        absl::StatusOr<BatchLoss> want = (*direct)->TrainStep(
+            b.first.data(), b.second.data(), n, loss, 0.5f, 7);
+        ASSERT_TRUE(got.ok()) << got.status();
+        ASSERT_TRUE(want.ok()) << want.status();
+        EXPECT_EQ(got->loss_sum, want->loss_sum);
+        EXPECT_EQ(got->correct, want->correct);
+        EXPECT_EQ(got->count, n);
+        ASSERT_TRUE((*staged)->CopyGradsToHost(got_params).ok());
+        ASSERT_TRUE((*direct)->CopyGradsToHost(want_params).ok());
+        for (size_t i = 0; i < got_params.size(); ++i) {
+          EXPECT_EQ(got_params[i]->grad.values(), want_params[i]->grad.values())
+              << got_params[i]->name;
+        }
+      };
   expect_same_step(*t1, b1, kBatch, "first staged batch");
   // A third staging takes the first's slot: its ticket is stale now.
   absl::StatusOr<GpuModel::StagedInput> t3 =

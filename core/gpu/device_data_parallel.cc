@@ -2,7 +2,7 @@
 // step is forward/backward, one in-place all-reduce of the whole flat
 // gradient buffer, and one fused optimizer launch over the flat parameter
 // buffer, on every local GPU in parallel (one StepPool lane each).
-#include "kernels/cuda/layers/device_data_parallel.h"
+#include "core/gpu/device_data_parallel.h"
 
 #include <cuda_runtime_api.h>
 
@@ -17,13 +17,13 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/gpu/gpu_model.h"
 #include "core/random.h"
 #include "core/status_macros.h"
 #include "core/step_pool.h"
 #include "core/tensor.h"
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/cuda/cuda_status.h"
-#include "kernels/cuda/layers/gpu_model.h"
 #include "kernels/cuda/nccl_communicator.h"
 #include "kernels/cuda/optimizer.h"
 
@@ -31,7 +31,14 @@ namespace lockstep {
 namespace cuda {
 namespace {
 
-constexpr int64_t kEvalChunk = 1000;  // as ReplicaSet::Evaluate
+// Evaluation chunks: activations under about 256 MB of device memory.
+int64_t EvalChunk(const GpuModel& m) {
+  int64_t per_sample = 1;
+  for (const GraphNode& node : m.host_model().graph().nodes()) {
+    per_sample += node.size;
+  }
+  return std::clamp<int64_t>((int64_t{1} << 26) / per_sample, 1, 1000);
+}
 
 // A zeroed float buffer on one GPU, laid out like GpuModel's flat buffers:
 // one optimizer slot (momentum, m or v) for every parameter.
@@ -116,9 +123,8 @@ class CudaDeviceDataParallel final : public DeviceDataParallel {
         pool_(static_cast<int>(lanes_.size())),
         host_sum_(std::move(host_sum)) {}
 
-  absl::StatusOr<BatchLoss> Step(Batch& batch, const Batch* next,
-                                 LossType loss, uint64_t seed,
-                                 double lr) override {
+  absl::StatusOr<BatchLoss> Step(Batch& batch, const Batch* next, LossType loss,
+                                 uint64_t seed, double lr) override {
     RETURN_IF_ERROR(Usable());
     if (!broken_.ok()) return broken_;
     if (batch.replicas.size() != lanes_.size()) {
@@ -130,7 +136,8 @@ class CudaDeviceDataParallel final : public DeviceDataParallel {
       next = nullptr;
     }
     const int64_t step = batch.global_step;
-    const float scale = batch.global_count > 0 ? 1.0f / batch.global_count : 0;
+    const float scale =
+        batch.global_labels > 0 ? 1.0f / batch.global_labels : 0;
     const bool via_host = static_cast<bool>(host_all_reduce_);
     std::vector<absl::StatusOr<BatchLoss>> losses(lanes_.size());
     // Every lane: forward/backward and the NCCL sum enqueued; without the
@@ -143,8 +150,9 @@ class CudaDeviceDataParallel final : public DeviceDataParallel {
           next != nullptr ? next->global_step : -1, loss, scale, seed);
       if (s.ok() && via_host && i == 0) s = SumToHost(lane, step);
       if (s.ok()) s = LaneFinish(lane, step, via_host ? nullptr : &lr);
-      losses[i] = s.ok() ? absl::StatusOr<BatchLoss>(lane.model->LossAfterSync())
-                         : absl::StatusOr<BatchLoss>(s);
+      losses[i] = s.ok()
+                      ? absl::StatusOr<BatchLoss>(lane.model->LossAfterSync())
+                      : absl::StatusOr<BatchLoss>(s);
       // The other local lanes may wait in the all-reduce for this one.
       if (!s.ok()) AbortCommunicators();
     });
@@ -152,8 +160,8 @@ class CudaDeviceDataParallel final : public DeviceDataParallel {
     if (total.ok() && via_host) {
       // The gRPC ring over the workers, then the sum back to every GPU and
       // the update there.
-      absl::Status s = host_all_reduce_(
-          step, host_sum_.as<float>(), lanes_[0].model->flat_floats());
+      absl::Status s = host_all_reduce_(step, host_sum_.as<float>(),
+                                        lanes_[0].model->flat_floats());
       if (s.ok()) {
         std::vector<absl::StatusOr<BatchLoss>> applied(lanes_.size());
         pool_.Run([&](int i) {
@@ -183,12 +191,21 @@ class CudaDeviceDataParallel final : public DeviceDataParallel {
     lanes_[0].staged_step = -1;
     const int64_t n = data.num_samples;
     const int64_t per = NumElements(data.sample_shape);
+    const int64_t lps = data.labels_per_sample;
+    const int64_t chunk = EvalChunk(model);
+    std::vector<float> x;
+    std::vector<int32_t> labels;
     BatchLoss total;
-    for (int64_t begin = 0; begin < n; begin += kEvalChunk) {
-      const int64_t count = std::min(kEvalChunk, n - begin);
+    for (int64_t begin = 0; begin < n; begin += chunk) {
+      const int64_t count = std::min(chunk, n - begin);
+      x.resize(count * per);
+      labels.resize(count * lps);
+      for (int64_t i = 0; i < count; ++i) {
+        data.Fill(kEvalEpoch, begin + i, x.data() + i * per,
+                  labels.data() + i * lps);
+      }
       absl::StatusOr<BatchLoss> l =
-          model.Evaluate(data.features.data() + begin * per,
-                         data.labels.data() + begin, count, loss);
+          model.Evaluate(x.data(), labels.data(), count, loss);
       if (!l.ok()) {
         return AnnotateStatus(l.status(),
                               absl::StrCat("evaluation on ", Where(lanes_[0])));
@@ -281,10 +298,11 @@ class CudaDeviceDataParallel final : public DeviceDataParallel {
                                               const ReplicaBatch& rb,
                                               int64_t step) {
     const int64_t n = rb.x.shape().empty() ? 0 : rb.x.dim(0);
-    if (static_cast<int64_t>(rb.labels.size()) != n) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("step ", step, " on ", Where(lane), ": ", n,
-                       " samples but ", rb.labels.size(), " labels"));
+    const int64_t lps = lane.model->labels_per_sample();
+    if (static_cast<int64_t>(rb.labels.size()) != n * lps) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "step ", step, " on ", Where(lane), ": ", n, " samples of ", lps,
+          " labels but ", rb.labels.size(), " labels"));
     }
     absl::StatusOr<GpuModel::StagedInput> staged =
         lane.model->StageInputs(rb.x.data(), rb.labels.data(), n);
@@ -334,9 +352,8 @@ class CudaDeviceDataParallel final : public DeviceDataParallel {
   absl::Status LaneFinish(Lane& lane, int64_t step, const double* lr) {
     if (lr != nullptr) {
       RETURN_IF_ERROR(AnnotateStatus(
-          Update(lane, *lr),
-          absl::StrCat("optimizer update of step ", step, " on ",
-                       Where(lane))));
+          Update(lane, *lr), absl::StrCat("optimizer update of step ", step,
+                                          " on ", Where(lane))));
     }
     return AnnotateStatus(lane.comm->WaitStream(lane.model->stream()),
                           absl::StrCat("step ", step, " on ", Where(lane)));
@@ -345,10 +362,10 @@ class CudaDeviceDataParallel final : public DeviceDataParallel {
   // The ring layout: lane's summed gradients into host_sum_ (enqueued).
   absl::Status SumToHost(Lane& lane, int64_t step) {
     const GpuModel& model = *lane.model;
-    const absl::Status s = CUDA_STATUS(cudaMemcpyAsync(
-        host_sum_.data(), model.device_grads(),
-        model.flat_floats() * sizeof(float), cudaMemcpyDeviceToHost,
-        model.stream()));
+    const absl::Status s =
+        CUDA_STATUS(cudaMemcpyAsync(host_sum_.data(), model.device_grads(),
+                                    model.flat_floats() * sizeof(float),
+                                    cudaMemcpyDeviceToHost, model.stream()));
     return AnnotateStatus(s, absl::StrCat("copying step ", step,
                                           "'s gradients from ", Where(lane)));
   }
@@ -358,10 +375,10 @@ class CudaDeviceDataParallel final : public DeviceDataParallel {
   absl::Status LaneApplyHostSum(Lane& lane, int64_t step, double lr) {
     GpuModel& model = *lane.model;
     CUDA_RETURN_IF_ERROR(cudaSetDevice(model.device()));
-    const absl::Status s = CUDA_STATUS(cudaMemcpyAsync(
-        model.device_grads(), host_sum_.data(),
-        model.flat_floats() * sizeof(float), cudaMemcpyHostToDevice,
-        model.stream()));
+    const absl::Status s =
+        CUDA_STATUS(cudaMemcpyAsync(model.device_grads(), host_sum_.data(),
+                                    model.flat_floats() * sizeof(float),
+                                    cudaMemcpyHostToDevice, model.stream()));
     RETURN_IF_ERROR(AnnotateStatus(
         s, absl::StrCat("copying step ", step, "'s summed gradients to ",
                         Where(lane))));
@@ -463,7 +480,7 @@ class CudaDeviceDataParallel final : public DeviceDataParallel {
   std::vector<Lane> lanes_;
   StepPool pool_;
   PinnedHostBuffer host_sum_;  // the ring layout's staging: flat_floats()
-  int64_t iterations_ = 0;  // Optimizer::iterations() of the device state
+  int64_t iterations_ = 0;     // Optimizer::iterations() of the device state
   std::atomic<bool> aborted_{false};
   absl::Status broken_;  // a failed step's error: every later Step's
 };
@@ -535,10 +552,10 @@ absl::StatusOr<std::unique_ptr<DeviceDataParallel>> MakeCudaDeviceDataParallel(
   };
   PinnedHostBuffer host_sum;
   if (local) {
-    ASSIGN_OR_RETURN(
-        host_sum,
-        PinnedHostBuffer::Create(std::max<int64_t>(lanes[0].model->flat_floats(), 1) *
-                                 sizeof(float)));
+    ASSIGN_OR_RETURN(host_sum,
+                     PinnedHostBuffer::Create(
+                         std::max<int64_t>(lanes[0].model->flat_floats(), 1) *
+                         sizeof(float)));
   }
   // NCCL's init is collective over every rank, the local ones included:
   // join them all at once. One failure cancels the others' waits.
@@ -547,9 +564,9 @@ absl::StatusOr<std::unique_ptr<DeviceDataParallel>> MakeCudaDeviceDataParallel(
   std::vector<std::thread> threads;
   for (size_t i = 0; i < n; ++i) {
     threads.emplace_back([&, i] {
-      comms[i] = NcclCommunicator::Create(config.nccl_id, nccl_world,
-                                          nccl_rank(i), config.devices[i],
-                                          config.timeout, &cancel);
+      comms[i] =
+          NcclCommunicator::Create(config.nccl_id, nccl_world, nccl_rank(i),
+                                   config.devices[i], config.timeout, &cancel);
       if (!comms[i].ok()) cancel.store(true);
     });
   }
@@ -565,14 +582,14 @@ absl::StatusOr<std::unique_ptr<DeviceDataParallel>> MakeCudaDeviceDataParallel(
          comms[i].status().code() != absl::StatusCode::kCancelled)) {
       first_error = AnnotateStatus(
           comms[i].status(),
-          absl::StrCat("joining the NCCL communicator on cuda:",
-                       config.devices[i], " (rank ", nccl_rank(i), " of ",
-                       nccl_world, ")"));
+          absl::StrCat(
+              "joining the NCCL communicator on cuda:", config.devices[i],
+              " (rank ", nccl_rank(i), " of ", nccl_world, ")"));
     }
   }
   if (!first_error.ok()) return first_error;
-  return std::unique_ptr<DeviceDataParallel>(
-      new CudaDeviceDataParallel(config, std::move(lanes), std::move(host_sum)));
+  return std::unique_ptr<DeviceDataParallel>(new CudaDeviceDataParallel(
+      config, std::move(lanes), std::move(host_sum)));
 }
 
 }  // namespace cuda

@@ -1,0 +1,170 @@
+// Activation and padding names, initializers.
+#include "core/layers/common.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "core/param_init.h"
+#include "core/random.h"
+#include "core/status_macros.h"
+
+namespace lockstep {
+
+using spec_reader::Bad;
+using spec_reader::Got;
+using spec_reader::Json;
+using spec_reader::Reader;
+using spec_reader::Table;
+
+const Table<Activation>& Activations() {
+  static const auto* t = new Table<Activation>{
+      {"relu", Activation::kRelu},       {"gelu", Activation::kGelu},
+      {"tanh", Activation::kTanh},       {"sigmoid", Activation::kSigmoid},
+      {"softmax", Activation::kSoftmax}, {"linear", Activation::kLinear}};
+  return *t;
+}
+
+ActivationKind ToActivationKind(Activation a) {
+  switch (a) {
+    case Activation::kRelu:
+      return ActivationKind::kRelu;
+    case Activation::kTanh:
+      return ActivationKind::kTanh;
+    case Activation::kSigmoid:
+      return ActivationKind::kSigmoid;
+    case Activation::kSoftmax:
+      return ActivationKind::kSoftmax;
+    case Activation::kGelu:
+    case Activation::kLinear:
+      break;
+  }
+  return ActivationKind::kLinear;
+}
+
+const Table<Padding>& Paddings() {
+  static const auto* t =
+      new Table<Padding>{{"valid", Padding::kValid}, {"same", Padding::kSame}};
+  return *t;
+}
+
+namespace {
+
+struct InitName {
+  const char* name;
+  Initializer::Kind kind;
+  const char* param;  // the object form's number, or null
+  double default_scale;
+};
+
+const InitName kInits[] = {
+    {"glorot_uniform", Initializer::kGlorotUniform, nullptr, 0},
+    {"uniform", Initializer::kUniform, "limit", 0.05},
+    {"truncated_normal", Initializer::kTruncatedNormal, "stddev", 0.02},
+    {"zeros", Initializer::kZeros, nullptr, 0},
+    {"ones", Initializer::kOnes, nullptr, 0},
+};
+
+const InitName* FindInit(const std::string& name) {
+  for (const InitName& i : kInits) {
+    if (name == i.name) return &i;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+absl::Status ReadInitializer(const Reader& r, const char* key,
+                             Initializer* out) {
+  if (!r.Has(key)) return absl::OkStatus();
+  const Json& v = r.Get(key);
+  const std::string path = r.At(key);
+  const char* expected =
+      "; expected one of glorot_uniform, uniform, truncated_normal, zeros, "
+      "ones";
+  if (v.is_string()) {
+    const InitName* i = FindInit(v.get<std::string>());
+    if (i == nullptr) {
+      return Bad(path, absl::StrCat("unknown initializer ", Got(v), expected));
+    }
+    out->kind = i->kind;
+    out->scale = i->default_scale;
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(Reader::CheckObject(v, path));
+  Reader o(v, path);
+  RETURN_IF_ERROR(o.Require("type"));
+  std::string type;
+  RETURN_IF_ERROR(o.String("type", &type));
+  const InitName* i = FindInit(type);
+  if (i == nullptr) {
+    return Bad(o.At("type"), absl::StrCat("unknown initializer ",
+                                          Got(o.Get("type")), expected));
+  }
+  spec_reader::Keys keys = {"type"};
+  if (i->param != nullptr) keys.push_back(i->param);
+  RETURN_IF_ERROR(o.CheckKeys(keys));
+  double scale = i->default_scale;
+  if (i->param != nullptr) {
+    RETURN_IF_ERROR(o.Number(i->param, spec_reader::kPositive, &scale));
+  }
+  out->kind = i->kind;
+  out->scale = scale;
+  return absl::OkStatus();
+}
+
+Json InitializerToJson(const Initializer& init) {
+  for (const InitName& i : kInits) {
+    if (i.kind != init.kind) continue;
+    if (i.param == nullptr) return Json(i.name);
+    Json j;
+    j["type"] = i.name;
+    j[i.param] = init.scale;
+    return j;
+  }
+  return Json("glorot_uniform");
+}
+
+void Initialize(const Initializer& init, uint64_t seed, int64_t fan_in,
+                int64_t fan_out, Tensor* t) {
+  float* out = t->data();
+  const int64_t n = t->size();
+  switch (init.kind) {
+    case Initializer::kGlorotUniform:
+      GlorotUniform(seed, fan_in, fan_out, out, n);
+      return;
+    case Initializer::kUniform: {
+      class SplitMix64 rng(seed);  // the class, not random.h's function
+      for (int64_t i = 0; i < n; ++i) {
+        out[i] = static_cast<float>((2.0 * rng.NextUnit() - 1.0) * init.scale);
+      }
+      return;
+    }
+    case Initializer::kTruncatedNormal: {
+      // Draws beyond two standard deviations are drawn again (as Keras'
+      // TruncatedNormal and BERT's initializer do).
+      Rng rng(seed);
+      for (int64_t i = 0; i < n; ++i) {
+        double z;
+        do {
+          z = rng.NormalDouble();
+        } while (std::fabs(z) > 2.0);
+        out[i] = static_cast<float>(z * init.scale);
+      }
+      return;
+    }
+    case Initializer::kZeros:
+      t->SetZero();
+      return;
+    case Initializer::kOnes:
+      for (int64_t i = 0; i < n; ++i) out[i] = 1.0f;
+      return;
+  }
+}
+
+void MakeParam(const std::string& name, const Shape& shape, Param* p) {
+  p->name = name;
+  p->value = Tensor(shape);
+  p->grad = Tensor(shape);
+}
+
+}  // namespace lockstep

@@ -1,0 +1,54 @@
+// What several layer types share: the activation and padding names of the
+// job file, weight initializers, and parameter construction.
+#ifndef LOCKSTEP_CORE_LAYERS_COMMON_H_
+#define LOCKSTEP_CORE_LAYERS_COMMON_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "core/layers/registry.h"
+#include "core/spec_reader.h"
+#include "core/tensor.h"
+#include "kernels/cpu/elementwise.h"
+
+namespace lockstep {
+
+// A dense or conv2d activation. GELU (exact, erf) needs the pre-activation
+// in backward, so the layer applies it itself; the rest go through the
+// kernels' ActivationKind.
+enum class Activation { kLinear, kRelu, kGelu, kTanh, kSigmoid, kSoftmax };
+const spec_reader::Table<Activation>& Activations();
+// kGelu maps to kLinear (the layer applies GELU separately).
+ActivationKind ToActivationKind(Activation a);
+
+enum class Padding { kValid, kSame };
+const spec_reader::Table<Padding>& Paddings();
+
+// How a weight is first filled. Deterministic: the same seed gives the same
+// bytes on every machine (core/param_init.h).
+struct Initializer {
+  enum Kind { kGlorotUniform, kUniform, kTruncatedNormal, kZeros, kOnes };
+  Kind kind = kGlorotUniform;
+  double scale = 0;  // uniform: the limit; truncated normal: the stddev
+
+  bool operator==(const Initializer& o) const {
+    return kind == o.kind && scale == o.scale;
+  }
+};
+// "glorot_uniform", "uniform" (limit 0.05, Keras' embedding default),
+// "truncated_normal" (stddev 0.02, BERT's), or {"type": ..., "limit" |
+// "stddev": x}. Leaves *out alone when the key is absent.
+absl::Status ReadInitializer(const spec_reader::Reader& r, const char* key,
+                             Initializer* out);
+spec_reader::Json InitializerToJson(const Initializer& init);
+// Fills `t` (fan_in/fan_out only matter for Glorot).
+void Initialize(const Initializer& init, uint64_t seed, int64_t fan_in,
+                int64_t fan_out, Tensor* t);
+
+// A parameter named `name` of `shape`, value and gradient zero-filled.
+void MakeParam(const std::string& name, const Shape& shape, Param* p);
+
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_CORE_LAYERS_COMMON_H_

@@ -1,0 +1,131 @@
+// conv2d over the im2col kernels; the patch matrix built in Forward is kept
+// in the layer's workspace and reused by Backward.
+#include "core/layers/conv2d.h"
+
+#include "absl/strings/str_format.h"
+#include "core/layers/registry.h"
+#include "core/param_init.h"
+#include "core/status_macros.h"
+
+namespace lockstep {
+namespace {
+
+using spec_reader::Json;
+using spec_reader::Reader;
+
+absl::Status ReadConv2D(const Reader& r, Conv2DConfig* c) {
+  RETURN_IF_ERROR(r.Require("filters", "a conv2d layer"));
+  RETURN_IF_ERROR(r.Int("filters", 1, &c->filters));
+  RETURN_IF_ERROR(r.Require("kernel_size", "a conv2d layer"));
+  RETURN_IF_ERROR(r.Pair("kernel_size", &c->kernel_h, &c->kernel_w));
+  RETURN_IF_ERROR(r.Pair("strides", &c->stride_h, &c->stride_w));
+  RETURN_IF_ERROR(r.Enum("padding", "padding", Paddings(), &c->padding));
+  RETURN_IF_ERROR(
+      r.Enum("activation", "activation", Activations(), &c->activation));
+  RETURN_IF_ERROR(r.Bool("use_bias", &c->use_bias));
+  return absl::OkStatus();
+}
+
+Json Conv2DToJson(const Conv2DConfig& c) {
+  Json j;
+  j["filters"] = c.filters;
+  j["kernel_size"] = {c.kernel_h, c.kernel_w};
+  j["strides"] = {c.stride_h, c.stride_w};
+  j["padding"] = spec_reader::NameOf(Paddings(), c.padding);
+  j["activation"] = spec_reader::NameOf(Activations(), c.activation);
+  j["use_bias"] = c.use_bias;
+  return j;
+}
+
+absl::StatusOr<std::unique_ptr<Layer>> CreateConv2D(
+    const Conv2DConfig& c, const LayerBuildContext& ctx) {
+  const Shape& in = ctx.inputs[0];
+  if (in.size() != 3) {
+    return ctx.Error(absl::StrFormat(
+        "expects an image input [height, width, channels], got %s%s",
+        ShapeToString(in),
+        ctx.input_names[0] == "input"
+            ? "; set model.input_shape to [height, width, channels]"
+            : "; image layers must come before flatten and dense"));
+  }
+  if (c.activation == Activation::kGelu) {
+    return ctx.Error("activation \"gelu\" is for dense layers");
+  }
+  if (ctx.naming == ParamNaming::kTorch) {
+    return ctx.Error(
+        "conv2d has Keras parameter names and layout only (model "
+        "param_names \"keras\")");
+  }
+  if (c.padding == Padding::kValid &&
+      (c.kernel_h > in[0] || c.kernel_w > in[1])) {
+    return ctx.Error(absl::StrFormat(
+        "kernel_size [%d, %d] is larger than its input %s with padding "
+        "\"valid\"; use padding \"same\" or a smaller kernel",
+        c.kernel_h, c.kernel_w, ShapeToString(in)));
+  }
+  return std::unique_ptr<Layer>(std::make_unique<Conv2DLayer>(
+      c, ctx.name, in, ctx.ParamName("kernel", "weight"),
+      ctx.ParamName("bias", "bias"), ctx.init_seed));
+}
+
+LOCKSTEP_REGISTER_LAYER(
+    conv2d, MakeLayerType<Conv2DConfig>("conv2d", "conv2d",
+                                        {"filters", "kernel_size", "strides",
+                                         "padding", "activation", "use_bias"},
+                                        1, 1, &ReadConv2D, &Conv2DToJson,
+                                        &CreateConv2D));
+
+}  // namespace
+
+Conv2DLayer::Conv2DLayer(const Conv2DConfig& config, const std::string& name,
+                         const Shape& input_shape, std::string kernel_name,
+                         std::string bias_name, uint64_t seed)
+    : Layer("conv2d", name, {input_shape},
+            {ConvOutputSize(input_shape[0], config.kernel_h, config.stride_h,
+                            config.padding == Padding::kSame),
+             ConvOutputSize(input_shape[1], config.kernel_w, config.stride_w,
+                            config.padding == Padding::kSame),
+             config.filters}),
+      config_(config) {
+  const int64_t c = input_shape[2];
+  MakeParam(kernel_name, {config.kernel_h, config.kernel_w, c, config.filters},
+            &kernel_);
+  const int64_t area = config.kernel_h * config.kernel_w;
+  GlorotUniform(seed, area * c, area * config.filters, kernel_.value.data(),
+                kernel_.value.size());
+  if (config_.use_bias) MakeParam(bias_name, {config.filters}, &bias_);
+}
+
+std::vector<Param*> Conv2DLayer::params() {
+  if (config_.use_bias) return {&kernel_, &bias_};
+  return {&kernel_};
+}
+
+ActivationKind Conv2DLayer::Act(const PassContext& ctx) const {
+  if (config_.activation == Activation::kSoftmax && ctx.skip_softmax) {
+    return ActivationKind::kLinear;
+  }
+  return ToActivationKind(config_.activation);
+}
+
+Conv2DGeometry Conv2DLayer::Geometry(int64_t n) const {
+  const Shape& in = input_shape();
+  return Conv2DGeometry::Make(n, in[0], in[1], in[2], config_.kernel_h,
+                              config_.kernel_w, config_.filters,
+                              config_.stride_h, config_.stride_w,
+                              config_.padding == Padding::kSame);
+}
+
+void Conv2DLayer::Forward(const LayerIO& io, const PassContext& ctx) {
+  Conv2DForward(Geometry(io.n), io.x[0], io.w[0],
+                config_.use_bias ? io.w[1] : nullptr, Act(ctx), io.y, &ws_);
+}
+
+void Conv2DLayer::Backward(const LayerIO& io, const PassContext& ctx) {
+  const Conv2DGeometry g = Geometry(io.n);
+  ActivationBackwardBiasGrad(g.rows(), g.filters, Act(ctx), io.y, io.dy,
+                             config_.use_bias ? io.dw[1] : nullptr);
+  Conv2DBackward(g, io.x[0], io.w[0], io.dy, io.dw[0], nullptr, io.dx[0], &ws_);
+}
+
+}  // namespace lockstep

@@ -1,0 +1,77 @@
+// conv2d on a GPU: a cuDNN plan per batch size (deterministic algorithms),
+// the bias and activation fused after, the shared workspace for both.
+#include <map>
+
+#include "core/layers/conv2d.h"
+#include "core/layers/device_layer.h"
+#include "core/status_macros.h"
+#include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/layers/activation.h"
+#include "kernels/cuda/layers/conv.h"
+#include "kernels/cuda/layers/device_context.h"
+
+namespace lockstep {
+namespace {
+
+struct Plans : DeviceLayerState {
+  std::map<int64_t, cuda::CudnnConv2D> by_batch;
+};
+
+absl::StatusOr<const cuda::CudnnConv2D*> Plan(const Conv2DLayer& l,
+                                              DeviceLayerState* state,
+                                              int64_t n,
+                                              cuda::DeviceContext& dc) {
+  auto& plans = static_cast<Plans*>(state)->by_batch;
+  auto it = plans.find(n);
+  if (it == plans.end()) {
+    ASSIGN_OR_RETURN(
+        cuda::CudnnConv2D plan,
+        cuda::CudnnConv2D::Create(*dc.cudnn, l.Geometry(n), dc.conv));
+    it = plans.emplace(n, std::move(plan)).first;
+  }
+  return &it->second;
+}
+
+absl::Status Forward(Layer& layer, DeviceLayerState* state, const LayerIO& io,
+                     const PassContext& ctx, cuda::DeviceContext& dc) {
+  const Conv2DLayer& l = static_cast<const Conv2DLayer&>(layer);
+  ASSIGN_OR_RETURN(const cuda::CudnnConv2D* plan, Plan(l, state, io.n, dc));
+  ASSIGN_OR_RETURN(void* ws, dc.workspace(plan->workspace_bytes()));
+  return plan->Forward(*dc.cudnn, dc.stream, io.x[0], io.w[0],
+                       l.config().use_bias ? io.w[1] : nullptr, l.Act(ctx),
+                       io.y, ws);
+}
+
+absl::Status Backward(Layer& layer, DeviceLayerState* state, const LayerIO& io,
+                      const PassContext& ctx, cuda::DeviceContext& dc) {
+  const Conv2DLayer& l = static_cast<const Conv2DLayer&>(layer);
+  ASSIGN_OR_RETURN(const cuda::CudnnConv2D* plan, Plan(l, state, io.n, dc));
+  const Conv2DGeometry g = l.Geometry(io.n);
+  // One buffer serves the bias gradient's blocks, then cuDNN (stream order).
+  const size_t bias_ws =
+      cuda::BiasGradWorkspaceFloats(g.rows(), g.filters) * sizeof(float);
+  ASSIGN_OR_RETURN(void* ws, dc.workspace(std::max(std::max<size_t>(bias_ws, 4),
+                                                   plan->workspace_bytes())));
+  CUDA_RETURN_IF_ERROR(cuda::ActivationBackwardBiasGrad(
+      g.rows(), g.filters, l.Act(ctx), io.y, io.dy,
+      l.config().use_bias ? io.dw[1] : nullptr, dc.stream,
+      static_cast<float*>(ws)));
+  return plan->Backward(*dc.cudnn, dc.stream, io.x[0], io.w[0], io.dy, io.dw[0],
+                        nullptr, io.dx[0], ws);
+}
+
+DeviceLayer Impl() {
+  DeviceLayer d;
+  d.make_state = [](const Layer&) -> std::unique_ptr<DeviceLayerState> {
+    return std::make_unique<Plans>();
+  };
+  d.forward = &Forward;
+  d.backward = &Backward;
+  return d;
+}
+
+LOCKSTEP_REGISTER_DEVICE_LAYER(conv2d, "conv2d", Impl());
+
+}  // namespace
+}  // namespace lockstep

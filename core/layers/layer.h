@@ -1,0 +1,94 @@
+// The layer interface a model graph runs: one node of the graph, built from
+// its job-file object by the registry (core/layers/registry.h). A layer sees
+// raw float buffers of n samples, each of its per-sample input and output
+// shapes (row-major, batch first); the executor (core/model.h on the CPU,
+// core/gpu/gpu_model.h on a GPU) owns every buffer, a layer only its
+// parameters and host scratch.
+#ifndef LOCKSTEP_CORE_LAYERS_LAYER_H_
+#define LOCKSTEP_CORE_LAYERS_LAYER_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace lockstep {
+
+struct PassContext {
+  bool training = false;
+  uint64_t dropout_seed = 0;  // this layer's own; only dropout reads it
+  // Leave a softmax activation out (forward and backward): the loss applies
+  // it fused with cross-entropy, from the logits.
+  bool skip_softmax = false;
+};
+
+// The buffers of one call. Host pointers on the CPU, device pointers on a
+// GPU. Set by the executor; the layer reads what its call needs.
+struct LayerIO {
+  int64_t n = 0;                // samples in the batch (may be 0)
+  std::vector<const float*> x;  // per input: n * input_size(i)
+  float* y = nullptr;           // n * output_size()
+  // Backward only. dy holds d(loss)/dy and may be clobbered; dx[i], when not
+  // null, is OVERWRITTEN with d(loss)/d(input i).
+  float* dy = nullptr;
+  std::vector<float*> dx;
+  // Parameter values and gradients in params() order. Gradients are
+  // ACCUMULATED (+=): the executor zeroes them before a step, so a weight
+  // two layers use (tied) gets both contributions.
+  std::vector<const float*> w;
+  std::vector<float*> dw;
+  // Device scratch of DeviceLayer::scratch_bytes(n), kept from a forward to
+  // the backward of the same pass (GPU only).
+  void* scratch = nullptr;
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  Layer(const Layer&) = delete;
+  Layer& operator=(const Layer&) = delete;
+
+  // The registered type ("dense") and the unique name in its model.
+  const std::string& type() const { return type_; }
+  const std::string& name() const { return name_; }
+  const std::vector<Shape>& input_shapes() const { return input_shapes_; }
+  const Shape& input_shape(int i = 0) const { return input_shapes_[i]; }
+  int64_t input_size(int i = 0) const { return NumElements(input_shapes_[i]); }
+  int num_inputs() const { return static_cast<int>(input_shapes_.size()); }
+  const Shape& output_shape() const { return output_shape_; }
+  int64_t output_size() const { return NumElements(output_shape_); }
+
+  // The parameters this layer reads, in the order of LayerIO::w. A layer
+  // owns its own; a tied weight is owned by the layer it is tied to (listed
+  // here too). Pointers stay valid for the layer's life.
+  virtual std::vector<Param*> params() { return {}; }
+  // True when the output is input 0 itself (flatten; dropout outside
+  // training): the executor then calls neither Forward nor Backward.
+  virtual bool PassesThrough(const PassContext& ctx) const { return false; }
+  // Its last operation is a softmax the loss may fuse (skip_softmax).
+  virtual bool HasSoftmaxOutput() const { return false; }
+
+  // CPU. Not thread-safe: a layer keeps host scratch for its Backward.
+  virtual void Forward(const LayerIO& io, const PassContext& ctx) = 0;
+  // x and y are those of the last Forward with the same ctx.
+  virtual void Backward(const LayerIO& io, const PassContext& ctx) = 0;
+
+ protected:
+  Layer(std::string type, std::string name, std::vector<Shape> input_shapes,
+        Shape output_shape)
+      : type_(std::move(type)),
+        name_(std::move(name)),
+        input_shapes_(std::move(input_shapes)),
+        output_shape_(std::move(output_shape)) {}
+
+ private:
+  std::string type_, name_;
+  std::vector<Shape> input_shapes_;
+  Shape output_shape_;
+};
+
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_CORE_LAYERS_LAYER_H_

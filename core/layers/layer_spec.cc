@@ -1,0 +1,21 @@
+// Equality of the model spec types.
+#include "core/layers/layer_spec.h"
+
+namespace lockstep {
+
+bool operator==(const ModelInput& a, const ModelInput& b) {
+  return a.name == b.name && a.shape == b.shape;
+}
+
+bool operator==(const LayerSpec& a, const LayerSpec& b) {
+  return a.type == b.type && a.name == b.name && a.inputs == b.inputs &&
+         a.config == b.config;
+}
+
+bool operator==(const ModelSpec& a, const ModelSpec& b) {
+  return a.inputs == b.inputs && a.layers == b.layers &&
+         a.param_names == b.param_names &&
+         a.init_safetensors == b.init_safetensors;
+}
+
+}  // namespace lockstep

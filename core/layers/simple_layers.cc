@@ -1,0 +1,153 @@
+// max_pool2d, flatten and dropout: their fields and their CPU passes.
+#include "core/layers/simple_layers.h"
+
+#include "absl/strings/str_format.h"
+#include "core/layers/registry.h"
+#include "core/status_macros.h"
+#include "kernels/cpu/dropout.h"
+
+namespace lockstep {
+namespace {
+
+using spec_reader::Json;
+using spec_reader::Reader;
+
+absl::Status ReadPool(const Reader& r, MaxPool2DConfig* c) {
+  RETURN_IF_ERROR(r.Pair("pool_size", &c->pool_h, &c->pool_w));
+  c->stride_h = c->pool_h;  // Keras: strides default to pool_size
+  c->stride_w = c->pool_w;
+  RETURN_IF_ERROR(r.Pair("strides", &c->stride_h, &c->stride_w));
+  RETURN_IF_ERROR(r.Enum("padding", "padding", Paddings(), &c->padding));
+  return absl::OkStatus();
+}
+
+Json PoolToJson(const MaxPool2DConfig& c) {
+  Json j;
+  j["pool_size"] = {c.pool_h, c.pool_w};
+  j["strides"] = {c.stride_h, c.stride_w};
+  j["padding"] = spec_reader::NameOf(Paddings(), c.padding);
+  return j;
+}
+
+absl::StatusOr<std::unique_ptr<Layer>> CreatePool(
+    const MaxPool2DConfig& c, const LayerBuildContext& ctx) {
+  const Shape& in = ctx.inputs[0];
+  if (in.size() != 3) {
+    return ctx.Error(absl::StrFormat(
+        "expects an image input [height, width, channels], got %s%s",
+        ShapeToString(in),
+        ctx.input_names[0] == "input"
+            ? "; set model.input_shape to [height, width, channels]"
+            : "; image layers must come before flatten and dense"));
+  }
+  if (c.padding == Padding::kSame) {
+    return ctx.Error(
+        "padding \"same\" is not implemented for max_pool2d; use \"valid\"");
+  }
+  if (c.pool_h > in[0] || c.pool_w > in[1]) {
+    return ctx.Error(
+        absl::StrFormat("pool_size [%d, %d] is larger than its input %s",
+                        c.pool_h, c.pool_w, ShapeToString(in)));
+  }
+  return std::unique_ptr<Layer>(
+      std::make_unique<MaxPool2DLayer>(c, ctx.name, in));
+}
+
+LOCKSTEP_REGISTER_LAYER(
+    max_pool2d,
+    MakeLayerType<MaxPool2DConfig>("max_pool2d", "max_pooling2d",
+                                   {"pool_size", "strides", "padding"}, 1, 1,
+                                   &ReadPool, &PoolToJson, &CreatePool));
+
+struct NoConfig {};
+
+absl::Status ReadNothing(const Reader&, NoConfig*) { return absl::OkStatus(); }
+Json NothingToJson(const NoConfig&) { return Json::object(); }
+
+absl::StatusOr<std::unique_ptr<Layer>> CreateFlatten(
+    const NoConfig&, const LayerBuildContext& ctx) {
+  return std::unique_ptr<Layer>(
+      std::make_unique<FlattenLayer>(ctx.name, ctx.inputs[0]));
+}
+
+LOCKSTEP_REGISTER_LAYER(flatten,
+                        MakeLayerType<NoConfig>("flatten", "flatten", {}, 1, 1,
+                                                &ReadNothing, &NothingToJson,
+                                                &CreateFlatten));
+
+struct DropoutConfig {
+  double rate = 0;
+};
+
+absl::Status ReadDropout(const Reader& r, DropoutConfig* c) {
+  RETURN_IF_ERROR(r.Require("rate", "a dropout layer"));
+  return r.Number("rate", spec_reader::kUnitOpen, &c->rate);
+}
+
+Json DropoutToJson(const DropoutConfig& c) {
+  Json j;
+  j["rate"] = c.rate;
+  return j;
+}
+
+absl::StatusOr<std::unique_ptr<Layer>> CreateDropout(
+    const DropoutConfig& c, const LayerBuildContext& ctx) {
+  return std::unique_ptr<Layer>(
+      std::make_unique<DropoutLayer>(ctx.name, ctx.inputs[0], c.rate));
+}
+
+LOCKSTEP_REGISTER_LAYER(
+    dropout,
+    MakeLayerType<DropoutConfig>("dropout", "dropout", {"rate"}, 1, 1,
+                                 &ReadDropout, &DropoutToJson, &CreateDropout));
+
+}  // namespace
+
+MaxPool2DLayer::MaxPool2DLayer(const MaxPool2DConfig& config,
+                               const std::string& name,
+                               const Shape& input_shape)
+    : Layer("max_pool2d", name, {input_shape},
+            {(input_shape[0] - config.pool_h) / config.stride_h + 1,
+             (input_shape[1] - config.pool_w) / config.stride_w + 1,
+             input_shape[2]}),
+      config_(config) {}
+
+Pool2DGeometry MaxPool2DLayer::Geometry(int64_t n) const {
+  const Shape& in = input_shape();
+  return Pool2DGeometry::Make(n, in[0], in[1], in[2], config_.pool_h,
+                              config_.pool_w, config_.stride_h,
+                              config_.stride_w);
+}
+
+void MaxPool2DLayer::Forward(const LayerIO& io, const PassContext&) {
+  const int64_t need = io.n * output_size();
+  if (static_cast<int64_t>(argmax_.size()) < need) argmax_.resize(need);
+  MaxPool2DForward(Geometry(io.n), io.x[0], io.y, argmax_.data());
+}
+
+void MaxPool2DLayer::Backward(const LayerIO& io, const PassContext&) {
+  if (io.dx[0] != nullptr) {
+    MaxPool2DBackward(Geometry(io.n), io.dy, argmax_.data(), io.dx[0]);
+  }
+}
+
+FlattenLayer::FlattenLayer(const std::string& name, const Shape& input_shape)
+    : Layer("flatten", name, {input_shape}, {NumElements(input_shape)}) {}
+
+DropoutLayer::DropoutLayer(const std::string& name, const Shape& input_shape,
+                           double rate)
+    : Layer("dropout", name, {input_shape}, input_shape),
+      rate_(static_cast<float>(rate)) {}
+
+void DropoutLayer::Forward(const LayerIO& io, const PassContext& ctx) {
+  DropoutForward(io.n * input_size(), rate_, ctx.dropout_seed, io.x[0], io.y);
+}
+
+void DropoutLayer::Backward(const LayerIO& io, const PassContext& ctx) {
+  if (io.dx[0] != nullptr) {
+    DropoutBackward(io.n * input_size(), rate_, ctx.dropout_seed, io.dy,
+                    io.dx[0]);
+  }
+}
+
+}  // namespace lockstep

@@ -1,0 +1,62 @@
+// The parameter-free stack layers: max pooling, flatten, dropout.
+#ifndef LOCKSTEP_CORE_LAYERS_SIMPLE_LAYERS_H_
+#define LOCKSTEP_CORE_LAYERS_SIMPLE_LAYERS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/layers/common.h"
+#include "core/layers/layer.h"
+#include "kernels/cpu/pool.h"
+
+namespace lockstep {
+
+struct MaxPool2DConfig {
+  int64_t pool_h = 2, pool_w = 2;
+  int64_t stride_h = 2, stride_w = 2;  // default: the pool size (Keras)
+  Padding padding = Padding::kValid;
+};
+
+// Max pooling over [H, W, C] (valid windows).
+class MaxPool2DLayer : public Layer {
+ public:
+  MaxPool2DLayer(const MaxPool2DConfig& config, const std::string& name,
+                 const Shape& input_shape);
+  void Forward(const LayerIO& io, const PassContext& ctx) override;
+  void Backward(const LayerIO& io, const PassContext& ctx) override;
+  Pool2DGeometry Geometry(int64_t n) const;
+
+ private:
+  const MaxPool2DConfig config_;
+  std::vector<int32_t> argmax_;
+};
+
+// A reshape to [prod(input_shape)]: no copy.
+class FlattenLayer : public Layer {
+ public:
+  FlattenLayer(const std::string& name, const Shape& input_shape);
+  bool PassesThrough(const PassContext&) const override { return true; }
+  void Forward(const LayerIO&, const PassContext&) override {}
+  void Backward(const LayerIO&, const PassContext&) override {}
+};
+
+// Inverted dropout in training (the mask a pure function of the pass's
+// seed); the identity otherwise.
+class DropoutLayer : public Layer {
+ public:
+  DropoutLayer(const std::string& name, const Shape& input_shape, double rate);
+  bool PassesThrough(const PassContext& ctx) const override {
+    return !ctx.training || rate_ <= 0.0f;
+  }
+  void Forward(const LayerIO& io, const PassContext& ctx) override;
+  void Backward(const LayerIO& io, const PassContext& ctx) override;
+  float rate() const { return rate_; }
+
+ private:
+  const float rate_;
+};
+
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_CORE_LAYERS_SIMPLE_LAYERS_H_

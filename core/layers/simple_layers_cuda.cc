@@ -1,0 +1,78 @@
+// max_pool2d, flatten and dropout on a GPU: the CPU's masks and argmax
+// semantics, through kernels/cuda (the argmax in the layer's scratch).
+#include "core/layers/device_layer.h"
+#include "core/layers/simple_layers.h"
+#include "core/status_macros.h"
+#include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/layers/device_context.h"
+#include "kernels/cuda/layers/dropout.h"
+#include "kernels/cuda/pool.h"
+
+namespace lockstep {
+namespace {
+
+DeviceLayer Pool() {
+  DeviceLayer d;
+  d.scratch_bytes = [](const Layer& l, int64_t n) -> int64_t {
+    return n * l.output_size() * sizeof(int32_t);
+  };
+  d.forward = [](Layer& layer, DeviceLayerState*, const LayerIO& io,
+                 const PassContext&, cuda::DeviceContext& dc) -> absl::Status {
+    const auto& l = static_cast<const MaxPool2DLayer&>(layer);
+    CUDA_RETURN_IF_ERROR(
+        cuda::MaxPool2DForward(l.Geometry(io.n), io.x[0], io.y,
+                               static_cast<int32_t*>(io.scratch), dc.stream));
+    return absl::OkStatus();
+  };
+  d.backward = [](Layer& layer, DeviceLayerState*, const LayerIO& io,
+                  const PassContext&, cuda::DeviceContext& dc) -> absl::Status {
+    if (io.dx[0] == nullptr) return absl::OkStatus();
+    const auto& l = static_cast<const MaxPool2DLayer&>(layer);
+    CUDA_RETURN_IF_ERROR(cuda::MaxPool2DBackward(
+        l.Geometry(io.n), io.dy, static_cast<const int32_t*>(io.scratch),
+        io.dx[0], dc.stream));
+    return absl::OkStatus();
+  };
+  return d;
+}
+
+// Flatten always passes its input through: nothing is ever called.
+DeviceLayer Flatten() {
+  DeviceLayer d;
+  auto none = [](Layer&, DeviceLayerState*, const LayerIO&, const PassContext&,
+                 cuda::DeviceContext&) { return absl::OkStatus(); };
+  d.forward = none;
+  d.backward = none;
+  return d;
+}
+
+DeviceLayer Dropout() {
+  DeviceLayer d;
+  d.forward = [](Layer& layer, DeviceLayerState*, const LayerIO& io,
+                 const PassContext& ctx,
+                 cuda::DeviceContext& dc) -> absl::Status {
+    const auto& l = static_cast<const DropoutLayer&>(layer);
+    CUDA_RETURN_IF_ERROR(cuda::DropoutForward(io.n * l.input_size(), l.rate(),
+                                              ctx.dropout_seed, io.x[0], io.y,
+                                              dc.stream));
+    return absl::OkStatus();
+  };
+  d.backward = [](Layer& layer, DeviceLayerState*, const LayerIO& io,
+                  const PassContext& ctx,
+                  cuda::DeviceContext& dc) -> absl::Status {
+    if (io.dx[0] == nullptr) return absl::OkStatus();
+    const auto& l = static_cast<const DropoutLayer&>(layer);
+    CUDA_RETURN_IF_ERROR(cuda::DropoutBackward(io.n * l.input_size(), l.rate(),
+                                               ctx.dropout_seed, io.dy,
+                                               io.dx[0], dc.stream));
+    return absl::OkStatus();
+  };
+  return d;
+}
+
+LOCKSTEP_REGISTER_DEVICE_LAYER(max_pool2d, "max_pool2d", Pool());
+LOCKSTEP_REGISTER_DEVICE_LAYER(flatten, "flatten", Flatten());
+LOCKSTEP_REGISTER_DEVICE_LAYER(dropout, "dropout", Dropout());
+
+}  // namespace
+}  // namespace lockstep
