@@ -2,12 +2,14 @@
 // step's own loss, build errors, initialisation, empty slices, learning.
 #include "core/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "core/job_spec.h"
 #include "core/layers/registry.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/threading.h"
@@ -381,6 +383,105 @@ TEST(ModelTest, ChangingBatchSizesGiveTheSameResultsAsAFreshModel) {
   BatchLoss b = fresh->TrainStep(small, y.data(), kXent, 1.0f, 1);
   EXPECT_EQ(a.loss_sum, b.loss_sum);
   EXPECT_EQ(ga, fresh->params()[0]->grad.values());
+}
+
+// A BERT-tiny-shaped model through the whole graph: the bert_mlm block's
+// layers, residual adds, the padding mask and the tied output projection.
+ModelSpec TinyBert(int64_t layers, double dropout) {
+  absl::StatusOr<ModelSpec> m = ParseModelSpec(absl::StrFormat(R"({
+      "inputs": [{"name": "token_ids", "shape": [6]},
+                 {"name": "segment_ids", "shape": [6]},
+                 {"name": "padding_mask", "shape": [6]},
+                 {"name": "mask_positions", "shape": [2]}],
+      "layers": [{"type": "bert_mlm", "name": "bert",
+                  "inputs": ["token_ids", "segment_ids", "padding_mask",
+                             "mask_positions"],
+                  "vocab_size": 11, "hidden": 8, "layers": %d, "heads": 2,
+                  "intermediate": 12, "max_positions": 8, "dropout": %g}],
+      "param_names": "torch"})",
+                                                           layers, dropout));
+  EXPECT_TRUE(m.ok()) << m.status();
+  return m.ok() ? *m : ModelSpec();
+}
+
+// Two samples: [CLS] a b [MASK] [SEP] pad, and a full one; the second
+// sample's second prediction slot is unused (label -1, position -1).
+Tensor TinyBertBatch() {
+  const float rows[2][20] = {
+      {2, 5, 6, 4, 3, 0, /**/ 0, 0, 0, 0, 0, 0, /**/ 1, 1, 1, 1, 1, 0,
+       /**/ 3, 1},
+      {2, 7, 4, 8, 9, 3, /**/ 0, 0, 0, 1, 1, 1, /**/ 1, 1, 1, 1, 1, 1,
+       /**/ 2, -1}};
+  Tensor x({2, 20});
+  std::memcpy(x.data(), rows, sizeof(rows));
+  return x;
+}
+
+TEST(ModelTest, BertMlmGradientsThroughTheWholeGraph) {
+  for (int64_t layers : {1, 2}) {
+    auto m = BuildOrDie(TinyBert(layers, 0.1));
+    ASSERT_NE(m, nullptr);
+    EXPECT_EQ(m->labels_per_sample(), 2);
+    EXPECT_EQ(m->classes(), 11);
+    // BERT's 0.02-stddev start makes every LayerNorm input tiny, so the
+    // loss curves sharply within a finite-difference step: check at
+    // weights of a trained model's scale instead.
+    std::mt19937 gen(3);
+    std::uniform_real_distribution<float> d(-0.4f, 0.4f);
+    for (Param* p : m->params()) {
+      for (float& v : p->value.values()) v = d(gen);
+    }
+    const std::vector<int32_t> labels = {6, 5, 10, -1};
+    CheckGradients(*m, TinyBertBatch(), labels, kXent, /*dropout_seed=*/9,
+                   /*eps=*/1e-3f);
+    // The unused slot counts for nothing: 3 labels.
+    EXPECT_EQ(m->Evaluate(TinyBertBatch(), labels.data(), kXent).count, 3);
+  }
+}
+
+TEST(ModelTest, BertMlmHasHuggingFaceNamesAndCounts) {
+  auto m = BuildOrDie(TinyBert(2, 0.1));
+  ASSERT_NE(m, nullptr);
+  std::vector<std::string> names;
+  for (Param* p : m->params()) names.push_back(p->name);
+  auto has = [&](const std::string& n) {
+    return std::find(names.begin(), names.end(), n) != names.end();
+  };
+  for (const char* n :
+       {"bert.embeddings.word_embeddings.weight",
+        "bert.embeddings.position_embeddings.weight",
+        "bert.embeddings.token_type_embeddings.weight",
+        "bert.embeddings.LayerNorm.weight", "bert.embeddings.LayerNorm.bias",
+        "bert.encoder.layer.0.attention.self.query.weight",
+        "bert.encoder.layer.1.attention.output.dense.bias",
+        "bert.encoder.layer.1.attention.output.LayerNorm.weight",
+        "bert.encoder.layer.0.intermediate.dense.weight",
+        "bert.encoder.layer.1.output.dense.weight",
+        "bert.encoder.layer.1.output.LayerNorm.bias",
+        "cls.predictions.transform.dense.weight",
+        "cls.predictions.transform.LayerNorm.weight", "cls.predictions.bias"}) {
+    EXPECT_TRUE(has(n)) << n;
+  }
+  // The decoder's weight is the word embedding itself: no copy of it.
+  EXPECT_FALSE(has("cls.predictions.weight"));
+  EXPECT_EQ(names.front(), "bert.embeddings.word_embeddings.weight");
+  // BertForMaskedLM's count for these sizes (h 8, i 12, v 11, p 8, t 2):
+  // embeddings v*h + p*h + t*h + 2h; per layer 4(h*h + h) + 2h + (h*i + i) +
+  // (i*h + h) + 2h; head h*h + h + 2h + v.
+  const int64_t h = 8, i = 12, v = 11;
+  const int64_t per_layer = 4 * (h * h + h) + 2 * h + (h * i + i) +
+                            (i * h + h) + 2 * h;
+  EXPECT_EQ(m->num_parameters(), v * h + 8 * h + 2 * h + 2 * h +
+                                     2 * per_layer + (h * h + h) + 2 * h + v);
+  // Torch layout for the query: [out, in].
+  for (Param* p : m->params()) {
+    if (p->name == "bert.encoder.layer.0.attention.self.query.weight") {
+      EXPECT_EQ(p->value.shape(), (Shape{8, 8}));
+    }
+    if (p->name == "bert.encoder.layer.0.intermediate.dense.weight") {
+      EXPECT_EQ(p->value.shape(), (Shape{12, 8}));
+    }
+  }
 }
 
 TEST(ModelTest, SgdLearnsASeparableProblem) {

@@ -105,16 +105,16 @@ absl::Status ParseLayerSpec(const Json& v, const std::string& path,
     RETURN_IF_ERROR(r.String("name", &layer.name));
     RETURN_IF_ERROR(CheckName(layer.name, r.At("name")));
   }
+  const std::string want =
+      info->max_inputs < 0 ? absl::StrCat("at least ", info->min_inputs)
+      : info->min_inputs == info->max_inputs
+          ? absl::StrCat(info->min_inputs)
+          : absl::StrCat(info->min_inputs, " to ", info->max_inputs);
   if (r.Has("inputs")) {
     RETURN_IF_ERROR(r.Strings("inputs", &layer.inputs));
     const int n = static_cast<int>(layer.inputs.size());
     if (n < info->min_inputs ||
         (info->max_inputs >= 0 && n > info->max_inputs)) {
-      const std::string want =
-          info->max_inputs < 0 ? absl::StrCat("at least ", info->min_inputs)
-          : info->min_inputs == info->max_inputs
-              ? absl::StrCat(info->min_inputs)
-              : absl::StrCat(info->min_inputs, " to ", info->max_inputs);
       return Bad(r.At("inputs"),
                  absl::StrCat("a ", info->type, " layer takes ", want, " input",
                               want == "1" ? "" : "s", ", got ", n));
@@ -122,7 +122,7 @@ absl::Status ParseLayerSpec(const Json& v, const std::string& path,
   } else if (info->min_inputs > 1) {
     return Bad(r.At("inputs"),
                absl::StrCat("required for a ", info->type, " layer (it takes ",
-                            info->min_inputs, " or more inputs)"));
+                            want, " inputs)"));
   }
   Json config = Json::object();
   RETURN_IF_ERROR(info->parse(r, &config));
