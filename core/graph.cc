@@ -12,6 +12,7 @@
 #include "core/json_util.h"
 #include "core/layers/registry.h"
 #include "core/param_init.h"
+#include "core/safetensors.h"
 #include "core/status_macros.h"
 
 namespace lockstep {
@@ -194,7 +195,48 @@ absl::StatusOr<std::unique_ptr<Graph>> Graph::Build(const ModelSpec& spec,
   GraphBuilder builder(spec, seed, g.get());
   RETURN_IF_ERROR(builder.Run());
   RETURN_IF_ERROR(g->Plan());
+  if (!spec.init_safetensors.empty()) {
+    RETURN_IF_ERROR(g->LoadInitialWeights(spec.init_safetensors));
+  }
   return g;
+}
+
+absl::Status Graph::LoadInitialWeights(const std::string& path) {
+  const std::string where = "model.init.safetensors";
+  std::vector<std::string> skipped;
+  SafetensorsReadOptions options;
+  options.any_dtype = true;
+  options.skipped = &skipped;
+  absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> tensors =
+      ReadSafetensors(path, nullptr, options);
+  if (!tensors.ok()) {
+    return absl::Status(tensors.status().code(),
+                        absl::StrCat(where, ": ", tensors.status().message()));
+  }
+  std::map<std::string, const Tensor*> by_name;
+  for (const auto& [name, t] : *tensors) by_name[name] = &t;
+  for (Param* p : params_) {
+    auto it = by_name.find(p->name);
+    if (it == by_name.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": \"", path, "\" has no tensor named \"", p->name,
+          "\" (the model's parameter ", ShapeToString(p->value.shape()),
+          "); its tensors' names must be the model's parameter names "
+          "(model.param_names)"));
+    }
+    if (it->second->shape() != p->value.shape()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": \"", path, "\" tensor \"", p->name, "\" is ",
+          ShapeToString(it->second->shape()), " but the model's parameter is ",
+          ShapeToString(p->value.shape())));
+    }
+    p->value.values() = it->second->values();
+    by_name.erase(it);
+  }
+  init_unused_ = std::move(skipped);
+  for (const auto& [name, t] : by_name) init_unused_.push_back(name);
+  std::sort(init_unused_.begin(), init_unused_.end());
+  return absl::OkStatus();
 }
 
 bool Graph::output_has_softmax() const {

@@ -77,6 +77,10 @@ class Graph {
   int grad_slot(int node) const { return slot_of_[node]; }
   int num_slots() const { return num_slots_; }
   int64_t slot_size(int slot) const { return slot_size_[slot]; }  // per sample
+  // The tensors of the model's init file (ModelSpec::init_safetensors)
+  // that are no parameter of it, sorted (a Hugging Face file's buffers).
+  const std::vector<std::string>& init_unused() const { return init_unused_; }
+
   // Parameters no planned step touches (their gradient stays zero): final
   // before backward starts.
   const std::vector<int>& untouched_params() const { return untouched_; }
@@ -84,6 +88,10 @@ class Graph {
  private:
   Graph() = default;
   absl::Status Plan();
+  // Overwrites every parameter with the tensor of its name in `path`:
+  // InvalidArgument naming the file and the tensor when one is missing or
+  // of another shape.
+  absl::Status LoadInitialWeights(const std::string& path);
   friend class GraphBuilder;
 
   std::vector<std::unique_ptr<Layer>> layers_;
@@ -98,6 +106,7 @@ class Graph {
   std::vector<int64_t> slot_size_;
   int num_slots_ = 0;
   std::vector<int> untouched_;
+  std::vector<std::string> init_unused_;
 };
 
 }  // namespace lockstep

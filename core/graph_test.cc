@@ -3,10 +3,14 @@
 // the backward plan (which layers run, where their input gradients go).
 #include "core/graph.h"
 
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 
 #include "core/job_spec.h"
+#include "core/safetensors.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace lockstep {
@@ -85,6 +89,78 @@ TEST(GraphTest, ErrorsNameTheLayer) {
       {"type": "dense", "units": 2, "name": "input"}]})"),
             "model.layers[0] (input): the name \"input\" is already used by "
             "an earlier layer; layer names must be unique");
+}
+
+TEST(GraphTest, InitialWeightsFromSafetensors) {
+  const std::string dir = ::testing::TempDir();
+  auto model = [](const std::string& path) {
+    return R"({"input_shape": [3], "layers": [
+        {"type": "dense", "name": "a", "units": 2},
+        {"type": "dense", "name": "b", "units": 4}],
+        "param_names": "torch", "init": {"safetensors": ")" +
+           path + "\"}}";
+  };
+  // The file: every parameter with known values, plus a buffer that is no
+  // parameter.
+  Tensor aw({2, 3}, {1, 2, 3, 4, 5, 6}), ab({2}, {7, 8}), bw({4, 2}), bb({4}),
+      extra({5});
+  const std::string good = dir + "/good.safetensors";
+  ASSERT_TRUE(WriteSafetensors(good,
+                               {{"a.weight", &aw},
+                                {"a.bias", &ab},
+                                {"b.weight", &bw},
+                                {"b.bias", &bb},
+                                {"b.extra_buffer", &extra}},
+                               {})
+                  .ok());
+  std::unique_ptr<Graph> g = Build(model(good));
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->params()[0]->value.values(), aw.values());
+  EXPECT_EQ(g->params()[1]->value.values(), ab.values());
+  EXPECT_EQ(g->init_unused(), std::vector<std::string>{"b.extra_buffer"});
+
+  auto error = [&](const std::string& path) {
+    absl::StatusOr<std::unique_ptr<Graph>> g =
+        Graph::Build(Model(model(path)), 1);
+    EXPECT_FALSE(g.ok());
+    return std::string(g.status().message());
+  };
+  const std::string missing = dir + "/missing.safetensors";
+  ASSERT_TRUE(
+      WriteSafetensors(
+          missing, {{"a.weight", &aw}, {"a.bias", &ab}, {"b.weight", &bw}}, {})
+          .ok());
+  EXPECT_EQ(error(missing),
+            "model.init.safetensors: \"" + missing +
+                "\" has no tensor named \"b.bias\" (the model's parameter "
+                "[4]); its tensors' names must be the model's parameter names "
+                "(model.param_names)");
+  const std::string shape = dir + "/shape.safetensors";
+  Tensor wrong({3, 2});
+  ASSERT_TRUE(WriteSafetensors(shape,
+                               {{"a.weight", &wrong},
+                                {"a.bias", &ab},
+                                {"b.weight", &bw},
+                                {"b.bias", &bb}},
+                               {})
+                  .ok());
+  EXPECT_EQ(error(shape), "model.init.safetensors: \"" + shape +
+                              "\" tensor \"a.weight\" is [3, 2] but the "
+                              "model's parameter is [2, 3]");
+  // A truncated file: the reader's error, under the field's name.
+  const std::string truncated = dir + "/truncated.safetensors";
+  std::string bytes;
+  {
+    std::ifstream in(good, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  std::ofstream(truncated, std::ios::binary)
+      << bytes.substr(0, bytes.size() - 10);
+  EXPECT_THAT(error(truncated),
+              ::testing::StartsWith("model.init.safetensors: "));
+  EXPECT_THAT(error(truncated), ::testing::HasSubstr("truncated"));
+  EXPECT_THAT(error(dir + "/nope.safetensors"),
+              ::testing::HasSubstr("nope.safetensors"));
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// safetensors writer and validating reader (F32 tensors).
+// safetensors writer (F32) and validating reader (F32; other dtypes on
+// request).
 #include "core/safetensors.h"
 
 #include <fcntl.h>
@@ -24,6 +25,71 @@ namespace {
 
 // The Python library refuses headers above 100 MB; so do we.
 constexpr uint64_t kMaxHeaderBytes = 100000000;
+
+// Bytes per element of each dtype the format names; 0 for an unknown one.
+int DtypeBytes(const std::string& dtype) {
+  static const std::pair<const char*, int> kTable[] = {
+      {"F64", 8}, {"F32", 4}, {"F16", 2},  {"BF16", 2},    {"I64", 8},
+      {"I32", 4}, {"I16", 2}, {"I8", 1},   {"U64", 8},     {"U32", 4},
+      {"U16", 2}, {"U8", 1},  {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
+  for (const auto& [name, bytes] : kTable) {
+    if (dtype == name) return bytes;
+  }
+  return 0;
+}
+
+bool IsConvertibleFloat(const std::string& dtype) {
+  return dtype == "F32" || dtype == "F64" || dtype == "F16" || dtype == "BF16";
+}
+
+float HalfToFloat(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+  uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else {  // subnormal: normalise
+      exp = 127 - 15 + 1;
+      while ((mant & 0x400) == 0) {
+        mant <<= 1;
+        --exp;
+      }
+      bits = sign | (exp << 23) | ((mant & 0x3ff) << 13);
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000 | (mant << 13);
+  } else {
+    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// Element i of a float tensor's data as an fp32 value.
+void ConvertToFloat(const std::string& dtype, const char* src, int64_t n,
+                    float* dst) {
+  if (dtype == "F32") {
+    std::memcpy(dst, src, n * sizeof(float));
+  } else if (dtype == "F64") {
+    for (int64_t i = 0; i < n; ++i) {
+      double d;
+      std::memcpy(&d, src + 8 * i, 8);
+      dst[i] = static_cast<float>(d);
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t h;
+      std::memcpy(&h, src + 2 * i, 2);
+      if (dtype == "BF16") {
+        const uint32_t bits = static_cast<uint32_t>(h) << 16;
+        std::memcpy(dst + i, &bits, 4);
+      } else {
+        dst[i] = HalfToFloat(h);
+      }
+    }
+  }
+}
 
 // Tensor order in the file: by name (all F32, so the Python library's
 // "dtype alignment, then name" order is just by name).
@@ -144,15 +210,17 @@ absl::Status WriteSafetensors(
 }
 
 absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> ReadSafetensors(
-    const std::string& path, std::map<std::string, std::string>* metadata) {
+    const std::string& path, std::map<std::string, std::string>* metadata,
+    const SafetensorsReadOptions& options) {
   absl::StatusOr<std::string> bytes = ReadFile(path);
   if (!bytes.ok()) return bytes.status();
-  return ParseSafetensors(*bytes, path, metadata);
+  return ParseSafetensors(*bytes, path, metadata, options);
 }
 
 absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> ParseSafetensors(
     const std::string& bytes, const std::string& name,
-    std::map<std::string, std::string>* metadata) {
+    std::map<std::string, std::string>* metadata,
+    const SafetensorsReadOptions& options) {
   if (bytes.size() < 8) {
     return Corrupt(name, absl::StrCat("truncated (", bytes.size(),
                                       " bytes; the header length alone is 8)"));
@@ -184,6 +252,7 @@ absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> ParseSafetensors(
 
   struct Entry {
     std::string name;
+    std::string dtype;
     Shape shape;
     uint64_t begin, end;
   };
@@ -212,13 +281,18 @@ absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> ParseSafetensors(
         offsets->size() != 2) {
       return Corrupt(name, where + " needs dtype, shape and data_offsets");
     }
-    if (dtype->get<std::string>() != "F32") {
-      return Corrupt(
-          name, absl::StrCat(where, " has dtype ", dtype->get<std::string>(),
-                             "; only F32 is supported"));
-    }
     Entry e;
     e.name = key;
+    e.dtype = dtype->get<std::string>();
+    const int element_bytes = DtypeBytes(e.dtype);
+    if (element_bytes == 0) {
+      return Corrupt(name,
+                     absl::StrCat(where, " has an unknown dtype ", e.dtype));
+    }
+    if (e.dtype != "F32" && !options.any_dtype) {
+      return Corrupt(name, absl::StrCat(where, " has dtype ", e.dtype,
+                                        "; only F32 is supported"));
+    }
     for (const auto& d : *shape) {
       if (!d.is_number_unsigned()) {
         return Corrupt(name, where +
@@ -247,7 +321,7 @@ absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> ParseSafetensors(
     }
     const int64_t elements = CheckedElements(e.shape);
     if (elements < 0 ||
-        static_cast<uint64_t>(elements) * sizeof(float) != e.end - e.begin) {
+        static_cast<uint64_t>(elements) * element_bytes != e.end - e.begin) {
       return Corrupt(name,
                      absl::StrCat(where, " has shape ", ShapeToString(e.shape),
                                   " but ", e.end - e.begin, " data bytes"));
@@ -288,8 +362,12 @@ absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> ParseSafetensors(
   out.reserve(entries.size());
   const char* data = bytes.data() + 8 + n;
   for (Entry& e : entries) {
+    if (!IsConvertibleFloat(e.dtype)) {
+      if (options.skipped != nullptr) options.skipped->push_back(e.name);
+      continue;
+    }
     Tensor t(e.shape);
-    if (e.end > e.begin) std::memcpy(t.data(), data + e.begin, e.end - e.begin);
+    ConvertToFloat(e.dtype, data + e.begin, t.size(), t.data());
     out.emplace_back(std::move(e.name), std::move(t));
   }
   if (metadata != nullptr) *metadata = std::move(meta);

@@ -1,4 +1,4 @@
-// The safetensors file format (huggingface/safetensors), F32 only: an 8-byte
+// The safetensors file format (huggingface/safetensors): an 8-byte
 // little-endian header length N, N bytes of JSON header padded with spaces to
 // a multiple of 8, then the raw little-endian tensor bytes. Files written here
 // load in Python's `safetensors.numpy.load_file`, and files it writes (F32)
@@ -45,18 +45,30 @@ absl::Status WriteSafetensors(
     const std::map<std::string, std::string>& metadata,
     SafetensorsWriteInfo* info = nullptr);
 
+struct SafetensorsReadOptions {
+  // false (checkpoints, which lockstep writes): any dtype but F32 is
+  // DataLoss. true (weights from elsewhere): F64, F16 and BF16 tensors are
+  // converted to fp32, and integer, bool and fp8 ones (Hugging Face's
+  // position_ids buffer) are left out, their names put in `skipped`.
+  bool any_dtype = false;
+  std::vector<std::string>* skipped = nullptr;
+};
+
 // Reads a whole file. Tensors come back in file (data offset) order.
 // DataLoss naming the file when it is truncated, its header length runs past
 // the end, the header JSON is malformed, offsets leave gaps, overlap or run
-// out of range, a shape disagrees with its byte count, or a dtype is not F32.
+// out of range, a shape disagrees with its byte count, or a dtype is unknown
+// (or not F32, unless options.any_dtype).
 absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> ReadSafetensors(
     const std::string& path,
-    std::map<std::string, std::string>* metadata = nullptr);
+    std::map<std::string, std::string>* metadata = nullptr,
+    const SafetensorsReadOptions& options = {});
 
 // Same over a file image already in memory; `name` is used in errors.
 absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> ParseSafetensors(
     const std::string& bytes, const std::string& name,
-    std::map<std::string, std::string>* metadata = nullptr);
+    std::map<std::string, std::string>* metadata = nullptr,
+    const SafetensorsReadOptions& options = {});
 
 }  // namespace lockstep
 

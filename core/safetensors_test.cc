@@ -146,6 +146,46 @@ TEST(SafetensorsTest, WriteErrorsNameThePath) {
   }
 }
 
+TEST(SafetensorsTest, OtherDtypesConvertOrAreSkippedOnRequest) {
+  // F16 [1, -2, 0.5, 65504], BF16 [1, -3], F64 [0.25], I64 [7] (skipped),
+  // in file order.
+  std::string data;
+  for (uint16_t h : {0x3c00, 0xc000, 0x3800, 0x7bff}) {
+    data.append(reinterpret_cast<const char*>(&h), 2);
+  }
+  for (uint16_t b : {0x3f80, 0xc040}) {
+    data.append(reinterpret_cast<const char*>(&b), 2);
+  }
+  const double d = 0.25;
+  data.append(reinterpret_cast<const char*>(&d), 8);
+  const int64_t i = 7;
+  data.append(reinterpret_cast<const char*>(&i), 8);
+  const std::string path = TempPath("dtypes.safetensors");
+  WriteRaw(
+      path,
+      Image("{\"h\":{\"dtype\":\"F16\",\"shape\":[4],\"data_offsets\":[0,8]},"
+            "\"b\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[8,12]},"
+            "\"d\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[12,20]},"
+            "\"ids\":{\"dtype\":\"I64\",\"shape\":[1,1],"
+            "\"data_offsets\":[20,28]}}",
+            data));
+  EXPECT_EQ(ReadSafetensors(path).status().code(),
+            absl::StatusCode::kDataLoss);  // strict by default
+  std::vector<std::string> skipped;
+  SafetensorsReadOptions options;
+  options.any_dtype = true;
+  options.skipped = &skipped;
+  auto read = ReadSafetensors(path, nullptr, options);
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->size(), 3u);
+  EXPECT_EQ((*read)[0].first, "h");
+  EXPECT_EQ((*read)[0].second.values(),
+            (std::vector<float>{1, -2, 0.5f, 65504}));
+  EXPECT_EQ((*read)[1].second.values(), (std::vector<float>{1, -3}));
+  EXPECT_EQ((*read)[2].second.values(), (std::vector<float>{0.25f}));
+  EXPECT_EQ(skipped, std::vector<std::string>{"ids"});
+}
+
 struct Corruption {
   const char* name;
   std::string bytes;
@@ -195,6 +235,10 @@ std::vector<Corruption> Corruptions() {
        Image("{\"t\":{\"dtype\":\"F16\",\"shape\":[4],\"data_offsets\":[0,8]}}",
              Floats({1, 2})),
        "dtype F16; only F32"},
+      {"unknown_dtype",
+       Image("{\"t\":{\"dtype\":\"Q4\",\"shape\":[2],\"data_offsets\":[0,8]}}",
+             Floats({1, 2})),
+       "unknown dtype Q4"},
       {"missing_field", Image("{\"t\":{\"dtype\":\"F32\",\"shape\":[2]}}", ""),
        "needs dtype"},
       {"bad_metadata", Image("{\"__metadata__\":{\"a\":1}}", ""),

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages lockstep needs to build, test and run,
 # skipping what is already there. Usage: scripts/install_deps.sh [--bench]
-# (--bench adds the side-by-side peers: PyTorch with OpenBLAS, and Gloo for
-# //benchmarks:allreduce).
+# (--bench adds Gloo for //benchmarks:allreduce).
 set -euo pipefail
 
 packages=(
@@ -14,14 +13,16 @@ packages=(
   libssl-dev openssl
   libcpp-httplib-dev prometheus-cpp-dev
   chromium
+  # PyTorch (with OpenBLAS above): the numerical-agreement tests build the
+  # same models in torch, and the benchmarks run it side by side.
+  python3-torch
 )
 # `kubectl kustomize` renders deploy/k8s in a test. Debian's kubectl is
 # kubernetes-client; another kubectl (Google's package) also owns
 # /usr/bin/kubectl, so install it only when there is none.
 if ! command -v kubectl >/dev/null; then packages+=(kubernetes-client); fi
 if [[ "${1:-}" == "--bench" ]]; then
-  # OpenBLAS first: Debian's torch uses whatever libblas.so.3 is installed.
-  packages+=(python3-torch libgloo-dev)
+  packages+=(libgloo-dev)
 fi
 
 missing=()

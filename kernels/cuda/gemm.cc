@@ -78,5 +78,48 @@ absl::Status Gemm(const CublasHandle& handle, cudaStream_t stream,
       CUDA_R_32F, ildc, compute, CUBLAS_GEMM_DEFAULT));
 }
 
+absl::Status GemmStridedBatched(const CublasHandle& handle, cudaStream_t stream,
+                                const GemmOptions& options, bool trans_a,
+                                bool trans_b, int64_t m, int64_t n, int64_t k,
+                                float alpha, const float* a, int64_t lda,
+                                int64_t stride_a, const float* b, int64_t ldb,
+                                int64_t stride_b, float beta, float* c,
+                                int64_t ldc, int64_t stride_c, int64_t batch) {
+  if (handle.get() == nullptr) {
+    return absl::FailedPreconditionError(
+        "cuda::GemmStridedBatched: no cuBLAS handle");
+  }
+  constexpr int64_t kMax = std::numeric_limits<int>::max();
+  if (m < 0 || n < 0 || k < 0 || m > kMax || n > kMax || k > kMax ||
+      lda > kMax || ldb > kMax || ldc > kMax || batch < 0 || batch > kMax ||
+      stride_a < 0 || stride_b < 0 || stride_c < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cuda::GemmStridedBatched: bad sizes m=", m, " n=", n, " k=", k,
+        " lda=", lda, " ldb=", ldb, " ldc=", ldc, " strides=", stride_a, ",",
+        stride_b, ",", stride_c, " batch=", batch));
+  }
+  if (m == 0 || n == 0 || batch == 0) return absl::OkStatus();
+  if (k == 0) {
+    // Gemm's own k == 0 rule (C = beta * C), one matrix at a time: rare.
+    for (int64_t i = 0; i < batch; ++i) {
+      absl::Status s = Gemm(handle, stream, options, trans_a, trans_b, m, n, 0,
+                            alpha, a, lda, b, ldb, beta, c + i * stride_c, ldc);
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+  CUBLAS_RETURN_IF_ERROR(cublasSetStream(handle.get(), stream));
+  const cublasComputeType_t compute =
+      options.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  // Row-major as column-major transposed: A and B swap, as in Gemm.
+  return CUBLAS_STATUS(cublasGemmStridedBatchedEx(
+      handle.get(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+      trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n),
+      static_cast<int>(m), static_cast<int>(k), &alpha, b, CUDA_R_32F,
+      static_cast<int>(ldb), stride_b, a, CUDA_R_32F, static_cast<int>(lda),
+      stride_a, &beta, c, CUDA_R_32F, static_cast<int>(ldc), stride_c,
+      static_cast<int>(batch), compute, CUBLAS_GEMM_DEFAULT));
+}
+
 }  // namespace cuda
 }  // namespace lockstep

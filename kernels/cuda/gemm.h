@@ -53,6 +53,20 @@ absl::Status Gemm(const CublasHandle& handle, cudaStream_t stream,
                   int64_t lda, const float* b, int64_t ldb, float beta,
                   float* c, int64_t ldc);
 
+// `batch` independent Gemms in one cuBLAS call: the i-th reads a + i *
+// stride_a and b + i * stride_b and writes c + i * stride_c (element
+// strides), each with Gemm's contract (row-major, row strides lda, ldb,
+// ldc; beta == 0 overwrites; k == 0 gives C = beta * C). The C matrices
+// must not overlap. batch == 0 does nothing. Enqueued on `stream`; does not
+// block.
+absl::Status GemmStridedBatched(const CublasHandle& handle, cudaStream_t stream,
+                                const GemmOptions& options, bool trans_a,
+                                bool trans_b, int64_t m, int64_t n, int64_t k,
+                                float alpha, const float* a, int64_t lda,
+                                int64_t stride_a, const float* b, int64_t ldb,
+                                int64_t stride_b, float beta, float* c,
+                                int64_t ldc, int64_t stride_c, int64_t batch);
+
 }  // namespace cuda
 }  // namespace lockstep
 
