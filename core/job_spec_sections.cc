@@ -134,8 +134,11 @@ absl::Status ParsePreset(const Reader& r, ModelSpec* model) {
         absl::StrCat("unknown preset ", Got(r.Get("preset")),
                      "; expected one of ", absl::StrJoin(presets, ", ")));
   }
+  // "layers" is a preset's own field when it is a number (bert_mlm's
+  // encoder layers); a list of layers beside a preset is a mistake.
   for (const char* key : {"input_shape", "inputs", "layers"}) {
-    if (r.Has(key)) {
+    if (r.Has(key) &&
+        (std::string(key) != "layers" || r.Get("layers").is_array())) {
       return Bad(r.At(key), absl::StrCat("unknown field for a preset model (",
                                          preset, " declares its inputs)"));
     }
@@ -147,10 +150,10 @@ absl::Status ParsePreset(const Reader& r, ModelSpec* model) {
     for (const std::string& k : ModelKeys()) model_key |= it.key() == k;
     if (!model_key) block[it.key()] = it.value();
   }
+  block["inputs"] = info->preset_inputs;
   LayerSpec layer;
   RETURN_IF_ERROR(ParseLayerSpec(block, r.path(), &layer));
   layer.name = preset;
-  layer.inputs = info->preset_inputs;
   for (const std::string& name : info->preset_inputs) {
     model->inputs.push_back(ModelInput{name, {}});
   }

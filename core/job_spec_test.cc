@@ -462,6 +462,71 @@ INSTANTIATE_TEST_SUITE_P(
       return info.param.label;
     });
 
+constexpr char kBert[] = R"({
+  "name": "bert",
+  "model": {"preset": "bert_mlm", "vocab_size": 1000, "hidden": 64,
+            "layers": 2, "heads": 2, "intermediate": 128,
+            "max_positions": 64, "dropout": 0.1},
+  "optimizer": {"type": "adamw", "learning_rate": 1e-4,
+                "exclude_from_weight_decay": ["LayerNorm", "bias"],
+                "global_clipnorm": 1.0, "scale_with_replicas": true},
+  "data": {"format": "text", "train_path": ["a.txt", "b.txt"],
+           "test_path": "valid.txt", "vocab_size": 1000,
+           "sequence_length": 32, "max_predictions": 5},
+  "epochs": 1
+})";
+
+TEST(JobSpecTest, BertPresetOverTextData) {
+  JobSpec spec = MustParse(kBert, "/data");
+  ASSERT_EQ(spec.model.inputs.size(), 4u);
+  const char* names[] = {"token_ids", "segment_ids", "padding_mask",
+                         "mask_positions"};
+  const Shape shapes[] = {{32}, {32}, {32}, {5}};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(spec.model.inputs[i].name, names[i]);
+    EXPECT_EQ(spec.model.inputs[i].shape, shapes[i]) << names[i];
+  }
+  ASSERT_EQ(spec.model.layers.size(), 1u);
+  EXPECT_EQ(spec.model.layers[0].type, "bert_mlm");
+  EXPECT_EQ(spec.model.layers[0].inputs,
+            std::vector<std::string>(names, names + 4));
+  EXPECT_EQ(Config(spec.model.layers[0])["layers"], 2);
+  EXPECT_EQ(spec.model.param_names, ParamNaming::kTorch);
+  EXPECT_EQ(spec.data.train_files,
+            (std::vector<std::string>{"/data/a.txt", "/data/b.txt"}));
+  EXPECT_EQ(spec.data.test_files, std::vector<std::string>{"/data/valid.txt"});
+  EXPECT_EQ(DataLabelsPerSample(spec.data), 5);
+  EXPECT_EQ(spec.optimizer.exclude_from_weight_decay,
+            (std::vector<std::string>{"LayerNorm", "bias"}));
+  EXPECT_EQ(spec.optimizer.global_clipnorm, 1.0);
+  EXPECT_TRUE(spec.optimizer.scale_with_replicas);
+  // The canonical form parses back to the same job.
+  JobSpec again = MustParse(JobSpecToJson(spec));
+  EXPECT_EQ(JobSpecToJson(again), JobSpecToJson(spec));
+}
+
+TEST(JobSpecTest, BertPresetErrors) {
+  auto error = [](const std::function<void(Json&)>& mutate) {
+    Json j = Json::parse(kBert);
+    mutate(j);
+    absl::StatusOr<JobSpec> spec = ParseJobSpec(j.dump());
+    EXPECT_FALSE(spec.ok());
+    return std::string(spec.status().message());
+  };
+  EXPECT_EQ(error([](Json& j) { j["model"]["layers"] = Json::array(); }),
+            "model.layers: unknown field for a preset model (bert_mlm "
+            "declares its inputs)");
+  EXPECT_EQ(error([](Json& j) { j["model"]["preset"] = "gpt"; }),
+            "model.preset: unknown preset \"gpt\"; expected one of bert_mlm");
+  EXPECT_EQ(error([](Json& j) { j["model"]["heads"] = 3; }),
+            "model.heads: must divide hidden (64), got 3");
+  EXPECT_EQ(error([](Json& j) { j["data"].erase("vocab_size"); }),
+            "data.vocab_size: required for building a vocabulary (when "
+            "data.vocab is not given)");
+  EXPECT_EQ(error([](Json& j) { j["data"]["max_predictions"] = 31; }),
+            "data.max_predictions: must be an integer in [1, 30], got 31");
+}
+
 TEST(JobSpecTest, MalformedJsonNamesLineAndColumn) {
   absl::StatusOr<JobSpec> s =
       ParseJobSpec("{\n  \"name\": \"x\",\n  \"seed\": ,\n}");

@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
 
 namespace lockstep {
 
@@ -93,7 +94,18 @@ double LrSchedule::At(int64_t global_step) const {
     lr *= std::min(1.0, static_cast<double>(step + 1) /
                             static_cast<double>(spec_.warmup_steps));
   }
-  return lr;
+  return lr * scale_;
+}
+
+absl::StatusOr<LrSchedule> LrSchedule::ForJob(const JobSpec& job,
+                                              int64_t steps_per_epoch) {
+  ASSIGN_OR_RETURN(
+      LrSchedule s,
+      Create(job.lr_schedule, job.optimizer.learning_rate, steps_per_epoch));
+  if (job.optimizer.scale_with_replicas) {
+    s.scale_ = static_cast<double>(job.total_replicas());
+  }
+  return s;
 }
 
 }  // namespace lockstep

@@ -30,8 +30,15 @@ class LrSchedule {
   //    first i with global_step <= boundaries[i];
   //  - polynomial: (base - end) * (1 - min(step, decay_steps) /
   //    decay_steps)^power + end;
-  //  then times min(1, (global_step + 1) / warmup_steps) when warming up.
+  //  then times min(1, (global_step + 1) / warmup_steps) when warming up,
+  //  and times the replica count with optimizer.scale_with_replicas.
   double At(int64_t global_step) const;
+
+  // The job's schedule: Create from its lr_schedule and learning rate,
+  // scaled by job.total_replicas() when optimizer.scale_with_replicas (the
+  // seed tutorials' scaled_learning_rate = base * num_replicas_in_sync).
+  static absl::StatusOr<LrSchedule> ForJob(const JobSpec& job,
+                                           int64_t steps_per_epoch);
 
  private:
   LrSchedule(const ScheduleSpec& spec, double base_lr, int64_t steps_per_epoch)
@@ -40,6 +47,7 @@ class LrSchedule {
   ScheduleSpec spec_;
   double base_lr_;
   int64_t steps_per_epoch_;
+  double scale_ = 1;
 };
 
 }  // namespace lockstep

@@ -136,5 +136,27 @@ TEST(LrScheduleTest, RejectsBadSpecs) {
             "optimizer.learning_rate: must be > 0, got 0");
 }
 
+TEST(LrScheduleTest, ScaleWithReplicasMultipliesEveryRate) {
+  JobSpec job;
+  job.optimizer.learning_rate = 1e-4;
+  job.lr_schedule.type = ScheduleType::kPolynomial;
+  job.lr_schedule.decay_steps = 100;
+  job.lr_schedule.end_learning_rate = 0;
+  job.lr_schedule.power = 1;
+  job.lr_schedule.warmup_steps = 10;
+  job.cluster.workers = 2;
+  job.cluster.replicas_per_worker = 3;
+  absl::StatusOr<LrSchedule> plain = LrSchedule::ForJob(job, 50);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  job.optimizer.scale_with_replicas = true;
+  absl::StatusOr<LrSchedule> scaled = LrSchedule::ForJob(job, 50);
+  ASSERT_TRUE(scaled.ok()) << scaled.status();
+  // Warm-up step 4: 1e-4 * (1 - 4/100) * 5/10; then times 6 replicas.
+  EXPECT_NEAR(plain->At(4), 1e-4 * 0.96 * 0.5, 1e-15);
+  for (int64_t step : {0, 4, 50, 99, 150}) {
+    EXPECT_NEAR(scaled->At(step), 6 * plain->At(step), 1e-15) << step;
+  }
+}
+
 }  // namespace
 }  // namespace lockstep

@@ -80,6 +80,9 @@ absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(
   if (!(spec.weight_decay >= 0)) {
     return bad("weight_decay", spec.weight_decay, "must be >= 0");
   }
+  if (!(spec.global_clipnorm >= 0)) {
+    return bad("global_clipnorm", spec.global_clipnorm, "must be > 0");
+  }
   if (spec.type == OptimizerType::kSgd) {
     if (!(spec.momentum >= 0 && spec.momentum <= 1)) {
       return bad("momentum", spec.momentum, "must be in [0, 1]");
@@ -110,6 +113,7 @@ absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(
 
 Optimizer::Optimizer(const OptimizerSpec& spec, std::vector<Param*> params)
     : spec_(spec), params_(std::move(params)) {
+  for (const Param* p : params_) decays_.push_back(Decays(p->name));
   const bool sgd = spec_.type == OptimizerType::kSgd;
   if (sgd && spec_.momentum == 0) return;  // plain SGD keeps no state
   first_.reserve(params_.size());
@@ -119,7 +123,39 @@ Optimizer::Optimizer(const OptimizerSpec& spec, std::vector<Param*> params)
   for (const Param* p : params_) second_.emplace_back(p->value.shape());
 }
 
+bool Optimizer::Decays(const std::string& name) const {
+  if (spec_.weight_decay <= 0) return false;
+  for (const std::string& pattern : spec_.exclude_from_weight_decay) {
+    if (name.find(pattern) != std::string::npos) return false;
+  }
+  return true;
+}
+
+double Optimizer::ClipGradients() {
+  // The global L2 norm in double, parameter by parameter in order: the
+  // same bits on every replica, which all hold the same summed gradients.
+  double sum = 0;
+  for (const Param* p : params_) {
+    const float* g = p->grad.data();
+    double part = 0;
+    for (int64_t i = 0; i < p->grad.size(); ++i) {
+      part += static_cast<double>(g[i]) * g[i];
+    }
+    sum += part;
+  }
+  const double norm = std::sqrt(sum);
+  if (spec_.global_clipnorm > 0 && norm > spec_.global_clipnorm) {
+    const float scale = static_cast<float>(spec_.global_clipnorm / norm);
+    for (Param* p : params_) {
+      float* g = p->grad.data();
+      for (int64_t i = 0; i < p->grad.size(); ++i) g[i] *= scale;
+    }
+  }
+  return norm;
+}
+
 void Optimizer::Apply(double lr) {
+  if (spec_.global_clipnorm > 0) last_grad_norm_ = ClipGradients();
   const float flr = static_cast<float>(lr);
   const float decay = static_cast<float>(spec_.weight_decay * lr);
   // Bias correction in double, as one float factor for the whole step.
@@ -138,7 +174,7 @@ void Optimizer::Apply(double lr) {
     float* w = p->value.data();
     const float* g = p->grad.data();
     const int64_t n = p->value.size();
-    if (spec_.weight_decay > 0) DecayWeights(w, n, decay);
+    if (decays_[k]) DecayWeights(w, n, decay);
     switch (spec_.type) {
       case OptimizerType::kSgd:
         if (first_.empty()) {

@@ -27,14 +27,22 @@ class Optimizer {
   Optimizer& operator=(const Optimizer&) = delete;
 
   // Applies one update to every param from its grad with learning rate `lr`
-  // (grads are read, not cleared), then counts one iteration. Blocks; runs
-  // on the calling thread. The result depends only on the inputs, so every
-  // replica that applies the same grads gets bitwise the same params.
+  // (grads are read, not cleared; with global_clipnorm they are first
+  // scaled in place so their global L2 norm is at most the clip norm, as
+  // Keras' global_clipnorm), then counts one iteration. Weight decay skips
+  // the params whose names contain an exclude_from_weight_decay pattern.
+  // Blocks; runs on the calling thread. The result depends only on the inputs,
+  // so every replica that applies the same grads gets bitwise the same params.
   void Apply(double lr);
 
   // Updates applied so far (Keras' optimizer.iterations); Adam's bias
   // correction uses iterations() + 1. Restored from checkpoints.
   int64_t iterations() const { return iterations_; }
+  // The global gradient norm the last Apply saw before clipping (0 without
+  // global_clipnorm).
+  double last_grad_norm() const { return last_grad_norm_; }
+  // Whether weight decay applies to the param named `name`.
+  bool Decays(const std::string& name) const;
   void set_iterations(int64_t n) { iterations_ = n; }
 
   // Named slot tensors for checkpoints: "sgd/momentum/<param>" (only when
@@ -52,6 +60,10 @@ class Optimizer {
   std::vector<Tensor> first_;
   std::vector<Tensor> second_;
   int64_t iterations_ = 0;
+  std::vector<bool> decays_;  // per param
+  double last_grad_norm_ = 0;
+
+  double ClipGradients();  // returns the norm before clipping
 };
 
 }  // namespace lockstep

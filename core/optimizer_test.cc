@@ -121,6 +121,46 @@ TEST(OptimizerTest, AdamW) {
   EXPECT_EQ(state[0].first, "adamw/m/dense/kernel");
 }
 
+TEST(OptimizerTest, ExcludeFromWeightDecayMatchesNameParts) {
+  OptimizerSpec s = Sgd(0, false);
+  s.weight_decay = 0.5;
+  s.exclude_from_weight_decay = {"LayerNorm", "bias"};
+  Param kernel = Scalar(), bias = Scalar(), norm = Scalar();
+  bias.name = "bert.encoder.layer.0.output.dense.bias";
+  norm.name = "bert.embeddings.LayerNorm.weight";
+  auto opt = Make(s, {&kernel, &bias, &norm});
+  EXPECT_TRUE(opt->Decays("dense/kernel"));
+  EXPECT_FALSE(opt->Decays(bias.name));
+  EXPECT_FALSE(opt->Decays(norm.name));
+  // Zero gradients: only the decay moves a weight (1 - 0.5 * 0.1).
+  opt->Apply(0.1);
+  EXPECT_FLOAT_EQ(kernel.value.data()[0], 0.95f);
+  EXPECT_EQ(bias.value.data()[0], 1.0f);
+  EXPECT_EQ(norm.value.data()[0], 1.0f);
+}
+
+TEST(OptimizerTest, GlobalClipnormScalesEveryGradientTogether) {
+  OptimizerSpec s = Sgd(0, false);
+  s.global_clipnorm = 1.0;
+  Param a = Scalar(), b = Scalar();
+  b.name = "b";
+  auto opt = Make(s, {&a, &b});
+  // Norm 5 > 1: both scaled by 1/5, the direction kept.
+  a.grad.data()[0] = 3;
+  b.grad.data()[0] = -4;
+  opt->Apply(1.0);
+  EXPECT_DOUBLE_EQ(opt->last_grad_norm(), 5.0);
+  EXPECT_FLOAT_EQ(a.value.data()[0], 1.0f - 0.6f);
+  EXPECT_FLOAT_EQ(b.value.data()[0], 1.0f + 0.8f);
+  // Norm 0.5 <= 1: untouched.
+  a.grad.data()[0] = 0.3f;
+  b.grad.data()[0] = 0.4f;
+  opt->Apply(1.0);
+  EXPECT_NEAR(opt->last_grad_norm(), 0.5, 1e-7);
+  EXPECT_FLOAT_EQ(a.value.data()[0], 0.4f - 0.3f);
+  EXPECT_FLOAT_EQ(b.value.data()[0], 1.8f - 0.4f);
+}
+
 TEST(OptimizerTest, StateNamesAndShapes) {
   Param a = Scalar();
   Param b;

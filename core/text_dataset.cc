@@ -124,7 +124,7 @@ class MlmSampleMaker : public SampleMaker {
           for (int64_t i = 0; i < p; ++i) {
             x[i] = i < static_cast<int64_t>(m.positions.size())
                        ? static_cast<float>(m.positions[i])
-                       : 0.0f;
+                       : -1.0f;  // unused: gather_positions reads zeros
           }
           x += p;
           break;

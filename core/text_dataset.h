@@ -10,8 +10,9 @@
 //
 // A sample holds the model inputs it names, in order: token_ids, segment_ids
 // (zeros) and padding_mask (1 for tokens, 0 for [PAD]), each
-// [sequence_length], and mask_positions [max_predictions]; its labels are the
-// original ids at those positions (-1 where fewer were masked).
+// [sequence_length], and mask_positions [max_predictions] (-1 for an unused
+// slot); its labels are the original ids at those positions (-1 where fewer
+// were masked).
 #ifndef LOCKSTEP_CORE_TEXT_DATASET_H_
 #define LOCKSTEP_CORE_TEXT_DATASET_H_
 

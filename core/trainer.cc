@@ -178,8 +178,7 @@ absl::Status LocalTrainer::Setup() {
                    Optimizer::Create(spec_.optimizer, replicas_->params()));
   ASSIGN_OR_RETURN(
       LrSchedule schedule,
-      LrSchedule::Create(spec_.lr_schedule, spec_.optimizer.learning_rate,
-                         plan_->steps_per_epoch()));
+      LrSchedule::ForJob(spec_, plan_->steps_per_epoch()));
   schedule_ = std::make_unique<LrSchedule>(std::move(schedule));
 
   return absl::OkStatus();

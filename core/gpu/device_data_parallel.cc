@@ -513,6 +513,16 @@ absl::Status CheckConfig(const DeviceDataParallelConfig& c) {
 absl::StatusOr<std::unique_ptr<DeviceDataParallel>> MakeCudaDeviceDataParallel(
     const DeviceDataParallelConfig& config) {
   RETURN_IF_ERROR(CheckConfig(config));
+  // The fused update runs over one flat buffer with one decay and no norm
+  // reduction yet.
+  const OptimizerSpec& o = config.spec.optimizer;
+  if (o.global_clipnorm > 0 ||
+      (o.weight_decay > 0 && !o.exclude_from_weight_decay.empty())) {
+    return absl::UnimplementedError(
+        "optimizer.global_clipnorm and optimizer.exclude_from_weight_decay "
+        "are not yet supported on GPUs (the fused device update); train "
+        "this job on CPUs or leave them out");
+  }
   const size_t n = config.devices.size();
   const int slots = SlotCount(config.spec.optimizer);
   std::vector<Lane> lanes(n);
