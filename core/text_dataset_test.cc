@@ -170,7 +170,9 @@ TEST_F(TextFilesTest, SamplesHoldTheModelInputsAndMaskDeterministically) {
   for (int i = 0; i < 16; ++i) {
     EXPECT_EQ(x[16 + i], 0.0f);  // segment ids
     tokens += x[32 + i] == 1.0f;
-    if (x[32 + i] == 0.0f) EXPECT_EQ(x[i], ds->vocab->pad());
+    if (x[32 + i] == 0.0f) {
+      EXPECT_EQ(x[i], ds->vocab->pad());
+    }
   }
   EXPECT_GE(tokens, 3);  // [CLS], at least a piece, [SEP]
   for (int k = 0; k < 4; ++k) {
