@@ -74,20 +74,27 @@ nlohmann::json FaultJob(const nlohmann::json& extra = {}) {
 
 class FaultTest : public ::testing::Test {
  protected:
+  // An uninterrupted `lockstep train` of `job` (named ft) in `dir`: its
+  // result.json (null when it failed; the test fails too) and output.
+  static nlohmann::json TrainAlone(const nlohmann::json& job,
+                                   const std::string& dir,
+                                   std::string* out = nullptr) {
+    WriteStringToFile(dir + "/job.json", job.dump(2));
+    RunResult r =
+        RunProcess({Runfile("client/lockstep"), "train", dir + "/job.json",
+                    "--storage", dir + "/storage", "--threads", "1"},
+                   dir, 300);
+    EXPECT_EQ(r.exit.exit_code, 0) << r.out << r.err;
+    if (out != nullptr) *out = r.out;
+    return nlohmann::json::parse(
+        ReadFileOrEmpty(dir + "/storage/jobs/ft/result.json"), nullptr, false);
+  }
+
   // The uninterrupted run's fingerprint of FaultJob(), computed once.
   static std::string ReferenceFingerprint() {
     static std::string* fp = nullptr;
     if (fp == nullptr) {
-      const std::string dir = NewTempDir("reference");
-      WriteStringToFile(dir + "/job.json", FaultJob().dump(2));
-      RunResult r =
-          RunProcess({Runfile("client/lockstep"), "train", dir + "/job.json",
-                      "--storage", dir + "/storage", "--threads", "1"},
-                     dir, 300);
-      EXPECT_EQ(r.exit.exit_code, 0) << r.out << r.err;
-      nlohmann::json res = nlohmann::json::parse(
-          ReadFileOrEmpty(dir + "/storage/jobs/ft/result.json"), nullptr,
-          false);
+      nlohmann::json res = TrainAlone(FaultJob(), NewTempDir("reference"));
       fp = new std::string(res.is_object()
                                ? res["fingerprint"].get<std::string>()
                                : "no reference result");
@@ -224,6 +231,95 @@ TEST_F(FaultTest, KilledWorkerIsReplacedAndTheRunEndsWithTheSameBytes) {
   ASSERT_TRUE(res.is_object());
   EXPECT_EQ(res["fingerprint"], reference);
   EXPECT_EQ(res["resumed_from_step"], resumed);
+}
+
+// The same guarantee for a text model: a BERT masked-LM job (embeddings,
+// attention with the padding mask, the tied MLM head, AdamW with clipping)
+// over a text file, 2 workers; rank 1 is killed mid-run, a replacement
+// joins, and the run ends with the bytes of an uninterrupted `lockstep
+// train` (same masks, same vocabulary, same shards).
+nlohmann::json TextFaultJob(const std::string& text_file) {
+  return nlohmann::json::parse(R"({
+    "name": "ft", "seed": 5, "epochs": 10,
+    "model": {"preset": "bert_mlm", "vocab_size": 300, "hidden": 64,
+              "layers": 2, "heads": 2, "intermediate": 256,
+              "max_positions": 64, "dropout": 0.1},
+    "optimizer": {"type": "adamw", "learning_rate": 0.001,
+                  "exclude_from_weight_decay": ["LayerNorm", "bias"],
+                  "global_clipnorm": 1.0},
+    "data": {"format": "text", "train_path": ")" +
+                               text_file + R"(",
+             "test_path": ")" + text_file +
+                               R"(", "vocab_size": 300,
+             "sequence_length": 64, "max_predictions": 8},
+    "batch_size_per_replica": 8,
+    "checkpoint": {"every_steps": 20, "keep": 3},
+    "summary": {"every_steps": 10},
+    "cluster": {"workers": 2, "replicas_per_worker": 1,
+                "fingerprint_every_steps": 20},
+    "restart": {"max_restarts": 3, "backoff_seconds": 0.2,
+                "replacement_timeout_seconds": 60}})");
+}
+
+// Sentences from a small grammar, the same bytes on every run.
+std::string WriteText(const std::string& dir) {
+  const char* subjects[] = {"the cat",     "a dog",      "my friend",
+                            "the old man", "her sister", "the teacher",
+                            "a small bird"};
+  const char* verbs[] = {"saw",     "liked",    "found",     "carried",
+                         "painted", "followed", "remembered"};
+  const char* objects[] = {
+      "the red house", "a long letter",  "the river",        "an apple",
+      "the green hat", "a quiet street", "the morning train"};
+  std::string text;
+  uint64_t x = 12345;
+  for (int i = 0; i < 1500; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    text += std::string(subjects[(x >> 33) % 7]) + " " + verbs[(x >> 40) % 7] +
+            " " + objects[(x >> 47) % 7] + " and then " + verbs[(x >> 54) % 7] +
+            " " + objects[(x >> 20) % 7] + ".\n";
+  }
+  const std::string path = dir + "/corpus.txt";
+  WriteStringToFile(path, text);
+  return path;
+}
+
+TEST_F(FaultTest, TextModelKilledWorkerRejoinsWithTheSameBytes) {
+  const std::string ref_dir = NewTempDir("text_reference");
+  const std::string corpus = WriteText(ref_dir);
+  std::string ref_out;
+  nlohmann::json ref_result =
+      TrainAlone(TextFaultJob(corpus), ref_dir, &ref_out);
+  ASSERT_TRUE(ref_result.is_object()) << ref_out;
+  std::smatch total;
+  ASSERT_TRUE(std::regex_search(ref_out, total,
+                                std::regex(R"(steps 0\.\.\d+ of (\d+))")))
+      << ref_out;
+  const int steps = std::stoi(total[1]);
+  ASSERT_GE(steps, 200) << ref_out;  // long enough to be cut mid-run
+
+  Start();
+  ASSERT_EQ(Client({"submit", WriteJob(TextFaultJob(corpus))}).exit.exit_code,
+            0);
+  WaitForStep(steps / 4);
+  Subprocess* victim = RankProcess(1);
+  ASSERT_NE(victim, nullptr);
+  victim->Signal(SIGKILL);
+  std::string last;
+  ASSERT_TRUE(WaitForStatus("RECOVERING", 10, &last)) << last;
+  std::string why;
+  ASSERT_TRUE(cluster_->StartWorkers(1, 1, 1, &why)) << why;
+  RunResult w = WatchToEnd();
+  EXPECT_EQ(w.exit.exit_code, 0) << w.out << w.err;
+  EXPECT_TRUE(
+      std::regex_search(w.out, std::regex(R"(RUNNING generation 2 from step)")))
+      << w.out;
+  EXPECT_NE(w.out.find("job ft SUCCEEDED: " + std::to_string(steps) + " steps"),
+            std::string::npos)
+      << w.out;
+  nlohmann::json res = Result();
+  ASSERT_TRUE(res.is_object());
+  EXPECT_EQ(res["fingerprint"], ref_result["fingerprint"]);
 }
 
 TEST_F(FaultTest, WorkerStoppedWithSigtermFinishesItsStepAndLosesNothing) {
