@@ -79,6 +79,18 @@ std::string Name(const std::string& layer, ParamNaming naming,
                                        : absl::StrCat(layer, "/", keras);
 }
 
+// Inverted dropout of (sample, head) `sh`'s [l, l] probabilities (or their
+// gradient: the same mask) from `in` into `out` (which may be `in`): mask
+// element sh * l * l + e, as kernels/cuda/transformer.cu draws it.
+void DropProbabilities(uint64_t seed, int64_t sh, int64_t l, float rate,
+                       const float* in, float* out) {
+  const float keep_scale = 1.0f / (1.0f - rate);
+  const int64_t base = sh * l * l;
+  for (int64_t e = 0; e < l * l; ++e) {
+    out[e] = DropoutKeep(seed, base + e, rate) ? in[e] * keep_scale : 0.0f;
+  }
+}
+
 float* Grow(std::vector<float>* v, int64_t n) {
   if (static_cast<int64_t>(v->size()) < n) v->resize(n);
   return v->data();
@@ -164,7 +176,6 @@ void MultiHeadAttentionLayer::Forward(const LayerIO& io,
   Project(rows, w, in, io.x[0], weight(2), b(2), v);
   const float sc = scale(), rate = this->rate();
   const bool drop = ctx.training && rate > 0.0f;
-  const float keep_scale = drop ? 1.0f / (1.0f - rate) : 1.0f;
   const float* mask = masked() ? io.x[1] : nullptr;
   ParallelFor(n * h, 1, [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> dropped;
@@ -199,11 +210,7 @@ void MultiHeadAttentionLayer::Forward(const LayerIO& io,
       const float* use = p;
       if (drop) {
         dropped.resize(l * l);
-        for (int64_t e = 0; e < l * l; ++e) {
-          dropped[e] = DropoutKeep(ctx.dropout_seed, sh * l * l + e, rate)
-                           ? p[e] * keep_scale
-                           : 0.0f;
-        }
+        DropProbabilities(ctx.dropout_seed, sh, l, rate, p, dropped.data());
         use = dropped.data();
       }
       Gemm(false, false, l, d, l, 1.0f, use, l, vh, in, 0.0f,
@@ -240,7 +247,6 @@ void MultiHeadAttentionLayer::Backward(const LayerIO& io,
   if (bias) BiasGrad(rows, w, dout, dbias(3));
   const float sc = scale(), rate = this->rate();
   const bool drop = ctx.training && rate > 0.0f;
-  const float keep_scale = drop ? 1.0f / (1.0f - rate) : 1.0f;
   const float* q = q_.data();
   const float* k = k_.data();
   const float* v = v_.data();
@@ -253,11 +259,7 @@ void MultiHeadAttentionLayer::Backward(const LayerIO& io,
       const float* use = p;
       if (drop) {
         dropped.resize(l * l);
-        for (int64_t e = 0; e < l * l; ++e) {
-          dropped[e] = DropoutKeep(ctx.dropout_seed, sh * l * l + e, rate)
-                           ? p[e] * keep_scale
-                           : 0.0f;
-        }
+        DropProbabilities(ctx.dropout_seed, sh, l, rate, p, dropped.data());
         use = dropped.data();
       }
       // dV = P'^T dC; dP' = dC V^T.
@@ -268,18 +270,12 @@ void MultiHeadAttentionLayer::Backward(const LayerIO& io,
            dp.data(), l);
       // Through the dropout (the same mask), then the softmax:
       // dS = P (dP - <dP, P>) times the score scale.
+      if (drop) {
+        DropProbabilities(ctx.dropout_seed, sh, l, rate, dp.data(), dp.data());
+      }
       for (int64_t i = 0; i < l; ++i) {
         float* g = dp.data() + i * l;
         const float* pr = p + i * l;
-        if (drop) {
-          for (int64_t j = 0; j < l; ++j) {
-            if (!DropoutKeep(ctx.dropout_seed, sh * l * l + i * l + j, rate)) {
-              g[j] = 0.0f;
-            } else {
-              g[j] *= keep_scale;
-            }
-          }
-        }
         float dot = 0.0f;
         for (int64_t j = 0; j < l; ++j) dot += g[j] * pr[j];
         for (int64_t j = 0; j < l; ++j) g[j] = pr[j] * (g[j] - dot) * sc;

@@ -167,4 +167,15 @@ void MakeParam(const std::string& name, const Shape& shape, Param* p) {
   p->grad = Tensor(shape);
 }
 
+absl::Status CheckImageInput(const LayerBuildContext& ctx) {
+  const Shape& in = ctx.inputs[0];
+  if (in.size() == 3) return absl::OkStatus();
+  return ctx.Error(
+      absl::StrCat("expects an image input [height, width, channels], got ",
+                   ShapeToString(in),
+                   ctx.input_names[0] == "input"
+                       ? "; set model.input_shape to [height, width, channels]"
+                       : "; image layers must come before flatten and dense"));
+}
+
 }  // namespace lockstep

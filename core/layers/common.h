@@ -49,6 +49,10 @@ void Initialize(const Initializer& init, uint64_t seed, int64_t fan_in,
 // A parameter named `name` of `shape`, value and gradient zero-filled.
 void MakeParam(const std::string& name, const Shape& shape, Param* p);
 
+// OK when input 0 is an image [height, width, channels]; else the error an
+// image layer (conv2d, max_pool2d) gives, with a hint at the likely cause.
+absl::Status CheckImageInput(const LayerBuildContext& ctx);
+
 }  // namespace lockstep
 
 #endif  // LOCKSTEP_CORE_LAYERS_COMMON_H_

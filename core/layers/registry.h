@@ -87,6 +87,33 @@ const LayerTypeInfo* FindLayerType(absl::string_view type);
 // Every registered type, sorted.
 std::vector<std::string> LayerTypeNames();
 
+namespace registry_internal {
+// What a layer type and a block type share: the names, the input counts,
+// and `parse` (read the fields into Config, write its canonical form).
+template <typename Config>
+LayerTypeInfo TypeInfo(std::string type, std::string keras_stem,
+                       std::vector<std::string> keys, int min_inputs,
+                       int max_inputs,
+                       absl::Status (*read)(const spec_reader::Reader&,
+                                            Config*),
+                       spec_reader::Json (*to_json)(const Config&)) {
+  LayerTypeInfo info;
+  info.type = std::move(type);
+  info.keras_stem = std::move(keras_stem);
+  info.keys = std::move(keys);
+  info.min_inputs = min_inputs;
+  info.max_inputs = max_inputs;
+  info.parse = [read, to_json](const spec_reader::Reader& r,
+                               spec_reader::Json* out) -> absl::Status {
+    Config c;
+    absl::Status s = read(r, &c);
+    if (s.ok()) *out = to_json(c);
+    return s;
+  };
+  return info;
+}
+}  // namespace registry_internal
+
 // A layer type from its typed config: `read` validates the fields into
 // Config (the same function reads the canonical config back at build time),
 // `to_json` writes the canonical form, `create` builds.
@@ -99,19 +126,9 @@ LayerTypeInfo MakeLayerType(std::string type, std::string keras_stem,
                             spec_reader::Json (*to_json)(const Config&),
                             absl::StatusOr<std::unique_ptr<Layer>> (*create)(
                                 const Config&, const LayerBuildContext&)) {
-  LayerTypeInfo info;
-  info.type = std::move(type);
-  info.keras_stem = std::move(keras_stem);
-  info.keys = std::move(keys);
-  info.min_inputs = min_inputs;
-  info.max_inputs = max_inputs;
-  info.parse = [read, to_json](const spec_reader::Reader& r,
-                               spec_reader::Json* out) -> absl::Status {
-    Config c;
-    absl::Status s = read(r, &c);
-    if (s.ok()) *out = to_json(c);
-    return s;
-  };
+  LayerTypeInfo info = registry_internal::TypeInfo<Config>(
+      std::move(type), std::move(keras_stem), std::move(keys), min_inputs,
+      max_inputs, read, to_json);
   info.create = [read, create](const spec_reader::Json& config,
                                const LayerBuildContext& ctx)
       -> absl::StatusOr<std::unique_ptr<Layer>> {
@@ -123,7 +140,7 @@ LayerTypeInfo MakeLayerType(std::string type, std::string keras_stem,
   return info;
 }
 
-// The same for a block.
+// The same for a block, which `expand`s into layers instead.
 template <typename Config>
 LayerTypeInfo MakeBlockType(
     std::string type, std::string keras_stem, std::vector<std::string> keys,
@@ -132,19 +149,9 @@ LayerTypeInfo MakeBlockType(
     spec_reader::Json (*to_json)(const Config&),
     absl::StatusOr<std::vector<LayerSpec>> (*expand)(const Config&,
                                                      const BlockContext&)) {
-  LayerTypeInfo info;
-  info.type = std::move(type);
-  info.keras_stem = std::move(keras_stem);
-  info.keys = std::move(keys);
-  info.min_inputs = min_inputs;
-  info.max_inputs = max_inputs;
-  info.parse = [read, to_json](const spec_reader::Reader& r,
-                               spec_reader::Json* out) -> absl::Status {
-    Config c;
-    absl::Status s = read(r, &c);
-    if (s.ok()) *out = to_json(c);
-    return s;
-  };
+  LayerTypeInfo info = registry_internal::TypeInfo<Config>(
+      std::move(type), std::move(keras_stem), std::move(keys), min_inputs,
+      max_inputs, read, to_json);
   info.expand =
       [read, expand](
           const spec_reader::Json& config,

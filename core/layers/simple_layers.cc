@@ -32,14 +32,7 @@ Json PoolToJson(const MaxPool2DConfig& c) {
 absl::StatusOr<std::unique_ptr<Layer>> CreatePool(
     const MaxPool2DConfig& c, const LayerBuildContext& ctx) {
   const Shape& in = ctx.inputs[0];
-  if (in.size() != 3) {
-    return ctx.Error(absl::StrFormat(
-        "expects an image input [height, width, channels], got %s%s",
-        ShapeToString(in),
-        ctx.input_names[0] == "input"
-            ? "; set model.input_shape to [height, width, channels]"
-            : "; image layers must come before flatten and dense"));
-  }
+  RETURN_IF_ERROR(CheckImageInput(ctx));
   if (c.padding == Padding::kSame) {
     return ctx.Error(
         "padding \"same\" is not implemented for max_pool2d; use \"valid\"");

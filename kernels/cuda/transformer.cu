@@ -5,6 +5,7 @@
 // element-wise products and sums round as on the CPU.
 #include <cub/device/device_radix_sort.cuh>
 
+#include "kernels/cuda/dropout_mask.cuh"
 #include "kernels/cuda/grid_stride.cuh"
 #include "kernels/cuda/transformer.h"
 
@@ -28,20 +29,6 @@ __device__ int64_t IndexOf(float f, int64_t limit) {
   return static_cast<int64_t>(f);
 }
 
-// kernels/cpu/dropout.h's Mix64 and DropoutKeep, restated for the device
-// (as kernels/cuda/layers/dropout.cu does): the same bits keep the same
-// probabilities on the CPU and the GPU.
-__device__ uint64_t Mix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-__device__ bool Keep(uint64_t seed, int64_t i, float rate) {
-  const uint64_t bits = Mix64(seed ^ Mix64(static_cast<uint64_t>(i)));
-  return static_cast<float>(bits >> 40) * (1.0f / 16777216.0f) >= rate;
-}
 
 // XOR butterflies: every lane ends with the same value (each step adds the
 // same two operands, commuted), deterministically.

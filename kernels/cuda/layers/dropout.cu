@@ -1,23 +1,12 @@
-// The mask hash is kernels/cpu/dropout.h's Mix64/DropoutKeep, restated as
-// device code (the CPU header's inline functions are host-only).
+// Inverted dropout with kernels/cuda/dropout_mask.cuh's mask.
 #include "kernels/cuda/layers/dropout.h"
+#include "kernels/cuda/dropout_mask.cuh"
 #include "kernels/cuda/grid_stride.cuh"
 
 namespace lockstep {
 namespace cuda {
 namespace {
 
-__device__ uint64_t Mix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-__device__ bool Keep(uint64_t seed, int64_t i, float rate) {
-  const uint64_t bits = Mix64(seed ^ Mix64(static_cast<uint64_t>(i)));
-  return static_cast<float>(bits >> 40) * (1.0f / 16777216.0f) >= rate;
-}
 
 __global__ void ApplyKernel(int64_t n, float rate, float scale, uint64_t seed,
                             const float* in, float* out) {
