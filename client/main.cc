@@ -7,6 +7,7 @@
 #include "client/daemon_commands.h"
 #include "client/health_command.h"
 #include "client/job_commands.h"
+#include "client/predict_command.h"
 #include "client/train_command.h"
 #include "core/version.h"
 
@@ -16,6 +17,8 @@ constexpr char kUsage[] =
     "usage: lockstep <command> [args]\n"
     "commands:\n"
     "  train JOB.json [--storage DIR]   train a job in this process\n"
+    "  predict JOB.json --text TEXT     fill the [MASK]s of TEXT with a text "
+    "job's model\n"
     "  coordinator [--listen H:P] [--storage DIR]\n"
     "                                   run the coordinator (the chief)\n"
     "  worker --coordinator H:P [--replicas N]\n"
@@ -41,6 +44,7 @@ int main(int argc, char** argv) {
   const std::string verb = args[0];
   args.erase(args.begin());
   if (verb == "train") return lockstep::RunTrainCommand(args);
+  if (verb == "predict") return lockstep::RunPredictCommand(args);
   if (verb == "coordinator") return lockstep::RunCoordinatorCommand(args);
   if (verb == "worker") return lockstep::RunWorkerCommand(args);
   if (verb == "submit") return lockstep::RunSubmitCommand(args);

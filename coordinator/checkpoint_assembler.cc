@@ -76,6 +76,7 @@ absl::StatusOr<CommitInfo> CheckpointAssembler::Add(
     p.state.generation = head.generation();
     p.state.optimizer_iterations = head.optimizer_iterations();
     if (!head.job_json().empty()) p.state.job_json = head.job_json();
+    if (!head.vocab().empty()) p.state.vocab = head.vocab();
     p.state.train_loss = head.train_loss();
   }
   for (auto& [data, tensor] : got) {

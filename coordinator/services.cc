@@ -126,6 +126,7 @@ grpc::Status ClusterServiceImpl::FetchCheckpoint(
   m.set_optimizer_iterations(loaded->state.optimizer_iterations);
   m.set_job_json(loaded->state.job_json);
   m.set_train_loss(loaded->state.train_loss);
+  m.set_vocab(loaded->state.vocab);
   m.set_model_tensors(static_cast<int32_t>(loaded->model.size()));
   m.set_optimizer_tensors(static_cast<int32_t>(loaded->optimizer.size()));
   for (int part = 0; part < 2; ++part) {
@@ -134,6 +135,7 @@ grpc::Status ClusterServiceImpl::FetchCheckpoint(
       TensorToWire(name, part == 1, t, m.mutable_tensor());
       if (!writer->Write(m)) return grpc::Status::OK;
       m.clear_job_json();
+      m.clear_vocab();
     }
   }
   return grpc::Status::OK;

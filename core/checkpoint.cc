@@ -36,6 +36,7 @@ namespace fs = std::filesystem;
 constexpr char kModelFile[] = "model.safetensors";
 constexpr char kOptimizerFile[] = "optimizer.safetensors";
 constexpr char kStateFile[] = "state.json";
+constexpr char kVocabFile[] = "vocab.txt";
 constexpr char kLatest[] = "latest";
 constexpr char kTempPrefix[] = ".tmp-";
 
@@ -202,6 +203,14 @@ absl::Status CheckpointStore::CommitInto(const std::string& tmp,
     RETURN_IF_ERROR(WriteSafetensors(path, *list, meta, &info));
     files[file] = {{"bytes", info.file_bytes}, {"crc32c", info.file_crc32c}};
     TensorRecords(*list, info, file, &tensors);
+  }
+  if (!state.vocab.empty()) {
+    const std::string path = JoinPath(tmp, kVocabFile);
+    RETURN_IF_ERROR(Fault(kVocabFile, path));
+    RETURN_IF_ERROR(WriteFileAtomic(path, state.vocab));
+    files[kVocabFile] = {
+        {"bytes", state.vocab.size()},
+        {"crc32c", Crc32c(state.vocab.data(), state.vocab.size())}};
   }
   nlohmann::ordered_json j;
   j["step"] = state.step;
@@ -414,6 +423,25 @@ absl::StatusOr<LoadedCheckpoint> CheckpointStore::LoadStep(
     }
     (file == kModelFile ? out.model : out.optimizer) = std::move(*loaded);
   }
+  if (auto rec = files.find(kVocabFile); rec != files.end()) {
+    absl::StatusOr<std::string> vocab =
+        ReadFile(JoinPath(out.path, kVocabFile));
+    if (!vocab.ok()) {
+      return absl::DataLossError(
+          absl::StrCat(kVocabFile, ": ",
+                       absl::IsNotFound(vocab.status())
+                           ? "missing"
+                           : std::string(vocab.status().message())));
+    }
+    const uint32_t crc = Crc32c(vocab->data(), vocab->size());
+    if (vocab->size() != rec->second.bytes || crc != rec->second.crc) {
+      return absl::DataLossError(
+          absl::StrCat(kVocabFile, ": ", vocab->size(), " bytes with CRC32C ",
+                       Hex(crc), ", recorded ", rec->second.bytes,
+                       " bytes with ", Hex(rec->second.crc)));
+    }
+    out.state.vocab = std::move(*vocab);
+  }
   return out;
 }
 
@@ -453,6 +481,32 @@ absl::StatusOr<LoadedCheckpoint> CheckpointStore::LoadLatest(
   return absl::DataLossError(
       absl::StrCat("every checkpoint in \"", dir_,
                    "\" is damaged: ", absl::StrJoin(damaged, "; ")));
+}
+
+absl::StatusOr<LoadedCheckpoint> LoadCheckpointAt(
+    const std::string& path, std::vector<std::string>* warnings) {
+  std::string dir = path;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    return absl::NotFoundError(
+        absl::StrCat("no checkpoint in \"", path,
+                     "\": not a folder (name a "
+                     "job's checkpoints folder or one step-XXXXXXXX folder "
+                     "in it)"));
+  }
+  const std::string base = fs::path(dir).filename().string();
+  if (ParseStepName(base) >= 0) {
+    CheckpointStore store(Dirname(dir), 0);
+    absl::StatusOr<LoadedCheckpoint> loaded = store.LoadStep(base);
+    if (!loaded.ok()) {
+      return absl::Status(loaded.status().code(),
+                          absl::StrCat("checkpoint \"", dir, "\" is damaged (",
+                                       loaded.status().message(), ")"));
+    }
+    return loaded;
+  }
+  return CheckpointStore(dir, 0).LoadLatest(warnings);
 }
 
 }  // namespace lockstep

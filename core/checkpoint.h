@@ -29,6 +29,10 @@ struct CheckpointState {
   int64_t optimizer_iterations = 0;
   std::string job_json;   // canonical job spec (to notice a different job)
   double train_loss = 0;  // last reported loss, informative
+  // Text jobs: the vocabulary the token ids index (vocab.txt, one token per
+  // line), so a resumed or rejoined job, and `lockstep predict`, use the one
+  // it was trained with. Empty for other data.
+  std::string vocab;
 };
 
 // Borrowed tensors to write; the caller keeps them alive during Commit.
@@ -49,7 +53,8 @@ class CheckpointStore {
   CheckpointStore(std::string dir, int64_t keep);
 
   // Blocks while it writes DIR/.tmp-step-XXXXXXXX-<random>/{model.safetensors,
-  // optimizer.safetensors, state.json}, fsyncs them and the folder, renames
+  // optimizer.safetensors, state.json, vocab.txt if state.vocab is set},
+  // fsyncs them and the folder, renames
   // it to DIR/step-XXXXXXXX, fsyncs DIR, then replaces DIR/latest atomically.
   // Afterwards it deletes the oldest checkpoints beyond `keep` and any newer
   // than `state.step` (left from a timeline abandoned by a fallback). On
@@ -68,6 +73,9 @@ class CheckpointStore {
   absl::StatusOr<LoadedCheckpoint> LoadLatest(
       std::vector<std::string>* warnings) const;
 
+  // Verifies and loads one step folder ("step-00001200"); DataLoss saying
+  // what is damaged.
+  absl::StatusOr<LoadedCheckpoint> LoadStep(const std::string& name) const;
   // Committed step folder names ("step-00001200"), oldest first.
   std::vector<std::string> ListSteps() const;
 
@@ -86,8 +94,6 @@ class CheckpointStore {
                           const NamedTensors& model,
                           const NamedTensors& optimizer);
   absl::Status Fault(const std::string& stage, const std::string& path) const;
-  // Verifies and loads one step folder; the error says what is damaged.
-  absl::StatusOr<LoadedCheckpoint> LoadStep(const std::string& name) const;
 
   std::string dir_;
   int64_t keep_;
@@ -96,6 +102,12 @@ class CheckpointStore {
 
 // "step-00001200".
 std::string CheckpointFolderName(int64_t step);
+
+// A checkpoint a user names: a checkpoints folder (its latest, as
+// LoadLatest, warnings included) or one step folder in it (that one,
+// verified). NotFound naming `path` when it is neither.
+absl::StatusOr<LoadedCheckpoint> LoadCheckpointAt(
+    const std::string& path, std::vector<std::string>* warnings);
 
 }  // namespace lockstep
 

@@ -6,18 +6,19 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/status_macros.h"
 
 namespace lockstep {
 
-absl::Status ApplyCheckpoint(const LoadedCheckpoint& loaded,
-                             const std::vector<Param*>& params,
-                             Optimizer& optimizer) {
+absl::Status ApplyCheckpointModel(const LoadedCheckpoint& loaded,
+                                  const std::vector<Param*>& params,
+                                  const std::string& hint) {
   const std::string where = absl::StrCat("checkpoint ", loaded.path);
   if (loaded.model.size() != params.size()) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "%s holds %d model tensors but the model has %d parameters; it is "
-        "another model (use a new job name or --no-resume)",
-        where, loaded.model.size(), params.size()));
+        "another model%s",
+        where, loaded.model.size(), params.size(), hint));
   }
   for (const auto& [name, tensor] : loaded.model) {
     Param* p = nullptr;
@@ -27,12 +28,21 @@ absl::Status ApplyCheckpoint(const LoadedCheckpoint& loaded,
     if (p == nullptr || p->value.shape() != tensor.shape()) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "%s: tensor %s %s does not match the model (%s); it is another "
-          "model (use a new job name or --no-resume)",
+          "model%s",
           where, name, ShapeToString(tensor.shape()),
-          p ? ShapeToString(p->value.shape()) : "no such parameter"));
+          p ? ShapeToString(p->value.shape()) : "no such parameter", hint));
     }
     p->value = tensor;
   }
+  return absl::OkStatus();
+}
+
+absl::Status ApplyCheckpoint(const LoadedCheckpoint& loaded,
+                             const std::vector<Param*>& params,
+                             Optimizer& optimizer) {
+  RETURN_IF_ERROR(ApplyCheckpointModel(loaded, params,
+                                       " (use a new job name or --no-resume)"));
+  const std::string where = absl::StrCat("checkpoint ", loaded.path);
   for (auto& [name, dst] : optimizer.StateTensors()) {
     bool found = false;
     for (const auto& [n, t] : loaded.optimizer) {

@@ -3,6 +3,7 @@
 #ifndef LOCKSTEP_CORE_CHECKPOINT_RESTORE_H_
 #define LOCKSTEP_CORE_CHECKPOINT_RESTORE_H_
 
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -19,6 +20,11 @@ namespace lockstep {
 absl::Status ApplyCheckpoint(const LoadedCheckpoint& loaded,
                              const std::vector<Param*>& params,
                              Optimizer& optimizer);
+// The model part alone (a model used for inference). `hint` ends the
+// FailedPrecondition message.
+absl::Status ApplyCheckpointModel(const LoadedCheckpoint& loaded,
+                                  const std::vector<Param*>& params,
+                                  const std::string& hint);
 
 }  // namespace lockstep
 

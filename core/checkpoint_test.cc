@@ -153,6 +153,54 @@ TEST_F(CheckpointTest, NanLossRoundTripsAsNan) {
   EXPECT_TRUE(loaded->optimizer.empty());
 }
 
+TEST_F(CheckpointTest, VocabularyRoundTripsAndADamagedOneFallsBack) {
+  CheckpointStore store(dir_, 3);
+  CheckpointState s = State(10);
+  s.vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n##s\n";
+  ASSERT_TRUE(store.Commit(s, {{"w", &bias_}}, {}).ok());
+  s = State(20);
+  s.vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n##ed\n";
+  ASSERT_TRUE(store.Commit(s, {{"w", &bias_}}, {}).ok());
+  EXPECT_EQ(*ReadFile(Path("step-00000020/vocab.txt")), s.vocab);
+  auto loaded = store.LoadLatest(nullptr);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->state.vocab, s.vocab);
+
+  // The same length, one byte different: the recorded CRC catches it.
+  FlipByte(Path("step-00000020/vocab.txt"), 30);
+  std::vector<std::string> warnings;
+  loaded = store.LoadLatest(&warnings);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->state.step, 10);
+  EXPECT_EQ(loaded->state.vocab,
+            "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n##s\n");
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], HasSubstr("(vocab.txt: 40 bytes with CRC32C 0x"));
+
+  // A data job writes none.
+  ASSERT_TRUE(Commit(store, 30).ok());
+  EXPECT_FALSE(fs::exists(Path("step-00000030/vocab.txt")));
+  loaded = store.LoadLatest(nullptr);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->state.vocab, "");
+}
+
+TEST_F(CheckpointTest, MissingVocabularyFallsBack) {
+  CheckpointStore store(dir_, 3);
+  CheckpointState s = State(10);
+  s.vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
+  ASSERT_TRUE(store.Commit(s, {{"w", &bias_}}, {}).ok());
+  s.step = 20;
+  ASSERT_TRUE(store.Commit(s, {{"w", &bias_}}, {}).ok());
+  fs::remove(Path("step-00000020/vocab.txt"));
+  std::vector<std::string> warnings;
+  auto loaded = store.LoadLatest(&warnings);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->state.step, 10);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], HasSubstr("(vocab.txt: missing)"));
+}
+
 TEST_F(CheckpointTest, FlippedByteFallsBackNamingTheTensor) {
   CheckpointStore store(dir_, 3);
   ASSERT_TRUE(Commit(store, 1000).ok());

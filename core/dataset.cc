@@ -4,14 +4,19 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/csv_reader.h"
+#include "core/file_util.h"
 #include "core/idx_reader.h"
+#include "core/status_macros.h"
 #include "core/synthetic_data.h"
 #include "core/text_dataset.h"
+#include "core/wordpiece.h"
 
 namespace lockstep {
 
@@ -57,6 +62,28 @@ DataOptions DataOptionsFor(const JobSpec& spec) {
   for (const ModelInput& in : spec.model.inputs) o.fields.push_back(in.name);
   o.seed = spec.seed;
   return o;
+}
+
+absl::StatusOr<JobData> LoadJobData(const JobSpec& spec,
+                                    const std::string& checkpoint_vocab,
+                                    const std::string& checkpoint_path) {
+  DataOptions options = DataOptionsFor(spec);
+  if (!checkpoint_vocab.empty() && spec.data.format == DataFormat::kText) {
+    ASSIGN_OR_RETURN(
+        WordPieceVocab vocab,
+        WordPieceVocab::FromText(checkpoint_vocab,
+                                 JoinPath(checkpoint_path, "vocab.txt")));
+    options.vocab = std::make_shared<const WordPieceVocab>(std::move(vocab));
+  }
+  JobData d;
+  ASSIGN_OR_RETURN(d.train, LoadDataset(spec.data, Split::kTrain, options));
+  options.vocab = d.train.vocab;
+  ASSIGN_OR_RETURN(d.test, LoadDataset(spec.data, Split::kTest, options));
+  return d;
+}
+
+std::string VocabText(const Dataset& train) {
+  return train.vocab != nullptr ? train.vocab->ToText() : std::string();
 }
 
 absl::StatusOr<Dataset> LoadDataset(const DataSpec& spec, Split split,

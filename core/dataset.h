@@ -92,6 +92,22 @@ absl::StatusOr<Dataset> LoadDataset(const DataSpec& spec, Split split,
 // A job's options: its model's input names and its seed.
 DataOptions DataOptionsFor(const JobSpec& spec);
 
+// A job's train and test splits (the test split tokenized with the train
+// split's vocabulary). `checkpoint_vocab` is a checkpoint's vocab.txt text
+// (CheckpointState::vocab; empty for none): when set, text data uses it
+// instead of data.vocab or learning one, so a resumed or rejoined job
+// tokenizes exactly as the run that wrote the checkpoint; `checkpoint_path`
+// names it in errors.
+struct JobData {
+  Dataset train, test;
+};
+absl::StatusOr<JobData> LoadJobData(const JobSpec& spec,
+                                    const std::string& checkpoint_vocab,
+                                    const std::string& checkpoint_path);
+// What a checkpoint records of `train`'s vocabulary: its vocab.txt text,
+// empty for data without one.
+std::string VocabText(const Dataset& train);
+
 }  // namespace lockstep
 
 #endif  // LOCKSTEP_CORE_DATASET_H_

@@ -202,4 +202,10 @@ const float* Model::Predict(const Tensor& x) {
   return Forward(n, x.data(), /*training=*/false, /*fuse_softmax=*/false, 0);
 }
 
+const float* Model::Logits(const Tensor& x) {
+  const int64_t n = BatchSize(x);
+  if (n == 0) return nullptr;
+  return Forward(n, x.data(), /*training=*/false, /*fuse_softmax=*/true, 0);
+}
+
 }  // namespace lockstep

@@ -75,6 +75,9 @@ class Model {
   // Forward in inference mode: the output [n, output_shape] (softmax
   // applied where the last layer has it), valid until the next call.
   const float* Predict(const Tensor& x);
+  // The same without the last layer's softmax: the logits the loss reads
+  // ([n, output_shape]), valid until the next call.
+  const float* Logits(const Tensor& x);
 
   // Called during TrainStep's backward, once per param index, as soon as
   // that param's grad is final (last layer first), on the TrainStep thread.

@@ -75,6 +75,63 @@ absl::StatusOr<std::vector<std::string>> ReadAll(
   return all;
 }
 
+// Writes a masked sequence's model inputs, `fields` in order: token ids
+// padded to `length`, zero segment ids, the padding mask and `p` prediction
+// positions (-1 for an unused slot: gather_positions reads zeros).
+void WriteInputs(const std::vector<Field>& fields, const MaskedSequence& m,
+                 int64_t length, int64_t p, int32_t pad, float* x) {
+  const int64_t n = static_cast<int64_t>(m.tokens.size());
+  for (Field f : fields) {
+    switch (f) {
+      case Field::kTokenIds:
+        for (int64_t i = 0; i < length; ++i) {
+          x[i] = static_cast<float>(i < n ? m.tokens[i] : pad);
+        }
+        x += length;
+        break;
+      case Field::kSegmentIds:
+        std::fill(x, x + length, 0.0f);
+        x += length;
+        break;
+      case Field::kPaddingMask:
+        for (int64_t i = 0; i < length; ++i) x[i] = i < n ? 1.0f : 0.0f;
+        x += length;
+        break;
+      case Field::kMaskPositions:
+        for (int64_t i = 0; i < p; ++i) {
+          x[i] = i < static_cast<int64_t>(m.positions.size())
+                     ? static_cast<float>(m.positions[i])
+                     : -1.0f;
+        }
+        x += p;
+        break;
+    }
+  }
+}
+
+// The text fields a model's inputs name, in order.
+absl::StatusOr<std::vector<Field>> ParseFields(
+    const std::vector<std::string>& names) {
+  std::vector<Field> fields;
+  for (const std::string& name : names) {
+    if (name == "token_ids") {
+      fields.push_back(Field::kTokenIds);
+    } else if (name == "segment_ids") {
+      fields.push_back(Field::kSegmentIds);
+    } else if (name == "padding_mask") {
+      fields.push_back(Field::kPaddingMask);
+    } else if (name == "mask_positions") {
+      fields.push_back(Field::kMaskPositions);
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model.inputs: text data has no field \"", name,
+                       "\" (its fields: token_ids, segment_ids, padding_mask, "
+                       "mask_positions)"));
+    }
+  }
+  return fields;
+}
+
 class MlmSampleMaker : public SampleMaker {
  public:
   MlmSampleMaker(std::shared_ptr<const WordPieceVocab> vocab,
@@ -102,35 +159,9 @@ class MlmSampleMaker : public SampleMaker {
         MaskSequence(seq, *vocab_, masking_,
                      MixSeed(MixSeed(seed_, static_cast<uint64_t>(epoch)),
                              static_cast<uint64_t>(index)));
-    const int64_t n = static_cast<int64_t>(seq.size());
-    const int64_t p = masking_.max_predictions;
-    for (Field f : fields_) {
-      switch (f) {
-        case Field::kTokenIds:
-          for (int64_t i = 0; i < length_; ++i) {
-            x[i] = static_cast<float>(i < n ? m.tokens[i] : vocab_->pad());
-          }
-          x += length_;
-          break;
-        case Field::kSegmentIds:
-          std::fill(x, x + length_, 0.0f);
-          x += length_;
-          break;
-        case Field::kPaddingMask:
-          for (int64_t i = 0; i < length_; ++i) x[i] = i < n ? 1.0f : 0.0f;
-          x += length_;
-          break;
-        case Field::kMaskPositions:
-          for (int64_t i = 0; i < p; ++i) {
-            x[i] = i < static_cast<int64_t>(m.positions.size())
-                       ? static_cast<float>(m.positions[i])
-                       : -1.0f;  // unused: gather_positions reads zeros
-          }
-          x += p;
-          break;
-      }
-    }
-    for (int64_t i = 0; i < p; ++i) {
+    WriteInputs(fields_, m, length_, masking_.max_predictions, vocab_->pad(),
+                x);
+    for (int64_t i = 0; i < masking_.max_predictions; ++i) {
       labels[i] = i < static_cast<int64_t>(m.labels.size()) ? m.labels[i] : -1;
     }
   }
@@ -251,27 +282,12 @@ absl::StatusOr<std::shared_ptr<const WordPieceVocab>> LoadOrLearnVocab(
 
 absl::StatusOr<Dataset> LoadTextDataset(const DataSpec& spec, Split split,
                                         const DataOptions& options) {
-  std::vector<Field> fields;
+  ASSIGN_OR_RETURN(std::vector<Field> fields, ParseFields(options.fields));
   Shape shape;
   int64_t per = 0;
-  for (const std::string& name : options.fields) {
-    if (name == "token_ids") {
-      fields.push_back(Field::kTokenIds);
-    } else if (name == "segment_ids") {
-      fields.push_back(Field::kSegmentIds);
-    } else if (name == "padding_mask") {
-      fields.push_back(Field::kPaddingMask);
-    } else if (name == "mask_positions") {
-      fields.push_back(Field::kMaskPositions);
-    } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("model.inputs: text data has no field \"", name,
-                       "\" (its fields: token_ids, segment_ids, padding_mask, "
-                       "mask_positions)"));
-    }
-    const int64_t size = fields.back() == Field::kMaskPositions
-                             ? spec.max_predictions
-                             : spec.sequence_length;
+  for (Field f : fields) {
+    const int64_t size = f == Field::kMaskPositions ? spec.max_predictions
+                                                    : spec.sequence_length;
     per += size;
     shape = {size};
   }
@@ -315,6 +331,53 @@ absl::StatusOr<Dataset> LoadTextDataset(const DataSpec& spec, Split split,
                                              spec.sequence_length, masking,
                                              options.seed, std::move(fields));
   return d;
+}
+
+absl::StatusOr<MlmQuery> MakeMlmQuery(const DataSpec& spec,
+                                      const std::vector<std::string>& fields,
+                                      const WordPieceVocab& vocab,
+                                      absl::string_view text) {
+  ASSIGN_OR_RETURN(std::vector<Field> parsed, ParseFields(fields));
+  WordPieceTokenizer tokenizer(&vocab, spec.lowercase);
+  MlmQuery q;
+  q.tokens.push_back(vocab.cls());
+  for (int32_t id : tokenizer.Encode(text)) q.tokens.push_back(id);
+  q.tokens.push_back(vocab.sep());
+  for (size_t i = 0; i < q.tokens.size(); ++i) {
+    if (q.tokens[i] == vocab.mask())
+      q.positions.push_back(static_cast<int32_t>(i));
+  }
+  const int64_t n = static_cast<int64_t>(q.tokens.size());
+  const int64_t masks = static_cast<int64_t>(q.positions.size());
+  if (masks == 0) {
+    return absl::InvalidArgumentError(
+        "the text has no [MASK] to fill (write [MASK] where a word is to be "
+        "predicted)");
+  }
+  if (masks > spec.max_predictions) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the text has ", masks, " [MASK]s; the model predicts at most ",
+        spec.max_predictions, " per sequence (data.max_predictions)"));
+  }
+  if (n > spec.sequence_length) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the text is ", n,
+                     " tokens with [CLS] and [SEP]; the model reads at "
+                     "most ",
+                     spec.sequence_length, " (data.sequence_length)"));
+  }
+  int64_t per = 0;
+  for (Field f : parsed) {
+    per += f == Field::kMaskPositions ? spec.max_predictions
+                                      : spec.sequence_length;
+  }
+  q.inputs.resize(per);
+  MaskedSequence m;
+  m.tokens = q.tokens;
+  m.positions = q.positions;
+  WriteInputs(parsed, m, spec.sequence_length, spec.max_predictions,
+              vocab.pad(), q.inputs.data());
+  return q;
 }
 
 }  // namespace lockstep

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "core/dataset.h"
 #include "core/job_spec.h"
 #include "core/wordpiece.h"
@@ -39,6 +40,22 @@ absl::StatusOr<std::shared_ptr<const WordPieceVocab>> LoadOrLearnVocab(
 // model input that is not a text field (kInvalidArgument).
 absl::StatusOr<Dataset> LoadTextDataset(const DataSpec& spec, Split split,
                                         const DataOptions& options);
+
+// A fill-mask query (`lockstep predict`): `text` tokenized as the data is,
+// wrapped in [CLS] ... [SEP], with a prediction slot at every literal
+// [MASK] in it.
+struct MlmQuery {
+  std::vector<int32_t> tokens;     // [CLS] ... [SEP], unpadded
+  std::vector<int32_t> positions;  // where the [MASK]s are, ascending
+  std::vector<float> inputs;       // one sample of the model's inputs
+};
+// `fields` are the model's inputs (DataOptions::fields). kInvalidArgument
+// when the text has no [MASK], more than data.max_predictions of them, or
+// more tokens than data.sequence_length holds (each error says the count).
+absl::StatusOr<MlmQuery> MakeMlmQuery(const DataSpec& spec,
+                                      const std::vector<std::string>& fields,
+                                      const WordPieceVocab& vocab,
+                                      absl::string_view text);
 
 // --- The pieces, for tests ----------------------------------------------
 

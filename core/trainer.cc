@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -102,6 +103,14 @@ class LocalTrainer {
  private:
   absl::Status Setup();
   absl::Status PrepareStorage();
+  // The checkpoint to resume from, if any, into resume_ (before Setup: its
+  // vocabulary tokenizes the data); Restore applies it. Reads only.
+  absl::Status FindCheckpoint();
+  std::string CheckpointDir() const {
+    return JoinPath(
+        JoinPath(JoinPath(options_.storage_dir, "jobs"), spec_.name),
+        "checkpoints");
+  }
   absl::Status Restore();
   absl::StatusOr<BatchLoss> Step(Batch& batch, const Batch* next);
   // With GPUs: their parameters and optimizer state into the host ones.
@@ -135,14 +144,17 @@ class LocalTrainer {
   int64_t start_step_ = 0;
   int64_t last_commit_step_ = -1;
   std::string last_checkpoint_;
+  std::optional<LoadedCheckpoint> resume_;
 };
 
 absl::Status LocalTrainer::Setup() {
   job_json_ = JobSpecToJson(spec_);
-  DataOptions data = DataOptionsFor(spec_);
-  ASSIGN_OR_RETURN(train_, LoadDataset(spec_.data, Split::kTrain, data));
-  data.vocab = train_.vocab;
-  ASSIGN_OR_RETURN(test_, LoadDataset(spec_.data, Split::kTest, data));
+  ASSIGN_OR_RETURN(JobData data,
+                   resume_
+                       ? LoadJobData(spec_, resume_->state.vocab, resume_->path)
+                       : LoadJobData(spec_, "", ""));
+  train_ = std::move(data.train);
+  test_ = std::move(data.test);
   const int64_t replicas = spec_.total_replicas();
   replica_ids_.resize(replicas);
   for (int64_t r = 0; r < replicas; ++r) replica_ids_[r] = r;
@@ -176,9 +188,8 @@ absl::Status LocalTrainer::Setup() {
       spec_.epochs > 0 ? spec_.epochs * plan_->steps_per_epoch() : spec_.steps;
   ASSIGN_OR_RETURN(optimizer_,
                    Optimizer::Create(spec_.optimizer, replicas_->params()));
-  ASSIGN_OR_RETURN(
-      LrSchedule schedule,
-      LrSchedule::ForJob(spec_, plan_->steps_per_epoch()));
+  ASSIGN_OR_RETURN(LrSchedule schedule,
+                   LrSchedule::ForJob(spec_, plan_->steps_per_epoch()));
   schedule_ = std::make_unique<LrSchedule>(std::move(schedule));
 
   return absl::OkStatus();
@@ -186,7 +197,7 @@ absl::Status LocalTrainer::Setup() {
 
 absl::Status LocalTrainer::PrepareStorage() {
   job_dir_ = JoinPath(JoinPath(options_.storage_dir, "jobs"), spec_.name);
-  const std::string ckpt_dir = JoinPath(job_dir_, "checkpoints");
+  const std::string ckpt_dir = CheckpointDir();
   RETURN_IF_ERROR(AnnotateStatus(MakeDirs(ckpt_dir), "--storage"));
   if (!options_.resume) {
     CheckpointStore old(ckpt_dir, spec_.checkpoint.keep);
@@ -210,10 +221,11 @@ absl::Status LocalTrainer::PrepareStorage() {
   return absl::OkStatus();
 }
 
-absl::Status LocalTrainer::Restore() {
+absl::Status LocalTrainer::FindCheckpoint() {
   if (!options_.resume) return absl::OkStatus();
   std::vector<std::string> warnings;
-  absl::StatusOr<LoadedCheckpoint> loaded = checkpoints_->LoadLatest(&warnings);
+  absl::StatusOr<LoadedCheckpoint> loaded =
+      CheckpointStore(CheckpointDir(), 0).LoadLatest(&warnings);
   for (const std::string& w : warnings) Log(absl::StrCat("warning: ", w));
   if (absl::IsNotFound(loaded.status())) return absl::OkStatus();
   if (!loaded.ok()) {
@@ -222,6 +234,13 @@ absl::Status LocalTrainer::Restore() {
         "cannot resume (use --no-resume to start over; old checkpoints are "
         "kept aside)");
   }
+  resume_ = *std::move(loaded);
+  return absl::OkStatus();
+}
+
+absl::Status LocalTrainer::Restore() {
+  if (!resume_) return absl::OkStatus();
+  const LoadedCheckpoint* loaded = &*resume_;
   const std::string where = absl::StrCat("checkpoint ", loaded->path);
   if (loaded->state.job_json != job_json_) {
     Log(absl::StrCat("note: the job file changed since ", where,
@@ -235,6 +254,7 @@ absl::Status LocalTrainer::Restore() {
   last_commit_step_ = start_step_;
   last_checkpoint_ = loaded->path;
   Log(absl::StrFormat("resumed from %s at step %d", loaded->path, start_step_));
+  resume_.reset();  // its tensors are in the model now
   return absl::OkStatus();
 }
 
@@ -270,6 +290,7 @@ absl::Status LocalTrainer::Commit(int64_t step) {
   state.seed = spec_.seed;
   state.optimizer_iterations = optimizer_->iterations();
   state.job_json = job_json_;
+  state.vocab = VocabText(train_);
   NamedTensors model, opt;
   for (Param* p : replicas_->params()) model.emplace_back(p->name, &p->value);
   for (auto& [name, t] : optimizer_->StateTensors()) opt.emplace_back(name, t);
@@ -290,6 +311,7 @@ absl::StatusOr<BatchLoss> LocalTrainer::Evaluate() {
 
 absl::StatusOr<TrainResult> LocalTrainer::Run() {
   const Clock::time_point wall_start = Clock::now();
+  RETURN_IF_ERROR(FindCheckpoint());
   RETURN_IF_ERROR(Setup());
   RETURN_IF_ERROR(PrepareStorage());
   RETURN_IF_ERROR(Restore());

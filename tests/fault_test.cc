@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <future>
 #include <memory>
@@ -320,6 +321,18 @@ TEST_F(FaultTest, TextModelKilledWorkerRejoinsWithTheSameBytes) {
   nlohmann::json res = Result();
   ASSERT_TRUE(res.is_object());
   EXPECT_EQ(res["fingerprint"], ref_result["fingerprint"]);
+  // The vocabulary travelled with rank 0's checkpoint slice and sits beside
+  // the weights, as `lockstep train` writes it.
+  auto vocab = [](const std::string& storage) {
+    const std::string ckpts = storage + "/jobs/ft/checkpoints/";
+    std::string latest = ReadFileOrEmpty(ckpts + "latest");
+    if (!latest.empty()) latest.pop_back();  // the newline
+    return ReadFileOrEmpty(ckpts + latest + "/vocab.txt");
+  };
+  const std::string ref_vocab = vocab(ref_dir + "/storage");
+  EXPECT_EQ(ref_vocab.substr(0, 32), "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n");
+  EXPECT_EQ(std::count(ref_vocab.begin(), ref_vocab.end(), '\n'), 300);
+  EXPECT_EQ(vocab(cluster_->storage()), ref_vocab);
 }
 
 TEST_F(FaultTest, WorkerStoppedWithSigtermFinishesItsStepAndLosesNothing) {

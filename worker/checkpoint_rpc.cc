@@ -34,6 +34,7 @@ absl::Status UploadCheckpointSlice(lockstep::v1::Coordinator::Stub* stub,
   msg.set_optimizer_iterations(state.optimizer_iterations);
   msg.set_job_json(state.job_json);
   msg.set_train_loss(state.train_loss);
+  if (info.rank == 0) msg.set_vocab(state.vocab);  // one copy is enough
   const size_t total = model.size() + optimizer.size();
   bool sent_any = false;
   for (size_t i = info.rank; i < total; i += info.world_size) {
@@ -45,6 +46,7 @@ absl::Status UploadCheckpointSlice(lockstep::v1::Coordinator::Stub* stub,
     sent_any = true;
     // Header fields ride on the first message only.
     msg.clear_job_json();
+    msg.clear_vocab();
   }
   if (!sent_any) {
     msg.clear_tensor();
@@ -80,6 +82,7 @@ absl::StatusOr<LoadedCheckpoint> FetchCheckpoint(
       loaded.state.optimizer_iterations = msg.optimizer_iterations();
       loaded.state.job_json = msg.job_json();
       loaded.state.train_loss = msg.train_loss();
+      loaded.state.vocab = msg.vocab();
       first = false;
     }
     if (!msg.has_tensor() || !bad.ok()) continue;

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -138,6 +139,8 @@ class JobRunner {
   StepMeter meter_;  // this run's rates and running losses
   bool coordinator_down_ = false;
   bool drained_ = false;
+  // The checkpoint a rejoining run starts from, between Setup and Restore.
+  std::optional<LoadedCheckpoint> resume_;
 };
 
 absl::Status JobRunner::Setup() {
@@ -153,10 +156,18 @@ absl::Status JobRunner::Setup() {
         ctx_.cuda_devices.size()));
   }
   ASSIGN_OR_RETURN(spec_, ParseJobSpec(a_.job_json()));
-  DataOptions data = DataOptionsFor(spec_);
-  ASSIGN_OR_RETURN(train_, LoadDataset(spec_.data, Split::kTrain, data));
-  data.vocab = train_.vocab;
-  ASSIGN_OR_RETURN(Dataset test, LoadDataset(spec_.data, Split::kTest, data));
+  if (a_.start_step() > 0) {
+    // Fetched before the data: a text job tokenizes with the vocabulary
+    // the checkpoint records. Restore applies the tensors.
+    ASSIGN_OR_RETURN(
+        resume_, FetchCheckpoint(ctx_.coordinator, a_.job(), a_.start_step()));
+  }
+  ASSIGN_OR_RETURN(JobData data,
+                   resume_
+                       ? LoadJobData(spec_, resume_->state.vocab, resume_->path)
+                       : LoadJobData(spec_, "", ""));
+  train_ = std::move(data.train);
+  Dataset test = std::move(data.test);
   const int world = a_.world_size();
   std::vector<int64_t> ids;
   for (int64_t i = 0; i < r; ++i) ids.push_back(a_.rank() * r + i);
@@ -179,9 +190,8 @@ absl::Status JobRunner::Setup() {
       spec_.epochs > 0 ? spec_.epochs * plan_->steps_per_epoch() : spec_.steps;
   ASSIGN_OR_RETURN(optimizer_,
                    Optimizer::Create(spec_.optimizer, replicas_->params()));
-  ASSIGN_OR_RETURN(
-      LrSchedule schedule,
-      LrSchedule::ForJob(spec_, plan_->steps_per_epoch()));
+  ASSIGN_OR_RETURN(LrSchedule schedule,
+                   LrSchedule::ForJob(spec_, plan_->steps_per_epoch()));
   schedule_ = std::make_unique<LrSchedule>(std::move(schedule));
 
   GrpcRingOptions ring;
@@ -245,9 +255,9 @@ absl::Status JobRunner::SyncHostState() {
 
 absl::Status JobRunner::Restore() {
   step_ = a_.start_step();
-  if (step_ == 0) return absl::OkStatus();
-  ASSIGN_OR_RETURN(LoadedCheckpoint loaded,
-                   FetchCheckpoint(ctx_.coordinator, a_.job(), step_));
+  if (!resume_) return absl::OkStatus();
+  const LoadedCheckpoint loaded = *std::move(resume_);
+  resume_.reset();
   RETURN_IF_ERROR(ApplyCheckpoint(loaded, replicas_->params(), *optimizer_));
   RETURN_IF_ERROR(ddp_ != nullptr
                       ? ddp_->PushState(replicas_->params(), *optimizer_)
@@ -325,6 +335,7 @@ absl::Status JobRunner::Checkpoint(int64_t step, const BatchLoss& metrics) {
   state.generation = a_.generation();
   state.optimizer_iterations = optimizer_->iterations();
   state.job_json = a_.job_json();
+  if (a_.rank() == 0) state.vocab = VocabText(train_);  // only rank 0 sends it
   state.train_loss = metrics.mean_loss();
   NamedTensors model, opt;
   for (Param* p : replicas_->params()) model.emplace_back(p->name, &p->value);

@@ -1,0 +1,104 @@
+// The `predict` verb: load the job and a checkpoint, fill the text's
+// [MASK]s, print the top k tokens of each with their probabilities.
+#include "client/predict_command.h"
+
+#include <algorithm>
+#include <iostream>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "client/cli_flags.h"
+#include "core/checkpoint.h"
+#include "core/file_util.h"
+#include "core/fill_mask.h"
+#include "core/job_spec.h"
+
+namespace lockstep {
+namespace {
+
+int Fail(const absl::Status& status) {
+  std::cerr << "lockstep predict: error: " << status.message() << std::endl;
+  return status.code() == absl::StatusCode::kInvalidArgument ||
+                 status.code() == absl::StatusCode::kNotFound
+             ? 2
+             : 1;
+}
+
+}  // namespace
+
+const char kPredictUsage[] =
+    "usage: lockstep predict JOB.json --text TEXT [--checkpoint DIR] "
+    "[--storage DIR] [--top-k K] [--data-dir DIR]\n"
+    "  --text TEXT        a sentence with [MASK] where tokens are to be "
+    "predicted\n"
+    "  --checkpoint DIR   a checkpoints folder (its latest) or one "
+    "step-XXXXXXXX folder\n"
+    "                     (default: STORAGE/jobs/NAME/checkpoints)\n"
+    "  --storage DIR      the storage `lockstep train` used (default "
+    "./lockstep_storage)\n"
+    "  --top-k K          tokens shown per [MASK] (default 5)\n"
+    "  --data-dir DIR     resolve the job's relative data paths against DIR\n"
+    "                     (default: the job file's folder)\n";
+
+int RunPredictCommand(const std::vector<std::string>& args) {
+  absl::StatusOr<ParsedFlags> flags = ParseFlags(
+      args, {"text", "checkpoint", "storage", "top-k", "data-dir"}, {"help"});
+  if (!flags.ok()) {
+    std::cerr << "lockstep predict: " << flags.status().message() << "\n"
+              << kPredictUsage;
+    return 2;
+  }
+  if (flags->Has("help")) {
+    std::cout << kPredictUsage;
+    return 0;
+  }
+  if (flags->positional.size() != 1 || !flags->Has("text")) {
+    std::cerr << "lockstep predict: expected one job file and --text\n"
+              << kPredictUsage;
+    return 2;
+  }
+  absl::StatusOr<int64_t> top_k = flags->GetInt("top-k", 5);
+  if (!top_k.ok()) return Fail(top_k.status());
+  if (*top_k < 1) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("--top-k: must be at least 1, got ", *top_k)));
+  }
+  absl::StatusOr<JobSpec> spec =
+      LoadJobSpec(flags->positional[0], flags->Get("data-dir", ""));
+  if (!spec.ok()) return Fail(spec.status());
+  const std::string dir = flags->Get(
+      "checkpoint",
+      JoinPath(
+          JoinPath(JoinPath(flags->Get("storage", "lockstep_storage"), "jobs"),
+                   spec->name),
+          "checkpoints"));
+  std::vector<std::string> warnings;
+  absl::StatusOr<LoadedCheckpoint> checkpoint =
+      LoadCheckpointAt(dir, &warnings);
+  for (const std::string& w : warnings) {
+    std::cerr << "lockstep predict: warning: " << w << std::endl;
+  }
+  if (!checkpoint.ok()) return Fail(checkpoint.status());
+  const int k = static_cast<int>(std::min<int64_t>(*top_k, 1 << 30));
+  absl::StatusOr<FillMaskResult> r =
+      FillMask(*spec, *checkpoint, flags->Get("text", ""), k);
+  if (!r.ok()) return Fail(r.status());
+  std::cout << absl::StrFormat("checkpoint %s (step %d), vocabulary %s\n",
+                               checkpoint->path, checkpoint->state.step,
+                               r->vocab_source);
+  std::cout << "tokens: " << absl::StrJoin(r->tokens, " ") << "\n";
+  for (size_t m = 0; m < r->guesses.size(); ++m) {
+    std::cout << absl::StrFormat("[MASK] %d of %d (token %d):\n", m + 1,
+                                 r->guesses.size(), r->positions[m]);
+    for (size_t i = 0; i < r->guesses[m].size(); ++i) {
+      std::cout << absl::StrFormat("  %2d. %-20s %.4f\n", i + 1,
+                                   r->guesses[m][i].token,
+                                   r->guesses[m][i].probability);
+    }
+  }
+  return 0;
+}
+
+}  // namespace lockstep
