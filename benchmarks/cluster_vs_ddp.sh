@@ -18,12 +18,6 @@
 set -euo pipefail
 
 readonly PY=/usr/bin/python3  # Debian's interpreter: the one with python3-torch
-# PyTorch (Debian's 1.13, glibc malloc) frees its multi-MB activation and
-# gradient tensors every step; glibc returns each to the kernel (mmap/munmap)
-# and the next step faults the pages in again: about a third of a step in the
-# kernel. jemalloc/tcmalloc or these glibc settings keep them. The "malloc
-# tuned" rows run PyTorch with them, as a careful deployment would.
-readonly MALLOC_TUNED=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=4294967296
 
 usage() {
   cat <<'EOF'
@@ -93,6 +87,8 @@ peer=$(runfile benchmarks/ddp_peer.py) ||
   die "benchmarks/ddp_peer.py not found in the runfiles"
 example=$(runfile examples/mnist_cnn.json) ||
   die "examples/mnist_cnn.json not found in the runfiles"
+summaries=$(runfile benchmarks/summaries.py) ||
+  die "benchmarks/summaries.py not found in the runfiles"
 
 require_mnist cluster_vs_ddp
 
@@ -103,27 +99,6 @@ fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/lockstep-cluster-bench.XXXXXX")
 
-# --- Processes: every one started here is recorded and killed by PID. -------
-#
-# Each runs under `timeout` (so even a SIGKILLed script leaves nothing running
-# past the limit); the recorded PID is timeout's, which passes TERM on.
-
-pids=()
-stop_pid() {  # TERM, up to 10 s, then KILL; never waits longer
-  local pid=$1 i
-  kill -TERM "$pid" 2>/dev/null || return 0
-  for ((i = 0; i < 100; i++)); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -KILL "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-}
-stop_all() {
-  local pid
-  for pid in "${pids[@]}"; do stop_pid "$pid"; done
-  pids=()
-}
 cleanup() {
   stop_all
   rm -rf "$tmp"
@@ -131,35 +106,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-
-start_bg() {  # start_bg LOG CMD...: a bounded background process; PID in pids
-  local log=$1
-  shift
-  timeout -k 10 "$run_timeout" "$@" >"$log" 2>&1 &
-  pids+=($!)
-}
-wait_bg() {  # wait_bg PID: its exit status; bounded (timeout); then forgotten
-  local pid=$1 rc=0 q kept=()
-  wait "$pid" || rc=$?  # a signal to the script interrupts this wait
-  for q in "${pids[@]}"; do [[ "$q" == "$pid" ]] || kept+=("$q"); done
-  pids=("${kept[@]}")
-  return "$rc"
-}
-
-json_get() {  # json_get FILE|- KEY: one top-level field of a JSON object
-  "$PY" -c 'import json, sys
-f = sys.stdin if sys.argv[1] == "-" else open(sys.argv[1])
-print(json.load(f)[sys.argv[2]])' "$1" "$2"
-}
-
-show_logs() {  # show_logs FILE...: the last lines of each, on stderr
-  local f
-  for f in "$@"; do
-    [[ -f "$f" ]] || continue
-    echo "--- last lines of $(basename "$f") ---" >&2
-    tail -n 20 "$f" >&2
-  done
-}
 
 # --- Header. -----------------------------------------------------------------
 
@@ -225,89 +171,27 @@ EOF
 # step sampled every summary.every_steps), as "all-reduce A ms of a B ms step
 # (N samples)": where a cluster step's time goes.
 allreduce_share() {  # allreduce_share SUMMARIES_DIR
-  "$PY" - "$1" <<'EOF'
-import glob, os, struct, sys
-
-def varint(b, i):
-    r = s = 0
-    while True:
-        c = b[i]
-        i += 1
-        r |= (c & 0x7F) << s
-        s += 7
-        if c < 0x80:
-            return r, i
-
-def fields(b):  # (field number, value) of a protobuf message
-    i = 0
-    while i < len(b):
-        key, i = varint(b, i)
-        wire = key & 7
-        if wire == 0:
-            v, i = varint(b, i)
-        elif wire == 1:
-            v, i = b[i:i + 8], i + 8
-        elif wire == 5:
-            v, i = b[i:i + 4], i + 4
-        elif wire == 2:
-            n, i = varint(b, i)
-            v, i = b[i:i + n], i + n
-        else:
-            return
-        yield key >> 3, v
-
-samples = {}
-for path in glob.glob(os.path.join(sys.argv[1], "events.out.tfevents.*")):
-    data = open(path, "rb").read()
-    i = 0
-    while i + 12 <= len(data):  # TFRecord: length, crc, Event, crc
-        n = struct.unpack("<Q", data[i:i + 8])[0]
-        event = data[i + 12:i + 12 + n]
-        i += 16 + n
-        step, values = None, {}
-        for f, v in fields(event):
-            if f == 2:  # Event.step
-                step = v
-            elif f == 5:  # Event.summary
-                for f2, v2 in fields(v):
-                    if f2 == 1:  # Summary.value: tag, simple_value
-                        d = dict(fields(v2))
-                        if 1 in d and 2 in d:
-                            values[d[1].decode()] = struct.unpack("<f", d[2])[0]
-        if "allreduce_seconds" in values and "step_seconds" in values:
-            samples[step] = (values["allreduce_seconds"], values["step_seconds"])
-if samples:
-    a = sum(v[0] for v in samples.values()) / len(samples)
-    t = sum(v[1] for v in samples.values()) / len(samples)
-    print(f"chief: all-reduce {1000 * a:.1f} ms of a {1000 * t:.1f} ms step "
-          f"(mean of {len(samples)} sampled steps)")
-EOF
+  "$summaries" "$1" allreduce_seconds step_seconds | "$PY" -c '
+import json, sys
+s = json.load(sys.stdin)
+a, t = s.get("allreduce_seconds", {}), s.get("step_seconds", {})
+steps = sorted(set(a) & set(t))
+if steps:
+    am = sum(a[k] for k in steps) / len(steps)
+    tm = sum(t[k] for k in steps) / len(steps)
+    print(f"chief: all-reduce {1000 * am:.1f} ms of a {1000 * tm:.1f} ms step "
+          f"(mean of {len(steps)} sampled steps)")'
 }
 
 # Each run_* sets `sps` (samples/s) and `note` (a line for the log).
 
 run_cluster() {  # run_cluster WORKERS RUN
-  local w=$1 r=$2 name="cvd_w$1_r$2" i
+  local w=$1 r=$2 name="cvd_w$1_r$2"
   local dir=$tmp/$name
   mkdir -p "$dir"
   write_job "$dir/job.json" "$name" "$w"
-  start_bg "$dir/coordinator.log" "$lockstep" coordinator --listen 127.0.0.1:0 \
-    --address-file "$dir/address" --storage "$dir/storage"
-  local coordinator_pid=${pids[-1]}
-  for ((i = 0; i < 300; i++)); do  # up to 30 s
-    [[ -s "$dir/address" ]] && break
-    kill -0 "$coordinator_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  if [[ ! -s "$dir/address" ]]; then
-    show_logs "$dir/coordinator.log"
-    die "the coordinator wrote no address file within 30 s"
-  fi
-  local addr
-  addr=$(cat "$dir/address")
-  for ((i = 0; i < w; i++)); do
-    start_bg "$dir/worker$i.log" "$lockstep" worker --coordinator "$addr" --threads 1
-  done
+  start_cluster "$dir" "$w" 1
+  local addr=$cluster_addr
   local t0=$SECONDS
   start_bg "$dir/submit.log" "$lockstep" submit "$dir/job.json" \
     --coordinator "$addr" --wait
@@ -385,34 +269,6 @@ run_torch() {  # run_torch WORLD RUN default|tuned (malloc)
   note="$(commas "$sps") samples/s over $(json_get - seconds <<<"$out") s (timed steps only)"
 }
 
-commas() { "$PY" -c 'import sys; print(f"{float(sys.argv[1]):,.0f}")' "$1"; }
-idle_percent() {  # CPU idle (idle + iowait) over the next 2 s, percent
-  local a b
-  a=$(head -n 1 /proc/stat)
-  sleep 2
-  b=$(head -n 1 /proc/stat)
-  "$PY" -c 'import sys
-a = [int(x) for x in sys.argv[1].split()[1:9]]
-b = [int(x) for x in sys.argv[2].split()[1:9]]
-d = [y - x for x, y in zip(a, b)]
-print(int(100 * (d[3] + d[4]) / max(sum(d), 1)))' "$a" "$b"
-}
-wait_quiet() {  # up to --quiet-wait seconds for a >= 90% idle machine
-  ((quiet_wait > 0)) || return 0
-  local start=$SECONDS idle
-  while :; do
-    idle=$(idle_percent)
-    ((idle >= 90)) && return 0
-    if ((SECONDS - start >= quiet_wait)); then
-      echo -n "[busy: ${idle}% idle after ${quiet_wait}s of waiting] " >&2
-      quiet_misses=$((quiet_misses + 1))
-      return 0
-    fi
-  done
-}
-quiet_misses=0
-
-best() { "$PY" -c 'import sys; print(max(map(float, sys.argv[1:])))' "$@"; }
 
 # --- Runs: the systems interleaved, round after round. -----------------------
 

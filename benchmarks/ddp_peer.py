@@ -76,7 +76,8 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 from torch import nn  # noqa: E402
 from torch_common import (alternatives_blas, blas_in_use,  # noqa: E402
-                          read_idx, warn_if_not_openblas)
+                          make_schedule, read_idx, rendezvous_store,
+                          warn_if_not_openblas)
 
 
 def die(msg):
@@ -202,28 +203,6 @@ def build_optimizer(spec, params):
     die(f"optimizer.type {t!r} is not supported here")
 
 
-def make_schedule(spec, steps_per_epoch):
-    """step -> learning rate (constant or piecewise, with linear warm-up)."""
-    base = spec["optimizer"].get("learning_rate", 0.001)
-    s = spec.get("lr_schedule", {"type": "constant"})
-    t = s.get("type", "constant")
-    warm = s.get("warmup_steps", 0)
-    if t not in ("constant", "piecewise"):
-        die(f"lr_schedule.type {t!r} is not supported here")
-
-    def at(step):
-        lr = base
-        if t == "piecewise":
-            x = step // steps_per_epoch if s.get("unit", "epoch") == "epoch" \
-                else step
-            i = sum(1 for b in s["boundaries"] if x >= b)
-            lr = s["values"][i]
-        if warm > 0:
-            lr *= min(1.0, (step + 1) / warm)
-        return lr
-    return at
-
-
 def load_train(spec, input_chw):
     d = spec["data"]
     if d.get("format") != "mnist_idx":
@@ -269,32 +248,6 @@ class Shards:
                 global_count)
 
 
-# --- Rendezvous. --------------------------------------------------------------
-
-def rendezvous_store(path, rank, world, timeout_s):
-    """A TCPStore: rank 0 serves it on a free port and publishes the port in
-    `path` (written, then renamed); the others wait for the file (bounded).
-    No port is guessed, and nothing is deleted while a rank still reads it
-    (file:// init, whose store deletes its file at teardown, left a rank
-    hanging in about one run in fifteen here)."""
-    timeout = datetime.timedelta(seconds=timeout_s)
-    if rank == 0:
-        store = dist.TCPStore("127.0.0.1", 0, world, True, timeout=timeout,
-                              wait_for_workers=False)
-        with open(path + ".tmp", "w") as f:
-            f.write(str(store.port))
-        os.rename(path + ".tmp", path)
-        return store
-    deadline = time.monotonic() + timeout_s
-    while not os.path.exists(path):
-        if time.monotonic() > deadline:
-            die(f"no rendezvous file {path} from rank 0 within {timeout_s}s")
-        time.sleep(0.05)
-    with open(path) as f:
-        port = int(f.read())
-    return dist.TCPStore("127.0.0.1", port, world, False, timeout=timeout)
-
-
 # --- Main. -------------------------------------------------------------------
 
 def main():
@@ -325,11 +278,11 @@ def main():
     x, y = load_train(spec, input_chw)
     shards = Shards(x, y, batch, ARGS.rank, world, seed,
                     spec["data"].get("shuffle", True))
-    lr_at = make_schedule(spec, shards.steps_per_epoch)
+    lr_at = make_schedule(spec, shards.steps_per_epoch, die)
 
     if world > 1:
         store = rendezvous_store(ARGS.rendezvous_file, ARGS.rank, world,
-                                 ARGS.timeout)
+                                 ARGS.timeout, die)
         dist.init_process_group(
             "gloo", store=store, rank=ARGS.rank, world_size=world,
             timeout=datetime.timedelta(seconds=ARGS.timeout))

@@ -1,12 +1,15 @@
-"""Helpers both PyTorch peers share (pytorch_peer.py, ddp_peer.py).
+"""Helpers the PyTorch peers share (pytorch_peer.py, ddp_peer.py,
+bert_peer.py).
 
 Import it after the peer has set its thread variables: blas_in_use() loads
 torch. Nothing here runs at import time.
 """
+import datetime
 import gzip
 import os
 import subprocess
 import sys
+import time
 
 
 def blas_in_use():
@@ -76,3 +79,62 @@ def read_idx(path, magic, header):
         sys.exit(f"{os.path.basename(sys.argv[0])}: {path}: magic {got}, "
                  f"expected {magic}")
     return np.frombuffer(raw, dtype=np.uint8, offset=header)
+
+
+def make_schedule(spec, steps_per_epoch, die):
+    """step -> learning rate as lockstep's LrSchedule (core/lr_schedule.h):
+    constant, piecewise (by epoch or step) or polynomial decay, then times
+    min(1, (step + 1) / warmup_steps) while warming up, then times the
+    replica count with optimizer.scale_with_replicas."""
+    base = spec["optimizer"].get("learning_rate", 0.001)
+    s = spec.get("lr_schedule", {"type": "constant"})
+    t = s.get("type", "constant")
+    warm = s.get("warmup_steps", 0)
+    if t not in ("constant", "piecewise", "polynomial"):
+        die(f"lr_schedule.type {t!r} is not supported here")
+    cluster = spec.get("cluster", {})
+    replicas = cluster.get("workers", 1) * cluster.get("replicas_per_worker", 1)
+    scale = replicas if spec["optimizer"].get("scale_with_replicas") else 1
+
+    def at(step):
+        lr = base
+        if t == "piecewise":
+            x = step // steps_per_epoch if s.get("unit", "epoch") == "epoch" \
+                else step
+            i = sum(1 for b in s["boundaries"] if x >= b)
+            lr = s["values"][i]
+        elif t == "polynomial":
+            end = s.get("end_learning_rate", 0.0)
+            decay = s["decay_steps"]
+            frac = 1.0 - min(step, decay) / decay
+            lr = (base - end) * frac ** s.get("power", 1.0) + end
+        if warm > 0:
+            lr *= min(1.0, (step + 1) / warm)
+        return lr * scale
+    return at
+
+
+def rendezvous_store(path, rank, world, timeout_s, die):
+    """A TCPStore: rank 0 serves it on a free port and publishes the port in
+    `path` (written, then renamed); the others wait for the file (bounded).
+    No port is guessed, and nothing is deleted while a rank still reads it
+    (file:// init, whose store deletes its file at teardown, left a rank
+    hanging in about one run in fifteen here)."""
+    import torch.distributed as dist
+
+    timeout = datetime.timedelta(seconds=timeout_s)
+    if rank == 0:
+        store = dist.TCPStore("127.0.0.1", 0, world, True, timeout=timeout,
+                              wait_for_workers=False)
+        with open(path + ".tmp", "w") as f:
+            f.write(str(store.port))
+        os.rename(path + ".tmp", path)
+        return store
+    deadline = time.monotonic() + timeout_s
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            die(f"no rendezvous file {path} from rank 0 within {timeout_s}s")
+        time.sleep(0.05)
+    with open(path) as f:
+        port = int(f.read())
+    return dist.TCPStore("127.0.0.1", port, world, False, timeout=timeout)

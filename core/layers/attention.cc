@@ -14,7 +14,6 @@
 #include "core/status_macros.h"
 #include "kernels/cpu/dropout.h"
 #include "kernels/cpu/elementwise.h"
-#include "kernels/cpu/fast_math.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/threading.h"
 
@@ -80,15 +79,10 @@ std::string Name(const std::string& layer, ParamNaming naming,
 }
 
 // Inverted dropout of (sample, head) `sh`'s [l, l] probabilities (or their
-// gradient: the same mask) from `in` into `out` (which may be `in`): mask
-// element sh * l * l + e, as kernels/cuda/transformer.cu draws it.
+// gradient: the same mask), element indices running over every head.
 void DropProbabilities(uint64_t seed, int64_t sh, int64_t l, float rate,
                        const float* in, float* out) {
-  const float keep_scale = 1.0f / (1.0f - rate);
-  const int64_t base = sh * l * l;
-  for (int64_t e = 0; e < l * l; ++e) {
-    out[e] = DropoutKeep(seed, base + e, rate) ? in[e] * keep_scale : 0.0f;
-  }
+  DropoutRange(sh * l * l, l * l, rate, seed, in, out);
 }
 
 float* Grow(std::vector<float>* v, int64_t n) {
@@ -187,26 +181,7 @@ void MultiHeadAttentionLayer::Forward(const LayerIO& io,
       float* p = probs + sh * l * l;
       Gemm(false, true, l, l, d, sc, qh, in, kh, in, 0.0f, p, l);
       const float* m = mask != nullptr ? mask + s * l : nullptr;
-      for (int64_t i = 0; i < l; ++i) {
-        float* row = p + i * l;
-        float mx = -std::numeric_limits<float>::infinity();
-        for (int64_t j = 0; j < l; ++j) {
-          if (m != nullptr && m[j] == 0.0f) continue;
-          mx = std::max(mx, row[j]);
-        }
-        if (mx == -std::numeric_limits<float>::infinity()) {
-          std::fill(row, row + l, 0.0f);  // every key padded
-          continue;
-        }
-        float sum = 0.0f;
-        for (int64_t j = 0; j < l; ++j) {
-          const float e = ExpNonPositive(row[j] - mx);
-          row[j] = (m != nullptr && m[j] == 0.0f) ? 0.0f : e;
-          sum += row[j];
-        }
-        const float inv = 1.0f / sum;
-        for (int64_t j = 0; j < l; ++j) row[j] *= inv;
-      }
+      for (int64_t i = 0; i < l; ++i) MaskedSoftmaxRow(l, m, p + i * l);
       const float* use = p;
       if (drop) {
         dropped.resize(l * l);
@@ -274,11 +249,7 @@ void MultiHeadAttentionLayer::Backward(const LayerIO& io,
         DropProbabilities(ctx.dropout_seed, sh, l, rate, dp.data(), dp.data());
       }
       for (int64_t i = 0; i < l; ++i) {
-        float* g = dp.data() + i * l;
-        const float* pr = p + i * l;
-        float dot = 0.0f;
-        for (int64_t j = 0; j < l; ++j) dot += g[j] * pr[j];
-        for (int64_t j = 0; j < l; ++j) g[j] = pr[j] * (g[j] - dot) * sc;
+        SoftmaxBackwardRow(l, p + i * l, sc, dp.data() + i * l);
       }
       // dQ = dS K; dK = dS^T Q.
       Gemm(false, false, l, d, l, 1.0f, dp.data(), l, k + off, in, 0.0f,

@@ -16,10 +16,27 @@ inline uint64_t Mix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// Whether element i is kept: its uniform draw in [0, 1) is >= rate.
+// murmur3's 32-bit finalizer. 32-bit multiplies vectorize on every x86-64
+// level (64-bit ones do not before AVX-512), so the mask costs little.
+inline uint32_t Mix32(uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x85EBCA6Bu;
+  x ^= x >> 13;
+  x *= 0xC2B2AE35u;
+  return x ^ (x >> 16);
+}
+
+// Whether element i is kept: a 24-bit uniform draw in [0, 1) from a hash of
+// (seed, i) is >= rate. kernels/cuda/dropout_mask.cuh computes the same.
 inline bool DropoutKeep(uint64_t seed, int64_t i, float rate) {
-  const uint64_t bits = Mix64(seed ^ Mix64(static_cast<uint64_t>(i)));
-  return static_cast<float>(bits >> 40) * (1.0f / 16777216.0f) >= rate;
+  const uint64_t u = static_cast<uint64_t>(i);
+  const uint32_t h = Mix32(Mix32(static_cast<uint32_t>(u) ^
+                                 static_cast<uint32_t>(seed)) +
+                           (static_cast<uint32_t>(u >> 32) ^
+                            static_cast<uint32_t>(seed >> 32)));
+  return static_cast<float>(static_cast<int32_t>(h >> 8)) *
+             (1.0f / 16777216.0f) >=
+         rate;
 }
 
 // y[i] = keep(i) ? x[i] / (1 - rate) : 0, for i in [0, n). rate in [0, 1).
@@ -28,6 +45,11 @@ void DropoutForward(int64_t n, float rate, uint64_t seed, const float* x,
 // dx[i] = keep(i) ? dy[i] / (1 - rate) : 0, the same mask. dx may be dy.
 void DropoutBackward(int64_t n, float rate, uint64_t seed, const float* dy,
                      float* dx);
+// out[e] = keep(first + e) ? in[e] / (1 - rate) : 0 for e in [0, n), on the
+// calling thread (a slice of a larger masked tensor, e.g. one attention
+// head's probabilities). out may be in.
+void DropoutRange(int64_t first, int64_t n, float rate, uint64_t seed,
+                  const float* in, float* out);
 
 }  // namespace lockstep
 

@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
+#include "kernels/cpu/fast_math.h"
 #include "kernels/cpu/threading.h"
 
 namespace lockstep {
@@ -27,12 +29,8 @@ inline float Sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
 void SoftmaxRow(int64_t cols, const float* x, float* y) {
   float m = x[0];
   for (int64_t c = 1; c < cols; ++c) m = std::max(m, x[c]);
-  float sum = 0.0f;
-  for (int64_t c = 0; c < cols; ++c) {
-    y[c] = std::exp(x[c] - m);
-    sum += y[c];
-  }
-  const float inv = 1.0f / sum;
+  for (int64_t c = 0; c < cols; ++c) y[c] = ExpNonPositive(x[c] - m);
+  const float inv = 1.0f / SumLanes(cols, y);
   for (int64_t c = 0; c < cols; ++c) y[c] *= inv;
 }
 
@@ -174,6 +172,42 @@ void SoftmaxRows(int64_t rows, int64_t cols, const float* x, float* y) {
     for (int64_t r = b; r < e; ++r)
       SoftmaxRow(cols, x + r * cols, y + r * cols);
   });
+}
+
+void MaskedSoftmaxRow(int64_t cols, const float* key_mask, float* row) {
+  if (key_mask == nullptr) {
+    SoftmaxRow(cols, row, row);
+    return;
+  }
+  constexpr float kNone = -std::numeric_limits<float>::infinity();
+  float lanes[8] = {kNone, kNone, kNone, kNone, kNone, kNone, kNone, kNone};
+  int64_t c = 0;  // 8 lanes: a single running max does not vectorize
+  for (; c + 8 <= cols; c += 8) {
+    for (int k = 0; k < 8; ++k) {
+      const float v = key_mask[c + k] != 0.0f ? row[c + k] : kNone;
+      lanes[k] = lanes[k] > v ? lanes[k] : v;
+    }
+  }
+  for (; c < cols; ++c) {
+    const float v = key_mask[c] != 0.0f ? row[c] : kNone;
+    lanes[0] = lanes[0] > v ? lanes[0] : v;
+  }
+  const float m = *std::max_element(lanes, lanes + 8);
+  if (m == kNone) {  // every key padded
+    std::fill(row, row + cols, 0.0f);
+    return;
+  }
+  for (int64_t c = 0; c < cols; ++c) {
+    const float e = ExpNonPositive(row[c] - m);
+    row[c] = key_mask[c] != 0.0f ? e : 0.0f;
+  }
+  const float inv = 1.0f / SumLanes(cols, row);
+  for (int64_t c = 0; c < cols; ++c) row[c] *= inv;
+}
+
+void SoftmaxBackwardRow(int64_t cols, const float* p, float scale, float* g) {
+  const float dot = DotLanes(cols, g, p);
+  for (int64_t c = 0; c < cols; ++c) g[c] = p[c] * (g[c] - dot) * scale;
 }
 
 void Scale(int64_t n, float alpha, float* x) {

@@ -31,6 +31,14 @@ void ActivationBackwardBiasGrad(int64_t rows, int64_t cols, ActivationKind act,
 
 // y[r, :] = softmax(x[r, :]) (max-subtracted); x may equal y.
 void SoftmaxRows(int64_t rows, int64_t cols, const float* x, float* y);
+// One row in place, on the calling thread, over the columns whose key_mask
+// entry is non-zero (every column when key_mask is null); masked columns
+// get 0, and a row with every column masked is all zeros (attention over
+// padding).
+void MaskedSoftmaxRow(int64_t cols, const float* key_mask, float* row);
+// The softmax's backward for one row with probabilities p, on the calling
+// thread: g = p * (g - <g, p>) * scale.
+void SoftmaxBackwardRow(int64_t cols, const float* p, float scale, float* g);
 
 // x *= alpha.
 void Scale(int64_t n, float alpha, float* x);

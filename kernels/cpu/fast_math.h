@@ -30,6 +30,31 @@ inline float ExpNonPositive(float x) {
   return p * scale;
 }
 
+// Reductions in 8 interleaved lanes, combined in a fixed order: GCC
+// vectorizes them without -ffast-math (a single running sum it must keep in
+// order), and the result is the same on every run and thread count.
+inline float SumLanes(int64_t n, const float* x) {
+  float acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int k = 0; k < 8; ++k) acc[k] += x[i + k];
+  }
+  for (; i < n; ++i) acc[i & 7] += x[i];
+  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) +
+         ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+inline float DotLanes(int64_t n, const float* x, const float* y) {
+  float acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int k = 0; k < 8; ++k) acc[k] += x[i + k] * y[i + k];
+  }
+  for (; i < n; ++i) acc[i & 7] += x[i] * y[i];
+  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) +
+         ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
 }  // namespace lockstep
 
 #endif  // LOCKSTEP_KERNELS_CPU_FAST_MATH_H_

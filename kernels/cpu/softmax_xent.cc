@@ -15,12 +15,33 @@ namespace {
 // Row elements per ParallelFor range.
 constexpr int64_t kGrain = 1 << 14;
 
+// The first index of the row's maximum: the maximum in 8 vectorizable
+// lanes, then a scan for its first occurrence.
 int64_t ArgmaxRow(int64_t cols, const float* x) {
-  int64_t best = 0;
-  for (int64_t c = 1; c < cols; ++c) {
-    if (x[c] > x[best]) best = c;
+  float lanes[8];
+  std::fill(lanes, lanes + 8, x[0]);
+  int64_t c = 0;
+  for (; c + 8 <= cols; c += 8) {
+    for (int k = 0; k < 8; ++k) {
+      lanes[k] = lanes[k] > x[c + k] ? lanes[k] : x[c + k];
+    }
   }
+  for (; c < cols; ++c) lanes[0] = lanes[0] > x[c] ? lanes[0] : x[c];
+  const float m = *std::max_element(lanes, lanes + 8);
+  int64_t best = 0;
+  while (best + 1 < cols && !(x[best] == m)) ++best;
   return best;
+}
+
+// sum(e) in double, 4 lanes (the conversions and adds vectorize).
+double SumDouble(int64_t n, const float* e) {
+  double acc[4] = {};
+  int64_t c = 0;
+  for (; c + 4 <= n; c += 4) {
+    for (int k = 0; k < 4; ++k) acc[k] += e[c + k];
+  }
+  for (; c < n; ++c) acc[0] += e[c];
+  return (acc[0] + acc[2]) + (acc[1] + acc[3]);
 }
 
 }  // namespace
@@ -59,8 +80,7 @@ LossSums SoftmaxCrossEntropy(int64_t rows, int64_t cols, const float* logits,
                   }
                   for (int64_t c = 0; c < cols; ++c)
                     e[c] = ExpNonPositive(x[c] - m);
-                  double sum = 0.0;
-                  for (int64_t c = 0; c < cols; ++c) sum += e[c];
+                  const double sum = SumDouble(cols, e);
                   losses[r] = m + std::log(sum) - x_label;
                   if (g != nullptr) {
                     const float f = static_cast<float>(scale / sum);

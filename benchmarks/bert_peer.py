@@ -1,0 +1,256 @@
+#!/usr/bin/python3
+# The PyTorch side of benchmarks/bert_vs_pytorch.sh: the BERT masked-LM of a
+# lockstep job (model.preset "bert_mlm", torch_bert.py) trained with the
+# job's recipe on the very batches lockstep trains on (written by
+# //benchmarks:text_batches: the same masks, in the same order).
+#
+#   bert_peer.py --job JOB.json --batches DIR --learn --epochs E
+#       trains E epochs (one process) and prints one JSON line per epoch:
+#       masked-token accuracy and loss on the test split
+#   bert_peer.py --job JOB.json --batches DIR --steps N [--warmup W]
+#       [--rank R --world-size W --rendezvous-file F]
+#       times N training steps, alone or as one rank of DistributedData-
+#       Parallel on Gloo, and prints one JSON line (rank 0): samples/s
+#   bert_peer.py --info
+#
+# The recipe mirrored from the job: AdamW (Keras' epsilon 1e-7 unless the job
+# sets one; decoupled weight decay, none for parameters whose name contains
+# one of exclude_from_weight_decay), clipping by global norm, the learning
+# rate schedule (torch_common.make_schedule), dropout, the global batch
+# (batch_size_per_replica x replicas), rank r taking positions [r*b, (r+1)*b)
+# of each global batch. The loss is the mean over the global batch's
+# labelled positions, as lockstep's (each rank scales its sum by world /
+# global labels, so DDP's average is that mean).
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--job", help="lockstep job file (model.preset bert_mlm)")
+    p.add_argument("--batches", help="text_batches output folder")
+    p.add_argument("--learn", action="store_true",
+                   help="train --epochs epochs, evaluate after each")
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--steps", type=int, default=50, help="timed steps")
+    p.add_argument("--warmup", type=int, default=5,
+                   help="untimed steps before the timed ones")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--rank", type=int, default=0)
+    p.add_argument("--world-size", type=int, default=1)
+    p.add_argument("--rendezvous-file")
+    p.add_argument("--timeout", type=int, default=300)
+    p.add_argument("--info", action="store_true")
+    args = p.parse_args()
+    if not args.info and (args.job is None or args.batches is None):
+        p.error("--job and --batches are required (or --info)")
+    if min(args.steps, args.threads, args.world_size, args.epochs) < 1 or \
+            args.warmup < 0:
+        p.error("--steps, --threads, --world-size, --epochs must be >= 1")
+    if args.world_size > 1 and not args.rendezvous_file:
+        p.error("--rendezvous-file is required when --world-size > 1")
+    return args
+
+
+ARGS = parse_args()
+# Threads set before torch loads. Debian's OpenBLAS (pthread build) keeps a
+# pool of its own sized by OPENBLAS_NUM_THREADS; the calling script chooses
+# it (bert_vs_pytorch.sh runs both 1 and T and reports each).
+os.environ["OMP_NUM_THREADS"] = str(ARGS.threads)
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch_bert import BertForMaskedLM, Config  # noqa: E402
+from torch_common import (alternatives_blas, blas_in_use,  # noqa: E402
+                          make_schedule, rendezvous_store,
+                          warn_if_not_openblas)
+
+
+def die(msg):
+    print(f"bert_peer: {msg}", file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
+class Split:
+    """One file pair of text_batches: int32 inputs and labels."""
+
+    def __init__(self, folder, name, meta):
+        per, p = meta["sample_values"], meta["max_predictions"]
+        x = np.fromfile(os.path.join(folder, name + ".x"), dtype=np.int32)
+        y = np.fromfile(os.path.join(folder, name + ".y"), dtype=np.int32)
+        if x.size % per or y.size != x.size // per * p:
+            die(f"{folder}/{name}: sizes do not match meta.json")
+        x = torch.from_numpy(x.reshape(-1, per).astype(np.int64))
+        self.n = x.shape[0]
+        fields, offset = {}, 0
+        for f in meta["fields"]:
+            size = p if f == "mask_positions" else meta["sequence_length"]
+            fields[f] = x[:, offset:offset + size]
+            offset += size
+        self.ids = fields["token_ids"].contiguous()
+        self.segments = fields["segment_ids"].contiguous()
+        self.padding = fields["padding_mask"].float().contiguous()
+        self.positions = fields["mask_positions"].contiguous()
+        self.labels = torch.from_numpy(y.reshape(-1, p).astype(np.int64))
+
+    def rows(self, begin, end):
+        s = slice(begin, end)
+        return (self.ids[s], self.segments[s], self.padding[s],
+                self.positions[s], self.labels[s])
+
+
+def optimizer(spec, model):
+    o = spec["optimizer"]
+    if o.get("type") != "adamw":
+        die(f"optimizer.type {o.get('type')!r}: this peer runs adamw")
+    exclude = o.get("exclude_from_weight_decay", [])
+    decay, plain = [], []
+    for name, p in model.named_parameters():
+        (plain if any(e in name for e in exclude) else decay).append(p)
+    wd = o.get("weight_decay", 0.004)  # lockstep's (Keras') default
+    return torch.optim.AdamW(
+        [{"params": decay, "weight_decay": wd},
+         {"params": plain, "weight_decay": 0.0}],
+        lr=o.get("learning_rate", 0.001),
+        betas=(o.get("beta_1", 0.9), o.get("beta_2", 0.999)),
+        eps=o.get("epsilon", 1e-7))
+
+
+def evaluate(model, split, batch=128):
+    model.eval()
+    loss_sum, correct, count = 0.0, 0, 0
+    with torch.no_grad():
+        for b in range(0, split.n, batch):
+            ids, seg, pad, pos, labels = split.rows(b, b + batch)
+            logits = model(ids, seg, pad, pos)
+            used = labels >= 0
+            flat = logits[used]
+            loss_sum += F.cross_entropy(flat, labels[used],
+                                        reduction="sum").item()
+            correct += (flat.argmax(-1) == labels[used]).sum().item()
+            count += used.sum().item()
+    model.train()
+    return loss_sum / count, correct / count
+
+
+def main():
+    torch.set_num_threads(ARGS.threads)
+    torch.set_num_interop_threads(1)
+    blas, blas_path = blas_in_use()
+    if ARGS.rank == 0:
+        warn_if_not_openblas(blas, blas_path)
+    if ARGS.info:
+        print(json.dumps({
+            "torch": torch.__version__, "blas": blas, "blas_path": blas_path,
+            "alternatives_libblas": alternatives_blas(),
+            "gloo": dist.is_available() and dist.is_gloo_available()}))
+        return
+    with open(ARGS.job) as f:
+        spec = json.load(f)
+    with open(os.path.join(ARGS.batches, "meta.json")) as f:
+        meta = json.load(f)
+    preset = spec["model"]
+    if preset.get("preset") != "bert_mlm":
+        die("model.preset must be bert_mlm")
+    world, rank = ARGS.world_size, ARGS.rank
+    global_batch = meta["global_batch"]
+    if global_batch % world:
+        die(f"global batch {global_batch} does not split over {world} ranks")
+    local = global_batch // world
+    spe = meta["steps_per_epoch"]
+    clip = spec["optimizer"].get("global_clipnorm", 0.0)
+
+    torch.manual_seed(int(spec.get("seed", 0)))  # the same weights per rank
+    model = BertForMaskedLM(Config(preset))
+    net = model
+    if world > 1:
+        store = rendezvous_store(ARGS.rendezvous_file, rank, world,
+                                 ARGS.timeout, die)
+        dist.init_process_group("gloo", store=store, rank=rank,
+                                world_size=world)
+        net = torch.nn.parallel.DistributedDataParallel(model)
+    opt = optimizer(spec, model)
+    lr_at = make_schedule(spec, spe, die)
+    epochs = {}
+
+    def step(s):
+        e, k = divmod(s, spe)
+        if e not in epochs:
+            epochs.clear()
+            epochs[e] = Split(ARGS.batches, f"train_e{e % meta['epochs']}",
+                              meta)
+        split = epochs[e]
+        begin = k * global_batch
+        ids, seg, pad, pos, labels = split.rows(begin + rank * local,
+                                                begin + (rank + 1) * local)
+        global_labels = (split.labels[begin:begin + global_batch] >= 0).sum()
+        for g in opt.param_groups:
+            g["lr"] = lr_at(s)
+        logits = net(ids, seg, pad, pos)
+        loss_sum = F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                   labels.reshape(-1), ignore_index=-1,
+                                   reduction="sum")
+        loss = loss_sum * (world / max(int(global_labels), 1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        opt.step()
+        return ids.shape[0] * world, loss_sum.item() / max(
+            int((labels >= 0).sum()), 1)
+
+    if ARGS.learn:
+        if world != 1:
+            die("--learn runs in one process")
+        test = Split(ARGS.batches, "test", meta)
+        t0 = time.perf_counter()
+        for e in range(ARGS.epochs):
+            t = time.perf_counter()
+            losses = [step(e * spe + k)[1] for k in range(spe)]
+            seconds = time.perf_counter() - t
+            eval_loss, eval_acc = evaluate(model, test)
+            print(json.dumps({
+                "epoch": e + 1, "train_loss": sum(losses) / len(losses),
+                "test_loss": eval_loss, "test_accuracy": eval_acc,
+                "epoch_seconds": round(seconds, 2),
+                "samples_per_sec": meta["train_samples"] / seconds,
+                "elapsed_seconds": round(time.perf_counter() - t0, 2)}),
+                flush=True)
+        return
+
+    for s in range(ARGS.warmup):
+        step(s)
+    if world > 1:
+        dist.barrier()
+    t0 = time.perf_counter()
+    samples = 0
+    for s in range(ARGS.warmup, ARGS.warmup + ARGS.steps):
+        samples += step(s)[0]
+    seconds = time.perf_counter() - t0
+    if world > 1:
+        t = torch.tensor([seconds], dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        seconds = t.item()
+    if rank == 0:
+        print(json.dumps({
+            "samples_per_sec": samples / seconds, "steps": ARGS.steps,
+            "seconds": round(seconds, 3), "world_size": world,
+            "threads": ARGS.threads, "global_batch": global_batch,
+            "openblas_threads": int(os.environ["OPENBLAS_NUM_THREADS"]),
+            "peak_rss_mib": resource.getrusage(
+                resource.RUSAGE_SELF).ru_maxrss / 1024}), flush=True)
+    if world > 1:
+        dist.barrier()  # as ddp_peer.py: leave without c10d's teardown
+        sys.stdout.flush()
+        os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
