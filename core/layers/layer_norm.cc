@@ -9,6 +9,7 @@
 #include "core/layers/common.h"
 #include "core/layers/registry.h"
 #include "core/status_macros.h"
+#include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/threading.h"
 
 namespace lockstep {
@@ -64,23 +65,8 @@ void LayerNormLayer::Forward(const LayerIO& io, const PassContext&) {
   const float* beta = io.w[1];
   ParallelFor(rows, std::max<int64_t>(1, 4096 / w), [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
-      const float* x = io.x[0] + r * w;
-      float* y = io.y + r * w;
-      float sum = 0.0f;
-      for (int64_t c = 0; c < w; ++c) sum += x[c];
-      const float mean = sum / static_cast<float>(w);
-      float var = 0.0f;
-      for (int64_t c = 0; c < w; ++c) {
-        const float d = x[c] - mean;
-        var += d * d;
-      }
-      var /= static_cast<float>(w);
-      const float rstd = 1.0f / std::sqrt(var + epsilon_);
-      mean_[r] = mean;
-      rstd_[r] = rstd;
-      for (int64_t c = 0; c < w; ++c) {
-        y[c] = (x[c] - mean) * rstd * gamma[c] + beta[c];
-      }
+      LayerNormRow(w, io.x[0] + r * w, gamma, beta, epsilon_, io.y + r * w,
+                   &mean_[r], &rstd_[r]);
     }
   });
 }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "kernels/cpu/fast_math.h"
 #include "kernels/cpu/threading.h"
 
 namespace lockstep {
@@ -20,8 +21,9 @@ void Apply(int64_t n, float rate, uint64_t seed, const float* in, float* out) {
 
 // DropoutKeep over runs of indices that share their high 32 bits, with
 // 32-bit lanes only, so the loop vectorizes.
-void DropoutRange(int64_t first, int64_t n, float rate, uint64_t seed,
-                  const float* in, float* out) {
+LOCKSTEP_VECTOR_CLONES void DropoutRange(int64_t first, int64_t n, float rate,
+                                         uint64_t seed, const float* in,
+                                         float* out) {
   const float scale = 1.0f / (1.0f - rate);
   const uint32_t seed_lo = static_cast<uint32_t>(seed);
   const uint32_t seed_hi = static_cast<uint32_t>(seed >> 32);

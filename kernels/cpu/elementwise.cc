@@ -26,7 +26,8 @@ int64_t RowGrain(int64_t cols, int64_t grain) {
 
 inline float Sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
 
-void SoftmaxRow(int64_t cols, const float* x, float* y) {
+LOCKSTEP_VECTOR_CLONES void SoftmaxRow(int64_t cols, const float* x,
+                                       float* y) {
   float m = x[0];
   for (int64_t c = 1; c < cols; ++c) m = std::max(m, x[c]);
   for (int64_t c = 0; c < cols; ++c) y[c] = ExpNonPositive(x[c] - m);
@@ -174,7 +175,9 @@ void SoftmaxRows(int64_t rows, int64_t cols, const float* x, float* y) {
   });
 }
 
-void MaskedSoftmaxRow(int64_t cols, const float* key_mask, float* row) {
+LOCKSTEP_VECTOR_CLONES void MaskedSoftmaxRow(int64_t cols,
+                                             const float* key_mask,
+                                             float* row) {
   if (key_mask == nullptr) {
     SoftmaxRow(cols, row, row);
     return;
@@ -205,9 +208,23 @@ void MaskedSoftmaxRow(int64_t cols, const float* key_mask, float* row) {
   for (int64_t c = 0; c < cols; ++c) row[c] *= inv;
 }
 
-void SoftmaxBackwardRow(int64_t cols, const float* p, float scale, float* g) {
+LOCKSTEP_VECTOR_CLONES void SoftmaxBackwardRow(int64_t cols, const float* p,
+                                               float scale, float* g) {
   const float dot = DotLanes(cols, g, p);
   for (int64_t c = 0; c < cols; ++c) g[c] = p[c] * (g[c] - dot) * scale;
+}
+
+LOCKSTEP_VECTOR_CLONES void LayerNormRow(int64_t w, const float* x,
+                                         const float* gamma, const float* beta,
+                                         float epsilon, float* y, float* mean,
+                                         float* rstd) {
+  const float inv_w = 1.0f / static_cast<float>(w);
+  const float m = SumLanes(w, x) * inv_w;
+  for (int64_t c = 0; c < w; ++c) y[c] = x[c] - m;  // centred, in y
+  const float r = 1.0f / std::sqrt(DotLanes(w, y, y) * inv_w + epsilon);
+  for (int64_t c = 0; c < w; ++c) y[c] = y[c] * r * gamma[c] + beta[c];
+  *mean = m;
+  *rstd = r;
 }
 
 void Scale(int64_t n, float alpha, float* x) {

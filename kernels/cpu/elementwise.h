@@ -40,6 +40,13 @@ void MaskedSoftmaxRow(int64_t cols, const float* key_mask, float* row);
 // thread: g = p * (g - <g, p>) * scale.
 void SoftmaxBackwardRow(int64_t cols, const float* p, float scale, float* g);
 
+// One LayerNorm row on the calling thread: y = (x - mean) * rstd * gamma +
+// beta over w values, rstd = 1 / sqrt(var + epsilon) (the biased variance);
+// the row's mean and rstd are returned for the backward pass.
+void LayerNormRow(int64_t w, const float* x, const float* gamma,
+                  const float* beta, float epsilon, float* y, float* mean,
+                  float* rstd);
+
 // x *= alpha.
 void Scale(int64_t n, float alpha, float* x);
 // y += alpha * x.

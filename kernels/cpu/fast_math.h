@@ -8,6 +8,17 @@
 #include <cstdint>
 #include <cstring>
 
+// The hot element-wise loops are compiled twice, for AVX2 and for the
+// x86-64-v2 baseline the build targets, and the loader picks the one the CPU
+// runs (GCC function multiversioning). Both give the same bits: element
+// results do not depend on the vector width, the "avx2" target has no FMA
+// to contract into, and the reductions here fix their order.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define LOCKSTEP_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define LOCKSTEP_VECTOR_CLONES
+#endif
+
 namespace lockstep {
 
 // exp(x) for x <= 0 (softmax after subtracting the maximum, GELU's

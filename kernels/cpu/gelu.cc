@@ -34,23 +34,36 @@ inline float Phi(float x) {
   return 0.5f + 0.5f * (x < 0.0f ? -e : e);
 }
 
-}  // namespace
+inline float Gelu(float x) { return x * Phi(x); }
 
-float GeluValue(float x) { return x * Phi(x); }
-
-float GeluDerivative(float x) {
+inline float DGelu(float x) {
   return Phi(x) + x * kInvSqrt2Pi * ExpNonPositive(-0.5f * x * x);
 }
 
+LOCKSTEP_VECTOR_CLONES void GeluRange(int64_t n, const float* x, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = Gelu(x[i]);
+}
+
+LOCKSTEP_VECTOR_CLONES void GeluBackwardRange(int64_t n, const float* x,
+                                              const float* dy, float* dx) {
+  for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * DGelu(x[i]);
+}
+
+}  // namespace
+
+float GeluValue(float x) { return Gelu(x); }
+
+float GeluDerivative(float x) { return DGelu(x); }
+
 void GeluForward(int64_t n, const float* x, float* y) {
   ParallelFor(n, kGrain, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) y[i] = GeluValue(x[i]);
+    GeluRange(e - b, x + b, y + b);
   });
 }
 
 void GeluBackward(int64_t n, const float* x, const float* dy, float* dx) {
   ParallelFor(n, kGrain, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) dx[i] = dy[i] * GeluDerivative(x[i]);
+    GeluBackwardRange(e - b, x + b, dy + b, dx + b);
   });
 }
 

@@ -17,7 +17,7 @@ constexpr int64_t kGrain = 1 << 14;
 
 // The first index of the row's maximum: the maximum in 8 vectorizable
 // lanes, then a scan for its first occurrence.
-int64_t ArgmaxRow(int64_t cols, const float* x) {
+LOCKSTEP_VECTOR_CLONES int64_t ArgmaxRow(int64_t cols, const float* x) {
   float lanes[8];
   std::fill(lanes, lanes + 8, x[0]);
   int64_t c = 0;
@@ -33,8 +33,11 @@ int64_t ArgmaxRow(int64_t cols, const float* x) {
   return best;
 }
 
-// sum(e) in double, 4 lanes (the conversions and adds vectorize).
-double SumDouble(int64_t n, const float* e) {
+// e = exp(x - m); returns sum(e) in double, 4 lanes (the conversions and
+// adds vectorize).
+LOCKSTEP_VECTOR_CLONES double ExpSumRow(int64_t n, const float* x, float m,
+                                        float* e) {
+  for (int64_t c = 0; c < n; ++c) e[c] = ExpNonPositive(x[c] - m);
   double acc[4] = {};
   int64_t c = 0;
   for (; c + 4 <= n; c += 4) {
@@ -78,9 +81,7 @@ LossSums SoftmaxCrossEntropy(int64_t rows, int64_t cols, const float* logits,
                       scratch.resize(cols);
                     e = scratch.data();
                   }
-                  for (int64_t c = 0; c < cols; ++c)
-                    e[c] = ExpNonPositive(x[c] - m);
-                  const double sum = SumDouble(cols, e);
+                  const double sum = ExpSumRow(cols, x, m, e);
                   losses[r] = m + std::log(sum) - x_label;
                   if (g != nullptr) {
                     const float f = static_cast<float>(scale / sum);
