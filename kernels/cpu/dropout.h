@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/dropout_mask.h"
+
 namespace lockstep {
 
 // SplitMix64's finalizer: a well-mixed 64-bit hash of x.
@@ -14,29 +16,6 @@ inline uint64_t Mix64(uint64_t x) {
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
   return x ^ (x >> 31);
-}
-
-// murmur3's 32-bit finalizer. 32-bit multiplies vectorize on every x86-64
-// level (64-bit ones do not before AVX-512), so the mask costs little.
-inline uint32_t Mix32(uint32_t x) {
-  x ^= x >> 16;
-  x *= 0x85EBCA6Bu;
-  x ^= x >> 13;
-  x *= 0xC2B2AE35u;
-  return x ^ (x >> 16);
-}
-
-// Whether element i is kept: a 24-bit uniform draw in [0, 1) from a hash of
-// (seed, i) is >= rate. kernels/cuda/dropout_mask.cuh computes the same.
-inline bool DropoutKeep(uint64_t seed, int64_t i, float rate) {
-  const uint64_t u = static_cast<uint64_t>(i);
-  const uint32_t h = Mix32(Mix32(static_cast<uint32_t>(u) ^
-                                 static_cast<uint32_t>(seed)) +
-                           (static_cast<uint32_t>(u >> 32) ^
-                            static_cast<uint32_t>(seed >> 32)));
-  return static_cast<float>(static_cast<int32_t>(h >> 8)) *
-             (1.0f / 16777216.0f) >=
-         rate;
 }
 
 // y[i] = keep(i) ? x[i] / (1 - rate) : 0, for i in [0, n). rate in [0, 1).

@@ -5,7 +5,7 @@
 // element-wise products and sums round as on the CPU.
 #include <cub/device/device_radix_sort.cuh>
 
-#include "kernels/cuda/dropout_mask.cuh"
+#include "kernels/cpu/dropout_mask.h"
 #include "kernels/cuda/grid_stride.cuh"
 #include "kernels/cuda/transformer.h"
 
@@ -347,7 +347,7 @@ __global__ void SoftmaxForwardKernel(int64_t rows, int64_t heads,
       if (dropout.enabled) {
         const int64_t e = r * length + j;
         dropped[e] =
-            Keep(dropout.seed, e, dropout.rate) ? v * keep_scale : 0.0f;
+            DropoutKeep(dropout.seed, e, dropout.rate) ? v * keep_scale : 0.0f;
       }
     }
   }
@@ -358,7 +358,7 @@ __global__ void DropoutKernel(int64_t n, AttentionDropout dropout,
                               float* dropped) {
   for (int64_t i = FirstIndex(); i < n; i += Stride()) {
     dropped[i] =
-        Keep(dropout.seed, i, dropout.rate) ? probs[i] * keep_scale : 0.0f;
+        DropoutKeep(dropout.seed, i, dropout.rate) ? probs[i] * keep_scale : 0.0f;
   }
 }
 
@@ -377,7 +377,7 @@ __global__ void SoftmaxBackwardKernel(int64_t rows, int64_t length, float scale,
     for (int64_t j = lane; j < length; j += kWarp) {
       float v = g[j];
       if (dropout.enabled) {
-        v = Keep(dropout.seed, r * length + j, dropout.rate) ? v * keep_scale
+        v = DropoutKeep(dropout.seed, r * length + j, dropout.rate) ? v * keep_scale
                                                              : 0.0f;
         g[j] = v;  // the lane reads it back below
       }

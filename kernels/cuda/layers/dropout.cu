@@ -1,6 +1,6 @@
-// Inverted dropout with kernels/cuda/dropout_mask.cuh's mask.
+// Inverted dropout with kernels/cpu/dropout_mask.h's mask.
 #include "kernels/cuda/layers/dropout.h"
-#include "kernels/cuda/dropout_mask.cuh"
+#include "kernels/cpu/dropout_mask.h"
 #include "kernels/cuda/grid_stride.cuh"
 
 namespace lockstep {
@@ -12,7 +12,7 @@ __global__ void ApplyKernel(int64_t n, float rate, float scale, uint64_t seed,
                             const float* in, float* out) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
        i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    out[i] = Keep(seed, i, rate) ? in[i] * scale : 0.0f;
+    out[i] = DropoutKeep(seed, i, rate) ? in[i] * scale : 0.0f;
   }
 }
 
