@@ -50,7 +50,7 @@ std::string EpochDoneLine(const std::string& job, int64_t epoch,
                           double eval_seconds) {
   return absl::StrFormat(
       "[%s] epoch %d done  train loss %.4f  acc %.4f  |  test loss %.4f  acc "
-      "%.4f  (%d samples, eval %.1fs)",
+      "%.4f  (%d predictions, eval %.1fs)",
       job, epoch, train.mean_loss(), train.accuracy(), eval.mean_loss(),
       eval.accuracy(), eval.count, eval_seconds);
 }

@@ -47,7 +47,7 @@ class StepMeter {
 };
 
 // "[job] epoch 3 done  train loss 0.0251  acc 0.9928  |  test loss 0.0380
-//  acc 0.9856  (10000 samples, eval 0.3s)".
+//  acc 0.9856  (10000 predictions, eval 0.3s)".
 std::string EpochDoneLine(const std::string& job, int64_t epoch,
                           const BatchLoss& train, const BatchLoss& eval,
                           double eval_seconds);

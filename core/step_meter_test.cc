@@ -52,7 +52,7 @@ TEST(StepMeterTest, EpochLineAndScalars) {
   EXPECT_EQ(
       EpochDoneLine("j", 3, Loss(25.1, 99, 100), Loss(38, 985, 1000), 0.3),
       "[j] epoch 3 done  train loss 0.2510  acc 0.9900  |  test loss "
-      "0.0380  acc 0.9850  (1000 samples, eval 0.3s)");
+      "0.0380  acc 0.9850  (1000 predictions, eval 0.3s)");
   auto v = EpochScalars(Loss(1, 1, 2), Loss(3, 2, 4));
   ASSERT_EQ(v.size(), 4u);
   EXPECT_EQ(v[0].first, "eval/loss");
