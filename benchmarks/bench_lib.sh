@@ -130,6 +130,23 @@ start_cluster() {
   done
 }
 
+# require_torch_gloo: exits naming the fix when $PY lacks torch with Gloo.
+require_torch_gloo() {
+  if ! "$PY" -c 'import torch, torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null; then
+    die "$PY cannot import torch with Gloo. Install the PyTorch peer with" \
+      "'scripts/install_deps.sh --bench' (Debian's python3-torch + OpenBLAS)."
+  fi
+}
+
+# work_dir NAME: sets `tmp` to a new folder, removed on exit after every
+# process started here is stopped; INT and TERM exit through that too.
+work_dir() {
+  tmp=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")
+  trap 'stop_all; rm -rf "$tmp"' EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+}
+
 json_get() {  # json_get FILE|- KEY: one top-level field of a JSON object
   "$PY" -c 'import json, sys
 f = sys.stdin if sys.argv[1] == "-" else open(sys.argv[1])

@@ -90,19 +90,9 @@ summaries=$(runfile benchmarks/summaries.py) || die "summaries.py not in the run
 example=$(runfile examples/bert_mlm_brown.json) ||
   die "examples/bert_mlm_brown.json not found in the runfiles"
 require_brown bert_vs_pytorch
-if ! "$PY" -c 'import torch, torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null; then
-  die "$PY cannot import torch with Gloo. Install the PyTorch peer with" \
-    "'scripts/install_deps.sh --bench' (Debian's python3-torch + OpenBLAS)."
-fi
+require_torch_gloo
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/lockstep-bert-bench.XXXXXX")
-cleanup() {
-  stop_all
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+work_dir lockstep-bert-bench
 
 # write_job FILE NAME WORKERS BATCH STEPS|epochs: the example on absolute
 # Brown paths; STEPS gives a speed job of that many steps, "epochs" the

@@ -92,20 +92,9 @@ summaries=$(runfile benchmarks/summaries.py) ||
 
 require_mnist cluster_vs_ddp
 
-if ! "$PY" -c 'import torch, torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null; then
-  die "$PY cannot import torch with Gloo. Install the PyTorch peer with" \
-    "'scripts/install_deps.sh --bench' (Debian's python3-torch + OpenBLAS)."
-fi
+require_torch_gloo
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/lockstep-cluster-bench.XXXXXX")
-
-cleanup() {
-  stop_all
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+work_dir lockstep-cluster-bench
 
 # --- Header. -----------------------------------------------------------------
 
