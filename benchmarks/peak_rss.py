@@ -12,7 +12,10 @@ import sys
 
 if len(sys.argv) < 3:
     sys.exit(__doc__)
-child = subprocess.Popen(sys.argv[2:])
+try:
+    child = subprocess.Popen(sys.argv[2:])
+except OSError as e:
+    sys.exit(f"peak_rss.py: cannot run {sys.argv[2]}: {e.strerror}")
 for sig in (signal.SIGTERM, signal.SIGINT):
     signal.signal(sig, lambda n, _frame: child.send_signal(n))
 rc = child.wait()

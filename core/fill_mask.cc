@@ -49,8 +49,12 @@ absl::StatusOr<FillMaskResult> FillMask(const JobSpec& spec,
         absl::StrCat("top_k must be in [1, ", vocab->size(),
                      "] (the vocabulary's size), got ", top_k));
   }
+  // The checkpoint holds every parameter: the job's initial weights
+  // (model.init) are neither read nor needed.
+  ModelSpec model_spec = spec.model;
+  model_spec.init_safetensors.clear();
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
-                   Model::Build(spec.model, spec.seed));
+                   Model::Build(model_spec, spec.seed));
   if (model->classes() != vocab->size()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the model predicts ", model->classes(), " tokens but the vocabulary (",

@@ -127,6 +127,22 @@ TEST_F(FillMaskTest, ACheckpointWithoutVocabularyRebuildsItFromTheData) {
   EXPECT_EQ(r->guesses[0][0].token, "ran");
 }
 
+TEST_F(FillMaskTest, TheJobsInitialWeightsAreNotNeeded) {
+  // A job that started from a safetensors file no longer at hand: the
+  // checkpoint holds every parameter, so prediction never opens it.
+  std::string json = JobJson(JoinPath(*dir_, "train.txt"));
+  json.replace(json.find("\"dropout\": 0.0}"), 15,
+               "\"dropout\": 0.0, \"init\": {\"safetensors\": "
+               "\"/nonexistent/model.safetensors\"}}");
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(json);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_EQ(spec->model.init_safetensors, "/nonexistent/model.safetensors");
+  absl::StatusOr<FillMaskResult> r =
+      FillMask(*spec, Checkpoint(), "his fish [MASK] under the boat", 1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->guesses[0][0].token, "swam");
+}
+
 TEST_F(FillMaskTest, BadQueriesSayWhatIsWrong) {
   const LoadedCheckpoint c = Checkpoint();
   auto error = [&](const std::string& text, int k) {
