@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 
@@ -21,8 +22,9 @@ class InProcessRing::Endpoint : public Transport {
   int rank() const override { return rank_; }
   int world_size() const override { return world_; }
 
+  // Copies the floats at once, so `sends` never counts anything.
   absl::Status SendToNext(const CollectiveTag& tag, const float* data,
-                          int64_t count) override {
+                          int64_t count, const SendTracker& sends) override {
     {
       absl::MutexLock lock(&mu_);
       if (aborted_.has_value()) return *aborted_;
@@ -37,8 +39,19 @@ class InProcessRing::Endpoint : public Transport {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<std::string> RecvFromPrev(const CollectiveTag& tag,
-                                           absl::Time deadline) override {
+  absl::Status RecvFromPrev(const CollectiveTag& tag, absl::Time deadline,
+                            float* dst, int64_t count, RecvOp op) override {
+    absl::StatusOr<std::string> bytes = Take(tag, deadline);
+    if (!bytes.ok()) return bytes.status();
+    if (absl::Status s = CheckMessageLength(bytes->size(), count); !s.ok()) {
+      return s;
+    }
+    PayloadSink(dst, op).Append(bytes->data(), bytes->size());
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::string> Take(const CollectiveTag& tag,
+                                   absl::Time deadline) {
     absl::MutexLock lock(&mu_);
     while (true) {
       if (aborted_.has_value()) return *aborted_;

@@ -60,9 +60,7 @@ class RingRun {
     for (int k = 0; k < world_ - 1; ++k) {
       const int seg = Mod(rank_ - k - 1);
       for (int64_t c = 0; c < NumChunks(Segment(seg)); ++c) {
-        ASSIGN_OR_RETURN(const std::string message, Recv(k, seg, c));
-        const Chunk chunk = ChunkOf(seg, c);
-        AddFrom(message, data_ + chunk.begin, chunk.size);
+        RETURN_IF_ERROR(Recv(k, seg, c, RecvOp::kAdd));
         // At the last step the segment (rank+1) is complete: this send is
         // all-gather step 0.
         RETURN_IF_ERROR(Send(k + 1, seg, c));
@@ -74,13 +72,31 @@ class RingRun {
       const int ring_step = world_ - 1 + k;
       const int seg = Mod(rank_ - k);
       for (int64_t c = 0; c < NumChunks(Segment(seg)); ++c) {
-        ASSIGN_OR_RETURN(const std::string message, Recv(ring_step, seg, c));
-        const Chunk chunk = ChunkOf(seg, c);
-        std::memcpy(data_ + chunk.begin, message.data(), message.size());
+        RETURN_IF_ERROR(Recv(ring_step, seg, c, RecvOp::kCopy));
         if (k < world_ - 2) RETURN_IF_ERROR(Send(ring_step + 1, seg, c));
       }
     }
     return absl::OkStatus();
+  }
+
+  // Waits until the transport reads none of data_ any more: the caller may
+  // free or reuse the buffer once the collective returns. After a failure
+  // the sends may be stuck behind a silent peer: aborting the transport
+  // (which the caller would do anyway) drops them.
+  absl::Status ReleaseSends(absl::Status status) {
+    if (status.ok() && sends_.WaitIdle(deadline_)) return status;
+    // After a failure, sends to a live peer still drain within moments.
+    if (!status.ok() && sends_.WaitIdle(absl::Now() + absl::Seconds(1))) {
+      return status;
+    }
+    if (status.ok()) {
+      status = absl::DeadlineExceededError(absl::StrCat(
+          "the messages to rank ", next_,
+          " were still unsent at the deadline (is it reading?)"));
+    }
+    transport_.Abort(status);
+    sends_.WaitIdle(absl::InfiniteFuture());
+    return status;
   }
 
  private:
@@ -119,42 +135,26 @@ class RingRun {
     const Chunk chunk = ChunkOf(seg, c);
     return AnnotateStatus(
         transport_.SendToNext(MessageTag(ring_step, c), data_ + chunk.begin,
-                              chunk.size),
+                              chunk.size, sends_),
         absl::StrCat("while sending ", Describe(ring_step, seg, c), " to rank ",
                      next_));
   }
 
-  // Returns the message only if it holds exactly the chunk's floats.
-  absl::StatusOr<std::string> Recv(int ring_step, int seg, int64_t c) {
-    absl::StatusOr<std::string> message =
-        transport_.RecvFromPrev(MessageTag(ring_step, c), deadline_);
-    if (!message.ok()) {
-      return AnnotateStatus(
-          message.status(),
-          absl::StrCat("while receiving ", Describe(ring_step, seg, c),
-                       " from rank ", prev_));
-    }
-    const int64_t expected = ChunkOf(seg, c).size * int64_t{sizeof(float)};
-    if (static_cast<int64_t>(message->size()) != expected) {
+  // Applies the message to its chunk of data_ only if it holds exactly the
+  // chunk's floats. kAdd keeps the documented order: dst = partial + dst,
+  // the partial sum that came round the ring first, then this rank's value.
+  absl::Status Recv(int ring_step, int seg, int64_t c, RecvOp op) {
+    const Chunk chunk = ChunkOf(seg, c);
+    absl::Status s = transport_.RecvFromPrev(
+        MessageTag(ring_step, c), deadline_, data_ + chunk.begin, chunk.size, op);
+    if (absl::IsInvalidArgument(s)) {
       return absl::InvalidArgumentError(
           absl::StrCat("refused ", Describe(ring_step, seg, c), " from rank ",
-                       prev_, ": expected ", expected, " bytes, received ",
-                       message->size(), " bytes"));
+                       prev_, ": ", s.message()));
     }
-    return message;
-  }
-
-  // dst[i] = partial[i] + dst[i]: the partial sum that came round the ring
-  // first, then this rank's value (the documented order). Reads the floats
-  // straight from the message bytes; memcpy keeps it alignment- and
-  // aliasing-safe and compiles to plain loads.
-  static void AddFrom(const std::string& message, float* dst, int64_t n) {
-    const char* src = message.data();
-    for (int64_t i = 0; i < n; ++i) {
-      float partial;
-      std::memcpy(&partial, src + i * sizeof(float), sizeof(float));
-      dst[i] = partial + dst[i];
-    }
+    return AnnotateStatus(s, absl::StrCat("while receiving ",
+                                          Describe(ring_step, seg, c),
+                                          " from rank ", prev_));
   }
 
   Transport& transport_;
@@ -168,6 +168,7 @@ class RingRun {
   const int next_;
   const absl::Time deadline_;
   const int64_t chunks_per_segment_;  // of segment 0, the largest
+  const SendTracker sends_;
 };
 
 }  // namespace
@@ -195,7 +196,7 @@ absl::Status RingAllReduce(Transport& transport, const CollectiveTag& tag,
   }
   if (world == 1 || count == 0) return absl::OkStatus();
   RingRun run(transport, tag, data, count, options);
-  return run.Run();
+  return run.ReleaseSends(run.Run());
 }
 
 }  // namespace lockstep

@@ -1,8 +1,12 @@
-// Formatting helpers for the collective transport interface
-// (core/transport.h).
+// The collective transport interface's shared parts (core/transport.h):
+// tag formatting, the in-flight send count, and applying received bytes.
 #include "core/transport.h"
 
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "kernels/cpu/elementwise.h"
 
 namespace lockstep {
 
@@ -16,6 +20,70 @@ std::string BucketName(int32_t bucket) {
   if (bucket == kEvalBucket) return "the evaluation all-reduce";
   if (bucket == kDrainBucket) return "the drain barrier";
   return absl::StrCat("gradient bucket ", bucket);
+}
+
+struct SendTracker::State {
+  mutable absl::Mutex mu;
+  int64_t in_flight ABSL_GUARDED_BY(mu) = 0;
+};
+
+SendTracker::SendTracker() : state_(std::make_shared<State>()) {}
+
+void SendTracker::Begin() const {
+  absl::MutexLock lock(&state_->mu);
+  ++state_->in_flight;
+}
+
+void SendTracker::Done() const {
+  absl::MutexLock lock(&state_->mu);
+  --state_->in_flight;
+}
+
+bool SendTracker::WaitIdle(absl::Time deadline) const {
+  absl::MutexLock lock(&state_->mu);
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
+    return state_->in_flight == 0;
+  };
+  return state_->mu.AwaitWithDeadline(absl::Condition(&idle), deadline);
+}
+
+int64_t SendTracker::in_flight() const {
+  absl::MutexLock lock(&state_->mu);
+  return state_->in_flight;
+}
+
+void PayloadSink::Apply(const char* bytes, int64_t floats) {
+  if (floats == 0) return;
+  if (op_ == RecvOp::kCopy) {
+    std::memcpy(dst_, bytes, static_cast<size_t>(floats) * sizeof(float));
+  } else {
+    AddFromBytes(floats, bytes, dst_);
+  }
+  dst_ += floats;
+}
+
+void PayloadSink::Append(const char* bytes, size_t n) {
+  if (carried_ > 0) {  // finish the float split by the previous piece
+    const size_t take = std::min(n, sizeof(float) - carried_);
+    std::memcpy(carry_ + carried_, bytes, take);
+    carried_ += take;
+    bytes += take;
+    n -= take;
+    if (carried_ < sizeof(float)) return;
+    Apply(carry_, 1);
+    carried_ = 0;
+  }
+  const size_t whole = n / sizeof(float);
+  Apply(bytes, static_cast<int64_t>(whole));
+  carried_ = n - whole * sizeof(float);
+  std::memcpy(carry_, bytes + whole * sizeof(float), carried_);
+}
+
+absl::Status CheckMessageLength(size_t bytes, int64_t count) {
+  const size_t expected = static_cast<size_t>(count) * sizeof(float);
+  if (bytes == expected) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "expected ", expected, " bytes, received ", bytes, " bytes"));
 }
 
 }  // namespace lockstep

@@ -6,7 +6,9 @@
 #ifndef LOCKSTEP_CORE_TRANSPORT_H_
 #define LOCKSTEP_CORE_TRANSPORT_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
@@ -47,6 +49,54 @@ std::string TagToString(const CollectiveTag& tag);
 // "gradient bucket 2", "the loss all-reduce", "the evaluation all-reduce".
 std::string BucketName(int32_t bucket);
 
+// How a received message lands in the caller's buffer.
+enum class RecvOp {
+  kCopy,  // dst[i] = message[i]
+  kAdd,   // dst[i] = message[i] + dst[i] (the partial sum comes first)
+};
+
+// Counts one collective's sends that a transport may still be reading
+// (sends are zero-copy: the transport reads the caller's buffer). Copies
+// share one count. Thread-safe.
+class SendTracker {
+ public:
+  SendTracker();
+
+  // A transport calls Begin before it keeps a pointer into the caller's
+  // buffer and Done once it no longer reads it (sent, or dropped).
+  void Begin() const;
+  void Done() const;
+  // Blocks until no send is in flight, or until `deadline`; true when none
+  // is.
+  bool WaitIdle(absl::Time deadline) const;
+  int64_t in_flight() const;
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
+// Applies a message that arrives in pieces (gRPC slices: a float may be
+// split between two of them) to dst[0..count) with `op`. The caller checks
+// the total length first (CheckMessageLength).
+class PayloadSink {
+ public:
+  PayloadSink(float* dst, RecvOp op) : dst_(dst), op_(op) {}
+  void Append(const char* bytes, size_t n);
+
+ private:
+  void Apply(const char* bytes, int64_t floats);
+
+  float* dst_;  // the next float to write
+  const RecvOp op_;
+  char carry_[sizeof(float)];
+  size_t carried_ = 0;
+};
+
+// InvalidArgument "expected E bytes, received B bytes" unless a message of
+// `bytes` bytes holds exactly `count` floats.
+absl::Status CheckMessageLength(size_t bytes, int64_t count);
+
 // Thread-safe: several collectives (different tags) may call Send and Recv
 // concurrently from different threads.
 class Transport {
@@ -56,24 +106,31 @@ class Transport {
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
 
-  // Queues `count` floats (copied before returning) for rank
-  // (rank + 1) % world. Does not wait for the peer to receive them.
-  // Fails (and keeps failing) once the transport is aborted or the link to
-  // the next rank is broken; the error names that rank.
+  // Queues `count` floats for rank (rank + 1) % world without copying them:
+  // the transport may read data[0..count) until it has called
+  // sends.Done() for this message, so the caller keeps the buffer alive
+  // until sends.WaitIdle(), and leaves those floats unchanged until the next
+  // rank has received them. Does not wait for the peer. Fails (and keeps
+  // failing) once the transport is aborted or the link to the next rank is
+  // broken; the error names that rank.
   virtual absl::Status SendToNext(const CollectiveTag& tag, const float* data,
-                                  int64_t count) = 0;
+                                  int64_t count, const SendTracker& sends) = 0;
 
   // Blocks until the message with `tag` from rank (rank - 1 + world) % world
-  // has arrived and returns its bytes (the caller owns them). Errors:
-  // DeadlineExceeded at `deadline` naming the previous rank and the tag;
-  // Aborted after Abort() (with its reason); Unavailable when the link from
-  // the previous rank broke; FailedPrecondition when that rank sent a
-  // message the transport refused (stale generation, another job).
-  virtual absl::StatusOr<std::string> RecvFromPrev(const CollectiveTag& tag,
-                                                   absl::Time deadline) = 0;
+  // has arrived and applies it to dst[0..count) with `op`, reading straight
+  // from the received bytes. Errors: InvalidArgument when the message is not
+  // exactly `count` floats (dst is untouched); DeadlineExceeded at
+  // `deadline` naming the previous rank and the tag; Aborted after Abort()
+  // (with its reason); Unavailable when the link from the previous rank
+  // broke; FailedPrecondition when that rank sent a message the transport
+  // refused (stale generation, another job).
+  virtual absl::Status RecvFromPrev(const CollectiveTag& tag,
+                                    absl::Time deadline, float* dst,
+                                    int64_t count, RecvOp op) = 0;
 
-  // Fails every pending and future Send/Recv with Aborted(reason). Used when
-  // the generation changes or the job is cancelled. Idempotent; thread-safe.
+  // Fails every pending and future Send/Recv with Aborted(reason), and drops
+  // (releases) queued sends. Used when the generation changes or the job is
+  // cancelled. Idempotent; thread-safe.
   virtual void Abort(const absl::Status& reason) = 0;
 };
 

@@ -41,6 +41,11 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
     // Distinct args give a distinct subchannel, hence its own connection.
     args.SetInt("lockstep.lane", lane);
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    // A lane carries ring messages, which are never replayed: gRPC's retry
+    // support would keep a reference to every sent payload (up to 256 KiB
+    // per call) in case it had to send it again, so the ring's buffers
+    // would stay pinned long after the bytes left.
+    args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
   }
   return grpc::CreateCustomChannel(address, MakeChannelCredentials(tls), args);
 }

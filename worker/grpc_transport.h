@@ -2,7 +2,10 @@
 // all-reduce"): rank r keeps `lanes` long-lived Push streams to rank r+1;
 // rank r+1's CollectiveService routes them into the GrpcRingTransport of the
 // matching (job, generation), which checks every message before its bytes
-// reach a mailbox keyed by tag.
+// reach a mailbox keyed by tag. Push is raw on both ends (proto/
+// collective.proto has the framing): a message's floats go out of the
+// caller's buffer and are summed out of gRPC's receive slices, with no copy
+// in between.
 #ifndef LOCKSTEP_WORKER_GRPC_TRANSPORT_H_
 #define LOCKSTEP_WORKER_GRPC_TRANSPORT_H_
 
@@ -20,6 +23,8 @@
 #include "absl/synchronization/mutex.h"
 #include "core/log.h"
 #include "core/transport.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/grpcpp.h"
 #include "proto/collective.grpc.pb.h"
 #include "proto/tls.h"
 
@@ -34,18 +39,55 @@ struct GrpcRingOptions {
   TlsFiles tls;                    // the worker's certificate; off: plaintext
 };
 
-// Call once at process start in processes that run the ring. Every ring
-// message lands in a fresh ~1 MiB buffer; by default glibc serves those
-// with mmap and unmaps them on free, so each message re-faults and zeroes
-// its pages (about a fifth of a rank's CPU). Raising the mmap and trim
-// thresholds keeps the buffers in the reused heap.
+// Call once at process start in processes that run the ring. glibc serves
+// large buffers with mmap and unmaps them on free, so each one re-faults
+// and zeroes its pages; raising the mmap and trim thresholds keeps gRPC's
+// receive buffers in the reused heap.
 void KeepMessageBuffersResident();
+
+// A received message's payload: spans into gRPC's receive slices, which it
+// keeps alive. Never copied.
+class RingPayload {
+ public:
+  RingPayload() = default;
+  // Owned bytes: for tests and hand-made messages.
+  explicit RingPayload(std::string bytes);
+
+  size_t size() const { return size_; }
+  void AppendTo(PayloadSink& sink) const;
+
+ private:
+  friend class RingMessageCodec;
+  std::vector<grpc::Slice> slices_;
+  std::shared_ptr<const std::string> owned_;
+  std::vector<std::pair<const char*, size_t>> spans_;
+  size_t size_ = 0;
+};
+
+struct RingMessage {
+  lockstep::v1::RingHeader header;
+  RingPayload payload;
+};
+
+class RingMessageCodec {
+ public:
+  // Frames a message (proto/collective.proto): the header is copied, the
+  // payload referenced. `sends` (may be null) counts the send from now
+  // until gRPC releases the payload slice.
+  static grpc::ByteBuffer Encode(lockstep::v1::RingHeader header,
+                                 const float* data, int64_t count,
+                                 const SendTracker* sends);
+  // InvalidArgument, naming what is wrong, for bytes that are not a ring
+  // message (a header length past the end, a header that does not parse, a
+  // payload of another length than the header says).
+  static absl::StatusOr<RingMessage> Decode(const grpc::ByteBuffer& buffer);
+};
 
 class GrpcRingTransport : public Transport {
  public:
   explicit GrpcRingTransport(GrpcRingOptions options);
-  // Closes the outgoing streams (cancelling them if aborted) and joins the
-  // sender threads.
+  // Closes the outgoing streams (cancelling them if aborted, or if they do
+  // not close within seconds) and waits until gRPC is done with them.
   ~GrpcRingTransport() override;
 
   int rank() const override { return options_.rank; }
@@ -53,9 +95,9 @@ class GrpcRingTransport : public Transport {
     return static_cast<int>(options_.peers.size());
   }
   absl::Status SendToNext(const CollectiveTag& tag, const float* data,
-                          int64_t count) override;
-  absl::StatusOr<std::string> RecvFromPrev(const CollectiveTag& tag,
-                                           absl::Time deadline) override;
+                          int64_t count, const SendTracker& sends) override;
+  absl::Status RecvFromPrev(const CollectiveTag& tag, absl::Time deadline,
+                            float* dst, int64_t count, RecvOp op) override;
   void Abort(const absl::Status& reason) override;
 
   const std::string& job() const { return options_.job; }
@@ -66,7 +108,8 @@ class GrpcRingTransport : public Transport {
   // Called by CollectiveService for each incoming message. Returns the
   // refusal (FailedPrecondition / InvalidArgument, naming what is wrong) and
   // then fails every Recv with it; nothing refused reaches a mailbox.
-  absl::Status Deliver(lockstep::v1::CollectiveChunk& chunk);
+  absl::Status Deliver(const lockstep::v1::RingHeader& header,
+                       RingPayload payload);
   // The incoming stream from the previous rank broke (not a clean close).
   void LinkBroken(const std::string& detail);
 
@@ -85,41 +128,37 @@ class GrpcRingTransport : public Transport {
   int suspect_rank();
 
  private:
-  struct Lane {
-    absl::Mutex mu;
-    absl::CondVar cv;
-    std::deque<std::unique_ptr<lockstep::v1::CollectiveChunk>> queue
-        ABSL_GUARDED_BY(mu);
-    bool closing ABSL_GUARDED_BY(mu) = false;
-    std::unique_ptr<lockstep::v1::Collective::Stub> stub;
-    std::thread thread;
-  };
-  void SendLoop(int lane_index);
+  class LaneStream;
   void Fail(const absl::Status& status, int suspect = -1);
 
   const GrpcRingOptions options_;
-  std::vector<std::unique_ptr<Lane>> lanes_;
+  std::vector<std::unique_ptr<grpc::GenericStub>> stubs_;  // one per lane
+  std::vector<LaneStream*> lanes_;  // each lives until its stream is done
 
   absl::Mutex mu_;
   absl::CondVar arrived_;
-  absl::flat_hash_map<CollectiveTag, std::string> mailbox_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<CollectiveTag, RingPayload> mailbox_ ABSL_GUARDED_BY(mu_);
   absl::Status error_ ABSL_GUARDED_BY(mu_);  // first failure; sticky
   int suspect_ ABSL_GUARDED_BY(mu_) = -1;
   // Receives in progress and since when.
   absl::flat_hash_map<CollectiveTag, absl::Time> waiting_ ABSL_GUARDED_BY(mu_);
-  std::vector<grpc::ClientContext*> open_calls_ ABSL_GUARDED_BY(mu_);
 };
 
 // The gRPC service each worker daemon hosts for the whole of its life. It
 // waits (bounded) for the transport of a stream's (job, generation) to be
 // attached, refuses streams of older generations and other jobs, and feeds
-// messages to the attached transport.
-class CollectiveService final : public lockstep::v1::Collective::Service {
+// messages to the attached transport. Push runs as a callback reactor: a
+// stream that arrives before its generation's transport is parked (no
+// gRPC thread blocks) until Attach or its wait runs out.
+class CollectiveService final
+    : public lockstep::v1::Collective::WithRawCallbackMethod_Push<
+          lockstep::v1::Collective::Service> {
  public:
   // How long a stream may wait for its generation's transport to appear
   // (peers start a generation at slightly different times).
-  explicit CollectiveService(absl::Duration attach_wait = absl::Seconds(30))
-      : attach_wait_(attach_wait) {}
+  explicit CollectiveService(absl::Duration attach_wait = absl::Seconds(30));
+  // Shut the server down first: that ends every stream.
+  ~CollectiveService() override;
 
   // Refused streams are logged here (a peer that speaks out of turn).
   void SetLog(LogFn log) { log_ = std::move(log); }
@@ -132,12 +171,25 @@ class CollectiveService final : public lockstep::v1::Collective::Service {
   // The attached transport's OldestWait (not waiting when none is attached).
   GrpcRingTransport::Wait CurrentWait();
 
-  grpc::Status Push(grpc::ServerContext* context,
-                    grpc::ServerReader<lockstep::v1::CollectiveChunk>* reader,
-                    lockstep::v1::PushAck* ack) override;
+  grpc::ServerReadReactor<grpc::ByteBuffer>* Push(
+      grpc::CallbackServerContext* context,
+      grpc::ByteBuffer* response) override;
 
  private:
-  grpc::Status Refuse(grpc::ServerContext* context, const absl::Status& why);
+  class PushReactor;
+  struct Route {
+    std::shared_ptr<GrpcRingTransport> transport;  // set when routed
+    absl::Status refusal;                          // set when refused
+  };
+  // The route of a stream whose first message has `header`; neither set
+  // while its generation has not started here and `give_up` is ahead.
+  Route Find(const lockstep::v1::RingHeader& header, absl::Time give_up)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Park(PushReactor* reactor);
+  // True when the reactor was parked (and is no longer).
+  bool Unpark(PushReactor* reactor);
+  void ParkingLoop();
+  void LogRefusal(const std::string& peer, const absl::Status& why);
 
   const absl::Duration attach_wait_;
   LogFn log_;
@@ -145,6 +197,9 @@ class CollectiveService final : public lockstep::v1::Collective::Service {
   std::shared_ptr<GrpcRingTransport> current_ ABSL_GUARDED_BY(mu_);
   // The newest generation ever attached per job: older ones are stale.
   absl::flat_hash_map<std::string, int64_t> newest_ ABSL_GUARDED_BY(mu_);
+  std::vector<PushReactor*> parked_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread parking_thread_;
 };
 
 }  // namespace lockstep

@@ -150,53 +150,164 @@ TEST(GrpcTransportTest, StaleGenerationIsRefusedNotSummed) {
   o.peers = ring.peers();
   GrpcRingTransport stale(o);
   const float x = 1.0f;
-  ASSERT_TRUE(stale.SendToNext(CollectiveTag{1, 5, 0, 0}, &x, 1).ok());
+  SendTracker sends;
+  ASSERT_TRUE(stale.SendToNext(CollectiveTag{1, 5, 0, 0}, &x, 1, sends).ok());
   // The refusal comes back to the sender as a broken send.
   absl::Status s;
   for (int i = 0; i < 100; ++i) {
-    s = stale.SendToNext(CollectiveTag{1, 5, 0, 1}, &x, 1);
+    s = stale.SendToNext(CollectiveTag{1, 5, 0, 1}, &x, 1, sends);
     if (!s.ok()) break;
     absl::SleepFor(absl::Milliseconds(20));
   }
   EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
   EXPECT_THAT(s.message(), HasSubstr("stale generation"));
+  // Refused or dropped, every payload was let go of.
+  EXPECT_TRUE(sends.WaitIdle(absl::Now() + absl::Seconds(5)))
+      << sends.in_flight() << " sends still in flight";
   // The current generation's receiver never saw it.
-  absl::StatusOr<std::string> got = ring.at(1).RecvFromPrev(
-      CollectiveTag{1, 5, 0, 0}, absl::Now() + absl::Milliseconds(200));
-  EXPECT_TRUE(absl::IsDeadlineExceeded(got.status())) << got.status();
+  float got = 0;
+  absl::Status r = ring.at(1).RecvFromPrev(CollectiveTag{1, 5, 0, 0},
+                                           absl::Now() + absl::Milliseconds(200),
+                                           &got, 1, RecvOp::kCopy);
+  EXPECT_TRUE(absl::IsDeadlineExceeded(r)) << r;
+  EXPECT_EQ(got, 0.0f);
+}
+
+v1::RingHeader Header(const std::string& job, int64_t generation,
+                      int from_rank) {
+  v1::RingHeader h;
+  h.set_job(job);
+  h.set_generation(generation);
+  h.set_from_rank(from_rank);
+  return h;
 }
 
 TEST(GrpcTransportTest, WrongSenderOrLengthIsRefused) {
   GrpcRing ring(3);
   ring.Start("job", 1);
-  lockstep::v1::CollectiveChunk c;
-  c.set_job("job");
-  c.set_generation(1);
-  c.set_from_rank(2);  // rank 1's previous rank is 0
-  c.set_data(std::string(8, '\0'));
-  absl::Status s = ring.at(1).Deliver(c);
+  absl::Status s =
+      ring.at(1).Deliver(Header("job", 1, 2), RingPayload(std::string(8, '\0')));
   EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
   EXPECT_THAT(s.message(), HasSubstr("only rank 0 sends to rank 1"));
   // Once refused, the rank's waits fail with the reason.
-  absl::StatusOr<std::string> got = ring.at(1).RecvFromPrev(
-      CollectiveTag{1, 0, 0, 0}, absl::Now() + absl::Seconds(5));
-  EXPECT_THAT(got.status().message(), HasSubstr("only rank 0 sends"));
+  float got[2] = {0, 0};
+  absl::Status r =
+      ring.at(1).RecvFromPrev(CollectiveTag{1, 0, 0, 0},
+                              absl::Now() + absl::Seconds(5), got, 2,
+                              RecvOp::kCopy);
+  EXPECT_THAT(r.message(), HasSubstr("only rank 0 sends"));
 
-  lockstep::v1::CollectiveChunk odd;
-  odd.set_job("job");
-  odd.set_generation(1);
-  odd.set_from_rank(1);
-  odd.set_data(std::string(7, 'x'));
-  s = ring.at(2).Deliver(odd);
+  s = ring.at(2).Deliver(Header("job", 1, 1), RingPayload(std::string(7, 'x')));
   EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
   EXPECT_THAT(s.message(), HasSubstr("7 bytes"));
 
-  lockstep::v1::CollectiveChunk other;
-  other.set_job("another");
-  other.set_generation(1);
-  other.set_from_rank(2);
-  s = ring.at(0).Deliver(other);
+  s = ring.at(0).Deliver(Header("another", 1, 2), RingPayload());
   EXPECT_THAT(s.message(), HasSubstr("job \"another\""));
+}
+
+TEST(GrpcTransportTest, AMessageOfTheWrongLengthIsRefusedAndNotWritten) {
+  GrpcRing ring(2);
+  ring.Start("job", 1);
+  float four[4] = {1, 2, 3, 4};
+  v1::RingHeader h = Header("job", 1, 0);
+  h.set_step(3);
+  ASSERT_TRUE(ring.at(1)
+                  .Deliver(h, RingPayload(std::string(
+                                  reinterpret_cast<const char*>(four), 12)))
+                  .ok());
+  float dst[4] = {9, 9, 9, 9};
+  absl::Status r = ring.at(1).RecvFromPrev(CollectiveTag{1, 3, 0, 0},
+                                           absl::Now() + absl::Seconds(5), dst,
+                                           4, RecvOp::kAdd);
+  EXPECT_TRUE(absl::IsInvalidArgument(r)) << r;
+  EXPECT_THAT(r.message(), HasSubstr("expected 16 bytes, received 12 bytes"));
+  for (float v : dst) EXPECT_EQ(v, 9.0f);
+}
+
+// The payload slice of an encoded message is the caller's memory: a change
+// made after encoding shows in what is decoded, and the tracker counts the
+// send until the last reference to the message is gone.
+TEST(RingMessageCodecTest, PayloadIsSentFromTheCallersBufferNotACopy) {
+  std::vector<float> data = {1.5f, -2.0f, 3.25f};
+  SendTracker sends;
+  v1::RingHeader h = Header("job", 4, 1);
+  h.set_step(7);
+  h.set_bucket(2);
+  h.set_chunk(9);
+  auto message = std::make_unique<grpc::ByteBuffer>(RingMessageCodec::Encode(
+      h, data.data(), 3, &sends));
+  EXPECT_EQ(sends.in_flight(), 1);
+  EXPECT_EQ(message->Length(), 4 + h.ByteSizeLong() + 2 + 12)
+      << "4 length bytes, the header (with payload_bytes), 12 payload bytes";
+  data[1] = 100.0f;  // after Encode
+  absl::StatusOr<RingMessage> m = RingMessageCodec::Decode(*message);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->header.job(), "job");
+  EXPECT_EQ(m->header.generation(), 4);
+  EXPECT_EQ(m->header.step(), 7);
+  EXPECT_EQ(m->header.bucket(), 2);
+  EXPECT_EQ(m->header.chunk(), 9);
+  EXPECT_EQ(m->header.payload_bytes(), 12);
+  ASSERT_EQ(m->payload.size(), 12u);
+  float out[3] = {0, 0, 0};
+  PayloadSink sink(out, RecvOp::kCopy);
+  m->payload.AppendTo(sink);
+  EXPECT_EQ(out[0], 1.5f);
+  EXPECT_EQ(out[1], 100.0f);
+  EXPECT_EQ(out[2], 3.25f);
+  message.reset();
+  EXPECT_EQ(sends.in_flight(), 1) << "the decoded payload still holds it";
+  *m = RingMessage();
+  EXPECT_EQ(sends.in_flight(), 0);
+}
+
+// gRPC hands over a received message in slices of any size: floats split
+// between slices are joined, and kAdd sums in the documented order.
+TEST(RingMessageCodecTest, DecodesAMessageCutIntoOddSlices) {
+  std::vector<float> data(1001);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = 0.1f * i - 7.0f;
+  grpc::ByteBuffer whole =
+      RingMessageCodec::Encode(Header("j", 1, 0), data.data(), 1001, nullptr);
+  grpc::Slice flat;
+  ASSERT_TRUE(whole.DumpToSingleSlice(&flat).ok());
+  const std::string bytes(reinterpret_cast<const char*>(flat.begin()),
+                          flat.size());
+  for (size_t cut : {size_t{1}, size_t{3}, size_t{7}, size_t{4093}}) {
+    std::vector<grpc::Slice> pieces;
+    for (size_t at = 0; at < bytes.size(); at += cut) {
+      pieces.emplace_back(bytes.substr(at, cut));
+    }
+    grpc::ByteBuffer cut_message(pieces.data(), pieces.size());
+    absl::StatusOr<RingMessage> m = RingMessageCodec::Decode(cut_message);
+    ASSERT_TRUE(m.ok()) << "cut " << cut << ": " << m.status();
+    std::vector<float> sum(1001, 0.5f);
+    PayloadSink sink(sum.data(), RecvOp::kAdd);
+    m->payload.AppendTo(sink);
+    for (size_t i = 0; i < data.size(); ++i) {
+      ASSERT_EQ(sum[i], data[i] + 0.5f) << "cut " << cut << " float " << i;
+    }
+  }
+}
+
+TEST(RingMessageCodecTest, GarbageIsRefusedSayingWhatIsWrong) {
+  auto decode = [](const std::string& bytes) {
+    grpc::Slice s(bytes);
+    return RingMessageCodec::Decode(grpc::ByteBuffer(&s, 1)).status();
+  };
+  absl::Status s = decode("ab");
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("too short for a ring message"));
+  s = decode(std::string("\xff\xff\x00\x00", 4) + "garbage");
+  EXPECT_THAT(s.message(), HasSubstr("header length says 65535 bytes"));
+  s = decode(std::string("\x03\x00\x00\x00", 4) + "\xff\xff\xff");
+  EXPECT_THAT(s.message(), HasSubstr("ring header does not parse"));
+  v1::RingHeader h = Header("j", 1, 0);
+  h.set_payload_bytes(8);
+  std::string head = h.SerializeAsString();
+  std::string framed(4, '\0');
+  framed[0] = static_cast<char>(head.size());
+  s = decode(framed + head + "1234");
+  EXPECT_THAT(s.message(), HasSubstr("header says 8 payload bytes; 4 came"));
 }
 
 TEST(GrpcTransportTest, AbortEndsAWaitAtOnce) {
@@ -207,11 +318,13 @@ TEST(GrpcTransportTest, AbortEndsAWaitAtOnce) {
     ring.node(0).service.AbortCurrent(absl::CancelledError("job cancelled"));
   });
   const absl::Time t0 = absl::Now();
-  absl::StatusOr<std::string> got = ring.at(0).RecvFromPrev(
-      CollectiveTag{1, 0, 0, 0}, absl::Now() + absl::Seconds(30));
+  float got = 0;
+  absl::Status r = ring.at(0).RecvFromPrev(CollectiveTag{1, 0, 0, 0},
+                                           absl::Now() + absl::Seconds(30),
+                                           &got, 1, RecvOp::kCopy);
   t.join();
-  EXPECT_TRUE(absl::IsAborted(got.status())) << got.status();
-  EXPECT_THAT(got.status().message(), HasSubstr("job cancelled"));
+  EXPECT_TRUE(absl::IsAborted(r)) << r;
+  EXPECT_THAT(r.message(), HasSubstr("job cancelled"));
   EXPECT_LT(absl::Now() - t0, absl::Seconds(1));
 }
 
@@ -224,14 +337,46 @@ TEST(GrpcTransportTest, DeadPeerGivesUnavailableNamingTheRank) {
   o.peers = {ring.peers()[0], "127.0.0.1:1"};  // nothing listens on port 1
   GrpcRingTransport t(o);
   const float x = 1.0f;
-  absl::Status s = t.SendToNext(CollectiveTag{1, 0, 0, 0}, &x, 1);
+  SendTracker sends;
+  absl::Status s = t.SendToNext(CollectiveTag{1, 0, 0, 0}, &x, 1, sends);
   ASSERT_TRUE(s.ok());
   // wait_for_ready keeps retrying a refused connection; Abort ends it.
-  absl::StatusOr<std::string> got = t.RecvFromPrev(
-      CollectiveTag{1, 0, 0, 0}, absl::Now() + absl::Milliseconds(300));
-  EXPECT_TRUE(absl::IsDeadlineExceeded(got.status())) << got.status();
-  EXPECT_THAT(got.status().message(), HasSubstr("rank 1 (127.0.0.1:1)"));
+  float got = 0;
+  absl::Status r = t.RecvFromPrev(CollectiveTag{1, 0, 0, 0},
+                                  absl::Now() + absl::Milliseconds(300), &got,
+                                  1, RecvOp::kCopy);
+  EXPECT_TRUE(absl::IsDeadlineExceeded(r)) << r;
+  EXPECT_THAT(r.message(), HasSubstr("rank 1 (127.0.0.1:1)"));
+  EXPECT_EQ(sends.in_flight(), 1) << "queued behind the connection";
   t.Abort(absl::CancelledError("test over"));
+  EXPECT_TRUE(sends.WaitIdle(absl::Now() + absl::Seconds(5)))
+      << "Abort must let go of the queued payload";
+}
+
+// A collective whose next rank never takes its messages cannot leave them
+// pointing into a buffer the caller is about to free: it times out, aborts
+// the transport (dropping them) and only then returns.
+TEST(GrpcTransportTest, ACollectiveReturnsOnlyOnceItsSendsAreReleased) {
+  GrpcRing ring(2);
+  GrpcRingOptions o;
+  o.job = "job";
+  o.generation = 1;
+  o.rank = 0;
+  o.peers = {ring.peers()[0], "127.0.0.1:1"};
+  GrpcRingTransport t(o);
+  std::vector<float> data(1 << 16, 1.0f);
+  RingOptions ro;
+  ro.chunk_elements = 4096;
+  ro.timeout = absl::Milliseconds(300);
+  const absl::Time t0 = absl::Now();
+  absl::Status s = RingAllReduce(t, CollectiveTag{1, 0, 0, 0}, data.data(),
+                                 static_cast<int64_t>(data.size()), ro);
+  EXPECT_TRUE(absl::IsDeadlineExceeded(s)) << s;
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(5));
+  // The transport was aborted by the collective: later sends fail at once.
+  SendTracker sends;
+  EXPECT_FALSE(t.SendToNext(CollectiveTag{1, 1, 0, 0}, data.data(), 1, sends)
+                   .ok());
 }
 
 }  // namespace

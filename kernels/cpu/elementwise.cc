@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -237,6 +238,14 @@ void Axpy(int64_t n, float alpha, const float* x, float* y) {
   ParallelFor(n, kCheapGrain, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) y[i] += alpha * x[i];
   });
+}
+
+LOCKSTEP_VECTOR_CLONES void AddFromBytes(int64_t n, const char* x, float* y) {
+  for (int64_t i = 0; i < n; ++i) {
+    float v;
+    std::memcpy(&v, x + i * sizeof(float), sizeof(float));
+    y[i] = v + y[i];
+  }
 }
 
 }  // namespace lockstep

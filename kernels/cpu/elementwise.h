@@ -52,6 +52,11 @@ void Scale(int64_t n, float alpha, float* x);
 // y += alpha * x.
 void Axpy(int64_t n, float alpha, const float* x, float* y);
 
+// y[i] = x[i] + y[i] where x is n native-endian floats at any byte
+// alignment (a received ring message), on the calling thread only (the
+// communication thread must not take the compute pool).
+void AddFromBytes(int64_t n, const char* x, float* y);
+
 }  // namespace lockstep
 
 #endif  // LOCKSTEP_KERNELS_CPU_ELEMENTWISE_H_
