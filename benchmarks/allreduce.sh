@@ -21,7 +21,7 @@ usage: bazel run //benchmarks:allreduce -- [options]
                          clamped to 10..200); the median is reported
   --warmup N             untimed iterations per size first (default 3)
   --lanes N              lockstep: gRPC streams to the next rank (default 2)
-  --chunk-elements N     lockstep: floats per ring message (default 262144)
+  --chunk-elements N     lockstep: floats per ring message (default 1048576)
   --segment-bytes N      Gloo: max segment in bytes (default Gloo's, 1 MiB)
   --systems LIST         subset of lockstep,gloo (default both)
   --repeat K             run each system K times per world, alternating, and
@@ -41,7 +41,7 @@ sizes=4K,64K,1M,4M,16M,64M,256M
 iters=0
 warmup=3
 lanes=2
-chunk_elements=262144
+chunk_elements=1048576
 segment_bytes=0
 systems=lockstep,gloo
 repeat=1

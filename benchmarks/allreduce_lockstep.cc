@@ -33,7 +33,7 @@ namespace {
 constexpr char kUsage[] =
     "usage: allreduce_lockstep --rank R --world W --rendezvous DIR\n"
     "  [--lanes N]          gRPC streams to the next rank (default 2)\n"
-    "  [--chunk-elements N] floats per ring message (default 262144)\n";
+    "  [--chunk-elements N] floats per ring message (default 1048576)\n";
 
 // Publishes our address as DIR/rank-R (written to a temporary, then renamed)
 // and waits, bounded, for every rank's. Returns the addresses in rank order.
@@ -74,7 +74,7 @@ absl::Status Run(const BenchFlags& b) {
   ASSIGN_OR_RETURN(const int64_t lanes, b.raw.GetInt("lanes", 2));
   RingOptions ring;
   ASSIGN_OR_RETURN(ring.chunk_elements,
-                   b.raw.GetInt("chunk-elements", 256 * 1024));
+                   b.raw.GetInt("chunk-elements", 1024 * 1024));
   ring.timeout = absl::Seconds(b.timeout_s);
   if (lanes < 1 || lanes > 16 || ring.chunk_elements < 1) {
     return absl::InvalidArgumentError(

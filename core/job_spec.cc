@@ -75,6 +75,8 @@
 //   replicas_per_worker   integer >= 1 ? 1
 //   collective            ring | nccl | auto ? ring
 //   bucket_kib            integer >= 1 ? 1024 (gradient bucket size)
+//   ring_chunk_kib        integer >= 4 ? 4096 (largest ring message)
+//   ring_streams          integer in [0, 16] ? 0 (0: the worker's --lanes)
 //   fingerprint_every_steps integer >= 0 ? 100 (0: only at the end)
 //   allow_tf32            boolean ? false (GPU replicas: TF32 tensor cores)
 // restart                 object ? {} (what happens when a worker is lost)
@@ -163,13 +165,22 @@ absl::Status ParseRoot(const Json& v, absl::string_view base_dir,
     Reader c(r.Get("cluster"), "cluster");
     RETURN_IF_ERROR(
         c.CheckKeys({"workers", "replicas_per_worker", "collective",
-                     "bucket_kib", "fingerprint_every_steps", "allow_tf32"}));
+                     "bucket_kib", "ring_chunk_kib", "ring_streams",
+                     "fingerprint_every_steps", "allow_tf32"}));
     RETURN_IF_ERROR(c.Int("workers", 1, &spec->cluster.workers));
     RETURN_IF_ERROR(
         c.Int("replicas_per_worker", 1, &spec->cluster.replicas_per_worker));
     RETURN_IF_ERROR(c.Enum("collective", "collective", Collectives(),
                            &spec->cluster.collective));
     RETURN_IF_ERROR(c.Int("bucket_kib", 1, &spec->cluster.bucket_kib));
+    RETURN_IF_ERROR(
+        c.Int("ring_chunk_kib", 4, &spec->cluster.ring_chunk_kib));
+    RETURN_IF_ERROR(c.Int("ring_streams", 0, &spec->cluster.ring_streams));
+    if (spec->cluster.ring_streams > 16) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cluster.ring_streams: at most 16 streams, got ",
+          spec->cluster.ring_streams));
+    }
     RETURN_IF_ERROR(c.Int("fingerprint_every_steps", 0,
                           &spec->cluster.fingerprint_every_steps));
     RETURN_IF_ERROR(c.Bool("allow_tf32", &spec->cluster.allow_tf32));

@@ -104,6 +104,11 @@ struct ClusterSpec {
   int64_t replicas_per_worker = 1;
   Collective collective = Collective::kRing;
   int64_t bucket_kib = 1024;  // gradients travel in buckets of >= this size
+  // The gRPC ring: the largest message (a chunk of a ring segment; bigger
+  // segments are cut and pipelined) and the streams to the next worker
+  // (0: the worker's --lanes). Measured defaults: benchmarks/README.md.
+  int64_t ring_chunk_kib = 4096;
+  int64_t ring_streams = 0;
   // Workers compare parameter fingerprints every this many steps (0: only
   // at the end).
   int64_t fingerprint_every_steps = 100;

@@ -119,6 +119,8 @@ Json SpecToJson(const JobSpec& s) {
       {"replicas_per_worker", s.cluster.replicas_per_worker},
       {"collective", NameOf(Collectives(), s.cluster.collective)},
       {"bucket_kib", s.cluster.bucket_kib},
+      {"ring_chunk_kib", s.cluster.ring_chunk_kib},
+      {"ring_streams", s.cluster.ring_streams},
       {"fingerprint_every_steps", s.cluster.fingerprint_every_steps},
       {"allow_tf32", s.cluster.allow_tf32}};
   j["restart"] = {
@@ -168,6 +170,8 @@ bool operator==(const ClusterSpec& a, const ClusterSpec& b) {
   return a.workers == b.workers &&
          a.replicas_per_worker == b.replicas_per_worker &&
          a.collective == b.collective && a.bucket_kib == b.bucket_kib &&
+         a.ring_chunk_kib == b.ring_chunk_kib &&
+         a.ring_streams == b.ring_streams &&
          a.fingerprint_every_steps == b.fingerprint_every_steps &&
          a.allow_tf32 == b.allow_tf32;
 }

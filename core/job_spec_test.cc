@@ -138,6 +138,8 @@ TEST(JobSpecTest, Defaults) {
   EXPECT_EQ(s.summary.every_steps, 100);
   EXPECT_EQ(s.cluster.workers, 1);
   EXPECT_EQ(s.cluster.collective, Collective::kRing);
+  EXPECT_EQ(s.cluster.ring_chunk_kib, 4096);
+  EXPECT_EQ(s.cluster.ring_streams, 0);
 }
 
 TEST(JobSpecTest, AdamWDefaultsToKerasWeightDecay) {
@@ -261,6 +263,8 @@ TEST(JobSpecTest, CanonicalJson) {
     "replicas_per_worker": 1,
     "collective": "ring",
     "bucket_kib": 1024,
+    "ring_chunk_kib": 4096,
+    "ring_streams": 0,
     "fingerprint_every_steps": 100,
     "allow_tf32": false
   },
@@ -429,6 +433,12 @@ INSTANTIATE_TEST_SUITE_P(
                 "cluster.workers: must be an integer >= 1, got -2"},
         BadCase{"BucketZero", [](Json& j) { j["cluster"]["bucket_kib"] = 0; },
                 "cluster.bucket_kib: must be an integer >= 1, got 0"},
+        BadCase{"RingChunkTooSmall",
+                [](Json& j) { j["cluster"]["ring_chunk_kib"] = 2; },
+                "cluster.ring_chunk_kib: must be an integer >= 4, got 2"},
+        BadCase{"TooManyRingStreams",
+                [](Json& j) { j["cluster"]["ring_streams"] = 17; },
+                "cluster.ring_streams: at most 16 streams, got 17"},
         BadCase{"Tf32NotABoolean",
                 [](Json& j) { j["cluster"]["allow_tf32"] = "yes"; },
                 "cluster.allow_tf32: must be true or false, got \"yes\""},

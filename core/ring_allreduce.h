@@ -13,7 +13,10 @@ namespace lockstep {
 
 struct RingOptions {
   // Max floats per message: the pipelining unit (capped segment size).
-  int64_t chunk_elements = 256 * 1024;
+  // 4 MiB: over gRPC each message costs a fixed overhead, and on 127.0.0.1
+  // smaller chunks (256 KiB, 1 MiB) were no faster at any size and slower
+  // below 16 MiB (benchmarks/README.md, "Ring chunk and streams").
+  int64_t chunk_elements = 1024 * 1024;
   // Deadline for the whole collective, measured from the call.
   absl::Duration timeout = absl::Seconds(60);
 };

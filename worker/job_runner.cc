@@ -113,6 +113,8 @@ class JobRunner {
   RingOptions Ring() const {
     RingOptions o;
     o.timeout = ctx_.collective_timeout;
+    o.chunk_elements =
+        spec_.cluster.ring_chunk_kib * 1024 / static_cast<int64_t>(sizeof(float));
     return o;
   }
 
@@ -199,7 +201,9 @@ absl::Status JobRunner::Setup() {
   ring.generation = a_.generation();
   ring.rank = a_.rank();
   ring.peers.assign(a_.peers().begin(), a_.peers().end());
-  ring.lanes = ctx_.lanes;
+  ring.lanes = spec_.cluster.ring_streams > 0
+                   ? static_cast<int>(spec_.cluster.ring_streams)
+                   : ctx_.lanes;
   ring.tls = ctx_.tls;
   transport_ = std::make_shared<GrpcRingTransport>(ring);
   ctx_.collective->Attach(transport_);
