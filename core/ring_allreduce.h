@@ -63,6 +63,11 @@ RingSegment RingSegmentBounds(int64_t count, int world, int segment);
 // with the chunk, segment and peer added. On error data[] is unspecified, and
 // peers may still be waiting: the caller should Abort the transport (or move
 // to a new generation) so they fail fast.
+//
+// Sends are zero-copy (Transport::SendToNext): the call returns only once
+// the transport reads nothing of data[] any more, so the caller may reuse
+// the buffer at once. If sends are still held a second after an error (or
+// at the deadline), it aborts the transport, which drops them.
 absl::Status RingAllReduce(Transport& transport, const CollectiveTag& tag,
                            float* data, int64_t count,
                            const RingOptions& options);

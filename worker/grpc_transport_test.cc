@@ -310,6 +310,27 @@ TEST(RingMessageCodecTest, GarbageIsRefusedSayingWhatIsWrong) {
   EXPECT_THAT(s.message(), HasSubstr("header says 8 payload bytes; 4 came"));
 }
 
+// gRPC's retry support would keep each sent message of a stream (up to
+// 256 KiB) for replay until the stream ends; the ring channels turn it off,
+// so a small payload is let go of once written while the stream stays open.
+TEST(GrpcTransportTest, ASmallSendIsReleasedOnceWrittenNotWhenTheStreamEnds) {
+  GrpcRing ring(2);
+  ring.Start("job", 1);
+  const float x = 2.5f;
+  SendTracker sends;
+  ASSERT_TRUE(ring.at(0).SendToNext(CollectiveTag{1, 1, 0, 0}, &x, 1, sends)
+                  .ok());
+  float got = 0;
+  ASSERT_TRUE(ring.at(1)
+                  .RecvFromPrev(CollectiveTag{1, 1, 0, 0},
+                                absl::Now() + absl::Seconds(5), &got, 1,
+                                RecvOp::kCopy)
+                  .ok());
+  EXPECT_EQ(got, 2.5f);
+  EXPECT_TRUE(sends.WaitIdle(absl::Now() + absl::Seconds(2)))
+      << sends.in_flight() << " send(s) still held by gRPC";
+}
+
 TEST(GrpcTransportTest, AbortEndsAWaitAtOnce) {
   GrpcRing ring(2);
   ring.Start("job", 1);
