@@ -50,29 +50,6 @@ class InProcessRing::Endpoint : public Transport {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<std::string> Take(const CollectiveTag& tag,
-                                   absl::Time deadline) {
-    absl::MutexLock lock(&mu_);
-    while (true) {
-      if (aborted_.has_value()) return *aborted_;
-      if (refused_.has_value()) return *refused_;
-      auto it = mailbox_.find(tag);
-      if (it != mailbox_.end()) {
-        std::string bytes = std::move(it->second);
-        mailbox_.erase(it);
-        return bytes;
-      }
-      // WaitWithDeadline returns true on timeout; re-check once so a
-      // message that arrived with the deadline still wins.
-      if (cv_.WaitWithDeadline(&mu_, deadline) && !mailbox_.contains(tag) &&
-          !aborted_.has_value() && !refused_.has_value()) {
-        return absl::DeadlineExceededError(
-            absl::StrCat("rank ", rank_, " timed out waiting for rank ", Prev(),
-                         " (", TagToString(tag), ")"));
-      }
-    }
-  }
-
   void Abort(const absl::Status& reason) override {
     absl::MutexLock lock(&mu_);
     if (aborted_.has_value()) return;  // the first reason wins
@@ -106,6 +83,30 @@ class InProcessRing::Endpoint : public Transport {
   }
 
  private:
+  // Waits for the message with `tag` and takes it out of the mailbox.
+  absl::StatusOr<std::string> Take(const CollectiveTag& tag,
+                                   absl::Time deadline) {
+    absl::MutexLock lock(&mu_);
+    while (true) {
+      if (aborted_.has_value()) return *aborted_;
+      if (refused_.has_value()) return *refused_;
+      auto it = mailbox_.find(tag);
+      if (it != mailbox_.end()) {
+        std::string bytes = std::move(it->second);
+        mailbox_.erase(it);
+        return bytes;
+      }
+      // WaitWithDeadline returns true on timeout; re-check once so a
+      // message that arrived with the deadline still wins.
+      if (cv_.WaitWithDeadline(&mu_, deadline) && !mailbox_.contains(tag) &&
+          !aborted_.has_value() && !refused_.has_value()) {
+        return absl::DeadlineExceededError(
+            absl::StrCat("rank ", rank_, " timed out waiting for rank ", Prev(),
+                         " (", TagToString(tag), ")"));
+      }
+    }
+  }
+
   int Prev() const { return (rank_ + world_ - 1) % world_; }
 
   void Refuse(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

@@ -75,7 +75,7 @@
 //   replicas_per_worker   integer >= 1 ? 1
 //   collective            ring | nccl | auto ? ring
 //   bucket_kib            integer >= 1 ? 1024 (gradient bucket size)
-//   ring_chunk_kib        integer >= 4 ? 4096 (largest ring message)
+//   ring_chunk_kib        integer in [4, 1048576] ? 4096 (largest ring message)
 //   ring_streams          integer in [0, 16] ? 0 (0: the worker's --lanes)
 //   fingerprint_every_steps integer >= 0 ? 100 (0: only at the end)
 //   allow_tf32            boolean ? false (GPU replicas: TF32 tensor cores)
@@ -176,6 +176,11 @@ absl::Status ParseRoot(const Json& v, absl::string_view base_dir,
     RETURN_IF_ERROR(
         c.Int("ring_chunk_kib", 4, &spec->cluster.ring_chunk_kib));
     RETURN_IF_ERROR(c.Int("ring_streams", 0, &spec->cluster.ring_streams));
+    if (spec->cluster.ring_chunk_kib > (int64_t{1} << 20)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cluster.ring_chunk_kib: at most 1048576 (1 GiB messages), got ",
+          spec->cluster.ring_chunk_kib));
+    }
     if (spec->cluster.ring_streams > 16) {
       return absl::InvalidArgumentError(absl::StrCat(
           "cluster.ring_streams: at most 16 streams, got ",

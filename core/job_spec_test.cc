@@ -436,6 +436,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"RingChunkTooSmall",
                 [](Json& j) { j["cluster"]["ring_chunk_kib"] = 2; },
                 "cluster.ring_chunk_kib: must be an integer >= 4, got 2"},
+        BadCase{"RingChunkTooLarge",
+                [](Json& j) { j["cluster"]["ring_chunk_kib"] = 2000000; },
+                "cluster.ring_chunk_kib: at most 1048576 (1 GiB messages), "
+                "got 2000000"},
         BadCase{"TooManyRingStreams",
                 [](Json& j) { j["cluster"]["ring_streams"] = 17; },
                 "cluster.ring_streams: at most 16 streams, got 17"},

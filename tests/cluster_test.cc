@@ -192,6 +192,30 @@ TEST_F(ClusterTest, TwoWorkersTrainLikeOneProcessAndLeaveVerifiedFiles) {
   EXPECT_NE(list.out.find("workers: 2"), std::string::npos) << list.out;
 }
 
+// The job's ring settings reach the workers: one stream, and 4 KiB messages,
+// which cut each ring segment (1,205 floats: the MLP's 2,410 gradients in
+// one bucket, over two ranks) into two chunks. The bytes are still those of
+// one process.
+TEST_F(ClusterTest, TheJobsRingSettingsChangeTheMessagesNotTheBytes) {
+  StartWorkers(2);
+  const std::string job = WriteJob(TinyJob(nlohmann::json::parse(
+      R"({"cluster": {"bucket_kib": 64, "ring_chunk_kib": 4,
+                      "ring_streams": 1}})")));
+  RunResult r = Client({"submit", job, "--wait"});
+  ASSERT_TRUE(r.exit.exited);
+  ASSERT_EQ(r.exit.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(workers_[0]->Stdout().find(
+                "over a ring of 1 stream(s), messages up to 4 KiB"),
+            std::string::npos)
+      << workers_[0]->Stdout();
+  RunResult local = RunProcess(
+      {Binary(), "train", job, "--storage", dir_ + "/local", "--threads", "1"},
+      dir_, kTimeout);
+  ASSERT_EQ(local.exit.exit_code, 0) << local.err;
+  EXPECT_EQ(Result(storage_, "tiny")["fingerprint"],
+            Result(dir_ + "/local", "tiny")["fingerprint"]);
+}
+
 TEST_F(ClusterTest, PendingUntilEnoughWorkersAndCancellable) {
   StartWorkers(1, /*replicas=*/2);
   RunResult sub = Client(

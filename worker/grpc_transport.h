@@ -10,7 +10,6 @@
 #define LOCKSTEP_WORKER_GRPC_TRANSPORT_H_
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -101,6 +100,8 @@ class GrpcRingTransport : public Transport {
   void Abort(const absl::Status& reason) override;
 
   const std::string& job() const { return options_.job; }
+  // Streams to the next rank (0 in a ring of one).
+  int lanes() const { return static_cast<int>(lanes_.size()); }
   int64_t generation() const { return options_.generation; }
   int prev_rank() const { return (rank() - 1 + world_size()) % world_size(); }
   int next_rank() const { return (rank() + 1) % world_size(); }

@@ -444,7 +444,11 @@ absl::Status JobRunner::Run() {
       (a_.rank() + 1) * a_.replicas_per_worker() - 1,
       a_.world_size() * a_.replicas_per_worker(), step_, total_steps_,
       buckets_ != nullptr
-          ? absl::StrFormat("%d gradient buckets", buckets_->num_buckets())
+          ? absl::StrFormat(
+                "%d gradient buckets over a ring of %d stream(s), messages "
+                "up to %d KiB",
+                buckets_->num_buckets(), transport_->lanes(),
+                spec_.cluster.ring_chunk_kib)
           : std::string(nccl() ? "gradients all-reduced by NCCL"
                                : "gradients summed by NCCL on this worker's "
                                  "GPUs, then over the gRPC ring")));
