@@ -2,7 +2,13 @@
 # Side-by-side all-reduce speed on one machine: lockstep's gRPC ring
 # (allreduce_lockstep) against Gloo's ring over TCP (allreduce_gloo), one OS
 # process per rank on 127.0.0.1, for each world size. Prints a table of
-# median times, bus bandwidths and the lockstep/Gloo ratio.
+# median times, bus bandwidths and the lockstep/Gloo ratio; with
+# `--systems lockstep,gloo,lockstep-tls,lockstep-bf16` also lockstep's ring
+# over mutual TLS (certificates made here with the openssl CLI) and with
+# bfloat16 on the wire (cluster.compression "bf16"), each against lockstep's
+# plain float32 ring; with `mpi`, Open MPI's MPI_Allreduce over TCP (started
+# by mpirun) and lockstep's ratio to it. Bus bandwidth always counts float32
+# bytes.
 #
 #   bazel run //benchmarks:allreduce [-- --worlds 2,4 --sizes 4K,...,256M
 #       --iters N --warmup N --lanes N --chunk-elements N --segment-bytes N
@@ -23,7 +29,12 @@ usage: bazel run //benchmarks:allreduce -- [options]
   --lanes N              lockstep: gRPC streams to the next rank (default 2)
   --chunk-elements N     lockstep: floats per ring message (default 1048576)
   --segment-bytes N      Gloo: max segment in bytes (default Gloo's, 1 MiB)
-  --systems LIST         subset of lockstep,gloo (default both)
+  --systems LIST         subset of lockstep,gloo,mpi,lockstep-tls,
+                         lockstep-bf16 (default lockstep,gloo); mpi is Open
+                         MPI's MPI_Allreduce (btl tcp, started by mpirun);
+                         lockstep-tls is lockstep's ring over mutual TLS,
+                         certificates made with /usr/bin/openssl;
+                         lockstep-bf16 sends bfloat16
   --repeat K             run each system K times per world, alternating, and
                          keep the best median per size (default 1; use 3 on a
                          shared machine, where bursts of other work slow runs)
@@ -90,7 +101,9 @@ for w in "${worlds_arr[@]}"; do
   fi
 done
 for s in "${systems_arr[@]}"; do
-  [[ "$s" == lockstep || "$s" == gloo ]] || die "--systems: '$s' is not lockstep or gloo"
+  [[ "$s" == lockstep || "$s" == gloo || "$s" == mpi ||
+    "$s" == lockstep-tls || "$s" == lockstep-bf16 ]] ||
+    die "--systems: '$s' is not lockstep, gloo, mpi, lockstep-tls or lockstep-bf16"
 done
 [[ "$sizes" =~ ^[0-9]+[KkMmGg]?(,[0-9]+[KkMmGg]?)*$ ]] ||
   die "--sizes: '$sizes' is not a list like 4K,64K,1M"
@@ -102,6 +115,15 @@ declare -A bin
 bin[lockstep]=$(runfile benchmarks/allreduce_lockstep) ||
   die "benchmarks/allreduce_lockstep not found in the runfiles; run through" \
     "'bazel run //benchmarks:allreduce'"
+bin[lockstep-tls]=${bin[lockstep]}
+bin[lockstep-bf16]=${bin[lockstep]}
+if [[ ",$systems," == *,mpi,* ]]; then
+  bin[mpi]=$(runfile benchmarks/allreduce_mpi) ||
+    die "benchmarks/allreduce_mpi not found in the runfiles (it needs" \
+      "libopenmpi-dev: scripts/install_deps.sh --bench)"
+  command -v mpirun >/dev/null ||
+    die "mpi needs mpirun (Debian package openmpi-bin: scripts/install_deps.sh --bench)"
+fi
 bin[gloo]=$(runfile benchmarks/allreduce_gloo) ||
   die "benchmarks/allreduce_gloo not found in the runfiles (it needs" \
     "libgloo-dev: scripts/install_deps.sh --bench)"
@@ -111,6 +133,15 @@ bin[gloo]=$(runfile benchmarks/allreduce_gloo) ||
 declare -A extra
 extra[lockstep]="--lanes $lanes --chunk-elements $chunk_elements"
 extra[gloo]="--segment-bytes $segment_bytes"
+extra[lockstep-bf16]="${extra[lockstep]} --wire bf16"
+extra[mpi]=""
+# Open MPI over TCP on the loopback only (no shared memory: every system here
+# crosses process boundaries over 127.0.0.1), its own algorithm choice, no
+# core binding (more ranks than cores at world 4). Root needs the two
+# variables.
+mpirun_cmd=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  mpirun --oversubscribe --bind-to none --mca pml ob1 --mca btl self,tcp
+  --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo)
 per_op_timeout=$((timeout_s < 120 ? timeout_s : 120))
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/lockstep-allreduce.XXXXXX")
@@ -122,6 +153,27 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+
+# lockstep-tls: a CA and one certificate for 127.0.0.1 (server and client
+# use, as a worker's), shared by every rank, as a cluster's workers would.
+if [[ ",$systems," == *,lockstep-tls,* ]]; then
+  [[ -x /usr/bin/openssl ]] ||
+    die "lockstep-tls needs /usr/bin/openssl (Debian package openssl)"
+  certs=$tmp/certs
+  mkdir -p "$certs"
+  (
+    cd "$certs"
+    ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+    /usr/bin/openssl req -x509 "${ec[@]}" -keyout ca.key -out ca.pem -days 2 \
+      -subj /CN=bench-ca
+    /usr/bin/openssl req "${ec[@]}" -keyout rank.key -out rank.csr \
+      -subj /CN=bench-rank
+    printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n' >rank.ext
+    /usr/bin/openssl x509 -req -in rank.csr -CA ca.pem -CAkey ca.key \
+      -set_serial 2 -days 2 -extfile rank.ext -out rank.pem
+  ) >"$tmp/openssl.log" 2>&1 || { cat "$tmp/openssl.log" >&2; die "could not make the TLS certificates"; }
+  extra[lockstep-tls]="${extra[lockstep]} --tls-cert $certs/rank.pem --tls-key $certs/rank.key --tls-ca $certs/ca.pem"
+fi
 
 # True while PID runs (a zombie, exited but not yet reaped, counts as done).
 alive() {
@@ -163,7 +215,16 @@ run_system() {
   mkdir -p "$dir/rendezvous"
   echo "running $sys, world $world ..." >&2
   local -A rank_of=()
+  if [[ $sys == mpi ]]; then  # mpirun starts every rank; rank 0 prints
+    "${mpirun_cmd[@]}" -np "$world" "${bin[mpi]}" --rendezvous "$dir/rendezvous" \
+      --sizes "$sizes" --iters "$iters" --warmup "$warmup" \
+      --timeout-s "$per_op_timeout" --deadline-s $((timeout_s + 30)) \
+      >"$dir/out.0" 2>"$dir/err.0" &
+    pids+=($!)
+    rank_of[$!]="0-$((world - 1)) (mpirun)"
+  fi
   for ((r = 0; r < world; r++)); do
+    [[ $sys == mpi ]] && break
     # shellcheck disable=SC2086  # extra[] holds several flags
     "${bin[$sys]}" --rank "$r" --world "$world" --rendezvous "$dir/rendezvous" \
       --sizes "$sizes" --iters "$iters" --warmup "$warmup" ${extra[$sys]} \
@@ -223,6 +284,15 @@ echo "command: bazel run -c opt //benchmarks:allreduce -- --worlds $worlds --siz
   "--iters $iters --warmup $warmup --lanes $lanes --chunk-elements $chunk_elements" \
   "--segment-bytes $segment_bytes --systems $systems --repeat $repeat"
 echo "per rank: allreduce_lockstep ... ${extra[lockstep]}; allreduce_gloo ... ${extra[gloo]}"
+if [[ -n "${extra[lockstep-tls]:-}" ]]; then
+  echo "lockstep-tls: allreduce_lockstep ... ${extra[lockstep]} --tls-cert/--tls-key/--tls-ca (mutual TLS, EC P-256)"
+fi
+if [[ ",$systems," == *,lockstep-bf16,* ]]; then
+  echo "lockstep-bf16: allreduce_lockstep ... ${extra[lockstep-bf16]}"
+fi
+if [[ ",$systems," == *,mpi,* ]]; then
+  echo "mpi: ${mpirun_cmd[*]:3} -np W allreduce_mpi ...; $(mpirun --version 2>/dev/null | head -n 1)"
+fi
 echo "time = median over iterations (after warm-up) of the slowest rank's time$( ((repeat == 1)) || echo ", best of $repeat runs");"
 echo "busbw = size / time x 2(n-1)/n (GB/s = 1e9 B/s); ratio = lockstep busbw / gloo busbw"
 if "$PY" -c 'import os, sys; sys.exit(0 if os.getloadavg()[0] >= 0.5 * os.cpu_count() else 1)'; then
@@ -238,7 +308,11 @@ i=0
 for w in "${worlds_arr[@]}"; do
   for ((k = 0; k < repeat; k++)); do
     order=("${systems_arr[@]}")
-    if ((i % 2 == 1 && ${#order[@]} == 2)); then order=("${order[1]}" "${order[0]}"); fi
+    if ((i % 2 == 1)); then  # reversed every other time
+      rev=()
+      for ((j = ${#order[@]} - 1; j >= 0; j--)); do rev+=("${order[j]}"); done
+      order=("${rev[@]}")
+    fi
     for s in "${order[@]}"; do run_system "$s" "$w"; done
     i=$((i + 1))
   done
@@ -272,13 +346,27 @@ def human_time(s):
 def busbw(size, world, t):
     return size / t * 2 * (world - 1) / world / 1e9
 
+# More columns, each a system's busbw and a ratio: Open MPI against lockstep
+# (lockstep/mpi), lockstep's variants against its plain float32 ring.
+variants = [(v, label, ratio) for v, label, ratio in (
+                ("mpi", "mpi", "lockstep/mpi"),
+                ("lockstep-tls", "tls", "tls/plain"),
+                ("lockstep-bf16", "bf16", "bf16/plain"))
+            if any(s == v for (_, s, _) in res)]
 fmt = "{:>5} {:>9} {:>6} {:>13} {:>13} {:>14} {:>14} {:>7}"
-print(fmt.format("world", "size", "iters", "lockstep", "gloo",
-                 "lockstep GB/s", "gloo GB/s", "ratio"))
+head = ["world", "size", "iters", "lockstep", "gloo", "lockstep GB/s",
+        "gloo GB/s", "ratio"]
+for _, label, ratio in variants:
+    fmt += " {:>9} {:>12}"
+    head += [f"{label} GB/s", ratio]
+print(fmt.format(*head))
 worst = None
 for world, size in sorted({(w, s) for (w, _, s) in res}):
     lk, gl = res.get((world, "lockstep", size)), res.get((world, "gloo", size))
-    n = (lk or gl)[0]
+    n = next(r for r in [lk, gl] + [res.get((world, v, size))
+                                     for v in ("mpi", "lockstep-tls",
+                                               "lockstep-bf16")]
+             if r)[0]
     cells = []
     bws = []
     for r in (lk, gl):
@@ -288,11 +376,24 @@ for world, size in sorted({(w, s) for (w, _, s) in res}):
     ratio = bws[0] / bws[1] if None not in bws else None
     if ratio is not None and size >= 1 << 20 and (worst is None or ratio < worst[0]):
         worst = (ratio, world, size)
-    print(fmt.format(world, human_size(size), n, cells[0], cells[1],
-                     f"{bws[0]:.3f}" if bws[0] else "-",
-                     f"{bws[1]:.3f}" if bws[1] else "-",
-                     f"{ratio:.2f}x" if ratio else "-"))
+    row = [world, human_size(size), n, cells[0], cells[1],
+           f"{bws[0]:.3f}" if bws[0] else "-",
+           f"{bws[1]:.3f}" if bws[1] else "-",
+           f"{ratio:.2f}x" if ratio else "-"]
+    for v, label, _ in variants:
+        t = res.get((world, v, size))
+        tbw = busbw(size, world, t[1]) if t else None
+        if tbw and bws[0]:
+            r = bws[0] / tbw if label == "mpi" else tbw / bws[0]
+        row += [f"{tbw:.3f}" if tbw else "-",
+                f"{r:.2f}x" if tbw and bws[0] else "-"]
+    print(fmt.format(*row))
 print("ratio = lockstep busbw / gloo busbw (> 1: lockstep is faster)")
+for v, label, _ in variants:
+    print({"mpi": "lockstep/mpi = lockstep busbw / Open MPI busbw (> 1: lockstep is faster)",
+           "tls": "tls/plain = lockstep busbw over mutual TLS / over plaintext",
+           "bf16": "bf16/plain = lockstep busbw with bfloat16 on the wire / "
+                   "float32 (busbw counts float32 bytes)"}[label])
 if worst:
     print(f"smallest ratio at sizes >= 1 MiB: {worst[0]:.2f}x "
           f"(world {worst[1]}, {human_size(worst[2])})")

@@ -109,7 +109,7 @@ absl::Status Run(const BenchFlags& b) {
                       segment_bytes > 0 ? absl::StrCat(segment_bytes, " bytes")
                                         : std::string("default (1 MiB)"),
                       b.warmup),
-      all_reduce);
+      all_reduce, all_reduce);
 }
 
 }  // namespace

@@ -139,6 +139,7 @@ absl::Status CheckSum(const BenchFlags& b, const std::vector<float>& data,
 // Returns the per-iteration seconds of the slowest rank.
 absl::StatusOr<std::vector<double>> TimeSize(const BenchFlags& b,
                                              const AllReduceFn& all_reduce,
+                                             const AllReduceFn& exchange,
                                              int64_t bytes) {
   const int64_t n = bytes / static_cast<int64_t>(sizeof(float));
   std::vector<float> data(n);
@@ -158,7 +159,7 @@ absl::StatusOr<std::vector<double>> TimeSize(const BenchFlags& b,
       std::fill(data.begin(), data.end(), 0.0f);
     }
     ASSIGN_OR_RETURN(const double slowest,
-                     ExchangeSeconds(b, all_reduce, dt.count()));
+                     ExchangeSeconds(b, exchange, dt.count()));
     if (it >= b.warmup) seconds.push_back(slowest);
   }
   return seconds;
@@ -167,16 +168,17 @@ absl::StatusOr<std::vector<double>> TimeSize(const BenchFlags& b,
 }  // namespace
 
 absl::Status RunSizes(const BenchFlags& b, const std::string& header,
-                      const AllReduceFn& all_reduce) {
+                      const AllReduceFn& all_reduce,
+                      const AllReduceFn& exchange) {
   if (b.rank == 0) {
     std::printf("%s\n", header.c_str());
     std::fflush(stdout);
   }
   // Everyone is up.
-  RETURN_IF_ERROR(ExchangeSeconds(b, all_reduce, 0).status());
+  RETURN_IF_ERROR(ExchangeSeconds(b, exchange, 0).status());
   for (int64_t bytes : b.sizes) {
     ASSIGN_OR_RETURN(const std::vector<double> s,
-                     TimeSize(b, all_reduce, bytes));
+                     TimeSize(b, all_reduce, exchange, bytes));
     if (b.rank == 0) {
       std::printf("RESULT %lld %zu %.9f %.9f\n", static_cast<long long>(bytes),
                   s.size(), Median(s), *std::min_element(s.begin(), s.end()));
@@ -184,7 +186,7 @@ absl::Status RunSizes(const BenchFlags& b, const std::string& header,
     }
   }
   // A last barrier: nobody closes its connections while a peer still sends.
-  return ExchangeSeconds(b, all_reduce, 0).status();
+  return ExchangeSeconds(b, exchange, 0).status();
 }
 
 int BenchMain(int argc, char** argv, const char* name, const char* usage,

@@ -35,8 +35,11 @@ using AllReduceFn = std::function<absl::Status(float* data, int64_t count)>;
 
 // Runs every size of `flags` through `all_reduce` and prints, on rank 0,
 // `header` then one `RESULT size_bytes iters median_s min_s` line per size.
+// `exchange` (float32 exact: the barrier that gathers each iteration's
+// times) may be `all_reduce` itself.
 absl::Status RunSizes(const BenchFlags& flags, const std::string& header,
-                      const AllReduceFn& all_reduce);
+                      const AllReduceFn& all_reduce,
+                      const AllReduceFn& exchange);
 
 // A rank's main(): parses the common flags plus `system_flags` (usage and
 // exit 2 on a bad one), arms the --deadline-s watchdog (exit 3), calls

@@ -5,7 +5,9 @@
 //
 //   allreduce_lockstep --rank R --world W --rendezvous DIR
 //       [--sizes 4K,1M,...] [--iters N] [--warmup N] [--lanes N]
-//       [--chunk-elements N] [--timeout-s S] [--deadline-s S]
+//       [--chunk-elements N] [--wire float32|bf16]
+//       [--tls-cert F --tls-key F --tls-ca F]
+//       [--timeout-s S] [--deadline-s S]
 #include <chrono>
 #include <memory>
 #include <string>
@@ -33,7 +35,11 @@ namespace {
 constexpr char kUsage[] =
     "usage: allreduce_lockstep --rank R --world W --rendezvous DIR\n"
     "  [--lanes N]          gRPC streams to the next rank (default 2)\n"
-    "  [--chunk-elements N] floats per ring message (default 1048576)\n";
+    "  [--chunk-elements N] floats per ring message (default 1048576)\n"
+    "  [--wire float32|bf16] what goes on the wire (default float32; bf16 is\n"
+    "                       cluster.compression \"bf16\")\n"
+    "  [--tls-cert F --tls-key F --tls-ca F]  mutual TLS on the ring, as the\n"
+    "                       worker daemon's flags (default: plaintext)\n";
 
 // Publishes our address as DIR/rank-R (written to a temporary, then renamed)
 // and waits, bounded, for every rank's. Returns the addresses in rank order.
@@ -76,17 +82,30 @@ absl::Status Run(const BenchFlags& b) {
   ASSIGN_OR_RETURN(ring.chunk_elements,
                    b.raw.GetInt("chunk-elements", 1024 * 1024));
   ring.timeout = absl::Seconds(b.timeout_s);
+  const std::string wire = b.raw.Get("wire", "float32");
+  if (wire == "bf16") {
+    ring.wire = WireType::kBfloat16;
+  } else if (wire != "float32") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--wire: expected float32 or bf16, got \"", wire, "\""));
+  }
   if (lanes < 1 || lanes > 16 || ring.chunk_elements < 1) {
     return absl::InvalidArgumentError(
         "need --lanes in 1..16 and --chunk-elements >= 1");
   }
+  const TlsPaths tls_paths{b.raw.Get("tls-cert", ""), b.raw.Get("tls-key", ""),
+                           b.raw.Get("tls-ca", "")};
+  ASSIGN_OR_RETURN(const TlsFiles tls,
+                   LoadTlsFiles(tls_paths, TlsRole::kDaemon));
+  RingOptions exact = ring;
+  exact.wire = WireType::kFloat32;
   CollectiveService service(absl::Seconds(b.timeout_s));
   grpc::ServerBuilder builder;
   ConfigureServer(builder);
   int port = 0;
   builder.AddListeningPort(
       "127.0.0.1:0",
-      MakeServerCredentials(TlsFiles(), ClientCertificates::kRequireAndVerify),
+      MakeServerCredentials(tls, ClientCertificates::kRequireAndVerify),
       &port);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
@@ -103,6 +122,7 @@ absl::Status Run(const BenchFlags& b) {
   o.rank = b.rank;
   o.peers = peers;
   o.lanes = static_cast<int>(lanes);
+  o.tls = tls;
   auto transport = std::make_shared<GrpcRingTransport>(o);
   service.Attach(transport);
   int64_t step = 0;
@@ -110,11 +130,17 @@ absl::Status Run(const BenchFlags& b) {
   const absl::Status status = RunSizes(
       b,
       absl::StrFormat("# lockstep grpc ring: world %d, lanes %d, "
-                      "chunk_elements %d, warmup %d",
-                      b.world, lanes, ring.chunk_elements, b.warmup),
+                      "chunk_elements %d, warmup %d, %s, %s on the wire",
+                      b.world, lanes, ring.chunk_elements, b.warmup,
+                      tls.enabled() ? "mutual TLS" : "plaintext",
+                      WireTypeName(ring.wire)),
       [&](float* data, int64_t count) {
         return RingAllReduce(*transport, CollectiveTag{1, ++step, 0, 0}, data,
                              count, ring);
+      },
+      [&](float* data, int64_t count) {  // timings: float32 whatever --wire
+        return RingAllReduce(*transport, CollectiveTag{1, ++step, 0, 0}, data,
+                             count, exact);
       });
   if (!status.ok()) transport->Abort(status);  // peers fail fast, not at 120 s
   service.Detach(transport.get());
@@ -129,5 +155,6 @@ absl::Status Run(const BenchFlags& b) {
 int main(int argc, char** argv) {
   lockstep::KeepMessageBuffersResident();  // as the worker daemon does
   return lockstep::BenchMain(argc, argv, "allreduce_lockstep", lockstep::kUsage,
-                             {"lanes", "chunk-elements"}, lockstep::Run);
+                             {"lanes", "chunk-elements", "wire", "tls-cert", "tls-key",
+                              "tls-ca"}, lockstep::Run);
 }

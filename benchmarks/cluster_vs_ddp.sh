@@ -14,7 +14,7 @@
 #
 #   bazel run //benchmarks:cluster_vs_ddp [-- --steps 600 --warmup 20
 #       --repeat 1 --timeout 600 --quiet-wait 60 --no-reference
-#       --no-tuned-malloc]
+#       --no-tuned-malloc --compression none|bf16]
 set -euo pipefail
 
 readonly PY=/usr/bin/python3  # Debian's interpreter: the one with python3-torch
@@ -31,6 +31,8 @@ usage: bazel run //benchmarks:cluster_vs_ddp -- [options]
                   >= 90% idle over 2 s (default 60; 0: do not wait)
   --no-reference  skip the in-process `lockstep train` reference rows
   --no-tuned-malloc  skip the PyTorch rows with glibc malloc tuned
+  --compression C  the lockstep jobs' cluster.compression: none (default) or
+                  bf16 (gradients as bfloat16 on the ring)
 Environment: LOCKSTEP_MNIST_DIR  folder with the four MNIST .gz files
   (default: <workspace>/../shared/datasets/mnist)
 EOF
@@ -48,9 +50,10 @@ run_timeout=600
 quiet_wait=60
 reference=1
 tuned_malloc=1
+compression=none
 while (($# > 0)); do
   case "$1" in
-    --steps | --warmup | --repeat | --timeout | --quiet-wait)
+    --steps | --warmup | --repeat | --timeout | --quiet-wait | --compression)
       (($# >= 2)) || { usage >&2; die "$1 needs a value"; }
       opt=$1 val=$2
       shift 2
@@ -67,6 +70,7 @@ while (($# > 0)); do
     --repeat) repeat=$val ;;
     --timeout) run_timeout=$val ;;
     --quiet-wait) quiet_wait=$val ;;
+    --compression) compression=$val ;;
     *) usage >&2; die "unknown option: $opt" ;;
   esac
 done
@@ -76,6 +80,8 @@ for v in "$steps" "$repeat" "$run_timeout"; do
 done
 [[ "$warmup" =~ ^[0-9]+$ && "$quiet_wait" =~ ^[0-9]+$ ]] ||
   die "--warmup and --quiet-wait must be integers >= 0"
+[[ "$compression" == none || "$compression" == bf16 ]] ||
+  die "--compression: expected none or bf16, got '$compression'"
 
 # --- Inputs: the binary, the peer, the example job, MNIST, torch. -----------
 
@@ -117,7 +123,7 @@ echo "lockstep cluster vs PyTorch DDP (Gloo): training samples/s on real MNIST, 
 echo "cpu: ${cpu:-unknown}, $cores cores; load average before start: $load"
 echo "torch $torch_version, BLAS: $blas ($blas_path); $("$lockstep" version 2>/dev/null || echo 'lockstep ?')"
 echo "command: $command"
-echo "job: examples/mnist_cnn.json (model, Adam, schedule, seed), \"steps\": $steps, batch $batch per replica, checkpoints only at epoch ends and the end"
+echo "job: examples/mnist_cnn.json (model, Adam, schedule, seed), \"steps\": $steps, batch $batch per replica, checkpoints only at epoch ends and the end, cluster.compression \"$compression\""
 echo "  lockstep: lockstep coordinator --listen 127.0.0.1:0 --address-file F --storage DIR"
 echo "            lockstep worker --coordinator \$(cat F) --threads 1   (x workers)"
 echo "            lockstep submit JOB.json --coordinator \$(cat F) --wait   -> samples_per_sec of DIR/jobs/NAME/result.json"
@@ -137,9 +143,9 @@ echo
 # --- Jobs. -------------------------------------------------------------------
 
 write_job() {  # write_job FILE NAME WORKERS: examples/mnist_cnn.json, N steps
-  "$PY" - "$example" "$@" "$steps" "$mnist" <<'EOF'
+  "$PY" - "$example" "$@" "$steps" "$mnist" "$compression" <<'EOF'
 import json, os, sys
-example, path, name, workers, steps, mnist = sys.argv[1:]
+example, path, name, workers, steps, mnist, compression = sys.argv[1:]
 with open(example) as f:
     job = json.load(f)
 job["name"] = name
@@ -151,25 +157,32 @@ for key in ("train_images", "train_labels", "test_images", "test_labels"):
 job["checkpoint"] = {"every_steps": 0, "keep": 1}
 job["cluster"]["workers"] = int(workers)
 job["cluster"]["replicas_per_worker"] = 1
+job["cluster"]["compression"] = compression
 with open(path, "w") as f:
     json.dump(job, f, indent=1)
 EOF
 }
 
-# The chief's TensorBoard scalars `allreduce_seconds` and `step_seconds` (one
-# step sampled every summary.every_steps), as "all-reduce A ms of a B ms step
-# (N samples)": where a cluster step's time goes.
+# The chief's TensorBoard scalars `allreduce_seconds`,
+# `allreduce_wait_seconds` and `step_seconds` (one step sampled every
+# summary.every_steps), as "all-reduce A ms of a B ms step, W ms of it
+# waited for after backward (H% hidden; N samples)": where a cluster step's
+# time goes, and how much of the all-reduce overlaps backward.
 allreduce_share() {  # allreduce_share SUMMARIES_DIR
-  "$summaries" "$1" allreduce_seconds step_seconds | "$PY" -c '
+  "$summaries" "$1" allreduce_seconds allreduce_wait_seconds step_seconds | "$PY" -c '
 import json, sys
 s = json.load(sys.stdin)
 a, t = s.get("allreduce_seconds", {}), s.get("step_seconds", {})
-steps = sorted(set(a) & set(t))
+w = s.get("allreduce_wait_seconds", {})
+steps = sorted(set(a) & set(t) & set(w))
 if steps:
     am = sum(a[k] for k in steps) / len(steps)
     tm = sum(t[k] for k in steps) / len(steps)
-    print(f"chief: all-reduce {1000 * am:.1f} ms of a {1000 * tm:.1f} ms step "
-          f"(mean of {len(steps)} sampled steps)")'
+    wm = sum(w[k] for k in steps) / len(steps)
+    hidden = 100 * (1 - wm / am) if am > 0 else 0
+    print(f"chief: all-reduce {1000 * am:.1f} ms of a {1000 * tm:.1f} ms step, "
+          f"{1000 * wm:.1f} ms of it waited for after backward ({hidden:.0f}% "
+          f"hidden; mean of {len(steps)} sampled steps)")'
 }
 
 # Each run_* sets `sps` (samples/s) and `note` (a line for the log).

@@ -22,9 +22,10 @@ class InProcessRing::Endpoint : public Transport {
   int rank() const override { return rank_; }
   int world_size() const override { return world_; }
 
-  // Copies the floats at once, so `sends` never counts anything.
-  absl::Status SendToNext(const CollectiveTag& tag, const float* data,
-                          int64_t count, const SendTracker& sends) override {
+  // Copies the values at once, so `sends` never counts anything.
+  absl::Status SendToNext(const CollectiveTag& tag, const void* data,
+                          int64_t count, WireType type,
+                          const SendTracker& sends) override {
     {
       absl::MutexLock lock(&mu_);
       if (aborted_.has_value()) return *aborted_;
@@ -33,20 +34,30 @@ class InProcessRing::Endpoint : public Transport {
       return absl::InvalidArgumentError(
           absl::StrCat("rank ", rank_, ": negative send count ", count));
     }
-    std::string bytes(static_cast<size_t>(count) * sizeof(float), '\0');
-    if (count > 0) std::memcpy(&bytes[0], data, bytes.size());
-    next_->Deliver(tag, std::move(bytes));
+    Message m{type, std::string(static_cast<size_t>(count) *
+                                    WireElementBytes(type),
+                                '\0')};
+    if (count > 0) std::memcpy(&m.bytes[0], data, m.bytes.size());
+    next_->Deliver(tag, std::move(m));
     return absl::OkStatus();
   }
 
   absl::Status RecvFromPrev(const CollectiveTag& tag, absl::Time deadline,
-                            float* dst, int64_t count, RecvOp op) override {
-    absl::StatusOr<std::string> bytes = Take(tag, deadline);
-    if (!bytes.ok()) return bytes.status();
-    if (absl::Status s = CheckMessageLength(bytes->size(), count); !s.ok()) {
+                            float* dst, int64_t count, WireType type,
+                            RecvOp op) override {
+    absl::StatusOr<Message> m = Take(tag, deadline);
+    if (!m.ok()) return m.status();
+    if (m->type != type) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rank ", Prev(), " sent ", WireTypeName(m->type),
+                       " values where ", WireTypeName(type),
+                       " were expected"));
+    }
+    if (absl::Status s = CheckMessageLength(m->bytes.size(), count, type);
+        !s.ok()) {
       return s;
     }
-    PayloadSink(dst, op).Append(bytes->data(), bytes->size());
+    PayloadSink(dst, op, type).Append(m->bytes.data(), m->bytes.size());
     return absl::OkStatus();
   }
 
@@ -60,7 +71,12 @@ class InProcessRing::Endpoint : public Transport {
   }
 
   // A message from the previous rank arrives: kept, or refused.
-  void Deliver(const CollectiveTag& tag, std::string bytes) {
+  struct Message {
+    WireType type;
+    std::string bytes;
+  };
+
+  void Deliver(const CollectiveTag& tag, Message m) {
     absl::MutexLock lock(&mu_);
     if (aborted_.has_value()) return;  // nobody will read it
     if (tag.generation < generation_) {
@@ -69,7 +85,7 @@ class InProcessRing::Endpoint : public Transport {
           tag.generation, " (current ", generation_, "): refused"));
       return;
     }
-    if (!mailbox_.emplace(tag, std::move(bytes)).second) {
+    if (!mailbox_.emplace(tag, std::move(m)).second) {
       Refuse(absl::StrCat("rank ", Prev(), " sent a second message for ",
                           TagToString(tag), ": refused"));
       return;
@@ -84,17 +100,17 @@ class InProcessRing::Endpoint : public Transport {
 
  private:
   // Waits for the message with `tag` and takes it out of the mailbox.
-  absl::StatusOr<std::string> Take(const CollectiveTag& tag,
-                                   absl::Time deadline) {
+  absl::StatusOr<Message> Take(const CollectiveTag& tag,
+                               absl::Time deadline) {
     absl::MutexLock lock(&mu_);
     while (true) {
       if (aborted_.has_value()) return *aborted_;
       if (refused_.has_value()) return *refused_;
       auto it = mailbox_.find(tag);
       if (it != mailbox_.end()) {
-        std::string bytes = std::move(it->second);
+        Message m = std::move(it->second);
         mailbox_.erase(it);
-        return bytes;
+        return m;
       }
       // WaitWithDeadline returns true on timeout; re-check once so a
       // message that arrived with the deadline still wins.
@@ -120,7 +136,7 @@ class InProcessRing::Endpoint : public Transport {
 
   absl::Mutex mu_;
   absl::CondVar cv_;  // signalled on every arrival, refusal and abort
-  absl::flat_hash_map<CollectiveTag, std::string> mailbox_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<CollectiveTag, Message> mailbox_ ABSL_GUARDED_BY(mu_);
   int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<absl::Status> aborted_ ABSL_GUARDED_BY(mu_);
   std::optional<absl::Status> refused_ ABSL_GUARDED_BY(mu_);
@@ -150,7 +166,7 @@ void InProcessRing::AbortAll(const absl::Status& reason) {
 
 void InProcessRing::InjectFromPrev(int rank, const CollectiveTag& tag,
                                    std::string bytes) {
-  endpoints_.at(rank)->Deliver(tag, std::move(bytes));
+  endpoints_.at(rank)->Deliver(tag, {WireType::kFloat32, std::move(bytes)});
 }
 
 void InProcessRing::SetCurrentGeneration(int rank, int64_t generation) {

@@ -36,7 +36,8 @@ class InProcessRing {
   void AbortAll(const absl::Status& reason);
 
   // Test hook: delivers `bytes` to `rank` as if its previous rank had sent
-  // them with `tag`, through the same checks as a real send.
+  // them with `tag` as float32 values, through the same checks as a real
+  // send.
   void InjectFromPrev(int rank, const CollectiveTag& tag, std::string bytes);
 
   // Test hook: the generation endpoint `rank` is in (initially 0). A message

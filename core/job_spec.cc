@@ -77,6 +77,8 @@
 //   bucket_kib            integer >= 1 ? 1024 (gradient bucket size)
 //   ring_chunk_kib        integer in [4, 1048576] ? 4096 (largest ring message)
 //   ring_streams          integer in [0, 16] ? 0 (0: the worker's --lanes)
+//   compression           none | bf16 ? none (gradients on the gRPC ring as
+//                         bfloat16; not with collective nccl)
 //   fingerprint_every_steps integer >= 0 ? 100 (0: only at the end)
 //   allow_tf32            boolean ? false (GPU replicas: TF32 tensor cores)
 // restart                 object ? {} (what happens when a worker is lost)
@@ -106,6 +108,7 @@ namespace {
 using job_spec_internal::Bad;
 using job_spec_internal::CheckName;
 using job_spec_internal::Collectives;
+using job_spec_internal::Compressions;
 using job_spec_internal::Json;
 using job_spec_internal::Losses;
 using job_spec_internal::ParseData;
@@ -166,6 +169,7 @@ absl::Status ParseRoot(const Json& v, absl::string_view base_dir,
     RETURN_IF_ERROR(
         c.CheckKeys({"workers", "replicas_per_worker", "collective",
                      "bucket_kib", "ring_chunk_kib", "ring_streams",
+                     "compression",
                      "fingerprint_every_steps", "allow_tf32"}));
     RETURN_IF_ERROR(c.Int("workers", 1, &spec->cluster.workers));
     RETURN_IF_ERROR(
@@ -176,6 +180,15 @@ absl::Status ParseRoot(const Json& v, absl::string_view base_dir,
     RETURN_IF_ERROR(
         c.Int("ring_chunk_kib", 4, &spec->cluster.ring_chunk_kib));
     RETURN_IF_ERROR(c.Int("ring_streams", 0, &spec->cluster.ring_streams));
+    RETURN_IF_ERROR(c.Enum("compression", "compression", Compressions(),
+                           &spec->cluster.compression));
+    if (spec->cluster.compression != Compression::kNone &&
+        spec->cluster.collective == Collective::kNccl) {
+      return absl::InvalidArgumentError(
+          "cluster.compression: \"bf16\" compresses the gRPC ring; NCCL's "
+          "all-reduce (collective \"nccl\") is float32 only: use collective "
+          "\"ring\" or compression \"none\"");
+    }
     if (spec->cluster.ring_chunk_kib > (int64_t{1} << 20)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "cluster.ring_chunk_kib: at most 1048576 (1 GiB messages), got ",

@@ -19,6 +19,7 @@ enum class ScheduleType { kConstant, kPiecewise, kPolynomial };
 enum class ScheduleUnit { kStep, kEpoch };
 enum class DataFormat { kMnistIdx, kCsv, kSynthetic, kText };
 enum class Collective { kRing, kNccl, kAuto };
+enum class Compression { kNone, kBf16 };
 
 struct OptimizerSpec {
   OptimizerType type = OptimizerType::kAdam;
@@ -109,6 +110,10 @@ struct ClusterSpec {
   // (0: the worker's --lanes). Measured defaults: benchmarks/README.md.
   int64_t ring_chunk_kib = 4096;
   int64_t ring_streams = 0;
+  // Gradients on the gRPC ring as bfloat16 (half the bytes; sums stay
+  // float32, see core/ring_allreduce.h). The loss and evaluation sums, the
+  // parameters and NCCL's all-reduce stay float32.
+  Compression compression = Compression::kNone;
   // Workers compare parameter fingerprints every this many steps (0: only
   // at the end).
   int64_t fingerprint_every_steps = 100;

@@ -44,6 +44,12 @@ const Table<Collective>& Collectives() {
   return *t;
 }
 
+const Table<Compression>& Compressions() {
+  static const auto* t = new Table<Compression>{{"none", Compression::kNone},
+                                                {"bf16", Compression::kBf16}};
+  return *t;
+}
+
 const Table<ParamNaming>& ParamNamings() {
   static const auto* t = new Table<ParamNaming>{{"keras", ParamNaming::kKeras},
                                                 {"torch", ParamNaming::kTorch}};

@@ -39,6 +39,7 @@ const Table<ScheduleType>& ScheduleTypes();
 const Table<ScheduleUnit>& ScheduleUnits();
 const Table<DataFormat>& DataFormats();
 const Table<Collective>& Collectives();
+const Table<Compression>& Compressions();
 const Table<ParamNaming>& ParamNamings();
 
 // Section parsers (job_spec_sections.cc); the schema is in job_spec.cc.

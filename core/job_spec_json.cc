@@ -12,6 +12,7 @@ namespace lockstep {
 namespace {
 
 using job_spec_internal::Collectives;
+using job_spec_internal::Compressions;
 using job_spec_internal::DataFormats;
 using job_spec_internal::Json;
 using job_spec_internal::Losses;
@@ -121,6 +122,7 @@ Json SpecToJson(const JobSpec& s) {
       {"bucket_kib", s.cluster.bucket_kib},
       {"ring_chunk_kib", s.cluster.ring_chunk_kib},
       {"ring_streams", s.cluster.ring_streams},
+      {"compression", NameOf(Compressions(), s.cluster.compression)},
       {"fingerprint_every_steps", s.cluster.fingerprint_every_steps},
       {"allow_tf32", s.cluster.allow_tf32}};
   j["restart"] = {
@@ -171,7 +173,7 @@ bool operator==(const ClusterSpec& a, const ClusterSpec& b) {
          a.replicas_per_worker == b.replicas_per_worker &&
          a.collective == b.collective && a.bucket_kib == b.bucket_kib &&
          a.ring_chunk_kib == b.ring_chunk_kib &&
-         a.ring_streams == b.ring_streams &&
+         a.ring_streams == b.ring_streams && a.compression == b.compression &&
          a.fingerprint_every_steps == b.fingerprint_every_steps &&
          a.allow_tf32 == b.allow_tf32;
 }

@@ -140,6 +140,7 @@ TEST(JobSpecTest, Defaults) {
   EXPECT_EQ(s.cluster.collective, Collective::kRing);
   EXPECT_EQ(s.cluster.ring_chunk_kib, 4096);
   EXPECT_EQ(s.cluster.ring_streams, 0);
+  EXPECT_EQ(s.cluster.compression, Compression::kNone);
 }
 
 TEST(JobSpecTest, AdamWDefaultsToKerasWeightDecay) {
@@ -194,12 +195,22 @@ TEST(JobSpecTest, RoundTrip) {
                             {"values", {0.1, 0.01, 0.001}}};
         j["seed"] = 18446744073709551615ull;
       },
+      [](Json& j) {
+        j["cluster"] = {{"collective", "ring"},
+                        {"ring_chunk_kib", 64},
+                        {"ring_streams", 3},
+                        {"compression", "bf16"}};
+      },
   };
   for (const std::string& doc : docs) {
     for (size_t v = 0; v < variants.size(); ++v) {
       Json j = Json::parse(doc);
       variants[v](j);
       JobSpec s = MustParse(j.dump(), "base");
+      if (v == 3) {
+        EXPECT_EQ(s.cluster.compression, Compression::kBf16);
+        EXPECT_EQ(s.cluster.ring_streams, 3);
+      }
       std::string canonical = JobSpecToJson(s);
       JobSpec again = MustParse(canonical);
       EXPECT_TRUE(again == s) << "variant " << v << "\n" << canonical;
@@ -265,6 +276,7 @@ TEST(JobSpecTest, CanonicalJson) {
     "bucket_kib": 1024,
     "ring_chunk_kib": 4096,
     "ring_streams": 0,
+    "compression": "none",
     "fingerprint_every_steps": 100,
     "allow_tf32": false
   },
@@ -460,6 +472,18 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"RestartUnknownField",
                 [](Json& j) { j["restart"]["retries"] = 2; },
                 "restart.retries: unknown field"},
+        BadCase{"Compression",
+                [](Json& j) { j["cluster"]["compression"] = "fp8"; },
+                "cluster.compression: unknown compression \"fp8\"; expected "
+                "one of none, bf16"},
+        BadCase{"CompressionWithNccl",
+                [](Json& j) {
+                  j["cluster"]["collective"] = "nccl";
+                  j["cluster"]["compression"] = "bf16";
+                },
+                "cluster.compression: \"bf16\" compresses the gRPC ring; "
+                "NCCL's all-reduce (collective \"nccl\") is float32 only: "
+                "use collective \"ring\" or compression \"none\""},
         BadCase{"Collective",
                 [](Json& j) { j["cluster"]["collective"] = "mpi"; },
                 "cluster.collective: unknown collective \"mpi\"; expected "

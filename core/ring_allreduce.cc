@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
+#include "kernels/cpu/elementwise.h"
 
 namespace lockstep {
 
@@ -40,7 +42,10 @@ class RingRun {
         prev_((rank_ + world_ - 1) % world_),
         next_((rank_ + 1) % world_),
         deadline_(absl::Now() + options.timeout),
-        chunks_per_segment_(NumChunks(RingSegmentBounds(count, world_, 0))) {}
+        chunks_per_segment_(NumChunks(RingSegmentBounds(count, world_, 0))),
+        wire_(options.wire) {
+    if (wire_ == WireType::kBfloat16) staging_ = Staging(2 * count);
+  }
 
   absl::Status Run() {
     const int64_t messages = int64_t{2} * (world_ - 1) * chunks_per_segment_;
@@ -131,11 +136,43 @@ class RingRun {
                         ")");
   }
 
+  // The calling thread's staging buffer, grown to `elements` and kept for
+  // its next collectives: a fresh one per call would be mapped and zeroed
+  // anew each time once it is past malloc's mmap threshold. Only what is
+  // sent is written (and read); a collective returns only once its sends
+  // are released, so the next call on this thread may reuse it.
+  static uint16_t* Staging(int64_t elements) {
+    thread_local std::unique_ptr<uint16_t[]> buffer;
+    thread_local int64_t capacity = 0;
+    if (elements > capacity) {
+      buffer.reset(new uint16_t[static_cast<size_t>(elements)]);
+      capacity = elements;
+    }
+    return buffer.get();
+  }
+
+  // bfloat16: the chunk rounded into this phase's staging buffer (a
+  // segment is sent at most once per phase, so no send in flight is
+  // overwritten). The rank that finishes a segment (all-gather step 0)
+  // keeps the rounded values too, so every rank ends with the same bits.
+  const void* Outgoing(int ring_step, const Chunk& chunk) {
+    if (wire_ == WireType::kFloat32) return data_ + chunk.begin;
+    const bool gather = ring_step >= world_ - 1;
+    uint16_t* out = staging_ + (gather ? count_ : 0) + chunk.begin;
+    FloatToBf16(chunk.size, data_ + chunk.begin, out);
+    if (ring_step == world_ - 1) {
+      Bf16BytesToFloat(chunk.size, reinterpret_cast<const char*>(out),
+                       data_ + chunk.begin);
+    }
+    return out;
+  }
+
   absl::Status Send(int ring_step, int seg, int64_t c) {
     const Chunk chunk = ChunkOf(seg, c);
     return AnnotateStatus(
-        transport_.SendToNext(MessageTag(ring_step, c), data_ + chunk.begin,
-                              chunk.size, sends_),
+        transport_.SendToNext(MessageTag(ring_step, c),
+                              Outgoing(ring_step, chunk), chunk.size, wire_,
+                              sends_),
         absl::StrCat("while sending ", Describe(ring_step, seg, c), " to rank ",
                      next_));
   }
@@ -146,7 +183,8 @@ class RingRun {
   absl::Status Recv(int ring_step, int seg, int64_t c, RecvOp op) {
     const Chunk chunk = ChunkOf(seg, c);
     absl::Status s = transport_.RecvFromPrev(
-        MessageTag(ring_step, c), deadline_, data_ + chunk.begin, chunk.size, op);
+        MessageTag(ring_step, c), deadline_, data_ + chunk.begin, chunk.size,
+        wire_, op);
     if (absl::IsInvalidArgument(s)) {
       return absl::InvalidArgumentError(
           absl::StrCat("refused ", Describe(ring_step, seg, c), " from rank ",
@@ -168,6 +206,10 @@ class RingRun {
   const int next_;
   const absl::Time deadline_;
   const int64_t chunks_per_segment_;  // of segment 0, the largest
+  const WireType wire_;
+  // bfloat16 only: [reduce-scatter sends | all-gather sends], count each;
+  // the calling thread's (Staging).
+  uint16_t* staging_ = nullptr;
   const SendTracker sends_;
 };
 

@@ -17,6 +17,10 @@ struct RingOptions {
   // smaller chunks (256 KiB, 1 MiB) were no faster at any size and slower
   // below 16 MiB (benchmarks/README.md, "Ring chunk and streams").
   int64_t chunk_elements = 1024 * 1024;
+  // What goes on the wire. kBfloat16 halves the bytes: each partial sum is
+  // rounded to bfloat16 (to nearest, ties to even) when sent and widened on
+  // arrival, the sums themselves run in float32 (see "Compression" below).
+  WireType wire = WireType::kFloat32;
   // Deadline for the whole collective, measured from the call.
   absl::Duration timeout = absl::Seconds(60);
 };
@@ -56,6 +60,17 @@ RingSegment RingSegmentBounds(int64_t count, int world, int segment);
 // first), chunks_per_segment = ceil(size of segment 0 / chunk_elements), and
 // chunk indexes the chunks of the segment moved at that step. A message is
 // the chunk's floats as raw native-endian bytes.
+//
+// Compression (options.wire == kBfloat16): every message carries bfloat16.
+// In the reduce-scatter a rank adds the widened partial sum to its float32
+// value and sends that sum rounded; the rank that finishes a segment rounds
+// it, keeps the rounded value itself and sends it round the all-gather. So
+// the result is still bitwise identical on every rank (every element a
+// bfloat16 value), with an error of at most about world * 2^-8 times the
+// summed magnitudes.
+// Sends then read a staging buffer of 2 bytes per element per phase instead
+// of data[]: one per calling thread, grown to the largest collective it ran
+// and kept for the next (2 × count × 2 bytes).
 //
 // Errors: InvalidArgument for bad arguments, or for a received message whose
 // length is not the chunk's (it is refused, never summed); transport errors

@@ -2,6 +2,7 @@
 // checked bitwise against a serial sum in the documented ring order.
 #include "core/ring_allreduce.h"
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -252,6 +253,131 @@ TEST(RingAllReduceTest, TwoBucketsInFlightConcurrently) {
   }
 }
 
+// bfloat16 rounding written out independently of the library: the nearer
+// of the two bfloat16 neighbours (truncation and the next one up), ties to
+// the one with an even last bit. Finite inputs only.
+float RoundToBf16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  const uint32_t down_bits = bits & 0xffff0000u;
+  const uint32_t up_bits = down_bits + 0x10000u;
+  float down, up;
+  std::memcpy(&down, &down_bits, sizeof(down));
+  std::memcpy(&up, &up_bits, sizeof(up));
+  const double to_down = std::fabs(static_cast<double>(x) - down);
+  const double to_up = std::fabs(static_cast<double>(up) - x);
+  if (to_down < to_up) return down;
+  if (to_up < to_down) return up;
+  return (down_bits & 0x10000u) == 0 ? down : up;
+}
+
+// The documented bfloat16 ring (core/ring_allreduce.h, "Compression"):
+// segment s starts at rank s; each hop adds its float32 value to the
+// partial sum rounded to bfloat16; the finished sum is rounded once more.
+std::vector<float> Bf16RingOrderSum(const Buffers& inputs) {
+  const int world = inputs.size();
+  const int64_t count = inputs[0].size();
+  std::vector<float> sum(count);
+  for (int s = 0; s < world; ++s) {
+    const RingSegment seg = DocumentedSegment(count, world, s);
+    for (int64_t i = seg.begin; i < seg.begin + seg.size; ++i) {
+      float acc = inputs[s][i];
+      for (int j = 1; j < world; ++j) {
+        acc = RoundToBf16(acc) + inputs[(s + j) % world][i];
+      }
+      sum[i] = RoundToBf16(acc);
+    }
+  }
+  return sum;
+}
+
+TEST(RingAllReduceTest, BfloatWireFollowsTheDocumentedRoundingBitwise) {
+  RingOptions options;
+  options.wire = WireType::kBfloat16;
+  options.chunk_elements = 1000;  // several chunks per segment
+  for (int world = 2; world <= 5; ++world) {
+    auto ring = InProcessRing::Create(world);
+    int64_t step = 0;
+    for (int64_t count : {1, 7, 1001, 100003}) {
+      const Buffers inputs = MakeInputs(world, count, count);
+      const std::vector<float> expected = Bf16RingOrderSum(inputs);
+      const std::vector<float> exact = RingOrderSum(inputs);
+      Buffers buffers = inputs;
+      const std::vector<absl::Status> statuses =
+          RunAll(*ring, buffers, CollectiveTag{0, step++, 0}, options);
+      for (int r = 0; r < world; ++r) {
+        ASSERT_TRUE(statuses[r].ok()) << statuses[r];
+        ASSERT_TRUE(BitwiseEqual(buffers[r], expected))
+            << "world " << world << " count " << count << " rank " << r;
+      }
+      // Every result is a bfloat16 value, within world rounding steps of
+      // 2^-8 of the float32 sum (relative to the summed magnitudes).
+      for (int64_t i = 0; i < count; ++i) {
+        uint32_t bits;
+        std::memcpy(&bits, &buffers[0][i], sizeof(bits));
+        ASSERT_EQ(bits & 0xffffu, 0u) << i;
+        double magnitude = 0;
+        for (int r = 0; r < world; ++r) magnitude += std::fabs(inputs[r][i]);
+        ASSERT_LE(std::fabs(buffers[0][i] - exact[i]),
+                  world * std::ldexp(magnitude, -8))
+            << "world " << world << " element " << i;
+      }
+    }
+  }
+}
+
+// World 2, count 10: rank 1's first receive is segment 0 (5 values) at ring
+// step 0, message number 0. Runs rank 1 alone after injecting `bytes` (as
+// float32) as that message; `data` must come back unchanged.
+absl::Status RankOneAfterInjecting(const std::string& bytes, WireType wire,
+                                   const CollectiveTag& tag) {
+  auto ring = InProcessRing::Create(2);
+  ring->InjectFromPrev(1, tag, bytes);
+  const std::vector<float> input = RankInput(1, 10);
+  std::vector<float> data = input;
+  RingOptions options;
+  options.timeout = absl::Seconds(5);
+  options.wire = wire;
+  const absl::Status status =
+      RingAllReduce(ring->endpoint(1), tag, data.data(), 10, options);
+  EXPECT_TRUE(BitwiseEqual(data, input)) << "the message was applied";
+  return status;
+}
+
+TEST(RingAllReduceTest, BfloatReceiverRefusesFloatMessages) {
+  const absl::Status status = RankOneAfterInjecting(
+      std::string(20, '\x01'), WireType::kBfloat16, CollectiveTag{1, 7, 3, 0});
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  EXPECT_THAT(status.message(),
+              HasSubstr("rank 0 sent float32 values where bfloat16 were "
+                        "expected"));
+}
+
+TEST(RingAllReduceTest, RanksThatDisagreeOnTheWireTypeFailNamingBoth) {
+  auto ring = InProcessRing::Create(2);
+  Buffers buffers = MakeInputs(2, 64);
+  const Buffers inputs = buffers;
+  RingOptions bf16, f32;
+  bf16.wire = WireType::kBfloat16;
+  bf16.timeout = f32.timeout = absl::Seconds(5);
+  absl::Status statuses[2];
+  std::thread t0([&] {
+    statuses[0] = RingAllReduce(ring->endpoint(0), CollectiveTag{1, 1, 0},
+                                buffers[0].data(), 64, bf16);
+    if (!statuses[0].ok()) ring->endpoint(0).Abort(statuses[0]);
+  });
+  statuses[1] = RingAllReduce(ring->endpoint(1), CollectiveTag{1, 1, 0},
+                              buffers[1].data(), 64, f32);
+  if (!statuses[1].ok()) ring->AbortAll(statuses[1]);
+  t0.join();
+  EXPECT_TRUE(absl::IsInvalidArgument(statuses[1])) << statuses[1];
+  EXPECT_THAT(statuses[1].message(),
+              HasSubstr("rank 0 sent bfloat16 values where float32 were "
+                        "expected"));
+  EXPECT_FALSE(statuses[0].ok());
+  EXPECT_TRUE(BitwiseEqual(buffers[1], inputs[1]));
+}
+
 TEST(RingAllReduceTest, RejectsBadArguments) {
   auto ring = InProcessRing::Create(2);
   std::vector<float> data(4);
@@ -266,24 +392,16 @@ TEST(RingAllReduceTest, RejectsBadArguments) {
   EXPECT_EQ(InProcessRing::Create(0), nullptr);
 }
 
-// World 2, count 10: rank 1's first receive is segment 0 (5 floats, 20
-// bytes) at ring step 0, message number 0.
+// Segment 0 is 5 floats, 20 bytes.
 TEST(RingAllReduceTest, WrongLengthMessageIsRefusedNotSummed) {
-  auto ring = InProcessRing::Create(2);
   const CollectiveTag tag{1, 7, 3, 0};
-  ring->InjectFromPrev(1, tag, std::string(12, '\x01'));
-  const std::vector<float> input = RankInput(1, 10);
-  std::vector<float> data = input;
-  RingOptions options;
-  options.timeout = absl::Seconds(5);
   const absl::Status status =
-      RingAllReduce(ring->endpoint(1), tag, data.data(), 10, options);
+      RankOneAfterInjecting(std::string(12, '\x01'), WireType::kFloat32, tag);
   EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
   EXPECT_THAT(status.message(), HasSubstr("expected 20 bytes"));
   EXPECT_THAT(status.message(), HasSubstr("received 12 bytes"));
   EXPECT_THAT(status.message(), HasSubstr("from rank 0"));
   EXPECT_THAT(status.message(), HasSubstr(TagToString(tag)));
-  EXPECT_TRUE(BitwiseEqual(data, input));
 }
 
 TEST(RingAllReduceTest, StaleGenerationMessageIsRefusedNotSummed) {

@@ -52,38 +52,53 @@ int64_t SendTracker::in_flight() const {
   return state_->in_flight;
 }
 
-void PayloadSink::Apply(const char* bytes, int64_t floats) {
-  if (floats == 0) return;
-  if (op_ == RecvOp::kCopy) {
-    std::memcpy(dst_, bytes, static_cast<size_t>(floats) * sizeof(float));
+size_t WireElementBytes(WireType type) {
+  return type == WireType::kBfloat16 ? 2 : sizeof(float);
+}
+
+const char* WireTypeName(WireType type) {
+  return type == WireType::kBfloat16 ? "bfloat16" : "float32";
+}
+
+void PayloadSink::Apply(const char* bytes, int64_t values) {
+  if (values == 0) return;
+  if (type_ == WireType::kBfloat16) {
+    if (op_ == RecvOp::kCopy) {
+      Bf16BytesToFloat(values, bytes, dst_);
+    } else {
+      AddBf16FromBytes(values, bytes, dst_);
+    }
+  } else if (op_ == RecvOp::kCopy) {
+    std::memcpy(dst_, bytes, static_cast<size_t>(values) * sizeof(float));
   } else {
-    AddFromBytes(floats, bytes, dst_);
+    AddFromBytes(values, bytes, dst_);
   }
-  dst_ += floats;
+  dst_ += values;
 }
 
 void PayloadSink::Append(const char* bytes, size_t n) {
-  if (carried_ > 0) {  // finish the float split by the previous piece
-    const size_t take = std::min(n, sizeof(float) - carried_);
+  if (carried_ > 0) {  // finish the value split by the previous piece
+    const size_t take = std::min(n, element_ - carried_);
     std::memcpy(carry_ + carried_, bytes, take);
     carried_ += take;
     bytes += take;
     n -= take;
-    if (carried_ < sizeof(float)) return;
+    if (carried_ < element_) return;
     Apply(carry_, 1);
     carried_ = 0;
   }
-  const size_t whole = n / sizeof(float);
+  const size_t whole = n / element_;
   Apply(bytes, static_cast<int64_t>(whole));
-  carried_ = n - whole * sizeof(float);
-  std::memcpy(carry_, bytes + whole * sizeof(float), carried_);
+  carried_ = n - whole * element_;
+  std::memcpy(carry_, bytes + whole * element_, carried_);
 }
 
-absl::Status CheckMessageLength(size_t bytes, int64_t count) {
-  const size_t expected = static_cast<size_t>(count) * sizeof(float);
+absl::Status CheckMessageLength(size_t bytes, int64_t count, WireType type) {
+  const size_t expected = static_cast<size_t>(count) * WireElementBytes(type);
   if (bytes == expected) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "expected ", expected, " bytes, received ", bytes, " bytes"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("expected ", expected, " bytes (", count, " ",
+                   WireTypeName(type), " values), received ", bytes, " bytes"));
 }
 
 }  // namespace lockstep

@@ -55,6 +55,17 @@ enum class RecvOp {
   kAdd,   // dst[i] = message[i] + dst[i] (the partial sum comes first)
 };
 
+// What a message's payload holds. Receivers always apply it to floats.
+enum class WireType {
+  kFloat32,   // native-endian float32
+  kBfloat16,  // native-endian bfloat16 (the top half of a float32): half the
+              // bytes, 8 significant bits (cluster.compression "bf16")
+};
+// 4 or 2.
+size_t WireElementBytes(WireType type);
+// "float32", "bfloat16".
+const char* WireTypeName(WireType type);
+
 // Counts one collective's sends that a transport may still be reading
 // (sends are zero-copy: the transport reads the caller's buffer). Copies
 // share one count. Thread-safe.
@@ -76,26 +87,31 @@ class SendTracker {
   std::shared_ptr<State> state_;
 };
 
-// Applies a message that arrives in pieces (gRPC slices: a float may be
-// split between two of them) to dst[0..count) with `op`. The caller checks
-// the total length first (CheckMessageLength).
+// Applies a message of `type` values that arrives in pieces (gRPC slices: a
+// value may be split between two of them) to dst[0..count) with `op`,
+// widening bfloat16 to float32. The caller checks the total length first
+// (CheckMessageLength).
 class PayloadSink {
  public:
-  PayloadSink(float* dst, RecvOp op) : dst_(dst), op_(op) {}
+  PayloadSink(float* dst, RecvOp op, WireType type)
+      : dst_(dst), op_(op), type_(type), element_(WireElementBytes(type)) {}
   void Append(const char* bytes, size_t n);
 
  private:
-  void Apply(const char* bytes, int64_t floats);
+  void Apply(const char* bytes, int64_t values);
 
   float* dst_;  // the next float to write
   const RecvOp op_;
+  const WireType type_;
+  const size_t element_;
   char carry_[sizeof(float)];
   size_t carried_ = 0;
 };
 
-// InvalidArgument "expected E bytes, received B bytes" unless a message of
-// `bytes` bytes holds exactly `count` floats.
-absl::Status CheckMessageLength(size_t bytes, int64_t count);
+// InvalidArgument "expected E bytes (C float32 values), received B bytes"
+// unless a message of `bytes` bytes holds exactly `count` values of `type`.
+absl::Status CheckMessageLength(size_t bytes, int64_t count,
+                                WireType type);
 
 // Thread-safe: several collectives (different tags) may call Send and Recv
 // concurrently from different threads.
@@ -106,27 +122,29 @@ class Transport {
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
 
-  // Queues `count` floats for rank (rank + 1) % world without copying them:
-  // the transport may read data[0..count) until it has called
+  // Queues `count` values of `type` at `data` for rank (rank + 1) % world
+  // without copying them: the transport may read them until it has called
   // sends.Done() for this message, so the caller keeps the buffer alive
-  // until sends.WaitIdle(), and leaves those floats unchanged until the next
-  // rank has received them. Does not wait for the peer. Fails (and keeps
-  // failing) once the transport is aborted or the link to the next rank is
-  // broken; the error names that rank.
-  virtual absl::Status SendToNext(const CollectiveTag& tag, const float* data,
-                                  int64_t count, const SendTracker& sends) = 0;
+  // until sends.WaitIdle(), and leaves those values unchanged until the
+  // next rank has received them. Does not wait for the peer. Fails (and
+  // keeps failing) once the transport is aborted or the link to the next
+  // rank is broken; the error names that rank.
+  virtual absl::Status SendToNext(const CollectiveTag& tag, const void* data,
+                                  int64_t count, WireType type,
+                                  const SendTracker& sends) = 0;
 
   // Blocks until the message with `tag` from rank (rank - 1 + world) % world
   // has arrived and applies it to dst[0..count) with `op`, reading straight
-  // from the received bytes. Errors: InvalidArgument when the message is not
-  // exactly `count` floats (dst is untouched); DeadlineExceeded at
-  // `deadline` naming the previous rank and the tag; Aborted after Abort()
-  // (with its reason); Unavailable when the link from the previous rank
-  // broke; FailedPrecondition when that rank sent a message the transport
-  // refused (stale generation, another job).
+  // from the received bytes (widening bfloat16). Errors: InvalidArgument
+  // when the message is not exactly `count` values of `type` (dst is
+  // untouched); DeadlineExceeded at `deadline` naming the previous rank and
+  // the tag; Aborted after Abort() (with its reason); Unavailable when the
+  // link from the previous rank broke; FailedPrecondition when that rank
+  // sent a message the transport refused (stale generation, another job).
   virtual absl::Status RecvFromPrev(const CollectiveTag& tag,
                                     absl::Time deadline, float* dst,
-                                    int64_t count, RecvOp op) = 0;
+                                    int64_t count, WireType type,
+                                    RecvOp op) = 0;
 
   // Fails every pending and future Send/Recv with Aborted(reason), and drops
   // (releases) queued sends. Used when the generation changes or the job is

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages lockstep needs to build, test and run,
 # skipping what is already there. Usage: scripts/install_deps.sh [--bench]
-# (--bench adds Gloo for //benchmarks:allreduce).
+# (--bench adds Gloo and Open MPI for //benchmarks:allreduce).
 set -euo pipefail
 
 packages=(
@@ -22,7 +22,7 @@ packages=(
 # /usr/bin/kubectl, so install it only when there is none.
 if ! command -v kubectl >/dev/null; then packages+=(kubernetes-client); fi
 if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(libgloo-dev)
+  packages+=(libgloo-dev libopenmpi-dev openmpi-bin)
 fi
 
 missing=()

@@ -216,6 +216,33 @@ TEST_F(ClusterTest, TheJobsRingSettingsChangeTheMessagesNotTheBytes) {
             Result(dir_ + "/local", "tiny")["fingerprint"]);
 }
 
+// cluster.compression "bf16": the gradients cross the ring as bfloat16.
+// The run differs from the float32 one (each sum is rounded), the workers
+// still agree on every parameter (the job checks their fingerprints), and
+// the model learns as well.
+TEST_F(ClusterTest, CompressedGradientsTrainAndTheWorkersStillAgree) {
+  StartWorkers(2);
+  const std::string job = WriteJob(TinyJob(nlohmann::json::parse(
+      R"({"cluster": {"compression": "bf16"}})")));
+  RunResult r = Client({"submit", job, "--wait"});
+  ASSERT_TRUE(r.exit.exited);
+  ASSERT_EQ(r.exit.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(workers_[1]->Stdout().find(
+                "as bfloat16 on the wire (cluster.compression)"),
+            std::string::npos)
+      << workers_[1]->Stdout();
+  RunResult local = RunProcess(
+      {Binary(), "train", job, "--storage", dir_ + "/local", "--threads", "1"},
+      dir_, kTimeout);
+  ASSERT_EQ(local.exit.exit_code, 0) << local.err;
+  const nlohmann::json res = Result(storage_, "tiny");
+  const nlohmann::json exact = Result(dir_ + "/local", "tiny");
+  EXPECT_NE(res["fingerprint"], exact["fingerprint"]);
+  EXPECT_GT(res["test_accuracy"].get<double>(), 0.5);
+  EXPECT_NEAR(res["test_accuracy"].get<double>(),
+              exact["test_accuracy"].get<double>(), 0.05);
+}
+
 TEST_F(ClusterTest, PendingUntilEnoughWorkersAndCancellable) {
   StartWorkers(1, /*replicas=*/2);
   RunResult sub = Client(

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -76,9 +77,10 @@ void KeepMessageBuffersResident() {
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
 
-RingPayload::RingPayload(std::string bytes)
+RingPayload::RingPayload(std::string bytes, WireType type)
     : owned_(std::make_shared<const std::string>(std::move(bytes))),
-      size_(owned_->size()) {
+      size_(owned_->size()),
+      type_(type) {
   if (size_ > 0) spans_.emplace_back(owned_->data(), size_);
 }
 
@@ -95,26 +97,28 @@ void SendDone(void* sends) {
 void ReleaseNothing(void*) {}
 }  // namespace
 
-grpc::ByteBuffer RingMessageCodec::Encode(RingHeader header, const float* data,
-                                          int64_t count,
+grpc::ByteBuffer RingMessageCodec::Encode(RingHeader header, const void* data,
+                                          int64_t count, WireType type,
                                           const SendTracker* sends) {
-  const size_t payload = sizeof(float) * static_cast<size_t>(count);
+  const size_t payload = WireElementBytes(type) * static_cast<size_t>(count);
   header.set_payload_bytes(static_cast<int64_t>(payload));
+  header.set_payload_type(type == WireType::kBfloat16 ? lockstep::v1::BFLOAT16
+                                                      : lockstep::v1::FLOAT32);
   const uint32_t h = static_cast<uint32_t>(header.ByteSizeLong());
   std::string head(4, '\0');
   for (int i = 0; i < 4; ++i) head[i] = static_cast<char>((h >> (8 * i)) & 0xff);
   header.AppendToString(&head);
   grpc::Slice slices[2] = {grpc::Slice(head), grpc::Slice()};
   if (payload == 0) return grpc::ByteBuffer(slices, 1);
-  // gRPC reads the floats where they are; when it releases the slice, the
+  // gRPC reads the values where they are; when it releases the slice, the
   // send is done.
+  void* bytes = const_cast<void*>(data);
   if (sends != nullptr) {
     sends->Begin();
-    slices[1] = grpc::Slice(const_cast<float*>(data), payload, &SendDone,
-                            new SendTracker(*sends));
+    slices[1] =
+        grpc::Slice(bytes, payload, &SendDone, new SendTracker(*sends));
   } else {
-    slices[1] = grpc::Slice(const_cast<float*>(data), payload, &ReleaseNothing,
-                            nullptr);
+    slices[1] = grpc::Slice(bytes, payload, &ReleaseNothing, nullptr);
   }
   return grpc::ByteBuffer(slices, 2);
 }
@@ -153,6 +157,19 @@ absl::StatusOr<RingMessage> RingMessageCodec::Decode(
         "refused a message whose header says ", m.header.payload_bytes(),
         " payload bytes; ", payload, " came"));
   }
+  switch (m.header.payload_type()) {
+    case lockstep::v1::FLOAT32:
+      m.payload.type_ = WireType::kFloat32;
+      break;
+    case lockstep::v1::BFLOAT16:
+      m.payload.type_ = WireType::kBfloat16;
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "refused a message whose header says payload type ",
+          static_cast<int>(m.header.payload_type()),
+          " (neither float32 nor bfloat16)"));
+  }
   m.payload.spans_ = cursor.Rest();
   m.payload.size_ = payload;
   return m;
@@ -167,10 +184,10 @@ class GrpcRingTransport::LaneStream
     : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   LaneStream(GrpcRingTransport* transport, grpc::GenericStub* stub)
-      : transport_(transport) {
-    context_.set_wait_for_ready(true);
-    stub->PrepareBidiStreamingCall(&context_, kPushMethod, grpc::StubOptions(),
-                                   this);
+      : transport_(transport), context_(std::make_shared<grpc::ClientContext>()) {
+    context_->set_wait_for_ready(true);
+    stub->PrepareBidiStreamingCall(context_.get(), kPushMethod,
+                                   grpc::StubOptions(), this);
     AddHold();
     StartRead(&ack_);
     StartCall();
@@ -201,7 +218,12 @@ class GrpcRingTransport::LaneStream
       dropped.swap(queue_);
       release = ReleaseHoldLocked();
     }
-    context_.TryCancel();
+    // OnDone (which may run inside TryCancel) lets go of the context; this
+    // reference keeps it alive until TryCancel returns.
+    if (std::shared_ptr<grpc::ClientContext> context =
+            std::atomic_load(&context_)) {
+      context->TryCancel();
+    }
     if (release) RemoveHold();
   }
 
@@ -274,6 +296,11 @@ class GrpcRingTransport::LaneStream
           next);
     }
     dropped.clear();
+    // The context holds the last reference to the call, and the call's
+    // stream holds a message that was queued for writing when the call
+    // failed: releasing it now, not when the transport goes, lets go of
+    // that payload (and so of the collective waiting for its sends).
+    std::atomic_store(&context_, std::shared_ptr<grpc::ClientContext>());
     absl::MutexLock lock(&mu_);
     done_ = true;
   }
@@ -317,7 +344,8 @@ class GrpcRingTransport::LaneStream
   }
 
   GrpcRingTransport* const transport_;
-  grpc::ClientContext context_;
+  // Shared with Cancel; atomic_load/atomic_store only.
+  std::shared_ptr<grpc::ClientContext> context_;
   grpc::ByteBuffer ack_;
   absl::Mutex mu_;
   grpc::ByteBuffer current_ ABSL_GUARDED_BY(mu_);  // the write in flight
@@ -359,7 +387,8 @@ GrpcRingTransport::~GrpcRingTransport() {
 }
 
 absl::Status GrpcRingTransport::SendToNext(const CollectiveTag& tag,
-                                           const float* data, int64_t count,
+                                           const void* data, int64_t count,
+                                           WireType type,
                                            const SendTracker& sends) {
   {
     absl::MutexLock lock(&mu_);
@@ -376,7 +405,7 @@ absl::Status GrpcRingTransport::SendToNext(const CollectiveTag& tag,
   header.set_chunk(tag.chunk);
   header.set_from_rank(options_.rank);
   grpc::ByteBuffer message =
-      RingMessageCodec::Encode(std::move(header), data, count, &sends);
+      RingMessageCodec::Encode(std::move(header), data, count, type, &sends);
   LaneStream* lane = lanes_[static_cast<size_t>(tag.chunk) % lanes_.size()];
   if (!lane->Send(&message)) {
     absl::MutexLock lock(&mu_);
@@ -390,7 +419,8 @@ absl::Status GrpcRingTransport::SendToNext(const CollectiveTag& tag,
 
 absl::Status GrpcRingTransport::RecvFromPrev(const CollectiveTag& tag,
                                              absl::Time deadline, float* dst,
-                                             int64_t count, RecvOp op) {
+                                             int64_t count, WireType type,
+                                             RecvOp op) {
   RingPayload payload;
   {
     absl::MutexLock lock(&mu_);
@@ -418,10 +448,17 @@ absl::Status GrpcRingTransport::RecvFromPrev(const CollectiveTag& tag,
     }
   }
   // Outside the lock: other receives go on while this one sums.
-  if (absl::Status s = CheckMessageLength(payload.size(), count); !s.ok()) {
+  if (payload.type() != type) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "rank %d sent %s values where %s were expected (do all workers run "
+        "the same job's cluster.compression?)",
+        prev_rank(), WireTypeName(payload.type()), WireTypeName(type)));
+  }
+  if (absl::Status s = CheckMessageLength(payload.size(), count, type);
+      !s.ok()) {
     return s;
   }
-  PayloadSink sink(dst, op);
+  PayloadSink sink(dst, op, type);
   payload.AppendTo(sink);
   return absl::OkStatus();
 }
@@ -489,10 +526,10 @@ absl::Status GrpcRingTransport::Deliver(const RingHeader& header,
     refusal = absl::FailedPreconditionError(absl::StrFormat(
         "refused a message from rank %d: only rank %d sends to rank %d",
         header.from_rank(), prev_rank(), rank()));
-  } else if (payload.size() % sizeof(float) != 0) {
+  } else if (payload.size() % WireElementBytes(payload.type()) != 0) {
     refusal = absl::InvalidArgumentError(absl::StrFormat(
-        "refused a message of %d bytes: not a whole number of float32 values",
-        payload.size()));
+        "refused a message of %d bytes: not a whole number of %s values",
+        payload.size(), WireTypeName(payload.type())));
   }
   CollectiveTag tag{header.generation(), header.step(), header.bucket(),
                     header.chunk()};

@@ -50,9 +50,11 @@ class RingPayload {
  public:
   RingPayload() = default;
   // Owned bytes: for tests and hand-made messages.
-  explicit RingPayload(std::string bytes);
+  explicit RingPayload(std::string bytes,
+                       WireType type = WireType::kFloat32);
 
   size_t size() const { return size_; }
+  WireType type() const { return type_; }
   void AppendTo(PayloadSink& sink) const;
 
  private:
@@ -61,6 +63,7 @@ class RingPayload {
   std::shared_ptr<const std::string> owned_;
   std::vector<std::pair<const char*, size_t>> spans_;
   size_t size_ = 0;
+  WireType type_ = WireType::kFloat32;
 };
 
 struct RingMessage {
@@ -74,8 +77,8 @@ class RingMessageCodec {
   // payload referenced. `sends` (may be null) counts the send from now
   // until gRPC releases the payload slice.
   static grpc::ByteBuffer Encode(lockstep::v1::RingHeader header,
-                                 const float* data, int64_t count,
-                                 const SendTracker* sends);
+                                 const void* data, int64_t count,
+                                 WireType type, const SendTracker* sends);
   // InvalidArgument, naming what is wrong, for bytes that are not a ring
   // message (a header length past the end, a header that does not parse, a
   // payload of another length than the header says).
@@ -93,10 +96,12 @@ class GrpcRingTransport : public Transport {
   int world_size() const override {
     return static_cast<int>(options_.peers.size());
   }
-  absl::Status SendToNext(const CollectiveTag& tag, const float* data,
-                          int64_t count, const SendTracker& sends) override;
+  absl::Status SendToNext(const CollectiveTag& tag, const void* data,
+                          int64_t count, WireType type,
+                          const SendTracker& sends) override;
   absl::Status RecvFromPrev(const CollectiveTag& tag, absl::Time deadline,
-                            float* dst, int64_t count, RecvOp op) override;
+                            float* dst, int64_t count, WireType type,
+                            RecvOp op) override;
   void Abort(const absl::Status& reason) override;
 
   const std::string& job() const { return options_.job; }

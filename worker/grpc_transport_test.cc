@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/in_process_transport.h"
 #include "core/ring_allreduce.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
@@ -139,6 +140,51 @@ TEST(GrpcTransportTest, RingAllReduceMatchesSerialSumBitwise) {
   }
 }
 
+// Compressed gradients cross the gRPC ring as bfloat16 and come out with
+// the same bits as over the in-process transport (the algorithm, not the
+// transport, decides every rounding), identical on every rank.
+TEST(GrpcTransportTest, BfloatRingAllReduceMatchesTheInProcessRingBitwise) {
+  const int world = 3;
+  const int64_t n = 300007;
+  GrpcRing ring(world);
+  ring.Start("job", 1);
+  auto local = InProcessRing::Create(world);
+  RingOptions o;
+  o.chunk_elements = 16 * 1024;
+  o.timeout = absl::Seconds(20);
+  o.wire = WireType::kBfloat16;
+  std::vector<std::vector<float>> grpc_data(world), local_data(world);
+  std::vector<absl::Status> status(2 * world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    grpc_data[r] = local_data[r] = Input(r, n);
+    threads.emplace_back([&, r] {
+      status[r] = RingAllReduce(ring.at(r), CollectiveTag{1, 1, 0, 0},
+                                grpc_data[r].data(), n, o);
+    });
+    threads.emplace_back([&, r] {
+      status[world + r] =
+          RingAllReduce(local->endpoint(r), CollectiveTag{1, 1, 0, 0},
+                        local_data[r].data(), n, o);
+    });
+  }
+  for (auto& t : threads) t.join();
+  const std::vector<float> exact = Expected(world, n);
+  for (int r = 0; r < world; ++r) {
+    ASSERT_TRUE(status[r].ok()) << "rank " << r << ": " << status[r];
+    ASSERT_TRUE(status[world + r].ok()) << status[world + r];
+    ASSERT_EQ(0, std::memcmp(local_data[0].data(), grpc_data[r].data(),
+                             sizeof(float) * n))
+        << "rank " << r;
+  }
+  int64_t rounded = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (grpc_data[0][i] != exact[i]) ++rounded;
+  }
+  EXPECT_GT(rounded, n / 2) << "the inputs are not bfloat16 values, so most "
+                               "sums must differ from the float32 ones";
+}
+
 TEST(GrpcTransportTest, StaleGenerationIsRefusedNotSummed) {
   GrpcRing ring(2);
   ring.Start("job", 2);
@@ -151,11 +197,11 @@ TEST(GrpcTransportTest, StaleGenerationIsRefusedNotSummed) {
   GrpcRingTransport stale(o);
   const float x = 1.0f;
   SendTracker sends;
-  ASSERT_TRUE(stale.SendToNext(CollectiveTag{1, 5, 0, 0}, &x, 1, sends).ok());
+  ASSERT_TRUE(stale.SendToNext(CollectiveTag{1, 5, 0, 0}, &x, 1, WireType::kFloat32, sends).ok());
   // The refusal comes back to the sender as a broken send.
   absl::Status s;
   for (int i = 0; i < 100; ++i) {
-    s = stale.SendToNext(CollectiveTag{1, 5, 0, 1}, &x, 1, sends);
+    s = stale.SendToNext(CollectiveTag{1, 5, 0, 1}, &x, 1, WireType::kFloat32, sends);
     if (!s.ok()) break;
     absl::SleepFor(absl::Milliseconds(20));
   }
@@ -168,7 +214,7 @@ TEST(GrpcTransportTest, StaleGenerationIsRefusedNotSummed) {
   float got = 0;
   absl::Status r = ring.at(1).RecvFromPrev(CollectiveTag{1, 5, 0, 0},
                                            absl::Now() + absl::Milliseconds(200),
-                                           &got, 1, RecvOp::kCopy);
+                                           &got, 1, WireType::kFloat32, RecvOp::kCopy);
   EXPECT_TRUE(absl::IsDeadlineExceeded(r)) << r;
   EXPECT_EQ(got, 0.0f);
 }
@@ -194,7 +240,7 @@ TEST(GrpcTransportTest, WrongSenderOrLengthIsRefused) {
   absl::Status r =
       ring.at(1).RecvFromPrev(CollectiveTag{1, 0, 0, 0},
                               absl::Now() + absl::Seconds(5), got, 2,
-                              RecvOp::kCopy);
+                              WireType::kFloat32, RecvOp::kCopy);
   EXPECT_THAT(r.message(), HasSubstr("only rank 0 sends"));
 
   s = ring.at(2).Deliver(Header("job", 1, 1), RingPayload(std::string(7, 'x')));
@@ -218,9 +264,9 @@ TEST(GrpcTransportTest, AMessageOfTheWrongLengthIsRefusedAndNotWritten) {
   float dst[4] = {9, 9, 9, 9};
   absl::Status r = ring.at(1).RecvFromPrev(CollectiveTag{1, 3, 0, 0},
                                            absl::Now() + absl::Seconds(5), dst,
-                                           4, RecvOp::kAdd);
+                                           4, WireType::kFloat32, RecvOp::kAdd);
   EXPECT_TRUE(absl::IsInvalidArgument(r)) << r;
-  EXPECT_THAT(r.message(), HasSubstr("expected 16 bytes, received 12 bytes"));
+  EXPECT_THAT(r.message(), HasSubstr("expected 16 bytes (4 float32 values), received 12 bytes"));
   for (float v : dst) EXPECT_EQ(v, 9.0f);
 }
 
@@ -235,7 +281,7 @@ TEST(RingMessageCodecTest, PayloadIsSentFromTheCallersBufferNotACopy) {
   h.set_bucket(2);
   h.set_chunk(9);
   auto message = std::make_unique<grpc::ByteBuffer>(RingMessageCodec::Encode(
-      h, data.data(), 3, &sends));
+      h, data.data(), 3, WireType::kFloat32, &sends));
   EXPECT_EQ(sends.in_flight(), 1);
   EXPECT_EQ(message->Length(), 4 + h.ByteSizeLong() + 2 + 12)
       << "4 length bytes, the header (with payload_bytes), 12 payload bytes";
@@ -250,7 +296,7 @@ TEST(RingMessageCodecTest, PayloadIsSentFromTheCallersBufferNotACopy) {
   EXPECT_EQ(m->header.payload_bytes(), 12);
   ASSERT_EQ(m->payload.size(), 12u);
   float out[3] = {0, 0, 0};
-  PayloadSink sink(out, RecvOp::kCopy);
+  PayloadSink sink(out, RecvOp::kCopy, WireType::kFloat32);
   m->payload.AppendTo(sink);
   EXPECT_EQ(out[0], 1.5f);
   EXPECT_EQ(out[1], 100.0f);
@@ -261,27 +307,33 @@ TEST(RingMessageCodecTest, PayloadIsSentFromTheCallersBufferNotACopy) {
   EXPECT_EQ(sends.in_flight(), 0);
 }
 
+// `message` as gRPC might hand it over: in slices of `cut` bytes.
+grpc::ByteBuffer CutIntoSlices(const grpc::ByteBuffer& message, size_t cut) {
+  grpc::Slice flat;
+  EXPECT_TRUE(message.DumpToSingleSlice(&flat).ok());
+  const std::string bytes(reinterpret_cast<const char*>(flat.begin()),
+                          flat.size());
+  std::vector<grpc::Slice> pieces;
+  for (size_t at = 0; at < bytes.size(); at += cut) {
+    pieces.emplace_back(bytes.substr(at, cut));
+  }
+  return grpc::ByteBuffer(pieces.data(), pieces.size());
+}
+
 // gRPC hands over a received message in slices of any size: floats split
 // between slices are joined, and kAdd sums in the documented order.
 TEST(RingMessageCodecTest, DecodesAMessageCutIntoOddSlices) {
   std::vector<float> data(1001);
   for (size_t i = 0; i < data.size(); ++i) data[i] = 0.1f * i - 7.0f;
   grpc::ByteBuffer whole =
-      RingMessageCodec::Encode(Header("j", 1, 0), data.data(), 1001, nullptr);
-  grpc::Slice flat;
-  ASSERT_TRUE(whole.DumpToSingleSlice(&flat).ok());
-  const std::string bytes(reinterpret_cast<const char*>(flat.begin()),
-                          flat.size());
+      RingMessageCodec::Encode(Header("j", 1, 0), data.data(), 1001,
+                               WireType::kFloat32, nullptr);
   for (size_t cut : {size_t{1}, size_t{3}, size_t{7}, size_t{4093}}) {
-    std::vector<grpc::Slice> pieces;
-    for (size_t at = 0; at < bytes.size(); at += cut) {
-      pieces.emplace_back(bytes.substr(at, cut));
-    }
-    grpc::ByteBuffer cut_message(pieces.data(), pieces.size());
-    absl::StatusOr<RingMessage> m = RingMessageCodec::Decode(cut_message);
+    absl::StatusOr<RingMessage> m =
+        RingMessageCodec::Decode(CutIntoSlices(whole, cut));
     ASSERT_TRUE(m.ok()) << "cut " << cut << ": " << m.status();
     std::vector<float> sum(1001, 0.5f);
-    PayloadSink sink(sum.data(), RecvOp::kAdd);
+    PayloadSink sink(sum.data(), RecvOp::kAdd, WireType::kFloat32);
     m->payload.AppendTo(sink);
     for (size_t i = 0; i < data.size(); ++i) {
       ASSERT_EQ(sum[i], data[i] + 0.5f) << "cut " << cut << " float " << i;
@@ -310,6 +362,45 @@ TEST(RingMessageCodecTest, GarbageIsRefusedSayingWhatIsWrong) {
   EXPECT_THAT(s.message(), HasSubstr("header says 8 payload bytes; 4 came"));
 }
 
+// A bfloat16 message is half the bytes, says so in its header, and is
+// widened exactly when summed, however gRPC slices it.
+TEST(RingMessageCodecTest, BfloatMessagesCarryTwoBytesPerValue) {
+  std::vector<uint16_t> data(1001);
+  for (size_t i = 0; i < data.size(); ++i) {
+    data[i] = static_cast<uint16_t>(0x3f80 + i % 97);  // 1.0 .. 1.75
+  }
+  grpc::ByteBuffer whole =
+      RingMessageCodec::Encode(Header("j", 1, 0), data.data(), 1001,
+                               WireType::kBfloat16, nullptr);
+  for (size_t cut : {size_t{1}, size_t{3}, size_t{4093}, whole.Length()}) {
+    absl::StatusOr<RingMessage> m =
+        RingMessageCodec::Decode(CutIntoSlices(whole, cut));
+    ASSERT_TRUE(m.ok()) << "cut " << cut << ": " << m.status();
+    EXPECT_EQ(m->header.payload_bytes(), 2002);
+    EXPECT_EQ(m->header.payload_type(), v1::BFLOAT16);
+    EXPECT_EQ(m->payload.type(), WireType::kBfloat16);
+    std::vector<float> sum(1001, 0.5f);
+    PayloadSink sink(sum.data(), RecvOp::kAdd, WireType::kBfloat16);
+    m->payload.AppendTo(sink);
+    for (size_t i = 0; i < data.size(); ++i) {
+      ASSERT_EQ(sum[i], 1.0f + (i % 97) / 128.0f + 0.5f)
+          << "cut " << cut << " value " << i;
+    }
+  }
+  // A payload type this build does not know is refused.
+  v1::RingHeader h = Header("j", 1, 0);
+  h.set_payload_type(static_cast<v1::PayloadType>(7));
+  std::string head = h.SerializeAsString();
+  std::string framed(4, '\0');
+  framed[0] = static_cast<char>(head.size());
+  grpc::Slice s(framed + head);
+  absl::Status status =
+      RingMessageCodec::Decode(grpc::ByteBuffer(&s, 1)).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  EXPECT_THAT(status.message(),
+              HasSubstr("payload type 7 (neither float32 nor bfloat16)"));
+}
+
 // gRPC's retry support would keep each sent message of a stream (up to
 // 256 KiB) for replay until the stream ends; the ring channels turn it off,
 // so a small payload is let go of once written while the stream stays open.
@@ -318,13 +409,13 @@ TEST(GrpcTransportTest, ASmallSendIsReleasedOnceWrittenNotWhenTheStreamEnds) {
   ring.Start("job", 1);
   const float x = 2.5f;
   SendTracker sends;
-  ASSERT_TRUE(ring.at(0).SendToNext(CollectiveTag{1, 1, 0, 0}, &x, 1, sends)
+  ASSERT_TRUE(ring.at(0).SendToNext(CollectiveTag{1, 1, 0, 0}, &x, 1, WireType::kFloat32, sends)
                   .ok());
   float got = 0;
   ASSERT_TRUE(ring.at(1)
                   .RecvFromPrev(CollectiveTag{1, 1, 0, 0},
                                 absl::Now() + absl::Seconds(5), &got, 1,
-                                RecvOp::kCopy)
+                                WireType::kFloat32, RecvOp::kCopy)
                   .ok());
   EXPECT_EQ(got, 2.5f);
   EXPECT_TRUE(sends.WaitIdle(absl::Now() + absl::Seconds(2)))
@@ -342,7 +433,7 @@ TEST(GrpcTransportTest, AbortEndsAWaitAtOnce) {
   float got = 0;
   absl::Status r = ring.at(0).RecvFromPrev(CollectiveTag{1, 0, 0, 0},
                                            absl::Now() + absl::Seconds(30),
-                                           &got, 1, RecvOp::kCopy);
+                                           &got, 1, WireType::kFloat32, RecvOp::kCopy);
   t.join();
   EXPECT_TRUE(absl::IsAborted(r)) << r;
   EXPECT_THAT(r.message(), HasSubstr("job cancelled"));
@@ -359,13 +450,13 @@ TEST(GrpcTransportTest, DeadPeerGivesUnavailableNamingTheRank) {
   GrpcRingTransport t(o);
   const float x = 1.0f;
   SendTracker sends;
-  absl::Status s = t.SendToNext(CollectiveTag{1, 0, 0, 0}, &x, 1, sends);
+  absl::Status s = t.SendToNext(CollectiveTag{1, 0, 0, 0}, &x, 1, WireType::kFloat32, sends);
   ASSERT_TRUE(s.ok());
   // wait_for_ready keeps retrying a refused connection; Abort ends it.
   float got = 0;
   absl::Status r = t.RecvFromPrev(CollectiveTag{1, 0, 0, 0},
                                   absl::Now() + absl::Milliseconds(300), &got,
-                                  1, RecvOp::kCopy);
+                                  1, WireType::kFloat32, RecvOp::kCopy);
   EXPECT_TRUE(absl::IsDeadlineExceeded(r)) << r;
   EXPECT_THAT(r.message(), HasSubstr("rank 1 (127.0.0.1:1)"));
   EXPECT_EQ(sends.in_flight(), 1) << "queued behind the connection";
@@ -396,7 +487,7 @@ TEST(GrpcTransportTest, ACollectiveReturnsOnlyOnceItsSendsAreReleased) {
   EXPECT_LT(absl::Now() - t0, absl::Seconds(5));
   // The transport was aborted by the collective: later sends fail at once.
   SendTracker sends;
-  EXPECT_FALSE(t.SendToNext(CollectiveTag{1, 1, 0, 0}, data.data(), 1, sends)
+  EXPECT_FALSE(t.SendToNext(CollectiveTag{1, 1, 0, 0}, data.data(), 1, WireType::kFloat32, sends)
                    .ok());
 }
 

@@ -117,6 +117,22 @@ class JobRunner {
         spec_.cluster.ring_chunk_kib * 1024 / static_cast<int64_t>(sizeof(float));
     return o;
   }
+  // The gradients' ring: compressed when the job says so. Loss, evaluation
+  // and barrier sums stay float32.
+  RingOptions GradientRing() const {
+    RingOptions o = Ring();
+    if (spec_.cluster.compression == Compression::kBf16) {
+      o.wire = WireType::kBfloat16;
+    }
+    return o;
+  }
+  // For the start line: what cluster.compression does on this path.
+  std::string WireNote() const {
+    if (spec_.cluster.compression == Compression::kNone) return "";
+    return nccl() ? " (in float32: cluster.compression applies to the gRPC "
+                    "ring only)"
+                  : ", as bfloat16 on the wire (cluster.compression)";
+  }
 
   const Assignment& a_;
   const RunnerContext& ctx_;
@@ -210,7 +226,7 @@ absl::Status JobRunner::Setup() {
   if (!gpus) {
     buckets_ = std::make_unique<GradientBuckets>(
         replicas_->params(), spec_.cluster.bucket_kib * 1024, transport_.get(),
-        Ring());
+        GradientRing());
     return absl::OkStatus();
   }
   DeviceDataParallelConfig c;
@@ -230,7 +246,8 @@ absl::Status JobRunner::Setup() {
     ASSIGN_OR_RETURN(c.nccl_id, NewNcclId());
     c.host_all_reduce = [this](int64_t step, float* grads, int64_t floats) {
       return AnnotateStatus(
-          RingAllReduce(*transport_, Tag(step, 0), grads, floats, Ring()),
+          RingAllReduce(*transport_, Tag(step, 0), grads, floats,
+                        GradientRing()),
           "all-reduce of the GPUs' gradients over the ring");
     };
   }
@@ -446,12 +463,13 @@ absl::Status JobRunner::Run() {
       buckets_ != nullptr
           ? absl::StrFormat(
                 "%d gradient buckets over a ring of %d stream(s), messages "
-                "up to %d KiB",
+                "up to %d KiB%s",
                 buckets_->num_buckets(), transport_->lanes(),
-                spec_.cluster.ring_chunk_kib)
-          : std::string(nccl() ? "gradients all-reduced by NCCL"
-                               : "gradients summed by NCCL on this worker's "
-                                 "GPUs, then over the gRPC ring")));
+                spec_.cluster.ring_chunk_kib, WireNote())
+          : absl::StrCat(nccl() ? "gradients all-reduced by NCCL"
+                                : "gradients summed by NCCL on this worker's "
+                                  "GPUs, then over the gRPC ring",
+                         WireNote())));
   BatchPrefetcher prefetcher(&train_, plan_.get(), replica_ids_,
                              replicas_->primary().input_shape(), step_,
                              total_steps_);
@@ -504,6 +522,10 @@ absl::Status JobRunner::Run() {
            {"samples_per_sec", meter_.run_rate()},
            {"allreduce_seconds",
             buckets_ != nullptr ? buckets_->stats().allreduce_seconds : 0.0},
+           // The part of it the step waited for after backward: the rest
+           // was hidden behind backward.
+           {"allreduce_wait_seconds",
+            buckets_ != nullptr ? buckets_->stats().wait_seconds : 0.0},
            {"step_seconds", dt}});
     }
     if (epoch_end || last) {

@@ -248,4 +248,37 @@ LOCKSTEP_VECTOR_CLONES void AddFromBytes(int64_t n, const char* x, float* y) {
   }
 }
 
+namespace {
+inline float Bf16At(const char* x, int64_t i) {
+  uint16_t h;
+  std::memcpy(&h, x + i * sizeof(uint16_t), sizeof(h));
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float v;
+  std::memcpy(&v, &bits, sizeof(v));
+  return v;
+}
+}  // namespace
+
+LOCKSTEP_VECTOR_CLONES void FloatToBf16(int64_t n, const float* x,
+                                        uint16_t* y) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, x + i, sizeof(bits));
+    const bool nan = (bits & 0x7fffffffu) > 0x7f800000u;
+    // Round to nearest, ties to even: add 0x7fff plus the lowest kept bit.
+    const uint32_t rounded = bits + 0x7fffu + ((bits >> 16) & 1u);
+    y[i] = static_cast<uint16_t>(nan ? ((bits >> 16) | 0x0040u) : rounded >> 16);
+  }
+}
+
+LOCKSTEP_VECTOR_CLONES void Bf16BytesToFloat(int64_t n, const char* x,
+                                             float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = Bf16At(x, i);
+}
+
+LOCKSTEP_VECTOR_CLONES void AddBf16FromBytes(int64_t n, const char* x,
+                                             float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = Bf16At(x, i) + y[i];
+}
+
 }  // namespace lockstep

@@ -57,6 +57,18 @@ void Axpy(int64_t n, float alpha, const float* x, float* y);
 // communication thread must not take the compute pool).
 void AddFromBytes(int64_t n, const char* x, float* y);
 
+// bfloat16 (the top half of a float32's bits), the ring's compressed wire
+// type. Like AddFromBytes, all three run on the calling thread only.
+// y[i] = x[i] rounded to the nearest bfloat16, ties to even; a NaN stays a
+// (quiet) NaN, and a value past bfloat16's largest finite rounds to
+// infinity.
+void FloatToBf16(int64_t n, const float* x, uint16_t* y);
+// y[i] = x[i] widened to float32 (exact), x being n native-endian bfloat16
+// at any byte alignment.
+void Bf16BytesToFloat(int64_t n, const char* x, float* y);
+// y[i] = widen(x[i]) + y[i].
+void AddBf16FromBytes(int64_t n, const char* x, float* y);
+
 }  // namespace lockstep
 
 #endif  // LOCKSTEP_KERNELS_CPU_ELEMENTWISE_H_

@@ -1,6 +1,9 @@
 #include "kernels/cpu/elementwise.h"
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -134,6 +137,86 @@ TEST_P(ElementwiseTest, ScaleAndAxpy) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Threads, ElementwiseTest, ::testing::Values(1, 2, 4));
+
+float FromBits(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+uint16_t Bf16Of(float x) {
+  uint16_t h;
+  FloatToBf16(1, &x, &h);
+  return h;
+}
+
+TEST(Bfloat16Test, RoundsToNearestTiesToEven) {
+  EXPECT_EQ(Bf16Of(1.0f), 0x3f80);
+  EXPECT_EQ(Bf16Of(-2.0f), 0xc000);
+  EXPECT_EQ(Bf16Of(0.0f), 0x0000);
+  EXPECT_EQ(Bf16Of(-0.0f), 0x8000);
+  // 1 + 2^-8 lies halfway between 1 and 1 + 2^-7: ties go to the even 1.
+  EXPECT_EQ(Bf16Of(FromBits(0x3f808000)), 0x3f80);
+  // 1 + 3 * 2^-8 lies halfway between 1 + 2^-7 (odd) and 1 + 2^-6: up.
+  EXPECT_EQ(Bf16Of(FromBits(0x3f818000)), 0x3f82);
+  // Just above and below a half: nearest.
+  EXPECT_EQ(Bf16Of(FromBits(0x3f808001)), 0x3f81);
+  EXPECT_EQ(Bf16Of(FromBits(0x3f807fff)), 0x3f80);
+  // pi = 0x40490fdb rounds down to 3.140625.
+  EXPECT_EQ(Bf16Of(3.14159265f), 0x4049);
+  // Subnormals round like any other value: 2^-149 is below half of
+  // bfloat16's smallest subnormal (2^-133), so it rounds to zero.
+  EXPECT_EQ(Bf16Of(FromBits(0x00000001)), 0x0000);
+  EXPECT_EQ(Bf16Of(FromBits(0x00018000)), 0x0002);  // a tie, to even
+}
+
+TEST(Bfloat16Test, InfinityNanAndOverflow) {
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(Bf16Of(inf), 0x7f80);
+  EXPECT_EQ(Bf16Of(-inf), 0xff80);
+  // The largest float is past bfloat16's largest finite plus half an ulp.
+  EXPECT_EQ(Bf16Of(std::numeric_limits<float>::max()), 0x7f80);
+  // bfloat16's largest finite value stays.
+  EXPECT_EQ(Bf16Of(FromBits(0x7f7f0000)), 0x7f7f);
+  // A NaN whose payload sits only in the low half must not become infinity.
+  const uint16_t nan_low = Bf16Of(FromBits(0x7f800001));
+  EXPECT_EQ(nan_low & 0x7f80, 0x7f80);
+  EXPECT_NE(nan_low & 0x007f, 0);
+  const uint16_t qnan = Bf16Of(std::numeric_limits<float>::quiet_NaN());
+  EXPECT_EQ(qnan, 0x7fc0);
+}
+
+TEST(Bfloat16Test, WidenAndAddReadUnalignedBytes) {
+  // Three bfloat16 values at an odd offset: 1.5, -0.25, 3.140625.
+  const uint16_t values[3] = {0x3fc0, 0xbe80, 0x4049};
+  char bytes[1 + sizeof(values)];
+  std::memcpy(bytes + 1, values, sizeof(values));
+  float out[3] = {9, 9, 9};
+  Bf16BytesToFloat(3, bytes + 1, out);
+  EXPECT_EQ(out[0], 1.5f);
+  EXPECT_EQ(out[1], -0.25f);
+  EXPECT_EQ(out[2], 3.140625f);
+  float sum[3] = {1.0f, 1.0f, 0.5f};
+  AddBf16FromBytes(3, bytes + 1, sum);
+  EXPECT_EQ(sum[0], 2.5f);
+  EXPECT_EQ(sum[1], 0.75f);
+  EXPECT_EQ(sum[2], 3.640625f);
+  // A long vector (the vectorised path) agrees with the one-at-a-time one.
+  std::vector<float> x = RandomVector(10007, 3);
+  std::vector<uint16_t> h(x.size());
+  FloatToBf16(static_cast<int64_t>(x.size()), x.data(), h.data());
+  std::vector<float> widened(x.size());
+  Bf16BytesToFloat(static_cast<int64_t>(x.size()),
+                   reinterpret_cast<const char*>(h.data()), widened.data());
+  for (size_t i = 0; i < x.size(); ++i) {
+    ASSERT_EQ(h[i], Bf16Of(x[i])) << i;
+    uint32_t bits;
+    std::memcpy(&bits, &widened[i], sizeof(bits));
+    ASSERT_EQ(bits, static_cast<uint32_t>(h[i]) << 16) << i;
+    // Relative rounding error of at most 2^-8 (half an ulp of 8 bits).
+    ASSERT_LE(std::fabs(widened[i] - x[i]), std::ldexp(std::fabs(x[i]), -8))
+        << i;
+  }
+}
 
 }  // namespace
 }  // namespace lockstep
