@@ -168,10 +168,16 @@ EOF
 # summary.every_steps), as "all-reduce A ms of a B ms step, W ms of it
 # waited for after backward (H% hidden; N samples)": where a cluster step's
 # time goes, and how much of the all-reduce overlaps backward.
-allreduce_share() {  # allreduce_share SUMMARIES_DIR
+allreduce_share() {  # allreduce_share SUMMARIES_DIR WORKERS
   "$summaries" "$1" allreduce_seconds allreduce_wait_seconds step_seconds | "$PY" -c '
 import json, sys
 s = json.load(sys.stdin)
+if int(sys.argv[1]) == 1:  # a ring of one: nothing crosses the wire
+    t = s.get("step_seconds", {})
+    if t:
+        print(f"chief: a {1000 * sum(t.values()) / len(t):.1f} ms step, no "
+              f"all-reduce (one worker; mean of {len(t)} sampled steps)")
+    sys.exit(0)
 a, t = s.get("allreduce_seconds", {}), s.get("step_seconds", {})
 w = s.get("allreduce_wait_seconds", {})
 steps = sorted(set(a) & set(t) & set(w))
@@ -182,7 +188,7 @@ if steps:
     hidden = 100 * (1 - wm / am) if am > 0 else 0
     print(f"chief: all-reduce {1000 * am:.1f} ms of a {1000 * tm:.1f} ms step, "
           f"{1000 * wm:.1f} ms of it waited for after backward ({hidden:.0f}% "
-          f"hidden; mean of {len(steps)} sampled steps)")'
+          f"hidden; mean of {len(steps)} sampled steps)")' "$2"
 }
 
 # Each run_* sets `sps` (samples/s) and `note` (a line for the log).
@@ -216,7 +222,7 @@ print(f"{sps:,.0f} samples/s; training loop {steps * gb / sps:.1f} s of "
       f"{wall:.1f} s job wall (start to result: set-up, eval, checkpoints), "
       f"{sub:.0f} s submit to exit")' "$sps" "$steps" "$((batch * w))" "$wall" "$submit_seconds")
   local share
-  share=$(allreduce_share "$dir/storage/jobs/$name/summaries" 2>/dev/null || true)
+  share=$(allreduce_share "$dir/storage/jobs/$name/summaries" "$w" 2>/dev/null || true)
   [[ -z "$share" ]] || note+="; $share"
   rm -rf "$dir/storage"
 }

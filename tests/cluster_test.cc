@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -153,12 +154,25 @@ TEST_F(ClusterTest, TwoWorkersTrainLikeOneProcessAndLeaveVerifiedFiles) {
   absl::StatusOr<EventFile> events = ReadEventFile(files[0]);
   ASSERT_TRUE(events.ok()) << events.status();
   int losses = 0, evals = 0;
+  std::map<int64_t, double> allreduce, waited;
   for (const ScalarEvent& e : events->scalars) {
     losses += e.tag == "train/loss";
     evals += e.tag == "eval/accuracy";
+    if (e.tag == "allreduce_seconds") allreduce[e.step] = e.value;
+    if (e.tag == "allreduce_wait_seconds") waited[e.step] = e.value;
   }
   EXPECT_EQ(losses, 9);  // every 10 of 96 steps
   EXPECT_EQ(evals, 3);
+  // The sampled steps' all-reduce time, and the part of it the step waited
+  // for after backward: not more than the whole (give or take a thread's
+  // wake-up: the wait starts before the last bucket's all-reduce does).
+  ASSERT_EQ(waited.size(), 9u);
+  for (const auto& [step, wait] : waited) {
+    ASSERT_EQ(allreduce.count(step), 1u) << step;
+    EXPECT_GT(allreduce[step], 0.0) << step;
+    EXPECT_GE(wait, 0.0) << step;
+    EXPECT_LE(wait, allreduce[step] + 0.02) << step;
+  }
 
   // Submitted again with more epochs, the job resumes from its last
   // checkpoint (the workers fetch it from the coordinator) and ends with the
