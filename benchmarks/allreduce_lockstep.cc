@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "benchmarks/allreduce_harness.h"
@@ -154,6 +155,8 @@ absl::Status Run(const BenchFlags& b) {
 
 int main(int argc, char** argv) {
   lockstep::KeepMessageBuffersResident();  // as the worker daemon does
+  // As the lockstep binary: no Abseil debug deadlock detection.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   return lockstep::BenchMain(argc, argv, "allreduce_lockstep", lockstep::kUsage,
                              {"lanes", "chunk-elements", "wire", "tls-cert", "tls-key",
                               "tls-ca"}, lockstep::Run);
