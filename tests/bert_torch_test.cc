@@ -22,37 +22,20 @@
 #include "core/safetensors.h"
 #include "gtest/gtest.h"
 #include "tests/subprocess.h"
+#include "tests/torch_util.h"
 
 namespace lockstep {
 namespace {
 
+using testing::MaxAbs;
+using testing::MaxDiff;
 using testing::NewTempDir;
+using testing::ReadTensors;
 using testing::Runfile;
 using testing::RunProcess;
+using testing::TorchMissing;
 
 constexpr int kLength = 10, kPredictions = 3, kBatch = 3, kVocab = 50;
-
-std::string TorchMissing() {
-  const std::string dir = NewTempDir("torch_probe");
-  testing::RunResult r =
-      RunProcess({"/usr/bin/python3", "-c", "import torch"}, dir, 60);
-  if (r.exit.exited && r.exit.exit_code == 0) return "";
-  return "python3-torch is not installed for /usr/bin/python3 "
-         "(scripts/install_deps.sh installs it)";
-}
-
-std::map<std::string, Tensor> Read(const std::string& path) {
-  SafetensorsReadOptions options;
-  options.any_dtype = true;
-  absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> t =
-      ReadSafetensors(path, nullptr, options);
-  EXPECT_TRUE(t.ok()) << t.status();
-  std::map<std::string, Tensor> out;
-  if (t.ok()) {
-    for (auto& [name, tensor] : *t) out.emplace(name, std::move(tensor));
-  }
-  return out;
-}
 
 ModelSpec BertSpec(int layers, const std::string& init) {
   absl::StatusOr<ModelSpec> m = ParseModelSpec(absl::StrFormat(
@@ -71,19 +54,6 @@ ModelSpec BertSpec(int layers, const std::string& init) {
       kLength, kLength, kLength, kPredictions, kVocab, layers, init));
   EXPECT_TRUE(m.ok()) << m.status();
   return m.ok() ? *m : ModelSpec();
-}
-
-double MaxAbs(const float* a, int64_t n) {
-  double m = 0;
-  for (int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(double{a[i]}));
-  return m;
-}
-
-double MaxDiff(const float* a, const float* b, int64_t n) {
-  double m = 0;
-  for (int64_t i = 0; i < n; ++i)
-    m = std::max(m, std::fabs(double{a[i]} - b[i]));
-  return m;
 }
 
 class BertTorchTest : public ::testing::TestWithParam<int> {};
@@ -114,8 +84,8 @@ TEST_P(BertTorchTest, LossLogitsAndEveryGradientAgree) {
   EXPECT_EQ(m.graph().init_unused(),
             std::vector<std::string>{"bert.embeddings.position_ids"});
 
-  std::map<std::string, Tensor> batch = Read(dir + "/batch.safetensors");
-  std::map<std::string, Tensor> expected = Read(dir + "/expected.safetensors");
+  std::map<std::string, Tensor> batch = ReadTensors(dir + "/batch.safetensors");
+  std::map<std::string, Tensor> expected = ReadTensors(dir + "/expected.safetensors");
   ASSERT_EQ(batch.count("label_values"), 1u);
   // A sample is its inputs' values one after another.
   const int per = 3 * kLength + kPredictions;

@@ -152,6 +152,30 @@ TEST(LayersTest, Conv2DShapesAndErrors) {
             "layer (l): activation \"gelu\" is for dense layers");
 }
 
+TEST(LayersTest, GlobalAveragePoolingShapesGradientsAndErrors) {
+  std::unique_ptr<Layer> l =
+      BuildLayer(R"({"type": "global_average_pooling2d"})", {{5, 4, 3}});
+  ASSERT_NE(l, nullptr);
+  EXPECT_EQ(l->output_shape(), (Shape{3}));
+  EXPECT_TRUE(l->params().empty());
+  GradCheck(*l, 2, PassContext());
+  std::unique_ptr<Layer> kept = BuildLayer(
+      R"({"type": "global_average_pooling2d", "keepdims": true})", {{2, 2, 2}});
+  ASSERT_NE(kept, nullptr);
+  EXPECT_EQ(kept->output_shape(), (Shape{1, 1, 2}));
+  // Sample of 2x2 positions, 2 channels: (1, -1), (2, -2), (3, -3), (6, 0).
+  const std::vector<float> y =
+      RunForward(*kept, 1, PassContext(), {{1, -1, 2, -2, 3, -3, 6, 0}});
+  EXPECT_EQ(y, (std::vector<float>{3.0f, -1.5f}));
+  EXPECT_EQ(BuildError(R"({"type": "global_average_pooling2d"})", {{64}}),
+            "layer (l): expects an image input [height, width, channels], "
+            "got [64]; image layers must come before flatten and dense");
+  EXPECT_EQ(BuildError(
+                R"({"type": "global_average_pooling2d", "keepdims": 1})",
+                {{2, 2, 2}}),
+            "layer.keepdims: must be true or false, got 1");
+}
+
 TEST(LayersTest, MaxPoolGradientsAndStrides) {
   std::unique_ptr<Layer> l =
       BuildLayer(R"({"type": "max_pool2d", "pool_size": [2, 3]})", {{5, 7, 2}});

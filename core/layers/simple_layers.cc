@@ -1,4 +1,5 @@
-// max_pool2d, flatten and dropout: their fields and their CPU passes.
+// max_pool2d, global_average_pooling2d, flatten and dropout: their fields
+// and their CPU passes.
 #include "core/layers/simple_layers.h"
 
 #include "absl/strings/str_format.h"
@@ -56,6 +57,33 @@ struct NoConfig {};
 
 absl::Status ReadNothing(const Reader&, NoConfig*) { return absl::OkStatus(); }
 Json NothingToJson(const NoConfig&) { return Json::object(); }
+
+struct GlobalAvgPoolConfig {
+  bool keepdims = false;
+};
+
+absl::Status ReadGlobalAvgPool(const Reader& r, GlobalAvgPoolConfig* c) {
+  return r.Bool("keepdims", &c->keepdims);
+}
+
+Json GlobalAvgPoolToJson(const GlobalAvgPoolConfig& c) {
+  Json j;
+  j["keepdims"] = c.keepdims;
+  return j;
+}
+
+absl::StatusOr<std::unique_ptr<Layer>> CreateGlobalAvgPool(
+    const GlobalAvgPoolConfig& c, const LayerBuildContext& ctx) {
+  RETURN_IF_ERROR(CheckImageInput(ctx));
+  return std::unique_ptr<Layer>(std::make_unique<GlobalAvgPool2DLayer>(
+      ctx.name, ctx.inputs[0], c.keepdims));
+}
+
+LOCKSTEP_REGISTER_LAYER(
+    global_average_pooling2d,
+    MakeLayerType<GlobalAvgPoolConfig>(
+        "global_average_pooling2d", "global_average_pooling2d", {"keepdims"},
+        1, 1, &ReadGlobalAvgPool, &GlobalAvgPoolToJson, &CreateGlobalAvgPool));
 
 absl::StatusOr<std::unique_ptr<Layer>> CreateFlatten(
     const NoConfig&, const LayerBuildContext& ctx) {
@@ -121,6 +149,22 @@ void MaxPool2DLayer::Forward(const LayerIO& io, const PassContext&) {
 void MaxPool2DLayer::Backward(const LayerIO& io, const PassContext&) {
   if (io.dx[0] != nullptr) {
     MaxPool2DBackward(Geometry(io.n), io.dy, argmax_.data(), io.dx[0]);
+  }
+}
+
+GlobalAvgPool2DLayer::GlobalAvgPool2DLayer(const std::string& name,
+                                           const Shape& input_shape,
+                                           bool keepdims)
+    : Layer("global_average_pooling2d", name, {input_shape},
+            keepdims ? Shape{1, 1, input_shape[2]} : Shape{input_shape[2]}) {}
+
+void GlobalAvgPool2DLayer::Forward(const LayerIO& io, const PassContext&) {
+  GlobalAvgPool2DForward(io.n, positions(), channels(), io.x[0], io.y);
+}
+
+void GlobalAvgPool2DLayer::Backward(const LayerIO& io, const PassContext&) {
+  if (io.dx[0] != nullptr) {
+    GlobalAvgPool2DBackward(io.n, positions(), channels(), io.dy, io.dx[0]);
   }
 }
 

@@ -1,4 +1,5 @@
-// The parameter-free stack layers: max pooling, flatten, dropout.
+// The parameter-free stack layers: max pooling, global average pooling,
+// flatten, dropout.
 #ifndef LOCKSTEP_CORE_LAYERS_SIMPLE_LAYERS_H_
 #define LOCKSTEP_CORE_LAYERS_SIMPLE_LAYERS_H_
 
@@ -30,6 +31,19 @@ class MaxPool2DLayer : public Layer {
  private:
   const MaxPool2DConfig config_;
   std::vector<int32_t> argmax_;
+};
+
+// The mean of each channel over H and W: [H, W, C] -> [C] (Keras
+// GlobalAveragePooling2D; [1, 1, C] with keepdims, as torch's
+// AdaptiveAvgPool2d(1) in NHWC).
+class GlobalAvgPool2DLayer : public Layer {
+ public:
+  GlobalAvgPool2DLayer(const std::string& name, const Shape& input_shape,
+                       bool keepdims);
+  void Forward(const LayerIO& io, const PassContext& ctx) override;
+  void Backward(const LayerIO& io, const PassContext& ctx) override;
+  int64_t positions() const { return input_shape()[0] * input_shape()[1]; }
+  int64_t channels() const { return input_shape()[2]; }
 };
 
 // A reshape to [prod(input_shape)]: no copy.

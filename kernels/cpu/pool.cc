@@ -155,4 +155,38 @@ void MaxPool2DBackward(const Pool2DGeometry& g, const float* dy,
       });
 }
 
+void GlobalAvgPool2DForward(int64_t n, int64_t hw, int64_t c, const float* x,
+                            float* y) {
+  if (n * c == 0) return;
+  const float count = static_cast<float>(hw);
+  // One range item is one sample: its C running sums stay in y's row.
+  ParallelFor(n, std::max<int64_t>(1, kGrain / std::max<int64_t>(hw * c, 1)),
+              [&](int64_t b, int64_t e) {
+                for (int64_t s = b; s < e; ++s) {
+                  float* out = y + s * c;
+                  const float* img = x + s * hw * c;
+                  std::fill(out, out + c, 0.0f);
+                  for (int64_t p = 0; p < hw; ++p) {
+                    const float* at = img + p * c;
+                    for (int64_t ch = 0; ch < c; ++ch) out[ch] += at[ch];
+                  }
+                  for (int64_t ch = 0; ch < c; ++ch) out[ch] /= count;
+                }
+              });
+}
+
+void GlobalAvgPool2DBackward(int64_t n, int64_t hw, int64_t c,
+                             const float* dy, float* dx) {
+  if (n * hw * c == 0) return;
+  const float count = static_cast<float>(hw);
+  ParallelFor(n * hw, std::max<int64_t>(1, kGrain / std::max<int64_t>(c, 1)),
+              [&](int64_t b, int64_t e) {
+                for (int64_t row = b; row < e; ++row) {
+                  const float* g = dy + (row / hw) * c;
+                  float* out = dx + row * c;
+                  for (int64_t ch = 0; ch < c; ++ch) out[ch] = g[ch] / count;
+                }
+              });
+}
+
 }  // namespace lockstep

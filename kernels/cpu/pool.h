@@ -1,5 +1,6 @@
 // NHWC 2-D max pooling with valid padding (Keras MaxPooling2D's default).
 // Forward records where each maximum came from so backward is a scatter.
+// And global average pooling (the mean over H and W of each channel).
 #ifndef LOCKSTEP_KERNELS_CPU_POOL_H_
 #define LOCKSTEP_KERNELS_CPU_POOL_H_
 
@@ -29,6 +30,15 @@ void MaxPool2DForward(const Pool2DGeometry& g, const float* x, float* y,
 // (summed where windows overlap).
 void MaxPool2DBackward(const Pool2DGeometry& g, const float* dy,
                        const int32_t* argmax, float* dx);
+
+// y [N, C] = the mean over the `hw` positions of x [N, hw, C]: each channel
+// summed in position order in float, then divided by hw (kernels/cuda/pool.h
+// sums in the same order, so both give the same bits).
+void GlobalAvgPool2DForward(int64_t n, int64_t hw, int64_t c, const float* x,
+                            float* y);
+// Overwrites dx [N, hw, C] with dy [N, C] / hw at every position.
+void GlobalAvgPool2DBackward(int64_t n, int64_t hw, int64_t c,
+                             const float* dy, float* dx);
 
 }  // namespace lockstep
 

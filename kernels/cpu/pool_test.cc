@@ -61,6 +61,39 @@ INSTANTIATE_TEST_SUITE_P(
                                          Case{2, 1, 1, 3, 1, 1, 1, 1}),
                        ::testing::Values(1, 3)));
 
+// The mean of each channel, summed in position order (the order the GPU
+// kernel uses too), for 1 and 3 threads; backward spreads dy / hw.
+TEST(GlobalAvgPoolTest, MeansPerChannelAndSpreadsTheGradient) {
+  for (int threads : {1, 3}) {
+    SetNumThreads(threads);
+    const int64_t n = 3, hw = 7 * 5, c = 6;
+    std::vector<float> x = RandomVector(n * hw * c, 4);
+    std::vector<float> y(n * c, 9.0f);
+    GlobalAvgPool2DForward(n, hw, c, x.data(), y.data());
+    for (int64_t s = 0; s < n; ++s) {
+      for (int64_t ch = 0; ch < c; ++ch) {
+        float acc = 0.0f;
+        for (int64_t p = 0; p < hw; ++p) acc += x[(s * hw + p) * c + ch];
+        ASSERT_EQ(y[s * c + ch], acc / static_cast<float>(hw))
+            << "sample " << s << " channel " << ch;
+      }
+    }
+    std::vector<float> dy = RandomVector(n * c, 5);
+    std::vector<float> dx(x.size(), 9.0f);
+    GlobalAvgPool2DBackward(n, hw, c, dy.data(), dx.data());
+    for (int64_t i = 0; i < n * hw * c; ++i) {
+      ASSERT_EQ(dx[i], dy[(i / (hw * c)) * c + i % c] / 35.0f) << i;
+    }
+  }
+  // Exact small case: channels (1, 10), (2, 20), (3, 30), (6, 60).
+  const float x[8] = {1, 10, 2, 20, 3, 30, 6, 60};
+  float y[2];
+  GlobalAvgPool2DForward(1, 4, 2, x, y);
+  EXPECT_EQ(y[0], 3.0f);
+  EXPECT_EQ(y[1], 30.0f);
+  GlobalAvgPool2DForward(0, 4, 2, nullptr, nullptr);  // an empty batch
+}
+
 TEST(PoolGeometryTest, ValidPadding) {
   Pool2DGeometry g = Pool2DGeometry::Make(1, 26, 26, 32, 2, 2, 2, 2);
   EXPECT_EQ(g.out_h, 13);

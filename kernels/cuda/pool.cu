@@ -1,5 +1,6 @@
 // Max pooling: one thread per output element forward, one per input element
-// backward (a gather over the windows that contain it).
+// backward (a gather over the windows that contain it). Global average
+// pooling: one thread per (sample, channel) forward, per element backward.
 #include "kernels/cuda/pool.h"
 #include "kernels/cuda/grid_stride.cuh"
 
@@ -85,7 +86,50 @@ __global__ void BackwardKernel(Geo g, int64_t total, bool disjoint,
   }
 }
 
+__global__ void GlobalAvgForwardKernel(int64_t hw, int64_t c, int64_t total,
+                                       const float* x, float* y) {
+  const float count = static_cast<float>(hw);
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       i < total; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t n = i / c, ch = i % c;
+    const float* img = x + n * hw * c + ch;
+    float acc = 0.0f;
+    for (int64_t p = 0; p < hw; ++p) acc = __fadd_rn(acc, img[p * c]);
+    y[i] = __fdiv_rn(acc, count);
+  }
+}
+
+__global__ void GlobalAvgBackwardKernel(int64_t hw, int64_t c, int64_t total,
+                                        const float* dy, float* dx) {
+  const float count = static_cast<float>(hw);
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       i < total; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t ch = i % c, n = i / (hw * c);
+    dx[i] = __fdiv_rn(dy[n * c + ch], count);
+  }
+}
+
 }  // namespace
+
+cudaError_t GlobalAvgPool2DForward(int64_t n, int64_t hw, int64_t c,
+                                   const float* x, float* y,
+                                   cudaStream_t stream) {
+  const int64_t total = n * c;
+  if (total <= 0) return cudaSuccess;
+  GlobalAvgForwardKernel<<<Blocks(total), kThreads, 0, stream>>>(hw, c, total,
+                                                                 x, y);
+  return cudaGetLastError();
+}
+
+cudaError_t GlobalAvgPool2DBackward(int64_t n, int64_t hw, int64_t c,
+                                    const float* dy, float* dx,
+                                    cudaStream_t stream) {
+  const int64_t total = n * hw * c;
+  if (total <= 0) return cudaSuccess;
+  GlobalAvgBackwardKernel<<<Blocks(total), kThreads, 0, stream>>>(
+      hw, c, total, dy, dx);
+  return cudaGetLastError();
+}
 
 cudaError_t MaxPool2DForward(const Pool2DGeometry& g, const float* x, float* y,
                              int32_t* argmax, cudaStream_t stream) {

@@ -1,6 +1,7 @@
-// NHWC 2-D max pooling (valid padding) on the GPU with the exact semantics of
-// kernels/cpu/pool.h: the same outputs, argmax indices (first maximum within
-// the sample's H*W*C values) and input gradients, bit for bit.
+// NHWC 2-D max pooling (valid padding) and global average pooling on the GPU
+// with the exact semantics of kernels/cpu/pool.h: the same outputs, argmax
+// indices (first maximum within the sample's H*W*C values) and input
+// gradients, bit for bit.
 #ifndef LOCKSTEP_KERNELS_CUDA_POOL_H_
 #define LOCKSTEP_KERNELS_CUDA_POOL_H_
 
@@ -24,6 +25,16 @@ cudaError_t MaxPool2DForward(const Pool2DGeometry& g, const float* x, float* y,
 cudaError_t MaxPool2DBackward(const Pool2DGeometry& g, const float* dy,
                               const int32_t* argmax, float* dx,
                               cudaStream_t stream);
+
+// y [N, C] = the mean over hw positions of x [N, hw, C]; one thread per
+// (sample, channel) sums in position order, as the CPU does.
+cudaError_t GlobalAvgPool2DForward(int64_t n, int64_t hw, int64_t c,
+                                   const float* x, float* y,
+                                   cudaStream_t stream);
+// Overwrites dx [N, hw, C] with dy [N, C] / hw.
+cudaError_t GlobalAvgPool2DBackward(int64_t n, int64_t hw, int64_t c,
+                                    const float* dy, float* dx,
+                                    cudaStream_t stream);
 
 }  // namespace cuda
 }  // namespace lockstep

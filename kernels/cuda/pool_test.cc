@@ -2,6 +2,7 @@
 // overlapping and gapped windows.
 #include "kernels/cuda/pool.h"
 
+#include <array>
 #include <cstring>
 #include <vector>
 
@@ -71,6 +72,31 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{1, 1, 1, 1, 2, 2, 2, 2},  // pool larger than input
                       Case{16, 28, 28, 32, 2, 2, 2, 2}  // a CNN layer
                       ));
+
+// Global average pooling sums each channel in the CPU's order: the same
+// bits, forward and backward.
+TEST(GlobalAvgPoolTest, ForwardAndBackwardMatchCpu) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  for (const auto& [n, hw, c] : std::vector<std::array<int64_t, 3>>{
+           {2, 7 * 7, 1280}, {3, 3 * 5, 7}, {0, 4, 4}, {16, 1, 32}}) {
+    std::vector<float> x = RandomVector(n * hw * c, 31);
+    std::vector<float> want_y(n * c);
+    lockstep::GlobalAvgPool2DForward(n, hw, c, x.data(), want_y.data());
+    DeviceArray<float> d_x(x), d_y(n * c);
+    ASSERT_EQ(cuda::GlobalAvgPool2DForward(n, hw, c, d_x.get(), d_y.get(),
+                                           nullptr),
+              cudaSuccess);
+    ExpectSameBits(want_y, d_y.ToHost());
+    std::vector<float> dy = RandomVector(n * c, 32);
+    std::vector<float> want_dx(x.size());
+    lockstep::GlobalAvgPool2DBackward(n, hw, c, dy.data(), want_dx.data());
+    DeviceArray<float> d_dy(dy), d_dx(std::vector<float>(x.size(), 9.0f));
+    ASSERT_EQ(cuda::GlobalAvgPool2DBackward(n, hw, c, d_dy.get(), d_dx.get(),
+                                            nullptr),
+              cudaSuccess);
+    ExpectSameBits(want_dx, d_dx.ToHost());
+  }
+}
 
 }  // namespace
 }  // namespace cuda

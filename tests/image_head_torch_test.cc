@@ -1,0 +1,109 @@
+// Numerical agreement with PyTorch for an image head:
+// tests/torch_image_head_reference.py builds conv2d (3x3, ReLU) -> global
+// average pooling -> dense in torch with seeded weights and a batch, and
+// writes the weights (Keras names and layouts), the NHWC batch, the loss,
+// the logits and every parameter's gradient. lockstep loads the weights as
+// the model's initial values ("init": {"safetensors": ...}), runs one
+// training step and must agree in fp32:
+//   loss within 1e-6 relative, logits within 1e-5 absolute (they are O(1)),
+//   each gradient within 1e-5 of its tensor's largest entry.
+// Skips, saying why, where /usr/bin/python3 has no torch.
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "core/job_spec.h"
+#include "core/model.h"
+#include "gtest/gtest.h"
+#include "tests/subprocess.h"
+#include "tests/torch_util.h"
+
+namespace lockstep {
+namespace {
+
+using testing::MaxAbs;
+using testing::MaxDiff;
+using testing::NewTempDir;
+using testing::ReadTensors;
+using testing::Runfile;
+using testing::RunProcess;
+using testing::TorchMissing;
+
+constexpr int kBatch = 4, kHeight = 9, kWidth = 7, kChannels = 3,
+              kFilters = 6, kClasses = 5;
+
+TEST(ImageHeadTorchTest, LossLogitsAndEveryGradientAgree) {
+  const std::string why = TorchMissing();
+  if (!why.empty()) GTEST_SKIP() << why;
+  const std::string dir = NewTempDir("image_head_ref");
+  testing::RunResult ref = RunProcess(
+      {"/usr/bin/python3", Runfile("tests/torch_image_head_reference.py"),
+       "--out", dir, "--seed", "3", "--batch", std::to_string(kBatch),
+       "--height", std::to_string(kHeight), "--width", std::to_string(kWidth),
+       "--channels", std::to_string(kChannels), "--filters",
+       std::to_string(kFilters), "--classes", std::to_string(kClasses)},
+      dir, 120);
+  ASSERT_TRUE(ref.exit.exited && ref.exit.exit_code == 0) << ref.err;
+
+  absl::StatusOr<ModelSpec> spec = ParseModelSpec(absl::StrFormat(
+      R"({"input_shape": [%d, %d, %d],
+          "layers": [
+            {"type": "conv2d", "name": "conv", "filters": %d,
+             "kernel_size": 3, "activation": "relu"},
+            {"type": "global_average_pooling2d", "name": "gap"},
+            {"type": "dense", "name": "head", "units": %d}],
+          "init": {"safetensors": "%s/model.safetensors"}})",
+      kHeight, kWidth, kChannels, kFilters, kClasses, dir));
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  absl::StatusOr<std::unique_ptr<Model>> built = Model::Build(*spec, 1);
+  ASSERT_TRUE(built.ok()) << built.status();
+  Model& m = **built;
+
+  std::map<std::string, Tensor> batch = ReadTensors(dir + "/batch.safetensors");
+  std::map<std::string, Tensor> want =
+      ReadTensors(dir + "/expected.safetensors");
+  const Tensor& images = batch.at("x");
+  ASSERT_EQ(images.shape(), (Shape{kBatch, kHeight, kWidth, kChannels}));
+  Tensor x({kBatch, kHeight, kWidth, kChannels});
+  std::copy(images.data(), images.data() + images.size(), x.data());
+  std::vector<int32_t> labels;
+  for (float v : batch.at("labels").values()) {
+    labels.push_back(static_cast<int32_t>(v));
+  }
+
+  const BatchLoss loss =
+      m.TrainStep(x, labels.data(), LossType::kSparseCategoricalCrossentropy,
+                  1.0f / kBatch, 0);
+  const double torch_loss = want.at("loss").data()[0];
+  EXPECT_NEAR(loss.loss_sum / kBatch, torch_loss, 1e-6 * torch_loss);
+
+  int checked = 0;
+  double worst = 0;
+  for (Param* p : m.params()) {
+    auto it = want.find("grad." + p->name);
+    ASSERT_NE(it, want.end()) << p->name;
+    ASSERT_EQ(it->second.shape(), p->grad.shape()) << p->name;
+    const double scale = MaxAbs(it->second.data(), it->second.size());
+    const double diff = MaxDiff(p->grad.data(), it->second.data(),
+                                p->grad.size());
+    EXPECT_GT(scale, 1e-3) << p->name << ": a gradient this small tests little";
+    EXPECT_LE(diff, 1e-5 * scale) << p->name;
+    worst = std::max(worst, diff / scale);
+    ++checked;
+  }
+  EXPECT_EQ(checked, 4);
+  std::printf("loss %.8f (torch %.8f), worst gradient difference %.2e of its "
+              "tensor's largest entry\n",
+              loss.loss_sum / kBatch, torch_loss, worst);
+
+  const float* logits = m.Logits(x);
+  const Tensor& want_logits = want.at("logits");
+  ASSERT_EQ(want_logits.size(), kBatch * kClasses);
+  EXPECT_LE(MaxDiff(logits, want_logits.data(), want_logits.size()), 1e-5);
+}
+
+}  // namespace
+}  // namespace lockstep

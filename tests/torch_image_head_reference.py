@@ -1,0 +1,84 @@
+#!/usr/bin/python3
+"""PyTorch reference for lockstep's image-head agreement test.
+
+The model is the seed's fine-tuning head over a small convolution:
+  conv2d (3x3, valid, ReLU) -> global average pooling -> dense (logits)
+with a sparse categorical cross-entropy, mean over the batch. torch runs it
+in NCHW; the files below are in lockstep's Keras layout (NHWC images, conv
+kernels [kh, kw, in, out], dense kernels [in, out]) and Keras names.
+
+Outputs (in --out DIR):
+  model.safetensors     conv/kernel, conv/bias, head/kernel, head/bias
+  batch.safetensors     x [N, H, W, C] and labels [N] (float32)
+  expected.safetensors  loss [1], logits [N, K] and grad.<name> for every
+                        parameter
+"""
+
+import argparse
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_bert_reference import write_safetensors  # noqa: E402
+
+
+def main(argv):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=True)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--height", type=int, default=9)
+    p.add_argument("--width", type=int, default=7)
+    p.add_argument("--channels", type=int, default=3)
+    p.add_argument("--filters", type=int, default=6)
+    p.add_argument("--classes", type=int, default=5)
+    a = p.parse_args(argv)
+    gen = torch.Generator().manual_seed(a.seed)
+
+    def normal(*shape, std):
+        return (torch.randn(*shape, generator=gen) * std).requires_grad_()
+
+    conv_w = normal(a.filters, a.channels, 3, 3, std=0.4)
+    conv_b = normal(a.filters, std=0.2)
+    head_w = normal(a.classes, a.filters, std=0.5)
+    head_b = normal(a.classes, std=0.1)
+    x = torch.rand(a.batch, a.height, a.width, a.channels, generator=gen) * 2 - 1
+    labels = torch.randint(a.classes, (a.batch,), generator=gen)
+
+    h = F.relu(F.conv2d(x.permute(0, 3, 1, 2), conv_w, conv_b))
+    pooled = F.adaptive_avg_pool2d(h, 1).flatten(1)  # [N, F]
+    logits = pooled @ head_w.t() + head_b
+    loss = F.cross_entropy(logits, labels)
+    loss.backward()
+
+    # Keras layouts: conv [out, in, kh, kw] -> [kh, kw, in, out], dense
+    # [out, in] -> [in, out].
+    def conv(t):
+        return t.detach().permute(2, 3, 1, 0).contiguous()
+
+    def dense(t):
+        return t.detach().t().contiguous()
+
+    params = {
+        "conv/kernel": (conv(conv_w), conv(conv_w.grad)),
+        "conv/bias": (conv_b.detach(), conv_b.grad),
+        "head/kernel": (dense(head_w), dense(head_w.grad)),
+        "head/bias": (head_b.detach(), head_b.grad),
+    }
+    os.makedirs(a.out, exist_ok=True)
+    write_safetensors(os.path.join(a.out, "model.safetensors"),
+                      {k: v for k, (v, _) in params.items()})
+    write_safetensors(os.path.join(a.out, "batch.safetensors"),
+                      {"x": x, "labels": labels.float()})
+    expected = {"grad." + k: g.contiguous() for k, (_, g) in params.items()}
+    expected["loss"] = loss.detach().reshape(1)
+    expected["logits"] = logits.detach()
+    write_safetensors(os.path.join(a.out, "expected.safetensors"), expected)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,62 @@
+// What the PyTorch agreement tests share: whether /usr/bin/python3 has
+// torch, reading the reference's safetensors files, and the error measures.
+#ifndef LOCKSTEP_TESTS_TORCH_UTIL_H_
+#define LOCKSTEP_TESTS_TORCH_UTIL_H_
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/safetensors.h"
+#include "core/tensor.h"
+#include "gtest/gtest.h"
+#include "tests/subprocess.h"
+
+namespace lockstep {
+namespace testing {
+
+// Empty when /usr/bin/python3 imports torch; else why the test skips.
+inline std::string TorchMissing() {
+  const std::string dir = NewTempDir("torch_probe");
+  RunResult r = RunProcess({"/usr/bin/python3", "-c", "import torch"}, dir, 60);
+  if (r.exit.exited && r.exit.exit_code == 0) return "";
+  return "python3-torch is not installed for /usr/bin/python3 "
+         "(scripts/install_deps.sh installs it)";
+}
+
+// Every tensor of a safetensors file, by name (any float dtype widened).
+inline std::map<std::string, Tensor> ReadTensors(const std::string& path) {
+  SafetensorsReadOptions options;
+  options.any_dtype = true;
+  absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> t =
+      ReadSafetensors(path, nullptr, options);
+  EXPECT_TRUE(t.ok()) << t.status();
+  std::map<std::string, Tensor> out;
+  if (t.ok()) {
+    for (auto& [name, tensor] : *t) out.emplace(name, std::move(tensor));
+  }
+  return out;
+}
+
+inline double MaxAbs(const float* a, int64_t n) {
+  double m = 0;
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(double{a[i]}));
+  return m;
+}
+
+inline double MaxDiff(const float* a, const float* b, int64_t n) {
+  double m = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    m = std::max(m, std::fabs(double{a[i]} - b[i]));
+  }
+  return m;
+}
+
+}  // namespace testing
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_TESTS_TORCH_UTIL_H_
