@@ -1,5 +1,6 @@
 // Numerical agreement with PyTorch for an image head:
-// tests/torch_image_head_reference.py builds conv2d (3x3, ReLU) -> global
+// tests/torch_image_head_reference.py builds conv2d (3x3, ReLU or ReLU6, with
+// weights large enough that ReLU6 clips at 6 too) -> global
 // average pooling -> dense in torch with seeded weights and a batch, and
 // writes the weights (Keras names and layouts), the NHWC batch, the loss,
 // the logits and every parameter's gradient. lockstep loads the weights as
@@ -35,16 +36,21 @@ using testing::TorchMissing;
 constexpr int kBatch = 4, kHeight = 9, kWidth = 7, kChannels = 3,
               kFilters = 6, kClasses = 5;
 
-TEST(ImageHeadTorchTest, LossLogitsAndEveryGradientAgree) {
+class ImageHeadTorchTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ImageHeadTorchTest, LossLogitsAndEveryGradientAgree) {
   const std::string why = TorchMissing();
   if (!why.empty()) GTEST_SKIP() << why;
+  const std::string activation = GetParam();
   const std::string dir = NewTempDir("image_head_ref");
   testing::RunResult ref = RunProcess(
       {"/usr/bin/python3", Runfile("tests/torch_image_head_reference.py"),
        "--out", dir, "--seed", "3", "--batch", std::to_string(kBatch),
        "--height", std::to_string(kHeight), "--width", std::to_string(kWidth),
        "--channels", std::to_string(kChannels), "--filters",
-       std::to_string(kFilters), "--classes", std::to_string(kClasses)},
+       std::to_string(kFilters), "--classes", std::to_string(kClasses),
+       "--activation", activation, "--conv-std",
+       activation == "relu6" ? "2.0" : "0.4"},
       dir, 120);
   ASSERT_TRUE(ref.exit.exited && ref.exit.exit_code == 0) << ref.err;
 
@@ -52,11 +58,11 @@ TEST(ImageHeadTorchTest, LossLogitsAndEveryGradientAgree) {
       R"({"input_shape": [%d, %d, %d],
           "layers": [
             {"type": "conv2d", "name": "conv", "filters": %d,
-             "kernel_size": 3, "activation": "relu"},
+             "kernel_size": 3, "activation": "%s"},
             {"type": "global_average_pooling2d", "name": "gap"},
             {"type": "dense", "name": "head", "units": %d}],
           "init": {"safetensors": "%s/model.safetensors"}})",
-      kHeight, kWidth, kChannels, kFilters, kClasses, dir));
+      kHeight, kWidth, kChannels, kFilters, activation, kClasses, dir));
   ASSERT_TRUE(spec.ok()) << spec.status();
   absl::StatusOr<std::unique_ptr<Model>> built = Model::Build(*spec, 1);
   ASSERT_TRUE(built.ok()) << built.status();
@@ -65,6 +71,8 @@ TEST(ImageHeadTorchTest, LossLogitsAndEveryGradientAgree) {
   std::map<std::string, Tensor> batch = ReadTensors(dir + "/batch.safetensors");
   std::map<std::string, Tensor> want =
       ReadTensors(dir + "/expected.safetensors");
+  EXPECT_GT(want.at("clipped_low").data()[0], 10);
+  if (activation == "relu6") EXPECT_GT(want.at("clipped_high").data()[0], 10);
   const Tensor& images = batch.at("x");
   ASSERT_EQ(images.shape(), (Shape{kBatch, kHeight, kWidth, kChannels}));
   Tensor x({kBatch, kHeight, kWidth, kChannels});
@@ -95,15 +103,18 @@ TEST(ImageHeadTorchTest, LossLogitsAndEveryGradientAgree) {
     ++checked;
   }
   EXPECT_EQ(checked, 4);
-  std::printf("loss %.8f (torch %.8f), worst gradient difference %.2e of its "
-              "tensor's largest entry\n",
-              loss.loss_sum / kBatch, torch_loss, worst);
+  std::printf("%s: loss %.8f (torch %.8f), worst gradient difference %.2e "
+              "of its tensor's largest entry\n",
+              activation.c_str(), loss.loss_sum / kBatch, torch_loss, worst);
 
   const float* logits = m.Logits(x);
   const Tensor& want_logits = want.at("logits");
   ASSERT_EQ(want_logits.size(), kBatch * kClasses);
   EXPECT_LE(MaxDiff(logits, want_logits.data(), want_logits.size()), 1e-5);
 }
+
+INSTANTIATE_TEST_SUITE_P(Activations, ImageHeadTorchTest,
+                         ::testing::Values("relu", "relu6"));
 
 }  // namespace
 }  // namespace lockstep

@@ -2,7 +2,8 @@
 """PyTorch reference for lockstep's image-head agreement test.
 
 The model is the seed's fine-tuning head over a small convolution:
-  conv2d (3x3, valid, ReLU) -> global average pooling -> dense (logits)
+  conv2d (3x3, valid, ReLU or ReLU6) -> global average pooling -> dense
+  (logits)
 with a sparse categorical cross-entropy, mean over the batch. torch runs it
 in NCHW; the files below are in lockstep's Keras layout (NHWC images, conv
 kernels [kh, kw, in, out], dense kernels [in, out]) and Keras names.
@@ -35,20 +36,26 @@ def main(argv):
     p.add_argument("--channels", type=int, default=3)
     p.add_argument("--filters", type=int, default=6)
     p.add_argument("--classes", type=int, default=5)
+    p.add_argument("--activation", choices=["relu", "relu6"], default="relu")
+    p.add_argument("--conv-std", type=float, default=0.4,
+                   help="the conv weights' scale (2.0 puts many "
+                        "pre-activations past relu6's 6)")
     a = p.parse_args(argv)
     gen = torch.Generator().manual_seed(a.seed)
 
     def normal(*shape, std):
         return (torch.randn(*shape, generator=gen) * std).requires_grad_()
 
-    conv_w = normal(a.filters, a.channels, 3, 3, std=0.4)
+    conv_w = normal(a.filters, a.channels, 3, 3, std=a.conv_std)
     conv_b = normal(a.filters, std=0.2)
     head_w = normal(a.classes, a.filters, std=0.5)
     head_b = normal(a.classes, std=0.1)
     x = torch.rand(a.batch, a.height, a.width, a.channels, generator=gen) * 2 - 1
     labels = torch.randint(a.classes, (a.batch,), generator=gen)
 
-    h = F.relu(F.conv2d(x.permute(0, 3, 1, 2), conv_w, conv_b))
+    act = F.relu6 if a.activation == "relu6" else F.relu
+    pre = F.conv2d(x.permute(0, 3, 1, 2), conv_w, conv_b)
+    h = act(pre)
     pooled = F.adaptive_avg_pool2d(h, 1).flatten(1)  # [N, F]
     logits = pooled @ head_w.t() + head_b
     loss = F.cross_entropy(logits, labels)
@@ -76,6 +83,9 @@ def main(argv):
     expected = {"grad." + k: g.contiguous() for k, (_, g) in params.items()}
     expected["loss"] = loss.detach().reshape(1)
     expected["logits"] = logits.detach()
+    # How many pre-activations each clip acts on (the test wants both).
+    expected["clipped_low"] = (pre < 0).float().sum().reshape(1)
+    expected["clipped_high"] = (pre > 6).float().sum().reshape(1)
     write_safetensors(os.path.join(a.out, "expected.safetensors"), expected)
     return 0
 

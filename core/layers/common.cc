@@ -20,7 +20,8 @@ const Table<Activation>& Activations() {
   static const auto* t = new Table<Activation>{
       {"relu", Activation::kRelu},       {"gelu", Activation::kGelu},
       {"tanh", Activation::kTanh},       {"sigmoid", Activation::kSigmoid},
-      {"softmax", Activation::kSoftmax}, {"linear", Activation::kLinear}};
+      {"softmax", Activation::kSoftmax}, {"linear", Activation::kLinear},
+      {"relu6", Activation::kRelu6}};
   return *t;
 }
 
@@ -28,6 +29,8 @@ ActivationKind ToActivationKind(Activation a) {
   switch (a) {
     case Activation::kRelu:
       return ActivationKind::kRelu;
+    case Activation::kRelu6:
+      return ActivationKind::kRelu6;
     case Activation::kTanh:
       return ActivationKind::kTanh;
     case Activation::kSigmoid:

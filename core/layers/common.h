@@ -17,7 +17,15 @@ namespace lockstep {
 // A dense or conv2d activation. GELU (exact, erf) needs the pre-activation
 // in backward, so the layer applies it itself; the rest go through the
 // kernels' ActivationKind.
-enum class Activation { kLinear, kRelu, kGelu, kTanh, kSigmoid, kSoftmax };
+enum class Activation {
+  kLinear,
+  kRelu,
+  kGelu,
+  kTanh,
+  kSigmoid,
+  kSoftmax,
+  kRelu6
+};
 const spec_reader::Table<Activation>& Activations();
 // kGelu maps to kLinear (the layer applies GELU separately).
 ActivationKind ToActivationKind(Activation a);

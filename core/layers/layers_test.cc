@@ -24,7 +24,7 @@ using testing::RunForward;
 TEST(LayersTest, DenseGradientsForEveryActivation) {
   SetNumThreads(2);
   for (const char* act :
-       {"linear", "relu", "gelu", "tanh", "sigmoid", "softmax"}) {
+       {"linear", "relu", "gelu", "tanh", "sigmoid", "softmax", "relu6"}) {
     std::unique_ptr<Layer> l = BuildLayer(
         std::string(R"({"type": "dense", "units": 5, "activation": ")") + act +
             "\"}",

@@ -44,6 +44,11 @@ void ActivationBackwardRows(int64_t rows, int64_t cols, ActivationKind act,
     case ActivationKind::kRelu:
       for (int64_t i = 0; i < n; ++i) d[i] = y[i] > 0.0f ? d[i] : 0.0f;
       break;
+    case ActivationKind::kRelu6:
+      for (int64_t i = 0; i < n; ++i) {
+        d[i] = y[i] > 0.0f && y[i] < 6.0f ? d[i] : 0.0f;
+      }
+      break;
     case ActivationKind::kTanh:
       for (int64_t i = 0; i < n; ++i) d[i] *= 1.0f - y[i] * y[i];
       break;
@@ -87,7 +92,8 @@ void BiasActivationForward(int64_t rows, int64_t cols, const float* bias,
     if (bias != nullptr) AddBias(rows, cols, bias, y);
     return;
   }
-  const bool dear = act != ActivationKind::kRelu;
+  const bool dear =
+      act != ActivationKind::kRelu && act != ActivationKind::kRelu6;
   ParallelFor(rows, RowGrain(cols, dear ? kDearGrain : kCheapGrain),
               [&](int64_t b, int64_t e) {
                 for (int64_t r = b; r < e; ++r) {
@@ -99,6 +105,11 @@ void BiasActivationForward(int64_t rows, int64_t cols, const float* bias,
                     case ActivationKind::kRelu:
                       for (int64_t c = 0; c < cols; ++c) {
                         row[c] = std::max(row[c], 0.0f);
+                      }
+                      break;
+                    case ActivationKind::kRelu6:
+                      for (int64_t c = 0; c < cols; ++c) {
+                        row[c] = std::min(std::max(row[c], 0.0f), 6.0f);
                       }
                       break;
                     case ActivationKind::kTanh:

@@ -8,8 +8,16 @@
 
 namespace lockstep {
 
-// The activations the kernels know; kSoftmax works on rows.
-enum class ActivationKind { kLinear, kRelu, kTanh, kSigmoid, kSoftmax };
+// The activations the kernels know; kSoftmax works on rows. kRelu6 is
+// min(max(x, 0), 6) (MobileNetV2's), its gradient 1 strictly inside (0, 6).
+enum class ActivationKind {
+  kLinear,
+  kRelu,
+  kTanh,
+  kSigmoid,
+  kSoftmax,
+  kRelu6
+};
 
 // y[r, c] += bias[c].
 void AddBias(int64_t rows, int64_t cols, const float* bias, float* y);

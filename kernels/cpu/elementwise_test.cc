@@ -17,6 +17,8 @@ double Act(ActivationKind act, double v) {
   switch (act) {
     case ActivationKind::kRelu:
       return v > 0 ? v : 0;
+    case ActivationKind::kRelu6:
+      return v > 6 ? 6 : v > 0 ? v : 0;
     case ActivationKind::kTanh:
       return std::tanh(v);
     case ActivationKind::kSigmoid:
@@ -66,9 +68,11 @@ TEST_P(ElementwiseTest, BiasGradDoesNotDependOnThreads) {
 
 TEST_P(ElementwiseTest, ActivationsForwardAndBackward) {
   const int64_t rows = 301, cols = 13;
-  for (ActivationKind act : {ActivationKind::kLinear, ActivationKind::kRelu,
-                             ActivationKind::kTanh, ActivationKind::kSigmoid}) {
-    std::vector<float> z = RandomVector(rows * cols, 4, -3, 3);
+  for (ActivationKind act :
+       {ActivationKind::kLinear, ActivationKind::kRelu, ActivationKind::kTanh,
+        ActivationKind::kSigmoid, ActivationKind::kRelu6}) {
+    // Past 6 too, for relu6's upper clip.
+    std::vector<float> z = RandomVector(rows * cols, 4, -3, 8);
     std::vector<float> bias = RandomVector(cols, 5);
     std::vector<float> y = z;
     BiasActivationForward(rows, cols, bias.data(), act, y.data());
@@ -82,7 +86,10 @@ TEST_P(ElementwiseTest, ActivationsForwardAndBackward) {
         ASSERT_NEAR(y[i], Act(act, pre), 1e-5);
         const double h = 1e-3;
         const double slope = (Act(act, pre + h) - Act(act, pre - h)) / (2 * h);
-        if (act == ActivationKind::kRelu && std::fabs(pre) < 2 * h) continue;
+        if ((act == ActivationKind::kRelu || act == ActivationKind::kRelu6) &&
+            (std::fabs(pre) < 2 * h || std::fabs(pre - 6) < 2 * h)) {
+          continue;  // at a kink
+        }
         ASSERT_NEAR(dz[i], dy[i] * slope, 1e-4) << static_cast<int>(act);
       }
     }

@@ -11,6 +11,11 @@ namespace {
 
 // std::max(v, 0.0f): NaN and -0.0f pass through.
 __device__ float Relu(float v) { return v < 0.0f ? 0.0f : v; }
+// std::min(std::max(v, 0.0f), 6.0f), NaN and -0.0f included.
+__device__ float Relu6(float v) {
+  const float r = Relu(v);
+  return 6.0f < r ? 6.0f : r;
+}
 __device__ float Sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
 
 __global__ void PointwiseForwardKernel(int64_t n, int64_t cols,
@@ -22,6 +27,9 @@ __global__ void PointwiseForwardKernel(int64_t n, int64_t cols,
     switch (act) {
       case ActivationKind::kRelu:
         v = Relu(v);
+        break;
+      case ActivationKind::kRelu6:
+        v = Relu6(v);
         break;
       case ActivationKind::kTanh:
         v = tanhf(v);
@@ -62,6 +70,9 @@ __global__ void PointwiseBackwardKernel(int64_t n, ActivationKind act,
     switch (act) {
       case ActivationKind::kRelu:
         d[i] = yi > 0.0f ? d[i] : 0.0f;
+        break;
+      case ActivationKind::kRelu6:
+        d[i] = yi > 0.0f && yi < 6.0f ? d[i] : 0.0f;
         break;
       case ActivationKind::kTanh:
         d[i] *= 1.0f - yi * yi;

@@ -23,10 +23,11 @@ struct Case {
 
 const ActivationKind kActs[] = {ActivationKind::kLinear, ActivationKind::kRelu,
                                 ActivationKind::kTanh, ActivationKind::kSigmoid,
-                                ActivationKind::kSoftmax};
+                                ActivationKind::kSoftmax, ActivationKind::kRelu6};
 
 bool ExactForward(ActivationKind act) {
-  return act == ActivationKind::kLinear || act == ActivationKind::kRelu;
+  return act == ActivationKind::kLinear || act == ActivationKind::kRelu ||
+         act == ActivationKind::kRelu6;
 }
 
 void ExpectSameBits(const std::vector<float>& want,
@@ -54,7 +55,8 @@ class ActivationTest : public ::testing::TestWithParam<Case> {};
 TEST_P(ActivationTest, ForwardMatchesCpu) {
   SKIP_WITHOUT_CUDA_DEVICE();
   const auto [rows, cols] = GetParam();
-  const std::vector<float> x = RandomVector(rows * cols, 1, -3.0f, 3.0f);
+  // Past 6, for relu6's upper clip.
+  const std::vector<float> x = RandomVector(rows * cols, 1, -3.0f, 8.0f);
   const std::vector<float> bias = RandomVector(cols, 2);
   for (ActivationKind act : kActs) {
     for (bool with_bias : {true, false}) {
@@ -84,7 +86,7 @@ TEST_P(ActivationTest, BackwardAndBiasGradMatchCpuBitForBit) {
   for (ActivationKind act : kActs) {
     // A genuine activation output (the CPU's forward), so the backward sees
     // realistic values, e.g. softmax rows that sum to 1.
-    std::vector<float> y = RandomVector(rows * cols, 4, -2.0f, 2.0f);
+    std::vector<float> y = RandomVector(rows * cols, 4, -2.0f, 7.0f);
     lockstep::BiasActivationForward(rows, cols, nullptr, act, y.data());
     for (bool with_bias : {true, false}) {
       SCOPED_TRACE(::testing::Message()
