@@ -244,6 +244,11 @@ bool Graph::output_has_softmax() const {
   return l != nullptr && l->HasSoftmaxOutput();
 }
 
+bool Graph::output_has_sigmoid() const {
+  const Layer* l = nodes_.back().layer;
+  return l != nullptr && l->HasSigmoidOutput();
+}
+
 absl::Status Graph::Plan() {
   const int n = static_cast<int>(nodes_.size());
   PassContext training;

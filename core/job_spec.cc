@@ -20,7 +20,8 @@
 //   name ? "<stem>", "<stem>_1", ... (Keras stems, skipping given names;
 //   [A-Za-z0-9_.-]{1,64}, unique), inputs ? the previous layer (the first
 //   layer: the first model input), then the type's own fields.
-// loss                    sparse_categorical_crossentropy | mse
+// loss                    sparse_categorical_crossentropy | mse |
+//                         binary_crossentropy (one logit or sigmoid per sample)
 //                         ? sparse_categorical_crossentropy
 // optimizer               object ? {"type": "adam"}
 //   type                  required: sgd | adam | adamw

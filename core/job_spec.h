@@ -13,7 +13,11 @@
 
 namespace lockstep {
 
-enum class LossType { kSparseCategoricalCrossentropy, kMse };
+enum class LossType {
+  kSparseCategoricalCrossentropy,
+  kMse,
+  kBinaryCrossentropy
+};
 enum class OptimizerType { kSgd, kAdam, kAdamW };
 enum class ScheduleType { kConstant, kPiecewise, kPolynomial };
 enum class ScheduleUnit { kStep, kEpoch };

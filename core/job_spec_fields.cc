@@ -7,7 +7,9 @@ const Table<LossType>& Losses() {
   static const auto* t =
       new Table<LossType>{{"sparse_categorical_crossentropy",
                            LossType::kSparseCategoricalCrossentropy},
-                          {"mse", LossType::kMse}};
+                          {"mse", LossType::kMse},
+                          {"binary_crossentropy",
+                           LossType::kBinaryCrossentropy}};
   return *t;
 }
 const Table<OptimizerType>& OptimizerTypes() {

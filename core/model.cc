@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/bce.h"
 #include "kernels/cpu/dropout.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/mse.h"
@@ -76,7 +77,7 @@ int64_t Model::BatchSize(const Tensor& x) const {
 }
 
 const float* Model::Forward(int64_t n, const float* x, bool training,
-                            bool fuse_softmax, uint64_t dropout_seed) {
+                            bool fuse_output, uint64_t dropout_seed) {
   const Graph& g = *graph_;
   const int inputs = g.num_inputs();
   if (inputs == 1) {
@@ -101,7 +102,7 @@ const float* Model::Forward(int64_t n, const float* x, bool training,
     ctx.training = training;
     ctx.dropout_seed =
         Mix64(dropout_seed ^ Mix64(static_cast<uint64_t>(node.layer_index)));
-    ctx.skip_softmax = fuse_softmax && i == output;
+    ctx.skip_output_activation = fuse_output && i == output;
     if (node.layer->PassesThrough(ctx)) {
       outs_[i] = outs_[node.inputs[0]];
       continue;
@@ -118,14 +119,35 @@ const float* Model::Forward(int64_t n, const float* x, bool training,
   return outs_[output];
 }
 
+bool LossFusesOutputActivation(const Graph& graph, LossType loss) {
+  switch (loss) {
+    case LossType::kSparseCategoricalCrossentropy:
+      return graph.output_has_softmax();
+    case LossType::kBinaryCrossentropy:
+      return graph.output_has_sigmoid();
+    case LossType::kMse:
+      break;
+  }
+  return false;
+}
+
 BatchLoss Model::Loss(int64_t n, const float* out, const int32_t* labels,
                       LossType loss, float grad_scale, float* grad) const {
   const int64_t rows = n * labels_per_sample_;
-  LossSums s =
-      loss == LossType::kMse
-          ? MeanSquaredError(rows, classes_, out, labels, grad_scale, grad)
-          : SoftmaxCrossEntropy(rows, classes_, out, labels, grad_scale, grad,
-                                nullptr);
+  LossSums s;
+  switch (loss) {
+    case LossType::kMse:
+      s = MeanSquaredError(rows, classes_, out, labels, grad_scale, grad);
+      break;
+    case LossType::kBinaryCrossentropy:  // one logit per label (the trainer
+                                         // checks)
+      s = BinaryCrossEntropy(rows, out, labels, grad_scale, grad);
+      break;
+    case LossType::kSparseCategoricalCrossentropy:
+      s = SoftmaxCrossEntropy(rows, classes_, out, labels, grad_scale, grad,
+                              nullptr);
+      break;
+  }
   BatchLoss b;
   b.loss_sum = s.loss_sum;
   b.correct = s.correct;
@@ -147,10 +169,10 @@ BatchLoss Model::TrainStep(const Tensor& x, const int32_t* labels,
     }
     return BatchLoss();
   }
-  // Cross-entropy on a softmax output is computed from the logits: the
-  // gradient is then softmax - onehot, with no Jacobian and no log(0).
-  const bool fuse = g.output_has_softmax() &&
-                    loss == LossType::kSparseCategoricalCrossentropy;
+  // Cross-entropy on a softmax (sigmoid) output is computed from the
+  // logits: the gradient is then softmax - onehot (sigmoid - label), with no
+  // Jacobian and no log(0).
+  const bool fuse = LossFusesOutputActivation(g, loss);
   const float* out =
       Forward(n, x.data(), /*training=*/true, fuse, dropout_seed);
   for (int s = 0; s < g.num_slots(); ++s) {
@@ -190,8 +212,7 @@ BatchLoss Model::Evaluate(const Tensor& x, const int32_t* labels,
                           LossType loss) {
   const int64_t n = BatchSize(x);
   if (n == 0) return BatchLoss();
-  const bool fuse = graph_->output_has_softmax() &&
-                    loss == LossType::kSparseCategoricalCrossentropy;
+  const bool fuse = LossFusesOutputActivation(*graph_, loss);
   const float* out = Forward(n, x.data(), /*training=*/false, fuse, 0);
   return Loss(n, out, labels, loss, 0.0f, nullptr);
 }
@@ -199,13 +220,13 @@ BatchLoss Model::Evaluate(const Tensor& x, const int32_t* labels,
 const float* Model::Predict(const Tensor& x) {
   const int64_t n = BatchSize(x);
   if (n == 0) return nullptr;
-  return Forward(n, x.data(), /*training=*/false, /*fuse_softmax=*/false, 0);
+  return Forward(n, x.data(), /*training=*/false, /*fuse_output=*/false, 0);
 }
 
 const float* Model::Logits(const Tensor& x) {
   const int64_t n = BatchSize(x);
   if (n == 0) return nullptr;
-  return Forward(n, x.data(), /*training=*/false, /*fuse_softmax=*/true, 0);
+  return Forward(n, x.data(), /*training=*/false, /*fuse_output=*/true, 0);
 }
 
 }  // namespace lockstep

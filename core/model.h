@@ -37,6 +37,11 @@ struct BatchLoss {
   }
 };
 
+// True when `loss` is computed from the logits under the output layer's
+// activation, which the forward pass then leaves out: a softmax with sparse
+// categorical cross-entropy, a sigmoid with binary cross-entropy.
+bool LossFusesOutputActivation(const Graph& graph, LossType loss);
+
 class Model {
  public:
   // Builds the graph, initialising parameters from `seed` (the same seed
@@ -72,11 +77,11 @@ class Model {
   // Forward in inference mode (no dropout), loss and accuracy; no gradients
   // touched.
   BatchLoss Evaluate(const Tensor& x, const int32_t* labels, LossType loss);
-  // Forward in inference mode: the output [n, output_shape] (softmax
-  // applied where the last layer has it), valid until the next call.
+  // Forward in inference mode: the output [n, output_shape] (softmax or
+  // sigmoid applied where the last layer has it), valid until the next call.
   const float* Predict(const Tensor& x);
-  // The same without the last layer's softmax: the logits the loss reads
-  // ([n, output_shape]), valid until the next call.
+  // The same without the last layer's softmax or sigmoid: the logits a
+  // cross-entropy reads ([n, output_shape]), valid until the next call.
   const float* Logits(const Tensor& x);
 
   // Called during TrainStep's backward, once per param index, as soon as
@@ -90,7 +95,7 @@ class Model {
   int64_t BatchSize(const Tensor& x) const;  // checks x's element count
   // Runs every layer; returns the output [n, output size].
   const float* Forward(int64_t n, const float* x, bool training,
-                       bool fuse_softmax, uint64_t dropout_seed);
+                       bool fuse_output, uint64_t dropout_seed);
   BatchLoss Loss(int64_t n, const float* out, const int32_t* labels,
                  LossType loss, float grad_scale, float* grad) const;
   void Ready(int param) const {

@@ -67,10 +67,28 @@ absl::Status CheckDataFitsModel(const JobSpec& spec, const Model& model,
   const Shape& out = model.output_shape();
   const int64_t classes = train.num_classes;
   const int64_t lps = train.labels_per_sample;
+  if (spec.loss == LossType::kBinaryCrossentropy) {
+    // One logit (or sigmoid probability) per sample, labels 0 and 1.
+    if (classes != 2 || lps != 1) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "loss: binary_crossentropy needs two classes (labels 0 and 1), "
+          "one per sample; the data (%s) has %d label(s) of %d classes per "
+          "sample",
+          train.source, lps, classes));
+    }
+    if (model.classes() != 1 || model.labels_per_sample() != 1) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "model: binary_crossentropy reads one logit per sample (a last "
+          "dense layer of 1 unit, linear or sigmoid), but the model outputs "
+          "%s per sample",
+          ShapeToString(out)));
+    }
+  }
   const bool fits =
       model.labels_per_sample() == lps &&
       (model.classes() == classes ||
-       (spec.loss == LossType::kMse && model.classes() == 1 && lps == 1));
+       (spec.loss == LossType::kMse && model.classes() == 1 && lps == 1) ||
+       spec.loss == LossType::kBinaryCrossentropy);
   if (!fits && lps == 1) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "model: the model outputs %s per sample but the data has %d classes "

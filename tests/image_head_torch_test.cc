@@ -1,7 +1,9 @@
 // Numerical agreement with PyTorch for an image head:
 // tests/torch_image_head_reference.py builds conv2d (3x3, ReLU or ReLU6, with
 // weights large enough that ReLU6 clips at 6 too) -> global
-// average pooling -> dense in torch with seeded weights and a batch, and
+// average pooling -> dense (logits with sparse categorical cross-entropy, or
+// one sigmoid unit with binary cross-entropy, the seed's fine-tuning head)
+// in torch with seeded weights and a batch, and
 // writes the weights (Keras names and layouts), the NHWC batch, the loss,
 // the logits and every parameter's gradient. lockstep loads the weights as
 // the model's initial values ("init": {"safetensors": ...}), runs one
@@ -36,12 +38,21 @@ using testing::TorchMissing;
 constexpr int kBatch = 4, kHeight = 9, kWidth = 7, kChannels = 3,
               kFilters = 6, kClasses = 5;
 
-class ImageHeadTorchTest : public ::testing::TestWithParam<std::string> {};
+struct Head {
+  std::string activation;  // the conv's
+  bool binary;             // 1 sigmoid unit + binary_crossentropy
+};
+
+class ImageHeadTorchTest : public ::testing::TestWithParam<Head> {};
 
 TEST_P(ImageHeadTorchTest, LossLogitsAndEveryGradientAgree) {
   const std::string why = TorchMissing();
   if (!why.empty()) GTEST_SKIP() << why;
-  const std::string activation = GetParam();
+  const std::string activation = GetParam().activation;
+  const bool binary = GetParam().binary;
+  const int outputs = binary ? 1 : kClasses;
+  const LossType loss_type = binary ? LossType::kBinaryCrossentropy
+                                    : LossType::kSparseCategoricalCrossentropy;
   const std::string dir = NewTempDir("image_head_ref");
   testing::RunResult ref = RunProcess(
       {"/usr/bin/python3", Runfile("tests/torch_image_head_reference.py"),
@@ -49,7 +60,8 @@ TEST_P(ImageHeadTorchTest, LossLogitsAndEveryGradientAgree) {
        "--height", std::to_string(kHeight), "--width", std::to_string(kWidth),
        "--channels", std::to_string(kChannels), "--filters",
        std::to_string(kFilters), "--classes", std::to_string(kClasses),
-       "--activation", activation, "--conv-std",
+       "--activation", activation, "--loss", binary ? "bce" : "sce",
+       "--conv-std",
        activation == "relu6" ? "2.0" : "0.4"},
       dir, 120);
   ASSERT_TRUE(ref.exit.exited && ref.exit.exit_code == 0) << ref.err;
@@ -60,9 +72,11 @@ TEST_P(ImageHeadTorchTest, LossLogitsAndEveryGradientAgree) {
             {"type": "conv2d", "name": "conv", "filters": %d,
              "kernel_size": 3, "activation": "%s"},
             {"type": "global_average_pooling2d", "name": "gap"},
-            {"type": "dense", "name": "head", "units": %d}],
+            {"type": "dense", "name": "head", "units": %d,
+             "activation": "%s"}],
           "init": {"safetensors": "%s/model.safetensors"}})",
-      kHeight, kWidth, kChannels, kFilters, activation, kClasses, dir));
+      kHeight, kWidth, kChannels, kFilters, activation, outputs,
+      binary ? "sigmoid" : "linear", dir));
   ASSERT_TRUE(spec.ok()) << spec.status();
   absl::StatusOr<std::unique_ptr<Model>> built = Model::Build(*spec, 1);
   ASSERT_TRUE(built.ok()) << built.status();
@@ -83,8 +97,7 @@ TEST_P(ImageHeadTorchTest, LossLogitsAndEveryGradientAgree) {
   }
 
   const BatchLoss loss =
-      m.TrainStep(x, labels.data(), LossType::kSparseCategoricalCrossentropy,
-                  1.0f / kBatch, 0);
+      m.TrainStep(x, labels.data(), loss_type, 1.0f / kBatch, 0);
   const double torch_loss = want.at("loss").data()[0];
   EXPECT_NEAR(loss.loss_sum / kBatch, torch_loss, 1e-6 * torch_loss);
 
@@ -103,18 +116,37 @@ TEST_P(ImageHeadTorchTest, LossLogitsAndEveryGradientAgree) {
     ++checked;
   }
   EXPECT_EQ(checked, 4);
-  std::printf("%s: loss %.8f (torch %.8f), worst gradient difference %.2e "
-              "of its tensor's largest entry\n",
-              activation.c_str(), loss.loss_sum / kBatch, torch_loss, worst);
+  std::printf("%s%s: loss %.8f (torch %.8f), worst gradient difference "
+              "%.2e of its tensor's largest entry\n",
+              activation.c_str(), binary ? " + sigmoid/BCE" : "",
+              loss.loss_sum / kBatch, torch_loss, worst);
 
   const float* logits = m.Logits(x);
   const Tensor& want_logits = want.at("logits");
-  ASSERT_EQ(want_logits.size(), kBatch * kClasses);
+  ASSERT_EQ(want_logits.size(), kBatch * outputs);
   EXPECT_LE(MaxDiff(logits, want_logits.data(), want_logits.size()), 1e-5);
+  // Predict applies the output's sigmoid (softmax for a linear head: none,
+  // so only the binary head is compared).
+  if (binary) {
+    const float* p = m.Predict(x);
+    const Tensor& want_p = want.at("probabilities");
+    EXPECT_LE(MaxDiff(p, want_p.data(), want_p.size()), 1e-6);
+  }
+  // Evaluate reads the same logits: the same loss, and the accuracy of the
+  // prediction.
+  const BatchLoss eval = m.Evaluate(x, labels.data(), loss_type);
+  EXPECT_NEAR(eval.loss_sum / kBatch, torch_loss, 1e-6 * torch_loss);
+  EXPECT_EQ(eval.count, kBatch);
 }
 
-INSTANTIATE_TEST_SUITE_P(Activations, ImageHeadTorchTest,
-                         ::testing::Values("relu", "relu6"));
+INSTANTIATE_TEST_SUITE_P(Heads, ImageHeadTorchTest,
+                         ::testing::Values(Head{"relu", false},
+                                           Head{"relu6", false},
+                                           Head{"relu", true}),
+                         [](const ::testing::TestParamInfo<Head>& info) {
+                           return info.param.activation +
+                                  (info.param.binary ? "_sigmoid_bce" : "");
+                         });
 
 }  // namespace
 }  // namespace lockstep

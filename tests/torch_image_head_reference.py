@@ -3,8 +3,8 @@
 
 The model is the seed's fine-tuning head over a small convolution:
   conv2d (3x3, valid, ReLU or ReLU6) -> global average pooling -> dense
-  (logits)
-with a sparse categorical cross-entropy, mean over the batch. torch runs it
+with a sparse categorical cross-entropy over --classes logits, or (--loss
+bce) one sigmoid output and binary cross-entropy, mean over the batch. torch runs it
 in NCHW; the files below are in lockstep's Keras layout (NHWC images, conv
 kernels [kh, kw, in, out], dense kernels [in, out]) and Keras names.
 
@@ -37,6 +37,7 @@ def main(argv):
     p.add_argument("--filters", type=int, default=6)
     p.add_argument("--classes", type=int, default=5)
     p.add_argument("--activation", choices=["relu", "relu6"], default="relu")
+    p.add_argument("--loss", choices=["sce", "bce"], default="sce")
     p.add_argument("--conv-std", type=float, default=0.4,
                    help="the conv weights' scale (2.0 puts many "
                         "pre-activations past relu6's 6)")
@@ -48,17 +49,23 @@ def main(argv):
 
     conv_w = normal(a.filters, a.channels, 3, 3, std=a.conv_std)
     conv_b = normal(a.filters, std=0.2)
-    head_w = normal(a.classes, a.filters, std=0.5)
-    head_b = normal(a.classes, std=0.1)
+    outputs = 1 if a.loss == "bce" else a.classes
+    head_w = normal(outputs, a.filters, std=0.5)
+    head_b = normal(outputs, std=0.1)
     x = torch.rand(a.batch, a.height, a.width, a.channels, generator=gen) * 2 - 1
-    labels = torch.randint(a.classes, (a.batch,), generator=gen)
+    labels = torch.randint(2 if a.loss == "bce" else a.classes, (a.batch,),
+                           generator=gen)
 
     act = F.relu6 if a.activation == "relu6" else F.relu
     pre = F.conv2d(x.permute(0, 3, 1, 2), conv_w, conv_b)
     h = act(pre)
     pooled = F.adaptive_avg_pool2d(h, 1).flatten(1)  # [N, F]
     logits = pooled @ head_w.t() + head_b
-    loss = F.cross_entropy(logits, labels)
+    if a.loss == "bce":  # the logit under the sigmoid output
+        loss = F.binary_cross_entropy_with_logits(logits[:, 0],
+                                                  labels.float())
+    else:
+        loss = F.cross_entropy(logits, labels)
     loss.backward()
 
     # Keras layouts: conv [out, in, kh, kw] -> [kh, kw, in, out], dense
@@ -83,6 +90,8 @@ def main(argv):
     expected = {"grad." + k: g.contiguous() for k, (_, g) in params.items()}
     expected["loss"] = loss.detach().reshape(1)
     expected["logits"] = logits.detach()
+    expected["probabilities"] = (torch.sigmoid(logits) if a.loss == "bce"
+                                 else torch.softmax(logits, 1)).detach()
     # How many pre-activations each clip acts on (the test wants both).
     expected["clipped_low"] = (pre < 0).float().sum().reshape(1)
     expected["clipped_high"] = (pre > 6).float().sum().reshape(1)

@@ -112,6 +112,30 @@ TEST_F(TrainCliTest, TrainsShowsProgressAndWritesResults) {
   EXPECT_TRUE(Exists(storage + "/jobs/tiny/summaries"));
 }
 
+// The seed's fine-tuning head on a two-class task: convolution, global
+// average pooling, one sigmoid unit, binary cross-entropy from its logit.
+TEST_F(TrainCliTest, SigmoidHeadWithBinaryCrossentropyLearns) {
+  const std::string storage = dir_ + "/storage";
+  nlohmann::json job = TinyJob(nlohmann::json::parse(R"({
+    "name": "binary", "epochs": 6, "loss": "binary_crossentropy",
+    "data": {"num_classes": 2},
+    "model": {"input_shape": [8, 8, 1], "layers": [
+      {"type": "conv2d", "filters": 16, "kernel_size": 3,
+       "padding": "same", "activation": "relu6"},
+      {"type": "global_average_pooling2d"},
+      {"type": "dense", "units": 32, "activation": "relu"},
+      {"type": "dense", "units": 1, "activation": "sigmoid"}]}})"));
+  RunResult r = Train(WriteJob(job), storage);
+  ASSERT_TRUE(r.exit.exited);
+  ASSERT_EQ(r.exit.exit_code, 0) << r.out << r.err;
+  nlohmann::json res = Result(storage, "binary");
+  ASSERT_TRUE(res.is_object()) << r.out;
+  // Chance is 0.5; the loss is a mean binary cross-entropy (log 2 = 0.693
+  // at chance).
+  EXPECT_GT(res["test_accuracy"].get<double>(), 0.8) << r.out;
+  EXPECT_LT(res["test_loss"].get<double>(), 0.5) << r.out;
+}
+
 TEST_F(TrainCliTest, SameSeedSameFingerprint) {
   RunResult a = Train(WriteJob(TinyJob({{"epochs", 1}})), dir_ + "/a");
   RunResult b = Train(WriteJob(TinyJob({{"epochs", 1}})), dir_ + "/b");
@@ -450,6 +474,20 @@ TEST_F(BadInputTest, DenseAfterConvWithoutFlatten) {
                  "model: the model outputs [6, 6, 10] per sample but the data "
                  "has 10 classes (data.num_classes); the last layer needs 10 "
                  "units, after a flatten layer");
+}
+
+TEST_F(BadInputTest, BinaryCrossentropyNeedsTwoClassesAndOneOutput) {
+  nlohmann::json job = TinyJob({{"loss", "binary_crossentropy"}});
+  ExpectRejected(WriteJob(job),
+                 "loss: binary_crossentropy needs two classes (labels 0 and "
+                 "1), one per sample; the data (synthetic(seed=3, n=1000, "
+                 "train)) has 1 label(s) of 10 classes per sample");
+  job["data"]["num_classes"] = 2;
+  job["model"]["layers"].back()["units"] = 2;
+  ExpectRejected(WriteJob(job),
+                 "model: binary_crossentropy reads one logit per sample (a "
+                 "last dense layer of 1 unit, linear or sigmoid), but the "
+                 "model outputs [2] per sample");
 }
 
 TEST_F(BadInputTest, NegativeLearningRate) {

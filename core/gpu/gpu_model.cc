@@ -365,7 +365,7 @@ absl::StatusOr<const float*> GpuModel::Forward(int64_t n, bool training,
     node.ctx.training = training;
     node.ctx.dropout_seed =
         Mix64(dropout_seed ^ Mix64(static_cast<uint64_t>(gn.layer_index)));
-    node.ctx.skip_softmax = fuse && i == output;
+    node.ctx.skip_output_activation = fuse && i == output;
     if (gn.layer->PassesThrough(node.ctx)) {
       node.out = nodes_[gn.inputs[0]]->out;
       continue;
@@ -429,6 +429,9 @@ absl::Status GpuModel::Loss(int64_t n, const float* out, LossType loss,
   if (loss == LossType::kMse) {
     CUDA_RETURN_IF_ERROR(MeanSquaredError(rows, classes, out, in_labels_, scale,
                                           grad, loss_ws_.ptr, sums, stream_));
+  } else if (loss == LossType::kBinaryCrossentropy) {  // one logit per row
+    CUDA_RETURN_IF_ERROR(BinaryCrossEntropy(rows, out, in_labels_, scale, grad,
+                                            loss_ws_.ptr, sums, stream_));
   } else {
     CUDA_RETURN_IF_ERROR(SoftmaxCrossEntropy(rows, classes, out, in_labels_,
                                              scale, grad, nullptr, loss_ws_.ptr,
@@ -494,8 +497,7 @@ absl::Status GpuModel::EnqueueTrainStep(const StagedInput& in, LossType loss,
   }
   RETURN_IF_ERROR(Reserve(n));
   // As Model: cross-entropy on a softmax output starts from the logits.
-  const bool fuse = g.output_has_softmax() &&
-                    loss == LossType::kSparseCategoricalCrossentropy;
+  const bool fuse = LossFusesOutputActivation(g, loss);
   ASSIGN_OR_RETURN(const float* out,
                    Forward(n, /*training=*/true, fuse, dropout_seed));
   RETURN_IF_ERROR(
@@ -518,8 +520,7 @@ absl::StatusOr<BatchLoss> GpuModel::Evaluate(const float* host_x,
   RETURN_IF_ERROR(UseStaged(in));
   pending_n_ = n;
   RETURN_IF_ERROR(Reserve(n));
-  const bool fuse = graph_->output_has_softmax() &&
-                    loss == LossType::kSparseCategoricalCrossentropy;
+  const bool fuse = LossFusesOutputActivation(*graph_, loss);
   ASSIGN_OR_RETURN(const float* out, Forward(n, /*training=*/false, fuse, 0));
   RETURN_IF_ERROR(Loss(n, out, loss, 0.0f, nullptr));
   CUDA_RETURN_IF_ERROR(cudaEventRecord(slots_[in.slot]->consumed, stream_));

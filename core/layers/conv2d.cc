@@ -95,7 +95,9 @@ std::vector<Param*> Conv2DLayer::params() {
 }
 
 ActivationKind Conv2DLayer::Act(const PassContext& ctx) const {
-  if (config_.activation == Activation::kSoftmax && ctx.skip_softmax) {
+  if ((config_.activation == Activation::kSoftmax ||
+       config_.activation == Activation::kSigmoid) &&
+      ctx.skip_output_activation) {
     return ActivationKind::kLinear;
   }
   return ToActivationKind(config_.activation);

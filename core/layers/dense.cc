@@ -113,7 +113,9 @@ std::vector<Param*> DenseLayer::params() {
 }
 
 ActivationKind DenseLayer::Act(const PassContext& ctx) const {
-  if (config_.activation == Activation::kSoftmax && ctx.skip_softmax) {
+  if ((config_.activation == Activation::kSoftmax ||
+       config_.activation == Activation::kSigmoid) &&
+      ctx.skip_output_activation) {
     return ActivationKind::kLinear;
   }
   return ToActivationKind(config_.activation);

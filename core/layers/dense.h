@@ -34,6 +34,9 @@ class DenseLayer : public Layer {
   bool HasSoftmaxOutput() const override {
     return config_.activation == Activation::kSoftmax;
   }
+  bool HasSigmoidOutput() const override {
+    return config_.activation == Activation::kSigmoid;
+  }
   void Forward(const LayerIO& io, const PassContext& ctx) override;
   void Backward(const LayerIO& io, const PassContext& ctx) override;
 

@@ -19,9 +19,9 @@ namespace lockstep {
 struct PassContext {
   bool training = false;
   uint64_t dropout_seed = 0;  // this layer's own; only dropout reads it
-  // Leave a softmax activation out (forward and backward): the loss applies
-  // it fused with cross-entropy, from the logits.
-  bool skip_softmax = false;
+  // Leave a softmax or sigmoid activation out (forward and backward): the
+  // loss applies it fused with its cross-entropy, from the logits.
+  bool skip_output_activation = false;
 };
 
 // The buffers of one call. Host pointers on the CPU, device pointers on a
@@ -67,8 +67,10 @@ class Layer {
   // True when the output is input 0 itself (flatten; dropout outside
   // training): the executor then calls neither Forward nor Backward.
   virtual bool PassesThrough(const PassContext& ctx) const { return false; }
-  // Its last operation is a softmax the loss may fuse (skip_softmax).
+  // Its last operation is a softmax (a sigmoid) that sparse categorical
+  // (binary) cross-entropy fuses (skip_output_activation).
   virtual bool HasSoftmaxOutput() const { return false; }
+  virtual bool HasSigmoidOutput() const { return false; }
 
   // CPU. Not thread-safe: a layer keeps host scratch for its Backward.
   virtual void Forward(const LayerIO& io, const PassContext& ctx) = 0;

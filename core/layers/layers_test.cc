@@ -40,7 +40,7 @@ TEST(LayersTest, DenseSkipSoftmaxLeavesLogits) {
   std::unique_ptr<Layer> l = BuildLayer(
       R"({"type": "dense", "units": 3, "activation": "softmax"})", {{2}});
   PassContext ctx;
-  ctx.skip_softmax = true;
+  ctx.skip_output_activation = true;
   const std::vector<float> y = RunForward(*l, 1, ctx, {{1, 2}});
   const float* k = l->params()[0]->value.data();
   for (int j = 0; j < 3; ++j) EXPECT_FLOAT_EQ(y[j], k[j] + 2 * k[3 + j]);

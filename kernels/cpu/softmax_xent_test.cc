@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cpu/bce.h"
 #include "kernels/cpu/mse.h"
 #include "kernels/cpu/test_util.h"
 
@@ -98,6 +99,40 @@ TEST(MseTest, SingleUnitRegressesOnTheLabelValue) {
   EXPECT_NEAR(s.loss_sum, 0.25 + 1.0, 1e-6);
   EXPECT_NEAR(grad[0], -1.0, 1e-6);
   EXPECT_NEAR(grad[1], 2.0, 1e-6);
+}
+
+// Against -[t log sigmoid(z) + (1 - t) log(1 - sigmoid(z))] in long double,
+// from z = -100 to 100 (where the naive formula overflows or takes log(0)).
+TEST(BceTest, StableLossGradientAndAccuracyFromLogits) {
+  const std::vector<float> z = {-100.0f, -20.0f, -2.0f, -0.0f, 0.5f,
+                                3.0f,    30.0f,  100.0f, 1.0f};
+  const std::vector<int32_t> t = {1, 0, 0, 1, 1, 0, 1, 0, -1};
+  std::vector<float> grad = z;  // in place
+  const LossSums s = BinaryCrossEntropy(static_cast<int64_t>(z.size()),
+                                        grad.data(), t.data(), 0.25f,
+                                        grad.data());
+  long double total = 0;
+  int64_t correct = 0;
+  for (size_t r = 0; r + 1 < z.size(); ++r) {
+    const long double zl = z[r];
+    // log(1 + e^-|z|) written out, then the two cases of the label.
+    const long double soft = std::log1p(std::exp(-std::fabs(zl)));
+    const long double log_p = zl >= 0 ? -soft : zl - soft;       // log s(z)
+    const long double log_q = zl >= 0 ? -zl - soft : -soft;      // log 1-s(z)
+    total += -(t[r] == 1 ? log_p : log_q);
+    const long double p = 1 / (1 + std::exp(-zl));
+    EXPECT_NEAR(grad[r], static_cast<double>((p - t[r]) * 0.25L), 1e-7)
+        << "z " << z[r];
+    correct += (z[r] > 0) == (t[r] == 1);
+  }
+  EXPECT_NEAR(s.loss_sum, static_cast<double>(total), 1e-9 * total);
+  EXPECT_EQ(s.count, 8);  // the unlabelled row is not counted
+  EXPECT_EQ(s.correct, correct);
+  // Right at z -20, -2 (label 0) and 0.5, 30 (label 1); z = -0 predicts
+  // 0 (a probability of exactly 0.5 is not above it).
+  EXPECT_EQ(s.correct, 4);
+  EXPECT_EQ(grad.back(), 0.0f);
+  EXPECT_GT(s.loss_sum, 200.0);  // the two confident mistakes cost ~100 each
 }
 
 }  // namespace
