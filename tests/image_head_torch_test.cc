@@ -1,6 +1,7 @@
 // Numerical agreement with PyTorch for an image head:
 // tests/torch_image_head_reference.py builds conv2d (3x3, ReLU or ReLU6, with
-// weights large enough that ReLU6 clips at 6 too) -> global
+// weights large enough that ReLU6 clips at 6 too) [-> depthwise_conv2d,
+// stride 2 with TensorFlow's asymmetric 'same' padding, ReLU6] -> global
 // average pooling -> dense (logits with sparse categorical cross-entropy, or
 // one sigmoid unit with binary cross-entropy, the seed's fine-tuning head)
 // in torch with seeded weights and a batch, and
@@ -35,12 +36,14 @@ using testing::Runfile;
 using testing::RunProcess;
 using testing::TorchMissing;
 
-constexpr int kBatch = 4, kHeight = 9, kWidth = 7, kChannels = 3,
+// Height 10: the 8-row conv output gets one row of 'same' padding, after.
+constexpr int kBatch = 4, kHeight = 10, kWidth = 7, kChannels = 3,
               kFilters = 6, kClasses = 5;
 
 struct Head {
   std::string activation;  // the conv's
   bool binary;             // 1 sigmoid unit + binary_crossentropy
+  bool depthwise = false;  // a depthwise_conv2d after the conv
 };
 
 class ImageHeadTorchTest : public ::testing::TestWithParam<Head> {};
@@ -50,32 +53,38 @@ TEST_P(ImageHeadTorchTest, LossLogitsAndEveryGradientAgree) {
   if (!why.empty()) GTEST_SKIP() << why;
   const std::string activation = GetParam().activation;
   const bool binary = GetParam().binary;
+  const bool depthwise = GetParam().depthwise;
   const int outputs = binary ? 1 : kClasses;
   const LossType loss_type = binary ? LossType::kBinaryCrossentropy
                                     : LossType::kSparseCategoricalCrossentropy;
   const std::string dir = NewTempDir("image_head_ref");
-  testing::RunResult ref = RunProcess(
-      {"/usr/bin/python3", Runfile("tests/torch_image_head_reference.py"),
-       "--out", dir, "--seed", "3", "--batch", std::to_string(kBatch),
-       "--height", std::to_string(kHeight), "--width", std::to_string(kWidth),
-       "--channels", std::to_string(kChannels), "--filters",
-       std::to_string(kFilters), "--classes", std::to_string(kClasses),
-       "--activation", activation, "--loss", binary ? "bce" : "sce",
-       "--conv-std",
-       activation == "relu6" ? "2.0" : "0.4"},
-      dir, 120);
+  std::vector<std::string> argv = {
+      "/usr/bin/python3", Runfile("tests/torch_image_head_reference.py"),
+      "--out", dir, "--seed", "3", "--batch", std::to_string(kBatch),
+      "--height", std::to_string(kHeight), "--width", std::to_string(kWidth),
+      "--channels", std::to_string(kChannels), "--filters",
+      std::to_string(kFilters), "--classes", std::to_string(kClasses),
+      "--activation", activation, "--loss", binary ? "bce" : "sce",
+      "--conv-std", activation == "relu6" ? "2.0" : "0.4"};
+  if (depthwise) argv.push_back("--depthwise");
+  testing::RunResult ref = RunProcess(argv, dir, 120);
   ASSERT_TRUE(ref.exit.exited && ref.exit.exit_code == 0) << ref.err;
 
   absl::StatusOr<ModelSpec> spec = ParseModelSpec(absl::StrFormat(
       R"({"input_shape": [%d, %d, %d],
           "layers": [
             {"type": "conv2d", "name": "conv", "filters": %d,
-             "kernel_size": 3, "activation": "%s"},
+             "kernel_size": 3, "activation": "%s"},%s
             {"type": "global_average_pooling2d", "name": "gap"},
             {"type": "dense", "name": "head", "units": %d,
              "activation": "%s"}],
           "init": {"safetensors": "%s/model.safetensors"}})",
-      kHeight, kWidth, kChannels, kFilters, activation, outputs,
+      kHeight, kWidth, kChannels, kFilters, activation,
+      depthwise ? R"(
+            {"type": "depthwise_conv2d", "name": "dw", "kernel_size": 3,
+             "strides": 2, "padding": "same", "activation": "relu6"},)"
+                : "",
+      outputs,
       binary ? "sigmoid" : "linear", dir));
   ASSERT_TRUE(spec.ok()) << spec.status();
   absl::StatusOr<std::unique_ptr<Model>> built = Model::Build(*spec, 1);
@@ -115,10 +124,11 @@ TEST_P(ImageHeadTorchTest, LossLogitsAndEveryGradientAgree) {
     worst = std::max(worst, diff / scale);
     ++checked;
   }
-  EXPECT_EQ(checked, 4);
+  EXPECT_EQ(checked, depthwise ? 6 : 4);
   std::printf("%s%s: loss %.8f (torch %.8f), worst gradient difference "
               "%.2e of its tensor's largest entry\n",
-              activation.c_str(), binary ? " + sigmoid/BCE" : "",
+              (activation + (depthwise ? " + depthwise" : "")).c_str(),
+              binary ? " + sigmoid/BCE" : "",
               loss.loss_sum / kBatch, torch_loss, worst);
 
   const float* logits = m.Logits(x);
@@ -142,9 +152,11 @@ TEST_P(ImageHeadTorchTest, LossLogitsAndEveryGradientAgree) {
 INSTANTIATE_TEST_SUITE_P(Heads, ImageHeadTorchTest,
                          ::testing::Values(Head{"relu", false},
                                            Head{"relu6", false},
-                                           Head{"relu", true}),
+                                           Head{"relu", true},
+                                           Head{"relu", true, true}),
                          [](const ::testing::TestParamInfo<Head>& info) {
                            return info.param.activation +
+                                  (info.param.depthwise ? "_depthwise" : "") +
                                   (info.param.binary ? "_sigmoid_bce" : "");
                          });
 

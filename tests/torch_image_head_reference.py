@@ -2,7 +2,8 @@
 """PyTorch reference for lockstep's image-head agreement test.
 
 The model is the seed's fine-tuning head over a small convolution:
-  conv2d (3x3, valid, ReLU or ReLU6) -> global average pooling -> dense
+  conv2d (3x3, valid, ReLU or ReLU6) [-> depthwise conv2d (3x3, stride 2,
+  TensorFlow 'same' padding, ReLU6)] -> global average pooling -> dense
 with a sparse categorical cross-entropy over --classes logits, or (--loss
 bce) one sigmoid output and binary cross-entropy, mean over the batch. torch runs it
 in NCHW; the files below are in lockstep's Keras layout (NHWC images, conv
@@ -38,6 +39,8 @@ def main(argv):
     p.add_argument("--classes", type=int, default=5)
     p.add_argument("--activation", choices=["relu", "relu6"], default="relu")
     p.add_argument("--loss", choices=["sce", "bce"], default="sce")
+    p.add_argument("--depthwise", action="store_true",
+                   help="a depthwise conv2d (MobileNetV2's) after the conv")
     p.add_argument("--conv-std", type=float, default=0.4,
                    help="the conv weights' scale (2.0 puts many "
                         "pre-activations past relu6's 6)")
@@ -49,6 +52,8 @@ def main(argv):
 
     conv_w = normal(a.filters, a.channels, 3, 3, std=a.conv_std)
     conv_b = normal(a.filters, std=0.2)
+    dw_w = normal(a.filters, 1, 3, 3, std=0.5)
+    dw_b = normal(a.filters, std=0.2)
     outputs = 1 if a.loss == "bce" else a.classes
     head_w = normal(outputs, a.filters, std=0.5)
     head_b = normal(outputs, std=0.1)
@@ -59,6 +64,17 @@ def main(argv):
     act = F.relu6 if a.activation == "relu6" else F.relu
     pre = F.conv2d(x.permute(0, 3, 1, 2), conv_w, conv_b)
     h = act(pre)
+    if a.depthwise:
+        # TensorFlow 'same' with stride 2: the extra row or column of
+        # padding goes after (bottom, right).
+        def pads(size):
+            out = (size + 1) // 2
+            total = max((out - 1) * 2 + 3 - size, 0)
+            return total // 2, total - total // 2
+        top, bottom = pads(h.shape[2])
+        left, right = pads(h.shape[3])
+        h = F.relu6(F.conv2d(F.pad(h, (left, right, top, bottom)), dw_w, dw_b,
+                             stride=2, groups=a.filters))
     pooled = F.adaptive_avg_pool2d(h, 1).flatten(1)  # [N, F]
     logits = pooled @ head_w.t() + head_b
     if a.loss == "bce":  # the logit under the sigmoid output
@@ -76,12 +92,19 @@ def main(argv):
     def dense(t):
         return t.detach().t().contiguous()
 
+    # Depthwise [C, 1, kh, kw] -> Keras [kh, kw, C, 1].
+    def depthwise(t):
+        return t.detach().permute(2, 3, 0, 1).contiguous()
+
     params = {
         "conv/kernel": (conv(conv_w), conv(conv_w.grad)),
         "conv/bias": (conv_b.detach(), conv_b.grad),
         "head/kernel": (dense(head_w), dense(head_w.grad)),
         "head/bias": (head_b.detach(), head_b.grad),
     }
+    if a.depthwise:
+        params["dw/depthwise_kernel"] = (depthwise(dw_w), depthwise(dw_w.grad))
+        params["dw/bias"] = (dw_b.detach(), dw_b.grad)
     os.makedirs(a.out, exist_ok=True)
     write_safetensors(os.path.join(a.out, "model.safetensors"),
                       {k: v for k, (v, _) in params.items()})

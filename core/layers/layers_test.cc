@@ -176,6 +176,42 @@ TEST(LayersTest, GlobalAveragePoolingShapesGradientsAndErrors) {
             "layer.keepdims: must be true or false, got 1");
 }
 
+TEST(LayersTest, DepthwiseConvShapesGradientsAndErrors) {
+  // Stride 2, same padding: [7, 6, 3] -> [4, 3, 3].
+  std::unique_ptr<Layer> l = BuildLayer(
+      R"({"type": "depthwise_conv2d", "kernel_size": 3, "strides": 2,
+          "padding": "same", "activation": "relu6"})",
+      {{7, 6, 3}});
+  ASSERT_NE(l, nullptr);
+  EXPECT_EQ(l->output_shape(), (Shape{4, 3, 3}));
+  ASSERT_EQ(l->params().size(), 2u);
+  EXPECT_EQ(l->params()[0]->name, "l/depthwise_kernel");
+  EXPECT_EQ(l->params()[0]->value.shape(), (Shape{3, 3, 3, 1}));
+  for (float& b : l->params()[1]->value.values()) b = 0.1f;
+  GradCheck(*l, 2, PassContext());
+  // A multiplier of 2, valid padding, no bias: [5, 5, 2] -> [3, 3, 4].
+  std::unique_ptr<Layer> m = BuildLayer(
+      R"({"type": "depthwise_conv2d", "kernel_size": 3,
+          "depth_multiplier": 2, "use_bias": false})",
+      {{5, 5, 2}});
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->output_shape(), (Shape{3, 3, 4}));
+  EXPECT_EQ(m->params()[0]->value.shape(), (Shape{3, 3, 2, 2}));
+  GradCheck(*m, 2, PassContext());
+  EXPECT_EQ(BuildError(R"({"type": "depthwise_conv2d", "kernel_size": 3})",
+                       {{8, 8, 3}}, ParamNaming::kTorch),
+            "layer (l): depthwise_conv2d has Keras parameter names and layout "
+            "only (model param_names \"keras\")");
+  EXPECT_EQ(BuildError(R"({"type": "depthwise_conv2d", "kernel_size": 5})",
+                       {{4, 4, 3}}),
+            "layer (l): kernel_size [5, 5] is larger than its input [4, 4, 3] "
+            "with padding \"valid\"; use padding \"same\" or a smaller "
+            "kernel");
+  EXPECT_EQ(BuildError(R"({"type": "depthwise_conv2d", "strides": 2})",
+                       {{4, 4, 3}}),
+            "layer.kernel_size: required for a depthwise_conv2d layer");
+}
+
 TEST(LayersTest, MaxPoolGradientsAndStrides) {
   std::unique_ptr<Layer> l =
       BuildLayer(R"({"type": "max_pool2d", "pool_size": [2, 3]})", {{5, 7, 2}});

@@ -1,0 +1,126 @@
+// depthwise_conv2d's fields and its CPU passes.
+#include "core/layers/depthwise_conv2d.h"
+
+#include "absl/strings/str_format.h"
+#include "core/layers/registry.h"
+#include "core/param_init.h"
+#include "core/status_macros.h"
+#include "kernels/cpu/depthwise.h"
+#include "kernels/cpu/elementwise.h"
+
+namespace lockstep {
+namespace {
+
+using spec_reader::Json;
+using spec_reader::Reader;
+
+absl::Status ReadDepthwise(const Reader& r, DepthwiseConv2DConfig* c) {
+  RETURN_IF_ERROR(r.Require("kernel_size", "a depthwise_conv2d layer"));
+  RETURN_IF_ERROR(r.Pair("kernel_size", &c->kernel_h, &c->kernel_w));
+  RETURN_IF_ERROR(r.Pair("strides", &c->stride_h, &c->stride_w));
+  RETURN_IF_ERROR(r.Int("depth_multiplier", 1, &c->depth_multiplier));
+  RETURN_IF_ERROR(r.Enum("padding", "padding", Paddings(), &c->padding));
+  RETURN_IF_ERROR(
+      r.Enum("activation", "activation", Activations(), &c->activation));
+  RETURN_IF_ERROR(r.Bool("use_bias", &c->use_bias));
+  return absl::OkStatus();
+}
+
+Json DepthwiseToJson(const DepthwiseConv2DConfig& c) {
+  Json j;
+  j["kernel_size"] = {c.kernel_h, c.kernel_w};
+  j["strides"] = {c.stride_h, c.stride_w};
+  j["depth_multiplier"] = c.depth_multiplier;
+  j["padding"] = spec_reader::NameOf(Paddings(), c.padding);
+  j["activation"] = spec_reader::NameOf(Activations(), c.activation);
+  j["use_bias"] = c.use_bias;
+  return j;
+}
+
+absl::StatusOr<std::unique_ptr<Layer>> CreateDepthwise(
+    const DepthwiseConv2DConfig& c, const LayerBuildContext& ctx) {
+  const Shape& in = ctx.inputs[0];
+  RETURN_IF_ERROR(CheckImageInput(ctx));
+  if (c.activation == Activation::kGelu ||
+      c.activation == Activation::kSoftmax) {
+    return ctx.Error(absl::StrFormat(
+        "activation \"%s\" is not for depthwise_conv2d",
+        spec_reader::NameOf(Activations(), c.activation)));
+  }
+  if (ctx.naming == ParamNaming::kTorch) {
+    return ctx.Error(
+        "depthwise_conv2d has Keras parameter names and layout only (model "
+        "param_names \"keras\")");
+  }
+  if (c.padding == Padding::kValid &&
+      (c.kernel_h > in[0] || c.kernel_w > in[1])) {
+    return ctx.Error(absl::StrFormat(
+        "kernel_size [%d, %d] is larger than its input %s with padding "
+        "\"valid\"; use padding \"same\" or a smaller kernel",
+        c.kernel_h, c.kernel_w, ShapeToString(in)));
+  }
+  return std::unique_ptr<Layer>(std::make_unique<DepthwiseConv2DLayer>(
+      c, ctx.name, in, ctx.ParamName("depthwise_kernel", "weight"),
+      ctx.ParamName("bias", "bias"), ctx.init_seed));
+}
+
+LOCKSTEP_REGISTER_LAYER(
+    depthwise_conv2d,
+    MakeLayerType<DepthwiseConv2DConfig>(
+        "depthwise_conv2d", "depthwise_conv2d",
+        {"kernel_size", "strides", "depth_multiplier", "padding",
+         "activation", "use_bias"},
+        1, 1, &ReadDepthwise, &DepthwiseToJson, &CreateDepthwise));
+
+}  // namespace
+
+DepthwiseConv2DLayer::DepthwiseConv2DLayer(
+    const DepthwiseConv2DConfig& config, const std::string& name,
+    const Shape& input_shape, std::string kernel_name, std::string bias_name,
+    uint64_t seed)
+    : Layer("depthwise_conv2d", name, {input_shape},
+            {ConvOutputSize(input_shape[0], config.kernel_h, config.stride_h,
+                            config.padding == Padding::kSame),
+             ConvOutputSize(input_shape[1], config.kernel_w, config.stride_w,
+                            config.padding == Padding::kSame),
+             input_shape[2] * config.depth_multiplier}),
+      config_(config) {
+  const int64_t c = input_shape[2], m = config.depth_multiplier;
+  MakeParam(kernel_name, {config.kernel_h, config.kernel_w, c, m}, &kernel_);
+  // Keras' fans for a [KH, KW, C, M] kernel.
+  const int64_t area = config.kernel_h * config.kernel_w;
+  GlorotUniform(seed, area * c, area * m, kernel_.value.data(),
+                kernel_.value.size());
+  if (config_.use_bias) MakeParam(bias_name, {c * m}, &bias_);
+}
+
+std::vector<Param*> DepthwiseConv2DLayer::params() {
+  if (config_.use_bias) return {&kernel_, &bias_};
+  return {&kernel_};
+}
+
+Conv2DGeometry DepthwiseConv2DLayer::Geometry(int64_t n) const {
+  const Shape& in = input_shape();
+  return Conv2DGeometry::Make(n, in[0], in[1], in[2], config_.kernel_h,
+                              config_.kernel_w,
+                              in[2] * config_.depth_multiplier,
+                              config_.stride_h, config_.stride_w,
+                              config_.padding == Padding::kSame);
+}
+
+void DepthwiseConv2DLayer::Forward(const LayerIO& io, const PassContext&) {
+  const Conv2DGeometry g = Geometry(io.n);
+  DepthwiseConv2DForward(g, io.x[0], io.w[0],
+                         config_.use_bias ? io.w[1] : nullptr, io.y);
+  BiasActivationForward(g.rows(), g.filters, nullptr, Act(), io.y);
+}
+
+void DepthwiseConv2DLayer::Backward(const LayerIO& io, const PassContext&) {
+  const Conv2DGeometry g = Geometry(io.n);
+  ActivationBackwardBiasGrad(g.rows(), g.filters, Act(), io.y, io.dy,
+                             config_.use_bias ? io.dw[1] : nullptr);
+  DepthwiseConv2DBackward(g, io.x[0], io.w[0], io.dy, io.dw[0], io.dx[0],
+                          &partials_);
+}
+
+}  // namespace lockstep
