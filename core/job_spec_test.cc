@@ -375,7 +375,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"UnknownActivation",
                 [](Json& j) { Layer(j, 0)["activation"] = "swish"; },
                 "model.layers[0].activation: unknown activation \"swish\"; "
-                "expected one of relu, gelu, tanh, sigmoid, softmax, linear"},
+                "expected one of relu, gelu, tanh, sigmoid, softmax, linear, "
+                "relu6"},
         BadCase{"UnknownPadding",
                 [](Json& j) { Layer(j, 0)["padding"] = "full"; },
                 "model.layers[0].padding: unknown padding \"full\"; expected "
@@ -394,7 +395,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "model.input_shape[1]: must be an integer >= 1, got 0"},
         BadCase{"UnknownLoss", [](Json& j) { j["loss"] = "hinge"; },
                 "loss: unknown loss \"hinge\"; expected one of "
-                "sparse_categorical_crossentropy, mse"},
+                "sparse_categorical_crossentropy, mse, binary_crossentropy"},
         BadCase{"UnknownOptimizer",
                 [](Json& j) { j["optimizer"]["type"] = "rmsprop"; },
                 "optimizer.type: unknown optimizer type \"rmsprop\"; expected "
