@@ -44,6 +44,7 @@ struct Head {
   std::string activation;  // the conv's
   bool binary;             // 1 sigmoid unit + binary_crossentropy
   bool depthwise = false;  // a depthwise_conv2d after the conv
+  bool torch_names = false;  // param_names "torch": PyTorch's layouts
 };
 
 class ImageHeadTorchTest : public ::testing::TestWithParam<Head> {};
@@ -54,6 +55,7 @@ TEST_P(ImageHeadTorchTest, LossLogitsAndEveryGradientAgree) {
   const std::string activation = GetParam().activation;
   const bool binary = GetParam().binary;
   const bool depthwise = GetParam().depthwise;
+  const bool torch_names = GetParam().torch_names;
   const int outputs = binary ? 1 : kClasses;
   const LossType loss_type = binary ? LossType::kBinaryCrossentropy
                                     : LossType::kSparseCategoricalCrossentropy;
@@ -67,6 +69,7 @@ TEST_P(ImageHeadTorchTest, LossLogitsAndEveryGradientAgree) {
       "--activation", activation, "--loss", binary ? "bce" : "sce",
       "--conv-std", activation == "relu6" ? "2.0" : "0.4"};
   if (depthwise) argv.push_back("--depthwise");
+  if (torch_names) argv.insert(argv.end(), {"--names", "torch"});
   testing::RunResult ref = RunProcess(argv, dir, 120);
   ASSERT_TRUE(ref.exit.exited && ref.exit.exit_code == 0) << ref.err;
 
@@ -78,6 +81,7 @@ TEST_P(ImageHeadTorchTest, LossLogitsAndEveryGradientAgree) {
             {"type": "global_average_pooling2d", "name": "gap"},
             {"type": "dense", "name": "head", "units": %d,
              "activation": "%s"}],
+          "param_names": "%s",
           "init": {"safetensors": "%s/model.safetensors"}})",
       kHeight, kWidth, kChannels, kFilters, activation,
       depthwise ? R"(
@@ -85,7 +89,7 @@ TEST_P(ImageHeadTorchTest, LossLogitsAndEveryGradientAgree) {
              "strides": 2, "padding": "same", "activation": "relu6"},)"
                 : "",
       outputs,
-      binary ? "sigmoid" : "linear", dir));
+      binary ? "sigmoid" : "linear", torch_names ? "torch" : "keras", dir));
   ASSERT_TRUE(spec.ok()) << spec.status();
   absl::StatusOr<std::unique_ptr<Model>> built = Model::Build(*spec, 1);
   ASSERT_TRUE(built.ok()) << built.status();
@@ -127,7 +131,9 @@ TEST_P(ImageHeadTorchTest, LossLogitsAndEveryGradientAgree) {
   EXPECT_EQ(checked, depthwise ? 6 : 4);
   std::printf("%s%s: loss %.8f (torch %.8f), worst gradient difference "
               "%.2e of its tensor's largest entry\n",
-              (activation + (depthwise ? " + depthwise" : "")).c_str(),
+              (activation + (depthwise ? " + depthwise" : "") +
+               (torch_names ? " (torch layout)" : ""))
+                  .c_str(),
               binary ? " + sigmoid/BCE" : "",
               loss.loss_sum / kBatch, torch_loss, worst);
 
@@ -153,10 +159,12 @@ INSTANTIATE_TEST_SUITE_P(Heads, ImageHeadTorchTest,
                          ::testing::Values(Head{"relu", false},
                                            Head{"relu6", false},
                                            Head{"relu", true},
-                                           Head{"relu", true, true}),
+                                           Head{"relu", true, true},
+                                           Head{"relu6", true, true, true}),
                          [](const ::testing::TestParamInfo<Head>& info) {
                            return info.param.activation +
                                   (info.param.depthwise ? "_depthwise" : "") +
+                                  (info.param.torch_names ? "_torch" : "") +
                                   (info.param.binary ? "_sigmoid_bce" : "");
                          });
 

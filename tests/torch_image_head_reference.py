@@ -6,8 +6,10 @@ The model is the seed's fine-tuning head over a small convolution:
   TensorFlow 'same' padding, ReLU6)] -> global average pooling -> dense
 with a sparse categorical cross-entropy over --classes logits, or (--loss
 bce) one sigmoid output and binary cross-entropy, mean over the batch. torch runs it
-in NCHW; the files below are in lockstep's Keras layout (NHWC images, conv
-kernels [kh, kw, in, out], dense kernels [in, out]) and Keras names.
+in NCHW; the files below hold NHWC images and the parameters in Keras'
+layout (conv kernels [kh, kw, in, out], dense kernels [in, out]) under Keras
+names ("conv/kernel"), or with --names torch in PyTorch's own layout and
+names ("conv.weight"), as a torch state dict would have them.
 
 Outputs (in --out DIR):
   model.safetensors     conv/kernel, conv/bias, head/kernel, head/bias
@@ -39,6 +41,7 @@ def main(argv):
     p.add_argument("--classes", type=int, default=5)
     p.add_argument("--activation", choices=["relu", "relu6"], default="relu")
     p.add_argument("--loss", choices=["sce", "bce"], default="sce")
+    p.add_argument("--names", choices=["keras", "torch"], default="keras")
     p.add_argument("--depthwise", action="store_true",
                    help="a depthwise conv2d (MobileNetV2's) after the conv")
     p.add_argument("--conv-std", type=float, default=0.4,
@@ -96,15 +99,22 @@ def main(argv):
     def depthwise(t):
         return t.detach().permute(2, 3, 0, 1).contiguous()
 
+    if a.names == "torch":  # the state dict as it is
+        def same(t):
+            return t.detach().contiguous()
+        conv = dense = depthwise = same
+    sep = "." if a.names == "torch" else "/"
+    kernel = "weight" if a.names == "torch" else "kernel"
     params = {
-        "conv/kernel": (conv(conv_w), conv(conv_w.grad)),
-        "conv/bias": (conv_b.detach(), conv_b.grad),
-        "head/kernel": (dense(head_w), dense(head_w.grad)),
-        "head/bias": (head_b.detach(), head_b.grad),
+        "conv" + sep + kernel: (conv(conv_w), conv(conv_w.grad)),
+        "conv" + sep + "bias": (conv_b.detach(), conv_b.grad),
+        "head" + sep + kernel: (dense(head_w), dense(head_w.grad)),
+        "head" + sep + "bias": (head_b.detach(), head_b.grad),
     }
     if a.depthwise:
-        params["dw/depthwise_kernel"] = (depthwise(dw_w), depthwise(dw_w.grad))
-        params["dw/bias"] = (dw_b.detach(), dw_b.grad)
+        dw_kernel = "weight" if a.names == "torch" else "depthwise_kernel"
+        params["dw" + sep + dw_kernel] = (depthwise(dw_w), depthwise(dw_w.grad))
+        params["dw" + sep + "bias"] = (dw_b.detach(), dw_b.grad)
     os.makedirs(a.out, exist_ok=True)
     write_safetensors(os.path.join(a.out, "model.safetensors"),
                       {k: v for k, (v, _) in params.items()})

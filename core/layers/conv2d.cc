@@ -44,11 +44,6 @@ absl::StatusOr<std::unique_ptr<Layer>> CreateConv2D(
   if (c.activation == Activation::kGelu) {
     return ctx.Error("activation \"gelu\" is for dense layers");
   }
-  if (ctx.naming == ParamNaming::kTorch) {
-    return ctx.Error(
-        "conv2d has Keras parameter names and layout only (model "
-        "param_names \"keras\")");
-  }
   if (c.padding == Padding::kValid &&
       (c.kernel_h > in[0] || c.kernel_w > in[1])) {
     return ctx.Error(absl::StrFormat(
@@ -58,7 +53,8 @@ absl::StatusOr<std::unique_ptr<Layer>> CreateConv2D(
   }
   return std::unique_ptr<Layer>(std::make_unique<Conv2DLayer>(
       c, ctx.name, in, ctx.ParamName("kernel", "weight"),
-      ctx.ParamName("bias", "bias"), ctx.init_seed));
+      ctx.ParamName("bias", "bias"), ctx.init_seed,
+      ctx.naming == ParamNaming::kTorch));
 }
 
 LOCKSTEP_REGISTER_LAYER(
@@ -72,20 +68,28 @@ LOCKSTEP_REGISTER_LAYER(
 
 Conv2DLayer::Conv2DLayer(const Conv2DConfig& config, const std::string& name,
                          const Shape& input_shape, std::string kernel_name,
-                         std::string bias_name, uint64_t seed)
+                         std::string bias_name, uint64_t seed,
+                         bool torch_layout)
     : Layer("conv2d", name, {input_shape},
             {ConvOutputSize(input_shape[0], config.kernel_h, config.stride_h,
                             config.padding == Padding::kSame),
              ConvOutputSize(input_shape[1], config.kernel_w, config.stride_w,
                             config.padding == Padding::kSame),
              config.filters}),
-      config_(config) {
+      config_(config),
+      torch_layout_(torch_layout) {
   const int64_t c = input_shape[2];
-  MakeParam(kernel_name, {config.kernel_h, config.kernel_w, c, config.filters},
+  const int64_t kh = config.kernel_h, kw = config.kernel_w, f = config.filters;
+  MakeParam(kernel_name, torch_layout ? Shape{f, c, kh, kw} : Shape{kh, kw, c, f},
             &kernel_);
-  const int64_t area = config.kernel_h * config.kernel_w;
-  GlorotUniform(seed, area * c, area * config.filters, kernel_.value.data(),
-                kernel_.value.size());
+  // Drawn in Keras' layout either way: the same seed, the same model.
+  std::vector<float> keras(kernel_.value.size());
+  GlorotUniform(seed, kh * kw * c, kh * kw * f, keras.data(), keras.size());
+  if (torch_layout) {
+    KerasToTorchConvKernel(f, c, kh, kw, keras.data(), kernel_.value.data());
+  } else {
+    kernel_.value.values() = keras;
+  }
   if (config_.use_bias) MakeParam(bias_name, {config.filters}, &bias_);
 }
 
@@ -111,8 +115,16 @@ Conv2DGeometry Conv2DLayer::Geometry(int64_t n) const {
                               config_.padding == Padding::kSame);
 }
 
+const float* Conv2DLayer::KerasKernel(const float* kernel) {
+  if (!torch_layout_) return kernel;
+  keras_kernel_.resize(kernel_.value.size());
+  TorchToKerasConvKernel(config_.filters, input_shape()[2], config_.kernel_h,
+                         config_.kernel_w, kernel, keras_kernel_.data());
+  return keras_kernel_.data();
+}
+
 void Conv2DLayer::Forward(const LayerIO& io, const PassContext& ctx) {
-  Conv2DForward(Geometry(io.n), io.x[0], io.w[0],
+  Conv2DForward(Geometry(io.n), io.x[0], KerasKernel(io.w[0]),
                 config_.use_bias ? io.w[1] : nullptr, Act(ctx), io.y, &ws_);
 }
 
@@ -120,7 +132,16 @@ void Conv2DLayer::Backward(const LayerIO& io, const PassContext& ctx) {
   const Conv2DGeometry g = Geometry(io.n);
   ActivationBackwardBiasGrad(g.rows(), g.filters, Act(ctx), io.y, io.dy,
                              config_.use_bias ? io.dw[1] : nullptr);
-  Conv2DBackward(g, io.x[0], io.w[0], io.dy, io.dw[0], nullptr, io.dx[0], &ws_);
+  if (!torch_layout_) {
+    Conv2DBackward(g, io.x[0], io.w[0], io.dy, io.dw[0], nullptr, io.dx[0],
+                   &ws_);
+    return;
+  }
+  keras_dkernel_.resize(kernel_.value.size());
+  Conv2DBackward(g, io.x[0], KerasKernel(io.w[0]), io.dy,
+                 keras_dkernel_.data(), nullptr, io.dx[0], &ws_);
+  KerasToTorchConvKernel(config_.filters, input_shape()[2], config_.kernel_h,
+                         config_.kernel_w, keras_dkernel_.data(), io.dw[0]);
 }
 
 }  // namespace lockstep

@@ -1,6 +1,7 @@
-// conv2d: NHWC convolution with a [KH, KW, C, F] kernel (Keras' layout),
-// strides, and TensorFlow's 'same'/'valid' padding, over im2col + GEMM on
-// the CPU and cuDNN on a GPU.
+// conv2d: NHWC convolution with a [KH, KW, C, F] kernel (Keras' layout; with
+// param_names "torch", PyTorch's [F, C, KH, KW], converted around the same
+// kernels), strides, and TensorFlow's 'same'/'valid' padding, over im2col +
+// GEMM on the CPU and cuDNN on a GPU.
 #ifndef LOCKSTEP_CORE_LAYERS_CONV2D_H_
 #define LOCKSTEP_CORE_LAYERS_CONV2D_H_
 
@@ -27,7 +28,7 @@ class Conv2DLayer : public Layer {
   // input_shape [H, W, C], checked by the registry's create.
   Conv2DLayer(const Conv2DConfig& config, const std::string& name,
               const Shape& input_shape, std::string kernel_name,
-              std::string bias_name, uint64_t seed);
+              std::string bias_name, uint64_t seed, bool torch_layout);
 
   std::vector<Param*> params() override;
   bool HasSoftmaxOutput() const override {
@@ -42,11 +43,18 @@ class Conv2DLayer : public Layer {
   const Conv2DConfig& config() const { return config_; }
   ActivationKind Act(const PassContext& ctx) const;
   Conv2DGeometry Geometry(int64_t n) const;
+  // The kernel parameter is PyTorch's [F, C, KH, KW].
+  bool torch_layout() const { return torch_layout_; }
 
  private:
+  // `kernel` in Keras' layout: itself, or converted into keras_kernel_.
+  const float* KerasKernel(const float* kernel);
+
   const Conv2DConfig config_;
+  const bool torch_layout_;
   Param kernel_, bias_;
   ConvWorkspace ws_;
+  std::vector<float> keras_kernel_, keras_dkernel_;  // torch layout only
 };
 
 }  // namespace lockstep

@@ -47,11 +47,6 @@ absl::StatusOr<std::unique_ptr<Layer>> CreateDepthwise(
         "activation \"%s\" is not for depthwise_conv2d",
         spec_reader::NameOf(Activations(), c.activation)));
   }
-  if (ctx.naming == ParamNaming::kTorch) {
-    return ctx.Error(
-        "depthwise_conv2d has Keras parameter names and layout only (model "
-        "param_names \"keras\")");
-  }
   if (c.padding == Padding::kValid &&
       (c.kernel_h > in[0] || c.kernel_w > in[1])) {
     return ctx.Error(absl::StrFormat(
@@ -61,7 +56,8 @@ absl::StatusOr<std::unique_ptr<Layer>> CreateDepthwise(
   }
   return std::unique_ptr<Layer>(std::make_unique<DepthwiseConv2DLayer>(
       c, ctx.name, in, ctx.ParamName("depthwise_kernel", "weight"),
-      ctx.ParamName("bias", "bias"), ctx.init_seed));
+      ctx.ParamName("bias", "bias"), ctx.init_seed,
+      ctx.naming == ParamNaming::kTorch));
 }
 
 LOCKSTEP_REGISTER_LAYER(
@@ -77,20 +73,30 @@ LOCKSTEP_REGISTER_LAYER(
 DepthwiseConv2DLayer::DepthwiseConv2DLayer(
     const DepthwiseConv2DConfig& config, const std::string& name,
     const Shape& input_shape, std::string kernel_name, std::string bias_name,
-    uint64_t seed)
+    uint64_t seed, bool torch_layout)
     : Layer("depthwise_conv2d", name, {input_shape},
             {ConvOutputSize(input_shape[0], config.kernel_h, config.stride_h,
                             config.padding == Padding::kSame),
              ConvOutputSize(input_shape[1], config.kernel_w, config.stride_w,
                             config.padding == Padding::kSame),
              input_shape[2] * config.depth_multiplier}),
-      config_(config) {
+      config_(config),
+      torch_layout_(torch_layout) {
   const int64_t c = input_shape[2], m = config.depth_multiplier;
-  MakeParam(kernel_name, {config.kernel_h, config.kernel_w, c, m}, &kernel_);
-  // Keras' fans for a [KH, KW, C, M] kernel.
-  const int64_t area = config.kernel_h * config.kernel_w;
-  GlorotUniform(seed, area * c, area * m, kernel_.value.data(),
-                kernel_.value.size());
+  const int64_t kh = config.kernel_h, kw = config.kernel_w;
+  MakeParam(kernel_name,
+            torch_layout ? Shape{c * m, 1, kh, kw} : Shape{kh, kw, c, m},
+            &kernel_);
+  // Keras' fans for a [KH, KW, C, M] kernel, drawn in Keras' layout either
+  // way: the same seed, the same model.
+  std::vector<float> keras(kernel_.value.size());
+  GlorotUniform(seed, kh * kw * c, kh * kw * m, keras.data(), keras.size());
+  if (torch_layout) {
+    KerasToTorchConvKernel(c * m, 1, kh, kw, keras.data(),
+                           kernel_.value.data());
+  } else {
+    kernel_.value.values() = keras;
+  }
   if (config_.use_bias) MakeParam(bias_name, {c * m}, &bias_);
 }
 
@@ -108,9 +114,17 @@ Conv2DGeometry DepthwiseConv2DLayer::Geometry(int64_t n) const {
                               config_.padding == Padding::kSame);
 }
 
+const float* DepthwiseConv2DLayer::KerasKernel(const float* kernel) {
+  if (!torch_layout_) return kernel;
+  keras_kernel_.resize(kernel_.value.size());
+  TorchToKerasConvKernel(output_shape()[2], 1, config_.kernel_h,
+                         config_.kernel_w, kernel, keras_kernel_.data());
+  return keras_kernel_.data();
+}
+
 void DepthwiseConv2DLayer::Forward(const LayerIO& io, const PassContext&) {
   const Conv2DGeometry g = Geometry(io.n);
-  DepthwiseConv2DForward(g, io.x[0], io.w[0],
+  DepthwiseConv2DForward(g, io.x[0], KerasKernel(io.w[0]),
                          config_.use_bias ? io.w[1] : nullptr, io.y);
   BiasActivationForward(g.rows(), g.filters, nullptr, Act(), io.y);
 }
@@ -119,8 +133,16 @@ void DepthwiseConv2DLayer::Backward(const LayerIO& io, const PassContext&) {
   const Conv2DGeometry g = Geometry(io.n);
   ActivationBackwardBiasGrad(g.rows(), g.filters, Act(), io.y, io.dy,
                              config_.use_bias ? io.dw[1] : nullptr);
-  DepthwiseConv2DBackward(g, io.x[0], io.w[0], io.dy, io.dw[0], io.dx[0],
-                          &partials_);
+  if (!torch_layout_) {
+    DepthwiseConv2DBackward(g, io.x[0], io.w[0], io.dy, io.dw[0], io.dx[0],
+                            &partials_);
+    return;
+  }
+  keras_dkernel_.resize(kernel_.value.size());
+  DepthwiseConv2DBackward(g, io.x[0], KerasKernel(io.w[0]), io.dy,
+                          keras_dkernel_.data(), io.dx[0], &partials_);
+  KerasToTorchConvKernel(g.filters, 1, config_.kernel_h, config_.kernel_w,
+                         keras_dkernel_.data(), io.dw[0]);
 }
 
 }  // namespace lockstep

@@ -1,6 +1,7 @@
 // depthwise_conv2d: Keras DepthwiseConv2D (torch Conv2d with groups = in
-// channels): a [KH, KW, C, M] kernel, M = depth_multiplier filters per input
-// channel, strides, TensorFlow's 'same'/'valid' padding, bias and
+// channels): a [KH, KW, C, M] kernel (with param_names "torch", PyTorch's
+// [C*M, 1, KH, KW]), M = depth_multiplier filters per input channel,
+// strides, TensorFlow's 'same'/'valid' padding, bias and
 // activation. Direct kernels on the CPU (kernels/cpu/depthwise.h) and the
 // GPU (kernels/cuda/layers/depthwise.h), the same bits on both.
 #ifndef LOCKSTEP_CORE_LAYERS_DEPTHWISE_CONV2D_H_
@@ -29,7 +30,7 @@ class DepthwiseConv2DLayer : public Layer {
   DepthwiseConv2DLayer(const DepthwiseConv2DConfig& config,
                        const std::string& name, const Shape& input_shape,
                        std::string kernel_name, std::string bias_name,
-                       uint64_t seed);
+                       uint64_t seed, bool torch_layout);
 
   std::vector<Param*> params() override;
   void Forward(const LayerIO& io, const PassContext& ctx) override;
@@ -39,11 +40,17 @@ class DepthwiseConv2DLayer : public Layer {
   ActivationKind Act() const { return ToActivationKind(config_.activation); }
   // filters = in channels x depth_multiplier.
   Conv2DGeometry Geometry(int64_t n) const;
+  // The kernel parameter is PyTorch's [C*M, 1, KH, KW].
+  bool torch_layout() const { return torch_layout_; }
 
  private:
+  const float* KerasKernel(const float* kernel);
+
   const DepthwiseConv2DConfig config_;
+  const bool torch_layout_;
   Param kernel_, bias_;
   std::vector<float> partials_;  // the kernel gradient's row blocks
+  std::vector<float> keras_kernel_, keras_dkernel_;  // torch layout only
 };
 
 }  // namespace lockstep

@@ -142,10 +142,6 @@ TEST(LayersTest, Conv2DShapesAndErrors) {
                        {{28, 27, 1}})
                 ->output_shape(),
             (Shape{14, 14, 8}));
-  EXPECT_EQ(BuildError(R"({"type": "conv2d", "filters": 8, "kernel_size": 3})",
-                       {{28, 28, 1}}, ParamNaming::kTorch),
-            "layer (l): conv2d has Keras parameter names and layout only "
-            "(model param_names \"keras\")");
   EXPECT_EQ(BuildError(R"({"type": "conv2d", "filters": 8, "kernel_size": 3,
                            "activation": "gelu"})",
                        {{28, 28, 1}}),
@@ -198,10 +194,6 @@ TEST(LayersTest, DepthwiseConvShapesGradientsAndErrors) {
   EXPECT_EQ(m->output_shape(), (Shape{3, 3, 4}));
   EXPECT_EQ(m->params()[0]->value.shape(), (Shape{3, 3, 2, 2}));
   GradCheck(*m, 2, PassContext());
-  EXPECT_EQ(BuildError(R"({"type": "depthwise_conv2d", "kernel_size": 3})",
-                       {{8, 8, 3}}, ParamNaming::kTorch),
-            "layer (l): depthwise_conv2d has Keras parameter names and layout "
-            "only (model param_names \"keras\")");
   EXPECT_EQ(BuildError(R"({"type": "depthwise_conv2d", "kernel_size": 5})",
                        {{4, 4, 3}}),
             "layer (l): kernel_size [5, 5] is larger than its input [4, 4, 3] "
@@ -210,6 +202,48 @@ TEST(LayersTest, DepthwiseConvShapesGradientsAndErrors) {
   EXPECT_EQ(BuildError(R"({"type": "depthwise_conv2d", "strides": 2})",
                        {{4, 4, 3}}),
             "layer.kernel_size: required for a depthwise_conv2d layer");
+}
+
+// With param_names "torch" the kernels are PyTorch's [F, C, KH, KW] (a
+// depthwise one [C*M, 1, KH, KW]) under torch names; the same seed gives the
+// same function as the Keras layout, and the same gradients, permuted.
+TEST(LayersTest, ConvKernelsInPyTorchLayout) {
+  struct Case {
+    const char* json;
+    Shape torch_shape;
+  };
+  for (const Case& c : {Case{R"({"type": "conv2d", "filters": 4,
+                                 "kernel_size": [3, 2], "strides": 2,
+                                 "padding": "same", "activation": "relu6"})",
+                             Shape{4, 3, 3, 2}},
+                        Case{R"({"type": "depthwise_conv2d", "kernel_size": 3,
+                                 "depth_multiplier": 2, "padding": "same",
+                                 "activation": "tanh"})",
+                             Shape{6, 1, 3, 3}}}) {
+    std::unique_ptr<Layer> keras = BuildLayer(c.json, {{6, 5, 3}});
+    std::unique_ptr<Layer> torch =
+        BuildLayer(c.json, {{6, 5, 3}}, ParamNaming::kTorch);
+    ASSERT_NE(keras, nullptr);
+    ASSERT_NE(torch, nullptr);
+    EXPECT_EQ(torch->params()[0]->name, "l.weight");
+    EXPECT_EQ(torch->params()[1]->name, "l.bias");
+    EXPECT_EQ(torch->params()[0]->value.shape(), c.torch_shape);
+    const Shape& ks = keras->params()[0]->value.shape();  // [KH, KW, C, M|F]
+    const int64_t f = c.torch_shape[0], ci = c.torch_shape[1];
+    const int64_t khw = ks[0] * ks[1];
+    // The torch kernel is the Keras one, permuted.
+    const float* kv = keras->params()[0]->value.data();
+    const float* tv = torch->params()[0]->value.data();
+    for (int64_t fi = 0; fi < f; ++fi)
+      for (int64_t cc = 0; cc < ci; ++cc)
+        for (int64_t t = 0; t < khw; ++t) {
+          ASSERT_EQ(tv[(fi * ci + cc) * khw + t], kv[(t * ci + cc) * f + fi]);
+        }
+    const std::vector<float> x = RandomVector(2 * 6 * 5 * 3, 8);
+    EXPECT_EQ(RunForward(*keras, 2, PassContext(), {x}),
+              RunForward(*torch, 2, PassContext(), {x}));
+    GradCheck(*torch, 2, PassContext());
+  }
 }
 
 TEST(LayersTest, MaxPoolGradientsAndStrides) {

@@ -229,4 +229,22 @@ void Conv2DBackward(const Conv2DGeometry& g, const float* x,
   ws->holds_all_patches = ws->holds_all_patches && reuse;
 }
 
+void TorchToKerasConvKernel(int64_t f, int64_t c, int64_t kh, int64_t kw,
+                            const float* torch, float* keras) {
+  for (int64_t fi = 0; fi < f; ++fi)
+    for (int64_t ci = 0; ci < c; ++ci)
+      for (int64_t t = 0; t < kh * kw; ++t) {
+        keras[(t * c + ci) * f + fi] = torch[(fi * c + ci) * kh * kw + t];
+      }
+}
+
+void KerasToTorchConvKernel(int64_t f, int64_t c, int64_t kh, int64_t kw,
+                            const float* keras, float* torch) {
+  for (int64_t fi = 0; fi < f; ++fi)
+    for (int64_t ci = 0; ci < c; ++ci)
+      for (int64_t t = 0; t < kh * kw; ++t) {
+        torch[(fi * c + ci) * kh * kw + t] = keras[(t * c + ci) * f + fi];
+      }
+}
+
 }  // namespace lockstep

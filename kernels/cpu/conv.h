@@ -58,6 +58,14 @@ void Im2Col(const Conv2DGeometry& g, const float* x, int64_t row_begin,
 void Col2Im(const Conv2DGeometry& g, const float* dpatches, int64_t row_begin,
             int64_t row_end, float* dx);
 
+// Kernel layouts: PyTorch's [F, C, KH, KW] to Keras' [KH, KW, C, F] and
+// back (a depthwise kernel: torch [C*M, 1, KH, KW], Keras [KH, KW, C, M],
+// which is c = 1, f = C*M here). On the calling thread.
+void TorchToKerasConvKernel(int64_t f, int64_t c, int64_t kh, int64_t kw,
+                            const float* torch, float* keras);
+void KerasToTorchConvKernel(int64_t f, int64_t c, int64_t kh, int64_t kw,
+                            const float* keras, float* torch);
+
 // y [N, OH, OW, F] = act(conv(x [N, H, W, C], kernel [KH, KW, C, F]) + bias).
 // bias may be null. Works in blocks of output rows small enough that each
 // block's patches and outputs stay in cache from im2col to the activation.

@@ -6,6 +6,7 @@
 #include "kernels/cuda/layers/conv.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/test_util.h"
 #include "kernels/cuda/cuda_test_util.h"
+#include "kernels/cuda/layers/conv_transform.h"
 
 namespace lockstep {
 namespace cuda {
@@ -106,6 +108,29 @@ INSTANTIATE_TEST_SUITE_P(
         Case{1, 10, 8, 3, 3, 5, 2, 2, 1, true},    // rectangular 'same'
         Case{0, 7, 7, 3, 3, 3, 4, 1, 1, true},     // empty batch
         Case{1, 3, 3, 2, 3, 3, 2, 1, 1, false}));  // one output pixel
+
+// PyTorch's kernel layout to Keras' and back, as the CPU's helpers.
+TEST(ConvKernelLayoutTest, TorchAndKerasLayoutsMatchCpu) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  for (const auto& [f, c, kh, kw] : std::vector<std::array<int64_t, 4>>{
+           {8, 3, 3, 3}, {96, 1, 3, 3}, {5, 7, 1, 1}, {4, 2, 3, 2}}) {
+    const std::vector<float> torch = RandomVector(f * c * kh * kw, 41);
+    std::vector<float> keras(torch.size()), back(torch.size());
+    lockstep::TorchToKerasConvKernel(f, c, kh, kw, torch.data(), keras.data());
+    lockstep::KerasToTorchConvKernel(f, c, kh, kw, keras.data(), back.data());
+    ASSERT_EQ(back, torch);
+    DeviceArray<float> d_torch(torch), d_keras(torch.size()),
+        d_back(torch.size());
+    ASSERT_EQ(TorchToKerasConvKernel(f, c, kh * kw, d_torch.get(),
+                                     d_keras.get(), nullptr),
+              cudaSuccess);
+    ASSERT_EQ(KerasToTorchConvKernel(f, c, kh * kw, d_keras.get(),
+                                     d_back.get(), nullptr),
+              cudaSuccess);
+    EXPECT_EQ(d_keras.ToHost(), keras);
+    EXPECT_EQ(d_back.ToHost(), torch);
+  }
+}
 
 TEST(CudnnHandleTest, CreateWithoutDeviceFailsCleanly) {
   if (WhyNoDevice().empty()) GTEST_SKIP() << "a GPU is present";

@@ -16,6 +16,22 @@ __global__ void TransposeKernel(int64_t rows, int64_t cols, const float* in,
   }
 }
 
+// keras [t, c, f] = torch [f, c, t] (to_keras), or the reverse; indexed by
+// the output.
+__global__ void ConvKernelLayout(int64_t f, int64_t c, int64_t khw,
+                                 bool to_keras, const float* in, float* out) {
+  const int64_t n = f * c * khw;
+  for (int64_t i = FirstIndex(); i < n; i += Stride()) {
+    if (to_keras) {
+      const int64_t fi = i % f, ci = (i / f) % c, t = i / (f * c);
+      out[i] = in[(fi * c + ci) * khw + t];
+    } else {
+      const int64_t t = i % khw, ci = (i / khw) % c, fi = i / (khw * c);
+      out[i] = in[(t * c + ci) * f + fi];
+    }
+  }
+}
+
 __global__ void PadKernel(int64_t total, int64_t h, int64_t w, int64_t c,
                           int64_t top, int64_t left, int64_t out_h,
                           int64_t out_w, const float* x, float* out) {
@@ -80,6 +96,26 @@ cudaError_t CropNhwc(int64_t n, int64_t h, int64_t w, int64_t c, int64_t top,
   if (total <= 0) return cudaSuccess;
   CropKernel<<<Blocks(total), kThreads, 0, stream>>>(total, h, w, c, top, left,
                                                      out_h, out_w, padded, dx);
+  return cudaGetLastError();
+}
+
+cudaError_t TorchToKerasConvKernel(int64_t f, int64_t c, int64_t khw,
+                                   const float* torch, float* keras,
+                                   cudaStream_t stream) {
+  const int64_t n = f * c * khw;
+  if (n <= 0) return cudaSuccess;
+  ConvKernelLayout<<<Blocks(n), kThreads, 0, stream>>>(f, c, khw, true, torch,
+                                                       keras);
+  return cudaGetLastError();
+}
+
+cudaError_t KerasToTorchConvKernel(int64_t f, int64_t c, int64_t khw,
+                                   const float* keras, float* torch,
+                                   cudaStream_t stream) {
+  const int64_t n = f * c * khw;
+  if (n <= 0) return cudaSuccess;
+  ConvKernelLayout<<<Blocks(n), kThreads, 0, stream>>>(f, c, khw, false, keras,
+                                                       torch);
   return cudaGetLastError();
 }
 

@@ -20,6 +20,16 @@ cudaError_t KerasToCudnnFilter(int64_t khwc, int64_t filters, const float* in,
 cudaError_t CudnnToKerasFilter(int64_t khwc, int64_t filters, const float* in,
                                float* out, cudaStream_t stream);
 
+// PyTorch's kernel layout [F, C, KH*KW] to Keras' [KH*KW, C, F] and back,
+// as kernels/cpu/conv.h's TorchToKerasConvKernel / KerasToTorchConvKernel
+// (param_names "torch"; a depthwise kernel is c = 1, f = C*M).
+cudaError_t TorchToKerasConvKernel(int64_t f, int64_t c, int64_t khw,
+                                   const float* torch, float* keras,
+                                   cudaStream_t stream);
+cudaError_t KerasToTorchConvKernel(int64_t f, int64_t c, int64_t khw,
+                                   const float* keras, float* torch,
+                                   cudaStream_t stream);
+
 // out [N, H + top + bottom, W + left + right, C] = x [N, H, W, C] surrounded
 // by zeros (bottom/right are whatever is left of the output's size).
 cudaError_t PadNhwc(int64_t n, int64_t h, int64_t w, int64_t c, int64_t top,
