@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "core/param_init.h"
 #include "core/random.h"
 #include "core/status_macros.h"
@@ -168,6 +169,18 @@ void MakeParam(const std::string& name, const Shape& shape, Param* p) {
   p->name = name;
   p->value = Tensor(shape);
   p->grad = Tensor(shape);
+}
+
+absl::Status CheckKernelFits(const LayerBuildContext& ctx, int64_t kernel_h,
+                             int64_t kernel_w, Padding padding) {
+  const Shape& in = ctx.inputs[0];
+  if (padding == Padding::kSame || (kernel_h <= in[0] && kernel_w <= in[1])) {
+    return absl::OkStatus();
+  }
+  return ctx.Error(absl::StrFormat(
+      "kernel_size [%d, %d] is larger than its input %s with padding "
+      "\"valid\"; use padding \"same\" or a smaller kernel",
+      kernel_h, kernel_w, ShapeToString(in)));
 }
 
 absl::Status CheckImageInput(const LayerBuildContext& ctx) {

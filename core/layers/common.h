@@ -60,6 +60,11 @@ void MakeParam(const std::string& name, const Shape& shape, Param* p);
 // OK when input 0 is an image [height, width, channels]; else the error an
 // image layer (conv2d, max_pool2d) gives, with a hint at the likely cause.
 absl::Status CheckImageInput(const LayerBuildContext& ctx);
+// A convolution window fits its input (always with "same" padding):
+// "kernel_size [5, 5] is larger than its input [4, 4, 3] with padding
+// \"valid\"; ..." otherwise.
+absl::Status CheckKernelFits(const LayerBuildContext& ctx, int64_t kernel_h,
+                             int64_t kernel_w, Padding padding);
 
 }  // namespace lockstep
 

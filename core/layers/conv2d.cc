@@ -44,13 +44,7 @@ absl::StatusOr<std::unique_ptr<Layer>> CreateConv2D(
   if (c.activation == Activation::kGelu) {
     return ctx.Error("activation \"gelu\" is for dense layers");
   }
-  if (c.padding == Padding::kValid &&
-      (c.kernel_h > in[0] || c.kernel_w > in[1])) {
-    return ctx.Error(absl::StrFormat(
-        "kernel_size [%d, %d] is larger than its input %s with padding "
-        "\"valid\"; use padding \"same\" or a smaller kernel",
-        c.kernel_h, c.kernel_w, ShapeToString(in)));
-  }
+  RETURN_IF_ERROR(CheckKernelFits(ctx, c.kernel_h, c.kernel_w, c.padding));
   return std::unique_ptr<Layer>(std::make_unique<Conv2DLayer>(
       c, ctx.name, in, ctx.ParamName("kernel", "weight"),
       ctx.ParamName("bias", "bias"), ctx.init_seed,

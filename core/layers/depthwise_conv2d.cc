@@ -47,13 +47,7 @@ absl::StatusOr<std::unique_ptr<Layer>> CreateDepthwise(
         "activation \"%s\" is not for depthwise_conv2d",
         spec_reader::NameOf(Activations(), c.activation)));
   }
-  if (c.padding == Padding::kValid &&
-      (c.kernel_h > in[0] || c.kernel_w > in[1])) {
-    return ctx.Error(absl::StrFormat(
-        "kernel_size [%d, %d] is larger than its input %s with padding "
-        "\"valid\"; use padding \"same\" or a smaller kernel",
-        c.kernel_h, c.kernel_w, ShapeToString(in)));
-  }
+  RETURN_IF_ERROR(CheckKernelFits(ctx, c.kernel_h, c.kernel_w, c.padding));
   return std::unique_ptr<Layer>(std::make_unique<DepthwiseConv2DLayer>(
       c, ctx.name, in, ctx.ParamName("depthwise_kernel", "weight"),
       ctx.ParamName("bias", "bias"), ctx.init_seed,
