@@ -80,7 +80,11 @@ void DepthwiseConv2DBackward(const Conv2DGeometry& g, const float* x,
             if (iw < 0 || iw >= g.in_w) continue;
             const float* in = img + (ih * g.in_w + iw) * c_in;
             float* a = acc + (kh * g.k_w + kw) * cm;
-            for (int64_t c = 0; c < cm; ++c) a[c] += in[c / mult] * d[c];
+            if (mult == 1) {  // the same sums, without a division each
+              for (int64_t c = 0; c < cm; ++c) a[c] += in[c] * d[c];
+            } else {
+              for (int64_t c = 0; c < cm; ++c) a[c] += in[c / mult] * d[c];
+            }
           }
         }
       }
@@ -113,7 +117,11 @@ void DepthwiseConv2DBackward(const Conv2DGeometry& g, const float* x,
             if (ow >= g.out_w) continue;
             const float* d = dy + ((n * g.out_h + oh) * g.out_w + ow) * cm;
             const float* k = kernel + (kh * g.k_w + kw) * cm;
-            for (int64_t c = 0; c < cm; ++c) out[c / mult] += d[c] * k[c];
+            if (mult == 1) {
+              for (int64_t c = 0; c < cm; ++c) out[c] += d[c] * k[c];
+            } else {
+              for (int64_t c = 0; c < cm; ++c) out[c / mult] += d[c] * k[c];
+            }
           }
         }
       }
