@@ -58,8 +58,13 @@ RingSegment DocumentedSegment(int64_t count, int world, int s) {
   return {s * base + (s < rem ? s : rem), base + (s < rem ? 1 : 0)};
 }
 
-// Segment s summed serially as ((x_s + x_{s+1}) + ...) over the ring.
-std::vector<float> RingOrderSum(const Buffers& inputs) {
+float Unrounded(float x) { return x; }
+
+// Segment s summed serially as ((x_s + x_{s+1}) + ...) over the ring, each
+// partial sum passed through `wire` when it is sent (and the finished sum
+// once more): Unrounded for float32, RoundToBf16 for bfloat16.
+std::vector<float> RingOrderSum(const Buffers& inputs,
+                                float (*wire)(float) = &Unrounded) {
   const int world = inputs.size();
   const int64_t count = inputs[0].size();
   std::vector<float> sum(count);
@@ -67,8 +72,10 @@ std::vector<float> RingOrderSum(const Buffers& inputs) {
     const RingSegment seg = DocumentedSegment(count, world, s);
     for (int64_t i = seg.begin; i < seg.begin + seg.size; ++i) {
       float acc = inputs[s][i];
-      for (int j = 1; j < world; ++j) acc += inputs[(s + j) % world][i];
-      sum[i] = acc;
+      for (int j = 1; j < world; ++j) {
+        acc = wire(acc) + inputs[(s + j) % world][i];
+      }
+      sum[i] = wire(acc);
     }
   }
   return sum;
@@ -271,26 +278,6 @@ float RoundToBf16(float x) {
   return (down_bits & 0x10000u) == 0 ? down : up;
 }
 
-// The documented bfloat16 ring (core/ring_allreduce.h, "Compression"):
-// segment s starts at rank s; each hop adds its float32 value to the
-// partial sum rounded to bfloat16; the finished sum is rounded once more.
-std::vector<float> Bf16RingOrderSum(const Buffers& inputs) {
-  const int world = inputs.size();
-  const int64_t count = inputs[0].size();
-  std::vector<float> sum(count);
-  for (int s = 0; s < world; ++s) {
-    const RingSegment seg = DocumentedSegment(count, world, s);
-    for (int64_t i = seg.begin; i < seg.begin + seg.size; ++i) {
-      float acc = inputs[s][i];
-      for (int j = 1; j < world; ++j) {
-        acc = RoundToBf16(acc) + inputs[(s + j) % world][i];
-      }
-      sum[i] = RoundToBf16(acc);
-    }
-  }
-  return sum;
-}
-
 TEST(RingAllReduceTest, BfloatWireFollowsTheDocumentedRoundingBitwise) {
   RingOptions options;
   options.wire = WireType::kBfloat16;
@@ -300,7 +287,10 @@ TEST(RingAllReduceTest, BfloatWireFollowsTheDocumentedRoundingBitwise) {
     int64_t step = 0;
     for (int64_t count : {1, 7, 1001, 100003}) {
       const Buffers inputs = MakeInputs(world, count, count);
-      const std::vector<float> expected = Bf16RingOrderSum(inputs);
+      // The documented bfloat16 ring (core/ring_allreduce.h,
+      // "Compression"): each hop adds its float32 value to the partial sum
+      // rounded to bfloat16; the finished sum is rounded once more.
+      const std::vector<float> expected = RingOrderSum(inputs, &RoundToBf16);
       const std::vector<float> exact = RingOrderSum(inputs);
       Buffers buffers = inputs;
       const std::vector<absl::Status> statuses =

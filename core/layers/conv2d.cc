@@ -71,19 +71,17 @@ Conv2DLayer::Conv2DLayer(const Conv2DConfig& config, const std::string& name,
                             config.padding == Padding::kSame),
              config.filters}),
       config_(config),
-      torch_layout_(torch_layout) {
-  const int64_t c = input_shape[2];
-  const int64_t kh = config.kernel_h, kw = config.kernel_w, f = config.filters;
-  MakeParam(kernel_name, torch_layout ? Shape{f, c, kh, kw} : Shape{kh, kw, c, f},
-            &kernel_);
+      layout_(torch_layout,
+              {config.kernel_h, config.kernel_w, input_shape[2],
+               config.filters},
+              config.filters, input_shape[2]) {
+  const int64_t area = config.kernel_h * config.kernel_w;
+  MakeParam(kernel_name, layout_.param_shape(), &kernel_);
   // Drawn in Keras' layout either way: the same seed, the same model.
   std::vector<float> keras(kernel_.value.size());
-  GlorotUniform(seed, kh * kw * c, kh * kw * f, keras.data(), keras.size());
-  if (torch_layout) {
-    KerasToTorchConvKernel(f, c, kh, kw, keras.data(), kernel_.value.data());
-  } else {
-    kernel_.value.values() = keras;
-  }
+  GlorotUniform(seed, area * input_shape[2], area * config.filters,
+                keras.data(), keras.size());
+  layout_.FromKeras(keras.data(), kernel_.value.data());
   if (config_.use_bias) MakeParam(bias_name, {config.filters}, &bias_);
 }
 
@@ -109,16 +107,8 @@ Conv2DGeometry Conv2DLayer::Geometry(int64_t n) const {
                               config_.padding == Padding::kSame);
 }
 
-const float* Conv2DLayer::KerasKernel(const float* kernel) {
-  if (!torch_layout_) return kernel;
-  keras_kernel_.resize(kernel_.value.size());
-  TorchToKerasConvKernel(config_.filters, input_shape()[2], config_.kernel_h,
-                         config_.kernel_w, kernel, keras_kernel_.data());
-  return keras_kernel_.data();
-}
-
 void Conv2DLayer::Forward(const LayerIO& io, const PassContext& ctx) {
-  Conv2DForward(Geometry(io.n), io.x[0], KerasKernel(io.w[0]),
+  Conv2DForward(Geometry(io.n), io.x[0], layout_.KerasKernel(io.w[0]),
                 config_.use_bias ? io.w[1] : nullptr, Act(ctx), io.y, &ws_);
 }
 
@@ -126,16 +116,9 @@ void Conv2DLayer::Backward(const LayerIO& io, const PassContext& ctx) {
   const Conv2DGeometry g = Geometry(io.n);
   ActivationBackwardBiasGrad(g.rows(), g.filters, Act(ctx), io.y, io.dy,
                              config_.use_bias ? io.dw[1] : nullptr);
-  if (!torch_layout_) {
-    Conv2DBackward(g, io.x[0], io.w[0], io.dy, io.dw[0], nullptr, io.dx[0],
-                   &ws_);
-    return;
-  }
-  keras_dkernel_.resize(kernel_.value.size());
-  Conv2DBackward(g, io.x[0], KerasKernel(io.w[0]), io.dy,
-                 keras_dkernel_.data(), nullptr, io.dx[0], &ws_);
-  KerasToTorchConvKernel(config_.filters, input_shape()[2], config_.kernel_h,
-                         config_.kernel_w, keras_dkernel_.data(), io.dw[0]);
+  Conv2DBackward(g, io.x[0], layout_.KerasKernel(io.w[0]), io.dy,
+                 layout_.KerasGrad(io.dw[0]), nullptr, io.dx[0], &ws_);
+  layout_.FinishGrad(io.dw[0]);
 }
 
 }  // namespace lockstep

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/layers/common.h"
+#include "core/layers/conv_kernel_layout.h"
 #include "core/layers/layer.h"
 #include "kernels/cpu/conv.h"
 
@@ -43,18 +44,14 @@ class Conv2DLayer : public Layer {
   const Conv2DConfig& config() const { return config_; }
   ActivationKind Act(const PassContext& ctx) const;
   Conv2DGeometry Geometry(int64_t n) const;
-  // The kernel parameter is PyTorch's [F, C, KH, KW].
-  bool torch_layout() const { return torch_layout_; }
+  // The kernel parameter's layout (PyTorch's [F, C, KH, KW] or Keras').
+  const ConvKernelLayout& kernel_layout() const { return layout_; }
 
  private:
-  // `kernel` in Keras' layout: itself, or converted into keras_kernel_.
-  const float* KerasKernel(const float* kernel);
-
   const Conv2DConfig config_;
-  const bool torch_layout_;
+  ConvKernelLayout layout_;
   Param kernel_, bias_;
   ConvWorkspace ws_;
-  std::vector<float> keras_kernel_, keras_dkernel_;  // torch layout only
 };
 
 }  // namespace lockstep

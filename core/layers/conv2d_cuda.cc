@@ -5,13 +5,13 @@
 #include <map>
 
 #include "core/layers/conv2d.h"
+#include "core/layers/conv_kernel_layout_cuda.h"
 #include "core/layers/device_layer.h"
 #include "core/status_macros.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/layers/activation.h"
 #include "kernels/cuda/layers/conv.h"
-#include "kernels/cuda/layers/conv_transform.h"
 #include "kernels/cuda/layers/device_context.h"
 
 namespace lockstep {
@@ -36,29 +36,12 @@ absl::StatusOr<const cuda::CudnnConv2D*> Plan(const Conv2DLayer& l,
   return &it->second;
 }
 
-int64_t KernelFloats(const Conv2DLayer& l) {
-  return l.config().kernel_h * l.config().kernel_w * l.input_shape()[2] *
-         l.config().filters;
-}
-
-// The kernel in Keras' layout: io.w[0], or (torch layout) its conversion
-// into the first half of the layer's scratch.
-absl::StatusOr<const float*> KerasKernel(const Conv2DLayer& l,
-                                         const LayerIO& io,
-                                         cuda::DeviceContext& dc) {
-  if (!l.torch_layout()) return io.w[0];
-  float* keras = static_cast<float*>(io.scratch);
-  CUDA_RETURN_IF_ERROR(cuda::TorchToKerasConvKernel(
-      l.config().filters, l.input_shape()[2],
-      l.config().kernel_h * l.config().kernel_w, io.w[0], keras, dc.stream));
-  return keras;
-}
-
 absl::Status Forward(Layer& layer, DeviceLayerState* state, const LayerIO& io,
                      const PassContext& ctx, cuda::DeviceContext& dc) {
   const Conv2DLayer& l = static_cast<const Conv2DLayer&>(layer);
   ASSIGN_OR_RETURN(const cuda::CudnnConv2D* plan, Plan(l, state, io.n, dc));
-  ASSIGN_OR_RETURN(const float* kernel, KerasKernel(l, io, dc));
+  ASSIGN_OR_RETURN(const float* kernel,
+                   DeviceKerasKernel(l.kernel_layout(), io, dc.stream));
   ASSIGN_OR_RETURN(void* ws, dc.workspace(plan->workspace_bytes()));
   return plan->Forward(*dc.cudnn, dc.stream, io.x[0], kernel,
                        l.config().use_bias ? io.w[1] : nullptr, l.Act(ctx),
@@ -79,19 +62,12 @@ absl::Status Backward(Layer& layer, DeviceLayerState* state, const LayerIO& io,
       g.rows(), g.filters, l.Act(ctx), io.y, io.dy,
       l.config().use_bias ? io.dw[1] : nullptr, dc.stream,
       static_cast<float*>(ws)));
-  ASSIGN_OR_RETURN(const float* kernel, KerasKernel(l, io, dc));
-  float* dkernel = l.torch_layout()
-                       ? static_cast<float*>(io.scratch) + KernelFloats(l)
-                       : io.dw[0];
+  ASSIGN_OR_RETURN(const float* kernel,
+                   DeviceKerasKernel(l.kernel_layout(), io, dc.stream));
   RETURN_IF_ERROR(plan->Backward(*dc.cudnn, dc.stream, io.x[0], kernel, io.dy,
-                                 dkernel, nullptr, io.dx[0], ws));
-  if (l.torch_layout()) {
-    CUDA_RETURN_IF_ERROR(cuda::KerasToTorchConvKernel(
-        l.config().filters, l.input_shape()[2],
-        l.config().kernel_h * l.config().kernel_w, dkernel, io.dw[0],
-        dc.stream));
-  }
-  return absl::OkStatus();
+                                 DeviceKerasGrad(l.kernel_layout(), io),
+                                 nullptr, io.dx[0], ws));
+  return DeviceFinishGrad(l.kernel_layout(), io, dc.stream);
 }
 
 DeviceLayer Impl() {
@@ -101,8 +77,8 @@ DeviceLayer Impl() {
   };
   // Torch layout: the Keras-layout kernel and its gradient.
   d.scratch_bytes = [](const Layer& layer, int64_t) -> int64_t {
-    const auto& l = static_cast<const Conv2DLayer&>(layer);
-    return l.torch_layout() ? 2 * KernelFloats(l) * sizeof(float) : 0;
+    return ConvKernelScratchBytes(
+        static_cast<const Conv2DLayer&>(layer).kernel_layout());
   };
   d.forward = &Forward;
   d.backward = &Backward;

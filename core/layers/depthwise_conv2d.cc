@@ -75,22 +75,18 @@ DepthwiseConv2DLayer::DepthwiseConv2DLayer(
                             config.padding == Padding::kSame),
              input_shape[2] * config.depth_multiplier}),
       config_(config),
-      torch_layout_(torch_layout) {
+      layout_(torch_layout,
+              {config.kernel_h, config.kernel_w, input_shape[2],
+               config.depth_multiplier},
+              input_shape[2] * config.depth_multiplier, 1) {
   const int64_t c = input_shape[2], m = config.depth_multiplier;
-  const int64_t kh = config.kernel_h, kw = config.kernel_w;
-  MakeParam(kernel_name,
-            torch_layout ? Shape{c * m, 1, kh, kw} : Shape{kh, kw, c, m},
-            &kernel_);
+  const int64_t area = config.kernel_h * config.kernel_w;
+  MakeParam(kernel_name, layout_.param_shape(), &kernel_);
   // Keras' fans for a [KH, KW, C, M] kernel, drawn in Keras' layout either
   // way: the same seed, the same model.
   std::vector<float> keras(kernel_.value.size());
-  GlorotUniform(seed, kh * kw * c, kh * kw * m, keras.data(), keras.size());
-  if (torch_layout) {
-    KerasToTorchConvKernel(c * m, 1, kh, kw, keras.data(),
-                           kernel_.value.data());
-  } else {
-    kernel_.value.values() = keras;
-  }
+  GlorotUniform(seed, area * c, area * m, keras.data(), keras.size());
+  layout_.FromKeras(keras.data(), kernel_.value.data());
   if (config_.use_bias) MakeParam(bias_name, {c * m}, &bias_);
 }
 
@@ -108,17 +104,9 @@ Conv2DGeometry DepthwiseConv2DLayer::Geometry(int64_t n) const {
                               config_.padding == Padding::kSame);
 }
 
-const float* DepthwiseConv2DLayer::KerasKernel(const float* kernel) {
-  if (!torch_layout_) return kernel;
-  keras_kernel_.resize(kernel_.value.size());
-  TorchToKerasConvKernel(output_shape()[2], 1, config_.kernel_h,
-                         config_.kernel_w, kernel, keras_kernel_.data());
-  return keras_kernel_.data();
-}
-
 void DepthwiseConv2DLayer::Forward(const LayerIO& io, const PassContext&) {
   const Conv2DGeometry g = Geometry(io.n);
-  DepthwiseConv2DForward(g, io.x[0], KerasKernel(io.w[0]),
+  DepthwiseConv2DForward(g, io.x[0], layout_.KerasKernel(io.w[0]),
                          config_.use_bias ? io.w[1] : nullptr, io.y);
   BiasActivationForward(g.rows(), g.filters, nullptr, Act(), io.y);
 }
@@ -127,16 +115,9 @@ void DepthwiseConv2DLayer::Backward(const LayerIO& io, const PassContext&) {
   const Conv2DGeometry g = Geometry(io.n);
   ActivationBackwardBiasGrad(g.rows(), g.filters, Act(), io.y, io.dy,
                              config_.use_bias ? io.dw[1] : nullptr);
-  if (!torch_layout_) {
-    DepthwiseConv2DBackward(g, io.x[0], io.w[0], io.dy, io.dw[0], io.dx[0],
-                            &partials_);
-    return;
-  }
-  keras_dkernel_.resize(kernel_.value.size());
-  DepthwiseConv2DBackward(g, io.x[0], KerasKernel(io.w[0]), io.dy,
-                          keras_dkernel_.data(), io.dx[0], &partials_);
-  KerasToTorchConvKernel(g.filters, 1, config_.kernel_h, config_.kernel_w,
-                         keras_dkernel_.data(), io.dw[0]);
+  DepthwiseConv2DBackward(g, io.x[0], layout_.KerasKernel(io.w[0]), io.dy,
+                          layout_.KerasGrad(io.dw[0]), io.dx[0], &partials_);
+  layout_.FinishGrad(io.dw[0]);
 }
 
 }  // namespace lockstep

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/layers/common.h"
+#include "core/layers/conv_kernel_layout.h"
 #include "core/layers/layer.h"
 #include "kernels/cpu/conv.h"
 
@@ -40,17 +41,14 @@ class DepthwiseConv2DLayer : public Layer {
   ActivationKind Act() const { return ToActivationKind(config_.activation); }
   // filters = in channels x depth_multiplier.
   Conv2DGeometry Geometry(int64_t n) const;
-  // The kernel parameter is PyTorch's [C*M, 1, KH, KW].
-  bool torch_layout() const { return torch_layout_; }
+  // The kernel parameter's layout (PyTorch's [C*M, 1, KH, KW] or Keras').
+  const ConvKernelLayout& kernel_layout() const { return layout_; }
 
  private:
-  const float* KerasKernel(const float* kernel);
-
   const DepthwiseConv2DConfig config_;
-  const bool torch_layout_;
+  ConvKernelLayout layout_;
   Param kernel_, bias_;
   std::vector<float> partials_;  // the kernel gradient's row blocks
-  std::vector<float> keras_kernel_, keras_dkernel_;  // torch layout only
 };
 
 }  // namespace lockstep

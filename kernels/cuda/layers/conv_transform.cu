@@ -99,24 +99,28 @@ cudaError_t CropNhwc(int64_t n, int64_t h, int64_t w, int64_t c, int64_t top,
   return cudaGetLastError();
 }
 
-cudaError_t TorchToKerasConvKernel(int64_t f, int64_t c, int64_t khw,
-                                   const float* torch, float* keras,
+namespace {
+cudaError_t LaunchConvKernelLayout(int64_t f, int64_t c, int64_t khw,
+                                   bool to_keras, const float* in, float* out,
                                    cudaStream_t stream) {
   const int64_t n = f * c * khw;
   if (n <= 0) return cudaSuccess;
-  ConvKernelLayout<<<Blocks(n), kThreads, 0, stream>>>(f, c, khw, true, torch,
-                                                       keras);
+  ConvKernelLayout<<<Blocks(n), kThreads, 0, stream>>>(f, c, khw, to_keras, in,
+                                                       out);
   return cudaGetLastError();
+}
+}  // namespace
+
+cudaError_t TorchToKerasConvKernel(int64_t f, int64_t c, int64_t khw,
+                                   const float* torch, float* keras,
+                                   cudaStream_t stream) {
+  return LaunchConvKernelLayout(f, c, khw, true, torch, keras, stream);
 }
 
 cudaError_t KerasToTorchConvKernel(int64_t f, int64_t c, int64_t khw,
                                    const float* keras, float* torch,
                                    cudaStream_t stream) {
-  const int64_t n = f * c * khw;
-  if (n <= 0) return cudaSuccess;
-  ConvKernelLayout<<<Blocks(n), kThreads, 0, stream>>>(f, c, khw, false, keras,
-                                                       torch);
-  return cudaGetLastError();
+  return LaunchConvKernelLayout(f, c, khw, false, keras, torch, stream);
 }
 
 }  // namespace cuda
