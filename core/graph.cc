@@ -135,6 +135,7 @@ class GraphBuilder {
       if (subs.empty()) return Invalid(where, "the block expands to nothing");
       std::string inner = layer.inputs[0];
       for (LayerSpec& sub : subs) {
+        if (!layer.trainable) sub.trainable = false;
         const std::string sub_where = absl::StrCat(where, " > ", sub.name);
         RETURN_IF_ERROR(Add(std::move(sub), sub_where, &inner, depth + 1));
       }
@@ -162,8 +163,17 @@ class GraphBuilder {
     node.size = built->output_size();
     node.layer = built.get();
     node.layer_index = layer_index;
+    node.frozen = !layer.trainable;
     for (Param* p : built->params()) {
       auto it = param_index_.find(p);
+      if (it != param_index_.end() &&
+          (p->update == ParamUpdate::kFrozen) != node.frozen) {
+        return Invalid(where, absl::StrCat("shares \"", p->name,
+                                           "\" with a layer whose trainable "
+                                           "differs; tied layers must both be "
+                                           "trainable or both frozen"));
+      }
+      if (node.frozen) p->update = ParamUpdate::kFrozen;
       if (it == param_index_.end()) {
         it =
             param_index_.emplace(p, static_cast<int>(g_->params_.size())).first;
@@ -196,12 +206,14 @@ absl::StatusOr<std::unique_ptr<Graph>> Graph::Build(const ModelSpec& spec,
   RETURN_IF_ERROR(builder.Run());
   RETURN_IF_ERROR(g->Plan());
   if (!spec.init_safetensors.empty()) {
-    RETURN_IF_ERROR(g->LoadInitialWeights(spec.init_safetensors));
+    RETURN_IF_ERROR(g->LoadInitialWeights(spec.init_safetensors,
+                                          spec.init_allow_missing));
   }
   return g;
 }
 
-absl::Status Graph::LoadInitialWeights(const std::string& path) {
+absl::Status Graph::LoadInitialWeights(const std::string& path,
+                                       bool allow_missing) {
   const std::string where = "model.init.safetensors";
   std::vector<std::string> skipped;
   SafetensorsReadOptions options;
@@ -217,12 +229,17 @@ absl::Status Graph::LoadInitialWeights(const std::string& path) {
   for (const auto& [name, t] : *tensors) by_name[name] = &t;
   for (Param* p : params_) {
     auto it = by_name.find(p->name);
+    if (it == by_name.end() && allow_missing) {
+      init_missing_.push_back(p->name);
+      continue;
+    }
     if (it == by_name.end()) {
       return absl::InvalidArgumentError(absl::StrCat(
           where, ": \"", path, "\" has no tensor named \"", p->name,
           "\" (the model's parameter ", ShapeToString(p->value.shape()),
           "); its tensors' names must be the model's parameter names "
-          "(model.param_names)"));
+          "(model.param_names), or set model.init.allow_missing to keep "
+          "the initializers of those it lacks"));
     }
     if (it->second->shape() != p->value.shape()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -233,10 +250,42 @@ absl::Status Graph::LoadInitialWeights(const std::string& path) {
     p->value.values() = it->second->values();
     by_name.erase(it);
   }
+  if (init_missing_.size() == params_.size() && !params_.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": \"", path, "\" has none of the model's ", params_.size(),
+        " parameters (the first is \"", params_[0]->name,
+        "\"); its tensors' names must be the model's parameter names "
+        "(model.param_names)"));
+  }
   init_unused_ = std::move(skipped);
   for (const auto& [name, t] : by_name) init_unused_.push_back(name);
   std::sort(init_unused_.begin(), init_unused_.end());
   return absl::OkStatus();
+}
+
+std::string Graph::InitSummary(const std::string& path) const {
+  if (path.empty()) return "";
+  // At most a few names of each list.
+  auto some = [](const std::vector<std::string>& names) {
+    std::vector<std::string> shown(
+        names.begin(), names.begin() + std::min<size_t>(names.size(), 4));
+    std::string out = absl::StrJoin(shown, ", ");
+    if (names.size() > shown.size()) {
+      absl::StrAppend(&out, " and ", names.size() - shown.size(), " more");
+    }
+    return out;
+  };
+  std::string line =
+      absl::StrCat("initial weights: ", params_.size() - init_missing_.size(),
+                   " of ", params_.size(), " parameter tensors from ", path);
+  if (!init_missing_.empty()) {
+    absl::StrAppend(&line, "; initialized by their layers: ",
+                    some(init_missing_));
+  }
+  if (!init_unused_.empty()) {
+    absl::StrAppend(&line, "; not in the model: ", some(init_unused_));
+  }
+  return line;
 }
 
 bool Graph::output_has_softmax() const {
@@ -251,24 +300,30 @@ bool Graph::output_has_sigmoid() const {
 
 absl::Status Graph::Plan() {
   const int n = static_cast<int>(nodes_.size());
-  PassContext training;
-  training.training = true;
+  // A training pass: every layer trains but the frozen ones.
+  auto pass = [&](int i) {
+    PassContext ctx;
+    ctx.training = !nodes_[i].frozen;
+    return ctx;
+  };
   // Gradient slots: a pass-through layer's output is its input's buffer, so
   // its gradient is its input's too.
   slot_of_.assign(n, -1);
   for (int i = 0; i < n; ++i) {
     const Layer* l = nodes_[i].layer;
-    if (l != nullptr && l->PassesThrough(training)) {
+    if (l != nullptr && l->PassesThrough(pass(i))) {
       slot_of_[i] = slot_of_[nodes_[i].inputs[0]];
     } else {
       slot_of_[i] = num_slots_++;
       slot_size_.push_back(nodes_[i].size);
     }
   }
-  // Which nodes have parameters at or below them.
+  // Which nodes have parameters that learn at or below them.
   std::vector<bool> learns(n, false);
   for (int i = num_inputs_; i < n; ++i) {
-    learns[i] = !nodes_[i].params.empty();
+    for (int p : nodes_[i].params) {
+      learns[i] = learns[i] || params_[p]->update != ParamUpdate::kFrozen;
+    }
     for (int k : nodes_[i].inputs) learns[i] = learns[i] || learns[k];
   }
   std::vector<bool> written(num_slots_, false);
@@ -276,7 +331,7 @@ absl::Status Graph::Plan() {
   std::vector<int> last_step(params_.size(), -1);
   for (int i = n - 1; i >= num_inputs_; --i) {
     const GraphNode& node = nodes_[i];
-    if (node.layer->PassesThrough(training)) continue;
+    if (node.layer->PassesThrough(pass(i))) continue;
     if (!learns[i] || !written[slot_of_[i]]) continue;
     BackwardStep step;
     step.node = i;

@@ -27,6 +27,9 @@ struct GraphNode {
   std::vector<int> inputs;  // node indices, all smaller than this one's
   std::vector<int> params;  // Graph::params() indices, in layer params() order
   int layer_index = -1;     // among the layers (seeds dropout masks)
+  // trainable: false (LayerSpec): runs as in inference, its params are
+  // kFrozen.
+  bool frozen = false;
 };
 
 // One layer's backward in the plan.
@@ -81,6 +84,12 @@ class Graph {
   // The tensors of the model's init file (ModelSpec::init_safetensors)
   // that are no parameter of it, sorted (a Hugging Face file's buffers).
   const std::vector<std::string>& init_unused() const { return init_unused_; }
+  // The parameters it lacked, which kept their initializers (only with
+  // ModelSpec::init_allow_missing), in parameter order.
+  const std::vector<std::string>& init_missing() const { return init_missing_; }
+  // One line for the log: where the initial weights came from, what the
+  // file lacked and what it held besides; "" without an init file.
+  std::string InitSummary(const std::string& path) const;
 
   // Parameters no planned step touches (their gradient stays zero): final
   // before backward starts.
@@ -92,7 +101,7 @@ class Graph {
   // Overwrites every parameter with the tensor of its name in `path`:
   // InvalidArgument naming the file and the tensor when one is missing or
   // of another shape.
-  absl::Status LoadInitialWeights(const std::string& path);
+  absl::Status LoadInitialWeights(const std::string& path, bool allow_missing);
   friend class GraphBuilder;
 
   std::vector<std::unique_ptr<Layer>> layers_;
@@ -108,6 +117,7 @@ class Graph {
   int num_slots_ = 0;
   std::vector<int> untouched_;
   std::vector<std::string> init_unused_;
+  std::vector<std::string> init_missing_;
 };
 
 }  // namespace lockstep

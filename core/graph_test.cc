@@ -134,7 +134,36 @@ TEST(GraphTest, InitialWeightsFromSafetensors) {
             "model.init.safetensors: \"" + missing +
                 "\" has no tensor named \"b.bias\" (the model's parameter "
                 "[4]); its tensors' names must be the model's parameter names "
-                "(model.param_names)");
+                "(model.param_names), or set model.init.allow_missing to keep "
+                "the initializers of those it lacks");
+  // With allow_missing the lacking one keeps its initializer (zeros for a
+  // bias) and is listed; a file with none of the parameters stays an error.
+  auto lenient = [](const std::string& path) {
+    return R"({"input_shape": [3], "layers": [
+        {"type": "dense", "name": "a", "units": 2},
+        {"type": "dense", "name": "b", "units": 4}],
+        "param_names": "torch",
+        "init": {"safetensors": ")" +
+           path + R"(", "allow_missing": true}})";
+  };
+  std::unique_ptr<Graph> partial = Build(lenient(missing));
+  ASSERT_NE(partial, nullptr);
+  EXPECT_EQ(partial->params()[0]->value.values(), aw.values());
+  EXPECT_EQ(partial->params()[3]->value.values(), std::vector<float>(4, 0));
+  EXPECT_EQ(partial->init_missing(), std::vector<std::string>{"b.bias"});
+  EXPECT_EQ(partial->InitSummary(missing),
+            "initial weights: 3 of 4 parameter tensors from " + missing +
+                "; initialized by their layers: b.bias");
+  const std::string other = dir + "/other.safetensors";
+  ASSERT_TRUE(WriteSafetensors(other, {{"c.weight", &aw}}, {}).ok());
+  absl::StatusOr<std::unique_ptr<Graph>> none =
+      Graph::Build(Model(lenient(other)), 1);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().message(),
+            "model.init.safetensors: \"" + other +
+                "\" has none of the model's 4 parameters (the first is "
+                "\"a.weight\"); its tensors' names must be the model's "
+                "parameter names (model.param_names)");
   const std::string shape = dir + "/shape.safetensors";
   Tensor wrong({3, 2});
   ASSERT_TRUE(WriteSafetensors(shape,

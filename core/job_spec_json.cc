@@ -214,6 +214,7 @@ Json ModelToJson(const ModelSpec& m) {
   if (!stack) j["param_names"] = NameOf(ParamNamings(), m.param_names);
   if (!m.init_safetensors.empty()) {
     j["init"] = {{"safetensors", m.init_safetensors}};
+    if (m.init_allow_missing) j["init"]["allow_missing"] = true;
   }
   return j;
 }

@@ -180,10 +180,11 @@ absl::Status ParseModel(const Json& v, absl::string_view base_dir,
   if (r.Has("init")) {
     RETURN_IF_ERROR(Reader::CheckObject(r.Get("init"), r.At("init")));
     Reader init(r.Get("init"), r.At("init"));
-    RETURN_IF_ERROR(init.CheckKeys({"safetensors"}));
+    RETURN_IF_ERROR(init.CheckKeys({"safetensors", "allow_missing"}));
     RETURN_IF_ERROR(init.Require("safetensors"));
     RETURN_IF_ERROR(
         init.Path("safetensors", base_dir, &model->init_safetensors));
+    RETURN_IF_ERROR(init.Bool("allow_missing", &model->init_allow_missing));
   }
   return absl::OkStatus();
 }

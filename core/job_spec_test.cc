@@ -201,6 +201,11 @@ TEST(JobSpecTest, RoundTrip) {
                         {"ring_streams", 3},
                         {"compression", "bf16"}};
       },
+      [](Json& j) {
+        j["model"]["layers"][0]["trainable"] = false;
+        j["model"]["init"] = {{"safetensors", "/w/base.safetensors"},
+                              {"allow_missing", true}};
+      },
   };
   for (const std::string& doc : docs) {
     for (size_t v = 0; v < variants.size(); ++v) {
@@ -210,6 +215,10 @@ TEST(JobSpecTest, RoundTrip) {
       if (v == 3) {
         EXPECT_EQ(s.cluster.compression, Compression::kBf16);
         EXPECT_EQ(s.cluster.ring_streams, 3);
+      }
+      if (v == 4) {
+        EXPECT_FALSE(s.model.layers[0].trainable);
+        EXPECT_TRUE(s.model.init_allow_missing);
       }
       std::string canonical = JobSpecToJson(s);
       JobSpec again = MustParse(canonical);
@@ -431,6 +440,15 @@ INSTANTIATE_TEST_SUITE_P(
                 "data.header: unknown field for format \"mnist_idx\""},
         BadCase{"EmptyPath", [](Json& j) { j["data"]["test_images"] = ""; },
                 "data.test_images: must not be empty"},
+        BadCase{"TrainableNotBool",
+                [](Json& j) { j["model"]["layers"][0]["trainable"] = "no"; },
+                "model.layers[0].trainable: must be true or false, got \"no\""},
+        BadCase{"InitAllowMissingNotBool",
+                [](Json& j) {
+                  j["model"]["init"] = {{"safetensors", "w.safetensors"},
+                                        {"allow_missing", 1}};
+                },
+                "model.init.allow_missing: must be true or false, got 1"},
         BadCase{"ShuffleNotBool", [](Json& j) { j["data"]["shuffle"] = 1; },
                 "data.shuffle: must be true or false, got 1"},
         BadCase{"ScaleZero", [](Json& j) { j["data"]["scale"] = 0; },
@@ -556,7 +574,8 @@ TEST(JobSpecTest, BertPresetErrors) {
             "model.layers: unknown field for a preset model (bert_mlm "
             "declares its inputs)");
   EXPECT_EQ(error([](Json& j) { j["model"]["preset"] = "gpt"; }),
-            "model.preset: unknown preset \"gpt\"; expected one of bert_mlm");
+            "model.preset: unknown preset \"gpt\"; expected one of bert_mlm, "
+            "mobilenet_v2");
   EXPECT_EQ(error([](Json& j) { j["model"]["heads"] = 3; }),
             "model.heads: must divide hidden (64), got 3");
   EXPECT_EQ(error([](Json& j) { j["data"].erase("vocab_size"); }),

@@ -99,7 +99,7 @@ const float* Model::Forward(int64_t n, const float* x, bool training,
   for (int i = inputs; i <= output; ++i) {
     const GraphNode& node = g.node(i);
     PassContext& ctx = ctx_[i];
-    ctx.training = training;
+    ctx.training = training && !node.frozen;
     ctx.dropout_seed =
         Mix64(dropout_seed ^ Mix64(static_cast<uint64_t>(node.layer_index)));
     ctx.skip_output_activation = fuse_output && i == output;

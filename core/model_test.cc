@@ -261,6 +261,58 @@ TEST(ModelTest, BuildErrorsNameTheLayer) {
             "model.input_shape: every dimension must be > 0, got []");
 }
 
+// trainable: false. The frozen base runs as in inference (dropout off, batch
+// norm on its running statistics) even in a training step, gets no backward
+// at all below the first trainable layer, and its params are kFrozen.
+TEST(ModelTest, FrozenLayersRunAsInferenceWithNoBackward) {
+  LayerSpec conv = Conv(4, 3, 1, "same", "relu");
+  LayerSpec bn = Spec(R"({"type": "batch_norm", "activation": "relu6"})");
+  LayerSpec drop = Dropout(0.5);
+  for (LayerSpec* l : {&conv, &bn, &drop}) l->trainable = false;
+  ModelSpec spec =
+      Stack({6, 6, 2}, {conv, bn, drop, Of("flatten"), Dense(3)});
+  std::unique_ptr<Model> m = BuildOrDie(spec);
+  ASSERT_NE(m, nullptr);
+  const std::vector<Param*>& p = m->params();
+  ASSERT_EQ(p.size(), 8u);  // conv 2, batch norm 4, dense 2
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(p[i]->update, ParamUpdate::kFrozen) << p[i]->name;
+  }
+  EXPECT_EQ(p[6]->update, ParamUpdate::kOptimizer);
+  // Only the dense layer has a backward step.
+  ASSERT_EQ(m->graph().backward_plan().size(), 1u);
+  EXPECT_EQ(m->graph().node(m->graph().backward_plan()[0].node).name,
+            "dense");
+  p[4]->value.values() = {0.5f, -0.5f, 0.25f, 0.0f};  // running mean
+  const Tensor x = RandomInput(*m, 5, 3);
+  std::vector<int32_t> y = {0, 1, 2, 0, 1};
+  // The training step's output is the inference output (no dropout, the
+  // running statistics), so its loss is Evaluate's.
+  const BatchLoss eval = m->Evaluate(x, y.data(), kXent);
+  const BatchLoss train = m->TrainStep(x, y.data(), kXent, 1.0f / 5, 9);
+  EXPECT_DOUBLE_EQ(train.loss_sum, eval.loss_sum);
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(p[i]->grad.values(), std::vector<float>(p[i]->grad.size(), 0))
+        << p[i]->name;
+  }
+  float largest = 0;
+  for (float g : p[6]->grad.values()) largest = std::max(largest, std::abs(g));
+  EXPECT_GT(largest, 0.0f);
+  // A tie across the frozen line is refused.
+  LayerSpec emb = Spec(R"({"type": "embedding", "name": "emb",
+                           "input_dim": 10, "output_dim": 4})");
+  LayerSpec out = Spec(R"({"type": "dense", "units": 10,
+                           "tied_to": "emb"})");
+  out.trainable = false;
+  absl::StatusOr<std::unique_ptr<Model>> tied =
+      Model::Build(Stack({3}, {emb, out}), 1);
+  ASSERT_FALSE(tied.ok());
+  EXPECT_EQ(tied.status().message(),
+            "model.layers[1] (dense): shares \"emb/embeddings\" with a layer "
+            "whose trainable differs; tied layers must both be trainable or "
+            "both frozen");
+}
+
 TEST(ModelTest, DenseOnPositionsAppliesToTheLastAxis) {
   // [4, 3] -> [4, 2]: the same weights at every position, as Keras.
   auto m =

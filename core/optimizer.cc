@@ -111,8 +111,12 @@ absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(
   return std::unique_ptr<Optimizer>(new Optimizer(spec, params));
 }
 
-Optimizer::Optimizer(const OptimizerSpec& spec, std::vector<Param*> params)
-    : spec_(spec), params_(std::move(params)) {
+Optimizer::Optimizer(const OptimizerSpec& spec,
+                     const std::vector<Param*>& params)
+    : spec_(spec) {
+  for (Param* p : params) {
+    if (p->update == ParamUpdate::kOptimizer) params_.push_back(p);
+  }
   for (const Param* p : params_) decays_.push_back(Decays(p->name));
   const bool sgd = spec_.type == OptimizerType::kSgd;
   if (sgd && spec_.momentum == 0) return;  // plain SGD keeps no state
@@ -191,6 +195,23 @@ void Optimizer::Apply(double lr) {
     }
   }
   ++iterations_;
+}
+
+void UpdateMovingAverages(const std::vector<Param*>& params,
+                          int64_t global_samples) {
+  if (global_samples <= 0) return;
+  const double inv = 1.0 / static_cast<double>(global_samples);
+  for (Param* p : params) {
+    if (p->update != ParamUpdate::kMovingAverage) continue;
+    const float keep = p->momentum;
+    const float take = 1.0f - keep;
+    float* v = p->value.data();
+    const float* g = p->grad.data();
+    for (int64_t i = 0; i < p->value.size(); ++i) {
+      const float batch = static_cast<float>(g[i] * inv);
+      v[i] = v[i] * keep + batch * take;
+    }
+  }
 }
 
 std::vector<std::pair<std::string, Tensor*>> Optimizer::StateTensors() {

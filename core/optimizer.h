@@ -18,7 +18,8 @@ namespace lockstep {
 class Optimizer {
  public:
   // `params` are not owned and must outlive the optimizer; each grad must
-  // have as many elements as its value. Error (kInvalidArgument): a bad spec
+  // have as many elements as its value. The optimizer updates (and keeps
+  // state for, and clips) only the params whose update is kOptimizer. Error (kInvalidArgument): a bad spec
   // field, a null param, or a grad/value size mismatch.
   static absl::StatusOr<std::unique_ptr<Optimizer>> Create(
       const OptimizerSpec& spec, const std::vector<Param*>& params);
@@ -51,7 +52,7 @@ class Optimizer {
   std::vector<std::pair<std::string, Tensor*>> StateTensors();
 
  private:
-  Optimizer(const OptimizerSpec& spec, std::vector<Param*> params);
+  Optimizer(const OptimizerSpec& spec, const std::vector<Param*>& params);
 
   OptimizerSpec spec_;
   std::vector<Param*> params_;
@@ -65,6 +66,13 @@ class Optimizer {
 
   double ClipGradients();  // returns the norm before clipping
 };
+
+// The step's update of the kMovingAverage params (core/tensor.h) after
+// their "gradients" were summed over every replica of the step:
+// value = value * momentum + (1 - momentum) * grad / global_samples.
+// Nothing when global_samples is 0.
+void UpdateMovingAverages(const std::vector<Param*>& params,
+                          int64_t global_samples);
 
 }  // namespace lockstep
 

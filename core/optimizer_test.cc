@@ -179,6 +179,38 @@ TEST(OptimizerTest, StateNamesAndShapes) {
   EXPECT_EQ(momentum->StateTensors()[1].second, state[1].second);
 }
 
+TEST(OptimizerTest, MovingAveragesAreNotTheOptimizers) {
+  OptimizerSpec spec;
+  spec.type = OptimizerType::kAdam;
+  spec.weight_decay = 0.5;
+  spec.global_clipnorm = 1.0;
+  Param w = Scalar();
+  Param mean = Scalar();
+  mean.name = "bn/moving_mean";
+  mean.update = ParamUpdate::kMovingAverage;
+  mean.momentum = 0.75f;
+  std::unique_ptr<Optimizer> opt = Make(spec, {&w, &mean});
+  // Slots only for the optimizer's own param.
+  std::vector<std::string> names;
+  for (const auto& [name, t] : opt->StateTensors()) names.push_back(name);
+  EXPECT_THAT(names, ElementsAre("adam/m/dense/kernel", "adam/v/dense/kernel"));
+  // The statistic is neither clipped, nor in the norm, nor decayed.
+  w.grad.values() = {0.5f};
+  mean.grad.values() = {100.0f};
+  opt->Apply(0.1);
+  EXPECT_DOUBLE_EQ(opt->last_grad_norm(), 0.5);
+  EXPECT_EQ(mean.value.values(), std::vector<float>{1.0f});
+  EXPECT_EQ(mean.grad.values(), std::vector<float>{100.0f});
+  // Then: value * 0.75 + (grad / 8 samples) * 0.25 = 0.75 + 3.125.
+  UpdateMovingAverages({&w, &mean}, 8);
+  EXPECT_FLOAT_EQ(mean.value.values()[0], 3.875f);
+  const float after_adam = w.value.values()[0];
+  EXPECT_NE(after_adam, 1.0f);
+  UpdateMovingAverages({&w, &mean}, 0);  // an empty step moves nothing
+  EXPECT_FLOAT_EQ(mean.value.values()[0], 3.875f);
+  EXPECT_EQ(w.value.values()[0], after_adam);
+}
+
 TEST(OptimizerTest, IterationsDriveBiasCorrection) {
   // Restoring iterations = 2 and m, v from step 2 gives the same step 3.
   OptimizerSpec s;

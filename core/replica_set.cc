@@ -61,7 +61,8 @@ void ReplicaSet::OnGradReady(int i) {
   // bytes whichever lane gets here last).
   float* dst = params()[i]->grad.data();
   const int64_t count = params()[i]->grad.size();
-  for (int64_t r = 1; r < n; ++r) {
+  for (int64_t r = 1; r < n && params()[i]->update != ParamUpdate::kFrozen;
+       ++r) {
     const float* src = replicas_[r]->host().params()[i]->grad.data();
     for (int64_t k = 0; k < count; ++k) dst[k] += src[k];
   }

@@ -44,13 +44,30 @@ class Tensor {
   std::vector<float> data_;
 };
 
-// A trainable parameter: its value and the gradient accumulated by backward.
+// How a training step changes a parameter.
+enum class ParamUpdate {
+  // The optimizer, from the gradient backward accumulates.
+  kOptimizer,
+  // A moving average of a batch statistic (batch norm's running mean and
+  // variance): backward accumulates into `grad` the statistic times the
+  // samples it came from, the step sums that over replicas and workers like
+  // a gradient, and then value = value * momentum + (1 - momentum) *
+  // grad / (samples in the global batch) (UpdateMovingAverages,
+  // core/optimizer.h). No optimizer state, no weight decay, no clipping.
+  kMovingAverage,
+  // Never: a frozen layer's (trainable: false).
+  kFrozen,
+};
+
+// A named parameter: its value and the gradient accumulated by backward.
 // Names are stable and unique within a model ("dense_1/kernel"): they key
 // checkpoints and optimizer state.
 struct Param {
   std::string name;
   Tensor value;
   Tensor grad;
+  ParamUpdate update = ParamUpdate::kOptimizer;
+  float momentum = 0;  // kMovingAverage only
 };
 
 }  // namespace lockstep

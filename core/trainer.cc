@@ -288,6 +288,7 @@ absl::StatusOr<BatchLoss> LocalTrainer::Step(Batch& batch, const Batch* next) {
   ASSIGN_OR_RETURN(BatchLoss loss,
                    replicas_->ComputeGradients(batch, spec_.loss, spec_.seed));
   optimizer_->Apply(lr);
+  UpdateMovingAverages(replicas_->params(), batch.global_count);
   RETURN_IF_ERROR(replicas_->MirrorParams());
   return loss;
 }
@@ -357,6 +358,9 @@ absl::StatusOr<TrainResult> LocalTrainer::Run() {
       spec_.batch_size_per_replica, plan_->global_batch_size(),
       train_.num_samples, test_.num_samples, spe, start_step_, end_step,
       total_steps_));
+  const std::string init = replicas_->primary().graph().InitSummary(
+      spec_.model.init_safetensors);
+  if (!init.empty()) Log(init);
 
   BatchPrefetcher prefetcher(&train_, plan_.get(), replica_ids_,
                              replicas_->primary().input_shape(), start_step_,

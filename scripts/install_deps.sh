@@ -14,8 +14,9 @@ packages=(
   libcpp-httplib-dev prometheus-cpp-dev
   chromium
   # PyTorch (with OpenBLAS above): the numerical-agreement tests build the
-  # same models in torch, and the benchmarks run it side by side.
-  python3-torch
+  # same models in torch, and the benchmarks run it side by side;
+  # torchvision's mobilenet_v2 is the reference for lockstep's.
+  python3-torch python3-torchvision
 )
 # `kubectl kustomize` renders deploy/k8s in a test. Debian's kubectl is
 # kubernetes-client; another kubectl (Google's package) also owns

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
@@ -14,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "tests/subprocess.h"
 #include "tests/test_jobs.h"
+#include "tests/torch_util.h"
 
 namespace lockstep {
 namespace {
@@ -134,6 +136,98 @@ TEST_F(TrainCliTest, SigmoidHeadWithBinaryCrossentropyLearns) {
   // at chance).
   EXPECT_GT(res["test_accuracy"].get<double>(), 0.8) << r.out;
   EXPECT_LT(res["test_loss"].get<double>(), 0.5) << r.out;
+}
+
+// The seed's two phases with batch norm: train a conv + batch norm base
+// (two local replicas, so the running statistics are averaged over them),
+// then freeze it and train a new head from its checkpoint. A stop and
+// resume of phase 1 ends with the same bytes, running statistics included;
+// phase 2 leaves every frozen tensor (weights and running statistics)
+// byte-identical and keeps no optimizer state for them.
+TEST_F(TrainCliTest, BatchNormBaseThenFrozenFineTune) {
+  const nlohmann::json base = nlohmann::json::parse(R"([
+      {"type": "conv2d", "name": "conv", "filters": 16, "kernel_size": 3,
+       "padding": 1, "use_bias": false},
+      {"type": "batch_norm", "name": "bn", "momentum": 0.9,
+       "activation": "relu6"},
+      {"type": "flatten", "name": "flat"}])");
+  nlohmann::json phase1 = TinyJob(nlohmann::json::parse(R"({
+    "name": "base", "epochs": 4,
+    "cluster": {"replicas_per_worker": 2}})"));
+  phase1["model"] = {{"input_shape", {8, 8, 1}}, {"layers", base}};
+  phase1["model"]["layers"].push_back(
+      {{"type", "dense"}, {"name", "head"}, {"units", 10}});
+  const std::string path1 = WriteJob(phase1, "base.json");
+  const std::string storage = dir_ + "/storage";
+  RunResult r1 = Train(path1, storage);
+  ASSERT_EQ(r1.exit.exit_code, 0) << r1.out << r1.err;
+  nlohmann::json res1 = Result(storage, "base");
+  ASSERT_TRUE(res1.is_object()) << r1.out;
+  EXPECT_GT(res1["test_accuracy"].get<double>(), 0.5) << r1.out;  // 0.1
+  // Stopped and resumed: the same bytes as straight through.
+  const std::string resumed = dir_ + "/resumed";
+  ASSERT_EQ(Train(path1, resumed, {"--stop-after-steps", "100"}).exit.exit_code,
+            0);
+  RunResult again = Train(path1, resumed);
+  ASSERT_EQ(again.exit.exit_code, 0) << again.err;
+  EXPECT_EQ(Result(resumed, "base")["fingerprint"], res1["fingerprint"]);
+
+  // 1000 samples in global batches of 32: 32 steps an epoch.
+  EXPECT_EQ(res1["steps"], 128);
+  const std::string ckpt1 = storage + "/jobs/base/checkpoints/step-00000128";
+  std::map<std::string, Tensor> trained =
+      testing::ReadTensors(ckpt1 + "/model.safetensors");
+  ASSERT_EQ(trained.count("bn/moving_variance"), 1u);
+  // The running statistics moved from their start (0 and 1).
+  EXPECT_NE(trained.at("bn/moving_mean").values(),
+            std::vector<float>(16, 0.0f));
+  EXPECT_NE(trained.at("bn/moving_variance").values(),
+            std::vector<float>(16, 1.0f));
+
+  nlohmann::json phase2 = TinyJob(nlohmann::json::parse(R"({
+    "name": "finetune", "epochs": 2, "loss": "binary_crossentropy",
+    "data": {"num_classes": 2},
+    "cluster": {"replicas_per_worker": 2}})"));
+  nlohmann::json frozen = base;
+  for (nlohmann::json& l : frozen) l["trainable"] = false;
+  frozen.push_back({{"type", "dense"}, {"name", "fc"}, {"units", 32},
+                    {"activation", "relu"}});
+  frozen.push_back({{"type", "dropout"}, {"rate", 0.5}});
+  frozen.push_back({{"type", "dense"}, {"name", "out"}, {"units", 1},
+                    {"activation", "sigmoid"}});
+  phase2["model"] = {{"input_shape", {8, 8, 1}},
+                     {"layers", frozen},
+                     {"init",
+                      {{"safetensors", ckpt1 + "/model.safetensors"},
+                       {"allow_missing", true}}}};
+  RunResult r2 = Train(WriteJob(phase2, "finetune.json"), storage);
+  ASSERT_EQ(r2.exit.exit_code, 0) << r2.out << r2.err;
+  EXPECT_NE(r2.out.find("initial weights: 5 of 9 parameter tensors from " +
+                        ckpt1 + "/model.safetensors; initialized by their "
+                        "layers: fc/kernel, fc/bias, out/kernel, out/bias; "
+                        "not in the model: head/bias, head/kernel"),
+            std::string::npos)
+      << r2.out;
+  nlohmann::json res2 = Result(storage, "finetune");
+  ASSERT_TRUE(res2.is_object()) << r2.out;
+  EXPECT_GT(res2["test_accuracy"].get<double>(), 0.6) << r2.out;  // 0.5
+  const std::string ckpt2 =
+      storage + "/jobs/finetune/checkpoints/step-00000064";
+  std::map<std::string, Tensor> tuned =
+      testing::ReadTensors(ckpt2 + "/model.safetensors");
+  for (const char* name : {"conv/kernel", "bn/gamma", "bn/beta",
+                           "bn/moving_mean", "bn/moving_variance"}) {
+    ASSERT_EQ(tuned.count(name), 1u) << name;
+    EXPECT_EQ(tuned.at(name).values(), trained.at(name).values()) << name;
+  }
+  // No optimizer state for the frozen tensors; the head has its own.
+  std::map<std::string, Tensor> slots =
+      testing::ReadTensors(ckpt2 + "/optimizer.safetensors");
+  for (const auto& [name, t] : slots) {
+    EXPECT_EQ(name.find("conv/"), std::string::npos) << name;
+    EXPECT_EQ(name.find("bn/"), std::string::npos) << name;
+  }
+  EXPECT_GT(slots.size(), 0u);
 }
 
 TEST_F(TrainCliTest, SameSeedSameFingerprint) {

@@ -24,6 +24,7 @@ GradientBuckets::GradientBuckets(const std::vector<Param*>& params,
   bucket_of_.assign(params.size(), -1);
   Bucket current;
   for (int i = static_cast<int>(params.size()) - 1; i >= 0; --i) {
+    if (params[i]->update == ParamUpdate::kFrozen) continue;  // never sent
     current.params.push_back(i);
     current.elements += params[i]->grad.size();
     if (current.elements * static_cast<int64_t>(sizeof(float)) >=
@@ -74,6 +75,7 @@ void GradientBuckets::BeginStep(int64_t generation, int64_t step) {
 void GradientBuckets::ParamReady(int param_index) {
   absl::MutexLock lock(&mu_);
   const int b = bucket_of_[param_index];
+  if (b < 0) return;  // frozen
   if (--pending_[b] == 0) cv_.SignalAll();
 }
 

@@ -46,6 +46,23 @@ TEST(GradientBucketsTest, BucketsFormLastLayerFirstUpToTheCap) {
   EXPECT_THAT(b.bucket_params(1), ElementsAre(1, 0));
 }
 
+// Frozen params (trainable: false) travel in no bucket; their readiness is
+// ignored, and the others' buckets form as if they were not there.
+TEST(GradientBucketsTest, FrozenParamsAreNeverSent) {
+  auto ring = InProcessRing::Create(1);
+  auto owned = MakeParams(0);
+  std::vector<Param*> params = Raw(owned);
+  params[3]->update = ParamUpdate::kFrozen;
+  params[0]->update = ParamUpdate::kFrozen;
+  GradientBuckets b(params, 400, &ring->endpoint(0), RingOptions());
+  ASSERT_EQ(b.num_buckets(), 1);
+  EXPECT_THAT(b.bucket_params(0), ElementsAre(4, 2, 1));
+  b.BeginStep(0, 0);
+  for (int i : {0, 1, 2, 3, 4}) b.ParamReady(i);
+  ASSERT_TRUE(b.FinishStep().ok());
+  EXPECT_EQ(b.stats().bytes, (1 + 50 + 3) * 4);
+}
+
 TEST(GradientBucketsTest, SumsOverRanksWhateverTheReadyOrder) {
   for (int world : {1, 2, 3}) {
     auto ring = InProcessRing::Create(world);

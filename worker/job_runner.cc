@@ -208,6 +208,9 @@ absl::Status JobRunner::Setup() {
       spec_.epochs > 0 ? spec_.epochs * plan_->steps_per_epoch() : spec_.steps;
   ASSIGN_OR_RETURN(optimizer_,
                    Optimizer::Create(spec_.optimizer, replicas_->params()));
+  const std::string init = replicas_->primary().graph().InitSummary(
+      spec_.model.init_safetensors);
+  if (!init.empty()) Log(init);
   ASSIGN_OR_RETURN(LrSchedule schedule,
                    LrSchedule::ForJob(spec_, plan_->steps_per_epoch()));
   schedule_ = std::make_unique<LrSchedule>(std::move(schedule));
@@ -320,6 +323,7 @@ absl::Status JobRunner::Step(Batch& batch, const Batch* next, BatchLoss* global,
     return absl::OkStatus();
   }
   optimizer_->Apply(schedule_->At(batch.global_step));
+  UpdateMovingAverages(replicas_->params(), batch.global_count);
   return replicas_->MirrorParams();
 }
 

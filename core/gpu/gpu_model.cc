@@ -111,6 +111,13 @@ absl::Status GpuModel::Init(const GpuModelOptions& options) {
     nodes_[i] = std::make_unique<Node>();
     const GraphNode& gn = g.node(static_cast<int>(i));
     if (gn.layer == nullptr) continue;
+    if (gn.frozen) {
+      // The devices' optimizer updates every element of the flat buffer.
+      return absl::UnimplementedError(absl::StrCat(
+          "GpuModel: layer ", gn.name,
+          " is frozen (trainable: false), which runs on CPUs only for now; "
+          "train this model on CPUs"));
+    }
     nodes_[i]->impl = FindDeviceLayer(gn.layer->type());
     if (nodes_[i]->impl == nullptr) {
       return absl::UnimplementedError(absl::StrCat(

@@ -171,11 +171,72 @@ void MakeParam(const std::string& name, const Shape& shape, Param* p) {
   p->grad = Tensor(shape);
 }
 
+absl::Status ReadConvPadding(const spec_reader::Reader& r, ConvPadding* out) {
+  if (!r.Has("padding")) return absl::OkStatus();
+  const spec_reader::Json& v = r.Get("padding");
+  if (v.is_string()) {
+    return r.Enum("padding", "padding", Paddings(), &out->mode);
+  }
+  const std::string path = r.At("padding");
+  const std::string want =
+      "must be \"valid\", \"same\", or pixels on each side: N or [H, W] "
+      "(N >= 0)";
+  int64_t h = 0, w = 0;
+  if (v.is_number_integer() || v.is_number_unsigned()) {
+    RETURN_IF_ERROR(spec_reader::IntValue(v, path, 0, 1 << 20, &h));
+    w = h;
+  } else if (v.is_array() && v.size() == 2 &&
+             v[0].is_number_integer() && v[1].is_number_integer()) {
+    RETURN_IF_ERROR(spec_reader::IntValue(v[0], path + "[0]", 0, 1 << 20, &h));
+    RETURN_IF_ERROR(spec_reader::IntValue(v[1], path + "[1]", 0, 1 << 20, &w));
+  } else {
+    return spec_reader::Bad(path,
+                            absl::StrCat(want, ", got ", spec_reader::Got(v)));
+  }
+  out->mode = Padding::kExplicit;
+  out->h = h;
+  out->w = w;
+  return absl::OkStatus();
+}
+
+spec_reader::Json ConvPaddingToJson(const ConvPadding& p) {
+  if (p.mode == Padding::kExplicit) return spec_reader::Json({p.h, p.w});
+  return spec_reader::NameOf(Paddings(), p.mode);
+}
+
+Conv2DGeometry ConvGeometry(const Shape& in, int64_t n, int64_t kh, int64_t kw,
+                            int64_t filters, int64_t stride_h,
+                            int64_t stride_w, const ConvPadding& padding) {
+  if (padding.mode != Padding::kExplicit) {
+    return Conv2DGeometry::Make(n, in[0], in[1], in[2], kh, kw, filters,
+                                stride_h, stride_w,
+                                padding.mode == Padding::kSame);
+  }
+  // Valid over the padded input, which starts `h` rows and `w` columns
+  // before the real one.
+  Conv2DGeometry g = Conv2DGeometry::Make(n, in[0] + 2 * padding.h,
+                                          in[1] + 2 * padding.w, in[2], kh, kw,
+                                          filters, stride_h, stride_w, false);
+  g.in_h = in[0];
+  g.in_w = in[1];
+  g.pad_top = padding.h;
+  g.pad_left = padding.w;
+  return g;
+}
+
 absl::Status CheckKernelFits(const LayerBuildContext& ctx, int64_t kernel_h,
-                             int64_t kernel_w, Padding padding) {
+                             int64_t kernel_w, const ConvPadding& padding) {
   const Shape& in = ctx.inputs[0];
-  if (padding == Padding::kSame || (kernel_h <= in[0] && kernel_w <= in[1])) {
+  if (padding.mode == Padding::kSame ||
+      (kernel_h <= in[0] + 2 * padding.h &&
+       kernel_w <= in[1] + 2 * padding.w)) {
     return absl::OkStatus();
+  }
+  if (padding.mode == Padding::kExplicit) {
+    return ctx.Error(absl::StrFormat(
+        "kernel_size [%d, %d] is larger than its input %s with padding "
+        "[%d, %d]",
+        kernel_h, kernel_w, ShapeToString(in), padding.h, padding.w));
   }
   return ctx.Error(absl::StrFormat(
       "kernel_size [%d, %d] is larger than its input %s with padding "

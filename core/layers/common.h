@@ -10,6 +10,7 @@
 #include "core/layers/registry.h"
 #include "core/spec_reader.h"
 #include "core/tensor.h"
+#include "kernels/cpu/conv.h"
 #include "kernels/cpu/elementwise.h"
 
 namespace lockstep {
@@ -30,8 +31,30 @@ const spec_reader::Table<Activation>& Activations();
 // kGelu maps to kLinear (the layer applies GELU separately).
 ActivationKind ToActivationKind(Activation a);
 
-enum class Padding { kValid, kSame };
+enum class Padding { kValid, kSame, kExplicit };
+// The names of kValid and kSame.
 const spec_reader::Table<Padding>& Paddings();
+
+// A convolution's padding: "valid", "same" (TensorFlow's: an odd total puts
+// the extra row or column after), or N or [H, W]: that many zero rows and
+// columns on each side (PyTorch's Conv2d(padding=N), which torchvision's
+// weights were trained with).
+struct ConvPadding {
+  Padding mode = Padding::kValid;
+  int64_t h = 0, w = 0;  // kExplicit only
+
+  bool operator==(const ConvPadding& o) const {
+    return mode == o.mode && h == o.h && w == o.w;
+  }
+};
+// Reads the "padding" field; leaves *out alone when absent.
+absl::Status ReadConvPadding(const spec_reader::Reader& r, ConvPadding* out);
+spec_reader::Json ConvPaddingToJson(const ConvPadding& p);
+// The geometry of n samples of input [H, W, C] through a kh x kw window
+// with these strides, `filters` output channels and padding.
+Conv2DGeometry ConvGeometry(const Shape& in, int64_t n, int64_t kh, int64_t kw,
+                            int64_t filters, int64_t stride_h,
+                            int64_t stride_w, const ConvPadding& padding);
 
 // How a weight is first filled. Deterministic: the same seed gives the same
 // bytes on every machine (core/param_init.h).
@@ -64,7 +87,7 @@ absl::Status CheckImageInput(const LayerBuildContext& ctx);
 // "kernel_size [5, 5] is larger than its input [4, 4, 3] with padding
 // \"valid\"; ..." otherwise.
 absl::Status CheckKernelFits(const LayerBuildContext& ctx, int64_t kernel_h,
-                             int64_t kernel_w, Padding padding);
+                             int64_t kernel_w, const ConvPadding& padding);
 
 }  // namespace lockstep
 

@@ -19,7 +19,7 @@ absl::Status ReadConv2D(const Reader& r, Conv2DConfig* c) {
   RETURN_IF_ERROR(r.Require("kernel_size", "a conv2d layer"));
   RETURN_IF_ERROR(r.Pair("kernel_size", &c->kernel_h, &c->kernel_w));
   RETURN_IF_ERROR(r.Pair("strides", &c->stride_h, &c->stride_w));
-  RETURN_IF_ERROR(r.Enum("padding", "padding", Paddings(), &c->padding));
+  RETURN_IF_ERROR(ReadConvPadding(r, &c->padding));
   RETURN_IF_ERROR(
       r.Enum("activation", "activation", Activations(), &c->activation));
   RETURN_IF_ERROR(r.Bool("use_bias", &c->use_bias));
@@ -31,7 +31,7 @@ Json Conv2DToJson(const Conv2DConfig& c) {
   j["filters"] = c.filters;
   j["kernel_size"] = {c.kernel_h, c.kernel_w};
   j["strides"] = {c.stride_h, c.stride_w};
-  j["padding"] = spec_reader::NameOf(Paddings(), c.padding);
+  j["padding"] = ConvPaddingToJson(c.padding);
   j["activation"] = spec_reader::NameOf(Activations(), c.activation);
   j["use_bias"] = c.use_bias;
   return j;
@@ -65,10 +65,14 @@ Conv2DLayer::Conv2DLayer(const Conv2DConfig& config, const std::string& name,
                          std::string bias_name, uint64_t seed,
                          bool torch_layout)
     : Layer("conv2d", name, {input_shape},
-            {ConvOutputSize(input_shape[0], config.kernel_h, config.stride_h,
-                            config.padding == Padding::kSame),
-             ConvOutputSize(input_shape[1], config.kernel_w, config.stride_w,
-                            config.padding == Padding::kSame),
+            {ConvGeometry(input_shape, 0, config.kernel_h, config.kernel_w,
+                          config.filters, config.stride_h, config.stride_w,
+                          config.padding)
+                 .out_h,
+             ConvGeometry(input_shape, 0, config.kernel_h, config.kernel_w,
+                          config.filters, config.stride_h, config.stride_w,
+                          config.padding)
+                 .out_w,
              config.filters}),
       config_(config),
       layout_(torch_layout,
@@ -100,11 +104,9 @@ ActivationKind Conv2DLayer::Act(const PassContext& ctx) const {
 }
 
 Conv2DGeometry Conv2DLayer::Geometry(int64_t n) const {
-  const Shape& in = input_shape();
-  return Conv2DGeometry::Make(n, in[0], in[1], in[2], config_.kernel_h,
-                              config_.kernel_w, config_.filters,
-                              config_.stride_h, config_.stride_w,
-                              config_.padding == Padding::kSame);
+  return ConvGeometry(input_shape(), n, config_.kernel_h, config_.kernel_w,
+                      config_.filters, config_.stride_h, config_.stride_w,
+                      config_.padding);
 }
 
 void Conv2DLayer::Forward(const LayerIO& io, const PassContext& ctx) {

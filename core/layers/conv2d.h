@@ -19,7 +19,7 @@ struct Conv2DConfig {
   int64_t filters = 0;
   int64_t kernel_h = 0, kernel_w = 0;
   int64_t stride_h = 1, stride_w = 1;
-  Padding padding = Padding::kValid;
+  ConvPadding padding;
   Activation activation = Activation::kLinear;
   bool use_bias = true;
 };

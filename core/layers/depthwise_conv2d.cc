@@ -19,7 +19,7 @@ absl::Status ReadDepthwise(const Reader& r, DepthwiseConv2DConfig* c) {
   RETURN_IF_ERROR(r.Pair("kernel_size", &c->kernel_h, &c->kernel_w));
   RETURN_IF_ERROR(r.Pair("strides", &c->stride_h, &c->stride_w));
   RETURN_IF_ERROR(r.Int("depth_multiplier", 1, &c->depth_multiplier));
-  RETURN_IF_ERROR(r.Enum("padding", "padding", Paddings(), &c->padding));
+  RETURN_IF_ERROR(ReadConvPadding(r, &c->padding));
   RETURN_IF_ERROR(
       r.Enum("activation", "activation", Activations(), &c->activation));
   RETURN_IF_ERROR(r.Bool("use_bias", &c->use_bias));
@@ -31,7 +31,7 @@ Json DepthwiseToJson(const DepthwiseConv2DConfig& c) {
   j["kernel_size"] = {c.kernel_h, c.kernel_w};
   j["strides"] = {c.stride_h, c.stride_w};
   j["depth_multiplier"] = c.depth_multiplier;
-  j["padding"] = spec_reader::NameOf(Paddings(), c.padding);
+  j["padding"] = ConvPaddingToJson(c.padding);
   j["activation"] = spec_reader::NameOf(Activations(), c.activation);
   j["use_bias"] = c.use_bias;
   return j;
@@ -69,10 +69,12 @@ DepthwiseConv2DLayer::DepthwiseConv2DLayer(
     const Shape& input_shape, std::string kernel_name, std::string bias_name,
     uint64_t seed, bool torch_layout)
     : Layer("depthwise_conv2d", name, {input_shape},
-            {ConvOutputSize(input_shape[0], config.kernel_h, config.stride_h,
-                            config.padding == Padding::kSame),
-             ConvOutputSize(input_shape[1], config.kernel_w, config.stride_w,
-                            config.padding == Padding::kSame),
+            {ConvGeometry(input_shape, 0, config.kernel_h, config.kernel_w, 1,
+                          config.stride_h, config.stride_w, config.padding)
+                 .out_h,
+             ConvGeometry(input_shape, 0, config.kernel_h, config.kernel_w, 1,
+                          config.stride_h, config.stride_w, config.padding)
+                 .out_w,
              input_shape[2] * config.depth_multiplier}),
       config_(config),
       layout_(torch_layout,
@@ -96,12 +98,9 @@ std::vector<Param*> DepthwiseConv2DLayer::params() {
 }
 
 Conv2DGeometry DepthwiseConv2DLayer::Geometry(int64_t n) const {
-  const Shape& in = input_shape();
-  return Conv2DGeometry::Make(n, in[0], in[1], in[2], config_.kernel_h,
-                              config_.kernel_w,
-                              in[2] * config_.depth_multiplier,
-                              config_.stride_h, config_.stride_w,
-                              config_.padding == Padding::kSame);
+  return ConvGeometry(input_shape(), n, config_.kernel_h, config_.kernel_w,
+                      input_shape()[2] * config_.depth_multiplier,
+                      config_.stride_h, config_.stride_w, config_.padding);
 }
 
 void DepthwiseConv2DLayer::Forward(const LayerIO& io, const PassContext&) {

@@ -21,7 +21,7 @@ struct DepthwiseConv2DConfig {
   int64_t kernel_h = 0, kernel_w = 0;
   int64_t stride_h = 1, stride_w = 1;
   int64_t depth_multiplier = 1;
-  Padding padding = Padding::kValid;
+  ConvPadding padding;
   Activation activation = Activation::kLinear;
   bool use_bias = true;
 };

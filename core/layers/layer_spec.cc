@@ -9,13 +9,14 @@ bool operator==(const ModelInput& a, const ModelInput& b) {
 
 bool operator==(const LayerSpec& a, const LayerSpec& b) {
   return a.type == b.type && a.name == b.name && a.inputs == b.inputs &&
-         a.config == b.config;
+         a.trainable == b.trainable && a.config == b.config;
 }
 
 bool operator==(const ModelSpec& a, const ModelSpec& b) {
   return a.inputs == b.inputs && a.layers == b.layers &&
          a.param_names == b.param_names &&
-         a.init_safetensors == b.init_safetensors;
+         a.init_safetensors == b.init_safetensors &&
+         a.init_allow_missing == b.init_allow_missing;
 }
 
 }  // namespace lockstep

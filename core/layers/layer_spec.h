@@ -33,6 +33,12 @@ struct LayerSpec {
   // Layer or model input names; empty: the previous layer (for the first
   // layer, the model's first input).
   std::vector<std::string> inputs;
+  // false: frozen (Keras' trainable=False). Its own parameters never change
+  // (no gradient, no optimizer state, nothing all-reduced), it runs as in
+  // inference (batch norm on its running statistics, no dropout), and
+  // backward stops below it when nothing beneath learns. A block's false
+  // holds for every layer it expands into.
+  bool trainable = true;
   // The type's own fields as a canonical JSON object (every default filled
   // in, in the order the type lists them).
   std::string config = "{}";
@@ -44,6 +50,9 @@ struct ModelSpec {
   ParamNaming param_names = ParamNaming::kKeras;
   // Initial weights by parameter name ("" = the layers' initializers).
   std::string init_safetensors;
+  // Parameters the file lacks keep their layers' initializers (a new head
+  // over a pretrained base) instead of being an error.
+  bool init_allow_missing = false;
 
   // The single input's shape (a stack model's "input_shape"), or empty.
   Shape single_input_shape() const {

@@ -1,6 +1,7 @@
 // The stack layers built through the registry: parameter and input
 // gradients against finite differences, shapes, names in both naming
 // conventions, pass-through, and initialisation.
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -132,6 +133,69 @@ TEST(LayersTest, Conv2DGradients) {
   }
 }
 
+// Explicit padding (PyTorch's padding=N) is a valid convolution of the
+// input with N zero rows and columns added on each side.
+TEST(LayersTest, ExplicitPaddingIsValidOverTheZeroPaddedInput) {
+  const int64_t h = 6, w = 5, c = 2, n = 2;
+  const std::vector<float> x = RandomVector(n * h * w * c, 31);
+  std::vector<float> padded(n * (h + 2) * (w + 4) * c, 0.0f);
+  for (int64_t s = 0; s < n; ++s) {
+    for (int64_t i = 0; i < h; ++i) {
+      for (int64_t j = 0; j < w; ++j) {
+        for (int64_t k = 0; k < c; ++k) {
+          padded[((s * (h + 2) + i + 1) * (w + 4) + j + 2) * c + k] =
+              x[((s * h + i) * w + j) * c + k];
+        }
+      }
+    }
+  }
+  for (const char* type : {"conv2d", "depthwise_conv2d"}) {
+    const std::string fields =
+        std::string(R"({"type": ")") + type + R"(", "kernel_size": 3,
+        "strides": 2, "activation": "relu6")" +
+        (std::string(type) == "conv2d" ? R"(, "filters": 3)" : "");
+    std::unique_ptr<Layer> explicit_pad =
+        BuildLayer(fields + R"(, "padding": [1, 2]})", {{h, w, c}});
+    std::unique_ptr<Layer> valid =
+        BuildLayer(fields + "}", {{h + 2, w + 4, c}});
+    ASSERT_NE(explicit_pad, nullptr);
+    ASSERT_NE(valid, nullptr);
+    EXPECT_EQ(explicit_pad->output_shape(), valid->output_shape()) << type;
+    EXPECT_EQ(explicit_pad->output_shape()[0], 3) << type;  // (6+2-3)/2+1
+    EXPECT_EQ(explicit_pad->output_shape()[1], 4) << type;  // (5+4-3)/2+1
+    for (size_t k = 0; k < valid->params().size(); ++k) {
+      valid->params()[k]->value.values() =
+          explicit_pad->params()[k]->value.values();
+    }
+    EXPECT_EQ(RunForward(*explicit_pad, n, PassContext(), {x}),
+              RunForward(*valid, n, PassContext(), {padded}))
+        << type;
+    std::printf("%s explicit\n", type);
+    GradCheck(*explicit_pad, n, PassContext(), {x}, {true});
+    std::printf("%s valid\n", type);
+    GradCheck(*valid, n, PassContext(), {padded}, {true});
+  }
+  std::unique_ptr<Layer> one = BuildLayer(
+      R"({"type": "conv2d", "filters": 1, "kernel_size": 3, "padding": 1})",
+      {{4, 4, 1}});
+  ASSERT_NE(one, nullptr);
+  EXPECT_EQ(one->output_shape(), (Shape{4, 4, 1}));
+  EXPECT_EQ(BuildError(R"({"type": "conv2d", "filters": 1, "kernel_size": 5,
+                           "padding": [1, 0]})",
+                       {{4, 4, 1}}),
+            "layer (l): kernel_size [5, 5] is larger than its input [4, 4, 1] "
+            "with padding [1, 0]");
+  EXPECT_EQ(BuildError(R"({"type": "conv2d", "filters": 1, "kernel_size": 3,
+                           "padding": [1, 2, 3]})",
+                       {{4, 4, 1}}),
+            "layer.padding: must be \"valid\", \"same\", or pixels on each "
+            "side: N or [H, W] (N >= 0), got [1,2,3]");
+  EXPECT_EQ(BuildError(R"({"type": "depthwise_conv2d", "kernel_size": 3,
+                           "padding": -1})",
+                       {{4, 4, 1}}),
+            "layer.padding: must be an integer in [0, 1048576], got -1");
+}
+
 TEST(LayersTest, Conv2DShapesAndErrors) {
   EXPECT_EQ(BuildLayer(R"({"type": "conv2d", "filters": 8, "kernel_size": 3})",
                        {{28, 28, 1}})
@@ -170,6 +234,98 @@ TEST(LayersTest, GlobalAveragePoolingShapesGradientsAndErrors) {
                 R"({"type": "global_average_pooling2d", "keepdims": 1})",
                 {{2, 2, 2}}),
             "layer.keepdims: must be true or false, got 1");
+}
+
+TEST(LayersTest, BatchNormParamsGradientsStatisticsAndErrors) {
+  std::unique_ptr<Layer> l = BuildLayer(
+      R"({"type": "batch_norm", "name": "bn", "momentum": 0.9})", {{3, 2, 4}});
+  ASSERT_NE(l, nullptr);
+  EXPECT_EQ(l->output_shape(), (Shape{3, 2, 4}));
+  std::vector<Param*> p = l->params();
+  ASSERT_EQ(p.size(), 4u);
+  EXPECT_EQ(p[0]->name, "bn/gamma");
+  EXPECT_EQ(p[3]->name, "bn/moving_variance");
+  EXPECT_EQ(p[0]->value.values(), std::vector<float>(4, 1.0f));
+  EXPECT_EQ(p[2]->value.values(), std::vector<float>(4, 0.0f));
+  EXPECT_EQ(p[3]->value.values(), std::vector<float>(4, 1.0f));
+  EXPECT_EQ(p[1]->update, ParamUpdate::kOptimizer);
+  EXPECT_EQ(p[2]->update, ParamUpdate::kMovingAverage);
+  EXPECT_EQ(p[3]->update, ParamUpdate::kMovingAverage);
+  EXPECT_FLOAT_EQ(p[3]->momentum, 0.9f);
+  std::unique_ptr<Layer> torch =
+      BuildLayer(R"({"type": "batch_norm", "name": "bn"})", {{4}},
+                 ParamNaming::kTorch);
+  ASSERT_NE(torch, nullptr);
+  EXPECT_EQ(torch->params()[0]->name, "bn.weight");
+  EXPECT_EQ(torch->params()[1]->name, "bn.bias");
+  EXPECT_EQ(torch->params()[2]->name, "bn.running_mean");
+  EXPECT_EQ(torch->params()[3]->name, "bn.running_var");
+
+  // Non-trivial scale, shift and running statistics.
+  p[0]->value.values() = {1.5f, -0.5f, 2.0f, 0.75f};
+  p[1]->value.values() = {0.1f, -0.2f, 0.3f, 0.0f};
+  p[2]->value.values() = {0.2f, -0.1f, 0.0f, 0.5f};
+  p[3]->value.values() = {0.5f, 2.0f, 1.0f, 0.25f};
+  PassContext train;
+  train.training = true;
+  GradCheck(*l, 3, train, 2e-3);
+  GradCheck(*l, 2, PassContext(), 2e-3);  // inference: running statistics
+
+  // Inference is the affine map of the running statistics.
+  std::unique_ptr<Layer> one =
+      BuildLayer(R"({"type": "batch_norm", "epsilon": 0.25})", {{1}});
+  ASSERT_NE(one, nullptr);
+  one->params()[0]->value.values() = {2.0f};
+  one->params()[1]->value.values() = {1.0f};
+  one->params()[2]->value.values() = {3.0f};
+  one->params()[3]->value.values() = {0.75f};  // sqrt(0.75 + 0.25) = 1
+  EXPECT_EQ(RunForward(*one, 2, PassContext(), {{5.0f, 2.0f}}),
+            (std::vector<float>{5.0f, -1.0f}));
+  // Training normalizes with the batch's own: mean 3, biased variance 4.
+  const std::vector<float> y = RunForward(*one, 2, train, {{5.0f, 1.0f}});
+  const float r = 1.0f / std::sqrt(4.25f);
+  EXPECT_FLOAT_EQ(y[0], 2.0f * 2.0f * r + 1.0f);
+  EXPECT_FLOAT_EQ(y[1], -2.0f * 2.0f * r + 1.0f);
+  // Backward adds the samples times the batch mean and unbiased variance
+  // (8 = 4 * 2 / 1) to the statistics' "gradients".
+  LayerIO io;
+  io.n = 2;
+  std::vector<float> x = {5.0f, 1.0f}, out(2), dy = {1.0f, 1.0f}, dx(2);
+  std::vector<float> dw[4] = {{0.0f}, {0.0f}, {0.5f}, {0.0f}};
+  io.x = {x.data()};
+  io.y = out.data();
+  io.dy = dy.data();
+  io.dx = {dx.data()};
+  for (int k = 0; k < 4; ++k) {
+    io.w.push_back(one->params()[k]->value.data());
+    io.dw.push_back(dw[k].data());
+  }
+  one->Forward(io, train);
+  one->Backward(io, train);
+  EXPECT_FLOAT_EQ(dw[2][0], 0.5f + 2 * 3.0f);
+  EXPECT_FLOAT_EQ(dw[3][0], 2 * 8.0f);
+  EXPECT_FLOAT_EQ(dw[1][0], 2.0f);  // sum(dy)
+
+  // With MobileNetV2's ReLU6 fused: large gamma so both clips act.
+  std::unique_ptr<Layer> act = BuildLayer(
+      R"({"type": "batch_norm", "activation": "relu6"})", {{5, 3}});
+  ASSERT_NE(act, nullptr);
+  act->params()[0]->value.values() = {8.0f, -7.0f, 5.0f};
+  const std::vector<float> clipped = RunForward(
+      *act, 4, train, {RandomVector(4 * 15, 21, -2, 2)});
+  EXPECT_GT(std::count(clipped.begin(), clipped.end(), 6.0f), 5);
+  EXPECT_GT(std::count(clipped.begin(), clipped.end(), 0.0f), 5);
+  GradCheck(*act, 4, train, {RandomVector(4 * 15, 21, -2, 2)}, {true}, 2e-3,
+            1e-3f);
+  EXPECT_EQ(BuildError(R"({"type": "batch_norm", "activation": "gelu"})",
+                       {{4}}),
+            "layer (l): activation \"gelu\" is not for batch_norm");
+  EXPECT_EQ(BuildError(R"({"type": "batch_norm", "momentum": 1.5})", {{4}}),
+            "layer.momentum: must be in [0, 1], got 1.5");
+  EXPECT_EQ(BuildError(R"({"type": "batch_norm", "epsilon": 0})", {{4}}),
+            "layer.epsilon: must be > 0, got 0");
+  EXPECT_EQ(BuildError(R"({"type": "batch_norm", "center": false})", {{4}}),
+            "layer.center: unknown field");
 }
 
 TEST(LayersTest, DepthwiseConvShapesGradientsAndErrors) {

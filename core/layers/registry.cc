@@ -23,7 +23,7 @@ using spec_reader::Reader;
 
 // Fields every layer object may have besides its type's own.
 const Keys& CommonKeys() {
-  static const Keys* k = new Keys{"type", "name", "inputs"};
+  static const Keys* k = new Keys{"type", "name", "inputs", "trainable"};
   return *k;
 }
 
@@ -124,6 +124,7 @@ absl::Status ParseLayerSpec(const Json& v, const std::string& path,
                absl::StrCat("required for a ", info->type, " layer (it takes ",
                             want, " inputs)"));
   }
+  RETURN_IF_ERROR(r.Bool("trainable", &layer.trainable));
   Json config = Json::object();
   RETURN_IF_ERROR(info->parse(r, &config));
   layer.config = DumpJson(config);
@@ -131,11 +132,22 @@ absl::Status ParseLayerSpec(const Json& v, const std::string& path,
   return absl::OkStatus();
 }
 
+LayerSpec SubLayer(const std::string& type, const std::string& name,
+                   std::vector<std::string> inputs, const Json& config) {
+  LayerSpec l;
+  l.type = type;
+  l.name = name;
+  l.inputs = std::move(inputs);
+  l.config = DumpJson(config);
+  return l;
+}
+
 Json LayerSpecToJson(const LayerSpec& layer) {
   Json j;
   j["type"] = layer.type;
   j["name"] = layer.name;
   if (!layer.inputs.empty()) j["inputs"] = layer.inputs;
+  if (!layer.trainable) j["trainable"] = false;
   absl::StatusOr<Json> config = ParseOrderedJson(layer.config, "layer config");
   if (config.ok() && config->is_object()) {
     for (auto it = config->begin(); it != config->end(); ++it) {

@@ -184,6 +184,10 @@ spec_reader::Json LayerSpecToJson(const LayerSpec& layer);
 // A LayerSpec from a JSON object text, for code and tests that build
 // models by hand: ParseLayerSpec of it, or an error.
 absl::StatusOr<LayerSpec> LayerFromJson(absl::string_view json);
+// One layer of a block's expansion: its type, name, inputs and fields.
+LayerSpec SubLayer(const std::string& type, const std::string& name,
+                   std::vector<std::string> inputs,
+                   const spec_reader::Json& config);
 // Gives unnamed layers Keras-style names (dense, dense_1, ...) that skip the
 // names already used.
 void AssignDefaultNames(std::vector<LayerSpec>* layers);

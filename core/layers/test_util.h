@@ -33,7 +33,7 @@ std::vector<float> RandomVector(int64_t n, uint32_t seed, float lo = -1,
 // Runs the layer on `inputs` (n samples each) and checks every parameter's
 // gradient and the gradient of every input marked in `differentiable`
 // against central differences (step eps, tolerance tol relative to
-// 1 + |numeric|). Input gradients are also checked to be written in full
+// 1 + |numeric|); kMovingAverage params are not gradients and are skipped. Input gradients are also checked to be written in full
 // (the buffers start as garbage).
 void GradCheck(Layer& layer, int64_t n, const PassContext& ctx,
                std::vector<std::vector<float>> inputs,

@@ -18,16 +18,6 @@ namespace {
 using spec_reader::Json;
 using spec_reader::Reader;
 
-LayerSpec Make(const std::string& type, const std::string& name,
-               std::vector<std::string> inputs, const Json& config) {
-  LayerSpec l;
-  l.type = type;
-  l.name = name;
-  l.inputs = std::move(inputs);
-  l.config = DumpJson(config);
-  return l;
-}
-
 Json TruncatedNormal(double stddev) {
   return Json{{"type", "truncated_normal"}, {"stddev", stddev}};
 }
@@ -61,27 +51,27 @@ std::vector<LayerSpec> EncoderLayers(const TransformerEncoderConfig& c,
   if (!mask.empty()) attn_inputs.push_back(mask);
   const Json eps = {{"epsilon", c.layer_norm_epsilon}};
   return {
-      Make("multi_head_attention", attn, attn_inputs,
+      SubLayer("multi_head_attention", attn, attn_inputs,
            {{"num_heads", c.num_heads},
             {"dropout", c.dropout},
             {"use_bias", true},
             {"kernel_initializer", init}}),
-      Make("dropout", attn_drop, {attn}, {{"rate", c.dropout}}),
-      Make("add", attn_add, {attn_drop, x}, Json::object()),
-      Make("layer_norm", attn_norm, {attn_add}, eps),
-      Make("dense", ff_in, {attn_norm},
+      SubLayer("dropout", attn_drop, {attn}, {{"rate", c.dropout}}),
+      SubLayer("add", attn_add, {attn_drop, x}, Json::object()),
+      SubLayer("layer_norm", attn_norm, {attn_add}, eps),
+      SubLayer("dense", ff_in, {attn_norm},
            {{"units", c.intermediate_dim},
             {"activation", "gelu"},
             {"use_bias", true},
             {"kernel_initializer", init}}),
-      Make("dense", ff_out, {ff_in},
+      SubLayer("dense", ff_out, {ff_in},
            {{"units", width},
             {"activation", "linear"},
             {"use_bias", true},
             {"kernel_initializer", init}}),
-      Make("dropout", ff_drop, {ff_out}, {{"rate", c.dropout}}),
-      Make("add", ff_add, {ff_drop, attn_norm}, Json::object()),
-      Make("layer_norm", ff_norm, {ff_add}, eps),
+      SubLayer("dropout", ff_drop, {ff_out}, {{"rate", c.dropout}}),
+      SubLayer("add", ff_add, {ff_drop, attn_norm}, Json::object()),
+      SubLayer("layer_norm", ff_norm, {ff_add}, eps),
   };
 }
 
@@ -200,21 +190,21 @@ absl::StatusOr<std::vector<LayerSpec>> ExpandBert(const BertMlmConfig& c,
   const std::string emb_drop =
       name("embeddings_dropout", "bert.embeddings.dropout");
   std::vector<LayerSpec> out = {
-      Make("embedding", word, {ids},
+      SubLayer("embedding", word, {ids},
            {{"input_dim", c.vocab_size},
             {"output_dim", c.hidden},
             {"embeddings_initializer", init}}),
-      Make("position_embedding", pos, {ids},
+      SubLayer("position_embedding", pos, {ids},
            {{"max_length", c.max_positions},
             {"output_dim", c.hidden},
             {"embeddings_initializer", init}}),
-      Make("embedding", seg, {segments},
+      SubLayer("embedding", seg, {segments},
            {{"input_dim", c.type_vocab_size},
             {"output_dim", c.hidden},
             {"embeddings_initializer", init}}),
-      Make("add", emb_add, {word, pos, seg}, Json::object()),
-      Make("layer_norm", emb_norm, {emb_add}, eps),
-      Make("dropout", emb_drop, {emb_norm}, {{"rate", c.dropout}}),
+      SubLayer("add", emb_add, {word, pos, seg}, Json::object()),
+      SubLayer("layer_norm", emb_norm, {emb_add}, eps),
+      SubLayer("dropout", emb_drop, {emb_norm}, {{"rate", c.dropout}}),
   };
   TransformerEncoderConfig enc;
   enc.num_heads = c.heads;
@@ -242,14 +232,14 @@ absl::StatusOr<std::vector<LayerSpec>> ExpandBert(const BertMlmConfig& c,
   // token embedding's table.
   const std::string logits = name("mlm_output", "cls.predictions");
   out.push_back(
-      Make("gather_positions", gather, {x, positions}, Json::object()));
-  out.push_back(Make("dense", dense, {gather},
+      SubLayer("gather_positions", gather, {x, positions}, Json::object()));
+  out.push_back(SubLayer("dense", dense, {gather},
                      {{"units", c.hidden},
                       {"activation", "gelu"},
                       {"use_bias", true},
                       {"kernel_initializer", init}}));
-  out.push_back(Make("layer_norm", norm, {dense}, eps));
-  out.push_back(Make("dense", logits, {norm},
+  out.push_back(SubLayer("layer_norm", norm, {dense}, eps));
+  out.push_back(SubLayer("dense", logits, {norm},
                      {{"units", c.vocab_size},
                       {"activation", "linear"},
                       {"use_bias", true},

@@ -1,0 +1,66 @@
+// batch_norm: normalization of each channel (the last axis) over the batch
+// and every other axis (Keras BatchNormalization, PyTorch BatchNorm1d/2d),
+// y = act((x - mean) / sqrt(var + epsilon) * gamma + beta).
+//
+// Training uses the replica's own batch statistics (the biased variance),
+// as MirroredStrategy and DDP do; inference and a frozen layer use the
+// running statistics. The running mean and variance are params of update
+// kMovingAverage (core/tensor.h): backward adds the replica's batch mean
+// and unbiased variance (PyTorch's choice), each times the replica's
+// samples, to their "gradients"; the step sums those over replicas and
+// workers with the gradients and moves the running values toward the
+// global-batch-weighted average with Keras' momentum (running = running *
+// momentum + batch * (1 - momentum); PyTorch's momentum 0.1 is 0.9 here).
+// Every replica so holds the same running statistics, which are what
+// MirroredStrategy's mean-aggregated moving statistics read as.
+#ifndef LOCKSTEP_CORE_LAYERS_BATCH_NORM_H_
+#define LOCKSTEP_CORE_LAYERS_BATCH_NORM_H_
+
+#include <string>
+#include <vector>
+
+#include "core/layers/common.h"
+#include "core/layers/layer.h"
+
+namespace lockstep {
+
+struct BatchNormConfig {
+  double momentum = 0.99;  // Keras' default
+  double epsilon = 1e-3;   // Keras' default (PyTorch's is 1e-5)
+  // Applied to the normalized output (MobileNetV2's BN + ReLU6 as one
+  // layer): linear, relu, relu6, tanh or sigmoid.
+  Activation activation = Activation::kLinear;
+};
+
+struct BatchNormNames {
+  std::string gamma, beta, mean, var;
+};
+
+class BatchNormLayer : public Layer {
+ public:
+  BatchNormLayer(const BatchNormConfig& config, const std::string& name,
+                 const Shape& input, const BatchNormNames& names);
+
+  // gamma, beta, running mean, running variance.
+  std::vector<Param*> params() override {
+    return {&gamma_, &beta_, &mean_, &var_};
+  }
+  void Forward(const LayerIO& io, const PassContext& ctx) override;
+  void Backward(const LayerIO& io, const PassContext& ctx) override;
+
+  float epsilon() const { return epsilon_; }
+  int64_t channels() const { return input_shape().back(); }
+  int64_t Rows(int64_t n) const { return n * input_size() / channels(); }
+
+ private:
+  const float epsilon_;
+  const ActivationKind act_;
+  Param gamma_, beta_, mean_, var_;
+  // From the last Forward: the statistics it normalized with.
+  std::vector<float> batch_mean_, batch_var_, rstd_;
+  std::vector<double> partials_;
+};
+
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_CORE_LAYERS_BATCH_NORM_H_

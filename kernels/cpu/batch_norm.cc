@@ -1,0 +1,148 @@
+// Batch normalization kernels: row blocks in parallel, per-block channel
+// sums, blocks combined in order (deterministic for any thread count).
+#include "kernels/cpu/batch_norm.h"
+
+#include <algorithm>
+
+#include "kernels/cpu/threading.h"
+
+namespace lockstep {
+namespace {
+
+int64_t Blocks(int64_t rows) {
+  return (rows + kBatchNormRowBlock - 1) / kBatchNormRowBlock;
+}
+
+// Per channel, `terms` sums of f(row, channel, k) over the rows: each block
+// of rows in float, in row order; the blocks in double, in block order.
+// out[k * channels + c] receives sum k of channel c.
+template <int kTerms, typename Fn>
+void ChannelSums(int64_t rows, int64_t channels, Fn fn, double* out,
+                 std::vector<double>* partials) {
+  const int64_t blocks = Blocks(rows);
+  partials->assign(blocks * kTerms * channels, 0.0);
+  ParallelFor(blocks, 1, [&](int64_t b0, int64_t b1) {
+    std::vector<float> acc(kTerms * channels);
+    for (int64_t b = b0; b < b1; ++b) {
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      const int64_t end = std::min(rows, (b + 1) * kBatchNormRowBlock);
+      for (int64_t r = b * kBatchNormRowBlock; r < end; ++r) {
+        fn(r, acc.data());
+      }
+      double* dst = partials->data() + b * kTerms * channels;
+      for (int64_t k = 0; k < kTerms * channels; ++k) dst[k] = acc[k];
+    }
+  });
+  std::fill(out, out + kTerms * channels, 0.0);
+  for (int64_t b = 0; b < blocks; ++b) {
+    const double* p = partials->data() + b * kTerms * channels;
+    for (int64_t k = 0; k < kTerms * channels; ++k) out[k] += p[k];
+  }
+}
+
+}  // namespace
+
+void BatchNormStatistics(int64_t rows, int64_t channels, const float* x,
+                         float* mean, float* var,
+                         std::vector<double>* partials) {
+  std::vector<double> sums(channels);
+  ChannelSums<1>(
+      rows, channels,
+      [&](int64_t r, float* acc) {
+        const float* xr = x + r * channels;
+        for (int64_t c = 0; c < channels; ++c) acc[c] += xr[c];
+      },
+      sums.data(), partials);
+  for (int64_t c = 0; c < channels; ++c) {
+    mean[c] = static_cast<float>(sums[c] / static_cast<double>(rows));
+  }
+  ChannelSums<1>(
+      rows, channels,
+      [&](int64_t r, float* acc) {
+        const float* xr = x + r * channels;
+        for (int64_t c = 0; c < channels; ++c) {
+          const float d = xr[c] - mean[c];
+          acc[c] += d * d;
+        }
+      },
+      sums.data(), partials);
+  for (int64_t c = 0; c < channels; ++c) {
+    var[c] = static_cast<float>(sums[c] / static_cast<double>(rows));
+  }
+}
+
+void BatchNormForward(int64_t rows, int64_t channels, const float* x,
+                      const float* mean, const float* rstd, const float* gamma,
+                      const float* beta, float* y) {
+  std::vector<float> scale(channels);
+  for (int64_t c = 0; c < channels; ++c) scale[c] = gamma[c] * rstd[c];
+  const float* sc = scale.data();
+  // Centred first: x * scale + (beta - mean * scale) would cancel two large
+  // terms where the mean is large against the spread.
+  ParallelFor(rows, std::max<int64_t>(1, 16384 / channels),
+              [&](int64_t b, int64_t e) {
+                for (int64_t r = b; r < e; ++r) {
+                  const float* xr = x + r * channels;
+                  float* yr = y + r * channels;
+                  for (int64_t c = 0; c < channels; ++c) {
+                    yr[c] = (xr[c] - mean[c]) * sc[c] + beta[c];
+                  }
+                }
+              });
+}
+
+void BatchNormBackward(int64_t rows, int64_t channels, const float* x,
+                       const float* dy, const float* mean, const float* rstd,
+                       const float* gamma, bool batch_statistics,
+                       float* dgamma, float* dbeta, float* dx,
+                       std::vector<double>* partials) {
+  // sums[c] = sum(dy), sums[channels + c] = sum(dy * (x - mean)).
+  std::vector<double> sums(2 * channels);
+  ChannelSums<2>(
+      rows, channels,
+      [&](int64_t r, float* acc) {
+        const float* xr = x + r * channels;
+        const float* dyr = dy + r * channels;
+        float* s_dy = acc;
+        float* s_dyx = acc + channels;
+        for (int64_t c = 0; c < channels; ++c) {
+          s_dy[c] += dyr[c];
+          s_dyx[c] += dyr[c] * (xr[c] - mean[c]);
+        }
+      },
+      sums.data(), partials);
+  std::vector<float> a(channels), b(channels), k(channels);
+  for (int64_t c = 0; c < channels; ++c) {
+    const double sum_dy = sums[c];
+    const double sum_dy_xhat = sums[channels + c] * rstd[c];
+    dgamma[c] += static_cast<float>(sum_dy_xhat);
+    dbeta[c] += static_cast<float>(sum_dy);
+    // dx = k * dy + a * (x - mean) + b.
+    k[c] = gamma[c] * rstd[c];
+    if (batch_statistics) {
+      const double inv_rows = 1.0 / static_cast<double>(rows);
+      a[c] = static_cast<float>(-k[c] * sum_dy_xhat * inv_rows * rstd[c]);
+      b[c] = static_cast<float>(-k[c] * sum_dy * inv_rows);
+    } else {
+      a[c] = 0.0f;
+      b[c] = 0.0f;
+    }
+  }
+  if (dx == nullptr) return;
+  const float* kp = k.data();
+  const float* ap = a.data();
+  const float* bp = b.data();
+  ParallelFor(rows, std::max<int64_t>(1, 16384 / channels),
+              [&](int64_t r0, int64_t r1) {
+                for (int64_t r = r0; r < r1; ++r) {
+                  const float* xr = x + r * channels;
+                  const float* dyr = dy + r * channels;
+                  float* dxr = dx + r * channels;
+                  for (int64_t c = 0; c < channels; ++c) {
+                    dxr[c] = kp[c] * dyr[c] + ap[c] * (xr[c] - mean[c]) + bp[c];
+                  }
+                }
+              });
+}
+
+}  // namespace lockstep

@@ -1,0 +1,139 @@
+#!/usr/bin/python3
+"""torchvision reference for lockstep's mobilenet_v2 agreement test.
+
+Builds torchvision.models.mobilenet_v2(width_mult=--alpha,
+num_classes=--classes) with seeded random weights, every batch norm given a
+random scale, shift, running mean and running variance (torchvision's own
+init leaves them trivial), and the classifier's dropout at --dropout. Runs:
+  1. inference (eval mode) on an NHWC batch: the logits;
+  2. one training step (train mode: batch statistics, the running statistics
+     move by PyTorch's momentum 0.1 with the unbiased variance), in float64
+     from the same float32 weights: the mean cross-entropy, every
+     parameter's gradient and the running statistics after the step; and
+     how far torch's own float32 gradients are from those.
+
+Outputs (in --out DIR):
+  model.safetensors     the state dict as it is (F32, and I64 for the
+                        num_batches_tracked counters), as a user converting
+                        torchvision's weights would write it
+  batch.safetensors     x [N, H, W, 3] and labels [N] (float32)
+  expected.safetensors  eval_logits [N, K] (fp32), loss [1], grad.<name> for
+                        every parameter and after.<name> for every running
+                        statistic (F64), torch_fp32_error.<name> [1]
+"""
+
+import argparse
+import copy
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+import torchvision
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_bert_reference import write_safetensors  # noqa: E402
+
+
+def main(argv):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=True)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--alpha", type=float, default=0.35)
+    p.add_argument("--size", type=int, default=64)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--classes", type=int, default=10)
+    p.add_argument("--dropout", type=float, default=0.0)
+    p.add_argument("--load", default="",
+                   help="instead: load this safetensors file (a lockstep "
+                        "checkpoint's model.safetensors) into the model, "
+                        "non-strictly, and write loaded.safetensors with its "
+                        "eval logits on --batch-file's x and, as 1-element "
+                        "counts, the missing and unexpected keys")
+    p.add_argument("--batch-file", default="")
+    a = p.parse_args(argv)
+    if a.load:
+        return load(a)
+    torch.manual_seed(a.seed)
+    model = torchvision.models.mobilenet_v2(width_mult=a.alpha,
+                                            num_classes=a.classes,
+                                            dropout=a.dropout)
+    gen = torch.Generator().manual_seed(a.seed + 1)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                c = m.num_features
+                m.weight.copy_(torch.rand(c, generator=gen) + 0.5)
+                m.bias.copy_(torch.randn(c, generator=gen) * 0.1)
+                m.running_mean.copy_(torch.randn(c, generator=gen) * 0.1)
+                m.running_var.copy_(torch.rand(c, generator=gen) * 1.5 + 0.5)
+                m.num_batches_tracked.fill_(7)
+            elif isinstance(m, torch.nn.Linear):
+                m.weight.copy_(torch.randn(m.weight.shape, generator=gen) * 0.1)
+                m.bias.copy_(torch.randn(m.bias.shape, generator=gen) * 0.1)
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    x = torch.rand(a.batch, a.size, a.size, 3, generator=gen) * 2 - 1
+    labels = torch.randint(a.classes, (a.batch,), generator=gen)
+    nchw = x.permute(0, 3, 1, 2).contiguous()
+
+    model.eval()
+    with torch.no_grad():
+        eval_logits = model(nchw)
+
+    # The training step in float64 too: the reference the test measures both
+    # fp32 results (torch's and lockstep's) against.
+    model64 = copy.deepcopy(model).double()
+    model.train()
+    logits = model(nchw)
+    loss = F.cross_entropy(logits, labels)
+    loss.backward()
+    model64.train()
+    loss64 = F.cross_entropy(model64(nchw.double()), labels)
+    loss64.backward()
+    grads32 = dict(model.named_parameters())
+
+    os.makedirs(a.out, exist_ok=True)
+    write_safetensors(os.path.join(a.out, "model.safetensors"), state)
+    write_safetensors(os.path.join(a.out, "batch.safetensors"),
+                      {"x": x, "labels": labels.float()})
+    expected = {"eval_logits": eval_logits,
+                "loss": loss64.detach().reshape(1)}
+    for name, param in model64.named_parameters():
+        g64 = param.grad.detach()
+        expected["grad." + name] = g64.contiguous()
+        # How far torch's own fp32 gradient is from the float64 one.
+        expected["torch_fp32_error." + name] = (
+            (grads32[name].grad.double() - g64).abs().max().reshape(1))
+    for name, buf in model64.named_buffers():
+        if buf.dtype == torch.float64:
+            expected["after." + name] = buf.detach().clone()
+    write_safetensors(os.path.join(a.out, "expected.safetensors"), expected)
+    return 0
+
+
+def load(a):
+    from torch_bert_reference import read_safetensors
+    model = torchvision.models.mobilenet_v2(width_mult=a.alpha,
+                                            num_classes=a.classes)
+    weights, _ = read_safetensors(a.load)
+    result = model.load_state_dict(weights, strict=False)
+    # Everything but the batch-norm counters must have come from the file.
+    missing = [k for k in result.missing_keys
+               if not k.endswith("num_batches_tracked")]
+    for k in missing + list(result.unexpected_keys):
+        print("key not matched:", k, file=sys.stderr)
+    batch, _ = read_safetensors(a.batch_file)
+    model.eval()
+    with torch.no_grad():
+        logits = model(batch["x"].permute(0, 3, 1, 2).contiguous())
+    os.makedirs(a.out, exist_ok=True)
+    write_safetensors(os.path.join(a.out, "loaded.safetensors"), {
+        "eval_logits": logits,
+        "missing": torch.tensor([float(len(missing))]),
+        "unexpected": torch.tensor([float(len(result.unexpected_keys))]),
+    })
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
