@@ -1,5 +1,6 @@
 // Dispatch from DataSpec to the IDX, CSV, synthetic and text readers, and
 // the per-sample access the batcher and evaluation use.
+#include "core/image_folder.h"
 #include "core/dataset.h"
 
 #include <algorithm>
@@ -92,6 +93,13 @@ absl::StatusOr<Dataset> LoadDataset(const DataSpec& spec, Split split,
   if (spec.format == DataFormat::kText) {
     return LoadTextDataset(spec, split, options);
   }
+  if (spec.format == DataFormat::kImageFolder) {
+    if (options.fields.size() != 1 || options.fields[0] != "input") {
+      return absl::InvalidArgumentError(
+          "model.inputs: this data format has one field, \"input\"");
+    }
+    return LoadImageFolder(spec, split, options.seed);
+  }
   if (options.fields.size() != 1 || options.fields[0] != "input") {
     return absl::InvalidArgumentError(
         "model.inputs: this data format has one field, \"input\"");
@@ -125,6 +133,7 @@ absl::StatusOr<Dataset> LoadDataset(const DataSpec& spec, Split split,
           train ? spec.synthetic_train : spec.synthetic_test, spec.num_classes,
           spec.scale);
     case DataFormat::kText:
+    case DataFormat::kImageFolder:
       break;
   }
   return absl::InternalError("unknown data.format");

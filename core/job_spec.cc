@@ -44,7 +44,8 @@
 //   polynomial: decay_steps (integer >= 1, required), end_learning_rate
 //               (number >= 0) ? 0.0001, power (number > 0) ? 1
 // data                    object, required
-//   format                required: mnist_idx | csv | synthetic | text
+//   format                required: mnist_idx | csv | synthetic | text |
+//                         image_folder
 //   scale                 number > 0 ? 1 (features are divided by it; not
 //                         for text)
 //   shuffle               bool ? true
@@ -63,6 +64,11 @@
 //               0.15, max_predictions [1, sequence_length - 2] ? 20,
 //               mask_token_rate ? 0.8, random_token_rate ? 0.1 (in [0, 1],
 //               summing to <= 1)
+//   image_folder: train_path (a folder of class subfolders, required),
+//               test_path (the same classes) | validation_split (0, 1):
+//               exactly one; image_size (int or [h, w], required),
+//               preprocessing (unit | mobilenet | imagenet) ? unit,
+//               random_flip ? false, random_crop (0, 1] ? 1
 //   Relative paths are resolved against the job file's folder.
 // batch_size_per_replica  integer >= 1 ? 32
 // epochs | steps          integer >= 1; exactly one of the two is required
@@ -273,6 +279,9 @@ absl::StatusOr<Shape> DataFieldShape(const DataSpec& data,
           "mask_positions");
     case DataFormat::kSynthetic:
       if (field == "input") return Shape{8, 8, 1};
+      break;
+    case DataFormat::kImageFolder:
+      if (field == "input") return Shape{data.image_height, data.image_width, 3};
       break;
     case DataFormat::kMnistIdx:
     case DataFormat::kCsv:

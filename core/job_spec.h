@@ -21,7 +21,13 @@ enum class LossType {
 enum class OptimizerType { kSgd, kAdam, kAdamW };
 enum class ScheduleType { kConstant, kPiecewise, kPolynomial };
 enum class ScheduleUnit { kStep, kEpoch };
-enum class DataFormat { kMnistIdx, kCsv, kSynthetic, kText };
+enum class DataFormat { kMnistIdx, kCsv, kSynthetic, kText, kImageFolder };
+// How image_folder pixel values become model inputs.
+enum class ImagePreprocessing {
+  kUnit,       // x / 255, in [0, 1]
+  kMobilenet,  // x / 127.5 - 1, in [-1, 1] (Keras' mobilenet_v2)
+  kImagenet,   // (x / 255 - mean) / std per channel (torchvision's)
+};
 enum class Collective { kRing, kNccl, kAuto };
 enum class Compression { kNone, kBf16 };
 
@@ -93,6 +99,14 @@ struct DataSpec {
   int64_t max_predictions = 20;    // masked tokens per sequence at most
   double mask_token_rate = 0.8;    // of those: replaced by [MASK]
   double random_token_rate = 0.1;  // replaced by a random token (else kept)
+  // image_folder (core/image_folder.h): train_path and test_path are
+  // folders of class subfolders; or validation_split holds out that
+  // fraction of train_path instead of a test_path.
+  double validation_split = 0;
+  int64_t image_height = 0, image_width = 0;  // required
+  ImagePreprocessing preprocessing = ImagePreprocessing::kUnit;
+  bool random_flip = false;  // training samples only
+  double random_crop = 1.0;  // side fraction of a random crop; 1: none
 };
 
 struct CheckpointSpec {

@@ -36,7 +36,15 @@ const Table<DataFormat>& DataFormats() {
       new Table<DataFormat>{{"mnist_idx", DataFormat::kMnistIdx},
                             {"csv", DataFormat::kCsv},
                             {"synthetic", DataFormat::kSynthetic},
-                            {"text", DataFormat::kText}};
+                            {"text", DataFormat::kText},
+                            {"image_folder", DataFormat::kImageFolder}};
+  return *t;
+}
+const Table<ImagePreprocessing>& ImagePreprocessings() {
+  static const auto* t = new Table<ImagePreprocessing>{
+      {"unit", ImagePreprocessing::kUnit},
+      {"mobilenet", ImagePreprocessing::kMobilenet},
+      {"imagenet", ImagePreprocessing::kImagenet}};
   return *t;
 }
 const Table<Collective>& Collectives() {

@@ -38,6 +38,7 @@ const Table<OptimizerType>& OptimizerTypes();
 const Table<ScheduleType>& ScheduleTypes();
 const Table<ScheduleUnit>& ScheduleUnits();
 const Table<DataFormat>& DataFormats();
+const Table<ImagePreprocessing>& ImagePreprocessings();
 const Table<Collective>& Collectives();
 const Table<Compression>& Compressions();
 const Table<ParamNaming>& ParamNamings();

@@ -14,6 +14,7 @@ namespace {
 using job_spec_internal::Collectives;
 using job_spec_internal::Compressions;
 using job_spec_internal::DataFormats;
+using job_spec_internal::ImagePreprocessings;
 using job_spec_internal::Json;
 using job_spec_internal::Losses;
 using job_spec_internal::NameOf;
@@ -100,10 +101,24 @@ Json SpecToJson(const JobSpec& s) {
       data["mask_token_rate"] = d.mask_token_rate;
       data["random_token_rate"] = d.random_token_rate;
       break;
+    case DataFormat::kImageFolder:
+      data["train_path"] = d.train_path;
+      if (d.validation_split > 0) {
+        data["validation_split"] = d.validation_split;
+      } else {
+        data["test_path"] = d.test_path;
+      }
+      data["image_size"] = {d.image_height, d.image_width};
+      data["preprocessing"] = NameOf(ImagePreprocessings(), d.preprocessing);
+      data["random_flip"] = d.random_flip;
+      data["random_crop"] = d.random_crop;
+      break;
   }
-  if (d.format != DataFormat::kText) data["scale"] = d.scale;
+  const bool classify = d.format != DataFormat::kText &&
+                        d.format != DataFormat::kImageFolder;
+  if (classify) data["scale"] = d.scale;
   data["shuffle"] = d.shuffle;
-  if (d.format != DataFormat::kText) data["num_classes"] = d.num_classes;
+  if (classify) data["num_classes"] = d.num_classes;
   j["data"] = data;
 
   j["batch_size_per_replica"] = s.batch_size_per_replica;
@@ -158,7 +173,9 @@ bool operator==(const DataSpec& a, const DataSpec& b) {
                     d.synthetic_test, d.synthetic_seed, d.train_files,
                     d.test_files, d.min_line_chars, d.lowercase, d.vocab_path,
                     d.vocab_size, d.sequence_length, d.pack_lines, d.mask_rate,
-                    d.max_predictions, d.mask_token_rate, d.random_token_rate);
+                    d.max_predictions, d.mask_token_rate, d.random_token_rate,
+                    d.validation_split, d.image_height, d.image_width,
+                    d.preprocessing, d.random_flip, d.random_crop);
   };
   return t(a) == t(b);
 }

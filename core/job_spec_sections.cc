@@ -379,6 +379,45 @@ absl::Status ParseText(const Reader& r, absl::string_view base_dir,
   return absl::OkStatus();
 }
 
+absl::Status ParseImageFolder(const Reader& r, absl::string_view base_dir,
+                              const std::string& variant, DataSpec* d) {
+  RETURN_IF_ERROR(r.Require("train_path", variant));
+  RETURN_IF_ERROR(r.Path("train_path", base_dir, &d->train_path));
+  if (r.Has("test_path") == r.Has("validation_split")) {
+    return Bad(r.At("test_path"),
+               "give either test_path (a folder of the same class "
+               "subfolders) or validation_split (a fraction of train_path "
+               "held out), not both or neither");
+  }
+  if (r.Has("test_path")) {
+    RETURN_IF_ERROR(r.Path("test_path", base_dir, &d->test_path));
+  } else {
+    RETURN_IF_ERROR(r.Number("validation_split", kUnitOpen,
+                             &d->validation_split));
+    if (!(d->validation_split > 0)) {
+      return Bad(r.At("validation_split"),
+                 absl::StrCat("must be in (0, 1), got ", d->validation_split));
+    }
+  }
+  RETURN_IF_ERROR(r.Require("image_size", variant));
+  RETURN_IF_ERROR(r.Pair("image_size", &d->image_height, &d->image_width));
+  if (d->image_height > 4096 || d->image_width > 4096) {
+    return Bad(r.At("image_size"),
+               absl::StrCat("at most 4096 x 4096, got [", d->image_height,
+                            ", ", d->image_width, "]"));
+  }
+  RETURN_IF_ERROR(r.Enum("preprocessing", "preprocessing",
+                         ImagePreprocessings(), &d->preprocessing));
+  RETURN_IF_ERROR(r.Bool("random_flip", &d->random_flip));
+  RETURN_IF_ERROR(r.Number("random_crop", kPositive, &d->random_crop));
+  if (d->random_crop > 1) {
+    return Bad(r.At("random_crop"),
+               absl::StrCat("a fraction of the image side in (0, 1], got ",
+                            d->random_crop));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ParseData(const Json& v, absl::string_view base_dir, DataSpec* d) {
@@ -392,9 +431,12 @@ absl::Status ParseData(const Json& v, absl::string_view base_dir, DataSpec* d) {
                      "lowercase",       "vocab",           "vocab_size",
                      "sequence_length", "pack_lines",      "mask_rate",
                      "max_predictions", "mask_token_rate", "random_token_rate"};
+  const Keys images = {"train_path",  "test_path",     "validation_split",
+                       "image_size",  "preprocessing", "random_flip",
+                       "random_crop"};
   const Keys classify = {"scale", "num_classes"};
   Keys all = {"format", "shuffle"};
-  for (const Keys* k : {&idx, &csv, &synthetic, &text, &classify}) {
+  for (const Keys* k : {&idx, &csv, &synthetic, &text, &images, &classify}) {
     all.insert(all.end(), k->begin(), k->end());
   }
   RETURN_IF_ERROR(r.CheckKeys(all));
@@ -403,12 +445,16 @@ absl::Status ParseData(const Json& v, absl::string_view base_dir, DataSpec* d) {
   const std::string variant =
       absl::StrCat("format \"", NameOf(DataFormats(), d->format), "\"");
   Keys allowed = {"format", "shuffle"};
-  const Keys& own = d->format == DataFormat::kMnistIdx ? idx
-                    : d->format == DataFormat::kCsv    ? csv
-                    : d->format == DataFormat::kText   ? text
-                                                       : synthetic;
+  const Keys& own = d->format == DataFormat::kMnistIdx      ? idx
+                    : d->format == DataFormat::kCsv         ? csv
+                    : d->format == DataFormat::kText        ? text
+                    : d->format == DataFormat::kImageFolder ? images
+                                                            : synthetic;
   allowed.insert(allowed.end(), own.begin(), own.end());
-  if (d->format != DataFormat::kText) {
+  // Image folders know their classes (the subfolders) and scale by their
+  // preprocessing.
+  if (d->format != DataFormat::kText &&
+      d->format != DataFormat::kImageFolder) {
     allowed.insert(allowed.end(), classify.begin(), classify.end());
   }
   RETURN_IF_ERROR(r.CheckKeys(allowed, all, variant));
@@ -436,6 +482,9 @@ absl::Status ParseData(const Json& v, absl::string_view base_dir, DataSpec* d) {
       break;
     case DataFormat::kText:
       RETURN_IF_ERROR(ParseText(r, base_dir, variant, d));
+      break;
+    case DataFormat::kImageFolder:
+      RETURN_IF_ERROR(ParseImageFolder(r, base_dir, variant, d));
       break;
   }
   RETURN_IF_ERROR(r.Number("scale", kPositive, &d->scale));

@@ -435,7 +435,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "epoch, step"},
         BadCase{"UnknownFormat", [](Json& j) { j["data"]["format"] = "npz"; },
                 "data.format: unknown data format \"npz\"; expected one of "
-                "mnist_idx, csv, synthetic, text"},
+                "mnist_idx, csv, synthetic, text, image_folder"},
         BadCase{"CsvFieldInIdx", [](Json& j) { j["data"]["header"] = true; },
                 "data.header: unknown field for format \"mnist_idx\""},
         BadCase{"EmptyPath", [](Json& j) { j["data"]["test_images"] = ""; },

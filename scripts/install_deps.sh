@@ -10,6 +10,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libopenblas0-pthread zlib1g-dev libxxhash-dev libutf8proc-dev
+  libjpeg62-turbo-dev libpng-dev
   libssl-dev openssl
   libcpp-httplib-dev prometheus-cpp-dev
   chromium

@@ -1,0 +1,63 @@
+#!/usr/bin/python3
+"""torchvision's MobileNetV2 training step, timed: the peer of
+`bazel run //core:model_benchmark -- THREADS STEPS mobilenet_v2 ALPHA SIZE
+BATCH [frozen]` (the same model: the base without its top, global average
+pooling, dense 512 + ReLU, dense 10; SGD; random NCHW inputs).
+
+usage: /usr/bin/python3 benchmarks/torchvision_step.py THREADS STEPS ALPHA
+           SIZE BATCH [frozen]
+"frozen" freezes the base (requires_grad off, eval mode) as Keras'
+base.trainable = False does. Prints ms/step and samples/s after 2 warm-up
+steps.
+"""
+import sys
+import time
+
+import torch
+import torchvision
+
+
+def main(argv):
+    if len(argv) < 5:
+        print(__doc__, file=sys.stderr)
+        return 2
+    threads, steps = int(argv[0]), int(argv[1])
+    alpha, size, batch = float(argv[2]), int(argv[3]), int(argv[4])
+    frozen = len(argv) > 5 and argv[5] == "frozen"
+    torch.set_num_threads(threads)
+    base = torchvision.models.mobilenet_v2(width_mult=alpha).features
+    last = base[-1][0].out_channels
+    model = torch.nn.Sequential(base, torch.nn.AdaptiveAvgPool2d(1),
+                                torch.nn.Flatten(), torch.nn.Linear(last, 512),
+                                torch.nn.ReLU(), torch.nn.Linear(512, 10))
+    if frozen:
+        for p in base.parameters():
+            p.requires_grad_(False)
+    opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad],
+                          lr=0.01)
+    x = torch.rand(batch, 3, size, size)
+    y = torch.randint(10, (batch,))
+    model.train()
+    if frozen:
+        base.eval()
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+
+    for _ in range(2):
+        step()
+    t = time.time()
+    for _ in range(steps):
+        step()
+    dt = time.time() - t
+    print("torch%s threads=%d  %.3f ms/step  %.0f samples/s" %
+          (" frozen" if frozen else "", threads, 1e3 * dt / steps,
+           steps * batch / dt))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
