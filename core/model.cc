@@ -61,6 +61,17 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Build(const ModelSpec& spec,
     max_inputs = std::max(max_inputs, node.inputs.size());
   }
   m->temps_.resize(max_inputs);
+  std::vector<bool> used(g.num_slots(), false);
+  used[g.grad_slot(g.output())] = true;  // the loss writes it
+  for (const BackwardStep& step : g.backward_plan()) {
+    used[g.grad_slot(step.node)] = true;
+    for (int s : step.dx_slot) {
+      if (s >= 0) used[s] = true;
+    }
+  }
+  for (int s = 0; s < g.num_slots(); ++s) {
+    if (used[s]) m->backward_slots_.push_back(s);
+  }
   return m;
 }
 
@@ -175,9 +186,8 @@ BatchLoss Model::TrainStep(const Tensor& x, const int32_t* labels,
   const bool fuse = LossFusesOutputActivation(g, loss);
   const float* out =
       Forward(n, x.data(), /*training=*/true, fuse, dropout_seed);
-  for (int s = 0; s < g.num_slots(); ++s) {
-    Grow(&grads_[s], n * g.slot_size(s));
-  }
+  // Only the slots backward uses: none for a frozen base's layers.
+  for (int s : backward_slots_) Grow(&grads_[s], n * g.slot_size(s));
   const BatchLoss result = Loss(n, out, labels, loss, grad_scale,
                                 grads_[g.grad_slot(g.output())].data());
   for (const BackwardStep& step : g.backward_plan()) {

@@ -115,6 +115,7 @@ class Model {
   std::vector<std::vector<float>> acts_;    // per node output
   std::vector<std::vector<float>> inputs_;  // per model input (several)
   std::vector<std::vector<float>> grads_;   // per gradient slot
+  std::vector<int> backward_slots_;  // the slots a training step uses
   std::vector<std::vector<float>> temps_;   // per input position: dx to add
 };
 
