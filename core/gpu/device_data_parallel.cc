@@ -25,6 +25,7 @@
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/nccl_communicator.h"
+#include "kernels/cuda/layers/batch_norm.h"
 #include "kernels/cuda/optimizer.h"
 
 namespace lockstep {
@@ -89,9 +90,53 @@ int SlotCount(const OptimizerSpec& spec) {
   return 2;
 }
 
+// The indices of the params the optimizer updates (and keeps state for):
+// every one but batch norm's running statistics and frozen layers'.
+std::vector<int> OptimizerParams(const std::vector<Param*>& params) {
+  std::vector<int> out;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (params[i]->update == ParamUpdate::kOptimizer) {
+      out.push_back(static_cast<int>(i));
+    }
+  }
+  return out;
+}
+
+// A run of the flat buffers whose params are updated alike: [begin, end)
+// in floats, padding included.
+struct UpdateRun {
+  ParamUpdate update = ParamUpdate::kOptimizer;
+  float momentum = 0;  // kMovingAverage
+  int64_t begin = 0, end = 0;
+};
+
+// The model's params as runs of one update kind (one run, the whole
+// buffer, for a model whose params all belong to the optimizer).
+std::vector<UpdateRun> UpdateRuns(const GpuModel& model) {
+  const std::vector<Param*>& params = model.host_model().params();
+  std::vector<UpdateRun> runs;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Param& p = *params[i];
+    const int64_t begin = model.param_offset(static_cast<int>(i));
+    const int64_t end = i + 1 < params.size()
+                            ? model.param_offset(static_cast<int>(i + 1))
+                            : model.flat_floats();
+    if (!runs.empty() && runs.back().update == p.update &&
+        runs.back().momentum == p.momentum) {
+      runs.back().end = end;
+    } else {
+      runs.push_back(UpdateRun{p.update, p.momentum, begin, end});
+    }
+  }
+  if (!runs.empty()) runs.front().begin = 0;
+  return runs;
+}
+
 // Optimizer::StateTensors' names for `params`, in its order.
 std::vector<std::string> SlotNames(const OptimizerSpec& spec,
-                                   const std::vector<Param*>& params) {
+                                   const std::vector<Param*>& all) {
+  std::vector<const Param*> params;
+  for (int i : OptimizerParams(all)) params.push_back(all[i]);
   const bool sgd = spec.type == OptimizerType::kSgd;
   const char* prefix = sgd                                 ? "sgd"
                        : spec.type == OptimizerType::kAdam ? "adam"
@@ -121,7 +166,8 @@ class CudaDeviceDataParallel final : public DeviceDataParallel {
         host_all_reduce_(config.host_all_reduce),
         lanes_(std::move(lanes)),
         pool_(static_cast<int>(lanes_.size())),
-        host_sum_(std::move(host_sum)) {}
+        host_sum_(std::move(host_sum)),
+        runs_(UpdateRuns(*lanes_[0].model)) {}
 
   absl::StatusOr<BatchLoss> Step(Batch& batch, const Batch* next, LossType loss,
                                  uint64_t seed, double lr) override {
@@ -149,7 +195,10 @@ class CudaDeviceDataParallel final : public DeviceDataParallel {
           next != nullptr ? &next->replicas[i] : nullptr,
           next != nullptr ? next->global_step : -1, loss, scale, seed);
       if (s.ok() && via_host && i == 0) s = SumToHost(lane, step);
-      if (s.ok()) s = LaneFinish(lane, step, via_host ? nullptr : &lr);
+      if (s.ok()) {
+        s = LaneFinish(lane, step, via_host ? nullptr : &lr,
+                       batch.global_count);
+      }
       losses[i] = s.ok()
                       ? absl::StatusOr<BatchLoss>(lane.model->LossAfterSync())
                       : absl::StatusOr<BatchLoss>(s);
@@ -165,7 +214,8 @@ class CudaDeviceDataParallel final : public DeviceDataParallel {
       if (s.ok()) {
         std::vector<absl::StatusOr<BatchLoss>> applied(lanes_.size());
         pool_.Run([&](int i) {
-          absl::Status a = LaneApplyHostSum(lanes_[i], step, lr);
+          absl::Status a =
+              LaneApplyHostSum(lanes_[i], step, lr, batch.global_count);
           applied[i] = a.ok() ? absl::StatusOr<BatchLoss>(BatchLoss())
                               : absl::StatusOr<BatchLoss>(a);
         });
@@ -224,7 +274,8 @@ class CudaDeviceDataParallel final : public DeviceDataParallel {
         absl::StrCat("pulling the parameters from ", Where(lane))));
     ASSIGN_OR_RETURN(std::vector<Tensor*> states,
                      MatchState(params, optimizer));
-    const size_t np = params.size();
+    const std::vector<int> opt = OptimizerParams(params);
+    const size_t np = opt.size();
     std::vector<float> flat(lane.model->flat_floats());
     for (size_t k = 0; k < states.size(); ++k) {
       if (k % np == 0) {
@@ -233,7 +284,7 @@ class CudaDeviceDataParallel final : public DeviceDataParallel {
             Copy(lane, flat.data(), slot.get(), cudaMemcpyDeviceToHost),
             absl::StrCat("pulling the optimizer state from ", Where(lane))));
       }
-      const int i = static_cast<int>(k % np);
+      const int i = opt[k % np];
       std::memcpy(states[k]->data(), flat.data() + lane.model->param_offset(i),
                   sizeof(float) * lane.model->param_size(i));
     }
@@ -246,14 +297,15 @@ class CudaDeviceDataParallel final : public DeviceDataParallel {
     RETURN_IF_ERROR(Usable());
     ASSIGN_OR_RETURN(std::vector<Tensor*> states,
                      MatchState(params, optimizer));
-    const size_t np = params.size();
+    const std::vector<int> opt = OptimizerParams(params);
+    const size_t np = opt.size();
     const GpuModel& m0 = *lanes_[0].model;
     // Slot k / np laid out flat (zero padding), then onto every GPU.
     std::vector<std::vector<float>> flats(np == 0 ? 0 : states.size() / np);
     for (size_t k = 0; k < states.size(); ++k) {
       std::vector<float>& flat = flats[k / np];
       if (flat.empty()) flat.assign(m0.flat_floats(), 0.0f);
-      const int i = static_cast<int>(k % np);
+      const int i = opt[k % np];
       std::memcpy(flat.data() + m0.param_offset(i), states[k]->data(),
                   sizeof(float) * m0.param_size(i));
     }
@@ -349,11 +401,13 @@ class CudaDeviceDataParallel final : public DeviceDataParallel {
   // Enqueues the update at `*lr` (none when null), then waits for the
   // lane's stream: the step's end, the all-reduce's included, so a peer
   // that is gone shows as an NCCL error here, not as a hang.
-  absl::Status LaneFinish(Lane& lane, int64_t step, const double* lr) {
+  absl::Status LaneFinish(Lane& lane, int64_t step, const double* lr,
+                          int64_t global_samples) {
     if (lr != nullptr) {
       RETURN_IF_ERROR(AnnotateStatus(
-          Update(lane, *lr), absl::StrCat("optimizer update of step ", step,
-                                          " on ", Where(lane))));
+          Update(lane, *lr, global_samples),
+          absl::StrCat("optimizer update of step ", step, " on ",
+                       Where(lane))));
     }
     return AnnotateStatus(lane.comm->WaitStream(lane.model->stream()),
                           absl::StrCat("step ", step, " on ", Where(lane)));
@@ -372,7 +426,8 @@ class CudaDeviceDataParallel final : public DeviceDataParallel {
 
   // The ring layout: the workers' sum from host_sum_ onto lane's GPU, the
   // update, and a wait.
-  absl::Status LaneApplyHostSum(Lane& lane, int64_t step, double lr) {
+  absl::Status LaneApplyHostSum(Lane& lane, int64_t step, double lr,
+                                int64_t global_samples) {
     GpuModel& model = *lane.model;
     CUDA_RETURN_IF_ERROR(cudaSetDevice(model.device()));
     const absl::Status s =
@@ -382,7 +437,7 @@ class CudaDeviceDataParallel final : public DeviceDataParallel {
     RETURN_IF_ERROR(AnnotateStatus(
         s, absl::StrCat("copying step ", step, "'s summed gradients to ",
                         Where(lane))));
-    return LaneFinish(lane, step, &lr);
+    return LaneFinish(lane, step, &lr, global_samples);
   }
 
   // The lanes' losses summed, or the first real error (not the lanes
@@ -404,27 +459,47 @@ class CudaDeviceDataParallel final : public DeviceDataParallel {
     return total;
   }
 
-  // Enqueues one launch over the whole flat buffer: the SGD/Adam/AdamW math is
-  // elementwise, so this equals core/optimizer.cc's per-param loops on
-  // every real element. The padding (gradient and slots zero) updates to
-  // values nothing reads.
-  absl::Status Update(Lane& lane, double lr) {
+  // Enqueues the updates: SGD/Adam/AdamW over each run of the optimizer's
+  // params (one launch over the whole flat buffer for a model without batch
+  // norm or frozen layers; the math is elementwise, so this equals
+  // core/optimizer.cc's per-param loops on every real element, and the
+  // padding, gradient and slots zero, updates to values nothing reads), the
+  // moving averages of batch norm's statistics (UpdateMovingAverages'
+  // math), and nothing for frozen params.
+  absl::Status Update(Lane& lane, double lr, int64_t global_samples) {
     GpuModel& model = *lane.model;
-    const int64_t n = model.flat_floats();
-    if (n == 0) return absl::OkStatus();
+    if (model.flat_floats() == 0) return absl::OkStatus();
     CUDA_RETURN_IF_ERROR(cudaSetDevice(model.device()));
     float* m = lane.first ? lane.first->get() : nullptr;
+    float* v = lane.second ? lane.second->get() : nullptr;
     const OptimizerSpec& o = optimizer_;
-    if (o.type == OptimizerType::kSgd) {
-      const SgdStep s = MakeSgdStep(lr, o.momentum, o.nesterov, o.weight_decay);
-      CUDA_RETURN_IF_ERROR(SgdUpdate(n, s, model.device_params(), m,
-                                     model.device_grads(), model.stream()));
-    } else {
-      const AdamStep s = MakeAdamStep(lr, o.beta_1, o.beta_2, o.epsilon,
-                                      o.weight_decay, iterations_);
-      CUDA_RETURN_IF_ERROR(AdamUpdate(n, s, model.device_params(), m,
-                                      lane.second->get(), model.device_grads(),
-                                      model.stream()));
+    const SgdStep sgd = MakeSgdStep(lr, o.momentum, o.nesterov, o.weight_decay);
+    const AdamStep adam = MakeAdamStep(lr, o.beta_1, o.beta_2, o.epsilon,
+                                       o.weight_decay, iterations_);
+    for (const UpdateRun& run : runs_) {
+      const int64_t n = run.end - run.begin, at = run.begin;
+      float* w = model.device_params() + at;
+      const float* g = model.device_grads() + at;
+      switch (run.update) {
+        case ParamUpdate::kOptimizer:
+          if (o.type == OptimizerType::kSgd) {
+            CUDA_RETURN_IF_ERROR(SgdUpdate(n, sgd, w, m ? m + at : nullptr, g,
+                                           model.stream()));
+          } else {
+            CUDA_RETURN_IF_ERROR(AdamUpdate(n, adam, w, m + at, v + at, g,
+                                            model.stream()));
+          }
+          break;
+        case ParamUpdate::kMovingAverage:
+          if (global_samples > 0) {
+            CUDA_RETURN_IF_ERROR(cuda::MovingAverageUpdate(
+                n, run.momentum, 1.0 / static_cast<double>(global_samples), w,
+                g, model.stream()));
+          }
+          break;
+        case ParamUpdate::kFrozen:
+          break;
+      }
     }
     return absl::OkStatus();
   }
@@ -440,6 +515,7 @@ class CudaDeviceDataParallel final : public DeviceDataParallel {
                        " params given, the model has ", m0.num_params()));
     }
     const std::vector<std::string> want = SlotNames(optimizer_, params);
+    const std::vector<int> opt = OptimizerParams(params);
     std::vector<std::pair<std::string, Tensor*>> have =
         optimizer.StateTensors();
     if (have.size() != want.size()) {
@@ -449,7 +525,7 @@ class CudaDeviceDataParallel final : public DeviceDataParallel {
     }
     std::vector<Tensor*> out;
     for (size_t k = 0; k < want.size(); ++k) {
-      const int i = static_cast<int>(k % params.size());
+      const int i = opt[k % opt.size()];
       if (have[k].first != want[k] ||
           have[k].second->size() != m0.param_size(i)) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -480,6 +556,7 @@ class CudaDeviceDataParallel final : public DeviceDataParallel {
   std::vector<Lane> lanes_;
   StepPool pool_;
   PinnedHostBuffer host_sum_;  // the ring layout's staging: flat_floats()
+  const std::vector<UpdateRun> runs_;  // how each part of the buffers updates
   int64_t iterations_ = 0;     // Optimizer::iterations() of the device state
   std::atomic<bool> aborted_{false};
   absl::Status broken_;  // a failed step's error: every later Step's

@@ -111,13 +111,6 @@ absl::Status GpuModel::Init(const GpuModelOptions& options) {
     nodes_[i] = std::make_unique<Node>();
     const GraphNode& gn = g.node(static_cast<int>(i));
     if (gn.layer == nullptr) continue;
-    if (gn.frozen) {
-      // The devices' optimizer updates every element of the flat buffer.
-      return absl::UnimplementedError(absl::StrCat(
-          "GpuModel: layer ", gn.name,
-          " is frozen (trainable: false), which runs on CPUs only for now; "
-          "train this model on CPUs"));
-    }
     nodes_[i]->impl = FindDeviceLayer(gn.layer->type());
     if (nodes_[i]->impl == nullptr) {
       return absl::UnimplementedError(absl::StrCat(
@@ -369,7 +362,7 @@ absl::StatusOr<const float*> GpuModel::Forward(int64_t n, bool training,
   for (int i = g.num_inputs(); i <= output; ++i) {
     const GraphNode& gn = g.node(i);
     Node& node = *nodes_[i];
-    node.ctx.training = training;
+    node.ctx.training = training && !gn.frozen;
     node.ctx.dropout_seed =
         Mix64(dropout_seed ^ Mix64(static_cast<uint64_t>(gn.layer_index)));
     node.ctx.skip_output_activation = fuse && i == output;

@@ -53,6 +53,21 @@ ModelSpec MnistCnn() {
       {"type": "dense", "units": 10}]})");
 }
 
+// MobileNetV2's pieces: a frozen conv (inference mode, no backward), batch
+// norm with ReLU6 in training mode (its statistics' "gradients" compared
+// too), a depthwise conv with PyTorch's padding, global average pooling.
+ModelSpec BatchNormCnn() {
+  return FromJson(R"({"input_shape": [9, 9, 3], "layers": [
+      {"type": "conv2d", "filters": 8, "kernel_size": 3, "padding": 1,
+       "use_bias": false, "trainable": false},
+      {"type": "batch_norm", "momentum": 0.9, "activation": "relu6"},
+      {"type": "depthwise_conv2d", "kernel_size": 3, "strides": 2,
+       "padding": 1, "use_bias": false},
+      {"type": "batch_norm", "epsilon": 0.00001},
+      {"type": "global_average_pooling2d"},
+      {"type": "dense", "units": 10}]})");
+}
+
 // The rest: dropout, tanh/sigmoid/GELU, a softmax output (fused with
 // cross-entropy, or through its Jacobian with MSE), 'same' convs with
 // TF's asymmetric padding (stride 2 on 15x15), no-bias layers.
@@ -202,7 +217,9 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"mnist_mlp", MnistMlp, LossType::kSparseCategoricalCrossentropy},
         Case{"mnist_cnn", MnistCnn, LossType::kSparseCategoricalCrossentropy},
         Case{"mixed_xent", MixedCnn, LossType::kSparseCategoricalCrossentropy},
-        Case{"mixed_mse", MixedCnn, LossType::kMse}),
+        Case{"mixed_mse", MixedCnn, LossType::kMse},
+        Case{"batch_norm", BatchNormCnn,
+             LossType::kSparseCategoricalCrossentropy}),
     [](const ::testing::TestParamInfo<Case>& info) {
       return std::string(info.param.name);
     });

@@ -19,6 +19,7 @@
 #include "core/checkpoint.h"
 #include "core/file_util.h"
 #include "core/job_spec.h"
+#include "core/model.h"
 #include "core/trainer.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/cuda_test_util.h"
@@ -146,6 +147,43 @@ TEST(GpuTrainingTest, StopAndResumeOnTheGpuIsBitIdentical) {
   EXPECT_EQ(rest.resumed_from_step, 33);
   EXPECT_EQ(rest.fingerprint, whole.fingerprint);
   EXPECT_EQ(rest.test_accuracy, whole.test_accuracy);
+}
+
+// Batch norm's running statistics (updated on the device by the moving
+// average, not the optimizer) and a frozen layer (never updated) train on
+// the GPU as on the CPU: the same parameters and statistics, the frozen
+// kernel unchanged.
+TEST(GpuTrainingTest, BatchNormAndAFrozenLayerTrainAsOnTheCpu) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  JobSpec spec = SmallCnnJob(kAdam, 1);
+  absl::StatusOr<ModelSpec> model = ParseModelSpec(R"({
+    "input_shape": [8, 8, 1], "layers": [
+      {"type": "conv2d", "name": "stem", "filters": 6, "kernel_size": 3,
+       "padding": 1, "use_bias": false, "trainable": false},
+      {"type": "batch_norm", "name": "bn", "momentum": 0.9,
+       "activation": "relu6"},
+      {"type": "flatten"},
+      {"type": "dense", "units": 10}]})");
+  ASSERT_TRUE(model.ok()) << model.status();
+  spec.model = *model;
+  const TrainResult cpu = Train(spec, Storage("cpu_bn"), {});
+  const TrainResult gpu = Train(spec, Storage("gpu_bn"), {0});
+  ASSERT_TRUE(cpu.finished);
+  ASSERT_TRUE(gpu.finished);
+  EXPECT_NEAR(gpu.test_accuracy, cpu.test_accuracy, 0.02);
+  const auto cpu_params = FinalParams(Storage("cpu_bn"), spec);
+  const auto gpu_params = FinalParams(Storage("gpu_bn"), spec);
+  ExpectParamsClose(cpu_params, gpu_params);
+  absl::StatusOr<std::unique_ptr<Model>> fresh = Model::Build(spec.model, 5);
+  ASSERT_TRUE(fresh.ok());
+  for (const auto& [name, t] : gpu_params) {
+    if (name == "stem/kernel") {
+      EXPECT_EQ(t.values(), (*fresh)->params()[0]->value.values());
+    }
+    if (name == "bn/moving_variance") {
+      EXPECT_NE(t.values(), std::vector<float>(6, 1.0f));  // it moved
+    }
+  }
 }
 
 TEST(GpuTrainingTest, TwoGpusAgreeWithTwoCpuReplicas) {

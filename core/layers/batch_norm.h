@@ -49,6 +49,7 @@ class BatchNormLayer : public Layer {
   void Backward(const LayerIO& io, const PassContext& ctx) override;
 
   float epsilon() const { return epsilon_; }
+  ActivationKind act() const { return act_; }
   int64_t channels() const { return input_shape().back(); }
   int64_t Rows(int64_t n) const { return n * input_size() / channels(); }
 

@@ -1,0 +1,227 @@
+// Batch-norm kernels in the CPU's summation order (see batch_norm.h).
+#include "kernels/cpu/batch_norm.h"
+#include "kernels/cuda/grid_stride.cuh"
+#include "kernels/cuda/layers/batch_norm.h"
+
+namespace lockstep {
+namespace cuda {
+namespace {
+
+int64_t RowBlocks(int64_t rows) {
+  return (rows + kBatchNormRowBlock - 1) / kBatchNormRowBlock;
+}
+
+// partial[b * channels + c] = sum over block b's rows, in row order, in
+// float, of x[r, c] (kind 0) or (x[r, c] - mean[c])^2 (kind 1).
+__global__ void BlockSums(int64_t rows, int64_t channels, const float* x,
+                          const float* mean, int kind, double* partial) {
+  const int64_t blocks = (rows + kBatchNormRowBlock - 1) / kBatchNormRowBlock;
+  for (int64_t i = FirstIndex(); i < blocks * channels; i += Stride()) {
+    const int64_t b = i / channels, c = i % channels;
+    const int64_t end =
+        (b + 1) * kBatchNormRowBlock < rows ? (b + 1) * kBatchNormRowBlock
+                                            : rows;
+    float acc = 0.0f;
+    for (int64_t r = b * kBatchNormRowBlock; r < end; ++r) {
+      const float v = x[r * channels + c];
+      if (kind == 0) {
+        acc += v;
+      } else {
+        const float d = v - mean[c];
+        acc += d * d;
+      }
+    }
+    partial[i] = acc;
+  }
+}
+
+// out[c] = (float)(sum over blocks, in order, of partial / rows).
+__global__ void CombineToMean(int64_t rows, int64_t channels, int64_t blocks,
+                              const double* partial, float* out) {
+  for (int64_t c = FirstIndex(); c < channels; c += Stride()) {
+    double s = 0.0;
+    for (int64_t b = 0; b < blocks; ++b) s += partial[b * channels + c];
+    out[c] = static_cast<float>(s / static_cast<double>(rows));
+  }
+}
+
+__global__ void RstdKernel(int64_t channels, const float* var, float eps,
+                           float* rstd) {
+  for (int64_t c = FirstIndex(); c < channels; c += Stride()) {
+    rstd[c] = 1.0f / sqrtf(var[c] + eps);
+  }
+}
+
+__global__ void ForwardKernel(int64_t total, int64_t channels, const float* x,
+                              const float* mean, const float* rstd,
+                              const float* gamma, const float* beta,
+                              float* y) {
+  for (int64_t i = FirstIndex(); i < total; i += Stride()) {
+    const int64_t c = i % channels;
+    const float scale = gamma[c] * rstd[c];
+    y[i] = (x[i] - mean[c]) * scale + beta[c];
+  }
+}
+
+// Per block and channel: sum(dy) and sum(dy * (x - mean)) in float.
+__global__ void BackwardBlockSums(int64_t rows, int64_t channels,
+                                  const float* x, const float* dy,
+                                  const float* mean, double* partial) {
+  const int64_t blocks = (rows + kBatchNormRowBlock - 1) / kBatchNormRowBlock;
+  for (int64_t i = FirstIndex(); i < blocks * channels; i += Stride()) {
+    const int64_t b = i / channels, c = i % channels;
+    const int64_t end =
+        (b + 1) * kBatchNormRowBlock < rows ? (b + 1) * kBatchNormRowBlock
+                                            : rows;
+    float s_dy = 0.0f, s_dyx = 0.0f;
+    for (int64_t r = b * kBatchNormRowBlock; r < end; ++r) {
+      const float g = dy[r * channels + c];
+      s_dy += g;
+      s_dyx += g * (x[r * channels + c] - mean[c]);
+    }
+    // The CPU's layout: [block][2][channels].
+    partial[(b * 2) * channels + c] = s_dy;
+    partial[(b * 2 + 1) * channels + c] = s_dyx;
+  }
+}
+
+// The per-channel step of the CPU's BatchNormBackward: the parameter
+// gradients and dx = k * dy + a * (x - mean) + b's coefficients.
+__global__ void BackwardCoefficients(int64_t rows, int64_t channels,
+                                     int64_t blocks, const double* partial,
+                                     const float* rstd, const float* gamma,
+                                     bool batch_statistics, float* dgamma,
+                                     float* dbeta, float* coef) {
+  for (int64_t c = FirstIndex(); c < channels; c += Stride()) {
+    double sum_dy = 0.0, sum_dyx = 0.0;
+    for (int64_t b = 0; b < blocks; ++b) {
+      sum_dy += partial[(b * 2) * channels + c];
+      sum_dyx += partial[(b * 2 + 1) * channels + c];
+    }
+    const double sum_dy_xhat = sum_dyx * rstd[c];
+    dgamma[c] += static_cast<float>(sum_dy_xhat);
+    dbeta[c] += static_cast<float>(sum_dy);
+    const float k = gamma[c] * rstd[c];
+    float a = 0.0f, bb = 0.0f;
+    if (batch_statistics) {
+      const double inv_rows = 1.0 / static_cast<double>(rows);
+      a = static_cast<float>(-k * sum_dy_xhat * inv_rows * rstd[c]);
+      bb = static_cast<float>(-k * sum_dy * inv_rows);
+    }
+    coef[c] = k;
+    coef[channels + c] = a;
+    coef[2 * channels + c] = bb;
+  }
+}
+
+__global__ void DxKernel(int64_t total, int64_t channels, const float* x,
+                         const float* dy, const float* mean, const float* coef,
+                         float* dx) {
+  for (int64_t i = FirstIndex(); i < total; i += Stride()) {
+    const int64_t c = i % channels;
+    dx[i] = coef[c] * dy[i] + coef[channels + c] * (x[i] - mean[c]) +
+            coef[2 * channels + c];
+  }
+}
+
+__global__ void AddStatisticsKernel(int64_t channels, float samples,
+                                    double bessel, const float* mean,
+                                    const float* var, float* dmean,
+                                    float* dvar) {
+  for (int64_t c = FirstIndex(); c < channels; c += Stride()) {
+    dmean[c] += samples * mean[c];
+    dvar[c] += static_cast<float>(samples * (var[c] * bessel));
+  }
+}
+
+__global__ void MovingAverageKernel(int64_t n, float keep, float take,
+                                    double inv, float* v, const float* g) {
+  for (int64_t i = FirstIndex(); i < n; i += Stride()) {
+    const float batch = static_cast<float>(g[i] * inv);
+    v[i] = v[i] * keep + batch * take;
+  }
+}
+
+}  // namespace
+
+int64_t BatchNormWorkspaceDoubles(int64_t rows, int64_t channels) {
+  return 2 * RowBlocks(rows) * channels;
+}
+
+cudaError_t BatchNormStatistics(int64_t rows, int64_t channels,
+                                const float* x, float* mean, float* var,
+                                double* workspace, cudaStream_t stream) {
+  if (rows <= 0 || channels <= 0) return cudaSuccess;
+  const int64_t blocks = RowBlocks(rows);
+  BlockSums<<<Blocks(blocks * channels), kThreads, 0, stream>>>(
+      rows, channels, x, nullptr, 0, workspace);
+  CombineToMean<<<Blocks(channels), kThreads, 0, stream>>>(
+      rows, channels, blocks, workspace, mean);
+  BlockSums<<<Blocks(blocks * channels), kThreads, 0, stream>>>(
+      rows, channels, x, mean, 1, workspace);
+  CombineToMean<<<Blocks(channels), kThreads, 0, stream>>>(
+      rows, channels, blocks, workspace, var);
+  return cudaGetLastError();
+}
+
+cudaError_t BatchNormRstd(int64_t channels, const float* var, float epsilon,
+                          float* rstd, cudaStream_t stream) {
+  if (channels <= 0) return cudaSuccess;
+  RstdKernel<<<Blocks(channels), kThreads, 0, stream>>>(channels, var,
+                                                        epsilon, rstd);
+  return cudaGetLastError();
+}
+
+cudaError_t BatchNormForward(int64_t rows, int64_t channels, const float* x,
+                             const float* mean, const float* rstd,
+                             const float* gamma, const float* beta, float* y,
+                             cudaStream_t stream) {
+  const int64_t total = rows * channels;
+  if (total <= 0) return cudaSuccess;
+  ForwardKernel<<<Blocks(total), kThreads, 0, stream>>>(
+      total, channels, x, mean, rstd, gamma, beta, y);
+  return cudaGetLastError();
+}
+
+cudaError_t BatchNormBackward(int64_t rows, int64_t channels, const float* x,
+                              const float* dy, const float* mean,
+                              const float* rstd, const float* gamma,
+                              bool batch_statistics, float* dgamma,
+                              float* dbeta, float* dx, double* workspace,
+                              float* coefficients, cudaStream_t stream) {
+  if (rows <= 0 || channels <= 0) return cudaSuccess;
+  const int64_t blocks = RowBlocks(rows);
+  BackwardBlockSums<<<Blocks(blocks * channels), kThreads, 0, stream>>>(
+      rows, channels, x, dy, mean, workspace);
+  BackwardCoefficients<<<Blocks(channels), kThreads, 0, stream>>>(
+      rows, channels, blocks, workspace, rstd, gamma, batch_statistics, dgamma,
+      dbeta, coefficients);
+  if (dx != nullptr) {
+    const int64_t total = rows * channels;
+    DxKernel<<<Blocks(total), kThreads, 0, stream>>>(total, channels, x, dy,
+                                                     mean, coefficients, dx);
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t BatchNormAddStatistics(int64_t channels, float samples,
+                                   double bessel, const float* mean,
+                                   const float* var, float* dmean, float* dvar,
+                                   cudaStream_t stream) {
+  if (channels <= 0) return cudaSuccess;
+  AddStatisticsKernel<<<Blocks(channels), kThreads, 0, stream>>>(
+      channels, samples, bessel, mean, var, dmean, dvar);
+  return cudaGetLastError();
+}
+
+cudaError_t MovingAverageUpdate(int64_t n, float momentum, double inv_samples,
+                                float* value, const float* grad,
+                                cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  MovingAverageKernel<<<Blocks(n), kThreads, 0, stream>>>(
+      n, momentum, 1.0f - momentum, inv_samples, value, grad);
+  return cudaGetLastError();
+}
+
+}  // namespace cuda
+}  // namespace lockstep

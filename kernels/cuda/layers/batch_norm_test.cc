@@ -1,0 +1,118 @@
+// GPU batch norm against kernels/cpu/batch_norm.h, bit for bit: the
+// statistics, the forward, the backward in both modes (with more rows than
+// one block), the running statistics' "gradients" and their update.
+#include "kernels/cuda/layers/batch_norm.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/batch_norm.h"
+#include "kernels/cpu/test_util.h"
+#include "kernels/cuda/cuda_test_util.h"
+
+namespace lockstep {
+namespace cuda {
+namespace {
+
+void ExpectSameBits(const std::vector<float>& want,
+                    const std::vector<float>& got, const char* what) {
+  ASSERT_EQ(want.size(), got.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_EQ(std::memcmp(&want[i], &got[i], sizeof(float)), 0)
+        << what << " at " << i << ": cpu " << want[i] << " gpu " << got[i];
+  }
+}
+
+class BatchNormCudaTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(BatchNormCudaTest, MatchesTheCpuBitForBit) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const bool batch_statistics = GetParam();
+  const int64_t rows = 700, ch = 6;  // two whole blocks of 256 and a part
+  std::vector<float> x = RandomVector(rows * ch, 1, -2.0f, 2.0f);
+  for (int64_t i = 0; i < rows * ch; ++i) x[i] += 3.0f * (i % ch);
+  const std::vector<float> dy = RandomVector(rows * ch, 2);
+  const std::vector<float> gamma = RandomVector(ch, 3, 0.5f, 1.5f);
+  const std::vector<float> beta = RandomVector(ch, 4);
+  const float eps = 1e-5f;
+
+  std::vector<double> partials;
+  std::vector<float> mean(ch), var(ch), rstd(ch), y(rows * ch), dx(rows * ch);
+  lockstep::BatchNormStatistics(rows, ch, x.data(), mean.data(), var.data(),
+                                &partials);
+  for (int64_t c = 0; c < ch; ++c) rstd[c] = 1.0f / std::sqrt(var[c] + eps);
+  lockstep::BatchNormForward(rows, ch, x.data(), mean.data(), rstd.data(),
+                             gamma.data(), beta.data(), y.data());
+  std::vector<float> dgamma(ch, 0.5f), dbeta(ch, -0.5f);
+  lockstep::BatchNormBackward(rows, ch, x.data(), dy.data(), mean.data(),
+                              rstd.data(), gamma.data(), batch_statistics,
+                              dgamma.data(), dbeta.data(), dx.data(),
+                              &partials);
+
+  DeviceArray<float> d_x(x), d_dy(dy), d_gamma(gamma), d_beta(beta),
+      d_mean(ch), d_var(ch), d_rstd(ch), d_y(rows * ch), d_dx(rows * ch),
+      d_dgamma(std::vector<float>(ch, 0.5f)),
+      d_dbeta(std::vector<float>(ch, -0.5f)), d_coef(3 * ch);
+  DeviceArray<double> ws(BatchNormWorkspaceDoubles(rows, ch));
+  ASSERT_EQ(cuda::BatchNormStatistics(rows, ch, d_x.get(), d_mean.get(),
+                                      d_var.get(), ws.get(), nullptr),
+            cudaSuccess);
+  ASSERT_EQ(cuda::BatchNormRstd(ch, d_var.get(), eps, d_rstd.get(), nullptr),
+            cudaSuccess);
+  ASSERT_EQ(cuda::BatchNormForward(rows, ch, d_x.get(), d_mean.get(),
+                                   d_rstd.get(), d_gamma.get(), d_beta.get(),
+                                   d_y.get(), nullptr),
+            cudaSuccess);
+  ASSERT_EQ(cuda::BatchNormBackward(
+                rows, ch, d_x.get(), d_dy.get(), d_mean.get(), d_rstd.get(),
+                d_gamma.get(), batch_statistics, d_dgamma.get(),
+                d_dbeta.get(), d_dx.get(), ws.get(), d_coef.get(), nullptr),
+            cudaSuccess);
+  ExpectSameBits(mean, d_mean.ToHost(), "mean");
+  ExpectSameBits(var, d_var.ToHost(), "var");
+  ExpectSameBits(rstd, d_rstd.ToHost(), "rstd");
+  ExpectSameBits(y, d_y.ToHost(), "y");
+  ExpectSameBits(dgamma, d_dgamma.ToHost(), "dgamma");
+  ExpectSameBits(dbeta, d_dbeta.ToHost(), "dbeta");
+  ExpectSameBits(dx, d_dx.ToHost(), "dx");
+
+  // The statistics' "gradients" and the moving-average step, as the CPU
+  // layer and core/optimizer.cc compute them.
+  std::vector<float> dmean(ch, 1.0f), dvar(ch, 2.0f), running(ch, 0.25f);
+  const float samples = 7.0f;
+  const double bessel = 700.0 / 699.0;
+  for (int64_t c = 0; c < ch; ++c) {
+    dmean[c] += samples * mean[c];
+    dvar[c] += static_cast<float>(samples * (var[c] * bessel));
+  }
+  DeviceArray<float> d_dmean(std::vector<float>(ch, 1.0f)),
+      d_dvar(std::vector<float>(ch, 2.0f)),
+      d_running(std::vector<float>(ch, 0.25f));
+  ASSERT_EQ(cuda::BatchNormAddStatistics(ch, samples, bessel, d_mean.get(),
+                                         d_var.get(), d_dmean.get(),
+                                         d_dvar.get(), nullptr),
+            cudaSuccess);
+  ExpectSameBits(dmean, d_dmean.ToHost(), "dmean");
+  ExpectSameBits(dvar, d_dvar.ToHost(), "dvar");
+  const float keep = 0.9f, take = 1.0f - keep;
+  const double inv = 1.0 / 14.0;
+  for (int64_t c = 0; c < ch; ++c) {
+    running[c] = running[c] * keep + static_cast<float>(dvar[c] * inv) * take;
+  }
+  ASSERT_EQ(cuda::MovingAverageUpdate(ch, keep, inv, d_running.get(),
+                                      d_dvar.get(), nullptr),
+            cudaSuccess);
+  ExpectSameBits(running, d_running.ToHost(), "running");
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, BatchNormCudaTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "BatchStatistics"
+                                             : "RunningStatistics";
+                         });
+
+}  // namespace
+}  // namespace cuda
+}  // namespace lockstep
