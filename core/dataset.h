@@ -34,6 +34,9 @@ class SampleMaker {
                     int32_t* labels) const = 0;
   // How many of sample `index`'s labels are set (the same every epoch).
   virtual int64_t LabelCount(int64_t index) const = 0;
+  // Samples Make could not make so far (an image that does not decode):
+  // each was written as zeros with no label.
+  virtual int64_t Skipped() const { return 0; }
 };
 
 struct Dataset {

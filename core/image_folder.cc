@@ -102,6 +102,10 @@ class ImageFolderMaker : public SampleMaker {
   }
 
   int64_t LabelCount(int64_t) const override { return 1; }
+  int64_t Skipped() const override {
+    absl::MutexLock lock(&mu_);
+    return static_cast<int64_t>(skipped_.size());
+  }
 
  private:
   void Skipped(const std::string& path, const absl::Status& why) const {

@@ -25,6 +25,7 @@ std::string ResultToJson(const JobSpec& spec, const TrainResult& r) {
   j["global_batch_size"] = spec.global_batch_size();
   j["replicas"] = spec.total_replicas();
   j["resumed_from_step"] = r.resumed_from_step;
+  if (r.skipped_samples > 0) j["skipped_samples"] = r.skipped_samples;
   j["checkpoint"] = r.checkpoint_path;
   j["finished_at"] =
       absl::FormatTime(absl::RFC3339_sec, absl::Now(), absl::UTCTimeZone());

@@ -448,6 +448,14 @@ absl::StatusOr<TrainResult> LocalTrainer::Run() {
   result.checkpoint_path = last_checkpoint_;
   RETURN_IF_ERROR(SyncHostState());
   result.fingerprint = Fingerprint(replicas_->params());
+  for (const Dataset* d : {&train_, &test_}) {
+    if (d->maker != nullptr) result.skipped_samples += d->maker->Skipped();
+  }
+  if (result.skipped_samples > 0) {
+    Log(absl::StrFormat("skipped %d samples that could not be read "
+                        "(listed above)",
+                        result.skipped_samples));
+  }
   if (result.finished) {
     if (!evaluated) {  // e.g. resumed a finished job
       ASSIGN_OR_RETURN(last_eval, Evaluate());

@@ -27,15 +27,8 @@ using testing::WriteStringToFile;
 class MnistAccuracyTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* dir = std::getenv("LOCKSTEP_MNIST_DIR");
-    if (dir == nullptr || *dir == '\0' ||
-        ReadFileOrEmpty(std::string(dir) + "/t10k-labels-idx1-ubyte.gz")
-            .empty()) {
-      GTEST_SKIP() << "real MNIST not found: set LOCKSTEP_MNIST_DIR to a "
-                      "folder with the four IDX .gz files (scripts/test.sh "
-                      "uses ../shared/datasets/mnist when present)";
-    }
-    mnist_ = dir;
+    mnist_ = testing::MnistDir();
+    if (mnist_.empty()) GTEST_SKIP() << testing::MnistMissing();
     tmp_ = NewTempDir("mnist");
   }
 

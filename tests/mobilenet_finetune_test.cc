@@ -70,15 +70,8 @@ void WriteDigit(const Dataset& d, int64_t i, uint64_t seed,
 class MobileNetFinetuneTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* dir = std::getenv("LOCKSTEP_MNIST_DIR");
-    if (dir == nullptr || *dir == '\0' ||
-        ReadFileOrEmpty(std::string(dir) + "/t10k-labels-idx1-ubyte.gz")
-            .empty()) {
-      GTEST_SKIP() << "real MNIST not found: set LOCKSTEP_MNIST_DIR to a "
-                      "folder with the four IDX .gz files (scripts/test.sh "
-                      "uses ../shared/datasets/mnist when present)";
-    }
-    mnist_ = dir;
+    mnist_ = testing::MnistDir();
+    if (mnist_.empty()) GTEST_SKIP() << testing::MnistMissing();
     tmp_ = NewTempDir("finetune");
   }
 
@@ -168,6 +161,7 @@ TEST_F(MobileNetFinetuneTest, PretrainOnDigits0To4ThenFineTuneFrozen) {
   EXPECT_NE(r1.err.find("warning: data: skipped image \"" + cut + "\""),
             std::string::npos)
       << r1.err;
+  EXPECT_EQ(Result("digits")["skipped_samples"], 1);
 
   nlohmann::json b = a;
   b["name"] = "parity";

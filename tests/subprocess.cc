@@ -138,5 +138,21 @@ void WriteStringToFile(const std::string& path, const std::string& content) {
   out << content;
 }
 
+std::string MnistDir() {
+  const char* dir = std::getenv("LOCKSTEP_MNIST_DIR");
+  if (dir == nullptr || *dir == '\0' ||
+      ReadFileOrEmpty(std::string(dir) + "/t10k-labels-idx1-ubyte.gz")
+          .empty()) {
+    return "";
+  }
+  return dir;
+}
+
+std::string MnistMissing() {
+  return "real MNIST not found: set LOCKSTEP_MNIST_DIR to a folder with the "
+         "four IDX .gz files (scripts/test.sh uses ../shared/datasets/mnist "
+         "when present)";
+}
+
 }  // namespace testing
 }  // namespace lockstep

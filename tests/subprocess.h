@@ -56,6 +56,10 @@ std::string Runfile(const std::string& relative);
 std::string NewTempDir(const std::string& name);
 std::string ReadFileOrEmpty(const std::string& path);
 void WriteStringToFile(const std::string& path, const std::string& content);
+// $LOCKSTEP_MNIST_DIR when it holds the MNIST IDX .gz files; else "" (the
+// tests that need real MNIST skip with MnistMissing()'s reason).
+std::string MnistDir();
+std::string MnistMissing();
 
 }  // namespace testing
 }  // namespace lockstep

@@ -1,10 +1,12 @@
-// Test helpers for kernels/cuda: skip without a usable GPU (saying why), and
-// a device array that copies to and from host vectors.
+// Test helpers for kernels/cuda: skip without a usable GPU (saying why), a
+// device array that copies to and from host vectors, and bit-for-bit
+// comparison of the CPU's and the GPU's results.
 #ifndef LOCKSTEP_KERNELS_CUDA_CUDA_TEST_UTIL_H_
 #define LOCKSTEP_KERNELS_CUDA_CUDA_TEST_UTIL_H_
 
 #include <cuda_runtime_api.h>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -54,6 +56,19 @@ class DeviceArray {
   void* ptr_ = nullptr;
   size_t size_ = 0;
 };
+
+// The same bytes, element by element (so -0.0f against 0.0f and NaN
+// payloads count); the first difference fails the test, naming `what` and
+// the index.
+template <typename T>
+void ExpectSameBits(const std::vector<T>& want, const std::vector<T>& got,
+                    const std::string& what = "") {
+  ASSERT_EQ(want.size(), got.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_EQ(std::memcmp(&want[i], &got[i], sizeof(T)), 0)
+        << what << " at " << i << ": cpu " << want[i] << " gpu " << got[i];
+  }
+}
 
 }  // namespace cuda
 }  // namespace lockstep

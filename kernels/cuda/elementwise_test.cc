@@ -20,18 +20,6 @@ struct Shape {
 
 class ElementwiseTest : public ::testing::TestWithParam<Shape> {};
 
-// Bitwise equality (so -0.0f vs 0.0f and NaN payloads count).
-void ExpectSameBits(const std::vector<float>& want,
-                    const std::vector<float>& got) {
-  ASSERT_EQ(want.size(), got.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    uint32_t a, b;
-    std::memcpy(&a, &want[i], 4);
-    std::memcpy(&b, &got[i], 4);
-    ASSERT_EQ(a, b) << "at " << i << ": cpu " << want[i] << " gpu " << got[i];
-  }
-}
-
 TEST_P(ElementwiseTest, BiasAndRelu) {
   SKIP_WITHOUT_CUDA_DEVICE();
   const auto [rows, cols] = GetParam();

@@ -43,15 +43,6 @@ Case Adam(std::string name, OptimizerType type, double decay) {
 
 class OptimizerTest : public ::testing::TestWithParam<Case> {};
 
-void ExpectSameBits(const std::vector<float>& want,
-                    const std::vector<float>& got, const std::string& what) {
-  ASSERT_EQ(want.size(), got.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    ASSERT_EQ(std::memcmp(&want[i], &got[i], 4), 0)
-        << what << " at " << i << ": cpu " << want[i] << " gpu " << got[i];
-  }
-}
-
 TEST_P(OptimizerTest, StepsMatchCpuOptimizerBitForBit) {
   SKIP_WITHOUT_CUDA_DEVICE();
   const OptimizerSpec& spec = GetParam().spec;

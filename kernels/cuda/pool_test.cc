@@ -21,15 +21,6 @@ struct Case {
 
 class PoolTest : public ::testing::TestWithParam<Case> {};
 
-template <typename T>
-void ExpectSameBits(const std::vector<T>& want, const std::vector<T>& got) {
-  ASSERT_EQ(want.size(), got.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    ASSERT_EQ(std::memcmp(&want[i], &got[i], sizeof(T)), 0)
-        << "at " << i << ": cpu " << want[i] << " gpu " << got[i];
-  }
-}
-
 TEST_P(PoolTest, ForwardAndBackwardMatchCpu) {
   SKIP_WITHOUT_CUDA_DEVICE();
   const Case p = GetParam();

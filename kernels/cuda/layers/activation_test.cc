@@ -30,18 +30,6 @@ bool ExactForward(ActivationKind act) {
          act == ActivationKind::kRelu6;
 }
 
-void ExpectSameBits(const std::vector<float>& want,
-                    const std::vector<float>& got, const char* what) {
-  ASSERT_EQ(want.size(), got.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    uint32_t a, b;
-    std::memcpy(&a, &want[i], 4);
-    std::memcpy(&b, &got[i], 4);
-    ASSERT_EQ(a, b) << what << " at " << i << ": cpu " << want[i] << " gpu "
-                    << got[i];
-  }
-}
-
 void ExpectNear(const std::vector<float>& want, const std::vector<float>& got,
                 float tol, const char* what) {
   ASSERT_EQ(want.size(), got.size());

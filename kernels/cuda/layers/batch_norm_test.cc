@@ -16,15 +16,6 @@ namespace lockstep {
 namespace cuda {
 namespace {
 
-void ExpectSameBits(const std::vector<float>& want,
-                    const std::vector<float>& got, const char* what) {
-  ASSERT_EQ(want.size(), got.size()) << what;
-  for (size_t i = 0; i < want.size(); ++i) {
-    ASSERT_EQ(std::memcmp(&want[i], &got[i], sizeof(float)), 0)
-        << what << " at " << i << ": cpu " << want[i] << " gpu " << got[i];
-  }
-}
-
 class BatchNormCudaTest : public ::testing::TestWithParam<bool> {};
 
 TEST_P(BatchNormCudaTest, MatchesTheCpuBitForBit) {

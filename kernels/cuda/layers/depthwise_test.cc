@@ -22,15 +22,6 @@ struct Case {
 
 class DepthwiseTest : public ::testing::TestWithParam<Case> {};
 
-void ExpectSameBits(const std::vector<float>& want,
-                    const std::vector<float>& got, const char* what) {
-  ASSERT_EQ(want.size(), got.size()) << what;
-  for (size_t i = 0; i < want.size(); ++i) {
-    ASSERT_EQ(std::memcmp(&want[i], &got[i], sizeof(float)), 0)
-        << what << " at " << i << ": cpu " << want[i] << " gpu " << got[i];
-  }
-}
-
 TEST_P(DepthwiseTest, ForwardAndBackwardMatchCpu) {
   SKIP_WITHOUT_CUDA_DEVICE();
   const Case p = GetParam();

@@ -22,12 +22,6 @@ struct Case {
 
 class DropoutTest : public ::testing::TestWithParam<Case> {};
 
-void ExpectSameBits(const std::vector<float>& want,
-                    const std::vector<float>& got) {
-  ASSERT_EQ(want.size(), got.size());
-  EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * 4), 0);
-}
-
 TEST_P(DropoutTest, MatchesCpuBitForBit) {
   SKIP_WITHOUT_CUDA_DEVICE();
   const auto [n, rate, seed] = GetParam();
