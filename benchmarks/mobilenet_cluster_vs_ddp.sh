@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# MobileNetV2 data-parallel training over an image folder: lockstep's
+# cluster (coordinator + W workers, 1 thread each, the gRPC ring) beside
+# PyTorch DDP on Gloo (W ranks, 1 thread each), the same model (torchvision's
+# mobilenet_v2 features at --alpha, the seed's head: global average
+# pooling, dense 512 + ReLU, dense 2), batch per replica, Adam, ImageNet
+# normalization, and the same PNG folder (benchmarks/make_image_folder.py:
+# two classes of stripes). Both decode the PNGs as they train: lockstep on
+# its prefetch thread (libpng), PyTorch in its DataLoader (PIL, num_workers
+# 0). W = 1 and 2, so the scaling shows too.
+#
+#   bazel run //benchmarks:mobilenet_cluster_vs_ddp [-- --steps 20
+#       --warmup 3 --alpha 0.35 --size 96 --batch 32 --per-class 640
+#       --repeat 1 --timeout 900]
+# lockstep's samples/s is result.json's (every step of the run, the
+# warm-up ones included); PyTorch's covers the timed steps only.
+set -euo pipefail
+
+readonly PY=/usr/bin/python3
+
+die() {
+  echo "mobilenet_cluster_vs_ddp: $*" >&2
+  exit 1
+}
+
+steps=20 warmup=3 alpha=0.35 size=96 batch=32 per_class=640 repeat=1
+run_timeout=900
+while (($# > 0)); do
+  case "$1" in
+    --steps) steps=${2:?}; shift 2 ;;
+    --warmup) warmup=${2:?}; shift 2 ;;
+    --alpha) alpha=${2:?}; shift 2 ;;
+    --size) size=${2:?}; shift 2 ;;
+    --batch) batch=${2:?}; shift 2 ;;
+    --per-class) per_class=${2:?}; shift 2 ;;
+    --repeat) repeat=${2:?}; shift 2 ;;
+    --timeout) run_timeout=${2:?}; shift 2 ;;
+    -h | --help) sed -n '2,17p' "$0"; exit 0 ;;
+    *) die "unknown argument: $1 (see --help)" ;;
+  esac
+done
+
+. "${RUNFILES_DIR:-$0.runfiles}/lockstep/benchmarks/bench_lib.sh"
+lockstep=$(runfile client/lockstep) || die "client/lockstep not in the runfiles"
+peer=$(runfile benchmarks/mobilenet_ddp_peer.py) || die "mobilenet_ddp_peer.py not in the runfiles"
+maker=$(runfile benchmarks/make_image_folder.py) || die "make_image_folder.py not in the runfiles"
+require_torch_gloo
+"$PY" -c "import torchvision" 2>/dev/null ||
+  die "/usr/bin/python3 has no torchvision (scripts/install_deps.sh installs it)"
+pids=()
+work_dir lockstep-mobilenet-cluster
+
+folder=$tmp/images
+echo "writing $((2 * per_class)) PNGs of ${size}x${size} to $folder ..." >&2
+"$PY" "$maker" "$folder" --per-class "$per_class" --size "$size"
+
+write_job() {  # write_job FILE NAME WORKERS
+  "$PY" - "$@" "$folder" "$alpha" "$size" "$batch" "$((steps + warmup))" <<'PYEOF'
+import json, sys
+path, name, workers, folder, alpha, size, batch, steps = sys.argv[1:]
+job = {
+    "name": name, "seed": 1,
+    "model": {"input_shape": [int(size), int(size), 3], "param_names": "torch",
+              "layers": [
+                  {"type": "mobilenet_v2", "alpha": float(alpha),
+                   "include_top": False},
+                  {"type": "global_average_pooling2d", "name": "pool"},
+                  {"type": "dense", "name": "fc", "units": 512,
+                   "activation": "relu"},
+                  {"type": "dense", "name": "out", "units": 2}]},
+    "loss": "sparse_categorical_crossentropy",
+    "optimizer": {"type": "adam", "learning_rate": 0.001},
+    "data": {"format": "image_folder", "train_path": folder,
+             "validation_split": 0.05, "image_size": int(size),
+             "preprocessing": "imagenet"},
+    "batch_size_per_replica": int(batch), "steps": int(steps),
+    "checkpoint": {"every_steps": 0, "keep": 1},
+    "cluster": {"workers": int(workers), "replicas_per_worker": 1},
+}
+with open(path, "w") as f:
+    json.dump(job, f, indent=1)
+PYEOF
+}
+
+run_cluster() {  # run_cluster WORKERS RUN: sets sps
+  local w=$1 r=$2 name="mnv2_w$1_r$2"
+  local dir=$tmp/$name
+  mkdir -p "$dir"
+  write_job "$dir/job.json" "$name" "$w"
+  start_cluster "$dir" "$w" 1
+  start_bg "$dir/submit.log" "$lockstep" submit "$dir/job.json" \
+    --coordinator "$cluster_addr" --wait
+  if ! wait_bg "${pids[-1]}"; then
+    show_logs "$dir/submit.log" "$dir/coordinator.log" "$dir"/worker*.log
+    die "lockstep submit failed (or ran past ${run_timeout}s) for $w worker(s)"
+  fi
+  stop_all
+  sps=$(json_get "$dir/storage/jobs/$name/result.json" samples_per_sec)
+  rm -rf "$dir/storage"
+}
+
+run_ddp() {  # run_ddp WORLD RUN default|tuned: sets sps
+  local w=$1 r=$2 malloc=$3 dir=$tmp/ddp_$3_w$1_r$2 rank
+  mkdir -p "$dir"
+  local rank_pids=()
+  for ((rank = 0; rank < w; rank++)); do
+    local envs=(GLOO_SOCKET_IFNAME="${GLOO_SOCKET_IFNAME:-lo}")
+    [[ "$malloc" == default ]] || envs+=(GLIBC_TUNABLES="$MALLOC_TUNED")
+    start_bg "$dir/rank$rank.log" env "${envs[@]}" "$PY" "$peer" \
+      --folder "$folder" --rank "$rank" --world-size "$w" \
+      --rendezvous-file "$dir/rendezvous" --steps "$steps" \
+      --warmup "$warmup" --batch "$batch" --alpha "$alpha" --size "$size" \
+      --threads 1
+    rank_pids+=("${pids[-1]}")
+  done
+  local pid failed=0
+  for pid in "${rank_pids[@]}"; do wait_bg "$pid" || failed=1; done
+  if ((failed)); then
+    show_logs "$dir"/rank*.log
+    die "the PyTorch peer failed, world size $w"
+  fi
+  local out
+  out=$(grep '^{' "$dir/rank0.log" | tail -n 1 || true)
+  [[ -n "$out" ]] || { show_logs "$dir/rank0.log"; die "rank 0 printed no result"; }
+  sps=$(json_get - samples_per_sec <<<"$out")
+}
+
+declare -A got
+for s in lockstep1 lockstep2 torch1 torch2; do got[$s]=0; done
+for ((r = 1; r <= repeat; r++)); do
+  for w in 1 2; do
+    echo -n "run $r/$repeat: lockstep, $w worker(s) ... " >&2
+    run_cluster "$w" "$r"
+    echo "$(commas "$sps") samples/s" >&2
+    got[lockstep$w]=$(best "${got[lockstep$w]}" "$sps")
+    for malloc in default tuned; do
+      echo -n "run $r/$repeat: PyTorch DDP, $w rank(s), malloc $malloc ... " >&2
+      run_ddp "$w" "$r" "$malloc"
+      echo "$(commas "$sps") samples/s" >&2
+      got[torch$w]=$(best "${got[torch$w]}" "$sps")
+    done
+  done
+done
+
+"$PY" - "${got[lockstep1]}" "${got[lockstep2]}" "${got[torch1]}" "${got[torch2]}" \
+  "$alpha" "$size" "$batch" <<'PYEOF'
+import sys
+l1, l2, t1, t2 = map(float, sys.argv[1:5])
+alpha, size, batch = sys.argv[5:]
+print(f"MobileNetV2 alpha {alpha} at {size}x{size}, batch {batch} per replica,"
+      " 1 thread per worker/rank, PNG folder decoded while training")
+print(f"{'':22}{'1 worker/rank':>15}{'2 workers/ranks':>17}{'scaling':>9}")
+print(f"{'lockstep samples/s':22}{l1:15,.1f}{l2:17,.1f}{l2 / l1:8.2f}x")
+print(f"{'PyTorch samples/s':22}{t1:15,.1f}{t2:17,.1f}{t2 / t1:8.2f}x")
+print(f"{'lockstep / PyTorch':22}{l1 / t1:14.2f}x{l2 / t2:16.2f}x")
+PYEOF
