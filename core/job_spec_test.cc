@@ -80,7 +80,7 @@ TEST(JobSpecTest, FullSpec) {
   EXPECT_TRUE(c.inputs.empty());  // the previous layer
   EXPECT_EQ(Config(c), Json::parse(R"({"filters": 32, "kernel_size": [3, 3],
       "strides": [1, 1], "padding": "valid", "activation": "relu",
-      "use_bias": true})"));
+      "use_bias": true, "groups": 1})"));
   const LayerSpec& pool = s.model.layers[1];
   EXPECT_EQ(pool.name, "max_pooling2d");
   // Strides default to pool_size, as Keras.

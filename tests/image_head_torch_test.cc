@@ -45,6 +45,7 @@ struct Head {
   bool binary;             // 1 sigmoid unit + binary_crossentropy
   bool depthwise = false;  // a depthwise_conv2d after the conv
   bool torch_names = false;  // param_names "torch": PyTorch's layouts
+  int groups = 1;            // the conv's
 };
 
 class ImageHeadTorchTest : public ::testing::TestWithParam<Head> {};
@@ -70,6 +71,7 @@ TEST_P(ImageHeadTorchTest, LossLogitsAndEveryGradientAgree) {
       "--conv-std", activation == "relu6" ? "2.0" : "0.4"};
   if (depthwise) argv.push_back("--depthwise");
   if (torch_names) argv.insert(argv.end(), {"--names", "torch"});
+  argv.insert(argv.end(), {"--groups", std::to_string(GetParam().groups)});
   testing::RunResult ref = RunProcess(argv, dir, 120);
   ASSERT_TRUE(ref.exit.exited && ref.exit.exit_code == 0) << ref.err;
 
@@ -77,13 +79,13 @@ TEST_P(ImageHeadTorchTest, LossLogitsAndEveryGradientAgree) {
       R"({"input_shape": [%d, %d, %d],
           "layers": [
             {"type": "conv2d", "name": "conv", "filters": %d,
-             "kernel_size": 3, "activation": "%s"},%s
+             "kernel_size": 3, "activation": "%s", "groups": %d},%s
             {"type": "global_average_pooling2d", "name": "gap"},
             {"type": "dense", "name": "head", "units": %d,
              "activation": "%s"}],
           "param_names": "%s",
           "init": {"safetensors": "%s/model.safetensors"}})",
-      kHeight, kWidth, kChannels, kFilters, activation,
+      kHeight, kWidth, kChannels, kFilters, activation, GetParam().groups,
       depthwise ? R"(
             {"type": "depthwise_conv2d", "name": "dw", "kernel_size": 3,
              "strides": 2, "padding": "same", "activation": "relu6"},)"
@@ -131,7 +133,8 @@ TEST_P(ImageHeadTorchTest, LossLogitsAndEveryGradientAgree) {
   EXPECT_EQ(checked, depthwise ? 6 : 4);
   std::printf("%s%s: loss %.8f (torch %.8f), worst gradient difference "
               "%.2e of its tensor's largest entry\n",
-              (activation + (depthwise ? " + depthwise" : "") +
+              (activation + (GetParam().groups > 1 ? " (3 groups)" : "") +
+               (depthwise ? " + depthwise" : "") +
                (torch_names ? " (torch layout)" : ""))
                   .c_str(),
               binary ? " + sigmoid/BCE" : "",
@@ -160,9 +163,12 @@ INSTANTIATE_TEST_SUITE_P(Heads, ImageHeadTorchTest,
                                            Head{"relu6", false},
                                            Head{"relu", true},
                                            Head{"relu", true, true},
-                                           Head{"relu6", true, true, true}),
+                                           Head{"relu6", true, true, true},
+                                           Head{"relu", false, false, false, 3},
+                                           Head{"relu6", true, true, true, 3}),
                          [](const ::testing::TestParamInfo<Head>& info) {
                            return info.param.activation +
+                                  (info.param.groups > 1 ? "_groups" : "") +
                                   (info.param.depthwise ? "_depthwise" : "") +
                                   (info.param.torch_names ? "_torch" : "") +
                                   (info.param.binary ? "_sigmoid_bce" : "");

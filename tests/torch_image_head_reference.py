@@ -2,7 +2,7 @@
 """PyTorch reference for lockstep's image-head agreement test.
 
 The model is the seed's fine-tuning head over a small convolution:
-  conv2d (3x3, valid, ReLU or ReLU6) [-> depthwise conv2d (3x3, stride 2,
+  conv2d (3x3, valid, ReLU or ReLU6, --groups) [-> depthwise conv2d (3x3, stride 2,
   TensorFlow 'same' padding, ReLU6)] -> global average pooling -> dense
 with a sparse categorical cross-entropy over --classes logits, or (--loss
 bce) one sigmoid output and binary cross-entropy, mean over the batch. torch runs it
@@ -42,6 +42,8 @@ def main(argv):
     p.add_argument("--activation", choices=["relu", "relu6"], default="relu")
     p.add_argument("--loss", choices=["sce", "bce"], default="sce")
     p.add_argument("--names", choices=["keras", "torch"], default="keras")
+    p.add_argument("--groups", type=int, default=1,
+                   help="the conv's groups (channels and filters split)")
     p.add_argument("--depthwise", action="store_true",
                    help="a depthwise conv2d (MobileNetV2's) after the conv")
     p.add_argument("--conv-std", type=float, default=0.4,
@@ -53,7 +55,7 @@ def main(argv):
     def normal(*shape, std):
         return (torch.randn(*shape, generator=gen) * std).requires_grad_()
 
-    conv_w = normal(a.filters, a.channels, 3, 3, std=a.conv_std)
+    conv_w = normal(a.filters, a.channels // a.groups, 3, 3, std=a.conv_std)
     conv_b = normal(a.filters, std=0.2)
     dw_w = normal(a.filters, 1, 3, 3, std=0.5)
     dw_b = normal(a.filters, std=0.2)
@@ -65,7 +67,7 @@ def main(argv):
                            generator=gen)
 
     act = F.relu6 if a.activation == "relu6" else F.relu
-    pre = F.conv2d(x.permute(0, 3, 1, 2), conv_w, conv_b)
+    pre = F.conv2d(x.permute(0, 3, 1, 2), conv_w, conv_b, groups=a.groups)
     h = act(pre)
     if a.depthwise:
         # TensorFlow 'same' with stride 2: the extra row or column of

@@ -117,6 +117,14 @@ absl::Status GpuModel::Init(const GpuModelOptions& options) {
           "GpuModel: layer ", gn.name, " (", gn.layer->type(),
           ") has no CUDA implementation; train this model on CPUs"));
     }
+    if (nodes_[i]->impl->supports) {
+      const absl::Status s = nodes_[i]->impl->supports(*gn.layer);
+      if (!s.ok()) {
+        return absl::UnimplementedError(absl::StrCat(
+            "GpuModel: layer ", gn.name, " (", gn.layer->type(), "): ",
+            s.message(), "; train this model on CPUs"));
+      }
+    }
     if (nodes_[i]->impl->make_state) {
       nodes_[i]->state = nodes_[i]->impl->make_state(*gn.layer);
     }

@@ -2,6 +2,8 @@
 // in the layer's workspace and reused by Backward.
 #include "core/layers/conv2d.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_format.h"
 #include "core/layers/registry.h"
 #include "core/param_init.h"
@@ -23,6 +25,7 @@ absl::Status ReadConv2D(const Reader& r, Conv2DConfig* c) {
   RETURN_IF_ERROR(
       r.Enum("activation", "activation", Activations(), &c->activation));
   RETURN_IF_ERROR(r.Bool("use_bias", &c->use_bias));
+  RETURN_IF_ERROR(r.Int("groups", 1, &c->groups));
   return absl::OkStatus();
 }
 
@@ -34,6 +37,7 @@ Json Conv2DToJson(const Conv2DConfig& c) {
   j["padding"] = ConvPaddingToJson(c.padding);
   j["activation"] = spec_reader::NameOf(Activations(), c.activation);
   j["use_bias"] = c.use_bias;
+  j["groups"] = c.groups;
   return j;
 }
 
@@ -45,6 +49,12 @@ absl::StatusOr<std::unique_ptr<Layer>> CreateConv2D(
     return ctx.Error("activation \"gelu\" is for dense layers");
   }
   RETURN_IF_ERROR(CheckKernelFits(ctx, c.kernel_h, c.kernel_w, c.padding));
+  if (in[2] % c.groups != 0 || c.filters % c.groups != 0) {
+    return ctx.Error(absl::StrFormat(
+        "groups %d must divide both the input's channels (%d) and filters "
+        "(%d)",
+        c.groups, in[2], c.filters));
+  }
   return std::unique_ptr<Layer>(std::make_unique<Conv2DLayer>(
       c, ctx.name, in, ctx.ParamName("kernel", "weight"),
       ctx.ParamName("bias", "bias"), ctx.init_seed,
@@ -54,7 +64,8 @@ absl::StatusOr<std::unique_ptr<Layer>> CreateConv2D(
 LOCKSTEP_REGISTER_LAYER(
     conv2d, MakeLayerType<Conv2DConfig>("conv2d", "conv2d",
                                         {"filters", "kernel_size", "strides",
-                                         "padding", "activation", "use_bias"},
+                                         "padding", "activation", "use_bias",
+                                         "groups"},
                                         1, 1, &ReadConv2D, &Conv2DToJson,
                                         &CreateConv2D));
 
@@ -76,15 +87,16 @@ Conv2DLayer::Conv2DLayer(const Conv2DConfig& config, const std::string& name,
              config.filters}),
       config_(config),
       layout_(torch_layout,
-              {config.kernel_h, config.kernel_w, input_shape[2],
-               config.filters},
-              config.filters, input_shape[2]) {
+              {config.kernel_h, config.kernel_w,
+               input_shape[2] / config.groups, config.filters},
+              config.filters, input_shape[2] / config.groups) {
   const int64_t area = config.kernel_h * config.kernel_w;
   MakeParam(kernel_name, layout_.param_shape(), &kernel_);
   // Drawn in Keras' layout either way: the same seed, the same model.
+  // Keras' fans are those of the kernel's shape [KH, KW, C / groups, F].
   std::vector<float> keras(kernel_.value.size());
-  GlorotUniform(seed, area * input_shape[2], area * config.filters,
-                keras.data(), keras.size());
+  GlorotUniform(seed, area * input_shape[2] / config.groups,
+                area * config.filters, keras.data(), keras.size());
   layout_.FromKeras(keras.data(), kernel_.value.data());
   if (config_.use_bias) MakeParam(bias_name, {config.filters}, &bias_);
 }
@@ -109,17 +121,101 @@ Conv2DGeometry Conv2DLayer::Geometry(int64_t n) const {
                       config_.padding);
 }
 
+Conv2DGeometry Conv2DLayer::GroupGeometry(int64_t n) const {
+  Conv2DGeometry g = Geometry(n);
+  g.in_c /= config_.groups;
+  g.filters /= config_.groups;
+  return g;
+}
+
+namespace {
+
+// dst[r, 0:width) = src[r, offset:offset + width) for rows of `stride`
+// floats (a group's channels out of all of them), and back.
+void GatherColumns(int64_t rows, int64_t stride, int64_t offset,
+                   int64_t width, const float* src, float* dst) {
+  for (int64_t r = 0; r < rows; ++r) {
+    std::copy(src + r * stride + offset, src + r * stride + offset + width,
+              dst + r * width);
+  }
+}
+void ScatterColumns(int64_t rows, int64_t stride, int64_t offset,
+                    int64_t width, const float* src, float* dst) {
+  for (int64_t r = 0; r < rows; ++r) {
+    std::copy(src + r * width, src + (r + 1) * width,
+              dst + r * stride + offset);
+  }
+}
+
+}  // namespace
+
 void Conv2DLayer::Forward(const LayerIO& io, const PassContext& ctx) {
-  Conv2DForward(Geometry(io.n), io.x[0], layout_.KerasKernel(io.w[0]),
-                config_.use_bias ? io.w[1] : nullptr, Act(ctx), io.y, &ws_);
+  if (config_.groups == 1) {
+    Conv2DForward(Geometry(io.n), io.x[0], layout_.KerasKernel(io.w[0]),
+                  config_.use_bias ? io.w[1] : nullptr, Act(ctx), io.y, &ws_);
+    return;
+  }
+  // Each group's channels through the same kernels, then bias and
+  // activation over all filters.
+  const Conv2DGeometry g = GroupGeometry(io.n);
+  const float* kernel = layout_.KerasKernel(io.w[0]);
+  const int64_t pixels = g.batch * g.in_h * g.in_w, taps_c = g.patch_size();
+  const int64_t c_all = g.in_c * config_.groups, f_all = config_.filters;
+  group_ws_.resize(config_.groups);
+  x_g_.resize(pixels * g.in_c);
+  k_g_.resize(taps_c * g.filters);
+  y_g_.resize(g.rows() * g.filters);
+  for (int64_t grp = 0; grp < config_.groups; ++grp) {
+    GatherColumns(pixels, c_all, grp * g.in_c, g.in_c, io.x[0], x_g_.data());
+    GatherColumns(taps_c, f_all, grp * g.filters, g.filters, kernel,
+                  k_g_.data());
+    Conv2DForward(g, x_g_.data(), k_g_.data(), nullptr, ActivationKind::kLinear,
+                  y_g_.data(), &group_ws_[grp]);
+    ScatterColumns(g.rows(), f_all, grp * g.filters, g.filters, y_g_.data(),
+                   io.y);
+  }
+  BiasActivationForward(g.rows(), f_all, config_.use_bias ? io.w[1] : nullptr,
+                        Act(ctx), io.y);
 }
 
 void Conv2DLayer::Backward(const LayerIO& io, const PassContext& ctx) {
-  const Conv2DGeometry g = Geometry(io.n);
-  ActivationBackwardBiasGrad(g.rows(), g.filters, Act(ctx), io.y, io.dy,
+  if (config_.groups == 1) {
+    const Conv2DGeometry g = Geometry(io.n);
+    ActivationBackwardBiasGrad(g.rows(), g.filters, Act(ctx), io.y, io.dy,
+                               config_.use_bias ? io.dw[1] : nullptr);
+    Conv2DBackward(g, io.x[0], layout_.KerasKernel(io.w[0]), io.dy,
+                   layout_.KerasGrad(io.dw[0]), nullptr, io.dx[0], &ws_);
+    layout_.FinishGrad(io.dw[0]);
+    return;
+  }
+  const Conv2DGeometry g = GroupGeometry(io.n);
+  const int64_t pixels = g.batch * g.in_h * g.in_w, taps_c = g.patch_size();
+  const int64_t c_all = g.in_c * config_.groups, f_all = config_.filters;
+  ActivationBackwardBiasGrad(g.rows(), f_all, Act(ctx), io.y, io.dy,
                              config_.use_bias ? io.dw[1] : nullptr);
-  Conv2DBackward(g, io.x[0], layout_.KerasKernel(io.w[0]), io.dy,
-                 layout_.KerasGrad(io.dw[0]), nullptr, io.dx[0], &ws_);
+  const float* kernel = layout_.KerasKernel(io.w[0]);
+  float* dkernel = layout_.KerasGrad(io.dw[0]);
+  x_g_.resize(pixels * g.in_c);
+  k_g_.resize(taps_c * g.filters);
+  dy_g_.resize(g.rows() * g.filters);
+  dk_g_.resize(taps_c * g.filters);
+  if (io.dx[0] != nullptr) dx_g_.resize(pixels * g.in_c);
+  for (int64_t grp = 0; grp < config_.groups; ++grp) {
+    GatherColumns(pixels, c_all, grp * g.in_c, g.in_c, io.x[0], x_g_.data());
+    GatherColumns(taps_c, f_all, grp * g.filters, g.filters, kernel,
+                  k_g_.data());
+    GatherColumns(g.rows(), f_all, grp * g.filters, g.filters, io.dy,
+                  dy_g_.data());
+    Conv2DBackward(g, x_g_.data(), k_g_.data(), dy_g_.data(), dk_g_.data(),
+                   nullptr, io.dx[0] != nullptr ? dx_g_.data() : nullptr,
+                   &group_ws_[grp]);
+    ScatterColumns(taps_c, f_all, grp * g.filters, g.filters, dk_g_.data(),
+                   dkernel);
+    if (io.dx[0] != nullptr) {
+      ScatterColumns(pixels, c_all, grp * g.in_c, g.in_c, dx_g_.data(),
+                     io.dx[0]);
+    }
+  }
   layout_.FinishGrad(io.dw[0]);
 }
 

@@ -22,6 +22,10 @@ struct Conv2DConfig {
   ConvPadding padding;
   Activation activation = Activation::kLinear;
   bool use_bias = true;
+  // Keras' and PyTorch's groups: the channels and filters split into this
+  // many groups, group g's filters seeing only its channels; the kernel is
+  // [KH, KW, C / groups, F] (torch [F, C / groups, KH, KW]).
+  int64_t groups = 1;
 };
 
 class Conv2DLayer : public Layer {
@@ -44,6 +48,8 @@ class Conv2DLayer : public Layer {
   const Conv2DConfig& config() const { return config_; }
   ActivationKind Act(const PassContext& ctx) const;
   Conv2DGeometry Geometry(int64_t n) const;
+  // One group's: in_c and filters divided by groups.
+  Conv2DGeometry GroupGeometry(int64_t n) const;
   // The kernel parameter's layout (PyTorch's [F, C, KH, KW] or Keras').
   const ConvKernelLayout& kernel_layout() const { return layout_; }
 
@@ -52,6 +58,10 @@ class Conv2DLayer : public Layer {
   ConvKernelLayout layout_;
   Param kernel_, bias_;
   ConvWorkspace ws_;
+  // groups > 1: one workspace per group (each keeps its patches from the
+  // forward to the backward) and a group's gathered channels.
+  std::vector<ConvWorkspace> group_ws_;
+  std::vector<float> x_g_, k_g_, y_g_, dy_g_, dk_g_, dx_g_;
 };
 
 }  // namespace lockstep

@@ -72,6 +72,12 @@ absl::Status Backward(Layer& layer, DeviceLayerState* state, const LayerIO& io,
 
 DeviceLayer Impl() {
   DeviceLayer d;
+  d.supports = [](const Layer& layer) {
+    return static_cast<const Conv2DLayer&>(layer).config().groups == 1
+               ? absl::OkStatus()
+               : absl::UnimplementedError(
+                     "groups > 1 has no CUDA path yet");
+  };
   d.make_state = [](const Layer&) -> std::unique_ptr<DeviceLayerState> {
     return std::make_unique<Plans>();
   };

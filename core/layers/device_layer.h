@@ -27,6 +27,9 @@ class DeviceLayerState {
 };
 
 struct DeviceLayer {
+  // Whether this layer's configuration has a device path; checked when a
+  // GPU model is built (may be null: always).
+  std::function<absl::Status(const Layer&)> supports;
   // Per-node state, made once (may be null).
   std::function<std::unique_ptr<DeviceLayerState>(const Layer&)> make_state;
   // Device scratch kept from a forward to the backward of the same pass

@@ -196,6 +196,62 @@ TEST(LayersTest, ExplicitPaddingIsValidOverTheZeroPaddedInput) {
             "layer.padding: must be an integer in [0, 1048576], got -1");
 }
 
+// groups: each group of channels through its own filters. Equal to the
+// groups as separate convolutions, concatenated; gradients by finite
+// differences; in both kernel layouts.
+TEST(LayersTest, GroupedConvIsSeparateConvsConcatenated) {
+  const int64_t h = 5, w = 6, c = 4, n = 2;
+  const std::vector<float> x = RandomVector(n * h * w * c, 41);
+  std::unique_ptr<Layer> grouped = BuildLayer(
+      R"({"type": "conv2d", "filters": 6, "kernel_size": 3, "padding": 1,
+          "groups": 2, "activation": "tanh"})",
+      {{h, w, c}});
+  ASSERT_NE(grouped, nullptr);
+  EXPECT_EQ(grouped->params()[0]->value.shape(), (Shape{3, 3, 2, 6}));
+  for (float& b : grouped->params()[1]->value.values()) b = 0.1f;
+  const std::vector<float> y = RunForward(*grouped, n, PassContext(), {x});
+  const std::vector<float>& k = grouped->params()[0]->value.values();
+  for (int64_t grp = 0; grp < 2; ++grp) {
+    std::unique_ptr<Layer> one = BuildLayer(
+        R"({"type": "conv2d", "filters": 3, "kernel_size": 3, "padding": 1,
+            "activation": "tanh"})",
+        {{h, w, 2}});
+    ASSERT_NE(one, nullptr);
+    std::vector<float>& k1 = one->params()[0]->value.values();
+    for (int64_t t = 0; t < 9; ++t) {
+      for (int64_t ci = 0; ci < 2; ++ci) {
+        for (int64_t f = 0; f < 3; ++f) {
+          k1[(t * 2 + ci) * 3 + f] = k[(t * 2 + ci) * 6 + grp * 3 + f];
+        }
+      }
+    }
+    for (float& b : one->params()[1]->value.values()) b = 0.1f;
+    std::vector<float> xg;
+    for (int64_t p = 0; p < n * h * w; ++p) {
+      xg.push_back(x[p * c + grp * 2]);
+      xg.push_back(x[p * c + grp * 2 + 1]);
+    }
+    const std::vector<float> yg = RunForward(*one, n, PassContext(), {xg});
+    for (int64_t p = 0; p < n * h * w; ++p) {
+      for (int64_t f = 0; f < 3; ++f) {
+        ASSERT_EQ(y[p * 6 + grp * 3 + f], yg[p * 3 + f]) << grp << " " << p;
+      }
+    }
+  }
+  GradCheck(*grouped, n, PassContext(), {x}, {true});
+  std::unique_ptr<Layer> torch = BuildLayer(
+      R"({"type": "conv2d", "filters": 6, "kernel_size": 3, "groups": 2})",
+      {{h, w, c}}, ParamNaming::kTorch);
+  ASSERT_NE(torch, nullptr);
+  EXPECT_EQ(torch->params()[0]->value.shape(), (Shape{6, 2, 3, 3}));
+  GradCheck(*torch, n, PassContext(), {x}, {true});
+  EXPECT_EQ(BuildError(R"({"type": "conv2d", "filters": 6, "kernel_size": 3,
+                           "groups": 3})",
+                       {{h, w, c}}),
+            "layer (l): groups 3 must divide both the input's channels (4) "
+            "and filters (6)");
+}
+
 TEST(LayersTest, Conv2DShapesAndErrors) {
   EXPECT_EQ(BuildLayer(R"({"type": "conv2d", "filters": 8, "kernel_size": 3})",
                        {{28, 28, 1}})
