@@ -1,6 +1,7 @@
 // The Coordinator's report side (see coordinator.h): progress and metrics,
 // fingerprints, checkpoint slices, finishes, liveness, and the status views.
 #include <algorithm>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -339,6 +340,16 @@ void Coordinator::CompleteIfDone(Job& job) {
   result.wall_seconds = absl::ToDoubleSeconds(absl::Now() - job.started);
   result.num_parameters = chief.num_parameters();
   result.fingerprint = chief.fingerprint();
+  std::set<std::string> skipped;
+  for (const auto& [rank, f] : job.finished) {
+    skipped.insert(f.skipped_samples().begin(), f.skipped_samples().end());
+  }
+  result.skipped_samples = static_cast<int64_t>(skipped.size());
+  if (!skipped.empty()) {
+    Event(job, absl::StrFormat("%d samples could not be read and were "
+                               "skipped (the workers' logs name them)",
+                               result.skipped_samples));
+  }
   result.checkpoint_path = job.status.checkpoint_path();
   const std::string dir =
       JoinPath(JoinPath(options_.storage_dir, "jobs"), job.name);

@@ -3,6 +3,8 @@
 #include "core/image_folder.h"
 #include "core/dataset.h"
 
+#include <set>
+
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -137,6 +139,16 @@ absl::StatusOr<Dataset> LoadDataset(const DataSpec& spec, Split split,
       break;
   }
   return absl::InternalError("unknown data.format");
+}
+
+std::vector<std::string> SkippedSamples(
+    const std::vector<const Dataset*>& datasets) {
+  std::set<std::string> names;
+  for (const Dataset* d : datasets) {
+    if (d->maker == nullptr) continue;
+    for (std::string& n : d->maker->Skipped()) names.insert(std::move(n));
+  }
+  return std::vector<std::string>(names.begin(), names.end());
 }
 
 }  // namespace lockstep

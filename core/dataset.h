@@ -34,9 +34,10 @@ class SampleMaker {
                     int32_t* labels) const = 0;
   // How many of sample `index`'s labels are set (the same every epoch).
   virtual int64_t LabelCount(int64_t index) const = 0;
-  // Samples Make could not make so far (an image that does not decode):
-  // each was written as zeros with no label.
-  virtual int64_t Skipped() const { return 0; }
+  // The samples Make could not make so far (an image that does not
+  // decode), by name (the file), sorted: each was written as zeros with no
+  // label.
+  virtual std::vector<std::string> Skipped() const { return {}; }
 };
 
 struct Dataset {
@@ -107,6 +108,11 @@ struct JobData {
 absl::StatusOr<JobData> LoadJobData(const JobSpec& spec,
                                     const std::string& checkpoint_vocab,
                                     const std::string& checkpoint_path);
+// The names of the samples the datasets' makers skipped (undecodable
+// images), each once, sorted.
+std::vector<std::string> SkippedSamples(
+    const std::vector<const Dataset*>& datasets);
+
 // What a checkpoint records of `train`'s vocabulary: its vocab.txt text,
 // empty for data without one.
 std::string VocabText(const Dataset& train);

@@ -102,9 +102,9 @@ class ImageFolderMaker : public SampleMaker {
   }
 
   int64_t LabelCount(int64_t) const override { return 1; }
-  int64_t Skipped() const override {
+  std::vector<std::string> Skipped() const override {
     absl::MutexLock lock(&mu_);
-    return static_cast<int64_t>(skipped_.size());
+    return std::vector<std::string>(skipped_.begin(), skipped_.end());
   }
 
  private:

@@ -448,9 +448,8 @@ absl::StatusOr<TrainResult> LocalTrainer::Run() {
   result.checkpoint_path = last_checkpoint_;
   RETURN_IF_ERROR(SyncHostState());
   result.fingerprint = Fingerprint(replicas_->params());
-  for (const Dataset* d : {&train_, &test_}) {
-    if (d->maker != nullptr) result.skipped_samples += d->maker->Skipped();
-  }
+  result.skipped_samples =
+      static_cast<int64_t>(SkippedSamples({&train_, &test_}).size());
   if (result.skipped_samples > 0) {
     Log(absl::StrFormat("skipped %d samples that could not be read "
                         "(listed above)",

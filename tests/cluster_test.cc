@@ -5,8 +5,12 @@
 // cancel, a job that waits for workers, and refusals (unknown job, nccl,
 // another protocol version, a duplicate submit).
 #include <dirent.h>
+#include <png.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -281,6 +285,57 @@ TEST_F(ClusterTest, BatchNormRunningStatisticsAgreeAcrossWorkers) {
   const nlohmann::json res = Result(storage_, "tiny");
   EXPECT_EQ(res["fingerprint"], Result(dir_ + "/local", "tiny")["fingerprint"]);
   EXPECT_GT(res["test_accuracy"].get<double>(), 0.5);
+}
+
+// image_folder data on a cluster: each worker decodes its shard's PNGs; a
+// damaged file is skipped by whichever worker meets it, and the job counts
+// it once in result.json and its events.
+TEST_F(ClusterTest, ImageFolderWithADamagedFileTrainsAndCountsItOnce) {
+  const std::string root = dir_ + "/images";
+  for (int label = 0; label < 2; ++label) {
+    const std::string cls = root + (label == 0 ? "/red" : "/blue");
+    ASSERT_EQ(mkdir(root.c_str(), 0755) == 0 || errno == EEXIST, true);
+    ASSERT_EQ(mkdir(cls.c_str(), 0755), 0);
+    for (int i = 0; i < 48; ++i) {
+      std::vector<uint8_t> rgb(8 * 8 * 3);
+      for (int k = 0; k < 64; ++k) {
+        const uint8_t v = static_cast<uint8_t>(120 + (k * 7 + i * 13) % 100);
+        rgb[k * 3 + (label == 0 ? 0 : 2)] = v;
+        rgb[k * 3 + 1] = static_cast<uint8_t>((k * 31 + i) % 60);
+      }
+      png_image p;
+      std::memset(&p, 0, sizeof(p));
+      p.version = PNG_IMAGE_VERSION;
+      p.width = 8;
+      p.height = 8;
+      p.format = PNG_FORMAT_RGB;
+      const std::string path = cls + "/" + std::to_string(i) + ".png";
+      ASSERT_TRUE(png_image_write_to_file(&p, path.c_str(), 0, rgb.data(), 0,
+                                          nullptr))
+          << p.message;
+    }
+  }
+  WriteStringToFile(root + "/red/damaged.png",
+                    ReadFileOrEmpty(root + "/red/0.png").substr(0, 30));
+  StartWorkers(2);
+  nlohmann::json job = TinyJob();
+  job["epochs"] = 4;
+  job["data"] = {{"format", "image_folder"},
+                 {"train_path", root},
+                 {"validation_split", 0.25},
+                 {"image_size", 8}};
+  job["model"] = nlohmann::json::parse(R"({"input_shape": [8, 8, 3],
+      "layers": [{"type": "flatten"}, {"type": "dense", "units": 2}]})");
+  RunResult r = Client({"submit", WriteJob(job), "--wait"});
+  ASSERT_TRUE(r.exit.exited);
+  ASSERT_EQ(r.exit.exit_code, 0) << r.out << r.err;
+  const nlohmann::json res = Result(storage_, "tiny");
+  ASSERT_TRUE(res.is_object()) << r.out;
+  EXPECT_EQ(res["skipped_samples"], 1) << r.out;
+  EXPECT_GT(res["test_accuracy"].get<double>(), 0.9) << r.out;
+  EXPECT_NE(r.out.find("1 samples could not be read and were skipped"),
+            std::string::npos)
+      << r.out;
 }
 
 TEST_F(ClusterTest, PendingUntilEnoughWorkersAndCancellable) {

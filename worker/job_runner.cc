@@ -646,6 +646,9 @@ std::string JobRunner::Finish(const absl::Status& status) {
     req.set_samples_per_sec(meter_.run_rate());
     req.set_epochs(step_ / std::max<int64_t>(plan_->steps_per_epoch(), 1));
     req.set_num_parameters(replicas_->primary().num_parameters());
+    for (const std::string& name : SkippedSamples({&train_, &test_shard_})) {
+      req.add_skipped_samples(name);
+    }
   }
   // The result must reach the coordinator, even one that is restarting.
   lockstep::v1::FinishResponse response;
