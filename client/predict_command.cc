@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "client/cli_flags.h"
 #include "core/checkpoint.h"
+#include "core/classify_images.h"
 #include "core/file_util.h"
 #include "core/fill_mask.h"
 #include "core/job_spec.h"
@@ -29,22 +30,26 @@ int Fail(const absl::Status& status) {
 }  // namespace
 
 const char kPredictUsage[] =
-    "usage: lockstep predict JOB.json --text TEXT [--checkpoint DIR] "
-    "[--storage DIR] [--top-k K] [--data-dir DIR]\n"
-    "  --text TEXT        a sentence with [MASK] where tokens are to be "
-    "predicted\n"
+    "usage: lockstep predict JOB.json (--text TEXT | --image PATH) "
+    "[--checkpoint DIR] [--storage DIR] [--top-k K] [--data-dir DIR]\n"
+    "  --text TEXT        a text job: a sentence with [MASK] where tokens are "
+    "to be predicted\n"
+    "  --image PATH       an image_folder job: an image file, or a folder of "
+    "them, to classify\n"
     "  --checkpoint DIR   a checkpoints folder (its latest) or one "
     "step-XXXXXXXX folder\n"
     "                     (default: STORAGE/jobs/NAME/checkpoints)\n"
     "  --storage DIR      the storage `lockstep train` used (default "
     "./lockstep_storage)\n"
-    "  --top-k K          tokens shown per [MASK] (default 5)\n"
+    "  --top-k K          tokens per [MASK], or classes per image, shown "
+    "(default 5)\n"
     "  --data-dir DIR     resolve the job's relative data paths against DIR\n"
     "                     (default: the job file's folder)\n";
 
 int RunPredictCommand(const std::vector<std::string>& args) {
   absl::StatusOr<ParsedFlags> flags = ParseFlags(
-      args, {"text", "checkpoint", "storage", "top-k", "data-dir"}, {"help"});
+      args, {"text", "image", "checkpoint", "storage", "top-k", "data-dir"},
+      {"help"});
   if (!flags.ok()) {
     std::cerr << "lockstep predict: " << flags.status().message() << "\n"
               << kPredictUsage;
@@ -54,8 +59,10 @@ int RunPredictCommand(const std::vector<std::string>& args) {
     std::cout << kPredictUsage;
     return 0;
   }
-  if (flags->positional.size() != 1 || !flags->Has("text")) {
-    std::cerr << "lockstep predict: expected one job file and --text\n"
+  if (flags->positional.size() != 1 ||
+      flags->Has("text") == flags->Has("image")) {
+    std::cerr << "lockstep predict: expected one job file and --text or "
+                 "--image\n"
               << kPredictUsage;
     return 2;
   }
@@ -82,6 +89,26 @@ int RunPredictCommand(const std::vector<std::string>& args) {
   }
   if (!checkpoint.ok()) return Fail(checkpoint.status());
   const int k = static_cast<int>(std::min<int64_t>(*top_k, 1 << 30));
+  if (flags->Has("image")) {
+    absl::StatusOr<ImageClassification> c =
+        ClassifyImages(*spec, *checkpoint, {flags->Get("image", "")}, k);
+    if (!c.ok()) return Fail(c.status());
+    std::cout << absl::StrFormat("checkpoint %s (step %d), classes from %s\n",
+                                 checkpoint->path, checkpoint->state.step,
+                                 c->classes_source);
+    for (const ImagePrediction& p : c->images) {
+      if (!p.error.empty()) {
+        std::cout << p.path << ": cannot read: " << p.error << "\n";
+        continue;
+      }
+      std::vector<std::string> guesses;
+      for (const ClassGuess& g : p.guesses) {
+        guesses.push_back(absl::StrFormat("%s %.4f", g.label, g.probability));
+      }
+      std::cout << p.path << ": " << absl::StrJoin(guesses, ", ") << "\n";
+    }
+    return 0;
+  }
   absl::StatusOr<FillMaskResult> r =
       FillMask(*spec, *checkpoint, flags->Get("text", ""), k);
   if (!r.ok()) return Fail(r.status());

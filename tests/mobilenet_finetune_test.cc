@@ -98,6 +98,25 @@ class MobileNetFinetuneTest : public ::testing::Test {
                       tmp_, 900);
   }
 
+  // `lockstep predict JOB --image PATH` on the job `name`'s checkpoint:
+  // the share of the images whose best class is `want`; the output in *out.
+  double Predict(const std::string& name, const std::string& path,
+                 const std::string& want, std::string* out) {
+    RunResult r = RunProcess(
+        {Runfile("client/lockstep"), "predict", tmp_ + "/" + name + ".json",
+         "--image", path, "--storage", tmp_ + "/storage", "--top-k", "2"},
+        tmp_, 300);
+    *out = r.out + r.err;
+    EXPECT_EQ(r.exit.exit_code, 0) << *out;
+    int lines = 0, right = 0;
+    for (size_t at = 0; (at = r.out.find(".png: ", at)) != std::string::npos;
+         ++at) {
+      ++lines;
+      right += r.out.compare(at + 6, want.size() + 1, want + " ") == 0;
+    }
+    return lines == 0 ? 0.0 : static_cast<double>(right) / lines;
+  }
+
   nlohmann::json Result(const std::string& name) {
     return nlohmann::json::parse(
         ReadFileOrEmpty(tmp_ + "/storage/jobs/" + name + "/result.json"),
@@ -162,6 +181,13 @@ TEST_F(MobileNetFinetuneTest, PretrainOnDigits0To4ThenFineTuneFrozen) {
             std::string::npos)
       << r1.err;
   EXPECT_EQ(Result("digits")["skipped_samples"], 1);
+  // The trained model classifies image files: the test 3s, mostly "3"; the
+  // damaged file is named, not fatal.
+  std::string out;
+  EXPECT_GT(Predict("digits", tmp_ + "/a/test/3", "3", &out), 0.8) << out;
+  Predict("digits", cut, "3", &out);
+  EXPECT_NE(out.find("damaged.png: cannot read: PNG: "), std::string::npos)
+      << out;
 
   nlohmann::json b = a;
   b["name"] = "parity";
@@ -183,6 +209,14 @@ TEST_F(MobileNetFinetuneTest, PretrainOnDigits0To4ThenFineTuneFrozen) {
   ASSERT_EQ(r2.exit.exit_code, 0) << r2.out << r2.err;
   const double acc2 = Result("parity")["test_accuracy"].get<double>();
   EXPECT_GT(acc2, 0.7) << r2.out;  // always "odd": 0.6
+  // One sigmoid logit: two classes, named by the folders. predict decodes
+  // and runs the model as the job's evaluation does, so its accuracy over
+  // the test folder (200 even, 300 odd) is the job's.
+  const double even = Predict("parity", tmp_ + "/b/test/even", "even", &out);
+  EXPECT_NE(out.find("classes from " + tmp_ + "/b/train"), std::string::npos)
+      << out;
+  const double odd = Predict("parity", tmp_ + "/b/test/odd", "odd", &out);
+  EXPECT_NEAR((200 * even + 300 * odd) / 500, acc2, 0.003);
   std::printf("digits 0-4 (5 classes): test accuracy %.4f; even/odd over "
               "5-9 on the frozen base: %.4f\n",
               acc1, acc2);

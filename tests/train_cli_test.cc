@@ -404,9 +404,15 @@ TEST_F(TrainCliTest, PredictFillsTheMasksOfATrainedTextModel) {
       << bad_k.err;
   RunResult no_text = predict({});
   EXPECT_EQ(no_text.exit.exit_code, 2);
-  EXPECT_NE(no_text.err.find("expected one job file and --text"),
+  EXPECT_NE(no_text.err.find("expected one job file and --text or --image"),
             std::string::npos)
       << no_text.err;
+  RunResult image = predict({"--image", path});
+  EXPECT_EQ(image.exit.exit_code, 2);
+  EXPECT_NE(image.err.find("does not classify images (data.format is not "
+                           "\"image_folder\")"),
+            std::string::npos)
+      << image.err;
 }
 
 TEST_F(TrainCliTest, SigtermCheckpointsAndExits) {
