@@ -10,7 +10,6 @@
 #include <memory>
 #include <numeric>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "core/checkpoint_restore.h"
 #include "core/file_util.h"
@@ -21,17 +20,6 @@
 
 namespace lockstep {
 namespace {
-
-bool IsImageName(const std::string& name) {
-  const std::string lower = absl::AsciiStrToLower(name);
-  for (const std::string ext : {".jpg", ".jpeg", ".png"}) {
-    if (lower.size() > ext.size() &&
-        lower.compare(lower.size() - ext.size(), ext.size(), ext) == 0) {
-      return true;
-    }
-  }
-  return false;
-}
 
 // The files `path` names: itself, or a folder's images in name order.
 absl::StatusOr<std::vector<std::string>> Expand(const std::string& path) {
@@ -48,7 +36,7 @@ absl::StatusOr<std::vector<std::string>> Expand(const std::string& path) {
         absl::StrCat("--image: cannot open folder \"", path, "\""));
   }
   while (dirent* e = readdir(d)) {
-    if (IsImageName(e->d_name)) out.push_back(JoinPath(path, e->d_name));
+    if (IsImageFileName(e->d_name)) out.push_back(JoinPath(path, e->d_name));
   }
   closedir(d);
   std::sort(out.begin(), out.end());

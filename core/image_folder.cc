@@ -28,17 +28,6 @@ bool IsDir(const std::string& path) {
   return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-bool HasImageExtension(const std::string& name) {
-  const std::string lower = absl::AsciiStrToLower(name);
-  for (const char* ext : {".jpg", ".jpeg", ".png"}) {
-    const size_t n = std::strlen(ext);
-    if (lower.size() > n && lower.compare(lower.size() - n, n, ext) == 0) {
-      return true;
-    }
-  }
-  return false;
-}
-
 // Entry names of `dir` (no "." or ".."), sorted; errno on failure.
 absl::StatusOr<std::vector<std::string>> Entries(const std::string& field,
                                                  const std::string& dir) {
@@ -143,6 +132,18 @@ Dataset MakeDataset(std::vector<ImageFile> files, int64_t classes,
 
 }  // namespace
 
+bool IsImageFileName(const std::string& name) {
+  const std::string lower = absl::AsciiStrToLower(name);
+  for (const char* ext : {".jpg", ".jpeg", ".png"}) {
+    const size_t n = std::strlen(ext);
+    if (lower.size() > n && lower.compare(lower.size() - n, n, ext) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+
 absl::StatusOr<ImageFolderListing> ListImageFolder(const std::string& field,
                                                    const std::string& dir) {
   absl::StatusOr<std::vector<std::string>> top = Entries(field, dir);
@@ -156,7 +157,7 @@ absl::StatusOr<ImageFolderListing> ListImageFolder(const std::string& field,
     const int32_t label = static_cast<int32_t>(out.classes.size());
     out.classes.push_back(name);
     for (const std::string& f : *files) {
-      if (HasImageExtension(f)) out.files.push_back({JoinPath(sub, f), label});
+      if (IsImageFileName(f)) out.files.push_back({JoinPath(sub, f), label});
     }
   }
   if (out.files.empty()) {

@@ -34,6 +34,9 @@ struct ImageFile {
   int32_t label = 0;
 };
 
+// A file image_folder reads: .jpg, .jpeg or .png, any case.
+bool IsImageFileName(const std::string& name);
+
 // The class folders under `dir` (sorted) and their image files (sorted by
 // name within a class). `field` names the path in errors
 // ("data.train_path").
