@@ -5,7 +5,6 @@
 // cancel, a job that waits for workers, and refusals (unknown job, nccl,
 // another protocol version, a duplicate submit).
 #include <dirent.h>
-#include <png.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -23,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "proto/rpc_util.h"
 #include "tests/local_cluster.h"
+#include "tests/png_writer.h"
 #include "tests/subprocess.h"
 #include "tests/test_jobs.h"
 
@@ -303,16 +303,7 @@ TEST_F(ClusterTest, ImageFolderWithADamagedFileTrainsAndCountsItOnce) {
         rgb[k * 3 + (label == 0 ? 0 : 2)] = v;
         rgb[k * 3 + 1] = static_cast<uint8_t>((k * 31 + i) % 60);
       }
-      png_image p;
-      std::memset(&p, 0, sizeof(p));
-      p.version = PNG_IMAGE_VERSION;
-      p.width = 8;
-      p.height = 8;
-      p.format = PNG_FORMAT_RGB;
-      const std::string path = cls + "/" + std::to_string(i) + ".png";
-      ASSERT_TRUE(png_image_write_to_file(&p, path.c_str(), 0, rgb.data(), 0,
-                                          nullptr))
-          << p.message;
+      testing::WritePng(cls + "/" + std::to_string(i) + ".png", 8, 8, rgb);
     }
   }
   WriteStringToFile(root + "/red/damaged.png",

@@ -9,8 +9,6 @@
 // margin, and that every base tensor is byte-identical after the
 // fine-tune. One PNG is truncated: it is skipped with a warning, never a
 // crash. Needs LOCKSTEP_MNIST_DIR (scripts/test.sh sets it).
-#include <png.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -23,6 +21,7 @@
 #include "core/idx_reader.h"
 #include "core/random.h"
 #include "gtest/gtest.h"
+#include "tests/png_writer.h"
 #include "tests/subprocess.h"
 #include "tests/torch_util.h"
 
@@ -56,15 +55,7 @@ void WriteDigit(const Dataset& d, int64_t i, uint64_t seed,
       rgb[k * 3 + c] = static_cast<uint8_t>(bg[c] + (fg[c] - bg[c]) * a);
     }
   }
-  png_image p;
-  std::memset(&p, 0, sizeof(p));
-  p.version = PNG_IMAGE_VERSION;
-  p.width = 28;
-  p.height = 28;
-  p.format = PNG_FORMAT_RGB;
-  ASSERT_TRUE(
-      png_image_write_to_file(&p, path.c_str(), 0, rgb.data(), 0, nullptr))
-      << p.message;
+  testing::WritePng(path, 28, 28, rgb);
 }
 
 class MobileNetFinetuneTest : public ::testing::Test {

@@ -11,6 +11,12 @@ int64_t RowBlocks(int64_t rows) {
   return (rows + kBatchNormRowBlock - 1) / kBatchNormRowBlock;
 }
 
+// The end of row block b.
+__device__ inline int64_t BlockEnd(int64_t b, int64_t rows) {
+  const int64_t end = (b + 1) * kBatchNormRowBlock;
+  return end < rows ? end : rows;
+}
+
 // partial[b * channels + c] = sum over block b's rows, in row order, in
 // float, of x[r, c] (kind 0) or (x[r, c] - mean[c])^2 (kind 1).
 __global__ void BlockSums(int64_t rows, int64_t channels, const float* x,
@@ -18,9 +24,7 @@ __global__ void BlockSums(int64_t rows, int64_t channels, const float* x,
   const int64_t blocks = (rows + kBatchNormRowBlock - 1) / kBatchNormRowBlock;
   for (int64_t i = FirstIndex(); i < blocks * channels; i += Stride()) {
     const int64_t b = i / channels, c = i % channels;
-    const int64_t end =
-        (b + 1) * kBatchNormRowBlock < rows ? (b + 1) * kBatchNormRowBlock
-                                            : rows;
+    const int64_t end = BlockEnd(b, rows);
     float acc = 0.0f;
     for (int64_t r = b * kBatchNormRowBlock; r < end; ++r) {
       const float v = x[r * channels + c];
@@ -70,9 +74,7 @@ __global__ void BackwardBlockSums(int64_t rows, int64_t channels,
   const int64_t blocks = (rows + kBatchNormRowBlock - 1) / kBatchNormRowBlock;
   for (int64_t i = FirstIndex(); i < blocks * channels; i += Stride()) {
     const int64_t b = i / channels, c = i % channels;
-    const int64_t end =
-        (b + 1) * kBatchNormRowBlock < rows ? (b + 1) * kBatchNormRowBlock
-                                            : rows;
+    const int64_t end = BlockEnd(b, rows);
     float s_dy = 0.0f, s_dyx = 0.0f;
     for (int64_t r = b * kBatchNormRowBlock; r < end; ++r) {
       const float g = dy[r * channels + c];
