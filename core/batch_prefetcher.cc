@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -12,7 +13,8 @@ namespace lockstep {
 
 Batch MakeBatch(const Dataset& data, const ShardPlan& plan,
                 const std::vector<int64_t>& replica_indices,
-                const Shape& input_shape, int64_t global_step) {
+                const Shape& input_shape, int64_t global_step,
+                StepPool* fill) {
   Batch b;
   const int64_t spe = plan.steps_per_epoch();
   b.global_step = global_step;
@@ -29,6 +31,12 @@ Batch MakeBatch(const Dataset& data, const ShardPlan& plan,
   const int64_t per = NumElements(data.sample_shape);
   const int64_t lps = data.labels_per_sample;
   b.replicas.resize(replica_indices.size());
+  // Every sample of the batch: (replica, position in its slice, index).
+  struct Slot {
+    size_t replica;
+    int64_t pos, index;
+  };
+  std::vector<Slot> slots;
   for (size_t r = 0; r < replica_indices.size(); ++r) {
     const std::vector<int64_t> idx =
         plan.ReplicaSlice(b.epoch, b.step_in_epoch, replica_indices[r]);
@@ -40,12 +48,33 @@ Batch MakeBatch(const Dataset& data, const ShardPlan& plan,
     shape.insert(shape.end(), input_shape.begin(), input_shape.end());
     rb.x = Tensor(std::move(shape));
     rb.labels.resize(n * lps);
-    float* dst = rb.x.data();
-    for (int64_t i = 0; i < n; ++i) {
-      data.Fill(b.epoch, idx[i], dst + i * per, rb.labels.data() + i * lps);
-    }
+    for (int64_t i = 0; i < n; ++i) slots.push_back({r, i, idx[i]});
+  }
+  auto fill_one = [&](const Slot& s) {
+    ReplicaBatch& rb = b.replicas[s.replica];
+    data.Fill(b.epoch, s.index, rb.x.data() + s.pos * per,
+              rb.labels.data() + s.pos * lps);
+  };
+  if (fill == nullptr || fill->lanes() == 1) {
+    for (const Slot& s : slots) fill_one(s);
+  } else {
+    // Each sample is a pure function of (epoch, index) written to its own
+    // place: the lanes' interleaving changes nothing.
+    const size_t lanes = static_cast<size_t>(fill->lanes());
+    fill->Run([&](int lane) {
+      for (size_t k = static_cast<size_t>(lane); k < slots.size(); k += lanes) {
+        fill_one(slots[k]);
+      }
+    });
   }
   return b;
+}
+
+int FillThreads(const Dataset& data) {
+  if (data.maker == nullptr) return 1;  // a copy: no work to share
+  const int cores =
+      static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::clamp(cores / 4, 1, 8);
 }
 
 BatchPrefetcher::BatchPrefetcher(const Dataset* data, const ShardPlan* plan,
@@ -60,6 +89,10 @@ BatchPrefetcher::BatchPrefetcher(const Dataset* data, const ShardPlan* plan,
       end_step_(std::max(start_step, end_step)),
       depth_(static_cast<size_t>(std::max(depth, 1))),
       next_to_return_(start_step) {
+  // Samples made when batched (decoded images, masked text) are made on
+  // several threads where the machine has cores to spare.
+  const int lanes = FillThreads(*data_);
+  if (lanes > 1) fill_pool_ = std::make_unique<StepPool>(lanes);
   if (plan_->steps_per_epoch() > 0) thread_ = std::thread([this] { Run(); });
 }
 
@@ -78,7 +111,8 @@ void BatchPrefetcher::Run() {
       mu_.Await(absl::Condition(this, &BatchPrefetcher::CanProduce));
       if (stop_) return;
     }
-    Batch b = MakeBatch(*data_, *plan_, replica_indices_, input_shape_, step);
+    Batch b = MakeBatch(*data_, *plan_, replica_indices_, input_shape_, step,
+                        fill_pool_.get());
     absl::MutexLock lock(&mu_);
     if (stop_) return;
     ready_.push_back(std::move(b));

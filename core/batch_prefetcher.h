@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "core/dataset.h"
 #include "core/shard_plan.h"
+#include "core/step_pool.h"
 #include "core/tensor.h"
 
 namespace lockstep {
@@ -35,11 +37,17 @@ struct Batch {
   std::vector<ReplicaBatch> replicas;  // one per entry of replica_indices
 };
 
-// Builds the Batch of `global_step` directly, on the calling thread: what the
-// prefetcher produces, and what tests compare it with.
+// Builds the Batch of `global_step` directly, on the calling thread (and
+// `fill`'s lanes, when given, sharing the samples): what the prefetcher
+// produces, and what tests compare it with.
 Batch MakeBatch(const Dataset& data, const ShardPlan& plan,
                 const std::vector<int64_t>& replica_indices,
-                const Shape& input_shape, int64_t global_step);
+                const Shape& input_shape, int64_t global_step,
+                StepPool* fill = nullptr);
+
+// Threads that make a batch's samples: 1 for stored samples; for made ones
+// (decoded images, masked text) a quarter of the cores, 1 to 8.
+int FillThreads(const Dataset& data);
 
 class BatchPrefetcher {
  public:
@@ -85,6 +93,7 @@ class BatchPrefetcher {
   const int64_t start_step_;
   const int64_t end_step_;
   const size_t depth_;
+  std::unique_ptr<StepPool> fill_pool_;  // null: one thread fills
 
   absl::Mutex mu_;
   std::deque<Batch> ready_ ABSL_GUARDED_BY(mu_);

@@ -1,5 +1,7 @@
 #include "core/batch_prefetcher.h"
 
+#include <memory>
+
 #include <chrono>
 #include <thread>
 #include <vector>
@@ -7,6 +9,7 @@
 #include "absl/status/status.h"
 #include "core/dataset.h"
 #include "core/shard_plan.h"
+#include "core/step_pool.h"
 #include "gtest/gtest.h"
 
 namespace lockstep {
@@ -70,6 +73,48 @@ TEST(BatchPrefetcherTest, MatchesShardPlanAcrossEpochs) {
   EXPECT_EQ(samples_in_epoch0, 23);
   absl::StatusOr<Batch> end = pf.Next();
   EXPECT_EQ(end.status().code(), absl::StatusCode::kOutOfRange);
+}
+
+// Samples made when batched: value (epoch * 1000 + index) * 10 + k, label
+// index % 5, and none for every 9th sample (as an unreadable image).
+class CountingMaker : public SampleMaker {
+ public:
+  explicit CountingMaker(int64_t per) : per_(per) {}
+  void Make(int64_t epoch, int64_t index, float* x,
+            int32_t* labels) const override {
+    for (int64_t k = 0; k < per_; ++k) {
+      x[k] = static_cast<float>((epoch * 1000 + index) * 10 + k);
+    }
+    labels[0] = index % 9 == 0 ? -1 : static_cast<int32_t>(index % 5);
+  }
+  int64_t LabelCount(int64_t) const override { return 1; }
+
+ private:
+  const int64_t per_;
+};
+
+TEST(BatchPrefetcherTest, MadeSamplesOnSeveralThreadsAreTheSerialOnes) {
+  Dataset d;
+  d.sample_shape = {3};
+  d.num_samples = 100;
+  d.num_classes = 5;
+  d.maker = std::make_shared<CountingMaker>(3);
+  const ShardPlan plan(100, 8, 3, 42, true);
+  StepPool pool(3);
+  for (int64_t step : {0, 5, 13}) {
+    const Batch serial = MakeBatch(d, plan, {0, 1, 2}, {3}, step);
+    const Batch shared = MakeBatch(d, plan, {0, 1, 2}, {3}, step, &pool);
+    ExpectSame(shared, serial);
+    // And they are the maker's values at the plan's indices.
+    const std::vector<int64_t> idx =
+        plan.ReplicaSlice(serial.epoch, serial.step_in_epoch, 1);
+    ASSERT_FALSE(idx.empty());
+    EXPECT_EQ(serial.replicas[1].x.values()[0],
+              static_cast<float>((serial.epoch * 1000 + idx[0]) * 10));
+  }
+  EXPECT_EQ(FillThreads(CountingDataset(4, 2)), 1);  // stored: a copy
+  EXPECT_GE(FillThreads(d), 1);
+  EXPECT_LE(FillThreads(d), 8);
 }
 
 TEST(BatchPrefetcherTest, LastBatchHasEmptyReplicaSlices) {
