@@ -45,9 +45,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Build(const ModelSpec& spec,
   m->io_.resize(nodes);
   m->ctx_.resize(nodes);
   m->outs_.resize(nodes);
-  m->acts_.resize(nodes);
   m->inputs_.resize(g.num_inputs());
-  m->grads_.resize(g.num_slots());
   size_t max_inputs = 1;
   for (size_t i = g.num_inputs(); i < nodes; ++i) {
     const GraphNode& node = g.node(static_cast<int>(i));
@@ -61,18 +59,136 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Build(const ModelSpec& spec,
     max_inputs = std::max(max_inputs, node.inputs.size());
   }
   m->temps_.resize(max_inputs);
-  std::vector<bool> used(g.num_slots(), false);
-  used[g.grad_slot(g.output())] = true;  // the loss writes it
+  m->AssignGradientBuffers();
+  m->AssignActivationBuffers();
+  return m;
+}
+
+void Model::AssignActivationBuffers() {
+  const Graph& g = *graph_;
+  const int n = static_cast<int>(g.nodes().size());
+  const int inputs = g.num_inputs();
+  constexpr int kForever = 1 << 30;
+  PassContext training, inference;
+  training.training = true;
+  auto may_pass = [&](int i) {
+    const Layer* l = g.node(i).layer;
+    if (l == nullptr) return false;
+    PassContext t = training;
+    t.training = !g.node(i).frozen;
+    return l->PassesThrough(t) || l->PassesThrough(inference);
+  };
+  auto always_passes = [&](int i) {
+    const Layer* l = g.node(i).layer;
+    PassContext t = training;
+    t.training = !g.node(i).frozen;
+    return l != nullptr && l->PassesThrough(t) && l->PassesThrough(inference);
+  };
+  // The last forward position that reads each node's output; forever for
+  // the output (the loss, Predict) and what backward reads (a step's node
+  // and its inputs).
+  std::vector<int> last(n, -1);
+  for (int j = inputs; j < n; ++j) {
+    for (int k : g.node(j).inputs) last[k] = std::max(last[k], j);
+  }
+  last[n - 1] = kForever;
   for (const BackwardStep& step : g.backward_plan()) {
-    used[g.grad_slot(step.node)] = true;
-    for (int s : step.dx_slot) {
-      if (s >= 0) used[s] = true;
+    last[step.node] = kForever;
+    for (int k : g.node(step.node).inputs) last[k] = kForever;
+  }
+  // A node that may pass its input through makes its readers its input's.
+  for (int i = n - 1; i >= inputs; --i) {
+    if (may_pass(i)) {
+      const int k = g.node(i).inputs[0];
+      last[k] = std::max(last[k], last[i]);
     }
   }
-  for (int s = 0; s < g.num_slots(); ++s) {
-    if (used[s]) m->backward_slots_.push_back(s);
+  // Forward order: a node takes a free buffer (or a new one), and the
+  // buffers whose last reader it is are free for the nodes after it.
+  act_buffer_of_.assign(n, -1);
+  act_floats_.clear();
+  std::vector<int> free;
+  for (int i = inputs; i < n; ++i) {
+    if (!always_passes(i)) {
+      const int64_t want = g.node(i).size;
+      int best = -1;
+      for (size_t f = 0; f < free.size(); ++f) {
+        const int64_t cap = act_floats_[free[f]];
+        if (best < 0) {
+          best = static_cast<int>(f);
+          continue;
+        }
+        const int64_t cur = act_floats_[free[best]];
+        const bool fits = cap >= want, cur_fits = cur >= want;
+        if ((fits && (!cur_fits || cap < cur)) ||
+            (!fits && !cur_fits && cap > cur)) {
+          best = static_cast<int>(f);
+        }
+      }
+      if (best < 0) {
+        act_floats_.push_back(want);
+        act_buffer_of_[i] = static_cast<int>(act_floats_.size() - 1);
+      } else {
+        const int b = free[best];
+        free.erase(free.begin() + best);
+        act_floats_[b] = std::max(act_floats_[b], want);
+        act_buffer_of_[i] = b;
+      }
+    }
+    for (int k = inputs; k < i; ++k) {
+      if (last[k] == i && act_buffer_of_[k] >= 0) free.push_back(act_buffer_of_[k]);
+    }
+    if (last[i] == i || last[i] < 0) {  // read by nothing after it
+      if (act_buffer_of_[i] >= 0) free.push_back(act_buffer_of_[i]);
+    }
   }
-  return m;
+  acts_.assign(act_floats_.size(), {});
+}
+
+void Model::AssignGradientBuffers() {
+  const Graph& g = *graph_;
+  // A slot is live from its first write (the loss for the output's, before
+  // step 0; else the first step whose dx lands there) to the step that
+  // reads it as dy; then its buffer serves a later slot. A step's dx never
+  // shares the buffer of its own dy, which is freed after the step.
+  buffer_of_.assign(g.num_slots(), -1);
+  std::vector<int64_t> free;  // buffers not in use
+  auto take = [&](int slot) {
+    if (buffer_of_[slot] >= 0) return;
+    const int64_t want = g.slot_size(slot);
+    // The smallest free buffer that holds it, else the largest (grown).
+    int64_t best = -1;
+    for (size_t i = 0; i < free.size(); ++i) {
+      const int64_t cap = buffer_floats_[free[i]];
+      if (best < 0) {
+        best = static_cast<int64_t>(i);
+        continue;
+      }
+      const int64_t cur = buffer_floats_[free[best]];
+      const bool fits = cap >= want, cur_fits = cur >= want;
+      if ((fits && (!cur_fits || cap < cur)) || (!fits && !cur_fits && cap > cur)) {
+        best = static_cast<int64_t>(i);
+      }
+    }
+    if (best < 0) {
+      buffer_floats_.push_back(want);
+      buffer_of_[slot] = static_cast<int>(buffer_floats_.size() - 1);
+      return;
+    }
+    const int64_t b = free[best];
+    free.erase(free.begin() + best);
+    buffer_floats_[b] = std::max(buffer_floats_[b], want);
+    buffer_of_[slot] = static_cast<int>(b);
+  };
+  take(g.grad_slot(g.output()));
+  for (const BackwardStep& step : g.backward_plan()) {
+    for (int s : step.dx_slot) {
+      if (s >= 0) take(s);
+    }
+    const int dy = g.grad_slot(step.node);
+    if (buffer_of_[dy] >= 0) free.push_back(buffer_of_[dy]);
+  }
+  grads_.assign(buffer_floats_.size(), {});
 }
 
 int64_t Model::BatchSize(const Tensor& x) const {
@@ -123,7 +239,8 @@ const float* Model::Forward(int64_t n, const float* x, bool training,
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       io.x[k] = outs_[node.inputs[k]];
     }
-    io.y = Grow(&acts_[i], n * node.size);
+    const int b = act_buffer_of_[i];
+    io.y = Grow(&acts_[b], n * act_floats_[b]);
     node.layer->Forward(io, ctx);
     outs_[i] = io.y;
   }
@@ -187,13 +304,15 @@ BatchLoss Model::TrainStep(const Tensor& x, const int32_t* labels,
   const float* out =
       Forward(n, x.data(), /*training=*/true, fuse, dropout_seed);
   // Only the slots backward uses: none for a frozen base's layers.
-  for (int s : backward_slots_) Grow(&grads_[s], n * g.slot_size(s));
+  for (size_t b = 0; b < grads_.size(); ++b) {
+    Grow(&grads_[b], n * buffer_floats_[b]);
+  }
   const BatchLoss result = Loss(n, out, labels, loss, grad_scale,
-                                grads_[g.grad_slot(g.output())].data());
+                                SlotBuffer(g.grad_slot(g.output())));
   for (const BackwardStep& step : g.backward_plan()) {
     const GraphNode& node = g.node(step.node);
     LayerIO& io = io_[step.node];
-    io.dy = grads_[g.grad_slot(step.node)].data();
+    io.dy = SlotBuffer(g.grad_slot(step.node));
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       io.x[k] = outs_[node.inputs[k]];
       const int slot = step.dx_slot[k];
@@ -202,7 +321,7 @@ BatchLoss Model::TrainStep(const Tensor& x, const int32_t* labels,
       } else if (step.dx_add[k]) {
         io.dx[k] = Grow(&temps_[k], n * g.slot_size(slot));
       } else {
-        io.dx[k] = grads_[slot].data();
+        io.dx[k] = SlotBuffer(slot);
       }
     }
     io.y = const_cast<float*>(outs_[step.node]);
@@ -210,7 +329,7 @@ BatchLoss Model::TrainStep(const Tensor& x, const int32_t* labels,
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       if (step.dx_slot[k] >= 0 && step.dx_add[k]) {
         Axpy(n * g.slot_size(step.dx_slot[k]), 1.0f, io.dx[k],
-             grads_[step.dx_slot[k]].data());
+             SlotBuffer(step.dx_slot[k]));
       }
     }
     for (int p : step.ready_params) Ready(p);

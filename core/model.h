@@ -112,10 +112,23 @@ class Model {
   std::vector<LayerIO> io_;
   std::vector<PassContext> ctx_;
   std::vector<const float*> outs_;
-  std::vector<std::vector<float>> acts_;    // per node output
+  // Node outputs share buffers where their lives do not overlap
+  // (AssignActivationBuffers): what backward, the loss or Predict reads
+  // keeps its own; a frozen base's intermediate outputs are recycled.
+  std::vector<std::vector<float>> acts_;
+  std::vector<int> act_buffer_of_;  // per node; -1: passes through always
+  std::vector<int64_t> act_floats_;  // per buffer, per sample
+  void AssignActivationBuffers();
   std::vector<std::vector<float>> inputs_;  // per model input (several)
-  std::vector<std::vector<float>> grads_;   // per gradient slot
-  std::vector<int> backward_slots_;  // the slots a training step uses
+  // Gradient slots share buffers where their lives in the backward plan do
+  // not overlap (AssignGradientBuffers): slot s uses grads_[buffer_of_[s]]
+  // (-1: a slot backward never touches), buffer b holds buffer_floats_[b]
+  // floats per sample.
+  std::vector<std::vector<float>> grads_;
+  std::vector<int> buffer_of_;
+  std::vector<int64_t> buffer_floats_;
+  void AssignGradientBuffers();
+  float* SlotBuffer(int slot) { return grads_[buffer_of_[slot]].data(); }
   std::vector<std::vector<float>> temps_;   // per input position: dx to add
 };
 
