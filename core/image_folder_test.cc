@@ -124,6 +124,69 @@ TEST(ImageCodecTest, JpegDecodesCloseToItsSource) {
   EXPECT_LE(worst, 12);  // lossy, quality 95
 }
 
+// Grey, grey + alpha, RGBA, 16-bit PNGs and grey or progressive JPEGs all
+// become 8-bit RGB (alpha composited onto black, 16 bits scaled to 8).
+TEST(ImageCodecTest, OtherPixelFormatsBecomeRgb) {
+  const std::string dir = TempDir("formats");
+  auto write_png = [&](const std::string& name, png_uint_32 format,
+                       const std::vector<uint8_t>& px, int w, int h) {
+    png_image p;
+    std::memset(&p, 0, sizeof(p));
+    p.version = PNG_IMAGE_VERSION;
+    p.width = w;
+    p.height = h;
+    p.format = format;
+    EXPECT_TRUE(png_image_write_to_file(&p, (dir + "/" + name).c_str(), 0,
+                                        px.data(), 0, nullptr))
+        << p.message;
+    return *ReadFile(dir + "/" + name);
+  };
+  // Grey 2x1: 10, 200.
+  absl::StatusOr<RgbImage> grey =
+      DecodeImage(write_png("g.png", PNG_FORMAT_GRAY, {10, 200}, 2, 1));
+  ASSERT_TRUE(grey.ok()) << grey.status();
+  EXPECT_EQ(grey->pixels, (std::vector<uint8_t>{10, 10, 10, 200, 200, 200}));
+  // RGBA, opaque then fully transparent: the transparent pixel is black.
+  absl::StatusOr<RgbImage> rgba = DecodeImage(write_png(
+      "a.png", PNG_FORMAT_RGBA, {1, 2, 3, 255, 90, 90, 90, 0}, 2, 1));
+  ASSERT_TRUE(rgba.ok()) << rgba.status();
+  EXPECT_EQ(rgba->pixels, (std::vector<uint8_t>{1, 2, 3, 0, 0, 0}));
+  // Grey + alpha, opaque.
+  absl::StatusOr<RgbImage> ga =
+      DecodeImage(write_png("ga.png", PNG_FORMAT_GA, {77, 255}, 1, 1));
+  ASSERT_TRUE(ga.ok()) << ga.status();
+  EXPECT_EQ(ga->pixels, (std::vector<uint8_t>{77, 77, 77}));
+  // A grey JPEG.
+  jpeg_compress_struct c;
+  jpeg_error_mgr err;
+  c.err = jpeg_std_error(&err);
+  jpeg_create_compress(&c);
+  unsigned char* buf = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&c, &buf, &size);
+  c.image_width = 8;
+  c.image_height = 8;
+  c.input_components = 1;
+  c.in_color_space = JCS_GRAYSCALE;
+  jpeg_set_defaults(&c);
+  jpeg_set_quality(&c, 95, TRUE);
+  jpeg_simple_progression(&c);  // and progressive
+  jpeg_start_compress(&c, TRUE);
+  std::vector<uint8_t> row(8, 128);
+  while (c.next_scanline < c.image_height) {
+    JSAMPROW r = row.data();
+    jpeg_write_scanlines(&c, &r, 1);
+  }
+  jpeg_finish_compress(&c);
+  jpeg_destroy_compress(&c);
+  const std::string bytes(reinterpret_cast<char*>(buf), size);
+  free(buf);
+  absl::StatusOr<RgbImage> gj = DecodeImage(bytes);
+  ASSERT_TRUE(gj.ok()) << gj.status();
+  ASSERT_EQ(gj->pixels.size(), 8u * 8 * 3);
+  for (uint8_t v : gj->pixels) EXPECT_NEAR(v, 128, 2);
+}
+
 TEST(ImageCodecTest, DamagedFilesAreErrorsNotCrashes) {
   const std::string jpeg = JpegBytes(Gradient(32, 32), 90);
   absl::StatusOr<RgbImage> cut = DecodeImage(jpeg.substr(0, jpeg.size() / 2));
