@@ -6,6 +6,7 @@
 #include <csetjmp>
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 #include <jpeglib.h>
 #include <png.h>
@@ -43,7 +44,10 @@ absl::StatusOr<RgbImage> DecodeJpeg(absl::string_view bytes) {
   cinfo.err = jpeg_std_error(&err.mgr);
   err.mgr.error_exit = JpegErrorExit;
   err.mgr.emit_message = JpegWarning;
-  RgbImage img;  // sized before any longjmp can land
+  // Every object with a destructor lives from before the setjmp, so a
+  // longjmp out of libjpeg skips none.
+  RgbImage img;
+  std::vector<uint8_t> ink;  // one CMYK row
   // volatile: read after a longjmp.
   volatile bool created = false;
   if (setjmp(err.jump) != 0) {
@@ -56,14 +60,32 @@ absl::StatusOr<RgbImage> DecodeJpeg(absl::string_view bytes) {
   jpeg_mem_src(&cinfo, reinterpret_cast<const unsigned char*>(bytes.data()),
                static_cast<unsigned long>(bytes.size()));
   jpeg_read_header(&cinfo, TRUE);
-  cinfo.out_color_space = JCS_RGB;
+  // libjpeg cannot turn CMYK (or YCCK) into RGB itself: read CMYK and
+  // convert here, as PIL does (Adobe's files store the inks inverted).
+  const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK ||
+                    cinfo.jpeg_color_space == JCS_YCCK;
+  cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
   jpeg_start_decompress(&cinfo);
   img.height = cinfo.output_height;
   img.width = cinfo.output_width;
   img.pixels.resize(img.height * img.width * 3);
+  ink.assign(cmyk ? img.width * 4 : 0, 0);
+  const bool inverted = cinfo.saw_Adobe_marker;
   while (cinfo.output_scanline < cinfo.output_height) {
-    JSAMPROW row = img.pixels.data() + cinfo.output_scanline * img.width * 3;
+    uint8_t* out = img.pixels.data() + cinfo.output_scanline * img.width * 3;
+    JSAMPROW row = cmyk ? ink.data() : out;
     jpeg_read_scanlines(&cinfo, &row, 1);
+    for (int64_t x = 0; cmyk && x < img.width; ++x) {
+      // value = (255 - ink) * (255 - black) / 255, inks stored as
+      // 255 - ink when inverted.
+      int k = ink[x * 4 + 3];
+      if (!inverted) k = 255 - k;
+      for (int c = 0; c < 3; ++c) {
+        int v = ink[x * 4 + c];
+        if (!inverted) v = 255 - v;
+        out[x * 3 + c] = static_cast<uint8_t>((v * k + 127) / 255);
+      }
+    }
   }
   jpeg_finish_decompress(&cinfo);
   jpeg_destroy_decompress(&cinfo);

@@ -187,6 +187,42 @@ TEST(ImageCodecTest, OtherPixelFormatsBecomeRgb) {
   for (uint8_t v : gj->pixels) EXPECT_NEAR(v, 128, 2);
 }
 
+// A CMYK JPEG (as some ImageNet files are) decodes to RGB: libjpeg writes
+// an Adobe marker, so the inks read as stored inverted (PIL's convention):
+// value = ink * black / 255.
+TEST(ImageCodecTest, CmykJpegBecomesRgb) {
+  jpeg_compress_struct c;
+  jpeg_error_mgr err;
+  c.err = jpeg_std_error(&err);
+  jpeg_create_compress(&c);
+  unsigned char* buf = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&c, &buf, &size);
+  c.image_width = 8;
+  c.image_height = 8;
+  c.input_components = 4;
+  c.in_color_space = JCS_CMYK;
+  jpeg_set_defaults(&c);
+  jpeg_set_quality(&c, 100, TRUE);
+  jpeg_start_compress(&c, TRUE);
+  std::vector<uint8_t> row;
+  for (int x = 0; x < 8; ++x) row.insert(row.end(), {255, 128, 0, 255});
+  while (c.next_scanline < c.image_height) {
+    JSAMPROW r = row.data();
+    jpeg_write_scanlines(&c, &r, 1);
+  }
+  jpeg_finish_compress(&c);
+  jpeg_destroy_compress(&c);
+  const std::string bytes(reinterpret_cast<char*>(buf), size);
+  free(buf);
+  absl::StatusOr<RgbImage> img = DecodeImage(bytes);
+  ASSERT_TRUE(img.ok()) << img.status();
+  ASSERT_EQ(img->pixels.size(), 8u * 8 * 3);
+  EXPECT_NEAR(img->pixels[0], 255, 3);
+  EXPECT_NEAR(img->pixels[1], 128, 3);
+  EXPECT_NEAR(img->pixels[2], 0, 3);
+}
+
 TEST(ImageCodecTest, DamagedFilesAreErrorsNotCrashes) {
   const std::string jpeg = JpegBytes(Gradient(32, 32), 90);
   absl::StatusOr<RgbImage> cut = DecodeImage(jpeg.substr(0, jpeg.size() / 2));
