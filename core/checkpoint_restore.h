@@ -17,9 +17,20 @@ namespace lockstep {
 // checkpoint (loaded.path) and the tensor when they do not fit (another
 // model or optimizer). On error the parameters may be partly overwritten:
 // callers abandon the model. Sets the optimizer's iteration count.
+// Optimizer state the checkpoint has for none of a parameter's slots (a
+// layer frozen when it was written, now trainable: the second fine-tuning
+// phase) starts at zero, and the parameter is named in *fresh (may be
+// null); when the checkpoint has no state for any parameter the optimizer
+// keeps state for, the optimizer was changed: an error.
 absl::Status ApplyCheckpoint(const LoadedCheckpoint& loaded,
                              const std::vector<Param*>& params,
-                             Optimizer& optimizer);
+                             Optimizer& optimizer,
+                             std::vector<std::string>* fresh = nullptr);
+// The log line for ApplyCheckpoint's *fresh: "optimizer state starts at
+// zero for 2 parameters the checkpoint has none for (frozen when it was
+// written?): conv/kernel, bn/gamma".
+std::string FreshStateNote(const std::vector<std::string>& fresh);
+
 // The model part alone (a model used for inference). `hint` ends the
 // FailedPrecondition message.
 absl::Status ApplyCheckpointModel(const LoadedCheckpoint& loaded,

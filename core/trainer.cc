@@ -264,7 +264,10 @@ absl::Status LocalTrainer::Restore() {
     Log(absl::StrCat("note: the job file changed since ", where,
                      "; resuming with the new settings"));
   }
-  RETURN_IF_ERROR(ApplyCheckpoint(*loaded, replicas_->params(), *optimizer_));
+  std::vector<std::string> fresh;
+  RETURN_IF_ERROR(
+      ApplyCheckpoint(*loaded, replicas_->params(), *optimizer_, &fresh));
+  if (!fresh.empty()) Log(FreshStateNote(fresh));
   RETURN_IF_ERROR(ddp_ != nullptr
                       ? ddp_->PushState(replicas_->params(), *optimizer_)
                       : replicas_->MirrorParams());

@@ -228,6 +228,28 @@ TEST_F(TrainCliTest, BatchNormBaseThenFrozenFineTune) {
     EXPECT_EQ(name.find("bn/"), std::string::npos) << name;
   }
   EXPECT_GT(slots.size(), 0u);
+
+  // The second phase: the same job, the base trainable again, a lower
+  // learning rate, one more epoch. It resumes from the fine-tune's last
+  // checkpoint; the base's optimizer state starts at zero and it learns.
+  nlohmann::json phase3 = phase2;
+  for (nlohmann::json& l : phase3["model"]["layers"]) l.erase("trainable");
+  phase3["epochs"] = 3;
+  phase3["optimizer"]["learning_rate"] = 0.0003;
+  RunResult r3 = Train(WriteJob(phase3, "unfrozen.json"), storage);
+  ASSERT_EQ(r3.exit.exit_code, 0) << r3.out << r3.err;
+  EXPECT_NE(r3.out.find("resumed from " + ckpt2), std::string::npos) << r3.out;
+  EXPECT_NE(r3.out.find("optimizer state starts at zero for 3 parameters the "
+                        "checkpoint has none for (frozen when it was "
+                        "written?): bn/beta, bn/gamma, conv/kernel"),
+            std::string::npos)
+      << r3.out;
+  std::map<std::string, Tensor> unfrozen = testing::ReadTensors(
+      storage + "/jobs/finetune/checkpoints/step-00000096/model.safetensors");
+  ASSERT_EQ(unfrozen.count("conv/kernel"), 1u);
+  EXPECT_NE(unfrozen.at("conv/kernel").values(),
+            trained.at("conv/kernel").values());
+  EXPECT_GT(Result(storage, "finetune")["test_accuracy"].get<double>(), 0.6);
 }
 
 TEST_F(TrainCliTest, SameSeedSameFingerprint) {

@@ -282,7 +282,10 @@ absl::Status JobRunner::Restore() {
   if (!resume_) return absl::OkStatus();
   const LoadedCheckpoint loaded = *std::move(resume_);
   resume_.reset();
-  RETURN_IF_ERROR(ApplyCheckpoint(loaded, replicas_->params(), *optimizer_));
+  std::vector<std::string> fresh;
+  RETURN_IF_ERROR(
+      ApplyCheckpoint(loaded, replicas_->params(), *optimizer_, &fresh));
+  if (!fresh.empty()) Log(FreshStateNote(fresh));
   RETURN_IF_ERROR(ddp_ != nullptr
                       ? ddp_->PushState(replicas_->params(), *optimizer_)
                       : replicas_->MirrorParams());
