@@ -199,7 +199,7 @@ TEST_F(MobileNetFinetuneTest, PretrainOnDigits0To4ThenFineTuneFrozen) {
   RunResult r2 = Train(b, "parity");
   ASSERT_EQ(r2.exit.exit_code, 0) << r2.out << r2.err;
   const double acc2 = Result("parity")["test_accuracy"].get<double>();
-  EXPECT_GT(acc2, 0.7) << r2.out;  // always "odd": 0.6
+  EXPECT_GT(acc2, 0.68) << r2.out;  // always "odd": 0.6; measured 0.756
   // One sigmoid logit: two classes, named by the folders. predict decodes
   // and runs the model as the job's evaluation does, so its accuracy over
   // the test folder (200 even, 300 odd) is the job's.
