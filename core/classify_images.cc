@@ -2,7 +2,6 @@
 // inference forward, probabilities from the logits, the top k.
 #include "core/classify_images.h"
 
-#include <dirent.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -29,18 +28,7 @@ absl::StatusOr<std::vector<std::string>> Expand(const std::string& path) {
         absl::StrCat("--image: \"", path, "\" does not exist"));
   }
   if (!S_ISDIR(st.st_mode)) return std::vector<std::string>{path};
-  std::vector<std::string> out;
-  DIR* d = opendir(path.c_str());
-  if (d == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--image: cannot open folder \"", path, "\""));
-  }
-  while (dirent* e = readdir(d)) {
-    if (IsImageFileName(e->d_name)) out.push_back(JoinPath(path, e->d_name));
-  }
-  closedir(d);
-  std::sort(out.begin(), out.end());
-  return out;
+  return ImageFilesIn("--image", path);
 }
 
 }  // namespace

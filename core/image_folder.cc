@@ -144,6 +144,17 @@ bool IsImageFileName(const std::string& name) {
 }
 
 
+absl::StatusOr<std::vector<std::string>> ImageFilesIn(const std::string& field,
+                                                      const std::string& dir) {
+  absl::StatusOr<std::vector<std::string>> names = Entries(field, dir);
+  if (!names.ok()) return names.status();
+  std::vector<std::string> out;
+  for (const std::string& n : *names) {
+    if (IsImageFileName(n)) out.push_back(JoinPath(dir, n));
+  }
+  return out;
+}
+
 absl::StatusOr<ImageFolderListing> ListImageFolder(const std::string& field,
                                                    const std::string& dir) {
   absl::StatusOr<std::vector<std::string>> top = Entries(field, dir);
@@ -152,13 +163,11 @@ absl::StatusOr<ImageFolderListing> ListImageFolder(const std::string& field,
   for (const std::string& name : *top) {
     const std::string sub = JoinPath(dir, name);
     if (!IsDir(sub)) continue;
-    absl::StatusOr<std::vector<std::string>> files = Entries(field, sub);
+    absl::StatusOr<std::vector<std::string>> files = ImageFilesIn(field, sub);
     if (!files.ok()) return files.status();
     const int32_t label = static_cast<int32_t>(out.classes.size());
     out.classes.push_back(name);
-    for (const std::string& f : *files) {
-      if (IsImageFileName(f)) out.files.push_back({JoinPath(sub, f), label});
-    }
+    for (std::string& f : *files) out.files.push_back({std::move(f), label});
   }
   if (out.files.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(

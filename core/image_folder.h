@@ -36,6 +36,10 @@ struct ImageFile {
 
 // A file image_folder reads: .jpg, .jpeg or .png, any case.
 bool IsImageFileName(const std::string& name);
+// The paths of the image files in folder `dir`, sorted by name; `field`
+// names it in errors (kNotFound for a missing folder).
+absl::StatusOr<std::vector<std::string>> ImageFilesIn(const std::string& field,
+                                                      const std::string& dir);
 
 // The class folders under `dir` (sorted) and their image files (sorted by
 // name within a class). `field` names the path in errors

@@ -47,19 +47,32 @@ RgbImage Solid(int64_t h, int64_t w, uint8_t r, uint8_t g, uint8_t b) {
   return img;
 }
 
-void WritePng(const std::string& path, const RgbImage& img) {
+// A PNG of `format` (PNG_FORMAT_RGB, _GRAY, _GA, _RGBA) at `path`; returns
+// its bytes.
+std::string WritePngOf(const std::string& path, png_uint_32 format,
+                       int64_t width, int64_t height,
+                       const std::vector<uint8_t>& px) {
   png_image p;
   std::memset(&p, 0, sizeof(p));
   p.version = PNG_IMAGE_VERSION;
-  p.width = static_cast<png_uint_32>(img.width);
-  p.height = static_cast<png_uint_32>(img.height);
-  p.format = PNG_FORMAT_RGB;
-  ASSERT_TRUE(png_image_write_to_file(&p, path.c_str(), 0, img.pixels.data(),
-                                      0, nullptr))
+  p.width = static_cast<png_uint_32>(width);
+  p.height = static_cast<png_uint_32>(height);
+  p.format = format;
+  EXPECT_TRUE(
+      png_image_write_to_file(&p, path.c_str(), 0, px.data(), 0, nullptr))
       << p.message;
+  return *ReadFile(path);
 }
 
-std::string JpegBytes(const RgbImage& img, int quality) {
+void WritePng(const std::string& path, const RgbImage& img) {
+  WritePngOf(path, PNG_FORMAT_RGB, img.width, img.height, img.pixels);
+}
+
+// A JPEG of `components` channels in `space` (JCS_RGB, JCS_GRAYSCALE,
+// JCS_CMYK), optionally progressive.
+std::string JpegOf(int64_t width, int64_t height, int components,
+                   J_COLOR_SPACE space, const std::vector<uint8_t>& px,
+                   int quality, bool progressive = false) {
   jpeg_compress_struct c;
   jpeg_error_mgr err;
   c.err = jpeg_std_error(&err);
@@ -67,16 +80,17 @@ std::string JpegBytes(const RgbImage& img, int quality) {
   unsigned char* buf = nullptr;
   unsigned long size = 0;
   jpeg_mem_dest(&c, &buf, &size);
-  c.image_width = static_cast<JDIMENSION>(img.width);
-  c.image_height = static_cast<JDIMENSION>(img.height);
-  c.input_components = 3;
-  c.in_color_space = JCS_RGB;
+  c.image_width = static_cast<JDIMENSION>(width);
+  c.image_height = static_cast<JDIMENSION>(height);
+  c.input_components = components;
+  c.in_color_space = space;
   jpeg_set_defaults(&c);
   jpeg_set_quality(&c, quality, TRUE);
+  if (progressive) jpeg_simple_progression(&c);
   jpeg_start_compress(&c, TRUE);
   while (c.next_scanline < c.image_height) {
-    JSAMPROW row = const_cast<uint8_t*>(img.pixels.data()) +
-                   c.next_scanline * img.width * 3;
+    JSAMPROW row = const_cast<uint8_t*>(px.data()) +
+                   c.next_scanline * width * components;
     jpeg_write_scanlines(&c, &row, 1);
   }
   jpeg_finish_compress(&c);
@@ -84,6 +98,10 @@ std::string JpegBytes(const RgbImage& img, int quality) {
   std::string out(reinterpret_cast<char*>(buf), size);
   free(buf);
   return out;
+}
+
+std::string JpegBytes(const RgbImage& img, int quality) {
+  return JpegOf(img.width, img.height, 3, JCS_RGB, img.pixels, quality);
 }
 
 void WriteBytes(const std::string& path, const std::string& bytes) {
@@ -128,60 +146,24 @@ TEST(ImageCodecTest, JpegDecodesCloseToItsSource) {
 // become 8-bit RGB (alpha composited onto black, 16 bits scaled to 8).
 TEST(ImageCodecTest, OtherPixelFormatsBecomeRgb) {
   const std::string dir = TempDir("formats");
-  auto write_png = [&](const std::string& name, png_uint_32 format,
-                       const std::vector<uint8_t>& px, int w, int h) {
-    png_image p;
-    std::memset(&p, 0, sizeof(p));
-    p.version = PNG_IMAGE_VERSION;
-    p.width = w;
-    p.height = h;
-    p.format = format;
-    EXPECT_TRUE(png_image_write_to_file(&p, (dir + "/" + name).c_str(), 0,
-                                        px.data(), 0, nullptr))
-        << p.message;
-    return *ReadFile(dir + "/" + name);
-  };
   // Grey 2x1: 10, 200.
-  absl::StatusOr<RgbImage> grey =
-      DecodeImage(write_png("g.png", PNG_FORMAT_GRAY, {10, 200}, 2, 1));
+  absl::StatusOr<RgbImage> grey = DecodeImage(
+      WritePngOf(dir + "/g.png", PNG_FORMAT_GRAY, 2, 1, {10, 200}));
   ASSERT_TRUE(grey.ok()) << grey.status();
   EXPECT_EQ(grey->pixels, (std::vector<uint8_t>{10, 10, 10, 200, 200, 200}));
   // RGBA, opaque then fully transparent: the transparent pixel is black.
-  absl::StatusOr<RgbImage> rgba = DecodeImage(write_png(
-      "a.png", PNG_FORMAT_RGBA, {1, 2, 3, 255, 90, 90, 90, 0}, 2, 1));
+  absl::StatusOr<RgbImage> rgba = DecodeImage(WritePngOf(
+      dir + "/a.png", PNG_FORMAT_RGBA, 2, 1, {1, 2, 3, 255, 90, 90, 90, 0}));
   ASSERT_TRUE(rgba.ok()) << rgba.status();
   EXPECT_EQ(rgba->pixels, (std::vector<uint8_t>{1, 2, 3, 0, 0, 0}));
   // Grey + alpha, opaque.
   absl::StatusOr<RgbImage> ga =
-      DecodeImage(write_png("ga.png", PNG_FORMAT_GA, {77, 255}, 1, 1));
+      DecodeImage(WritePngOf(dir + "/ga.png", PNG_FORMAT_GA, 1, 1, {77, 255}));
   ASSERT_TRUE(ga.ok()) << ga.status();
   EXPECT_EQ(ga->pixels, (std::vector<uint8_t>{77, 77, 77}));
-  // A grey JPEG.
-  jpeg_compress_struct c;
-  jpeg_error_mgr err;
-  c.err = jpeg_std_error(&err);
-  jpeg_create_compress(&c);
-  unsigned char* buf = nullptr;
-  unsigned long size = 0;
-  jpeg_mem_dest(&c, &buf, &size);
-  c.image_width = 8;
-  c.image_height = 8;
-  c.input_components = 1;
-  c.in_color_space = JCS_GRAYSCALE;
-  jpeg_set_defaults(&c);
-  jpeg_set_quality(&c, 95, TRUE);
-  jpeg_simple_progression(&c);  // and progressive
-  jpeg_start_compress(&c, TRUE);
-  std::vector<uint8_t> row(8, 128);
-  while (c.next_scanline < c.image_height) {
-    JSAMPROW r = row.data();
-    jpeg_write_scanlines(&c, &r, 1);
-  }
-  jpeg_finish_compress(&c);
-  jpeg_destroy_compress(&c);
-  const std::string bytes(reinterpret_cast<char*>(buf), size);
-  free(buf);
-  absl::StatusOr<RgbImage> gj = DecodeImage(bytes);
+  // A grey, progressive JPEG.
+  absl::StatusOr<RgbImage> gj = DecodeImage(JpegOf(
+      8, 8, 1, JCS_GRAYSCALE, std::vector<uint8_t>(64, 128), 95, true));
   ASSERT_TRUE(gj.ok()) << gj.status();
   ASSERT_EQ(gj->pixels.size(), 8u * 8 * 3);
   for (uint8_t v : gj->pixels) EXPECT_NEAR(v, 128, 2);
@@ -191,30 +173,9 @@ TEST(ImageCodecTest, OtherPixelFormatsBecomeRgb) {
 // an Adobe marker, so the inks read as stored inverted (PIL's convention):
 // value = ink * black / 255.
 TEST(ImageCodecTest, CmykJpegBecomesRgb) {
-  jpeg_compress_struct c;
-  jpeg_error_mgr err;
-  c.err = jpeg_std_error(&err);
-  jpeg_create_compress(&c);
-  unsigned char* buf = nullptr;
-  unsigned long size = 0;
-  jpeg_mem_dest(&c, &buf, &size);
-  c.image_width = 8;
-  c.image_height = 8;
-  c.input_components = 4;
-  c.in_color_space = JCS_CMYK;
-  jpeg_set_defaults(&c);
-  jpeg_set_quality(&c, 100, TRUE);
-  jpeg_start_compress(&c, TRUE);
-  std::vector<uint8_t> row;
-  for (int x = 0; x < 8; ++x) row.insert(row.end(), {255, 128, 0, 255});
-  while (c.next_scanline < c.image_height) {
-    JSAMPROW r = row.data();
-    jpeg_write_scanlines(&c, &r, 1);
-  }
-  jpeg_finish_compress(&c);
-  jpeg_destroy_compress(&c);
-  const std::string bytes(reinterpret_cast<char*>(buf), size);
-  free(buf);
+  std::vector<uint8_t> cmyk;
+  for (int p = 0; p < 64; ++p) cmyk.insert(cmyk.end(), {255, 128, 0, 255});
+  const std::string bytes = JpegOf(8, 8, 4, JCS_CMYK, cmyk, 100);
   absl::StatusOr<RgbImage> img = DecodeImage(bytes);
   ASSERT_TRUE(img.ok()) << img.status();
   ASSERT_EQ(img->pixels.size(), 8u * 8 * 3);

@@ -27,6 +27,43 @@ float* Grow(std::vector<float>* v, int64_t n) {
   return v->data();
 }
 
+// Buffers shared by values whose lives do not overlap. Take gives a value
+// of `floats` per sample the smallest free buffer that holds it, else the
+// largest free one (grown), else a new one; Release frees a buffer for the
+// values after. floats()[b] is buffer b's size per sample.
+class BufferPlan {
+ public:
+  int Take(int64_t want) {
+    int best = -1;
+    for (size_t i = 0; i < free_.size(); ++i) {
+      if (best < 0) {
+        best = static_cast<int>(i);
+        continue;
+      }
+      const int64_t cap = floats_[free_[i]], cur = floats_[free_[best]];
+      const bool fits = cap >= want, cur_fits = cur >= want;
+      if ((fits && (!cur_fits || cap < cur)) ||
+          (!fits && !cur_fits && cap > cur)) {
+        best = static_cast<int>(i);
+      }
+    }
+    if (best < 0) {
+      floats_.push_back(want);
+      return static_cast<int>(floats_.size() - 1);
+    }
+    const int b = free_[best];
+    free_.erase(free_.begin() + best);
+    floats_[b] = std::max(floats_[b], want);
+    return b;
+  }
+  void Release(int b) { free_.push_back(b); }
+  const std::vector<int64_t>& floats() const { return floats_; }
+
+ private:
+  std::vector<int64_t> floats_;
+  std::vector<int> free_;
+};
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Model>> Model::Build(const ModelSpec& spec,
@@ -103,45 +140,26 @@ void Model::AssignActivationBuffers() {
       last[k] = std::max(last[k], last[i]);
     }
   }
-  // Forward order: a node takes a free buffer (or a new one), and the
-  // buffers whose last reader it is are free for the nodes after it.
-  act_buffer_of_.assign(n, -1);
-  act_floats_.clear();
-  std::vector<int> free;
-  for (int i = inputs; i < n; ++i) {
-    if (!always_passes(i)) {
-      const int64_t want = g.node(i).size;
-      int best = -1;
-      for (size_t f = 0; f < free.size(); ++f) {
-        const int64_t cap = act_floats_[free[f]];
-        if (best < 0) {
-          best = static_cast<int>(f);
-          continue;
-        }
-        const int64_t cur = act_floats_[free[best]];
-        const bool fits = cap >= want, cur_fits = cur >= want;
-        if ((fits && (!cur_fits || cap < cur)) ||
-            (!fits && !cur_fits && cap > cur)) {
-          best = static_cast<int>(f);
-        }
-      }
-      if (best < 0) {
-        act_floats_.push_back(want);
-        act_buffer_of_[i] = static_cast<int>(act_floats_.size() - 1);
-      } else {
-        const int b = free[best];
-        free.erase(free.begin() + best);
-        act_floats_[b] = std::max(act_floats_[b], want);
-        act_buffer_of_[i] = b;
-      }
-    }
-    for (int k = inputs; k < i; ++k) {
-      if (last[k] == i && act_buffer_of_[k] >= 0) free.push_back(act_buffer_of_[k]);
-    }
-    if (last[i] == i || last[i] < 0) {  // read by nothing after it
-      if (act_buffer_of_[i] >= 0) free.push_back(act_buffer_of_[i]);
+  // Forward order: a node takes a buffer, then the buffers whose last
+  // reader it is are free for the nodes after it (one no node reads at
+  // once).
+  std::vector<std::vector<int>> release_after(n);
+  for (int k = inputs; k < n; ++k) {
+    if (last[k] < 0) {
+      release_after[k].push_back(k);
+    } else if (last[k] < n) {
+      release_after[last[k]].push_back(k);
     }
   }
+  act_buffer_of_.assign(n, -1);
+  BufferPlan plan;
+  for (int i = inputs; i < n; ++i) {
+    if (!always_passes(i)) act_buffer_of_[i] = plan.Take(g.node(i).size);
+    for (int k : release_after[i]) {
+      if (act_buffer_of_[k] >= 0) plan.Release(act_buffer_of_[k]);
+    }
+  }
+  act_floats_ = plan.floats();
   acts_.assign(act_floats_.size(), {});
 }
 
@@ -152,33 +170,9 @@ void Model::AssignGradientBuffers() {
   // reads it as dy; then its buffer serves a later slot. A step's dx never
   // shares the buffer of its own dy, which is freed after the step.
   buffer_of_.assign(g.num_slots(), -1);
-  std::vector<int64_t> free;  // buffers not in use
+  BufferPlan plan;
   auto take = [&](int slot) {
-    if (buffer_of_[slot] >= 0) return;
-    const int64_t want = g.slot_size(slot);
-    // The smallest free buffer that holds it, else the largest (grown).
-    int64_t best = -1;
-    for (size_t i = 0; i < free.size(); ++i) {
-      const int64_t cap = buffer_floats_[free[i]];
-      if (best < 0) {
-        best = static_cast<int64_t>(i);
-        continue;
-      }
-      const int64_t cur = buffer_floats_[free[best]];
-      const bool fits = cap >= want, cur_fits = cur >= want;
-      if ((fits && (!cur_fits || cap < cur)) || (!fits && !cur_fits && cap > cur)) {
-        best = static_cast<int64_t>(i);
-      }
-    }
-    if (best < 0) {
-      buffer_floats_.push_back(want);
-      buffer_of_[slot] = static_cast<int>(buffer_floats_.size() - 1);
-      return;
-    }
-    const int64_t b = free[best];
-    free.erase(free.begin() + best);
-    buffer_floats_[b] = std::max(buffer_floats_[b], want);
-    buffer_of_[slot] = static_cast<int>(b);
+    if (buffer_of_[slot] < 0) buffer_of_[slot] = plan.Take(g.slot_size(slot));
   };
   take(g.grad_slot(g.output()));
   for (const BackwardStep& step : g.backward_plan()) {
@@ -186,8 +180,9 @@ void Model::AssignGradientBuffers() {
       if (s >= 0) take(s);
     }
     const int dy = g.grad_slot(step.node);
-    if (buffer_of_[dy] >= 0) free.push_back(buffer_of_[dy]);
+    if (buffer_of_[dy] >= 0) plan.Release(buffer_of_[dy]);
   }
+  buffer_floats_ = plan.floats();
   grads_.assign(buffer_floats_.size(), {});
 }
 

@@ -179,6 +179,15 @@ TEST_F(MobileNetFinetuneTest, PretrainOnDigits0To4ThenFineTuneFrozen) {
   Predict("digits", cut, "3", &out);
   EXPECT_NE(out.find("damaged.png: cannot read: PNG: "), std::string::npos)
       << out;
+  RunResult missing = RunProcess(
+      {Runfile("client/lockstep"), "predict", tmp_ + "/digits.json",
+       "--image", tmp_ + "/nope.png", "--storage", tmp_ + "/storage"},
+      tmp_, 60);
+  EXPECT_EQ(missing.exit.exit_code, 2);
+  EXPECT_NE(missing.err.find("--image: \"" + tmp_ + "/nope.png\" does not "
+                             "exist"),
+            std::string::npos)
+      << missing.err;
 
   nlohmann::json b = a;
   b["name"] = "parity";

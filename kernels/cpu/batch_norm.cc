@@ -22,7 +22,8 @@ void ChannelSums(int64_t rows, int64_t channels, Fn fn, double* out,
   const int64_t blocks = Blocks(rows);
   partials->assign(blocks * kTerms * channels, 0.0);
   ParallelFor(blocks, 1, [&](int64_t b0, int64_t b1) {
-    std::vector<float> acc(kTerms * channels);
+    thread_local std::vector<float> acc;
+    acc.resize(kTerms * channels);
     for (int64_t b = b0; b < b1; ++b) {
       std::fill(acc.begin(), acc.end(), 0.0f);
       const int64_t end = std::min(rows, (b + 1) * kBatchNormRowBlock);
@@ -45,7 +46,10 @@ void ChannelSums(int64_t rows, int64_t channels, Fn fn, double* out,
 void BatchNormStatistics(int64_t rows, int64_t channels, const float* x,
                          float* mean, float* var,
                          std::vector<double>* partials) {
-  std::vector<double> sums(channels);
+  // Per-call scratch kept per thread: a steady-state step allocates
+  // nothing.
+  thread_local std::vector<double> sums;
+  sums.resize(channels);
   ChannelSums<1>(
       rows, channels,
       [&](int64_t r, float* acc) {
@@ -74,7 +78,8 @@ void BatchNormStatistics(int64_t rows, int64_t channels, const float* x,
 void BatchNormForward(int64_t rows, int64_t channels, const float* x,
                       const float* mean, const float* rstd, const float* gamma,
                       const float* beta, float* y) {
-  std::vector<float> scale(channels);
+  thread_local std::vector<float> scale;
+  scale.resize(channels);
   for (int64_t c = 0; c < channels; ++c) scale[c] = gamma[c] * rstd[c];
   const float* sc = scale.data();
   // Centred first: x * scale + (beta - mean * scale) would cancel two large
@@ -97,7 +102,8 @@ void BatchNormBackward(int64_t rows, int64_t channels, const float* x,
                        float* dgamma, float* dbeta, float* dx,
                        std::vector<double>* partials) {
   // sums[c] = sum(dy), sums[channels + c] = sum(dy * (x - mean)).
-  std::vector<double> sums(2 * channels);
+  thread_local std::vector<double> sums;
+  sums.resize(2 * channels);
   ChannelSums<2>(
       rows, channels,
       [&](int64_t r, float* acc) {
@@ -111,7 +117,10 @@ void BatchNormBackward(int64_t rows, int64_t channels, const float* x,
         }
       },
       sums.data(), partials);
-  std::vector<float> a(channels), b(channels), k(channels);
+  thread_local std::vector<float> a, b, k;
+  a.resize(channels);
+  b.resize(channels);
+  k.resize(channels);
   for (int64_t c = 0; c < channels; ++c) {
     const double sum_dy = sums[c];
     const double sum_dy_xhat = sums[channels + c] * rstd[c];
