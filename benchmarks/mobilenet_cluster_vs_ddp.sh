@@ -7,11 +7,14 @@
 # normalization, and the same PNG folder (benchmarks/make_image_folder.py:
 # two classes of stripes). Both decode the PNGs as they train: lockstep on
 # its prefetch thread (libpng), PyTorch in its DataLoader (PIL, num_workers
-# 0). W = 1 and 2, so the scaling shows too.
+# 0). W = 1 and 2, so the scaling shows too. --sync adds lockstep's 2
+# workers with sync batch norm (statistics over the global batch, summed
+# inside the pass); PyTorch 1.13's SyncBatchNorm has no CPU path, so its
+# row stays DDP's per-replica batch norm.
 #
 #   bazel run //benchmarks:mobilenet_cluster_vs_ddp [-- --steps 20
 #       --warmup 3 --alpha 0.35 --size 96 --batch 32 --per-class 640
-#       --repeat 1 --timeout 900]
+#       --repeat 1 --timeout 900 --sync]
 # lockstep's samples/s is result.json's (every step of the run, the
 # warm-up ones included); PyTorch's covers the timed steps only.
 set -euo pipefail
@@ -23,7 +26,7 @@ die() {
   exit 1
 }
 
-steps=20 warmup=3 alpha=0.35 size=96 batch=32 per_class=640 repeat=1
+steps=20 warmup=3 alpha=0.35 size=96 batch=32 per_class=640 repeat=1 sync=0
 run_timeout=900
 while (($# > 0)); do
   case "$1" in
@@ -35,7 +38,8 @@ while (($# > 0)); do
     --per-class) per_class=${2:?}; shift 2 ;;
     --repeat) repeat=${2:?}; shift 2 ;;
     --timeout) run_timeout=${2:?}; shift 2 ;;
-    -h | --help) sed -n '2,17p' "$0"; exit 0 ;;
+    --sync) sync=1; shift ;;
+    -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
   esac
 done
@@ -54,16 +58,16 @@ folder=$tmp/images
 echo "writing $((2 * per_class)) PNGs of ${size}x${size} to $folder ..." >&2
 "$PY" "$maker" "$folder" --per-class "$per_class" --size "$size"
 
-write_job() {  # write_job FILE NAME WORKERS
+write_job() {  # write_job FILE NAME WORKERS SYNC(0|1)
   "$PY" - "$@" "$folder" "$alpha" "$size" "$batch" "$((steps + warmup))" <<'PYEOF'
 import json, sys
-path, name, workers, folder, alpha, size, batch, steps = sys.argv[1:]
+path, name, workers, sync, folder, alpha, size, batch, steps = sys.argv[1:]
 job = {
     "name": name, "seed": 1,
     "model": {"input_shape": [int(size), int(size), 3], "param_names": "torch",
               "layers": [
                   {"type": "mobilenet_v2", "alpha": float(alpha),
-                   "include_top": False},
+                   "include_top": False, "sync": sync == "1"},
                   {"type": "global_average_pooling2d", "name": "pool"},
                   {"type": "dense", "name": "fc", "units": 512,
                    "activation": "relu"},
@@ -82,11 +86,11 @@ with open(path, "w") as f:
 PYEOF
 }
 
-run_cluster() {  # run_cluster WORKERS RUN: sets sps
-  local w=$1 r=$2 name="mnv2_w$1_r$2"
+run_cluster() {  # run_cluster WORKERS RUN SYNC(0|1): sets sps
+  local w=$1 r=$2 name="mnv2_w$1_r$2_s$3"
   local dir=$tmp/$name
   mkdir -p "$dir"
-  write_job "$dir/job.json" "$name" "$w"
+  write_job "$dir/job.json" "$name" "$w" "$3"
   start_cluster "$dir" "$w" 1
   start_bg "$dir/submit.log" "$lockstep" submit "$dir/job.json" \
     --coordinator "$cluster_addr" --wait
@@ -126,13 +130,19 @@ run_ddp() {  # run_ddp WORLD RUN default|tuned: sets sps
 }
 
 declare -A got
-for s in lockstep1 lockstep2 torch1 torch2; do got[$s]=0; done
+for s in lockstep1 lockstep2 torch1 torch2 sync2; do got[$s]=0; done
 for ((r = 1; r <= repeat; r++)); do
   for w in 1 2; do
     echo -n "run $r/$repeat: lockstep, $w worker(s) ... " >&2
-    run_cluster "$w" "$r"
+    run_cluster "$w" "$r" 0
     echo "$(commas "$sps") samples/s" >&2
     got[lockstep$w]=$(best "${got[lockstep$w]}" "$sps")
+    if ((sync && w == 2)); then
+      echo -n "run $r/$repeat: lockstep, $w workers, sync batch norm ... " >&2
+      run_cluster "$w" "$r" 1
+      echo "$(commas "$sps") samples/s" >&2
+      got[sync2]=$(best "${got[sync2]}" "$sps")
+    fi
     for malloc in default tuned; do
       echo -n "run $r/$repeat: PyTorch DDP, $w rank(s), malloc $malloc ... " >&2
       run_ddp "$w" "$r" "$malloc"
@@ -143,14 +153,18 @@ for ((r = 1; r <= repeat; r++)); do
 done
 
 "$PY" - "${got[lockstep1]}" "${got[lockstep2]}" "${got[torch1]}" "${got[torch2]}" \
-  "$alpha" "$size" "$batch" <<'PYEOF'
+  "${got[sync2]}" "$alpha" "$size" "$batch" <<'PYEOF'
 import sys
-l1, l2, t1, t2 = map(float, sys.argv[1:5])
-alpha, size, batch = sys.argv[5:]
+l1, l2, t1, t2, s2 = map(float, sys.argv[1:6])
+alpha, size, batch = sys.argv[6:]
 print(f"MobileNetV2 alpha {alpha} at {size}x{size}, batch {batch} per replica,"
       " 1 thread per worker/rank, PNG folder decoded while training")
 print(f"{'':22}{'1 worker/rank':>15}{'2 workers/ranks':>17}{'scaling':>9}")
 print(f"{'lockstep samples/s':22}{l1:15,.1f}{l2:17,.1f}{l2 / l1:8.2f}x")
 print(f"{'PyTorch samples/s':22}{t1:15,.1f}{t2:17,.1f}{t2 / t1:8.2f}x")
 print(f"{'lockstep / PyTorch':22}{l1 / t1:14.2f}x{l2 / t2:16.2f}x")
+if s2 > 0:
+    print(f"{'lockstep sync BN':22}{'':>15}{s2:17,.1f}{s2 / l1:8.2f}x"
+          f"   ({s2 / l2:.2f}x lockstep without sync, {s2 / t2:.2f}x PyTorch"
+          " without sync)")
 PYEOF

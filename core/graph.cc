@@ -298,6 +298,16 @@ bool Graph::output_has_sigmoid() const {
   return l != nullptr && l->HasSigmoidOutput();
 }
 
+bool Graph::sums_across_replicas() const {
+  for (const GraphNode& node : nodes_) {
+    if (node.layer != nullptr && !node.frozen &&
+        node.layer->SumsAcrossReplicas()) {
+      return true;
+    }
+  }
+  return false;
+}
+
 absl::Status Graph::Plan() {
   const int n = static_cast<int>(nodes_.size());
   // A training pass: every layer trains but the frozen ones.

@@ -71,6 +71,9 @@ class Graph {
   // The output layer ends in a softmax the loss may fuse.
   bool output_has_softmax() const;
   bool output_has_sigmoid() const;
+  // A layer that trains sums across replicas in its passes (sync batch
+  // norm; Layer::SumsAcrossReplicas).
+  bool sums_across_replicas() const;
 
   // The training pass's backward, in execution order (reverse topological),
   // only the steps that matter: a layer runs when it or something below it

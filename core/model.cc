@@ -225,6 +225,8 @@ const float* Model::Forward(int64_t n, const float* x, bool training,
     ctx.dropout_seed =
         Mix64(dropout_seed ^ Mix64(static_cast<uint64_t>(node.layer_index)));
     ctx.skip_output_activation = fuse_output && i == output;
+    ctx.collective = training ? collective_ : nullptr;
+    ctx.collective_key = CollectiveKey(i);
     if (node.layer->PassesThrough(ctx)) {
       outs_[i] = outs_[node.inputs[0]];
       continue;
@@ -287,7 +289,28 @@ BatchLoss Model::TrainStep(const Tensor& x, const int32_t* labels,
   for (Param* p : g.params()) p->grad.SetZero();
   for (int p : g.untouched_params()) Ready(p);
   if (n == 0) {
+    // No samples: the layers that sum across replicas still take their
+    // part (with nothing to add), so the others are not left waiting.
+    const bool join = collective_ != nullptr && g.sums_across_replicas();
+    for (int i = g.num_inputs(); join && i <= g.output(); ++i) {
+      const GraphNode& node = g.node(i);
+      if (node.frozen || !node.layer->SumsAcrossReplicas()) continue;
+      PassContext& ctx = ctx_[i];
+      ctx.training = true;
+      ctx.collective = collective_;
+      ctx.collective_key = CollectiveKey(i);
+      io_[i].n = 0;
+      node.layer->Forward(io_[i], ctx);
+    }
     for (const BackwardStep& step : g.backward_plan()) {
+      const GraphNode& node = g.node(step.node);
+      if (join && node.layer->SumsAcrossReplicas()) {
+        LayerIO& io = io_[step.node];
+        io.n = 0;
+        io.dy = nullptr;
+        for (float*& dx : io.dx) dx = nullptr;
+        node.layer->Backward(io, ctx_[step.node]);
+      }
       for (int p : step.ready_params) Ready(p);
     }
     return BatchLoss();

@@ -89,6 +89,12 @@ class Model {
   void SetGradReadyCallback(std::function<void(int param_index)> cb) {
     grad_ready_ = std::move(cb);
   }
+  // What the training passes of layers that sum across replicas (sync
+  // batch norm) sum with; null (the default): each uses its own batch.
+  // With one set, TrainStep with n == 0 still runs those layers' part.
+  void SetPassCollective(PassCollective* collective) {
+    collective_ = collective;
+  }
 
  private:
   Model() = default;
@@ -106,6 +112,9 @@ class Model {
   Shape input_shape_;
   int64_t labels_per_sample_ = 1, classes_ = 1;
   std::function<void(int)> grad_ready_;
+  PassCollective* collective_ = nullptr;
+  // Node i's keys: 4i + 0..3.
+  static int32_t CollectiveKey(int node) { return 4 * node; }
 
   // Per node: its LayerIO (pointer vectors sized once), pass context and
   // this pass's output. Buffers grow to the largest batch seen.

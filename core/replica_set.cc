@@ -46,7 +46,14 @@ absl::StatusOr<std::unique_ptr<ReplicaSet>> ReplicaSet::Create(
     threads =
         static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   }
-  const int lanes = static_cast<int>(std::min<int64_t>(set->size(), threads));
+  int lanes = static_cast<int>(std::min<int64_t>(set->size(), threads));
+  if (set->primary().graph().sums_across_replicas()) {
+    set->pass_sum_ = std::make_unique<ReplicaSum>(set->size());
+    for (int64_t r = 0; r < set->size(); ++r) {
+      set->replicas_[r]->host().SetPassCollective(set->pass_sum_->For(r));
+    }
+    lanes = static_cast<int>(set->size());
+  }
   set->pool_ = std::make_unique<StepPool>(lanes);
   SetNumThreads(lanes > 1 ? 1 : threads);
   return set;
@@ -80,6 +87,16 @@ absl::StatusOr<BatchLoss> ReplicaSet::ComputeGradients(
     ready_counts_[i].store(0, std::memory_order_relaxed);
   }
   on_param_summed_ = &on_param_summed;
+  if (pass_sum_ != nullptr) {
+    ReplicaSum::CrossSum cross;
+    if (worker_sum_) {
+      cross = [this, step = batch.global_step](int32_t key, float* data,
+                                               int64_t count) {
+        return worker_sum_(step, key, data, count);
+      };
+    }
+    pass_sum_->BeginStep(std::move(cross));
+  }
   std::vector<absl::StatusOr<BatchLoss>> losses(n);
   pool_->Run([&](int lane) {
     for (int64_t r = lane; r < n; r += lanes) {
@@ -88,9 +105,15 @@ absl::StatusOr<BatchLoss> ReplicaSet::ComputeGradients(
           MixSeed(MixSeed(seed, batch.global_step), indices_[r]);
       losses[r] = replicas_[r]->TrainStep(rb.x, rb.labels.data(), loss, scale,
                                           dropout_seed);
+      if (pass_sum_ != nullptr) pass_sum_->Finished(static_cast<int>(r));
     }
   });
   on_param_summed_ = nullptr;
+  if (pass_sum_ != nullptr) {
+    RETURN_IF_ERROR(AnnotateStatus(
+        pass_sum_->status(), "the sums across replicas in the pass (sync "
+                             "batch norm)"));
+  }
   BatchLoss total;
   for (int64_t r = 0; r < n; ++r) {
     if (!losses[r].ok()) {

@@ -18,6 +18,7 @@
 #include "core/job_spec.h"
 #include "core/model.h"
 #include "core/replica.h"
+#include "core/replica_sum.h"
 #include "core/step_pool.h"
 
 namespace lockstep {
@@ -29,6 +30,9 @@ class ReplicaSet {
   // which seed their dropout masks. Up to `threads` lanes run replicas side
   // by side; with one lane the kernels get every thread instead. (GPU
   // replicas are core/device_data_parallel.h's.)
+  // A model with layers that sum across replicas in their passes (sync
+  // batch norm) gets a lane per replica whatever `threads` says: each
+  // replica waits for the others inside its pass.
   static absl::StatusOr<std::unique_ptr<ReplicaSet>> Create(
       const JobSpec& spec, std::vector<int64_t> replica_indices, int threads);
 
@@ -54,6 +58,12 @@ class ReplicaSet {
   // Copies params() values to every other replica and hands the new values
   // to every device replica (after an update or a restore).
   absl::Status MirrorParams();
+  // The workers' part of the sums inside the passes (sync batch norm):
+  // called by one lane of this process per sum with the step's global step
+  // and the collective's key; unset, the sums cover this process alone.
+  using WorkerSum = std::function<absl::Status(
+      int64_t step, int32_t key, float* data, int64_t count)>;
+  void SetWorkerSum(WorkerSum sum) { worker_sum_ = std::move(sum); }
   // Loss and accuracy over a whole dataset, chunks spread over the lanes
   // and summed in chunk order.
   absl::StatusOr<BatchLoss> Evaluate(const Dataset& data, LossType loss);
@@ -70,6 +80,9 @@ class ReplicaSet {
   // Per step: how many replicas have produced each param's grad.
   std::unique_ptr<std::atomic<int>[]> ready_counts_;
   const std::function<void(int)>* on_param_summed_ = nullptr;
+  // Set when the model sums across replicas in its passes.
+  std::unique_ptr<ReplicaSum> pass_sum_;
+  WorkerSum worker_sum_;
 };
 
 }  // namespace lockstep

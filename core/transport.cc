@@ -19,6 +19,11 @@ std::string BucketName(int32_t bucket) {
   if (bucket == kLossBucket) return "the loss all-reduce";
   if (bucket == kEvalBucket) return "the evaluation all-reduce";
   if (bucket == kDrainBucket) return "the drain barrier";
+  if (bucket >= kPassSumBucket) {
+    const int32_t key = bucket - kPassSumBucket;
+    return absl::StrCat("sum ", key % 4, " of graph node ", key / 4,
+                        " in the pass (sync batch norm)");
+  }
   return absl::StrCat("gradient bucket ", bucket);
 }
 

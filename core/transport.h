@@ -43,10 +43,14 @@ inline constexpr int32_t kLossBucket = 1 << 24;
 inline constexpr int32_t kEvalBucket = kLossBucket + 1;
 // The barrier after a drain's checkpoint (a worker leaving on SIGTERM).
 inline constexpr int32_t kDrainBucket = kLossBucket + 2;
+// The sums inside a training pass (sync batch norm): kPassSumBucket plus
+// the PassCollective key (4 * graph node + 0..3).
+inline constexpr int32_t kPassSumBucket = kLossBucket + 64;
 
 // "generation 3 step 120 bucket 2 chunk 7", for error messages.
 std::string TagToString(const CollectiveTag& tag);
-// "gradient bucket 2", "the loss all-reduce", "the evaluation all-reduce".
+// "gradient bucket 2", "the loss all-reduce", "the evaluation all-reduce",
+// "sum 1 of graph node 7 in the pass (sync batch norm)".
 std::string BucketName(int32_t bucket);
 
 // How a received message lands in the caller's buffer.

@@ -264,27 +264,41 @@ TEST_F(ClusterTest, CompressedGradientsTrainAndTheWorkersStillAgree) {
 // Batch norm across workers: each replica normalizes with its own batch,
 // and the running statistics travel with the gradients, so 2 workers end
 // with the bytes of one process with 2 local replicas, running statistics
-// included (the job checks the workers' fingerprints on the way).
+// included (the job checks the workers' fingerprints on the way). With
+// `sync: true` the statistics are the global batch's, summed inside the
+// pass (between the workers over the ring): the same holds (for two the
+// ring's sum is the local one), and the bytes are not those of sync false.
 TEST_F(ClusterTest, BatchNormRunningStatisticsAgreeAcrossWorkers) {
   StartWorkers(2);
-  const std::string job = WriteJob(TinyJob(nlohmann::json::parse(R"({
-    "model": {"input_shape": [8, 8, 1], "layers": [
-      {"type": "conv2d", "name": "conv", "filters": 8, "kernel_size": 3,
-       "padding": 1, "use_bias": false},
-      {"type": "batch_norm", "name": "bn", "momentum": 0.9,
-       "activation": "relu6"},
-      {"type": "flatten"},
-      {"type": "dense", "units": 10}]}})")));
-  RunResult r = Client({"submit", job, "--wait"});
-  ASSERT_TRUE(r.exit.exited);
-  ASSERT_EQ(r.exit.exit_code, 0) << r.out << r.err;
-  RunResult local = RunProcess(
-      {Binary(), "train", job, "--storage", dir_ + "/local", "--threads", "1"},
-      dir_, kTimeout);
-  ASSERT_EQ(local.exit.exit_code, 0) << local.err;
-  const nlohmann::json res = Result(storage_, "tiny");
-  EXPECT_EQ(res["fingerprint"], Result(dir_ + "/local", "tiny")["fingerprint"]);
-  EXPECT_GT(res["test_accuracy"].get<double>(), 0.5);
+  std::string fingerprints[2];
+  for (bool sync : {false, true}) {
+    nlohmann::json model = nlohmann::json::parse(R"({
+      "model": {"input_shape": [8, 8, 1], "layers": [
+        {"type": "conv2d", "name": "conv", "filters": 8, "kernel_size": 3,
+         "padding": 1, "use_bias": false},
+        {"type": "batch_norm", "name": "bn", "momentum": 0.9,
+         "activation": "relu6"},
+        {"type": "flatten"},
+        {"type": "dense", "units": 10}]}})");
+    model["model"]["layers"][1]["sync"] = sync;
+    model["name"] = sync ? "sync" : "local";
+    const std::string name = model["name"];
+    const std::string job = WriteJob(TinyJob(model), name + ".json");
+    RunResult r = Client({"submit", job, "--wait"});
+    ASSERT_TRUE(r.exit.exited);
+    ASSERT_EQ(r.exit.exit_code, 0) << r.out << r.err;
+    RunResult local = RunProcess({Binary(), "train", job, "--storage",
+                                  dir_ + "/local", "--threads", "1"},
+                                 dir_, kTimeout);
+    ASSERT_EQ(local.exit.exit_code, 0) << local.err;
+    const nlohmann::json res = Result(storage_, name);
+    EXPECT_EQ(res["fingerprint"],
+              Result(dir_ + "/local", name)["fingerprint"])
+        << name;
+    EXPECT_GT(res["test_accuracy"].get<double>(), 0.5) << name;
+    fingerprints[sync] = res["fingerprint"];
+  }
+  EXPECT_NE(fingerprints[0], fingerprints[1]);
 }
 
 // image_folder data on a cluster: each worker decodes its shard's PNGs; a

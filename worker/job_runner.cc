@@ -227,6 +227,16 @@ absl::Status JobRunner::Setup() {
   transport_ = std::make_shared<GrpcRingTransport>(ring);
   ctx_.collective->Attach(transport_);
   if (!gpus) {
+    // Sync batch norm's sums: this worker's replicas, then the ring, from
+    // inside the pass (concurrently with the gradient buckets' all-reduces:
+    // the tags differ).
+    replicas_->SetWorkerSum(
+        [this](int64_t step, int32_t key, float* data, int64_t count) {
+          return AnnotateStatus(
+              RingAllReduce(*transport_, Tag(step, kPassSumBucket + key), data,
+                            count, Ring()),
+              "all-reduce of sync batch norm's statistics");
+        });
     buckets_ = std::make_unique<GradientBuckets>(
         replicas_->params(), spec_.cluster.bucket_kib * 1024, transport_.get(),
         GradientRing());

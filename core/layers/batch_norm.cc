@@ -20,6 +20,7 @@ absl::Status ReadBatchNorm(const Reader& r, BatchNormConfig* c) {
   RETURN_IF_ERROR(
       r.Number("momentum", spec_reader::kUnitClosed, &c->momentum));
   RETURN_IF_ERROR(r.Number("epsilon", spec_reader::kPositive, &c->epsilon));
+  RETURN_IF_ERROR(r.Bool("sync", &c->sync));
   return r.Enum("activation", "activation", Activations(), &c->activation);
 }
 
@@ -28,6 +29,7 @@ Json BatchNormToJson(const BatchNormConfig& c) {
   j["momentum"] = c.momentum;
   j["epsilon"] = c.epsilon;
   j["activation"] = spec_reader::NameOf(Activations(), c.activation);
+  if (c.sync) j["sync"] = true;
   return j;
 }
 
@@ -58,7 +60,7 @@ absl::StatusOr<std::unique_ptr<Layer>> CreateBatchNorm(
 LOCKSTEP_REGISTER_LAYER(batch_norm,
                         MakeLayerType<BatchNormConfig>(
                             "batch_norm", "batch_normalization",
-                            {"momentum", "epsilon", "activation"}, 1, 1, &ReadBatchNorm,
+                            {"momentum", "epsilon", "activation", "sync"}, 1, 1, &ReadBatchNorm,
                             &BatchNormToJson, &CreateBatchNorm));
 
 }  // namespace
@@ -68,7 +70,8 @@ BatchNormLayer::BatchNormLayer(const BatchNormConfig& config,
                                const BatchNormNames& names)
     : Layer("batch_norm", name, {input}, input),
       epsilon_(static_cast<float>(config.epsilon)),
-      act_(ToActivationKind(config.activation)) {
+      act_(ToActivationKind(config.activation)),
+      sync_(config.sync) {
   const int64_t c = input.back();
   MakeParam(names.gamma, {c}, &gamma_);
   MakeParam(names.beta, {c}, &beta_);
@@ -85,14 +88,47 @@ BatchNormLayer::BatchNormLayer(const BatchNormConfig& config,
   rstd_.resize(c);
 }
 
+void BatchNormLayer::SyncStatistics(const LayerIO& io,
+                                    const PassContext& ctx) {
+  const int64_t rows = Rows(io.n), c = channels();
+  // The collective keeps any error and fails the step (PassCollective), so
+  // its status is not needed here.
+  wire_.resize(c + 1);
+  sums_.resize(c);
+  BatchNormSums(rows, c, io.x[0], sums_.data(), &partials_);
+  for (int64_t k = 0; k < c; ++k) wire_[k] = static_cast<float>(sums_[k]);
+  wire_[c] = static_cast<float>(rows);
+  ctx.collective->Sum(ctx.collective_key, wire_.data(), c + 1).IgnoreError();
+  stat_rows_ = wire_[c];
+  const double inv = stat_rows_ > 0 ? 1.0 / stat_rows_ : 0.0;
+  for (int64_t k = 0; k < c; ++k) {
+    batch_mean_[k] = static_cast<float>(wire_[k] * inv);
+  }
+  BatchNormSquaredDeviations(rows, c, io.x[0], batch_mean_.data(),
+                             sums_.data(), &partials_);
+  for (int64_t k = 0; k < c; ++k) wire_[k] = static_cast<float>(sums_[k]);
+  ctx.collective->Sum(ctx.collective_key + 1, wire_.data(), c).IgnoreError();
+  for (int64_t k = 0; k < c; ++k) {
+    batch_var_[k] = static_cast<float>(wire_[k] * inv);
+  }
+}
+
 void BatchNormLayer::Forward(const LayerIO& io, const PassContext& ctx) {
   const int64_t rows = Rows(io.n), c = channels();
+  const bool sync = sync_ && ctx.training && ctx.collective != nullptr;
+  if (sync) {
+    SyncStatistics(io, ctx);  // with no rows too: every replica takes part
+  } else {
+    stat_rows_ = static_cast<double>(rows);
+  }
   if (rows == 0) return;
   const float* mean = io.w[2];
   const float* var = io.w[3];
   if (ctx.training) {
-    BatchNormStatistics(rows, c, io.x[0], batch_mean_.data(),
-                        batch_var_.data(), &partials_);
+    if (!sync) {
+      BatchNormStatistics(rows, c, io.x[0], batch_mean_.data(),
+                          batch_var_.data(), &partials_);
+    }
     mean = batch_mean_.data();
     var = batch_var_.data();
   }
@@ -106,19 +142,51 @@ void BatchNormLayer::Forward(const LayerIO& io, const PassContext& ctx) {
 
 void BatchNormLayer::Backward(const LayerIO& io, const PassContext& ctx) {
   const int64_t rows = Rows(io.n), c = channels();
+  if (sync_ && ctx.training && ctx.collective != nullptr) {
+    // sum(dy) and sum(dy * (x - mean)) over every replica's rows; this
+    // replica's own go to dbeta and dgamma (the gradient all-reduce sums
+    // those).
+    if (rows > 0) ActivationBackward(rows, c, act_, io.y, io.dy);
+    sums_.resize(2 * c);
+    wire_.resize(2 * c);
+    BatchNormBackwardSums(rows, c, rows > 0 ? io.x[0] : nullptr, io.dy,
+                          batch_mean_.data(), sums_.data(), &partials_);
+    for (int64_t k = 0; k < 2 * c; ++k) wire_[k] = static_cast<float>(sums_[k]);
+    if (rows > 0) {
+      for (int64_t k = 0; k < c; ++k) {
+        io.dw[0][k] += static_cast<float>(sums_[c + k] * rstd_[k]);
+        io.dw[1][k] += wire_[k];
+      }
+    }
+    ctx.collective->Sum(ctx.collective_key + 2, wire_.data(), 2 * c)
+        .IgnoreError();
+    if (rows == 0) return;
+    for (int64_t k = 0; k < 2 * c; ++k) sums_[k] = wire_[k];
+    if (io.dx[0] != nullptr) {
+      BatchNormBackwardInput(rows, c, io.x[0], io.dy, batch_mean_.data(),
+                             rstd_.data(), io.w[0], sums_.data(), stat_rows_,
+                             io.dx[0]);
+    }
+    AddStatisticsContributions(io);
+    return;
+  }
   if (rows == 0) return;
   ActivationBackward(rows, c, act_, io.y, io.dy);
   const float* mean = ctx.training ? batch_mean_.data() : io.w[2];
   BatchNormBackward(rows, c, io.x[0], io.dy, mean, rstd_.data(), io.w[0],
                     ctx.training, io.dw[0], io.dw[1], io.dx[0], &partials_);
-  if (!ctx.training) return;
-  // The statistics' "gradients": this replica's batch mean and unbiased
-  // variance, weighted by its samples (the step divides by the global
+  if (ctx.training) AddStatisticsContributions(io);
+}
+
+void BatchNormLayer::AddStatisticsContributions(const LayerIO& io) {
+  // The statistics' "gradients": the batch mean and unbiased variance it
+  // normalized with (this replica's, or the global batch's with sync),
+  // weighted by this replica's samples (the step divides by the global
   // batch's).
+  const int64_t c = channels();
   const float samples = static_cast<float>(io.n);
   const double bessel =
-      rows > 1 ? static_cast<double>(rows) / static_cast<double>(rows - 1)
-               : 1.0;
+      stat_rows_ > 1 ? stat_rows_ / (stat_rows_ - 1) : 1.0;
   for (int64_t k = 0; k < c; ++k) {
     io.dw[2][k] += samples * batch_mean_[k];
     io.dw[3][k] += static_cast<float>(samples * (batch_var_[k] * bessel));

@@ -13,6 +13,17 @@
 // momentum + batch * (1 - momentum); PyTorch's momentum 0.1 is 0.9 here).
 // Every replica so holds the same running statistics, which are what
 // MirroredStrategy's mean-aggregated moving statistics read as.
+//
+// `sync: true` (PyTorch's SyncBatchNorm, Keras' SyncBatchNormalization)
+// normalizes with the statistics of the whole global batch instead: in
+// training, forward sums every replica's rows and per-channel sums, then
+// the squared deviations from that mean (two exact passes, as the local
+// kernel), and backward sums sum(dy) and sum(dy * (x - mean)) before the
+// input gradient, each through PassContext::collective. N replicas of b
+// samples then compute what one replica of N*b samples would; the running
+// statistics move toward the global batch's mean and unbiased variance.
+// Three small all-reduces per layer and step, in the pass: the price is
+// latency, not bytes.
 #ifndef LOCKSTEP_CORE_LAYERS_BATCH_NORM_H_
 #define LOCKSTEP_CORE_LAYERS_BATCH_NORM_H_
 
@@ -30,6 +41,7 @@ struct BatchNormConfig {
   // Applied to the normalized output (MobileNetV2's BN + ReLU6 as one
   // layer): linear, relu, relu6, tanh or sigmoid.
   Activation activation = Activation::kLinear;
+  bool sync = false;  // statistics over every replica of the job
 };
 
 struct BatchNormNames {
@@ -47,6 +59,7 @@ class BatchNormLayer : public Layer {
   }
   void Forward(const LayerIO& io, const PassContext& ctx) override;
   void Backward(const LayerIO& io, const PassContext& ctx) override;
+  bool SumsAcrossReplicas() const override { return sync_; }
 
   float epsilon() const { return epsilon_; }
   ActivationKind act() const { return act_; }
@@ -56,10 +69,19 @@ class BatchNormLayer : public Layer {
  private:
   const float epsilon_;
   const ActivationKind act_;
+  const bool sync_;
   Param gamma_, beta_, mean_, var_;
   // From the last Forward: the statistics it normalized with.
   std::vector<float> batch_mean_, batch_var_, rstd_;
   std::vector<double> partials_;
+  // Sync: the rows the statistics cover (every replica's), and the
+  // collectives' buffer.
+  double stat_rows_ = 0;
+  std::vector<float> wire_;
+  std::vector<double> sums_;
+  // The global batch's statistics (sync), or this replica's.
+  void SyncStatistics(const LayerIO& io, const PassContext& ctx);
+  void AddStatisticsContributions(const LayerIO& io);
 };
 
 }  // namespace lockstep

@@ -90,6 +90,13 @@ absl::Status Backward(Layer& layer, DeviceLayerState*, const LayerIO& io,
 
 DeviceLayer Impl() {
   DeviceLayer d;
+  d.supports = [](const Layer& layer) {
+    return layer.SumsAcrossReplicas()
+               ? absl::UnimplementedError(
+                     "sync: true (statistics across replicas) has no CUDA "
+                     "path yet")
+               : absl::OkStatus();
+  };
   d.scratch_bytes = [](const Layer& layer, int64_t) -> int64_t {
     return 3 * static_cast<const BatchNormLayer&>(layer).channels() *
            static_cast<int64_t>(sizeof(float));

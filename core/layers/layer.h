@@ -12,9 +12,26 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "core/tensor.h"
 
 namespace lockstep {
+
+// A sum over every replica of the job that runs inside a training pass
+// (sync batch norm's statistics): the local replicas meet at a barrier, the
+// last one adds their values in replica order and the workers' sums over
+// the ring (core/replica_set.h).
+class PassCollective {
+ public:
+  virtual ~PassCollective() = default;
+  // data[0..count) becomes the sum over every replica. Every replica makes
+  // the same calls (the same keys and counts, in the same order) in each
+  // step, those with no samples too (Model::TrainStep sees to it). On an
+  // error (a peer lost, a replica out of step) data is unspecified; the
+  // collective keeps the error and the step fails with it, so a layer may
+  // carry on.
+  virtual absl::Status Sum(int32_t key, float* data, int64_t count) = 0;
+};
 
 struct PassContext {
   bool training = false;
@@ -22,6 +39,12 @@ struct PassContext {
   // Leave a softmax or sigmoid activation out (forward and backward): the
   // loss applies it fused with its cross-entropy, from the logits.
   bool skip_output_activation = false;
+  // Training passes of a replica set with layers that sum across replicas
+  // (SumsAcrossReplicas); null otherwise: such a layer then uses its own
+  // batch alone. A layer's keys are collective_key + 0..3 (unique in the
+  // model).
+  PassCollective* collective = nullptr;
+  int32_t collective_key = 0;
 };
 
 // The buffers of one call. Host pointers on the CPU, device pointers on a
@@ -71,6 +94,10 @@ class Layer {
   // (binary) cross-entropy fuses (skip_output_activation).
   virtual bool HasSoftmaxOutput() const { return false; }
   virtual bool HasSigmoidOutput() const { return false; }
+  // Its training passes call PassContext::collective (sync batch norm):
+  // every replica must run them side by side, and a replica with no
+  // samples still calls Forward and Backward with n == 0 to take part.
+  virtual bool SumsAcrossReplicas() const { return false; }
 
   // CPU. Not thread-safe: a layer keeps host scratch for its Backward.
   virtual void Forward(const LayerIO& io, const PassContext& ctx) = 0;

@@ -27,14 +27,26 @@ namespace {
 using spec_reader::Json;
 using spec_reader::Reader;
 
+absl::Status ReadBlockNorm(const Reader& r, BlockNorm* c) {
+  RETURN_IF_ERROR(
+      r.Number("momentum", spec_reader::kUnitClosed, &c->momentum));
+  RETURN_IF_ERROR(r.Number("epsilon", spec_reader::kPositive, &c->epsilon));
+  return r.Bool("sync", &c->sync);
+}
+
+void BlockNormToJson(const BlockNorm& c, Json* j) {
+  (*j)["momentum"] = c.momentum;
+  (*j)["epsilon"] = c.epsilon;
+  if (c.sync) (*j)["sync"] = true;
+}
+
 // Appends a bias-free convolution (depthwise when `depthwise`) named `conv`
 // and its batch norm named `norm` (with ReLU6 unless `linear`) over `x`;
 // returns the norm's name.
 std::string ConvNorm(std::vector<LayerSpec>* out, const std::string& conv,
                      const std::string& norm, const std::string& x,
                      int64_t filters, int64_t kernel, int64_t stride,
-                     bool depthwise, bool linear, double momentum,
-                     double epsilon) {
+                     bool depthwise, bool linear, const BlockNorm& norm_fields) {
   Json c = {{"kernel_size", kernel},
             {"strides", stride},
             {"padding", (kernel - 1) / 2},
@@ -43,8 +55,9 @@ std::string ConvNorm(std::vector<LayerSpec>* out, const std::string& conv,
   if (!depthwise) c["filters"] = filters;
   out->push_back(SubLayer(depthwise ? "depthwise_conv2d" : "conv2d", conv, {x}, c));
   out->push_back(SubLayer("batch_norm", norm, {conv},
-                      {{"momentum", momentum},
-                       {"epsilon", epsilon},
+                      {{"momentum", norm_fields.momentum},
+                       {"epsilon", norm_fields.epsilon},
+                       {"sync", norm_fields.sync},
                        {"activation", linear ? "linear" : "relu6"}}));
   return norm;
 }
@@ -71,15 +84,15 @@ std::string InvertedResidual(std::vector<LayerSpec>* out, const Namer& name,
   if (c.expansion != 1) {
     h = ConvNorm(out, name("expand", "conv.0.0"),
                  name("expand_bn", "conv.0.1"), h, hidden, 1, 1, false, false,
-                 c.momentum, c.epsilon);
+                 c.norm);
     k = 1;
   }
   h = ConvNorm(out, name("depthwise", absl::StrCat("conv.", k, ".0")),
                name("depthwise_bn", absl::StrCat("conv.", k, ".1")), h, hidden,
-               3, c.strides, true, false, c.momentum, c.epsilon);
+               3, c.strides, true, false, c.norm);
   h = ConvNorm(out, name("project", absl::StrCat("conv.", k + 1)),
                name("project_bn", absl::StrCat("conv.", k + 2)), h, c.filters,
-               1, 1, false, true, c.momentum, c.epsilon);
+               1, 1, false, true, c.norm);
   if (c.strides == 1 && in == c.filters) {
     const std::string add = name("add", "add");
     out->push_back(SubLayer("add", add, {h, x}, Json::object()));
@@ -106,9 +119,7 @@ absl::Status ReadInvertedResidual(const Reader& r, InvertedResidualConfig* c) {
   RETURN_IF_ERROR(r.Int("filters", 1, &c->filters));
   RETURN_IF_ERROR(r.Int("strides", 1, &c->strides, 2));
   RETURN_IF_ERROR(r.Int("expansion", 1, &c->expansion, 64));
-  RETURN_IF_ERROR(
-      r.Number("momentum", spec_reader::kUnitClosed, &c->momentum));
-  return r.Number("epsilon", spec_reader::kPositive, &c->epsilon);
+  return ReadBlockNorm(r, &c->norm);
 }
 
 Json InvertedResidualToJson(const InvertedResidualConfig& c) {
@@ -116,8 +127,7 @@ Json InvertedResidualToJson(const InvertedResidualConfig& c) {
   j["filters"] = c.filters;
   j["strides"] = c.strides;
   j["expansion"] = c.expansion;
-  j["momentum"] = c.momentum;
-  j["epsilon"] = c.epsilon;
+  BlockNormToJson(c.norm, &j);
   return j;
 }
 
@@ -134,7 +144,7 @@ LOCKSTEP_REGISTER_LAYER(
     inverted_residual,
     MakeBlockType<InvertedResidualConfig>(
         "inverted_residual", "inverted_residual",
-        {"filters", "strides", "expansion", "momentum", "epsilon"}, 1, 1,
+        {"filters", "strides", "expansion", "momentum", "epsilon", "sync"}, 1, 1,
         &ReadInvertedResidual, &InvertedResidualToJson,
         &ExpandInvertedResidual));
 
@@ -150,9 +160,7 @@ absl::Status ReadMobileNet(const Reader& r, MobileNetV2Config* c) {
   RETURN_IF_ERROR(r.Bool("include_top", &c->include_top));
   RETURN_IF_ERROR(r.Int("classes", 1, &c->classes, 1 << 20));
   RETURN_IF_ERROR(r.Number("dropout", spec_reader::kUnitOpen, &c->dropout));
-  RETURN_IF_ERROR(
-      r.Number("momentum", spec_reader::kUnitClosed, &c->momentum));
-  return r.Number("epsilon", spec_reader::kPositive, &c->epsilon);
+  return ReadBlockNorm(r, &c->norm);
 }
 
 Json MobileNetToJson(const MobileNetV2Config& c) {
@@ -161,8 +169,7 @@ Json MobileNetToJson(const MobileNetV2Config& c) {
   j["include_top"] = c.include_top;
   j["classes"] = c.classes;
   j["dropout"] = c.dropout;
-  j["momentum"] = c.momentum;
-  j["epsilon"] = c.epsilon;
+  BlockNormToJson(c.norm, &j);
   return j;
 }
 
@@ -181,7 +188,7 @@ absl::StatusOr<std::vector<LayerSpec>> ExpandMobileNet(
   int64_t channels = MakeDivisible(32 * c.alpha);
   std::string x = ConvNorm(&out, name("features.0.0"), name("features.0.1"),
                            ctx.inputs[0], channels, 3, 2, false, false,
-                           c.momentum, c.epsilon);
+                           c.norm);
   // The paper's table 2: expansion t, channels c, repeats n, first stride s.
   struct Stage {
     int64_t t, c, n, s;
@@ -197,8 +204,7 @@ absl::StatusOr<std::vector<LayerSpec>> ExpandMobileNet(
       ir.filters = filters;
       ir.strides = i == 0 ? st.s : 1;
       ir.expansion = st.t;
-      ir.momentum = c.momentum;
-      ir.epsilon = c.epsilon;
+      ir.norm = c.norm;
       const std::string block = absl::StrCat("features.", feature);
       const Namer sub = torch ? Namer{block, true}
                               : Namer{name(block), false};
@@ -209,7 +215,7 @@ absl::StatusOr<std::vector<LayerSpec>> ExpandMobileNet(
   const int64_t last = MakeDivisible(1280 * std::max(1.0, c.alpha));
   const std::string head = absl::StrCat("features.", feature);
   x = ConvNorm(&out, name(head + ".0"), name(head + ".1"), x, last, 1, 1,
-               false, false, c.momentum, c.epsilon);
+               false, false, c.norm);
   if (!c.include_top) return out;
   out.push_back(SubLayer("global_average_pooling2d", name("pool"), {x},
                      {{"keepdims", false}}));
@@ -226,7 +232,8 @@ absl::StatusOr<std::vector<LayerSpec>> ExpandMobileNet(
 LayerTypeInfo MobileNetType() {
   LayerTypeInfo info = MakeBlockType<MobileNetV2Config>(
       "mobilenet_v2", "mobilenet_v2",
-      {"alpha", "include_top", "classes", "dropout", "momentum", "epsilon"},
+      {"alpha", "include_top", "classes", "dropout", "momentum", "epsilon",
+       "sync"},
       1, 1, &ReadMobileNet, &MobileNetToJson, &ExpandMobileNet);
   info.preset_inputs = {"input"};
   return info;

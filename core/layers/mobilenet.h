@@ -27,12 +27,18 @@
 
 namespace lockstep {
 
+// The fields a block passes to each of its batch norms.
+struct BlockNorm {
+  double momentum = 0.9;  // PyTorch's BatchNorm2d (its 0.1), Keras' convention
+  double epsilon = 1e-5;  // PyTorch's
+  bool sync = false;      // batch_norm's `sync` (SyncBatchNorm)
+};
+
 struct InvertedResidualConfig {
   int64_t filters = 0;
   int64_t strides = 1;
   int64_t expansion = 6;
-  double momentum = 0.9;  // PyTorch's BatchNorm2d (its 0.1), Keras' convention
-  double epsilon = 1e-5;  // PyTorch's
+  BlockNorm norm;
 };
 
 struct MobileNetV2Config {
@@ -40,8 +46,7 @@ struct MobileNetV2Config {
   bool include_top = true;
   int64_t classes = 1000;
   double dropout = 0.2;
-  double momentum = 0.9;
-  double epsilon = 1e-5;
+  BlockNorm norm;
 };
 
 // torchvision's _make_divisible(v, 8): v rounded to a multiple of 8, at least

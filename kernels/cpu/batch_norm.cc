@@ -43,23 +43,20 @@ void ChannelSums(int64_t rows, int64_t channels, Fn fn, double* out,
 
 }  // namespace
 
-void BatchNormStatistics(int64_t rows, int64_t channels, const float* x,
-                         float* mean, float* var,
-                         std::vector<double>* partials) {
-  // Per-call scratch kept per thread: a steady-state step allocates
-  // nothing.
-  thread_local std::vector<double> sums;
-  sums.resize(channels);
+void BatchNormSums(int64_t rows, int64_t channels, const float* x,
+                   double* sum, std::vector<double>* partials) {
   ChannelSums<1>(
       rows, channels,
       [&](int64_t r, float* acc) {
         const float* xr = x + r * channels;
         for (int64_t c = 0; c < channels; ++c) acc[c] += xr[c];
       },
-      sums.data(), partials);
-  for (int64_t c = 0; c < channels; ++c) {
-    mean[c] = static_cast<float>(sums[c] / static_cast<double>(rows));
-  }
+      sum, partials);
+}
+
+void BatchNormSquaredDeviations(int64_t rows, int64_t channels, const float* x,
+                                const float* mean, double* out,
+                                std::vector<double>* partials) {
   ChannelSums<1>(
       rows, channels,
       [&](int64_t r, float* acc) {
@@ -69,7 +66,21 @@ void BatchNormStatistics(int64_t rows, int64_t channels, const float* x,
           acc[c] += d * d;
         }
       },
-      sums.data(), partials);
+      out, partials);
+}
+
+void BatchNormStatistics(int64_t rows, int64_t channels, const float* x,
+                         float* mean, float* var,
+                         std::vector<double>* partials) {
+  // Per-call scratch kept per thread: a steady-state step allocates
+  // nothing.
+  thread_local std::vector<double> sums;
+  sums.resize(channels);
+  BatchNormSums(rows, channels, x, sums.data(), partials);
+  for (int64_t c = 0; c < channels; ++c) {
+    mean[c] = static_cast<float>(sums[c] / static_cast<double>(rows));
+  }
+  BatchNormSquaredDeviations(rows, channels, x, mean, sums.data(), partials);
   for (int64_t c = 0; c < channels; ++c) {
     var[c] = static_cast<float>(sums[c] / static_cast<double>(rows));
   }
@@ -96,14 +107,9 @@ void BatchNormForward(int64_t rows, int64_t channels, const float* x,
               });
 }
 
-void BatchNormBackward(int64_t rows, int64_t channels, const float* x,
-                       const float* dy, const float* mean, const float* rstd,
-                       const float* gamma, bool batch_statistics,
-                       float* dgamma, float* dbeta, float* dx,
-                       std::vector<double>* partials) {
-  // sums[c] = sum(dy), sums[channels + c] = sum(dy * (x - mean)).
-  thread_local std::vector<double> sums;
-  sums.resize(2 * channels);
+void BatchNormBackwardSums(int64_t rows, int64_t channels, const float* x,
+                           const float* dy, const float* mean, double* sums,
+                           std::vector<double>* partials) {
   ChannelSums<2>(
       rows, channels,
       [&](int64_t r, float* acc) {
@@ -116,20 +122,24 @@ void BatchNormBackward(int64_t rows, int64_t channels, const float* x,
           s_dyx[c] += dyr[c] * (xr[c] - mean[c]);
         }
       },
-      sums.data(), partials);
+      sums, partials);
+}
+
+void BatchNormBackwardInput(int64_t rows, int64_t channels, const float* x,
+                            const float* dy, const float* mean,
+                            const float* rstd, const float* gamma,
+                            const double* sums, double stat_rows, float* dx) {
   thread_local std::vector<float> a, b, k;
   a.resize(channels);
   b.resize(channels);
   k.resize(channels);
   for (int64_t c = 0; c < channels; ++c) {
-    const double sum_dy = sums[c];
-    const double sum_dy_xhat = sums[channels + c] * rstd[c];
-    dgamma[c] += static_cast<float>(sum_dy_xhat);
-    dbeta[c] += static_cast<float>(sum_dy);
     // dx = k * dy + a * (x - mean) + b.
     k[c] = gamma[c] * rstd[c];
-    if (batch_statistics) {
-      const double inv_rows = 1.0 / static_cast<double>(rows);
+    if (stat_rows > 0) {
+      const double sum_dy = sums[c];
+      const double sum_dy_xhat = sums[channels + c] * rstd[c];
+      const double inv_rows = 1.0 / stat_rows;
       a[c] = static_cast<float>(-k[c] * sum_dy_xhat * inv_rows * rstd[c]);
       b[c] = static_cast<float>(-k[c] * sum_dy * inv_rows);
     } else {
@@ -137,7 +147,6 @@ void BatchNormBackward(int64_t rows, int64_t channels, const float* x,
       b[c] = 0.0f;
     }
   }
-  if (dx == nullptr) return;
   const float* kp = k.data();
   const float* ap = a.data();
   const float* bp = b.data();
@@ -152,6 +161,25 @@ void BatchNormBackward(int64_t rows, int64_t channels, const float* x,
                   }
                 }
               });
+}
+
+void BatchNormBackward(int64_t rows, int64_t channels, const float* x,
+                       const float* dy, const float* mean, const float* rstd,
+                       const float* gamma, bool batch_statistics,
+                       float* dgamma, float* dbeta, float* dx,
+                       std::vector<double>* partials) {
+  thread_local std::vector<double> sums;
+  sums.resize(2 * channels);
+  BatchNormBackwardSums(rows, channels, x, dy, mean, sums.data(), partials);
+  for (int64_t c = 0; c < channels; ++c) {
+    dgamma[c] += static_cast<float>(sums[channels + c] * rstd[c]);
+    dbeta[c] += static_cast<float>(sums[c]);
+  }
+  if (dx == nullptr) return;
+  BatchNormBackwardInput(rows, channels, x, dy, mean, rstd, gamma,
+                         sums.data(),
+                         batch_statistics ? static_cast<double>(rows) : 0.0,
+                         dx);
 }
 
 }  // namespace lockstep

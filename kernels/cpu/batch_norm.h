@@ -15,9 +15,18 @@ inline constexpr int64_t kBatchNormRowBlock = 256;
 
 // mean[c] and the biased variance var[c] of x [rows, channels] (rows >= 1),
 // two passes (the variance from the centred values). `partials` is scratch.
+// The same as BatchNormSums, then BatchNormSquaredDeviations around the
+// mean, each divided by rows.
 void BatchNormStatistics(int64_t rows, int64_t channels, const float* x,
                          float* mean, float* var,
                          std::vector<double>* partials);
+// sum[c] = the sum of x[., c] (rows >= 0).
+void BatchNormSums(int64_t rows, int64_t channels, const float* x,
+                   double* sum, std::vector<double>* partials);
+// out[c] = the sum of (x[., c] - mean[c])^2 (rows >= 0).
+void BatchNormSquaredDeviations(int64_t rows, int64_t channels, const float* x,
+                                const float* mean, double* out,
+                                std::vector<double>* partials);
 
 // y = (x - mean) * (gamma * rstd) + beta: centred first, so a mean large
 // against the spread costs no precision.
@@ -31,11 +40,28 @@ void BatchNormForward(int64_t rows, int64_t channels, const float* x,
 //     dx = gamma * rstd * (dy - mean(dy) - xhat * mean(dy * xhat));
 //   otherwise (mean and rstd are constants, the running statistics):
 //     dx = gamma * rstd * dy.
+// The same as BatchNormBackwardSums, then BatchNormBackwardInput over this
+// batch's rows.
 void BatchNormBackward(int64_t rows, int64_t channels, const float* x,
                        const float* dy, const float* mean, const float* rstd,
                        const float* gamma, bool batch_statistics,
                        float* dgamma, float* dbeta, float* dx,
                        std::vector<double>* partials);
+
+// The two sums backward needs, per channel: sums[c] = sum(dy) and
+// sums[channels + c] = sum(dy * (x - mean)) (rows >= 0). Sync batch norm
+// adds them over every replica before BatchNormBackwardInput.
+void BatchNormBackwardSums(int64_t rows, int64_t channels, const float* x,
+                           const float* dy, const float* mean, double* sums,
+                           std::vector<double>* partials);
+// dx of BatchNormBackward from sums of BatchNormBackwardSums' layout taken
+// over `stat_rows` rows (this batch's, or all replicas' for sync batch
+// norm); stat_rows == 0 means the statistics are constants (dx = gamma *
+// rstd * dy).
+void BatchNormBackwardInput(int64_t rows, int64_t channels, const float* x,
+                            const float* dy, const float* mean,
+                            const float* rstd, const float* gamma,
+                            const double* sums, double stat_rows, float* dx);
 
 }  // namespace lockstep
 
