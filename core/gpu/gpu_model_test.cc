@@ -70,13 +70,14 @@ ModelSpec BatchNormCnn() {
 
 // The rest: dropout, tanh/sigmoid/GELU, a softmax output (fused with
 // cross-entropy, or through its Jacobian with MSE), 'same' convs with
-// TF's asymmetric padding (stride 2 on 15x15), no-bias layers.
+// TF's asymmetric padding (stride 2 on 15x15), no-bias layers, a conv in
+// 2 groups (cuDNN's group count against the CPU's per-group GEMMs).
 ModelSpec MixedCnn() {
   return FromJson(R"({"input_shape": [15, 15, 2], "layers": [
       {"type": "conv2d", "filters": 8, "kernel_size": 3, "strides": 2,
        "padding": "same", "activation": "relu"},
       {"type": "conv2d", "filters": 6, "kernel_size": 3, "padding": "same",
-       "activation": "tanh", "use_bias": false},
+       "activation": "tanh", "use_bias": false, "groups": 2},
       {"type": "flatten"}, {"type": "dropout", "rate": 0.3},
       {"type": "dense", "units": 32, "activation": "gelu"},
       {"type": "dense", "units": 32, "activation": "sigmoid"},

@@ -1,7 +1,8 @@
 // conv2d on a GPU: a cuDNN plan per batch size (deterministic algorithms),
 // the bias and activation fused after, the shared workspace for both. A
 // PyTorch-layout kernel (param_names "torch") is converted to Keras' in the
-// layer's scratch first, and its gradient back.
+// layer's scratch first, and its gradient back. groups > 1 is cuDNN's
+// group count on the whole layer's tensors.
 #include <map>
 
 #include "core/layers/conv2d.h"
@@ -30,7 +31,8 @@ absl::StatusOr<const cuda::CudnnConv2D*> Plan(const Conv2DLayer& l,
   if (it == plans.end()) {
     ASSIGN_OR_RETURN(
         cuda::CudnnConv2D plan,
-        cuda::CudnnConv2D::Create(*dc.cudnn, l.Geometry(n), dc.conv));
+        cuda::CudnnConv2D::Create(*dc.cudnn, l.Geometry(n), dc.conv,
+                                  l.config().groups));
     it = plans.emplace(n, std::move(plan)).first;
   }
   return &it->second;
@@ -72,12 +74,6 @@ absl::Status Backward(Layer& layer, DeviceLayerState* state, const LayerIO& io,
 
 DeviceLayer Impl() {
   DeviceLayer d;
-  d.supports = [](const Layer& layer) {
-    return static_cast<const Conv2DLayer&>(layer).config().groups == 1
-               ? absl::OkStatus()
-               : absl::UnimplementedError(
-                     "groups > 1 has no CUDA path yet");
-  };
   d.make_state = [](const Layer&) -> std::unique_ptr<DeviceLayerState> {
     return std::make_unique<Plans>();
   };

@@ -103,7 +103,8 @@ CudnnConv2D::~CudnnConv2D() = default;
 
 absl::StatusOr<CudnnConv2D> CudnnConv2D::Create(const CudnnHandle& handle,
                                                 const Conv2DGeometry& g,
-                                                const ConvOptions& options) {
+                                                const ConvOptions& options,
+                                                int64_t groups) {
   if (g.batch < 0 || g.in_h <= 0 || g.in_w <= 0 || g.in_c <= 0 || g.k_h <= 0 ||
       g.k_w <= 0 || g.filters <= 0 || g.stride_h <= 0 || g.stride_w <= 0 ||
       g.out_h <= 0 || g.out_w <= 0) {
@@ -112,8 +113,15 @@ absl::StatusOr<CudnnConv2D> CudnnConv2D::Create(const CudnnHandle& handle,
                      "x", g.in_c, ", kernel ", g.k_h, "x", g.k_w, ", output ",
                      g.out_h, "x", g.out_w, ")"));
   }
+  if (groups < 1 || g.in_c % groups != 0 || g.filters % groups != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CudnnConv2D: groups ", groups, " must divide the ",
+                     g.in_c, " input channels and the ", g.filters,
+                     " filters"));
+  }
   CudnnConv2D conv;
   conv.g_ = g;
+  conv.groups_ = groups;
   // cuDNN's output size with symmetric padding (pad_top, pad_left).
   const int64_t sym_h = (g.in_h + 2 * g.pad_top - g.k_h) / g.stride_h + 1;
   const int64_t sym_w = (g.in_w + 2 * g.pad_left - g.k_w) / g.stride_w + 1;
@@ -129,7 +137,7 @@ absl::StatusOr<CudnnConv2D> CudnnConv2D::Create(const CudnnHandle& handle,
         std::max((g.out_w - 1) * g.stride_w + g.k_w, g.in_w + g.pad_left);
     pad_h = pad_w = 0;
   }
-  const size_t filter_bytes = AlignUp(g.patch_size() * g.filters * 4);
+  const size_t filter_bytes = AlignUp(conv.filter_patch() * g.filters * 4);
   const size_t padded_bytes =
       conv.explicit_padding_
           ? AlignUp(g.batch * conv.padded_h_ * conv.padded_w_ * g.in_c * 4)
@@ -157,7 +165,7 @@ absl::StatusOr<CudnnConv2D> CudnnConv2D::Create(const CudnnHandle& handle,
       static_cast<int>(g.out_w)));
   CUDNN_RETURN_IF_ERROR(cudnnSetFilter4dDescriptor(
       d.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, static_cast<int>(g.filters),
-      static_cast<int>(g.in_c), static_cast<int>(g.k_h),
+      static_cast<int>(g.in_c / groups), static_cast<int>(g.k_h),
       static_cast<int>(g.k_w)));
   const cudnnMathType_t math =
       options.allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
@@ -168,6 +176,8 @@ absl::StatusOr<CudnnConv2D> CudnnConv2D::Create(const CudnnHandle& handle,
         static_cast<int>(g.stride_w), 1, 1, CUDNN_CROSS_CORRELATION,
         CUDNN_DATA_FLOAT));
     CUDNN_RETURN_IF_ERROR(cudnnSetConvolutionMathType(*c, math));
+    CUDNN_RETURN_IF_ERROR(
+        cudnnSetConvolutionGroupCount(*c, static_cast<int>(groups)));
   }
   int n = 0, c = 0, h = 0, w = 0;
   CUDNN_RETURN_IF_ERROR(
@@ -238,7 +248,7 @@ absl::Status CudnnConv2D::Forward(const CudnnHandle& handle,
   char* ws = static_cast<char*>(workspace);
   float* filter = reinterpret_cast<float*>(ws + layout_.filter);
   CUDA_RETURN_IF_ERROR(
-      KerasToCudnnFilter(g.patch_size(), g.filters, kernel, filter, stream));
+      KerasToCudnnFilter(filter_patch(), g.filters, kernel, filter, stream));
   const float* in = x;
   if (explicit_padding_) {
     float* padded = reinterpret_cast<float*>(ws + layout_.padded_x);
@@ -270,7 +280,7 @@ absl::Status CudnnConv2D::Backward(const CudnnHandle& handle,
   }
   if (g.batch == 0) {
     CUDA_RETURN_IF_ERROR(cudaMemsetAsync(
-        dkernel, 0, g.patch_size() * g.filters * sizeof(float), stream));
+        dkernel, 0, filter_patch() * g.filters * sizeof(float), stream));
     return absl::OkStatus();
   }
   char* ws = static_cast<char*>(workspace);
@@ -291,10 +301,10 @@ absl::Status CudnnConv2D::Backward(const CudnnHandle& handle,
       d_->bwd_filter_algo, ws + layout_.cudnn, cudnn_workspace_bytes_, &zero,
       d_->w, dfilter));
   CUDA_RETURN_IF_ERROR(
-      CudnnToKerasFilter(g.patch_size(), g.filters, dfilter, dkernel, stream));
+      CudnnToKerasFilter(filter_patch(), g.filters, dfilter, dkernel, stream));
   if (dx == nullptr) return absl::OkStatus();
   CUDA_RETURN_IF_ERROR(
-      KerasToCudnnFilter(g.patch_size(), g.filters, kernel, filter, stream));
+      KerasToCudnnFilter(filter_patch(), g.filters, kernel, filter, stream));
   float* out =
       explicit_padding_ ? reinterpret_cast<float*>(ws + layout_.padded_dx) : dx;
   CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardData(

@@ -61,10 +61,15 @@ class CudnnConv2D {
   // algorithms. kInvalidArgument for a geometry with an empty output,
   // kFailedPrecondition without a device, kUnimplemented when cuDNN offers no
   // deterministic algorithm. A batch of 0 is valid (the calls do nothing but
-  // zero the gradients).
+  // zero the gradients). `groups` (Keras' and PyTorch's) splits the
+  // channels and the filters into that many independent convolutions
+  // (cuDNN's group count): g is then the whole layer's (all C and F), the
+  // kernel [KH, KW, C / groups, F], filter f reading group f / (F / groups);
+  // kInvalidArgument unless groups divides both.
   static absl::StatusOr<CudnnConv2D> Create(const CudnnHandle& handle,
                                             const Conv2DGeometry& g,
-                                            const ConvOptions& options = {});
+                                            const ConvOptions& options = {},
+                                            int64_t groups = 1);
 
   CudnnConv2D();
   CudnnConv2D(CudnnConv2D&&) noexcept;
@@ -78,8 +83,8 @@ class CudnnConv2D {
   // Whether the input is padded explicitly (see the file comment).
   bool explicit_padding() const { return explicit_padding_; }
 
-  // y [N, OH, OW, F] = act(conv(x [N, H, W, C], kernel [KH, KW, C, F]) +
-  // bias); bias may be null. Device pointers; `workspace` holds
+  // y [N, OH, OW, F] = act(conv(x [N, H, W, C], kernel [KH, KW, C /
+  // groups, F]) + bias); bias may be null. Device pointers; `workspace` holds
   // workspace_bytes(). Enqueues on `stream` (binds the handle to it).
   absl::Status Forward(const CudnnHandle& handle, cudaStream_t stream,
                        const float* x, const float* kernel, const float* bias,
@@ -100,6 +105,9 @@ class CudnnConv2D {
   };
 
   Conv2DGeometry g_;
+  int64_t groups_ = 1;
+  // Floats of one filter: KH * KW * C / groups.
+  int64_t filter_patch() const { return g_.patch_size() / groups_; }
   int64_t padded_h_ = 0, padded_w_ = 0;  // the input cuDNN sees
   bool explicit_padding_ = false;
   size_t cudnn_workspace_bytes_ = 0;

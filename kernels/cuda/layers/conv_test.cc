@@ -132,6 +132,19 @@ TEST(ConvKernelLayoutTest, TorchAndKerasLayoutsMatchCpu) {
   }
 }
 
+// Checked before cuDNN is touched, so this runs without a device too.
+TEST(CudnnConv2DTest, GroupsThatDoNotDivideAreRefused) {
+  const Conv2DGeometry g =
+      Conv2DGeometry::Make(1, 5, 5, 6, 3, 3, 4, 1, 1, true);
+  const CudnnHandle none;
+  absl::StatusOr<CudnnConv2D> conv = CudnnConv2D::Create(none, g, {}, 4);
+  ASSERT_FALSE(conv.ok());
+  EXPECT_EQ(conv.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(conv.status().message(),
+            "CudnnConv2D: groups 4 must divide the 6 input channels and the 4 "
+            "filters");
+}
+
 TEST(CudnnHandleTest, CreateWithoutDeviceFailsCleanly) {
   if (WhyNoDevice().empty()) GTEST_SKIP() << "a GPU is present";
   absl::StatusOr<CudnnHandle> handle = CudnnHandle::Create();
