@@ -7,6 +7,8 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -25,6 +27,46 @@ RingSegment RingSegmentBounds(int64_t count, int world, int segment) {
 }
 
 namespace {
+
+// Waits until the transport reads none of the caller's buffers any more:
+// the caller may free or reuse them once the collective returns. After a
+// failure the sends may be stuck behind a silent peer: aborting the
+// transport (which the caller would do anyway) drops them.
+absl::Status ReleaseSends(Transport& transport, const SendTracker& sends,
+                          absl::Time deadline, int next, absl::Status status) {
+  if (status.ok() && sends.WaitIdle(deadline)) return status;
+  // After a failure, sends to a live peer still drain within moments.
+  if (!status.ok() && sends.WaitIdle(absl::Now() + absl::Seconds(1))) {
+    return status;
+  }
+  if (status.ok()) {
+    status = absl::DeadlineExceededError(absl::StrCat(
+        "the messages to rank ", next,
+        " were still unsent at the deadline (is it reading?)"));
+  }
+  transport.Abort(status);
+  sends.WaitIdle(absl::InfiniteFuture());
+  return status;
+}
+
+// The checks RingAllReduce and GatherSum share; `what` names the caller.
+absl::Status CheckArguments(const Transport& transport, const float* data,
+                            int64_t count, const char* what) {
+  if (count < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": negative count ", count));
+  }
+  if (count > 0 && data == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": null data"));
+  }
+  const int world = transport.world_size();
+  const int rank = transport.rank();
+  if (world < 1 || rank < 0 || rank >= world) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": rank ", rank, " outside world of ", world));
+  }
+  return absl::OkStatus();
+}
 
 // One rank's part of one collective. Ring step k in 0..world-2 is
 // reduce-scatter step k; ring step world-1+k is all-gather step k.
@@ -84,24 +126,9 @@ class RingRun {
     return absl::OkStatus();
   }
 
-  // Waits until the transport reads none of data_ any more: the caller may
-  // free or reuse the buffer once the collective returns. After a failure
-  // the sends may be stuck behind a silent peer: aborting the transport
-  // (which the caller would do anyway) drops them.
   absl::Status ReleaseSends(absl::Status status) {
-    if (status.ok() && sends_.WaitIdle(deadline_)) return status;
-    // After a failure, sends to a live peer still drain within moments.
-    if (!status.ok() && sends_.WaitIdle(absl::Now() + absl::Seconds(1))) {
-      return status;
-    }
-    if (status.ok()) {
-      status = absl::DeadlineExceededError(absl::StrCat(
-          "the messages to rank ", next_,
-          " were still unsent at the deadline (is it reading?)"));
-    }
-    transport_.Abort(status);
-    sends_.WaitIdle(absl::InfiniteFuture());
-    return status;
+    return lockstep::ReleaseSends(transport_, sends_, deadline_, next_,
+                                  std::move(status));
   }
 
  private:
@@ -218,27 +245,69 @@ class RingRun {
 absl::Status RingAllReduce(Transport& transport, const CollectiveTag& tag,
                            float* data, int64_t count,
                            const RingOptions& options) {
-  if (count < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ring all-reduce: negative count ", count));
-  }
-  if (count > 0 && data == nullptr) {
-    return absl::InvalidArgumentError("ring all-reduce: null data");
-  }
+  RETURN_IF_ERROR(CheckArguments(transport, data, count, "ring all-reduce"));
   if (options.chunk_elements <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("ring all-reduce: chunk_elements must be positive, got ",
                      options.chunk_elements));
   }
-  const int world = transport.world_size();
-  const int rank = transport.rank();
-  if (world < 1 || rank < 0 || rank >= world) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ring all-reduce: rank ", rank, " outside world of ", world));
-  }
-  if (world == 1 || count == 0) return absl::OkStatus();
+  if (transport.world_size() == 1 || count == 0) return absl::OkStatus();
   RingRun run(transport, tag, data, count, options);
   return run.ReleaseSends(run.Run());
+}
+
+absl::Status GatherSum(Transport& transport, const CollectiveTag& tag,
+                       float* data, int64_t count,
+                       const RingOptions& options) {
+  RETURN_IF_ERROR(CheckArguments(transport, data, count, "gather-sum"));
+  if (options.wire != WireType::kFloat32) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gather-sum: sends float32, not ",
+                     WireTypeName(options.wire)));
+  }
+  const int world = transport.world_size();
+  const int rank = transport.rank();
+  if (world == 1 || count == 0) return absl::OkStatus();
+  const int prev = (rank + world - 1) % world, next = (rank + 1) % world;
+  auto mod = [world](int r) { return ((r % world) + world) % world; };
+  // Every rank's values, rank r's at r * count.
+  std::vector<float> all(static_cast<size_t>(world) * count);
+  std::memcpy(all.data() + static_cast<size_t>(rank) * count, data,
+              sizeof(float) * count);
+  const absl::Time deadline = absl::Now() + options.timeout;
+  const SendTracker sends;
+  auto run = [&]() -> absl::Status {
+    for (int step = 0; step < world - 1; ++step) {
+      CollectiveTag message = tag;
+      message.chunk = step;
+      const int out = mod(rank - step), in = mod(rank - step - 1);
+      RETURN_IF_ERROR(AnnotateStatus(
+          transport.SendToNext(message, all.data() + out * count, count,
+                               WireType::kFloat32, sends),
+          absl::StrCat("while sending rank ", out, "'s values (gather-sum "
+                       "step ", step, ", message ", TagToString(message),
+                       ") to rank ", next)));
+      absl::Status s = transport.RecvFromPrev(
+          message, deadline, all.data() + in * count, count,
+          WireType::kFloat32, RecvOp::kCopy);
+      if (!s.ok()) {
+        return AnnotateStatus(
+            s, absl::StrCat(absl::IsInvalidArgument(s) ? "refused" : "while "
+                                                                      "receiving",
+                            " rank ", in, "'s values (gather-sum step ", step,
+                            ", message ", TagToString(message),
+                            ") from rank ", prev));
+      }
+    }
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(ReleaseSends(transport, sends, deadline, next, run()));
+  for (int64_t i = 0; i < count; ++i) {
+    float acc = all[i];
+    for (int r = 1; r < world; ++r) acc += all[r * count + i];
+    data[i] = acc;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace lockstep

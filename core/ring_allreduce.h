@@ -87,6 +87,22 @@ absl::Status RingAllReduce(Transport& transport, const CollectiveTag& tag,
                            float* data, int64_t count,
                            const RingOptions& options);
 
+// The sum of a few values over all ranks in half the ring's latency
+// (sync batch norm's statistics, summed inside the training pass, where
+// each collective's latency stalls the step): world-1 steps of an
+// all-gather around the ring (step s sends the values of rank rank-s,
+// received at step s-1, and receives those of rank rank-s-1), then every
+// rank adds the world vectors in rank order,
+//   ((x_0[i] + x_1[i]) + x_2[i]) + ... + x_{world-1}[i],
+// so the result is bitwise identical on every rank. world-1 message
+// latencies against RingAllReduce's 2(world-1), for world times the bytes
+// per rank: for vectors of a few thousand floats, not gradients. Message
+// s carries tag.chunk = s and count float32 values (options.wire must be
+// kFloat32; chunk_elements is not used). Arguments, deadline, errors and
+// zero-copy sends as RingAllReduce's.
+absl::Status GatherSum(Transport& transport, const CollectiveTag& tag,
+                       float* data, int64_t count, const RingOptions& options);
+
 }  // namespace lockstep
 
 #endif  // LOCKSTEP_CORE_RING_ALLREDUCE_H_

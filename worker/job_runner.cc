@@ -227,15 +227,17 @@ absl::Status JobRunner::Setup() {
   transport_ = std::make_shared<GrpcRingTransport>(ring);
   ctx_.collective->Attach(transport_);
   if (!gpus) {
-    // Sync batch norm's sums: this worker's replicas, then the ring, from
-    // inside the pass (concurrently with the gradient buckets' all-reduces:
-    // the tags differ).
+    // Sync batch norm's sums: this worker's replicas, then the workers',
+    // from inside the pass (concurrently with the gradient buckets'
+    // all-reduces: the tags differ). A few values each, whose latency
+    // stalls the step: GatherSum's world-1 messages, not the ring's
+    // 2(world-1).
     replicas_->SetWorkerSum(
         [this](int64_t step, int32_t key, float* data, int64_t count) {
           return AnnotateStatus(
-              RingAllReduce(*transport_, Tag(step, kPassSumBucket + key), data,
-                            count, Ring()),
-              "all-reduce of sync batch norm's statistics");
+              GatherSum(*transport_, Tag(step, kPassSumBucket + key), data,
+                        count, Ring()),
+              "sum of sync batch norm's statistics over the workers");
         });
     buckets_ = std::make_unique<GradientBuckets>(
         replicas_->params(), spec_.cluster.bucket_kib * 1024, transport_.get(),

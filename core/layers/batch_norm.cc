@@ -2,6 +2,7 @@
 // kernels/cpu/batch_norm).
 #include "core/layers/batch_norm.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -93,19 +94,37 @@ void BatchNormLayer::SyncStatistics(const LayerIO& io,
   const int64_t rows = Rows(io.n), c = channels();
   // The collective keeps any error and fails the step (PassCollective), so
   // its status is not needed here.
-  wire_.resize(c + 1);
-  sums_.resize(c);
-  BatchNormSums(rows, c, io.x[0], sums_.data(), &partials_);
-  for (int64_t k = 0; k < c; ++k) wire_[k] = static_cast<float>(sums_[k]);
-  wire_[c] = static_cast<float>(rows);
-  ctx.collective->Sum(ctx.collective_key, wire_.data(), c + 1).IgnoreError();
-  stat_rows_ = wire_[c];
+  // One sum: the rows and both moments around the running mean, which
+  // every replica holds identically and which is near the batch mean once
+  // training has settled.
+  const float* shift = io.w[2];
+  wire_.resize(2 * c + 1);
+  sums_.resize(2 * c);
+  BatchNormShiftedSums(rows, c, rows > 0 ? io.x[0] : nullptr, shift,
+                       sums_.data(), &partials_);
+  for (int64_t k = 0; k < 2 * c; ++k) wire_[k] = static_cast<float>(sums_[k]);
+  wire_[2 * c] = static_cast<float>(rows);
+  ctx.collective->Sum(ctx.collective_key, wire_.data(), 2 * c + 1)
+      .IgnoreError();
+  stat_rows_ = wire_[2 * c];
   const double inv = stat_rows_ > 0 ? 1.0 / stat_rows_ : 0.0;
+  // var = E[(x - shift)^2] - d^2 with d = mean - shift loses about
+  // d^2 / (var + epsilon) float roundings: where that passes 16 for a
+  // channel (the running mean far from the batch's, early in training), a
+  // second sum takes the squared deviations from the mean itself, exact as
+  // the local kernel. Every replica sees the same sums, so all choose
+  // alike.
+  bool exact = false;
   for (int64_t k = 0; k < c; ++k) {
-    batch_mean_[k] = static_cast<float>(wire_[k] * inv);
+    const double d = wire_[k] * inv;
+    const double var = std::max(0.0, wire_[c + k] * inv - d * d);
+    batch_mean_[k] = static_cast<float>(shift[k] + d);
+    batch_var_[k] = static_cast<float>(var);
+    if (d * d > 16.0 * (var + epsilon_)) exact = true;
   }
-  BatchNormSquaredDeviations(rows, c, io.x[0], batch_mean_.data(),
-                             sums_.data(), &partials_);
+  if (!exact) return;
+  BatchNormSquaredDeviations(rows, c, rows > 0 ? io.x[0] : nullptr,
+                             batch_mean_.data(), sums_.data(), &partials_);
   for (int64_t k = 0; k < c; ++k) wire_[k] = static_cast<float>(sums_[k]);
   ctx.collective->Sum(ctx.collective_key + 1, wire_.data(), c).IgnoreError();
   for (int64_t k = 0; k < c; ++k) {

@@ -16,14 +16,16 @@
 //
 // `sync: true` (PyTorch's SyncBatchNorm, Keras' SyncBatchNormalization)
 // normalizes with the statistics of the whole global batch instead: in
-// training, forward sums every replica's rows and per-channel sums, then
-// the squared deviations from that mean (two exact passes, as the local
-// kernel), and backward sums sum(dy) and sum(dy * (x - mean)) before the
-// input gradient, each through PassContext::collective. N replicas of b
-// samples then compute what one replica of N*b samples would; the running
-// statistics move toward the global batch's mean and unbiased variance.
-// Three small all-reduces per layer and step, in the pass: the price is
-// latency, not bytes.
+// training, forward sums every replica's rows and both moments around the
+// running mean (identical on every replica), and backward sums sum(dy) and
+// sum(dy * (x - mean)) before the input gradient, each through
+// PassContext::collective. Where the running mean is still far from the
+// batch's (d^2 > 16 (var + epsilon)), forward adds a second sum of the
+// squared deviations from the mean itself, exact as the local kernel. N
+// replicas of b samples then compute what one replica of N*b samples
+// would; the running statistics move toward the global batch's mean and
+// unbiased variance. Two small all-reduces per layer and step (three early
+// on), in the pass: the price is latency, not bytes.
 #ifndef LOCKSTEP_CORE_LAYERS_BATCH_NORM_H_
 #define LOCKSTEP_CORE_LAYERS_BATCH_NORM_H_
 

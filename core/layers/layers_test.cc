@@ -384,6 +384,72 @@ TEST(LayersTest, BatchNormParamsGradientsStatisticsAndErrors) {
             "layer.center: unknown field");
 }
 
+// A collective of one replica: the sum is the values themselves; counts
+// the calls and their sizes.
+class OneReplica : public PassCollective {
+ public:
+  absl::Status Sum(int32_t key, float*, int64_t count) override {
+    calls.push_back({key, count});
+    return absl::OkStatus();
+  }
+  std::vector<std::pair<int32_t, int64_t>> calls;
+};
+
+// sync: true on one replica computes the batch's statistics as sync false
+// does: with one sum of both moments around the running mean when it is
+// near the batch's (within 4 standard deviations), with a second exact one
+// when it is not (mean 1000, spread 0.01: the shifted moments alone would
+// lose the variance). Backward's one sum of 2 values per channel, and
+// every gradient, check out too.
+TEST(LayersTest, SyncBatchNormSumsOnceOrTwiceAndMatchesTheBatch) {
+  std::unique_ptr<Layer> local = BuildLayer(
+      R"({"type": "batch_norm", "epsilon": 0.00001})", {{2, 3}});
+  std::unique_ptr<Layer> sync = BuildLayer(
+      R"({"type": "batch_norm", "epsilon": 0.00001, "sync": true})", {{2, 3}});
+  ASSERT_NE(local, nullptr);
+  ASSERT_NE(sync, nullptr);
+  EXPECT_TRUE(sync->SumsAcrossReplicas());
+  EXPECT_FALSE(local->SumsAcrossReplicas());
+  OneReplica one;
+  PassContext train;
+  train.training = true;
+  PassContext train_sync = train;
+  train_sync.collective = &one;
+  train_sync.collective_key = 40;
+  struct Case {
+    float offset, spread;
+    size_t forward_sums;
+    float tol;  // relative to the output's largest entry
+  };
+  for (const Case& c : {Case{0.3f, 1.0f, 1, 2e-6f},
+                        Case{1000.0f, 0.01f, 2, 2e-4f}}) {
+    SCOPED_TRACE(c.offset);
+    std::vector<float> x = RandomVector(5 * 6, 3, -c.spread, c.spread);
+    for (float& v : x) v += c.offset;
+    one.calls.clear();
+    const std::vector<float> want = RunForward(*local, 5, train, {x});
+    const std::vector<float> got = RunForward(*sync, 5, train_sync, {x});
+    ASSERT_EQ(one.calls.size(), c.forward_sums);
+    EXPECT_EQ(one.calls[0], (std::pair<int32_t, int64_t>{40, 7}));
+    if (c.forward_sums == 2) {
+      EXPECT_EQ(one.calls[1], (std::pair<int32_t, int64_t>{41, 3}));
+    }
+    float top = 0, worst = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      top = std::max(top, std::fabs(want[i]));
+      worst = std::max(worst, std::fabs(want[i] - got[i]));
+    }
+    EXPECT_LE(worst, c.tol * top);
+  }
+  one.calls.clear();
+  GradCheck(*sync, 4, train_sync, 2e-3);
+  EXPECT_NE(std::find(one.calls.begin(), one.calls.end(),
+                      std::pair<int32_t, int64_t>{42, 6}),
+            one.calls.end());
+  EXPECT_EQ(BuildError(R"({"type": "batch_norm", "sync": 1})", {{4}}),
+            "layer.sync: must be true or false, got 1");
+}
+
 TEST(LayersTest, DepthwiseConvShapesGradientsAndErrors) {
   // Stride 2, same padding: [7, 6, 3] -> [4, 3, 3].
   std::unique_ptr<Layer> l = BuildLayer(

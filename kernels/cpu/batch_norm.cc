@@ -54,6 +54,24 @@ void BatchNormSums(int64_t rows, int64_t channels, const float* x,
       sum, partials);
 }
 
+void BatchNormShiftedSums(int64_t rows, int64_t channels, const float* x,
+                          const float* shift, double* sums,
+                          std::vector<double>* partials) {
+  ChannelSums<2>(
+      rows, channels,
+      [&](int64_t r, float* acc) {
+        const float* xr = x + r * channels;
+        float* s1 = acc;
+        float* s2 = acc + channels;
+        for (int64_t c = 0; c < channels; ++c) {
+          const float d = xr[c] - shift[c];
+          s1[c] += d;
+          s2[c] += d * d;
+        }
+      },
+      sums, partials);
+}
+
 void BatchNormSquaredDeviations(int64_t rows, int64_t channels, const float* x,
                                 const float* mean, double* out,
                                 std::vector<double>* partials) {

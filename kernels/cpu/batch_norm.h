@@ -23,6 +23,13 @@ void BatchNormStatistics(int64_t rows, int64_t channels, const float* x,
 // sum[c] = the sum of x[., c] (rows >= 0).
 void BatchNormSums(int64_t rows, int64_t channels, const float* x,
                    double* sum, std::vector<double>* partials);
+// sums[c] = the sum of (x[., c] - shift[c]) and sums[channels + c] = the
+// sum of (x[., c] - shift[c])^2 (rows >= 0): both moments in one pass,
+// precise while shift is near the mean (sync batch norm shifts by the
+// running mean).
+void BatchNormShiftedSums(int64_t rows, int64_t channels, const float* x,
+                          const float* shift, double* sums,
+                          std::vector<double>* partials);
 // out[c] = the sum of (x[., c] - mean[c])^2 (rows >= 0).
 void BatchNormSquaredDeviations(int64_t rows, int64_t channels, const float* x,
                                 const float* mean, double* out,
