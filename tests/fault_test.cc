@@ -336,6 +336,48 @@ TEST_F(FaultTest, TextModelKilledWorkerRejoinsWithTheSameBytes) {
   EXPECT_EQ(vocab(cluster_->storage()), ref_vocab);
 }
 
+// Sync batch norm: the survivor is inside a sum of the training pass
+// (most of a step's messages are now those) when its peer dies. It fails
+// at once instead of waiting, the replacement resumes from the checkpoint,
+// running statistics included, and the run ends with the bytes of an
+// uninterrupted one.
+TEST_F(FaultTest, SyncBatchNormKilledWorkerRejoinsWithTheSameBytes) {
+  const nlohmann::json job = FaultJob(nlohmann::json::parse(R"({
+    "model": {"input_shape": [8, 8, 1], "layers": [
+      {"type": "conv2d", "filters": 32, "kernel_size": 3, "padding": "same",
+       "use_bias": false},
+      {"type": "batch_norm", "momentum": 0.9, "activation": "relu",
+       "sync": true},
+      {"type": "conv2d", "filters": 32, "kernel_size": 3, "padding": "same",
+       "use_bias": false},
+      {"type": "batch_norm", "momentum": 0.9, "activation": "relu",
+       "sync": true},
+      {"type": "flatten"},
+      {"type": "dense", "units": 10}]}})"));
+  const nlohmann::json reference =
+      TrainAlone(job, NewTempDir("sync_reference"));
+  ASSERT_TRUE(reference.is_object());
+  Start();
+  ASSERT_EQ(Client({"submit", WriteJob(job)}).exit.exit_code, 0);
+  WaitForStep(120);
+  Subprocess* victim = RankProcess(1);
+  ASSERT_NE(victim, nullptr);
+  victim->Signal(SIGKILL);
+  const Clock::time_point killed = Clock::now();
+  std::string last;
+  ASSERT_TRUE(WaitForStatus("RECOVERING", 10, &last)) << last;
+  EXPECT_LT(Since(killed), 3.0) << last;
+  std::string why;
+  ASSERT_TRUE(cluster_->StartWorkers(1, 1, 1, &why)) << why;
+  RunResult w = WatchToEnd();
+  EXPECT_EQ(w.exit.exit_code, 0) << w.out << w.err;
+  EXPECT_NE(w.out.find("RUNNING generation 2 from step"), std::string::npos)
+      << w.out;
+  EXPECT_NE(w.out.find("job ft SUCCEEDED: 1000 steps"), std::string::npos)
+      << w.out;
+  EXPECT_EQ(Result()["fingerprint"], reference["fingerprint"]);
+}
+
 TEST_F(FaultTest, WorkerStoppedWithSigtermFinishesItsStepAndLosesNothing) {
   const std::string reference = ReferenceFingerprint();
   Start();
