@@ -77,6 +77,13 @@ struct DeviceDataParallelConfig {
   std::function<absl::Status(int64_t global_step, float* grads,
                              int64_t floats)>
       host_all_reduce;
+  // Sync batch norm's sums inside the pass: the local GPUs meet at a host
+  // barrier (ReplicaSum, lane order), then this is called once per sum,
+  // on one lane's thread, to add the other workers' values in place (the
+  // job's gRPC transport); unset, the local GPUs are all.
+  std::function<absl::Status(int64_t global_step, int32_t key, float* data,
+                             int64_t count)>
+      pass_sum;
 };
 
 }  // namespace lockstep

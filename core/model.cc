@@ -226,7 +226,7 @@ const float* Model::Forward(int64_t n, const float* x, bool training,
         Mix64(dropout_seed ^ Mix64(static_cast<uint64_t>(node.layer_index)));
     ctx.skip_output_activation = fuse_output && i == output;
     ctx.collective = training ? collective_ : nullptr;
-    ctx.collective_key = CollectiveKey(i);
+    ctx.collective_key = PassCollectiveKey(i);
     if (node.layer->PassesThrough(ctx)) {
       outs_[i] = outs_[node.inputs[0]];
       continue;
@@ -298,7 +298,7 @@ BatchLoss Model::TrainStep(const Tensor& x, const int32_t* labels,
       PassContext& ctx = ctx_[i];
       ctx.training = true;
       ctx.collective = collective_;
-      ctx.collective_key = CollectiveKey(i);
+      ctx.collective_key = PassCollectiveKey(i);
       io_[i].n = 0;
       node.layer->Forward(io_[i], ctx);
     }

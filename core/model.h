@@ -113,8 +113,6 @@ class Model {
   int64_t labels_per_sample_ = 1, classes_ = 1;
   std::function<void(int)> grad_ready_;
   PassCollective* collective_ = nullptr;
-  // Node i's keys: 4i + 0..3.
-  static int32_t CollectiveKey(int node) { return 4 * node; }
 
   // Per node: its LayerIO (pointer vectors sized once), pass context and
   // this pass's output. Buffers grow to the largest batch seen.

@@ -51,6 +51,11 @@ void ReplicaSum::Finished(int replica) {
   }
 }
 
+void ReplicaSum::Abort(absl::Status reason) {
+  std::lock_guard<std::mutex> l(mu_);
+  Fail(std::move(reason)).IgnoreError();  // kept in error_
+}
+
 absl::Status ReplicaSum::status() {
   std::lock_guard<std::mutex> l(mu_);
   return error_;

@@ -39,6 +39,9 @@ class ReplicaSum {
   // Replica r's pass is over. A replica that ends while others wait at a
   // barrier is out of step: they fail with an error naming both.
   void Finished(int replica);
+  // Fails the current step's waits and sums with `reason` (a stop or a
+  // cancel); the next BeginStep clears it. Thread-safe.
+  void Abort(absl::Status reason);
   // After a step: OK, or the step's first error (a workers' sum failed, a
   // replica out of step).
   absl::Status status();

@@ -147,5 +147,23 @@ TEST(ReplicaSumTest, ReplicasOutOfStepFailInsteadOfHanging) {
   }
 }
 
+TEST(ReplicaSumTest, AbortReleasesAWaitingReplica) {
+  ReplicaSum sum(2);
+  sum.BeginStep(nullptr);
+  absl::Status waited;
+  std::thread waiter([&] {
+    float v = 1.0f;
+    waited = sum.For(0)->Sum(0, &v, 1);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  sum.Abort(absl::CancelledError("job cancelled"));
+  waiter.join();
+  EXPECT_TRUE(absl::IsCancelled(waited)) << waited;
+  float v = 1.0f;
+  EXPECT_TRUE(absl::IsCancelled(sum.For(1)->Sum(0, &v, 1)));
+  sum.BeginStep(nullptr);
+  EXPECT_TRUE(sum.status().ok());
+}
+
 }  // namespace
 }  // namespace lockstep

@@ -226,19 +226,20 @@ absl::Status JobRunner::Setup() {
   ring.tls = ctx_.tls;
   transport_ = std::make_shared<GrpcRingTransport>(ring);
   ctx_.collective->Attach(transport_);
+  // Sync batch norm's sums: this worker's replicas (CPU or GPU), then the
+  // workers', from inside the pass (concurrently with the gradient
+  // buckets' all-reduces: the tags differ). A few values each, whose
+  // latency stalls the step: GatherSum's world-1 messages, not the ring's
+  // 2(world-1).
+  auto pass_sum = [this](int64_t step, int32_t key, float* data,
+                         int64_t count) {
+    return AnnotateStatus(
+        GatherSum(*transport_, Tag(step, kPassSumBucket + key), data, count,
+                  Ring()),
+        "sum of sync batch norm's statistics over the workers");
+  };
   if (!gpus) {
-    // Sync batch norm's sums: this worker's replicas, then the workers',
-    // from inside the pass (concurrently with the gradient buckets'
-    // all-reduces: the tags differ). A few values each, whose latency
-    // stalls the step: GatherSum's world-1 messages, not the ring's
-    // 2(world-1).
-    replicas_->SetWorkerSum(
-        [this](int64_t step, int32_t key, float* data, int64_t count) {
-          return AnnotateStatus(
-              GatherSum(*transport_, Tag(step, kPassSumBucket + key), data,
-                        count, Ring()),
-              "sum of sync batch norm's statistics over the workers");
-        });
+    replicas_->SetWorkerSum(pass_sum);
     buckets_ = std::make_unique<GradientBuckets>(
         replicas_->params(), spec_.cluster.bucket_kib * 1024, transport_.get(),
         GradientRing());
@@ -249,6 +250,7 @@ absl::Status JobRunner::Setup() {
   c.devices = ctx_.cuda_devices;
   c.replica_indices = ids;
   c.world_replicas = world * r;
+  c.pass_sum = pass_sum;
   if (nccl()) {
     // Rank 0 makes the generation's ncclUniqueId; the coordinator relays it.
     ASSIGN_OR_RETURN(c.nccl_id,

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/gpu/gpu_model.h"
 #include "core/random.h"
+#include "core/replica_sum.h"
 #include "core/status_macros.h"
 #include "core/step_pool.h"
 #include "core/tensor.h"
@@ -167,7 +168,16 @@ class CudaDeviceDataParallel final : public DeviceDataParallel {
         lanes_(std::move(lanes)),
         pool_(static_cast<int>(lanes_.size())),
         host_sum_(std::move(host_sum)),
-        runs_(UpdateRuns(*lanes_[0].model)) {}
+        runs_(UpdateRuns(*lanes_[0].model)),
+        pass_sum_fn_(config.pass_sum) {
+    if (lanes_[0].model->host_model().graph().sums_across_replicas()) {
+      pass_sum_ = std::make_unique<ReplicaSum>(static_cast<int>(lanes_.size()));
+      for (size_t i = 0; i < lanes_.size(); ++i) {
+        lanes_[i].model->SetPassCollective(
+            pass_sum_->For(static_cast<int>(i)));
+      }
+    }
+  }
 
   absl::StatusOr<BatchLoss> Step(Batch& batch, const Batch* next, LossType loss,
                                  uint64_t seed, double lr) override {
@@ -186,6 +196,15 @@ class CudaDeviceDataParallel final : public DeviceDataParallel {
         batch.global_labels > 0 ? 1.0f / batch.global_labels : 0;
     const bool via_host = static_cast<bool>(host_all_reduce_);
     std::vector<absl::StatusOr<BatchLoss>> losses(lanes_.size());
+    if (pass_sum_ != nullptr) {
+      ReplicaSum::CrossSum cross;
+      if (pass_sum_fn_) {
+        cross = [this, step](int32_t key, float* data, int64_t count) {
+          return pass_sum_fn_(step, key, data, count);
+        };
+      }
+      pass_sum_->BeginStep(std::move(cross));
+    }
     // Every lane: forward/backward and the NCCL sum enqueued; without the
     // host leg the update too, then one wait.
     pool_.Run([&](int i) {
@@ -194,6 +213,15 @@ class CudaDeviceDataParallel final : public DeviceDataParallel {
           lane, batch.replicas[i], step,
           next != nullptr ? &next->replicas[i] : nullptr,
           next != nullptr ? next->global_step : -1, loss, scale, seed);
+      if (pass_sum_ != nullptr) {
+        pass_sum_->Finished(i);
+        // A failed sum left this lane's statistics unspecified.
+        if (s.ok()) {
+          s = AnnotateStatus(pass_sum_->status(),
+                             "the sums across replicas in the pass (sync "
+                             "batch norm)");
+        }
+      }
       if (s.ok() && via_host && i == 0) s = SumToHost(lane, step);
       if (s.ok()) {
         s = LaneFinish(lane, step, via_host ? nullptr : &lr,
@@ -327,6 +355,7 @@ class CudaDeviceDataParallel final : public DeviceDataParallel {
   void Abort() override {
     aborted_.store(true);
     AbortCommunicators();
+    if (pass_sum_ != nullptr) pass_sum_->Abort(Cancelled());
   }
 
  private:
@@ -560,6 +589,10 @@ class CudaDeviceDataParallel final : public DeviceDataParallel {
   int64_t iterations_ = 0;     // Optimizer::iterations() of the device state
   std::atomic<bool> aborted_{false};
   absl::Status broken_;  // a failed step's error: every later Step's
+  // Set when the model sums across replicas in its passes.
+  const std::function<absl::Status(int64_t, int32_t, float*, int64_t)>
+      pass_sum_fn_;
+  std::unique_ptr<ReplicaSum> pass_sum_;
 };
 
 absl::Status CheckConfig(const DeviceDataParallelConfig& c) {

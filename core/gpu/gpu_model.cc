@@ -374,6 +374,8 @@ absl::StatusOr<const float*> GpuModel::Forward(int64_t n, bool training,
     node.ctx.dropout_seed =
         Mix64(dropout_seed ^ Mix64(static_cast<uint64_t>(gn.layer_index)));
     node.ctx.skip_output_activation = fuse && i == output;
+    node.ctx.collective = training ? collective_ : nullptr;
+    node.ctx.collective_key = PassCollectiveKey(i);
     if (gn.layer->PassesThrough(node.ctx)) {
       node.out = nodes_[gn.inputs[0]]->out;
       continue;
@@ -497,6 +499,9 @@ absl::Status GpuModel::EnqueueTrainStep(const StagedInput& in, LossType loss,
       stream_));
   for (int p : g.untouched_params()) Ready(p);
   if (n == 0) {
+    if (collective_ != nullptr && g.sums_across_replicas()) {
+      RETURN_IF_ERROR(JoinPassSums());
+    }
     for (const BackwardStep& step : g.backward_plan()) {
       for (int p : step.ready_params) Ready(p);
     }
@@ -513,6 +518,34 @@ absl::Status GpuModel::EnqueueTrainStep(const StagedInput& in, LossType loss,
            static_cast<float*>(grads_[g.grad_slot(g.output())].ptr)));
   RETURN_IF_ERROR(Backward(n));
   CUDA_RETURN_IF_ERROR(cudaEventRecord(slot.consumed, stream_));
+  return absl::OkStatus();
+}
+
+absl::Status GpuModel::JoinPassSums() {
+  const Graph& g = *graph_;
+  auto join = [&](int i, bool backward) -> absl::Status {
+    const GraphNode& gn = g.node(i);
+    Node& node = *nodes_[i];
+    node.ctx.training = true;
+    node.ctx.collective = collective_;
+    node.ctx.collective_key = PassCollectiveKey(i);
+    node.io.n = 0;
+    const absl::Status s =
+        (backward ? node.impl->backward : node.impl->forward)(
+            *gn.layer, node.state.get(), node.io, node.ctx, h_->dc);
+    if (s.ok()) return s;
+    return absl::Status(s.code(),
+                        absl::StrCat(backward ? "backward" : "forward",
+                                     " of layer ", gn.name, ": ", s.message()));
+  };
+  for (int i = g.num_inputs(); i <= g.output(); ++i) {
+    if (g.node(i).frozen || !g.node(i).layer->SumsAcrossReplicas()) continue;
+    RETURN_IF_ERROR(join(i, false));
+  }
+  for (const BackwardStep& step : g.backward_plan()) {
+    if (!g.node(step.node).layer->SumsAcrossReplicas()) continue;
+    RETURN_IF_ERROR(join(step.node, true));
+  }
   return absl::OkStatus();
 }
 

@@ -135,6 +135,12 @@ class GpuModel {
   void SetGradReadyCallback(std::function<void(int param_index)> cb) {
     grad_ready_ = std::move(cb);
   }
+  // Model::SetPassCollective's: what sync batch norm's training passes sum
+  // with (its sums wait for the stream); with one set, a step of no
+  // samples still runs those layers' part.
+  void SetPassCollective(PassCollective* collective) {
+    collective_ = collective;
+  }
 
  private:
   struct Buffer {
@@ -170,6 +176,9 @@ class GpuModel {
   std::vector<int64_t> sizes_;    // per param, in floats
   int64_t total_floats_ = 0;      // params_dev_'s size (aligned offsets)
   std::function<void(int)> grad_ready_;
+  PassCollective* collective_ = nullptr;
+  // The sync layers' part in a step of no samples (Model::TrainStep's).
+  absl::Status JoinPassSums();
 
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<Handles> h_;  // cuBLAS, cuDNN, allocator, pinned staging

@@ -186,6 +186,38 @@ TEST(GpuTrainingTest, BatchNormAndAFrozenLayerTrainAsOnTheCpu) {
   }
 }
 
+// sync: true on GPUs: each sum of the pass goes through the host (the
+// lanes' barrier, in lane order) and back, so one GPU, and two where the
+// machine has them, train as the CPU replicas do.
+TEST(GpuTrainingTest, SyncBatchNormTrainsAsOnTheCpu) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  for (int gpus : {1, 2}) {
+    if (gpus > VisibleCount()) continue;
+    SCOPED_TRACE(absl::StrCat(gpus, " GPU(s)"));
+    JobSpec spec = SmallCnnJob(kAdam, gpus);
+    absl::StatusOr<ModelSpec> model = ParseModelSpec(R"({
+      "input_shape": [8, 8, 1], "layers": [
+        {"type": "conv2d", "name": "stem", "filters": 6, "kernel_size": 3,
+         "padding": 1, "use_bias": false},
+        {"type": "batch_norm", "name": "bn", "momentum": 0.9,
+         "activation": "relu6", "sync": true},
+        {"type": "flatten"},
+        {"type": "dense", "units": 10}]})");
+    ASSERT_TRUE(model.ok()) << model.status();
+    spec.model = *model;
+    const std::string tag = absl::StrCat("sync", gpus);
+    std::vector<int> devices;
+    for (int i = 0; i < gpus; ++i) devices.push_back(i);
+    const TrainResult cpu = Train(spec, Storage("cpu_" + tag), {});
+    const TrainResult gpu = Train(spec, Storage("gpu_" + tag), devices);
+    ASSERT_TRUE(cpu.finished);
+    ASSERT_TRUE(gpu.finished);
+    EXPECT_NEAR(gpu.test_accuracy, cpu.test_accuracy, 0.02);
+    ExpectParamsClose(FinalParams(Storage("cpu_" + tag), spec),
+                      FinalParams(Storage("gpu_" + tag), spec));
+  }
+}
+
 TEST(GpuTrainingTest, TwoGpusAgreeWithTwoCpuReplicas) {
   SKIP_WITHOUT_CUDA_DEVICE();
   if (VisibleCount() < 2) {

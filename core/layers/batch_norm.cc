@@ -89,6 +89,28 @@ BatchNormLayer::BatchNormLayer(const BatchNormConfig& config,
   rstd_.resize(c);
 }
 
+bool SyncMoments(int64_t channels, const float* wire, const float* shift,
+                 float epsilon, float* mean, float* var, double* rows) {
+  const int64_t c = channels;
+  *rows = wire[2 * c];
+  const double inv = *rows > 0 ? 1.0 / *rows : 0.0;
+  // var = E[(x - shift)^2] - d^2 with d = mean - shift loses about
+  // d^2 / (var + epsilon) float roundings: where that passes 16 for a
+  // channel (the running mean far from the batch's, early in training), a
+  // second sum takes the squared deviations from the mean itself, exact as
+  // the local kernel. Every replica sees the same sums, so all choose
+  // alike.
+  bool exact = false;
+  for (int64_t k = 0; k < c; ++k) {
+    const double d = wire[k] * inv;
+    const double v = std::max(0.0, wire[c + k] * inv - d * d);
+    mean[k] = static_cast<float>(shift[k] + d);
+    var[k] = static_cast<float>(v);
+    if (d * d > 16.0 * (v + epsilon)) exact = true;
+  }
+  return exact;
+}
+
 void BatchNormLayer::SyncStatistics(const LayerIO& io,
                                     const PassContext& ctx) {
   const int64_t rows = Rows(io.n), c = channels();
@@ -106,27 +128,15 @@ void BatchNormLayer::SyncStatistics(const LayerIO& io,
   wire_[2 * c] = static_cast<float>(rows);
   ctx.collective->Sum(ctx.collective_key, wire_.data(), 2 * c + 1)
       .IgnoreError();
-  stat_rows_ = wire_[2 * c];
-  const double inv = stat_rows_ > 0 ? 1.0 / stat_rows_ : 0.0;
-  // var = E[(x - shift)^2] - d^2 with d = mean - shift loses about
-  // d^2 / (var + epsilon) float roundings: where that passes 16 for a
-  // channel (the running mean far from the batch's, early in training), a
-  // second sum takes the squared deviations from the mean itself, exact as
-  // the local kernel. Every replica sees the same sums, so all choose
-  // alike.
-  bool exact = false;
-  for (int64_t k = 0; k < c; ++k) {
-    const double d = wire_[k] * inv;
-    const double var = std::max(0.0, wire_[c + k] * inv - d * d);
-    batch_mean_[k] = static_cast<float>(shift[k] + d);
-    batch_var_[k] = static_cast<float>(var);
-    if (d * d > 16.0 * (var + epsilon_)) exact = true;
-  }
+  const bool exact =
+      SyncMoments(c, wire_.data(), shift, epsilon_, batch_mean_.data(),
+                  batch_var_.data(), &stat_rows_);
   if (!exact) return;
   BatchNormSquaredDeviations(rows, c, rows > 0 ? io.x[0] : nullptr,
                              batch_mean_.data(), sums_.data(), &partials_);
   for (int64_t k = 0; k < c; ++k) wire_[k] = static_cast<float>(sums_[k]);
   ctx.collective->Sum(ctx.collective_key + 1, wire_.data(), c).IgnoreError();
+  const double inv = stat_rows_ > 0 ? 1.0 / stat_rows_ : 0.0;
   for (int64_t k = 0; k < c; ++k) {
     batch_var_[k] = static_cast<float>(wire_[k] * inv);
   }

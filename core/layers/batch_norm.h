@@ -50,6 +50,15 @@ struct BatchNormNames {
   std::string gamma, beta, mean, var;
 };
 
+// Sync batch norm's statistics from its first sum over every replica,
+// wire = [sum(x - shift) | sum((x - shift)^2) | rows] (2 * channels + 1
+// values; shift is the running mean): the mean, the biased variance and
+// the rows. True when the second, exact sum of squared deviations from the
+// mean is needed (see above); its result over *rows is then the variance.
+// The CPU and GPU layers share it, so they decide alike.
+bool SyncMoments(int64_t channels, const float* wire, const float* shift,
+                 float epsilon, float* mean, float* var, double* rows);
+
 class BatchNormLayer : public Layer {
  public:
   BatchNormLayer(const BatchNormConfig& config, const std::string& name,

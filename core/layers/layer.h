@@ -33,6 +33,10 @@ class PassCollective {
   virtual absl::Status Sum(int32_t key, float* data, int64_t count) = 0;
 };
 
+// The first of graph node `node`'s collective keys (PassContext::
+// collective_key): each node has 4, the same in every executor.
+inline int32_t PassCollectiveKey(int node) { return 4 * node; }
+
 struct PassContext {
   bool training = false;
   uint64_t dropout_seed = 0;  // this layer's own; only dropout reads it

@@ -126,6 +126,74 @@ __global__ void DxKernel(int64_t total, int64_t channels, const float* x,
   }
 }
 
+// Sync batch norm's block sums (BatchNormChannelSums): the CPU's layout
+// [block][term][channels].
+__global__ void SyncBlockSums(int kind, int64_t rows, int64_t channels,
+                              const float* x, const float* dy,
+                              const float* center, double* partial) {
+  const int64_t blocks = (rows + kBatchNormRowBlock - 1) / kBatchNormRowBlock;
+  const int terms = kind == 1 ? 1 : 2;
+  for (int64_t i = FirstIndex(); i < blocks * channels; i += Stride()) {
+    const int64_t b = i / channels, c = i % channels;
+    const int64_t end = BlockEnd(b, rows);
+    float s0 = 0.0f, s1 = 0.0f;
+    for (int64_t r = b * kBatchNormRowBlock; r < end; ++r) {
+      const float d = x[r * channels + c] - center[c];
+      if (kind == 0) {
+        s0 += d;
+        s1 += d * d;
+      } else if (kind == 1) {
+        s0 += d * d;
+      } else {
+        const float g = dy[r * channels + c];
+        s0 += g;
+        s1 += g * d;
+      }
+    }
+    partial[(b * terms) * channels + c] = s0;
+    if (terms == 2) partial[(b * terms + 1) * channels + c] = s1;
+  }
+}
+
+// out[k] = the sum over blocks, in order, of partial[b * width + k].
+__global__ void CombineBlocks(int64_t width, int64_t blocks,
+                              const double* partial, double* out) {
+  for (int64_t k = FirstIndex(); k < width; k += Stride()) {
+    double s = 0.0;
+    for (int64_t b = 0; b < blocks; ++b) s += partial[b * width + k];
+    out[k] = s;
+  }
+}
+
+__global__ void AddParamGradsKernel(int64_t channels, const double* sums,
+                                    const float* rstd, float* dgamma,
+                                    float* dbeta) {
+  for (int64_t c = FirstIndex(); c < channels; c += Stride()) {
+    dgamma[c] += static_cast<float>(sums[channels + c] * rstd[c]);
+    dbeta[c] += static_cast<float>(sums[c]);
+  }
+}
+
+// kernels/cpu's BatchNormBackwardInput coefficients from summed sums.
+__global__ void InputGradCoefficients(int64_t channels, const double* sums,
+                                      double stat_rows, const float* rstd,
+                                      const float* gamma, float* coef) {
+  for (int64_t c = FirstIndex(); c < channels; c += Stride()) {
+    const float k = gamma[c] * rstd[c];
+    float a = 0.0f, bb = 0.0f;
+    if (stat_rows > 0) {
+      const double sum_dy = sums[c];
+      const double sum_dy_xhat = sums[channels + c] * rstd[c];
+      const double inv_rows = 1.0 / stat_rows;
+      a = static_cast<float>(-k * sum_dy_xhat * inv_rows * rstd[c]);
+      bb = static_cast<float>(-k * sum_dy * inv_rows);
+    }
+    coef[c] = k;
+    coef[channels + c] = a;
+    coef[2 * channels + c] = bb;
+  }
+}
+
 __global__ void AddStatisticsKernel(int64_t channels, float samples,
                                     double bessel, const float* mean,
                                     const float* var, float* dmean,
@@ -203,6 +271,48 @@ cudaError_t BatchNormBackward(int64_t rows, int64_t channels, const float* x,
     DxKernel<<<Blocks(total), kThreads, 0, stream>>>(total, channels, x, dy,
                                                      mean, coefficients, dx);
   }
+  return cudaGetLastError();
+}
+
+cudaError_t BatchNormChannelSums(BatchNormSumKind kind, int64_t rows,
+                                 int64_t channels, const float* x,
+                                 const float* dy, const float* center,
+                                 double* sums, double* workspace,
+                                 cudaStream_t stream) {
+  if (channels <= 0) return cudaSuccess;
+  const int k = static_cast<int>(kind);
+  const int64_t width = (kind == BatchNormSumKind::kSquared ? 1 : 2) * channels;
+  const int64_t blocks = RowBlocks(rows);
+  if (blocks > 0) {
+    SyncBlockSums<<<Blocks(blocks * channels), kThreads, 0, stream>>>(
+        k, rows, channels, x, dy, center, workspace);
+  }
+  CombineBlocks<<<Blocks(width), kThreads, 0, stream>>>(width, blocks,
+                                                        workspace, sums);
+  return cudaGetLastError();
+}
+
+cudaError_t BatchNormAddParamGrads(int64_t channels, const double* sums,
+                                   const float* rstd, float* dgamma,
+                                   float* dbeta, cudaStream_t stream) {
+  if (channels <= 0) return cudaSuccess;
+  AddParamGradsKernel<<<Blocks(channels), kThreads, 0, stream>>>(
+      channels, sums, rstd, dgamma, dbeta);
+  return cudaGetLastError();
+}
+
+cudaError_t BatchNormInputGrad(int64_t rows, int64_t channels, const float* x,
+                               const float* dy, const float* mean,
+                               const float* rstd, const float* gamma,
+                               const double* sums, double stat_rows,
+                               float* coefficients, float* dx,
+                               cudaStream_t stream) {
+  const int64_t total = rows * channels;
+  if (total <= 0) return cudaSuccess;
+  InputGradCoefficients<<<Blocks(channels), kThreads, 0, stream>>>(
+      channels, sums, stat_rows, rstd, gamma, coefficients);
+  DxKernel<<<Blocks(total), kThreads, 0, stream>>>(total, channels, x, dy,
+                                                   mean, coefficients, dx);
   return cudaGetLastError();
 }
 

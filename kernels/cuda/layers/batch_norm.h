@@ -42,6 +42,35 @@ cudaError_t BatchNormBackward(int64_t rows, int64_t channels, const float* x,
                               float* dbeta, float* dx, double* workspace,
                               float* coefficients, cudaStream_t stream);
 
+// Sync batch norm's per-channel sums over x [rows, channels] (rows >= 0)
+// into `sums` (device doubles), in kernels/cpu's ChannelSums order (each
+// block of rows in float in row order, the blocks in double in block
+// order), so the bits are the CPU's:
+//   kShifted:  [sum(x - center) | sum((x - center)^2)]  (2 * channels)
+//   kSquared:  sum((x - center)^2)                       (channels)
+//   kBackward: [sum(dy) | sum(dy * (x - center))]        (2 * channels)
+// `workspace` holds BatchNormWorkspaceDoubles(rows, channels).
+enum class BatchNormSumKind { kShifted, kSquared, kBackward };
+cudaError_t BatchNormChannelSums(BatchNormSumKind kind, int64_t rows,
+                                 int64_t channels, const float* x,
+                                 const float* dy, const float* center,
+                                 double* sums, double* workspace,
+                                 cudaStream_t stream);
+// From this replica's kBackward sums: dgamma[c] += (float)(sums[channels +
+// c] * rstd[c]), dbeta[c] += (float)sums[c].
+cudaError_t BatchNormAddParamGrads(int64_t channels, const double* sums,
+                                   const float* rstd, float* dgamma,
+                                   float* dbeta, cudaStream_t stream);
+// dx of kernels/cpu's BatchNormBackwardInput: from kBackward-layout sums
+// taken over stat_rows rows (every replica's for sync batch norm).
+// `coefficients` holds 3 * channels floats.
+cudaError_t BatchNormInputGrad(int64_t rows, int64_t channels, const float* x,
+                               const float* dy, const float* mean,
+                               const float* rstd, const float* gamma,
+                               const double* sums, double stat_rows,
+                               float* coefficients, float* dx,
+                               cudaStream_t stream);
+
 // The running statistics' "gradients" (core/layers/batch_norm.h):
 // dmean[c] += samples * mean[c]; dvar[c] += samples * (var[c] * bessel).
 cudaError_t BatchNormAddStatistics(int64_t channels, float samples,

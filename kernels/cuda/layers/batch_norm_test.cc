@@ -104,6 +104,67 @@ INSTANTIATE_TEST_SUITE_P(Modes, BatchNormCudaTest, ::testing::Bool(),
                                              : "RunningStatistics";
                          });
 
+// Sync batch norm's pieces: each kind of channel sums, the parameter
+// gradients from this replica's sums and dx from summed ones, bit for bit
+// with the CPU kernels.
+TEST(BatchNormCudaSyncTest, SumsAndInputGradMatchTheCpuBitForBit) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const int64_t rows = 600, ch = 5;
+  std::vector<float> x = RandomVector(rows * ch, 11, -2.0f, 2.0f);
+  for (int64_t i = 0; i < rows * ch; ++i) x[i] += 2.0f * (i % ch);
+  const std::vector<float> dy = RandomVector(rows * ch, 12);
+  const std::vector<float> center = RandomVector(ch, 13, 0.0f, 8.0f);
+  const std::vector<float> rstd = RandomVector(ch, 14, 0.5f, 2.0f);
+  const std::vector<float> gamma = RandomVector(ch, 15, 0.5f, 1.5f);
+  std::vector<double> partials, shifted(2 * ch), squared(ch), back(2 * ch);
+  lockstep::BatchNormShiftedSums(rows, ch, x.data(), center.data(),
+                                 shifted.data(), &partials);
+  lockstep::BatchNormSquaredDeviations(rows, ch, x.data(), center.data(),
+                                       squared.data(), &partials);
+  lockstep::BatchNormBackwardSums(rows, ch, x.data(), dy.data(),
+                                  center.data(), back.data(), &partials);
+  DeviceArray<float> d_x(x), d_dy(dy), d_center(center), d_rstd(rstd),
+      d_gamma(gamma), d_dx(rows * ch), d_coef(3 * ch),
+      d_dgamma(std::vector<float>(ch, 0.5f)),
+      d_dbeta(std::vector<float>(ch, -0.5f));
+  DeviceArray<double> ws(BatchNormWorkspaceDoubles(rows, ch)), d_sums(2 * ch);
+  auto sums = [&](BatchNormSumKind kind, int64_t width) {
+    EXPECT_EQ(BatchNormChannelSums(kind, rows, ch, d_x.get(), d_dy.get(),
+                                   d_center.get(), d_sums.get(), ws.get(),
+                                   nullptr),
+              cudaSuccess);
+    std::vector<double> got = d_sums.ToHost();
+    got.resize(width);
+    return got;
+  };
+  EXPECT_EQ(sums(BatchNormSumKind::kShifted, 2 * ch), shifted);
+  EXPECT_EQ(sums(BatchNormSumKind::kSquared, ch), squared);
+  EXPECT_EQ(sums(BatchNormSumKind::kBackward, 2 * ch), back);
+
+  // dgamma and dbeta from this replica's sums (the CPU layer's sync path).
+  std::vector<float> dgamma(ch, 0.5f), dbeta(ch, -0.5f);
+  for (int64_t c = 0; c < ch; ++c) {
+    dgamma[c] += static_cast<float>(back[ch + c] * rstd[c]);
+    dbeta[c] += static_cast<float>(back[c]);
+  }
+  ASSERT_EQ(BatchNormAddParamGrads(ch, d_sums.get(), d_rstd.get(),
+                                   d_dgamma.get(), d_dbeta.get(), nullptr),
+            cudaSuccess);
+  ExpectSameBits(dgamma, d_dgamma.ToHost(), "dgamma");
+  ExpectSameBits(dbeta, d_dbeta.ToHost(), "dbeta");
+  // dx over three replicas' rows (the sums as if summed elsewhere).
+  std::vector<float> dx(rows * ch);
+  lockstep::BatchNormBackwardInput(rows, ch, x.data(), dy.data(),
+                                   center.data(), rstd.data(), gamma.data(),
+                                   back.data(), 3.0 * rows, dx.data());
+  ASSERT_EQ(BatchNormInputGrad(rows, ch, d_x.get(), d_dy.get(),
+                               d_center.get(), d_rstd.get(), d_gamma.get(),
+                               d_sums.get(), 3.0 * rows, d_coef.get(),
+                               d_dx.get(), nullptr),
+            cudaSuccess);
+  ExpectSameBits(dx, d_dx.ToHost(), "dx");
+}
+
 }  // namespace
 }  // namespace cuda
 }  // namespace lockstep
