@@ -87,18 +87,23 @@ bool BitwiseEqual(const std::vector<float>& a, const std::vector<float>& b) {
           std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
-// Runs RingAllReduce on buffers[r] for every r in `ranks`, one thread each.
-// Returns one status per rank of the ring (OK for ranks that did not run).
+using Collective = absl::Status (*)(Transport&, const CollectiveTag&, float*,
+                                    int64_t, const RingOptions&);
+
+// Runs `collective` (RingAllReduce or GatherSum) on buffers[r] for every r
+// in `ranks`, one thread each. Returns one status per rank of the ring (OK
+// for ranks that did not run).
 std::vector<absl::Status> RunRanks(InProcessRing& ring,
                                    const std::vector<int>& ranks,
                                    Buffers& buffers, const CollectiveTag& tag,
-                                   const RingOptions& options) {
+                                   const RingOptions& options,
+                                   Collective collective = &RingAllReduce) {
   std::vector<absl::Status> statuses(ring.world_size());
   std::vector<std::thread> threads;
   for (int r : ranks) {
     threads.emplace_back([&, r] {
-      statuses[r] = RingAllReduce(ring.endpoint(r), tag, buffers[r].data(),
-                                  buffers[r].size(), options);
+      statuses[r] = collective(ring.endpoint(r), tag, buffers[r].data(),
+                               buffers[r].size(), options);
     });
   }
   for (std::thread& t : threads) t.join();
@@ -474,16 +479,7 @@ std::vector<absl::Status> GatherAll(InProcessRing& ring, Buffers& buffers,
                                     const std::vector<int>& ranks,
                                     const CollectiveTag& tag,
                                     const RingOptions& options = {}) {
-  std::vector<absl::Status> statuses(ring.world_size());
-  std::vector<std::thread> threads;
-  for (int r : ranks) {
-    threads.emplace_back([&, r] {
-      statuses[r] = GatherSum(ring.endpoint(r), tag, buffers[r].data(),
-                              buffers[r].size(), options);
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  return statuses;
+  return RunRanks(ring, ranks, buffers, tag, options, &GatherSum);
 }
 
 TEST(GatherSumTest, EveryRankGetsTheRankOrderSumBitwise) {
