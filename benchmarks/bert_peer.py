@@ -70,7 +70,7 @@ import torch.nn.functional as F  # noqa: E402
 from torch_bert import BertForMaskedLM, Config  # noqa: E402
 from torch_common import (alternatives_blas, blas_in_use,  # noqa: E402
                           make_schedule, rendezvous_store,
-                          warn_if_not_openblas)
+                          slowest_seconds, warn_if_not_openblas)
 
 
 def die(msg):
@@ -234,10 +234,7 @@ def main():
     for s in range(ARGS.warmup, ARGS.warmup + ARGS.steps):
         samples += step(s)[0]
     seconds = time.perf_counter() - t0
-    if world > 1:
-        t = torch.tensor([seconds], dtype=torch.float64)
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        seconds = t.item()
+    seconds = slowest_seconds(seconds, world)
     if rank == 0:
         print(json.dumps({
             "samples_per_sec": samples / seconds, "steps": ARGS.steps,

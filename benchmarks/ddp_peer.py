@@ -77,7 +77,7 @@ import torch.distributed as dist  # noqa: E402
 from torch import nn  # noqa: E402
 from torch_common import (alternatives_blas, blas_in_use,  # noqa: E402
                           make_schedule, read_idx, rendezvous_store,
-                          warn_if_not_openblas)
+                          slowest_seconds, warn_if_not_openblas)
 
 
 def die(msg):
@@ -319,10 +319,7 @@ def main():
         samples += n
     seconds = time.perf_counter() - t0
     final_loss = loss_sum.item() / max(local, 1)  # rank's last batch mean
-    if world > 1:
-        t = torch.tensor([seconds], dtype=torch.float64)
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)  # the slowest rank's clock
-        seconds = t.item()
+    seconds = slowest_seconds(seconds, world)
     if ARGS.rank == 0:
         print(json.dumps({
             "samples_per_sec": samples / seconds, "steps": ARGS.steps,

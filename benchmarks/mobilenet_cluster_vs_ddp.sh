@@ -39,7 +39,7 @@ while (($# > 0)); do
     --repeat) repeat=${2:?}; shift 2 ;;
     --timeout) run_timeout=${2:?}; shift 2 ;;
     --sync) sync=1; shift ;;
-    -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,19p' "$0"; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
   esac
 done

@@ -26,7 +26,7 @@ import torchvision
 from torchvision import transforms
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_common import rendezvous_store  # noqa: E402
+from torch_common import rendezvous_store, slowest_seconds  # noqa: E402
 
 
 def die(msg):
@@ -110,10 +110,7 @@ def main():
     for _ in range(a.steps):
         samples += step()
     seconds = time.perf_counter() - t0
-    if world > 1:
-        t = torch.tensor([seconds], dtype=torch.float64)
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        seconds = t.item()
+    seconds = slowest_seconds(seconds, world)
     if rank == 0:
         print(json.dumps({"samples_per_sec": samples / seconds,
                           "seconds": seconds, "steps": a.steps,

@@ -138,3 +138,16 @@ def rendezvous_store(path, rank, world, timeout_s, die):
     with open(path) as f:
         port = int(f.read())
     return dist.TCPStore("127.0.0.1", port, world, False, timeout=timeout)
+
+
+def slowest_seconds(seconds, world):
+    """The timed loop's seconds on the slowest rank (every rank calls it;
+    one rank returns its own)."""
+    if world <= 1:
+        return seconds
+    import torch
+    import torch.distributed as dist
+
+    t = torch.tensor([seconds], dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return t.item()

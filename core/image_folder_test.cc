@@ -19,6 +19,7 @@
 #include "core/image_codec.h"
 #include "core/job_spec.h"
 #include "gtest/gtest.h"
+#include "tests/png_writer.h"
 
 namespace lockstep {
 namespace {
@@ -52,16 +53,8 @@ RgbImage Solid(int64_t h, int64_t w, uint8_t r, uint8_t g, uint8_t b) {
 std::string WritePngOf(const std::string& path, png_uint_32 format,
                        int64_t width, int64_t height,
                        const std::vector<uint8_t>& px) {
-  png_image p;
-  std::memset(&p, 0, sizeof(p));
-  p.version = PNG_IMAGE_VERSION;
-  p.width = static_cast<png_uint_32>(width);
-  p.height = static_cast<png_uint_32>(height);
-  p.format = format;
-  EXPECT_TRUE(
-      png_image_write_to_file(&p, path.c_str(), 0, px.data(), 0, nullptr))
-      << p.message;
-  return *ReadFile(path);
+  testing::WritePngOf(path, format, width, height, px);
+  return ReadFile(path).value_or("");
 }
 
 void WritePng(const std::string& path, const RgbImage& img) {

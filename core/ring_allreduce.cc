@@ -270,8 +270,11 @@ absl::Status GatherSum(Transport& transport, const CollectiveTag& tag,
   if (world == 1 || count == 0) return absl::OkStatus();
   const int prev = (rank + world - 1) % world, next = (rank + 1) % world;
   auto mod = [world](int r) { return ((r % world) + world) % world; };
-  // Every rank's values, rank r's at r * count.
-  std::vector<float> all(static_cast<size_t>(world) * count);
+  // Every rank's values, rank r's at r * count: the calling thread's
+  // buffer, kept for its next call (one per step and sync batch norm sum;
+  // the sends from it are released before this returns).
+  thread_local std::vector<float> all;
+  all.resize(static_cast<size_t>(world) * count);
   std::memcpy(all.data() + static_cast<size_t>(rank) * count, data,
               sizeof(float) * count);
   const absl::Time deadline = absl::Now() + options.timeout;

@@ -99,7 +99,8 @@ absl::Status RingAllReduce(Transport& transport, const CollectiveTag& tag,
 // per rank: for vectors of a few thousand floats, not gradients. Message
 // s carries tag.chunk = s and count float32 values (options.wire must be
 // kFloat32; chunk_elements is not used). Arguments, deadline, errors and
-// zero-copy sends as RingAllReduce's.
+// zero-copy sends as RingAllReduce's; the gathered values live in a
+// buffer of the calling thread, kept for its next call.
 absl::Status GatherSum(Transport& transport, const CollectiveTag& tag,
                        float* data, int64_t count, const RingOptions& options);
 

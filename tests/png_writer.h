@@ -15,20 +15,30 @@
 namespace lockstep {
 namespace testing {
 
-// Writes `rgb` ([height, width, 3] bytes) to `path` as an RGB PNG; fails
-// the test with libpng's message on an error.
-inline void WritePng(const std::string& path, int width, int height,
-                     const std::vector<uint8_t>& rgb) {
-  ASSERT_EQ(rgb.size(), static_cast<size_t>(width) * height * 3) << path;
+// Writes `pixels` ([height, width, channels] bytes; `format` is
+// PNG_FORMAT_RGB, _GRAY, _GA or _RGBA) to `path` as a PNG; fails the test
+// with libpng's message on an error.
+inline void WritePngOf(const std::string& path, png_uint_32 format,
+                       int64_t width, int64_t height,
+                       const std::vector<uint8_t>& pixels) {
+  ASSERT_EQ(pixels.size(),
+            static_cast<size_t>(width * height * PNG_IMAGE_PIXEL_SIZE(format)))
+      << path;
   png_image p;
   std::memset(&p, 0, sizeof(p));
   p.version = PNG_IMAGE_VERSION;
   p.width = static_cast<png_uint_32>(width);
   p.height = static_cast<png_uint_32>(height);
-  p.format = PNG_FORMAT_RGB;
+  p.format = format;
   ASSERT_TRUE(
-      png_image_write_to_file(&p, path.c_str(), 0, rgb.data(), 0, nullptr))
+      png_image_write_to_file(&p, path.c_str(), 0, pixels.data(), 0, nullptr))
       << path << ": " << p.message;
+}
+
+// An RGB PNG of `rgb` ([height, width, 3] bytes).
+inline void WritePng(const std::string& path, int width, int height,
+                     const std::vector<uint8_t>& rgb) {
+  WritePngOf(path, PNG_FORMAT_RGB, width, height, rgb);
 }
 
 }  // namespace testing

@@ -17,25 +17,45 @@ __device__ inline int64_t BlockEnd(int64_t b, int64_t rows) {
   return end < rows ? end : rows;
 }
 
-// partial[b * channels + c] = sum over block b's rows, in row order, in
-// float, of x[r, c] (kind 0) or (x[r, c] - mean[c])^2 (kind 1).
-__global__ void BlockSums(int64_t rows, int64_t channels, const float* x,
-                          const float* mean, int kind, double* partial) {
+// What BlockSums adds per block and channel: x; (x - center)^2; both
+// x - center and its square; dy and dy * (x - center).
+enum SumKind : int { kPlain = 0, kSquared = 1, kShifted = 2, kBackward = 3 };
+
+__host__ __device__ inline int Terms(int kind) {
+  return kind == kShifted || kind == kBackward ? 2 : 1;
+}
+
+// Per block of rows and channel, the kind's one or two sums in float, in
+// row order, in the CPU's layout [block][term][channels].
+__global__ void BlockSums(int kind, int64_t rows, int64_t channels,
+                          const float* x, const float* dy,
+                          const float* center, double* partial) {
   const int64_t blocks = (rows + kBatchNormRowBlock - 1) / kBatchNormRowBlock;
+  const int terms = Terms(kind);
   for (int64_t i = FirstIndex(); i < blocks * channels; i += Stride()) {
     const int64_t b = i / channels, c = i % channels;
     const int64_t end = BlockEnd(b, rows);
-    float acc = 0.0f;
+    float s0 = 0.0f, s1 = 0.0f;
     for (int64_t r = b * kBatchNormRowBlock; r < end; ++r) {
       const float v = x[r * channels + c];
-      if (kind == 0) {
-        acc += v;
+      if (kind == kPlain) {
+        s0 += v;
+        continue;
+      }
+      const float d = v - center[c];
+      if (kind == kSquared) {
+        s0 += d * d;
+      } else if (kind == kShifted) {
+        s0 += d;
+        s1 += d * d;
       } else {
-        const float d = v - mean[c];
-        acc += d * d;
+        const float g = dy[r * channels + c];
+        s0 += g;
+        s1 += g * d;
       }
     }
-    partial[i] = acc;
+    partial[(b * terms) * channels + c] = s0;
+    if (terms == 2) partial[(b * terms + 1) * channels + c] = s1;
   }
 }
 
@@ -64,26 +84,6 @@ __global__ void ForwardKernel(int64_t total, int64_t channels, const float* x,
     const int64_t c = i % channels;
     const float scale = gamma[c] * rstd[c];
     y[i] = (x[i] - mean[c]) * scale + beta[c];
-  }
-}
-
-// Per block and channel: sum(dy) and sum(dy * (x - mean)) in float.
-__global__ void BackwardBlockSums(int64_t rows, int64_t channels,
-                                  const float* x, const float* dy,
-                                  const float* mean, double* partial) {
-  const int64_t blocks = (rows + kBatchNormRowBlock - 1) / kBatchNormRowBlock;
-  for (int64_t i = FirstIndex(); i < blocks * channels; i += Stride()) {
-    const int64_t b = i / channels, c = i % channels;
-    const int64_t end = BlockEnd(b, rows);
-    float s_dy = 0.0f, s_dyx = 0.0f;
-    for (int64_t r = b * kBatchNormRowBlock; r < end; ++r) {
-      const float g = dy[r * channels + c];
-      s_dy += g;
-      s_dyx += g * (x[r * channels + c] - mean[c]);
-    }
-    // The CPU's layout: [block][2][channels].
-    partial[(b * 2) * channels + c] = s_dy;
-    partial[(b * 2 + 1) * channels + c] = s_dyx;
   }
 }
 
@@ -123,35 +123,6 @@ __global__ void DxKernel(int64_t total, int64_t channels, const float* x,
     const int64_t c = i % channels;
     dx[i] = coef[c] * dy[i] + coef[channels + c] * (x[i] - mean[c]) +
             coef[2 * channels + c];
-  }
-}
-
-// Sync batch norm's block sums (BatchNormChannelSums): the CPU's layout
-// [block][term][channels].
-__global__ void SyncBlockSums(int kind, int64_t rows, int64_t channels,
-                              const float* x, const float* dy,
-                              const float* center, double* partial) {
-  const int64_t blocks = (rows + kBatchNormRowBlock - 1) / kBatchNormRowBlock;
-  const int terms = kind == 1 ? 1 : 2;
-  for (int64_t i = FirstIndex(); i < blocks * channels; i += Stride()) {
-    const int64_t b = i / channels, c = i % channels;
-    const int64_t end = BlockEnd(b, rows);
-    float s0 = 0.0f, s1 = 0.0f;
-    for (int64_t r = b * kBatchNormRowBlock; r < end; ++r) {
-      const float d = x[r * channels + c] - center[c];
-      if (kind == 0) {
-        s0 += d;
-        s1 += d * d;
-      } else if (kind == 1) {
-        s0 += d * d;
-      } else {
-        const float g = dy[r * channels + c];
-        s0 += g;
-        s1 += g * d;
-      }
-    }
-    partial[(b * terms) * channels + c] = s0;
-    if (terms == 2) partial[(b * terms + 1) * channels + c] = s1;
   }
 }
 
@@ -224,11 +195,11 @@ cudaError_t BatchNormStatistics(int64_t rows, int64_t channels,
   if (rows <= 0 || channels <= 0) return cudaSuccess;
   const int64_t blocks = RowBlocks(rows);
   BlockSums<<<Blocks(blocks * channels), kThreads, 0, stream>>>(
-      rows, channels, x, nullptr, 0, workspace);
+      kPlain, rows, channels, x, nullptr, nullptr, workspace);
   CombineToMean<<<Blocks(channels), kThreads, 0, stream>>>(
       rows, channels, blocks, workspace, mean);
   BlockSums<<<Blocks(blocks * channels), kThreads, 0, stream>>>(
-      rows, channels, x, mean, 1, workspace);
+      kSquared, rows, channels, x, nullptr, mean, workspace);
   CombineToMean<<<Blocks(channels), kThreads, 0, stream>>>(
       rows, channels, blocks, workspace, var);
   return cudaGetLastError();
@@ -261,8 +232,8 @@ cudaError_t BatchNormBackward(int64_t rows, int64_t channels, const float* x,
                               float* coefficients, cudaStream_t stream) {
   if (rows <= 0 || channels <= 0) return cudaSuccess;
   const int64_t blocks = RowBlocks(rows);
-  BackwardBlockSums<<<Blocks(blocks * channels), kThreads, 0, stream>>>(
-      rows, channels, x, dy, mean, workspace);
+  BlockSums<<<Blocks(blocks * channels), kThreads, 0, stream>>>(
+      kBackward, rows, channels, x, dy, mean, workspace);
   BackwardCoefficients<<<Blocks(channels), kThreads, 0, stream>>>(
       rows, channels, blocks, workspace, rstd, gamma, batch_statistics, dgamma,
       dbeta, coefficients);
@@ -280,11 +251,13 @@ cudaError_t BatchNormChannelSums(BatchNormSumKind kind, int64_t rows,
                                  double* sums, double* workspace,
                                  cudaStream_t stream) {
   if (channels <= 0) return cudaSuccess;
-  const int k = static_cast<int>(kind);
-  const int64_t width = (kind == BatchNormSumKind::kSquared ? 1 : 2) * channels;
+  const int k = kind == BatchNormSumKind::kShifted   ? kShifted
+                : kind == BatchNormSumKind::kSquared ? kSquared
+                                                     : kBackward;
+  const int64_t width = Terms(k) * channels;
   const int64_t blocks = RowBlocks(rows);
   if (blocks > 0) {
-    SyncBlockSums<<<Blocks(blocks * channels), kThreads, 0, stream>>>(
+    BlockSums<<<Blocks(blocks * channels), kThreads, 0, stream>>>(
         k, rows, channels, x, dy, center, workspace);
   }
   CombineBlocks<<<Blocks(width), kThreads, 0, stream>>>(width, blocks,
