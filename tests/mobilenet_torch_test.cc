@@ -128,9 +128,14 @@ TEST_P(MobileNetTorchTest, InferenceTrainingStepStatisticsAndCheckpoint) {
   // one, or 1e-4 of its largest entry, whichever is more. (At 32x32 the
   // last stages normalize 8 values per channel: torch's fp32 gradients
   // are then off by up to 0.8% of a tensor's largest entry, lockstep's by
-  // up to 3.8%; both cases here end at 2x2.)
+  // up to 3.8%; both cases here end at 2x2.) The reference keeps every
+  // ReLU6 input clear of the clips, so rounding cannot flip one.
   int grads = 0, stats = 0;
-  double worst = 0, worst_torch = 0;
+  // The gradient that comes nearest its bound, as a fraction of it. (A
+  // projection's batch-norm bias feeding another batch norm has a true
+  // gradient of 0: its "largest entry" is rounding, so it is measured
+  // against the bound, not against itself.)
+  double worst = 0, worst_diff = 0, worst_torch = 0;
   std::string worst_name;
   for (Param* p : m.params()) {
     if (p->update != ParamUpdate::kOptimizer) continue;
@@ -141,12 +146,13 @@ TEST_P(MobileNetTorchTest, InferenceTrainingStepStatisticsAndCheckpoint) {
     const double torch_error = want.at("torch_fp32_error." + p->name).data()[0];
     const double diff =
         MaxDiff(p->grad.data(), it->second.data(), p->grad.size());
-    EXPECT_LE(diff, std::max(1e-4 * scale, 4 * torch_error))
-        << p->name << ": largest " << scale << ", torch's fp32 is off by "
-        << torch_error;
-    if (diff / scale > worst) {
-      worst = diff / scale;
-      worst_torch = torch_error / scale;
+    const double bound = std::max(1e-4 * scale, 4 * torch_error);
+    EXPECT_LE(diff, bound) << p->name << ": largest " << scale
+                           << ", torch's fp32 is off by " << torch_error;
+    if (diff / bound > worst) {
+      worst = diff / bound;
+      worst_diff = diff;
+      worst_torch = torch_error;
       worst_name = p->name;
     }
     ++grads;
@@ -171,12 +177,12 @@ TEST_P(MobileNetTorchTest, InferenceTrainingStepStatisticsAndCheckpoint) {
   EXPECT_EQ(grads, 52 + 2 * 52 + 2);
   std::printf(
       "mobilenet_v2 alpha %g, %dx%d, batch %d: eval logits differ by %.2e "
-      "(largest %.3f); loss %.7f (torch %.7f); worst gradient difference "
-      "%.2e of its tensor's largest entry (%s; torch fp32's: %.2e); running "
-      "statistics within %.2e\n",
+      "(largest %.3f); loss %.7f (torch %.7f); the gradient nearest its "
+      "bound: %s, off by %.2e (torch fp32's: %.2e), %.0f%% of the bound; "
+      "running statistics within %.2e\n",
       c.alpha, c.size, c.size, c.batch, eval_diff, logit_scale,
-      loss.loss_sum / c.batch, torch_loss, worst, worst_name.c_str(),
-      worst_torch, worst_stat);
+      loss.loss_sum / c.batch, torch_loss, worst_name.c_str(), worst_diff,
+      worst_torch, 100 * worst, worst_stat);
 
   // 4. A lockstep checkpoint back into torchvision.
   CheckpointStore store(dir + "/checkpoints", 1);
