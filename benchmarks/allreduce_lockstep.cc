@@ -1,5 +1,5 @@
 // One rank of the lockstep side of benchmarks/allreduce.sh: times lockstep's
-// ring all-reduce (core/ring_allreduce.h) over the gRPC ring transport
+// ring all-reduce (core/collective/ring_allreduce.h) over the gRPC ring transport
 // (worker/grpc_transport.h), one OS process per rank on 127.0.0.1. Rank 0
 // prints one `RESULT size_bytes iters median_s min_s` line per size.
 //
@@ -21,13 +21,13 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/file_util.h"
+#include "base/status_macros.h"
 #include "benchmarks/allreduce_harness.h"
-#include "core/file_util.h"
-#include "core/ring_allreduce.h"
-#include "core/status_macros.h"
+#include "core/collective/ring_allreduce.h"
 #include "grpcpp/grpcpp.h"
-#include "proto/rpc_util.h"
-#include "proto/tls.h"
+#include "rpc/rpc_util.h"
+#include "rpc/tls.h"
 #include "worker/grpc_transport.h"
 
 namespace lockstep {

@@ -108,7 +108,7 @@ class Batches:
 class HostPrefetcher:
     """GPU mode: the batches of `batches`, assembled on a background thread up
     to `depth` ahead and pinned there (what DataLoader(pin_memory=True)
-    does), as lockstep's BatchPrefetcher (core/batch_prefetcher.h, depth 4)
+    does), as lockstep's BatchPrefetcher (core/data/batch_prefetcher.h, depth 4)
     assembles them; the timed step copies each with .to(non_blocking=True),
     the idiomatic fast path. lockstep stages its batches through pinned
     buffers too (GpuModel::StageInputs), one step ahead."""

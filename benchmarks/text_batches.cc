@@ -20,13 +20,13 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "core/dataset.h"
-#include "core/file_util.h"
-#include "core/job_spec.h"
-#include "core/shard_plan.h"
-#include "core/status_macros.h"
+#include "base/file_util.h"
+#include "base/status_macros.h"
+#include "core/data/dataset.h"
+#include "core/data/shard_plan.h"
+#include "core/data/wordpiece.h"
+#include "core/job/job_spec.h"
 #include "core/tensor.h"
-#include "core/wordpiece.h"
 
 namespace lockstep {
 namespace {

@@ -82,7 +82,7 @@ def read_idx(path, magic, header):
 
 
 def make_schedule(spec, steps_per_epoch, die):
-    """step -> learning rate as lockstep's LrSchedule (core/lr_schedule.h):
+    """step -> learning rate as lockstep's LrSchedule (core/train/lr_schedule.h):
     constant, piecewise (by epoch or step) or polynomial decay, then times
     min(1, (step + 1) / warmup_steps) while warming up, then times the
     replica count with optimizer.scale_with_replicas."""

@@ -3,7 +3,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "core/gpu_backend.h"
+#include "core/train/gpu_backend.h"
 
 namespace lockstep {
 

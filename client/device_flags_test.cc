@@ -1,6 +1,6 @@
 #include "client/device_flags.h"
 
-#include "core/gpu_backend.h"
+#include "core/train/gpu_backend.h"
 #include "gtest/gtest.h"
 
 namespace lockstep {

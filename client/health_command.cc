@@ -8,7 +8,7 @@
 #include "client/cli_flags.h"
 #include "client/tls_flags.h"
 #include "proto/health.grpc.pb.h"
-#include "proto/rpc_util.h"
+#include "rpc/rpc_util.h"
 
 namespace lockstep {
 

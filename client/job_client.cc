@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "proto/rpc_util.h"
+#include "rpc/rpc_util.h"
 
 namespace lockstep {
 

@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "proto/jobs.grpc.pb.h"
-#include "proto/tls.h"
+#include "rpc/tls.h"
 
 namespace lockstep {
 

@@ -10,7 +10,7 @@
 #include "client/cli_flags.h"
 #include "client/job_client.h"
 #include "client/tls_flags.h"
-#include "core/job_spec.h"
+#include "core/job/job_spec.h"
 #include "core/progress.h"
 
 namespace lockstep {

@@ -9,12 +9,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/file_util.h"
 #include "client/cli_flags.h"
-#include "core/checkpoint.h"
-#include "core/classify_images.h"
-#include "core/file_util.h"
-#include "core/fill_mask.h"
-#include "core/job_spec.h"
+#include "core/checkpoint/checkpoint.h"
+#include "core/job/job_spec.h"
+#include "core/predict/classify_images.h"
+#include "core/predict/fill_mask.h"
 
 namespace lockstep {
 namespace {

@@ -5,7 +5,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "core/file_util.h"
+#include "base/file_util.h"
 
 namespace lockstep {
 

@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "client/cli_flags.h"
-#include "proto/tls.h"
+#include "rpc/tls.h"
 
 namespace lockstep {
 
@@ -22,7 +22,7 @@ extern const char kClientSecurityUsage[];
 
 // The verb's TLS files. InvalidArgument naming the missing flag for a
 // partial set (a usage error); errors naming the flag and file when one
-// cannot be used (proto/tls.h LoadTlsFiles). No flags: TLS off.
+// cannot be used (rpc/tls.h LoadTlsFiles). No flags: TLS off.
 absl::StatusOr<TlsFiles> TlsFromFlags(const ParsedFlags& flags, TlsRole role);
 
 // The token in the file at `path`, trimmed of surrounding whitespace.

@@ -11,8 +11,8 @@
 #include "absl/strings/str_format.h"
 #include "client/cli_flags.h"
 #include "client/device_flags.h"
-#include "core/job_spec.h"
-#include "core/trainer.h"
+#include "core/job/job_spec.h"
+#include "core/train/trainer.h"
 
 namespace lockstep {
 namespace {

@@ -4,9 +4,9 @@
 #include <chrono>
 
 #include "absl/strings/str_format.h"
-#include "core/file_util.h"
-#include "core/status_macros.h"
-#include "proto/tensor_wire.h"
+#include "base/file_util.h"
+#include "base/status_macros.h"
+#include "rpc/tensor_wire.h"
 
 namespace lockstep {
 

@@ -16,7 +16,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "core/checkpoint.h"
+#include "core/checkpoint/checkpoint.h"
 #include "proto/cluster.pb.h"
 
 namespace lockstep {

@@ -6,10 +6,10 @@
 #include <memory>
 #include <vector>
 
-#include "core/file_util.h"
+#include "base/file_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "proto/tensor_wire.h"
+#include "rpc/tensor_wire.h"
 
 namespace lockstep {
 namespace {

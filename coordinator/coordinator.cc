@@ -8,11 +8,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "core/file_util.h"
-#include "core/result_file.h"
-#include "core/status_macros.h"
-#include "core/trainer.h"
-#include "proto/rpc_util.h"
+#include "base/file_util.h"
+#include "base/status_macros.h"
+#include "core/train/result_file.h"
+#include "core/train/trainer.h"
+#include "rpc/rpc_util.h"
 
 namespace lockstep {
 

@@ -21,10 +21,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "coordinator/checkpoint_assembler.h"
-#include "core/checkpoint.h"
-#include "core/job_spec.h"
+#include "core/checkpoint/checkpoint.h"
+#include "core/job/job_spec.h"
 #include "core/log.h"
-#include "core/summary_writer.h"
+#include "core/summary/summary_writer.h"
 #include "proto/cluster.pb.h"
 #include "proto/jobs.pb.h"
 

@@ -8,10 +8,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/crc32c.h"
+#include "base/file_util.h"
+#include "base/status_macros.h"
 #include "coordinator/coordinator.h"
-#include "core/crc32c.h"
-#include "core/file_util.h"
-#include "core/status_macros.h"
 #include "proto/journal.pb.h"
 
 namespace lockstep {

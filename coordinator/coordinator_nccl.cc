@@ -5,8 +5,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "coordinator/coordinator.h"
-#include "core/status_macros.h"
 
 namespace lockstep {
 

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "coordinator/coordinator.h"
-#include "core/transport.h"
+#include "core/collective/transport.h"
 
 namespace lockstep {
 

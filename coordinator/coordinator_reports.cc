@@ -6,11 +6,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/file_util.h"
+#include "base/status_macros.h"
 #include "coordinator/coordinator.h"
-#include "core/file_util.h"
-#include "core/result_file.h"
-#include "core/status_macros.h"
-#include "core/trainer.h"
+#include "core/train/result_file.h"
+#include "core/train/trainer.h"
 
 namespace lockstep {
 

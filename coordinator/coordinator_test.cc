@@ -8,11 +8,11 @@
 #include <thread>
 
 #include "absl/strings/str_format.h"
+#include "base/file_util.h"
 #include "coordinator/coordinator_test_util.h"
-#include "core/file_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "proto/rpc_util.h"
+#include "rpc/rpc_util.h"
 
 namespace lockstep {
 namespace {

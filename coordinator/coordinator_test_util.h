@@ -6,7 +6,7 @@
 #include <string>
 
 #include "proto/cluster.pb.h"
-#include "proto/rpc_util.h"
+#include "rpc/rpc_util.h"
 
 namespace lockstep {
 namespace testing {

@@ -8,8 +8,8 @@
 #include <string>
 
 #include "coordinator/coordinator.h"
-#include "core/http_server.h"
 #include "nlohmann/json.hpp"
+#include "rpc/http_server.h"
 
 namespace lockstep {
 

@@ -2,11 +2,11 @@
 // network: job states, progress, curves, checkpoints, workers.
 #include "coordinator/ops_endpoints.h"
 
+#include "base/file_util.h"
 #include "coordinator/coordinator_test_util.h"
-#include "core/file_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "proto/rpc_util.h"
+#include "rpc/rpc_util.h"
 
 namespace lockstep {
 namespace {

@@ -5,13 +5,13 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "base/file_util.h"
+#include "base/status_macros.h"
 #include "coordinator/ops_endpoints.h"
 #include "coordinator/services.h"
-#include "core/file_util.h"
-#include "core/http_server.h"
-#include "core/status_macros.h"
-#include "proto/health_service.h"
-#include "proto/rpc_util.h"
+#include "rpc/health_service.h"
+#include "rpc/http_server.h"
+#include "rpc/rpc_util.h"
 
 namespace lockstep {
 

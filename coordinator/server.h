@@ -9,7 +9,7 @@
 
 #include "absl/status/status.h"
 #include "coordinator/coordinator.h"
-#include "proto/tls.h"
+#include "rpc/tls.h"
 
 namespace lockstep {
 

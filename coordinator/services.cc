@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "proto/rpc_util.h"
-#include "proto/tensor_wire.h"
+#include "rpc/rpc_util.h"
+#include "rpc/tensor_wire.h"
 
 namespace lockstep {
 

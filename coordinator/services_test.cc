@@ -4,7 +4,7 @@
 
 #include <atomic>
 
-#include "core/file_util.h"
+#include "base/file_util.h"
 #include "gtest/gtest.h"
 
 namespace lockstep {

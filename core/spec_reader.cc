@@ -5,8 +5,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "core/json_util.h"
-#include "core/status_macros.h"
 
 namespace lockstep {
 namespace spec_reader {

@@ -53,7 +53,7 @@ enum class ParamUpdate {
   // samples it came from, the step sums that over replicas and workers like
   // a gradient, and then value = value * momentum + (1 - momentum) *
   // grad / (samples in the global batch) (UpdateMovingAverages,
-  // core/optimizer.h). No optimizer state, no weight decay, no clipping.
+  // core/train/optimizer.h). No optimizer state, no weight decay, no clipping.
   kMovingAverage,
   // Never: a frozen layer's (trainable: false).
   kFrozen,

@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "core/job_spec.h"
-#include "core/model.h"
-#include "core/safetensors.h"
+#include "core/checkpoint/safetensors.h"
+#include "core/job/job_spec.h"
+#include "core/model/model.h"
 #include "gtest/gtest.h"
 #include "tests/subprocess.h"
 #include "tests/torch_util.h"

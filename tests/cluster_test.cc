@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
-#include "core/checkpoint.h"
-#include "core/event_file_reader.h"
+#include "core/checkpoint/checkpoint.h"
+#include "core/summary/event_file_reader.h"
 #include "gtest/gtest.h"
-#include "proto/rpc_util.h"
+#include "rpc/rpc_util.h"
 #include "tests/local_cluster.h"
 #include "tests/png_writer.h"
 #include "tests/subprocess.h"

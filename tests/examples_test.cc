@@ -4,8 +4,8 @@
 // not shipped).
 #include <string>
 
-#include "core/job_spec.h"
-#include "core/model.h"
+#include "core/job/job_spec.h"
+#include "core/model/model.h"
 #include "gtest/gtest.h"
 #include "tests/subprocess.h"
 

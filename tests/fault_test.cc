@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "core/checkpoint.h"
+#include "core/checkpoint/checkpoint.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"

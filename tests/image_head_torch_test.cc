@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "core/job_spec.h"
-#include "core/model.h"
+#include "core/job/job_spec.h"
+#include "core/model/model.h"
 #include "gtest/gtest.h"
 #include "tests/subprocess.h"
 #include "tests/torch_util.h"

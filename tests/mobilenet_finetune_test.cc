@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "core/file_util.h"
-#include "core/idx_reader.h"
+#include "base/file_util.h"
+#include "core/data/idx_reader.h"
 #include "core/random.h"
 #include "gtest/gtest.h"
 #include "tests/png_writer.h"

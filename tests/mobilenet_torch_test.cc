@@ -22,10 +22,10 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "core/checkpoint.h"
-#include "core/job_spec.h"
-#include "core/model.h"
-#include "core/optimizer.h"
+#include "core/checkpoint/checkpoint.h"
+#include "core/job/job_spec.h"
+#include "core/model/model.h"
+#include "core/train/optimizer.h"
 #include "gtest/gtest.h"
 #include "tests/subprocess.h"
 #include "tests/torch_util.h"

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/safetensors.h"
+#include "core/checkpoint/safetensors.h"
 #include "core/tensor.h"
 #include "gtest/gtest.h"
 #include "tests/subprocess.h"

@@ -11,7 +11,7 @@
 #include <regex>
 #include <string>
 
-#include "core/event_file_reader.h"
+#include "core/summary/event_file_reader.h"
 #include "gtest/gtest.h"
 #include "tests/subprocess.h"
 #include "tests/test_jobs.h"

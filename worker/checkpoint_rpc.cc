@@ -2,9 +2,9 @@
 #include "worker/checkpoint_rpc.h"
 
 #include "absl/strings/str_format.h"
-#include "core/status_macros.h"
-#include "proto/rpc_util.h"
-#include "proto/tensor_wire.h"
+#include "base/status_macros.h"
+#include "rpc/rpc_util.h"
+#include "rpc/tensor_wire.h"
 
 namespace lockstep {
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "core/checkpoint.h"
+#include "core/checkpoint/checkpoint.h"
 #include "proto/cluster.grpc.pb.h"
 
 namespace lockstep {

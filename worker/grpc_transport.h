@@ -20,12 +20,12 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "core/collective/transport.h"
 #include "core/log.h"
-#include "core/transport.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/collective.grpc.pb.h"
-#include "proto/tls.h"
+#include "rpc/tls.h"
 
 namespace lockstep {
 

@@ -10,13 +10,13 @@
 #include <thread>
 #include <vector>
 
-#include "core/in_process_transport.h"
-#include "core/ring_allreduce.h"
+#include "core/collective/in_process_transport.h"
+#include "core/collective/ring_allreduce.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "proto/rpc_util.h"
-#include "proto/tls.h"
+#include "rpc/rpc_util.h"
+#include "rpc/tls.h"
 
 namespace lockstep {
 namespace {

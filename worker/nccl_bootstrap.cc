@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/status_macros.h"
-#include "proto/rpc_util.h"
+#include "base/status_macros.h"
+#include "rpc/rpc_util.h"
 
 namespace lockstep {
 namespace {

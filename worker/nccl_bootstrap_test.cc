@@ -9,15 +9,15 @@
 #include <string>
 #include <thread>
 
+#include "base/file_util.h"
 #include "coordinator/auth.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/coordinator_test_util.h"
 #include "coordinator/services.h"
-#include "core/file_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "proto/rpc_util.h"
-#include "proto/tls.h"
+#include "rpc/rpc_util.h"
+#include "rpc/tls.h"
 
 namespace lockstep {
 namespace {

@@ -12,13 +12,13 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
-#include "core/gpu_backend.h"
-#include "core/http_server.h"
-#include "core/status_macros.h"
+#include "base/status_macros.h"
+#include "core/train/gpu_backend.h"
 #include "core/version.h"
 #include "proto/cluster.grpc.pb.h"
-#include "proto/health_service.h"
-#include "proto/rpc_util.h"
+#include "rpc/health_service.h"
+#include "rpc/http_server.h"
+#include "rpc/rpc_util.h"
 #include "worker/grpc_transport.h"
 #include "worker/job_runner.h"
 #include "worker/worker_metrics.h"
@@ -97,7 +97,7 @@ absl::Status WorkerDaemon::Register() {
   req.set_version(kVersion);
   req.set_name(o_.name.empty() ? address_ : o_.name);
   // Every worker runs the gRPC ring; GPU workers of the CUDA build also
-  // NCCL (core/device_data_parallel.h).
+  // NCCL (core/train/device_data_parallel.h).
   req.add_collectives("ring");
   if (!o_.cuda_devices.empty() && HaveGpuBackend()) {
     req.add_collectives("nccl");

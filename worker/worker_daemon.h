@@ -11,7 +11,7 @@
 
 #include "absl/status/status.h"
 #include "core/log.h"
-#include "proto/tls.h"
+#include "rpc/tls.h"
 
 namespace lockstep {
 

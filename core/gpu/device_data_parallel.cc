@@ -17,16 +17,16 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "core/collective/replica_sum.h"
 #include "core/gpu/gpu_model.h"
 #include "core/random.h"
-#include "core/replica_sum.h"
-#include "core/status_macros.h"
 #include "core/step_pool.h"
 #include "core/tensor.h"
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/cuda/cuda_status.h"
-#include "kernels/cuda/nccl_communicator.h"
 #include "kernels/cuda/layers/batch_norm.h"
+#include "kernels/cuda/nccl_communicator.h"
 #include "kernels/cuda/optimizer.h"
 
 namespace lockstep {
@@ -491,7 +491,7 @@ class CudaDeviceDataParallel final : public DeviceDataParallel {
   // Enqueues the updates: SGD/Adam/AdamW over each run of the optimizer's
   // params (one launch over the whole flat buffer for a model without batch
   // norm or frozen layers; the math is elementwise, so this equals
-  // core/optimizer.cc's per-param loops on every real element, and the
+  // core/train/optimizer.cc's per-param loops on every real element, and the
   // padding, gradient and slots zero, updates to values nothing reads), the
   // moving averages of batch norm's statistics (UpdateMovingAverages'
   // math), and nothing for frozen params.

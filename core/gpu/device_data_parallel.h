@@ -1,4 +1,4 @@
-// The CUDA implementation of core/device_data_parallel.h: one GpuModel and
+// The CUDA implementation of core/train/device_data_parallel.h: one GpuModel and
 // one NcclCommunicator per local GPU, the whole flat gradient buffer summed
 // by one NCCL all-reduce, and the fused optimizer (kernels/cuda/optimizer.h)
 // applied on every GPU (registered by :gpu_backend).
@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "core/device_data_parallel.h"
+#include "core/train/device_data_parallel.h"
 
 namespace lockstep {
 namespace cuda {

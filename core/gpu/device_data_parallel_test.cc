@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "core/batch_prefetcher.h"
-#include "core/gpu_backend.h"
-#include "core/model.h"
-#include "core/optimizer.h"
-#include "core/replica_set.h"
+#include "core/data/batch_prefetcher.h"
+#include "core/model/model.h"
+#include "core/train/gpu_backend.h"
+#include "core/train/optimizer.h"
+#include "core/train/replica_set.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/cuda_test_util.h"
 #include "kernels/cuda/nccl_communicator.h"

@@ -1,10 +1,10 @@
-// Registers the CUDA build's GPU backend (core/gpu_backend.h) before main:
+// Registers the CUDA build's GPU backend (core/train/gpu_backend.h) before main:
 // the GPU data path, NCCL ids and the device count. The binary links
 // this library (alwayslink) only under --config=cuda.
-#include "core/gpu_backend.h"
+#include "core/train/gpu_backend.h"
 
+#include "base/status_macros.h"
 #include "core/gpu/device_data_parallel.h"
-#include "core/status_macros.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/nccl_communicator.h"
 

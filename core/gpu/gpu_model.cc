@@ -1,4 +1,4 @@
-// GpuModel: Model's forward / loss / planned backward (core/model.cc) over
+// GpuModel: Model's forward / loss / planned backward (core/model/model.cc) over
 // device buffers, each layer through its registered CUDA implementation.
 // Pass-through layers alias their input's activation and gradient; a
 // gradient several layers feed is written by the first and added to by the
@@ -11,8 +11,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "core/layers/device_layer.h"
-#include "core/status_macros.h"
 #include "kernels/cpu/dropout.h"
 #include "kernels/cuda/caching_allocator.h"
 #include "kernels/cuda/cuda_memory.h"

@@ -1,4 +1,4 @@
-// One model replica on one GPU: the graph of core/model.h's Model (built
+// One model replica on one GPU: the graph of core/model/model.h's Model (built
 // from the same ModelSpec and seed, so the initial parameters are the same
 // bytes) run through each layer's CUDA implementation
 // (core/layers/device_layer.h) on one CUDA stream, following the same
@@ -18,9 +18,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/graph.h"
-#include "core/job_spec.h"
-#include "core/model.h"
+#include "core/job/job_spec.h"
+#include "core/model/graph.h"
+#include "core/model/model.h"
 #include "core/tensor.h"
 
 namespace lockstep {

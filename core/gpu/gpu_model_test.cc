@@ -1,4 +1,4 @@
-// GpuModel against core/model.h's Model on the same spec and seed: loss,
+// GpuModel against core/model/model.h's Model on the same spec and seed: loss,
 // accuracy and every parameter gradient of TrainStep, Evaluate, and 5 SGD
 // steps applied on the host to both. FP32 on both sides (TF32 off), so the
 // only differences are summation order and CUDA's expf/tanhf: tolerance
@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "core/job_spec.h"
-#include "core/model.h"
+#include "core/job/job_spec.h"
+#include "core/model/model.h"
 #include "core/tensor.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/test_util.h"

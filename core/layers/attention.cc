@@ -10,8 +10,8 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "core/layers/registry.h"
-#include "core/status_macros.h"
 #include "kernels/cpu/dropout.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/gemm.h"

@@ -6,9 +6,9 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "core/layers/common.h"
 #include "core/layers/registry.h"
-#include "core/status_macros.h"
 #include "kernels/cpu/batch_norm.h"
 
 namespace lockstep {

@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <vector>
 
+#include "base/status_macros.h"
 #include "core/layers/batch_norm.h"
 #include "core/layers/device_layer.h"
-#include "core/status_macros.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/layers/activation.h"
 #include "kernels/cuda/layers/batch_norm.h"

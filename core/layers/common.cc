@@ -5,9 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "core/param_init.h"
 #include "core/random.h"
-#include "core/status_macros.h"
 
 namespace lockstep {
 

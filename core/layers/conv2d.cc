@@ -5,9 +5,9 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "core/layers/registry.h"
 #include "core/param_init.h"
-#include "core/status_macros.h"
 
 namespace lockstep {
 namespace {

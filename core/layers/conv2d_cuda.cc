@@ -5,10 +5,10 @@
 // group count on the whole layer's tensors.
 #include <map>
 
+#include "base/status_macros.h"
 #include "core/layers/conv2d.h"
 #include "core/layers/conv_kernel_layout_cuda.h"
 #include "core/layers/device_layer.h"
-#include "core/status_macros.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/layers/activation.h"

@@ -1,6 +1,6 @@
 #include "core/layers/conv_kernel_layout_cuda.h"
 
-#include "core/status_macros.h"
+#include "base/status_macros.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/layers/conv_transform.h"
 

@@ -5,8 +5,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "core/layers/registry.h"
-#include "core/status_macros.h"
 #include "kernels/cpu/gelu.h"
 #include "kernels/cpu/gemm.h"
 

@@ -1,9 +1,9 @@
 // dense on a GPU: cuBLAS GEMMs in either weight layout, the bias and
 // activation kernels, and GELU keeping its pre-activation in the layer's
 // scratch for backward.
+#include "base/status_macros.h"
 #include "core/layers/dense.h"
 #include "core/layers/device_layer.h"
-#include "core/status_macros.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/gelu.h"

@@ -2,9 +2,9 @@
 #include "core/layers/depthwise_conv2d.h"
 
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "core/layers/registry.h"
 #include "core/param_init.h"
-#include "core/status_macros.h"
 #include "kernels/cpu/depthwise.h"
 #include "kernels/cpu/elementwise.h"
 

@@ -3,10 +3,10 @@
 // PyTorch-layout kernel is converted in the layer's scratch, as conv2d's.
 #include <algorithm>
 
+#include "base/status_macros.h"
 #include "core/layers/conv_kernel_layout_cuda.h"
 #include "core/layers/depthwise_conv2d.h"
 #include "core/layers/device_layer.h"
-#include "core/status_macros.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/layers/activation.h"

@@ -8,8 +8,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "core/layers/registry.h"
-#include "core/status_macros.h"
 #include "kernels/cpu/threading.h"
 
 namespace lockstep {

@@ -1,7 +1,7 @@
 // The layer interface a model graph runs: one node of the graph, built from
 // its job-file object by the registry (core/layers/registry.h). A layer sees
 // raw float buffers of n samples, each of its per-sample input and output
-// shapes (row-major, batch first); the executor (core/model.h on the CPU,
+// shapes (row-major, batch first); the executor (core/model/model.h on the CPU,
 // core/gpu/gpu_model.h on a GPU) owns every buffer, a layer only its
 // parameters and host scratch.
 #ifndef LOCKSTEP_CORE_LAYERS_LAYER_H_
@@ -20,7 +20,7 @@ namespace lockstep {
 // A sum over every replica of the job that runs inside a training pass
 // (sync batch norm's statistics): the local replicas meet at a barrier, the
 // last one adds their values in replica order and the workers' sums over
-// the ring (core/replica_set.h).
+// the ring (core/train/replica_set.h).
 class PassCollective {
  public:
   virtual ~PassCollective() = default;

@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "base/status_macros.h"
 #include "core/layers/common.h"
 #include "core/layers/registry.h"
-#include "core/status_macros.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/threading.h"
 

@@ -1,7 +1,7 @@
 // The model part of a job (README "The job file"): the graph's inputs and
 // its layers as the job file names them. Plain structs; the registry
 // (core/layers/registry.h) validates a layer's own fields into `config`,
-// and core/graph.h builds the layers.
+// and core/model/graph.h builds the layers.
 #ifndef LOCKSTEP_CORE_LAYERS_LAYER_SPEC_H_
 #define LOCKSTEP_CORE_LAYERS_LAYER_SPEC_H_
 

@@ -9,8 +9,8 @@
 #include <string>
 
 #include "absl/strings/str_format.h"
-#include "core/job_spec.h"
-#include "core/model.h"
+#include "core/job/job_spec.h"
+#include "core/model/model.h"
 #include "gtest/gtest.h"
 
 namespace lockstep {

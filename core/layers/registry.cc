@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "core/json_util.h"
-#include "core/status_macros.h"
 
 namespace lockstep {
 namespace {

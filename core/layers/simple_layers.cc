@@ -3,8 +3,8 @@
 #include "core/layers/simple_layers.h"
 
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "core/layers/registry.h"
-#include "core/status_macros.h"
 #include "kernels/cpu/dropout.h"
 
 namespace lockstep {

@@ -1,9 +1,9 @@
 // max_pool2d, global_average_pooling2d, flatten and dropout on a GPU: the
 // CPU's masks and argmax semantics, through kernels/cuda (the argmax in the
 // layer's scratch); the pooling mean in the CPU's order.
+#include "base/status_macros.h"
 #include "core/layers/device_layer.h"
 #include "core/layers/simple_layers.h"
-#include "core/status_macros.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/layers/device_context.h"
 #include "kernels/cuda/layers/dropout.h"

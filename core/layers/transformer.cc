@@ -8,9 +8,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "core/json_util.h"
 #include "core/layers/registry.h"
-#include "core/status_macros.h"
 
 namespace lockstep {
 namespace {

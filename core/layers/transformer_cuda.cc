@@ -7,13 +7,13 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "base/status_macros.h"
 #include "core/layers/attention.h"
 #include "core/layers/device_layer.h"
 #include "core/layers/elementwise_layers.h"
 #include "core/layers/embedding.h"
 #include "core/layers/gather_positions.h"
 #include "core/layers/layer_norm.h"
-#include "core/status_macros.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/gelu.h"

@@ -1,5 +1,5 @@
 // SGD and Adam update kernels: each element's expressions are written exactly
-// as in core/optimizer.cc (same operands, same order).
+// as in core/train/optimizer.cc (same operands, same order).
 #include "kernels/cuda/optimizer.h"
 #include "kernels/cuda/grid_stride.cuh"
 

@@ -1,4 +1,4 @@
-// Fused optimizer updates on the GPU with core/optimizer.cc's math, operation
+// Fused optimizer updates on the GPU with core/train/optimizer.cc's math, operation
 // for operation (built with --fmad=false; sqrt and division are IEEE), so a
 // GPU replica's parameters match a CPU replica's bit for bit. The step's
 // scalars are computed on the host by the Make* functions, as Optimizer::Apply

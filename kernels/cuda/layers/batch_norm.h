@@ -78,7 +78,7 @@ cudaError_t BatchNormAddStatistics(int64_t channels, float samples,
                                    const float* var, float* dmean, float* dvar,
                                    cudaStream_t stream);
 
-// The step's update of a run of kMovingAverage values (core/optimizer.h's
+// The step's update of a run of kMovingAverage values (core/train/optimizer.h's
 // UpdateMovingAverages): v = v * momentum + (float)(g * inv_samples) *
 // (1 - momentum).
 cudaError_t MovingAverageUpdate(int64_t n, float momentum, double inv_samples,

@@ -70,7 +70,7 @@ TEST_P(BatchNormCudaTest, MatchesTheCpuBitForBit) {
   ExpectSameBits(dx, d_dx.ToHost(), "dx");
 
   // The statistics' "gradients" and the moving-average step, as the CPU
-  // layer and core/optimizer.cc compute them.
+  // layer and core/train/optimizer.cc compute them.
   std::vector<float> dmean(ch, 1.0f), dvar(ch, 2.0f), running(ch, 0.25f);
   const float samples = 7.0f;
   const double bessel = 700.0 / 699.0;

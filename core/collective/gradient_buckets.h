@@ -1,0 +1,83 @@
+// Gradients travel in buckets (DESIGN "A step"): params grouped in the order
+// backward produces them (last layer first), fused up to a size; a
+// communication thread all-reduces bucket 0, 1, ... in that fixed order as
+// each becomes ready, so the ring runs while backward is still computing.
+#ifndef LOCKSTEP_CORE_COLLECTIVE_GRADIENT_BUCKETS_H_
+#define LOCKSTEP_CORE_COLLECTIVE_GRADIENT_BUCKETS_H_
+
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "core/collective/ring_allreduce.h"
+#include "core/collective/transport.h"
+#include "core/tensor.h"
+
+namespace lockstep {
+
+struct BucketStats {
+  int64_t bytes = 0;             // gradient bytes all-reduced per step
+  double allreduce_seconds = 0;  // summed over buckets, last step
+  double wait_seconds = 0;       // time FinishStep waited after backward ended
+};
+
+class GradientBuckets {
+ public:
+  // `params` in model order (not owned, must outlive this); buckets close
+  // once they hold >= bucket_bytes. `transport` is not owned.
+  GradientBuckets(const std::vector<Param*>& params, int64_t bucket_bytes,
+                  Transport* transport, RingOptions ring);
+  ~GradientBuckets();  // stops and joins the communication thread
+  GradientBuckets(const GradientBuckets&) = delete;
+  GradientBuckets& operator=(const GradientBuckets&) = delete;
+
+  int num_buckets() const { return static_cast<int>(buckets_.size()); }
+  // Param indices of bucket b, in the order they are packed.
+  const std::vector<int>& bucket_params(int b) const {
+    return buckets_[b].params;
+  }
+
+  // Starts a step: buckets are tagged (generation, step, b).
+  void BeginStep(int64_t generation, int64_t step);
+  // Param i's (locally summed) grad is final. Thread-safe; cheap.
+  void ParamReady(int param_index);
+  // Blocks until every bucket of the step is all-reduced and the grads hold
+  // the sums; returns the first error (with the bucket named).
+  absl::Status FinishStep();
+  BucketStats stats() const;
+
+ private:
+  struct Bucket {
+    std::vector<int> params;
+    int64_t elements = 0;
+    std::vector<float> fused;  // empty for a one-param bucket (in place)
+  };
+  void Loop();
+  absl::Status Reduce(int b);
+
+  const std::vector<Param*>& params_;
+  Transport* const transport_;
+  const RingOptions ring_;
+  std::vector<Bucket> buckets_;
+  std::vector<int> bucket_of_;  // param index -> bucket
+
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::vector<int> pending_ ABSL_GUARDED_BY(mu_);  // params left per bucket
+  int next_ ABSL_GUARDED_BY(mu_) = 0;  // next bucket the thread reduces
+  int done_ ABSL_GUARDED_BY(mu_) = 0;  // buckets finished this step
+  bool active_ ABSL_GUARDED_BY(mu_) = false;
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+  BucketStats stats_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;
+};
+
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_CORE_COLLECTIVE_GRADIENT_BUCKETS_H_

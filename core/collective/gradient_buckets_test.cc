@@ -1,0 +1,148 @@
+// Gradient buckets over the in-process ring: buckets form last layer first
+// up to the size cap, each is all-reduced once its params are ready, and the
+// grads end as the sum over ranks whatever order the params become ready.
+#include "core/collective/gradient_buckets.h"
+
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "core/collective/in_process_transport.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace lockstep {
+namespace {
+
+using ::testing::ElementsAre;
+
+// Params of 100, 3, 50, 50, 1 floats; rank r's grad element k is r+1+k/8.
+std::vector<std::unique_ptr<Param>> MakeParams(int rank) {
+  std::vector<std::unique_ptr<Param>> params;
+  for (int64_t n : {100, 3, 50, 50, 1}) {
+    auto p = std::make_unique<Param>();
+    p->value = Tensor({n});
+    p->grad = Tensor({n});
+    for (int64_t k = 0; k < n; ++k) p->grad.data()[k] = rank + 1 + k / 8.0f;
+    params.push_back(std::move(p));
+  }
+  return params;
+}
+
+std::vector<Param*> Raw(const std::vector<std::unique_ptr<Param>>& v) {
+  std::vector<Param*> out;
+  for (const auto& p : v) out.push_back(p.get());
+  return out;
+}
+
+TEST(GradientBucketsTest, BucketsFormLastLayerFirstUpToTheCap) {
+  auto ring = InProcessRing::Create(1);
+  auto owned = MakeParams(0);
+  std::vector<Param*> params = Raw(owned);
+  // 400 bytes: param 4 (1) + 3 (50) + 2 (50) = 101 floats >= 100 -> bucket 0.
+  GradientBuckets b(params, 400, &ring->endpoint(0), RingOptions());
+  ASSERT_EQ(b.num_buckets(), 2);
+  EXPECT_THAT(b.bucket_params(0), ElementsAre(4, 3, 2));
+  EXPECT_THAT(b.bucket_params(1), ElementsAre(1, 0));
+}
+
+// Frozen params (trainable: false) travel in no bucket; their readiness is
+// ignored, and the others' buckets form as if they were not there.
+TEST(GradientBucketsTest, FrozenParamsAreNeverSent) {
+  auto ring = InProcessRing::Create(1);
+  auto owned = MakeParams(0);
+  std::vector<Param*> params = Raw(owned);
+  params[3]->update = ParamUpdate::kFrozen;
+  params[0]->update = ParamUpdate::kFrozen;
+  GradientBuckets b(params, 400, &ring->endpoint(0), RingOptions());
+  ASSERT_EQ(b.num_buckets(), 1);
+  EXPECT_THAT(b.bucket_params(0), ElementsAre(4, 2, 1));
+  b.BeginStep(0, 0);
+  for (int i : {0, 1, 2, 3, 4}) b.ParamReady(i);
+  ASSERT_TRUE(b.FinishStep().ok());
+  EXPECT_EQ(b.stats().bytes, (1 + 50 + 3) * 4);
+}
+
+TEST(GradientBucketsTest, SumsOverRanksWhateverTheReadyOrder) {
+  for (int world : {1, 2, 3}) {
+    auto ring = InProcessRing::Create(world);
+    std::vector<std::vector<std::unique_ptr<Param>>> owned;
+    for (int r = 0; r < world; ++r) owned.push_back(MakeParams(r));
+    std::vector<std::thread> threads;
+    std::vector<absl::Status> status(world);
+    for (int r = 0; r < world; ++r) {
+      threads.emplace_back([&, r] {
+        std::vector<Param*> params = Raw(owned[r]);
+        GradientBuckets b(params, 64, &ring->endpoint(r), RingOptions());
+        for (int step = 0; step < 3 && status[r].ok(); ++step) {
+          b.BeginStep(1, step);
+          // Backward order on even ranks, shuffled on odd ones.
+          const std::vector<int> order = r % 2
+                                             ? std::vector<int>{2, 4, 0, 3, 1}
+                                             : std::vector<int>{4, 3, 2, 1, 0};
+          for (int i : order) b.ParamReady(i);
+          status[r] = b.FinishStep();
+          // Restore the inputs for the next step.
+          if (step < 2) owned[r] = MakeParams(r);
+          params = Raw(owned[r]);
+          (void)params;
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < world; ++r) {
+      ASSERT_TRUE(status[r].ok()) << status[r];
+    }
+  }
+}
+
+TEST(GradientBucketsTest, OneStepSumIsExact) {
+  const int world = 3;
+  auto ring = InProcessRing::Create(world);
+  std::vector<std::vector<std::unique_ptr<Param>>> owned;
+  for (int r = 0; r < world; ++r) owned.push_back(MakeParams(r));
+  std::vector<absl::Status> status(world);
+  std::vector<BucketStats> stats(world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      std::vector<Param*> params = Raw(owned[r]);
+      GradientBuckets b(params, 64, &ring->endpoint(r), RingOptions());
+      b.BeginStep(7, 42);
+      for (int i = 4; i >= 0; --i) b.ParamReady(i);
+      status[r] = b.FinishStep();
+      stats[r] = b.stats();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < world; ++r) {
+    ASSERT_TRUE(status[r].ok()) << status[r];
+    EXPECT_EQ(stats[r].bytes, 204 * 4);
+    for (size_t i = 0; i < owned[r].size(); ++i) {
+      const Tensor& g = owned[r][i]->grad;
+      for (int64_t k = 0; k < g.size(); ++k) {
+        // (1 + 2 + 3) + 3 * k/8: small integers and eighths, exact in float.
+        ASSERT_EQ(g.data()[k], 6 + 3 * (k / 8.0f))
+            << "param " << i << " k " << k;
+      }
+    }
+  }
+}
+
+TEST(GradientBucketsTest, AMissingPeerFailsTheStepNamingTheBucket) {
+  auto ring = InProcessRing::Create(2);
+  auto owned = MakeParams(0);
+  std::vector<Param*> params = Raw(owned);
+  RingOptions o;
+  o.timeout = absl::Milliseconds(300);
+  GradientBuckets b(params, 64, &ring->endpoint(0), o);
+  b.BeginStep(1, 0);
+  for (int i = 4; i >= 0; --i) b.ParamReady(i);
+  absl::Status s = b.FinishStep();
+  EXPECT_TRUE(absl::IsDeadlineExceeded(s)) << s;
+  EXPECT_THAT(std::string(s.message()),
+              ::testing::HasSubstr("all-reduce of gradient bucket 0"));
+}
+
+}  // namespace
+}  // namespace lockstep

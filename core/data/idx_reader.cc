@@ -1,0 +1,214 @@
+// IDX parsing with errors that name the field, the file and what is wrong.
+#include "core/data/idx_reader.h"
+
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/file_util.h"
+#include "base/status_macros.h"
+
+namespace lockstep {
+namespace {
+
+constexpr uint32_t kImageMagic = 0x00000803;
+constexpr uint32_t kLabelMagic = 0x00000801;
+
+std::string Quoted(const std::string& path) {
+  return absl::StrCat("\"", path, "\"");
+}
+
+uint32_t BigEndian32(const std::string& data, size_t offset) {
+  const auto* p = reinterpret_cast<const unsigned char*>(data.data() + offset);
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) |
+         (uint32_t{p[2]} << 8) | uint32_t{p[3]};
+}
+
+absl::StatusOr<std::string> Inflate(const std::string& field,
+                                    const std::string& path,
+                                    const std::string& compressed) {
+  auto corrupt = [&](const std::string& what) {
+    return absl::DataLossError(absl::StrCat(field, ": ", Quoted(path),
+                                            ": corrupt gzip stream: ", what));
+  };
+  z_stream zs;
+  std::memset(&zs, 0, sizeof(zs));
+  if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) {
+    return absl::InternalError(absl::StrCat(field, ": inflateInit2 failed"));
+  }
+  std::unique_ptr<z_stream, int (*)(z_stream*)> guard(&zs, inflateEnd);
+  std::string out;
+  out.resize(compressed.size() * 4 + 1024);
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed.data()));
+  zs.avail_in = static_cast<uInt>(compressed.size());
+  size_t produced = 0;
+  while (true) {
+    if (produced == out.size()) out.resize(out.size() * 2);
+    zs.next_out = reinterpret_cast<Bytef*>(&out[produced]);
+    zs.avail_out = static_cast<uInt>(out.size() - produced);
+    const int rc = inflate(&zs, Z_NO_FLUSH);
+    produced = out.size() - zs.avail_out;
+    if (rc == Z_STREAM_END) {
+      if (zs.avail_in == 0) break;
+      // Another gzip member follows (concatenated .gz files are valid).
+      if (zs.avail_in >= 2 && zs.next_in[0] == 0x1f && zs.next_in[1] == 0x8b) {
+        inflateReset(&zs);
+        continue;
+      }
+      return corrupt(absl::StrCat(zs.avail_in,
+                                  " bytes of trailing data after the stream"));
+    }
+    if (rc == Z_OK) continue;
+    if (rc == Z_BUF_ERROR) {
+      if (zs.avail_in == 0) return corrupt("unexpected end of file");
+      continue;  // output buffer full: grow and go on
+    }
+    return corrupt(zs.msg != nullptr ? zs.msg
+                                     : absl::StrCat("zlib error ", rc));
+  }
+  out.resize(produced);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ReadMaybeGzipFile(const std::string& field,
+                                              const std::string& path) {
+  auto open_error = [&](int err) {
+    std::string msg = absl::StrCat(field, ": cannot open ", Quoted(path), ": ",
+                                   std::strerror(err));
+    if (err == ENOENT) return absl::NotFoundError(msg);
+    if (err == EACCES) return absl::PermissionDeniedError(msg);
+    return absl::FailedPreconditionError(msg);
+  };
+  auto read_error = [&](int err) {
+    return absl::DataLossError(absl::StrCat(
+        field, ": ", Quoted(path), ": read error: ", std::strerror(err)));
+  };
+  absl::StatusOr<std::string> data = ReadFile(path, open_error, read_error);
+  if (data.ok() && data->size() >= 2 &&
+      static_cast<unsigned char>((*data)[0]) == 0x1f &&
+      static_cast<unsigned char>((*data)[1]) == 0x8b) {
+    return Inflate(field, path, *data);
+  }
+  return data;
+}
+
+absl::StatusOr<Dataset> ReadIdxDataset(const std::string& images_field,
+                                       const std::string& images_path,
+                                       const std::string& labels_field,
+                                       const std::string& labels_path,
+                                       int64_t num_classes, double scale) {
+  if (images_path.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(images_field, ": no file given"));
+  }
+  if (labels_path.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(labels_field, ": no file given"));
+  }
+  auto bad = [](const std::string& field, const std::string& path,
+                const std::string& what) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": ", Quoted(path), ": ", what));
+  };
+
+  // Images: magic, count, rows, cols, then count*rows*cols bytes.
+  ASSIGN_OR_RETURN(std::string images,
+                   ReadMaybeGzipFile(images_field, images_path));
+  if (images.size() >= 4 && BigEndian32(images, 0) != kImageMagic) {
+    return bad(images_field, images_path,
+               absl::StrFormat("not an IDX image file (magic 0x%08x, expected "
+                               "0x%08x)",
+                               BigEndian32(images, 0), kImageMagic));
+  }
+  if (images.size() < 16) {
+    return bad(images_field, images_path,
+               absl::StrCat("truncated: only ", images.size(),
+                            " bytes, an IDX image header needs 16"));
+  }
+  const int64_t count = BigEndian32(images, 4);
+  const int64_t rows = BigEndian32(images, 8);
+  const int64_t cols = BigEndian32(images, 12);
+  const int64_t pixels = rows * cols;
+  const int64_t want = count * pixels;
+  const int64_t follow = static_cast<int64_t>(images.size()) - 16;
+  const std::string what_images =
+      absl::StrCat(count, " images of ", rows, "x", cols);
+  if (follow < want) {
+    return bad(images_field, images_path,
+               absl::StrCat("truncated: header says ", what_images, " (", want,
+                            " bytes) but only ", follow, " bytes follow"));
+  }
+  if (follow > want) {
+    return bad(images_field, images_path,
+               absl::StrCat(follow - want, " bytes of trailing data after ",
+                            what_images));
+  }
+  if (pixels == 0) {
+    return bad(images_field, images_path,
+               absl::StrCat("images of ", rows, "x", cols, " have no pixels"));
+  }
+
+  // Labels: magic, count, then count bytes.
+  ASSIGN_OR_RETURN(std::string labels,
+                   ReadMaybeGzipFile(labels_field, labels_path));
+  if (labels.size() >= 4 && BigEndian32(labels, 0) != kLabelMagic) {
+    return bad(labels_field, labels_path,
+               absl::StrFormat("not an IDX label file (magic 0x%08x, expected "
+                               "0x%08x)",
+                               BigEndian32(labels, 0), kLabelMagic));
+  }
+  if (labels.size() < 8) {
+    return bad(labels_field, labels_path,
+               absl::StrCat("truncated: only ", labels.size(),
+                            " bytes, an IDX label header needs 8"));
+  }
+  const int64_t label_count = BigEndian32(labels, 4);
+  const int64_t label_follow = static_cast<int64_t>(labels.size()) - 8;
+  if (label_follow < label_count) {
+    return bad(labels_field, labels_path,
+               absl::StrCat("truncated: header says ", label_count, " labels (",
+                            label_count, " bytes) but only ", label_follow,
+                            " bytes follow"));
+  }
+  if (label_follow > label_count) {
+    return bad(
+        labels_field, labels_path,
+        absl::StrCat(label_follow - label_count,
+                     " bytes of trailing data after ", label_count, " labels"));
+  }
+  if (label_count != count) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        labels_field, ": ", Quoted(labels_path), " has ", label_count,
+        " labels but ", Quoted(images_path), " has ", count, " images"));
+  }
+
+  Dataset d;
+  d.sample_shape = {rows, cols};
+  d.num_samples = count;
+  d.num_classes = num_classes;
+  d.labels.resize(count);
+  for (int64_t i = 0; i < count; ++i) {
+    const int label = static_cast<unsigned char>(labels[8 + i]);
+    if (label >= num_classes) {
+      return bad(labels_field, labels_path,
+                 absl::StrCat("label ", label, " at index ", i,
+                              " is out of range [0, ", num_classes, ")"));
+    }
+    d.labels[i] = label;
+  }
+  d.features.resize(want);
+  const auto* px = reinterpret_cast<const unsigned char*>(images.data() + 16);
+  for (int64_t i = 0; i < want; ++i)
+    d.features[i] = static_cast<float>(px[i] / scale);
+  d.source = absl::StrCat(images_path, " + ", labels_path);
+  return d;
+}
+
+}  // namespace lockstep

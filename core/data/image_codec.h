@@ -1,0 +1,48 @@
+// Decoding JPEG (libjpeg-turbo) and PNG (libpng) files into 8-bit RGB, and
+// turning a decoded image into a model sample: an optional crop window and
+// horizontal flip, a bilinear resize to the model's size, and a named
+// preprocessing. No hand-written decoders.
+#ifndef LOCKSTEP_CORE_DATA_IMAGE_CODEC_H_
+#define LOCKSTEP_CORE_DATA_IMAGE_CODEC_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "core/job/job_spec.h"  // ImagePreprocessing
+
+namespace lockstep {
+
+struct RgbImage {
+  int64_t height = 0, width = 0;
+  std::vector<uint8_t> pixels;  // [height, width, 3], row-major
+};
+
+enum class ImageKind { kUnknown, kJpeg, kPng };
+// From the file's first bytes (its magic number), not its name.
+ImageKind SniffImage(absl::string_view bytes);
+
+// Decodes a whole JPEG or PNG file's bytes (grey, palette and alpha
+// images become RGB; 16-bit PNG channels are scaled to 8). Errors
+// (kInvalidArgument) say what is wrong: "not a JPEG or PNG file",
+// "truncated JPEG", libpng's or libjpeg's own message.
+absl::StatusOr<RgbImage> DecodeImage(absl::string_view bytes);
+
+// The part of the source image a sample is made from: rows [top, top +
+// height), columns [left, left + width).
+struct CropWindow {
+  double top = 0, left = 0, height = 0, width = 0;
+};
+
+// Writes the sample [out_h, out_w, 3]: `window` of `image`, mirrored left to
+// right when `flip`, resized bilinearly (half-pixel centres, as
+// tf.image.resize and torchvision without antialiasing) and preprocessed.
+void ImageToSample(const RgbImage& image, const CropWindow& window, bool flip,
+                   int64_t out_h, int64_t out_w, ImagePreprocessing pre,
+                   float* out);
+
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_CORE_DATA_IMAGE_CODEC_H_

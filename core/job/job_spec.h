@@ -1,0 +1,216 @@
+// The job description (README "Job file"): plain structs filled and
+// validated by ParseJobSpec. Everything downstream trusts a parsed spec.
+#ifndef LOCKSTEP_CORE_JOB_JOB_SPEC_H_
+#define LOCKSTEP_CORE_JOB_JOB_SPEC_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "core/layers/layer_spec.h"
+
+namespace lockstep {
+
+enum class LossType {
+  kSparseCategoricalCrossentropy,
+  kMse,
+  kBinaryCrossentropy
+};
+enum class OptimizerType { kSgd, kAdam, kAdamW };
+enum class ScheduleType { kConstant, kPiecewise, kPolynomial };
+enum class ScheduleUnit { kStep, kEpoch };
+enum class DataFormat { kMnistIdx, kCsv, kSynthetic, kText, kImageFolder };
+// How image_folder pixel values become model inputs.
+enum class ImagePreprocessing {
+  kUnit,       // x / 255, in [0, 1]
+  kMobilenet,  // x / 127.5 - 1, in [-1, 1] (Keras' mobilenet_v2)
+  kImagenet,   // (x / 255 - mean) / std per channel (torchvision's)
+};
+enum class Collective { kRing, kNccl, kAuto };
+enum class Compression { kNone, kBf16 };
+
+struct OptimizerSpec {
+  OptimizerType type = OptimizerType::kAdam;
+  double learning_rate = 1e-3;
+  // sgd
+  double momentum = 0.0;
+  bool nesterov = false;
+  // adam, adamw (Keras defaults)
+  double beta_1 = 0.9;
+  double beta_2 = 0.999;
+  double epsilon = 1e-7;
+  // adamw: decoupled weight decay (Keras default 0.004); sgd/adam: 0 = none
+  double weight_decay = 0.0;
+  // Parameters whose name contains one of these are not decayed (Keras'
+  // exclude_from_weight_decay; BERT recipes exclude "bias" and "LayerNorm").
+  std::vector<std::string> exclude_from_weight_decay;
+  // > 0: gradients are scaled so their global L2 norm is at most this
+  // (Keras' global_clipnorm), after the all-reduce.
+  double global_clipnorm = 0.0;
+  // The learning rate (and every rate of the schedule) is multiplied by the
+  // job's replica count, as the tutorials scale it by hand for a global
+  // batch that grows with the replicas.
+  bool scale_with_replicas = false;
+};
+
+// Learning rate as a function of the global step (and epoch). Warm-up, when
+// set, ramps linearly from 0 to the scheduled value over warmup_steps steps.
+struct ScheduleSpec {
+  ScheduleType type = ScheduleType::kConstant;
+  ScheduleUnit unit = ScheduleUnit::kEpoch;  // piecewise boundaries
+  std::vector<double> boundaries;            // piecewise: strictly increasing
+  std::vector<double> values;  // piecewise: boundaries.size() + 1 values
+  // polynomial: lr = (initial - end) * (1 - min(step, decay_steps) /
+  // decay_steps)^power + end, initial = optimizer.learning_rate
+  int64_t decay_steps = 0;
+  double end_learning_rate = 1e-4;
+  double power = 1.0;
+  int64_t warmup_steps = 0;
+};
+
+struct DataSpec {
+  DataFormat format = DataFormat::kSynthetic;
+  std::string train_images, train_labels;  // mnist_idx (.gz or raw)
+  std::string test_images, test_labels;
+  std::string train_path, test_path;  // csv: label first, then features
+  bool csv_header = false;            // csv: skip the first line
+  double scale = 1.0;  // features are divided by this (255 for pixels)
+  bool shuffle = true;
+  int64_t num_classes = 10;
+  // synthetic: a learnable classification task drawn from data.seed
+  int64_t synthetic_train = 8192;
+  int64_t synthetic_test = 2048;
+  uint64_t synthetic_seed = 1234;
+  // text: a masked language model's data (core/data/text_dataset.h): plain text
+  // files, one passage per line, split by a WordPiece tokenizer into
+  // [CLS] ... [SEP] sequences whose tokens are masked as BERT does.
+  std::vector<std::string> train_files, test_files;
+  int64_t min_line_chars = 0;  // shorter lines are dropped
+  bool lowercase = true;       // BERT's uncased normalization
+  std::string vocab_path;      // a vocab.txt, or "": built from train_files
+  int64_t vocab_size = 0;      // the size to build (required then)
+  int64_t sequence_length = 128;
+  // Consecutive lines fill a sequence (each ends with [SEP]) instead of one
+  // line per sequence.
+  bool pack_lines = true;
+  double mask_rate = 0.15;         // of a sequence's maskable tokens
+  int64_t max_predictions = 20;    // masked tokens per sequence at most
+  double mask_token_rate = 0.8;    // of those: replaced by [MASK]
+  double random_token_rate = 0.1;  // replaced by a random token (else kept)
+  // image_folder (core/data/image_folder.h): train_path and test_path are
+  // folders of class subfolders; or validation_split holds out that
+  // fraction of train_path instead of a test_path.
+  double validation_split = 0;
+  int64_t image_height = 0, image_width = 0;  // required
+  ImagePreprocessing preprocessing = ImagePreprocessing::kUnit;
+  bool random_flip = false;  // training samples only
+  double random_crop = 1.0;  // side fraction of a random crop; 1: none
+};
+
+struct CheckpointSpec {
+  int64_t every_steps = 0;  // 0: only at the end of each epoch
+  int64_t keep = 3;
+};
+
+struct SummarySpec {
+  int64_t every_steps = 100;
+};
+
+struct ClusterSpec {
+  int64_t workers = 1;
+  int64_t replicas_per_worker = 1;
+  Collective collective = Collective::kRing;
+  int64_t bucket_kib = 1024;  // gradients travel in buckets of >= this size
+  // The gRPC ring: the largest message (a chunk of a ring segment; bigger
+  // segments are cut and pipelined) and the streams to the next worker
+  // (0: the worker's --lanes). Measured defaults: benchmarks/README.md.
+  int64_t ring_chunk_kib = 4096;
+  int64_t ring_streams = 0;
+  // Gradients on the gRPC ring as bfloat16 (half the bytes; sums stay
+  // float32, see core/collective/ring_allreduce.h). The loss and evaluation sums, the
+  // parameters and NCCL's all-reduce stay float32.
+  Compression compression = Compression::kNone;
+  // Workers compare parameter fingerprints every this many steps (0: only
+  // at the end).
+  int64_t fingerprint_every_steps = 100;
+  // GPU replicas may run GEMMs and convolutions on TF32 tensor cores (FP32
+  // accumulation, inputs rounded to 10 mantissa bits: several times faster,
+  // about 1e-3 relative error). CPU replicas ignore it.
+  bool allow_tf32 = false;
+};
+
+// What the coordinator does when a worker of the job is lost (DESIGN
+// "Failure and rejoin").
+struct RestartSpec {
+  int64_t max_restarts = 3;    // generations started after a failure; 0: fail
+  double backoff_seconds = 1;  // before restart k: backoff * 2^(k-1), <= 60 s
+  // RECOVERING this long without enough workers: the job FAILS.
+  double replacement_timeout_seconds = 120;
+};
+
+struct JobSpec {
+  std::string name;
+  uint64_t seed = 0;
+  ModelSpec model;
+  LossType loss = LossType::kSparseCategoricalCrossentropy;
+  OptimizerSpec optimizer;
+  ScheduleSpec lr_schedule;
+  DataSpec data;
+  int64_t batch_size_per_replica = 32;
+  int64_t epochs = 0;  // exactly one of epochs / steps is > 0
+  int64_t steps = 0;
+  CheckpointSpec checkpoint;
+  SummarySpec summary;
+  ClusterSpec cluster;
+  RestartSpec restart;
+
+  int64_t total_replicas() const {
+    return cluster.workers * cluster.replicas_per_worker;
+  }
+  int64_t global_batch_size() const {
+    return batch_size_per_replica * total_replicas();
+  }
+};
+
+// Field-by-field equality (ParseJobSpec(JobSpecToJson(s)) == s).
+bool operator==(const OptimizerSpec& a, const OptimizerSpec& b);
+bool operator==(const ScheduleSpec& a, const ScheduleSpec& b);
+bool operator==(const DataSpec& a, const DataSpec& b);
+bool operator==(const CheckpointSpec& a, const CheckpointSpec& b);
+bool operator==(const SummarySpec& a, const SummarySpec& b);
+bool operator==(const ClusterSpec& a, const ClusterSpec& b);
+bool operator==(const RestartSpec& a, const RestartSpec& b);
+bool operator==(const JobSpec& a, const JobSpec& b);
+inline bool operator!=(const JobSpec& a, const JobSpec& b) { return !(a == b); }
+
+// Parses and validates a job document. Errors are kInvalidArgument and name
+// the field: "optimizer.learning_rate: must be > 0, got -1". Relative data
+// paths are resolved against `base_dir` when it is non-empty.
+absl::StatusOr<JobSpec> ParseJobSpec(absl::string_view json_text,
+                                     absl::string_view base_dir = "");
+// Reads `path` and parses it; a missing file or bad JSON names the file.
+// Relative data paths are resolved against `data_dir` when given, else
+// against the job file's folder.
+absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path,
+                                    const std::string& data_dir = "");
+// The canonical JSON form (all defaults filled): stored with checkpoints.
+std::string JobSpecToJson(const JobSpec& spec);
+// A model section alone (the job file's "model" object), for code and tests
+// that build models by hand. Input shapes must be given.
+absl::StatusOr<ModelSpec> ParseModelSpec(absl::string_view json_text);
+
+// The per-sample shape of a data field a model input names: for text data
+// token_ids, segment_ids and padding_mask are [sequence_length] and
+// mask_positions [max_predictions]; synthetic data's "input" is [8, 8, 1].
+// NotFound for a field the format does not have; FailedPrecondition when
+// the shape is only known from the files (mnist_idx, csv).
+absl::StatusOr<Shape> DataFieldShape(const DataSpec& data,
+                                     const std::string& field);
+// The number of labels a sample of the data has (text: max_predictions).
+int64_t DataLabelsPerSample(const DataSpec& data);
+
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_CORE_JOB_JOB_SPEC_H_

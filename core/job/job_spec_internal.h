@@ -1,0 +1,61 @@
+// Shared by the job_spec*.cc files only: the enum name tables and the
+// section parsers (the field readers are core/spec_reader.h's).
+#ifndef LOCKSTEP_CORE_JOB_JOB_SPEC_INTERNAL_H_
+#define LOCKSTEP_CORE_JOB_JOB_SPEC_INTERNAL_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "core/job/job_spec.h"
+#include "core/spec_reader.h"
+
+namespace lockstep {
+namespace job_spec_internal {
+
+using spec_reader::Bad;
+using spec_reader::CheckName;
+using spec_reader::Child;
+using spec_reader::Constraint;
+using spec_reader::Got;
+using spec_reader::Index;
+using spec_reader::IntValue;
+using spec_reader::Json;
+using spec_reader::Keys;
+using spec_reader::kMaxInt;
+using spec_reader::kNonNegative;
+using spec_reader::kPositive;
+using spec_reader::kUnitClosed;
+using spec_reader::kUnitOpen;
+using spec_reader::NameOf;
+using spec_reader::NumberValue;
+using spec_reader::PairValue;
+using spec_reader::Reader;
+using spec_reader::Table;
+
+const Table<LossType>& Losses();
+const Table<OptimizerType>& OptimizerTypes();
+const Table<ScheduleType>& ScheduleTypes();
+const Table<ScheduleUnit>& ScheduleUnits();
+const Table<DataFormat>& DataFormats();
+const Table<ImagePreprocessing>& ImagePreprocessings();
+const Table<Collective>& Collectives();
+const Table<Compression>& Compressions();
+const Table<ParamNaming>& ParamNamings();
+
+// Section parsers (job_spec_sections.cc); the schema is in job_spec.cc.
+absl::Status ParseModel(const Json& v, absl::string_view base_dir,
+                        ModelSpec* model);
+absl::Status ParseOptimizer(const Json& v, OptimizerSpec* opt);
+absl::Status ParseSchedule(const Json& v, ScheduleSpec* s);
+absl::Status ParseData(const Json& v, absl::string_view base_dir, DataSpec* d);
+// Model inputs declared without a shape take their data field's
+// (DataFieldShape); errors name the input.
+absl::Status ResolveInputShapes(const DataSpec& data, ModelSpec* model);
+// The canonical JSON of the model section.
+Json ModelToJson(const ModelSpec& m);
+
+}  // namespace job_spec_internal
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_CORE_JOB_JOB_SPEC_INTERNAL_H_

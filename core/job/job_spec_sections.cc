@@ -1,0 +1,497 @@
+// The job file's sections: model (inputs and layers, or a preset),
+// optimizer, learning-rate schedule and data. The schema they check is
+// documented in job_spec.cc.
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "core/job/job_spec_internal.h"
+#include "core/layers/registry.h"
+
+namespace lockstep {
+namespace job_spec_internal {
+namespace {
+
+// The keys of a model object besides a preset's own fields.
+const Keys& ModelKeys() {
+  static const Keys* k = new Keys{"input_shape", "inputs",      "layers",
+                                  "preset",      "param_names", "init"};
+  return *k;
+}
+
+absl::Status ParseInputs(const Reader& r, ModelSpec* model) {
+  if (r.Has("input_shape") == r.Has("inputs")) {
+    return Bad(r.At("input_shape"),
+               "give exactly one of input_shape (one input) or inputs");
+  }
+  if (r.Has("input_shape")) {
+    const Json& shape = r.Get("input_shape");
+    if (!shape.is_array() || shape.empty()) {
+      return Bad(
+          r.At("input_shape"),
+          absl::StrCat("must be a non-empty array of integers >= 1, got ",
+                       Got(shape)));
+    }
+    ModelInput in;
+    in.name = "input";
+    for (size_t i = 0; i < shape.size(); ++i) {
+      int64_t d = 0;
+      RETURN_IF_ERROR(
+          IntValue(shape[i], Index(r.At("input_shape"), i), 1, kMaxInt, &d));
+      in.shape.push_back(d);
+    }
+    model->inputs.push_back(std::move(in));
+    return absl::OkStatus();
+  }
+  const Json& inputs = r.Get("inputs");
+  if (!inputs.is_array() || inputs.empty()) {
+    return Bad(
+        r.At("inputs"),
+        absl::StrCat("must be a non-empty array of inputs, got ", Got(inputs)));
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::string path = Index(r.At("inputs"), i);
+    RETURN_IF_ERROR(Reader::CheckObject(inputs[i], path));
+    Reader in(inputs[i], path);
+    RETURN_IF_ERROR(in.CheckKeys({"name", "shape"}));
+    ModelInput mi;
+    RETURN_IF_ERROR(in.Require("name"));
+    RETURN_IF_ERROR(in.String("name", &mi.name));
+    RETURN_IF_ERROR(CheckName(mi.name, in.At("name")));
+    for (const ModelInput& other : model->inputs) {
+      if (other.name == mi.name) {
+        return Bad(in.At("name"),
+                   absl::StrCat("duplicate input name ", Got(Json(mi.name))));
+      }
+    }
+    if (in.Has("shape")) {
+      const Json& shape = in.Get("shape");
+      if (!shape.is_array() || shape.empty()) {
+        return Bad(
+            in.At("shape"),
+            absl::StrCat("must be a non-empty array of integers >= 1, got ",
+                         Got(shape)));
+      }
+      for (size_t k = 0; k < shape.size(); ++k) {
+        int64_t d = 0;
+        RETURN_IF_ERROR(
+            IntValue(shape[k], Index(in.At("shape"), k), 1, kMaxInt, &d));
+        mi.shape.push_back(d);
+      }
+    }
+    model->inputs.push_back(std::move(mi));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseLayers(const Reader& r, ModelSpec* model) {
+  RETURN_IF_ERROR(r.Require("layers"));
+  const Json& layers = r.Get("layers");
+  if (!layers.is_array() || layers.empty()) {
+    return Bad(
+        r.At("layers"),
+        absl::StrCat("must be a non-empty array of layers, got ", Got(layers)));
+  }
+  std::map<std::string, size_t> seen;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const std::string path = Index(r.At("layers"), i);
+    LayerSpec layer;
+    RETURN_IF_ERROR(ParseLayerSpec(layers[i], path, &layer));
+    if (!layer.name.empty()) {
+      auto [it, fresh] = seen.emplace(layer.name, i);
+      if (!fresh) {
+        return Bad(Child(path, "name"),
+                   absl::StrCat("duplicate layer name ", Got(Json(layer.name)),
+                                " (also model.layers[", it->second, "])"));
+      }
+    }
+    model->layers.push_back(std::move(layer));
+  }
+  AssignDefaultNames(&model->layers);
+  return absl::OkStatus();
+}
+
+// "preset": "bert_mlm" with the block's fields beside it: one layer of that
+// type over the model inputs the preset names.
+absl::Status ParsePreset(const Reader& r, ModelSpec* model) {
+  std::string preset;
+  RETURN_IF_ERROR(r.String("preset", &preset));
+  const LayerTypeInfo* info = FindLayerType(preset);
+  std::vector<std::string> presets;
+  for (const std::string& type : LayerTypeNames()) {
+    const LayerTypeInfo* t = FindLayerType(type);
+    if (!t->preset_inputs.empty()) presets.push_back(type);
+  }
+  if (info == nullptr || info->preset_inputs.empty()) {
+    return Bad(
+        r.At("preset"),
+        absl::StrCat("unknown preset ", Got(r.Get("preset")),
+                     "; expected one of ", absl::StrJoin(presets, ", ")));
+  }
+  // "layers" is a preset's own field when it is a number (bert_mlm's
+  // encoder layers); a list of layers beside a preset is a mistake.
+  for (const char* key : {"input_shape", "inputs", "layers"}) {
+    if (r.Has(key) &&
+        (std::string(key) != "layers" || r.Get("layers").is_array())) {
+      return Bad(r.At(key), absl::StrCat("unknown field for a preset model (",
+                                         preset, " declares its inputs)"));
+    }
+  }
+  Json block = Json::object();
+  block["type"] = preset;
+  for (auto it = r.object().begin(); it != r.object().end(); ++it) {
+    bool model_key = false;
+    for (const std::string& k : ModelKeys()) model_key |= it.key() == k;
+    if (!model_key) block[it.key()] = it.value();
+  }
+  block["inputs"] = info->preset_inputs;
+  LayerSpec layer;
+  RETURN_IF_ERROR(ParseLayerSpec(block, r.path(), &layer));
+  layer.name = preset;
+  for (const std::string& name : info->preset_inputs) {
+    model->inputs.push_back(ModelInput{name, {}});
+  }
+  model->layers.push_back(std::move(layer));
+  model->param_names = ParamNaming::kTorch;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ParseModel(const Json& v, absl::string_view base_dir,
+                        ModelSpec* model) {
+  RETURN_IF_ERROR(Reader::CheckObject(v, "model"));
+  Reader r(v, "model");
+  if (r.Has("preset")) {
+    RETURN_IF_ERROR(ParsePreset(r, model));
+  } else {
+    RETURN_IF_ERROR(r.CheckKeys(ModelKeys()));
+    RETURN_IF_ERROR(ParseInputs(r, model));
+    RETURN_IF_ERROR(ParseLayers(r, model));
+  }
+  RETURN_IF_ERROR(r.Enum("param_names", "parameter naming", ParamNamings(),
+                         &model->param_names));
+  if (r.Has("init")) {
+    RETURN_IF_ERROR(Reader::CheckObject(r.Get("init"), r.At("init")));
+    Reader init(r.Get("init"), r.At("init"));
+    RETURN_IF_ERROR(init.CheckKeys({"safetensors", "allow_missing"}));
+    RETURN_IF_ERROR(init.Require("safetensors"));
+    RETURN_IF_ERROR(
+        init.Path("safetensors", base_dir, &model->init_safetensors));
+    RETURN_IF_ERROR(init.Bool("allow_missing", &model->init_allow_missing));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ResolveInputShapes(const DataSpec& data, ModelSpec* model) {
+  for (size_t i = 0; i < model->inputs.size(); ++i) {
+    ModelInput& in = model->inputs[i];
+    absl::StatusOr<Shape> shape = DataFieldShape(data, in.name);
+    const std::string path = absl::StrCat("model.inputs[", i, "]");
+    if (absl::IsNotFound(shape.status())) {
+      return Bad(path, absl::StrCat(
+                           "data format \"", NameOf(DataFormats(), data.format),
+                           "\" has no field named ", Got(Json(in.name)), ": ",
+                           shape.status().message()));
+    }
+    // A given shape is checked against the data when it is loaded
+    // (CheckDataFitsModel): a reshape ([64] for an 8x8x1 image) is fine.
+    if (!in.shape.empty()) {
+      continue;
+    }
+    if (!shape.ok()) {
+      return Bad(Child(path, "shape"),
+                 absl::StrCat("required: ", shape.status().message()));
+    }
+    in.shape = *shape;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseOptimizer(const Json& v, OptimizerSpec* opt) {
+  RETURN_IF_ERROR(Reader::CheckObject(v, "optimizer"));
+  Reader r(v, "optimizer");
+  const Keys all = {"type",
+                    "learning_rate",
+                    "weight_decay",
+                    "momentum",
+                    "nesterov",
+                    "beta_1",
+                    "beta_2",
+                    "epsilon",
+                    "exclude_from_weight_decay",
+                    "global_clipnorm",
+                    "scale_with_replicas"};
+  RETURN_IF_ERROR(r.CheckKeys(all));
+  RETURN_IF_ERROR(r.Require("type"));
+  RETURN_IF_ERROR(
+      r.Enum("type", "optimizer type", OptimizerTypes(), &opt->type));
+  const bool sgd = opt->type == OptimizerType::kSgd;
+  Keys allowed = {"type",
+                  "learning_rate",
+                  "weight_decay",
+                  "exclude_from_weight_decay",
+                  "global_clipnorm",
+                  "scale_with_replicas"};
+  if (sgd) {
+    allowed.insert(allowed.end(), {"momentum", "nesterov"});
+  } else {
+    allowed.insert(allowed.end(), {"beta_1", "beta_2", "epsilon"});
+  }
+  RETURN_IF_ERROR(
+      r.CheckKeys(allowed, all,
+                  absl::StrCat("optimizer type \"",
+                               NameOf(OptimizerTypes(), opt->type), "\"")));
+  RETURN_IF_ERROR(r.Number("learning_rate", kPositive, &opt->learning_rate));
+  opt->weight_decay = opt->type == OptimizerType::kAdamW ? 0.004 : 0.0;
+  RETURN_IF_ERROR(r.Number("weight_decay", kNonNegative, &opt->weight_decay));
+  RETURN_IF_ERROR(r.Number("momentum", kUnitClosed, &opt->momentum));
+  RETURN_IF_ERROR(r.Bool("nesterov", &opt->nesterov));
+  RETURN_IF_ERROR(r.Number("beta_1", kUnitOpen, &opt->beta_1));
+  RETURN_IF_ERROR(r.Number("beta_2", kUnitOpen, &opt->beta_2));
+  RETURN_IF_ERROR(r.Number("epsilon", kPositive, &opt->epsilon));
+  RETURN_IF_ERROR(
+      r.Strings("exclude_from_weight_decay", &opt->exclude_from_weight_decay));
+  RETURN_IF_ERROR(
+      r.Number("global_clipnorm", kPositive, &opt->global_clipnorm));
+  RETURN_IF_ERROR(r.Bool("scale_with_replicas", &opt->scale_with_replicas));
+  return absl::OkStatus();
+}
+
+absl::Status ParseSchedule(const Json& v, ScheduleSpec* s) {
+  RETURN_IF_ERROR(Reader::CheckObject(v, "lr_schedule"));
+  Reader r(v, "lr_schedule");
+  const Keys all = {
+      "type",        "warmup_steps",      "unit", "boundaries", "values",
+      "decay_steps", "end_learning_rate", "power"};
+  RETURN_IF_ERROR(r.CheckKeys(all));
+  RETURN_IF_ERROR(r.Require("type"));
+  RETURN_IF_ERROR(r.Enum("type", "schedule type", ScheduleTypes(), &s->type));
+  const std::string type = NameOf(ScheduleTypes(), s->type);
+  Keys allowed = {"type", "warmup_steps"};
+  if (s->type == ScheduleType::kPiecewise) {
+    allowed.insert(allowed.end(), {"unit", "boundaries", "values"});
+  } else if (s->type == ScheduleType::kPolynomial) {
+    allowed.insert(allowed.end(),
+                   {"decay_steps", "end_learning_rate", "power"});
+  }
+  const std::string variant = absl::StrCat("schedule type \"", type, "\"");
+  RETURN_IF_ERROR(r.CheckKeys(allowed, all, variant));
+  RETURN_IF_ERROR(r.Int("warmup_steps", 0, &s->warmup_steps));
+  if (s->type == ScheduleType::kPiecewise) {
+    RETURN_IF_ERROR(r.Enum("unit", "unit", ScheduleUnits(), &s->unit));
+    for (const char* key : {"boundaries", "values"}) {
+      RETURN_IF_ERROR(r.Require(key, variant));
+      const Json& a = r.Get(key);
+      if (!a.is_array()) {
+        return Bad(r.At(key),
+                   absl::StrCat("must be an array of numbers, got ", Got(a)));
+      }
+      std::vector<double>& out =
+          std::string(key) == "boundaries" ? s->boundaries : s->values;
+      const Constraint& c =
+          std::string(key) == "boundaries" ? kNonNegative : kPositive;
+      for (size_t i = 0; i < a.size(); ++i) {
+        double d = 0;
+        RETURN_IF_ERROR(NumberValue(a[i], Index(r.At(key), i), c, &d));
+        if (&out == &s->boundaries && i > 0 && d <= out.back()) {
+          return Bad(Index(r.At(key), i),
+                     absl::StrCat("must be greater than the boundary before "
+                                  "it (",
+                                  Got(a[i - 1]), "), got ", Got(a[i])));
+        }
+        out.push_back(d);
+      }
+    }
+    if (s->values.size() != s->boundaries.size() + 1) {
+      return Bad(
+          r.At("values"),
+          absl::StrCat("must have one more entry than boundaries (",
+                       s->boundaries.size() + 1, "), got ", s->values.size()));
+    }
+  } else if (s->type == ScheduleType::kPolynomial) {
+    RETURN_IF_ERROR(r.Require("decay_steps", variant));
+    RETURN_IF_ERROR(r.Int("decay_steps", 1, &s->decay_steps));
+    RETURN_IF_ERROR(
+        r.Number("end_learning_rate", kNonNegative, &s->end_learning_rate));
+    RETURN_IF_ERROR(r.Number("power", kPositive, &s->power));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// A path or a non-empty list of them, each resolved against base_dir.
+absl::Status Paths(const Reader& r, const char* key, absl::string_view base_dir,
+                   std::vector<std::string>* out) {
+  if (!r.Has(key)) return absl::OkStatus();
+  std::vector<std::string> list;
+  RETURN_IF_ERROR(r.Strings(key, &list));
+  for (std::string& p : list) {
+    if (p[0] != '/' && !base_dir.empty()) {
+      p = absl::StrCat(base_dir, base_dir.back() == '/' ? "" : "/", p);
+    }
+  }
+  *out = std::move(list);
+  return absl::OkStatus();
+}
+
+absl::Status ParseText(const Reader& r, absl::string_view base_dir,
+                       const std::string& variant, DataSpec* d) {
+  RETURN_IF_ERROR(r.Require("train_path", variant));
+  RETURN_IF_ERROR(Paths(r, "train_path", base_dir, &d->train_files));
+  RETURN_IF_ERROR(r.Require("test_path", variant));
+  RETURN_IF_ERROR(Paths(r, "test_path", base_dir, &d->test_files));
+  RETURN_IF_ERROR(r.Int("min_line_chars", 0, &d->min_line_chars));
+  RETURN_IF_ERROR(r.Bool("lowercase", &d->lowercase));
+  RETURN_IF_ERROR(r.Path("vocab", base_dir, &d->vocab_path));
+  if (d->vocab_path.empty()) {
+    RETURN_IF_ERROR(r.Require(
+        "vocab_size", "building a vocabulary (when data.vocab is not given)"));
+  }
+  RETURN_IF_ERROR(r.Int("vocab_size", 8, &d->vocab_size, 1 << 24));
+  RETURN_IF_ERROR(r.Int("sequence_length", 4, &d->sequence_length, 1 << 16));
+  RETURN_IF_ERROR(r.Bool("pack_lines", &d->pack_lines));
+  RETURN_IF_ERROR(r.Number("mask_rate", kPositive, &d->mask_rate));
+  if (d->mask_rate > 1) {
+    return Bad(r.At("mask_rate"), absl::StrCat("must be in (0, 1], got ",
+                                               Got(r.Get("mask_rate"))));
+  }
+  d->max_predictions = std::min<int64_t>(20, d->sequence_length - 2);
+  RETURN_IF_ERROR(
+      r.Int("max_predictions", 1, &d->max_predictions, d->sequence_length - 2));
+  RETURN_IF_ERROR(
+      r.Number("mask_token_rate", kUnitClosed, &d->mask_token_rate));
+  RETURN_IF_ERROR(
+      r.Number("random_token_rate", kUnitClosed, &d->random_token_rate));
+  if (d->mask_token_rate + d->random_token_rate > 1) {
+    return Bad(r.At("random_token_rate"),
+               absl::StrCat("mask_token_rate + random_token_rate must be <= "
+                            "1, got ",
+                            d->mask_token_rate, " + ", d->random_token_rate));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseImageFolder(const Reader& r, absl::string_view base_dir,
+                              const std::string& variant, DataSpec* d) {
+  RETURN_IF_ERROR(r.Require("train_path", variant));
+  RETURN_IF_ERROR(r.Path("train_path", base_dir, &d->train_path));
+  if (r.Has("test_path") == r.Has("validation_split")) {
+    return Bad(r.At("test_path"),
+               "give either test_path (a folder of the same class "
+               "subfolders) or validation_split (a fraction of train_path "
+               "held out), not both or neither");
+  }
+  if (r.Has("test_path")) {
+    RETURN_IF_ERROR(r.Path("test_path", base_dir, &d->test_path));
+  } else {
+    RETURN_IF_ERROR(r.Number("validation_split", kUnitOpen,
+                             &d->validation_split));
+    if (!(d->validation_split > 0)) {
+      return Bad(r.At("validation_split"),
+                 absl::StrCat("must be in (0, 1), got ", d->validation_split));
+    }
+  }
+  RETURN_IF_ERROR(r.Require("image_size", variant));
+  RETURN_IF_ERROR(r.Pair("image_size", &d->image_height, &d->image_width));
+  if (d->image_height > 4096 || d->image_width > 4096) {
+    return Bad(r.At("image_size"),
+               absl::StrCat("at most 4096 x 4096, got [", d->image_height,
+                            ", ", d->image_width, "]"));
+  }
+  RETURN_IF_ERROR(r.Enum("preprocessing", "preprocessing",
+                         ImagePreprocessings(), &d->preprocessing));
+  RETURN_IF_ERROR(r.Bool("random_flip", &d->random_flip));
+  RETURN_IF_ERROR(r.Number("random_crop", kPositive, &d->random_crop));
+  if (d->random_crop > 1) {
+    return Bad(r.At("random_crop"),
+               absl::StrCat("a fraction of the image side in (0, 1], got ",
+                            d->random_crop));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ParseData(const Json& v, absl::string_view base_dir, DataSpec* d) {
+  RETURN_IF_ERROR(Reader::CheckObject(v, "data"));
+  Reader r(v, "data");
+  const Keys idx = {"train_images", "train_labels", "test_images",
+                    "test_labels"};
+  const Keys csv = {"train_path", "test_path", "header"};
+  const Keys synthetic = {"train_samples", "test_samples", "seed"};
+  const Keys text = {"train_path",      "test_path",       "min_line_chars",
+                     "lowercase",       "vocab",           "vocab_size",
+                     "sequence_length", "pack_lines",      "mask_rate",
+                     "max_predictions", "mask_token_rate", "random_token_rate"};
+  const Keys images = {"train_path",  "test_path",     "validation_split",
+                       "image_size",  "preprocessing", "random_flip",
+                       "random_crop"};
+  const Keys classify = {"scale", "num_classes"};
+  Keys all = {"format", "shuffle"};
+  for (const Keys* k : {&idx, &csv, &synthetic, &text, &images, &classify}) {
+    all.insert(all.end(), k->begin(), k->end());
+  }
+  RETURN_IF_ERROR(r.CheckKeys(all));
+  RETURN_IF_ERROR(r.Require("format"));
+  RETURN_IF_ERROR(r.Enum("format", "data format", DataFormats(), &d->format));
+  const std::string variant =
+      absl::StrCat("format \"", NameOf(DataFormats(), d->format), "\"");
+  Keys allowed = {"format", "shuffle"};
+  const Keys& own = d->format == DataFormat::kMnistIdx      ? idx
+                    : d->format == DataFormat::kCsv         ? csv
+                    : d->format == DataFormat::kText        ? text
+                    : d->format == DataFormat::kImageFolder ? images
+                                                            : synthetic;
+  allowed.insert(allowed.end(), own.begin(), own.end());
+  // Image folders know their classes (the subfolders) and scale by their
+  // preprocessing.
+  if (d->format != DataFormat::kText &&
+      d->format != DataFormat::kImageFolder) {
+    allowed.insert(allowed.end(), classify.begin(), classify.end());
+  }
+  RETURN_IF_ERROR(r.CheckKeys(allowed, all, variant));
+  switch (d->format) {
+    case DataFormat::kMnistIdx: {
+      std::string* out[] = {&d->train_images, &d->train_labels, &d->test_images,
+                            &d->test_labels};
+      for (size_t i = 0; i < idx.size(); ++i) {
+        RETURN_IF_ERROR(r.Require(idx[i].c_str(), variant));
+        RETURN_IF_ERROR(r.Path(idx[i].c_str(), base_dir, out[i]));
+      }
+      break;
+    }
+    case DataFormat::kCsv:
+      RETURN_IF_ERROR(r.Require("train_path", variant));
+      RETURN_IF_ERROR(r.Path("train_path", base_dir, &d->train_path));
+      RETURN_IF_ERROR(r.Require("test_path", variant));
+      RETURN_IF_ERROR(r.Path("test_path", base_dir, &d->test_path));
+      RETURN_IF_ERROR(r.Bool("header", &d->csv_header));
+      break;
+    case DataFormat::kSynthetic:
+      RETURN_IF_ERROR(r.Int("train_samples", 1, &d->synthetic_train));
+      RETURN_IF_ERROR(r.Int("test_samples", 1, &d->synthetic_test));
+      RETURN_IF_ERROR(r.Uint("seed", &d->synthetic_seed));
+      break;
+    case DataFormat::kText:
+      RETURN_IF_ERROR(ParseText(r, base_dir, variant, d));
+      break;
+    case DataFormat::kImageFolder:
+      RETURN_IF_ERROR(ParseImageFolder(r, base_dir, variant, d));
+      break;
+  }
+  RETURN_IF_ERROR(r.Number("scale", kPositive, &d->scale));
+  RETURN_IF_ERROR(r.Bool("shuffle", &d->shuffle));
+  RETURN_IF_ERROR(r.Int("num_classes", 1, &d->num_classes));
+  return absl::OkStatus();
+}
+
+}  // namespace job_spec_internal
+}  // namespace lockstep

@@ -1,0 +1,40 @@
+// result.json writer.
+#include "core/train/result_file.h"
+
+#include <nlohmann/json.hpp>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "base/file_util.h"
+
+namespace lockstep {
+
+std::string ResultToJson(const JobSpec& spec, const TrainResult& r) {
+  nlohmann::ordered_json j;
+  j["name"] = spec.name;
+  j["test_accuracy"] = r.test_accuracy;
+  j["test_loss"] = r.test_loss;
+  j["train_loss"] = r.train_loss;
+  j["train_accuracy"] = r.train_accuracy;
+  j["steps"] = r.steps;
+  j["epochs"] = r.epochs;
+  j["samples_per_sec"] = r.samples_per_sec;
+  j["wall_seconds"] = r.wall_seconds;
+  j["fingerprint"] = r.fingerprint;
+  j["num_parameters"] = r.num_parameters;
+  j["global_batch_size"] = spec.global_batch_size();
+  j["replicas"] = spec.total_replicas();
+  j["resumed_from_step"] = r.resumed_from_step;
+  if (r.skipped_samples > 0) j["skipped_samples"] = r.skipped_samples;
+  j["checkpoint"] = r.checkpoint_path;
+  j["finished_at"] =
+      absl::FormatTime(absl::RFC3339_sec, absl::Now(), absl::UTCTimeZone());
+  return j.dump(2) + "\n";
+}
+
+absl::Status WriteResultFile(const std::string& path, const JobSpec& spec,
+                             const TrainResult& result) {
+  return WriteFileAtomic(path, ResultToJson(spec, result));
+}
+
+}  // namespace lockstep

@@ -1,0 +1,77 @@
+// The training loop of one process: R local replicas over the shard plan,
+// evaluation each epoch, checkpoints, summaries and result.json. `lockstep
+// train` runs it with all replicas of the job local. CPU replicas (threads)
+// sum their gradients in a fixed order and one optimizer update is mirrored
+// to every replica; GPU replicas (one per device) take core/
+// device_data_parallel.h's path: gradients summed over the GPUs by NCCL and
+// the update applied on each GPU, the state copied to the host only for
+// checkpoints and the fingerprint.
+#ifndef LOCKSTEP_CORE_TRAIN_TRAINER_H_
+#define LOCKSTEP_CORE_TRAIN_TRAINER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/data/dataset.h"
+#include "core/job/job_spec.h"
+#include "core/log.h"
+#include "core/model/model.h"
+
+namespace lockstep {
+
+struct TrainOptions {
+  std::string storage_dir;  // results under storage_dir/jobs/NAME/
+  int threads = 0;          // compute threads; 0 = every core
+  // One GPU replica per ordinal (as many as the job's replicas; needs the
+  // CUDA build's backend, core/train/gpu_backend.h); empty: CPU replicas.
+  std::vector<int> cuda_devices;
+  bool resume = true;  // continue from the latest good checkpoint
+  // Stop (checkpoint, then return) once this many global steps are done;
+  // < 0 = run to the end. Lets a user train in chunks.
+  int64_t stop_after_steps = -1;
+  // Set from a signal handler: the loop checkpoints and returns at the next
+  // step boundary. Not owned; may be null.
+  const std::atomic<bool>* stop_requested = nullptr;
+  // Receives progress and event lines (one line each, no trailing newline).
+  LogFn log;
+  double progress_interval_seconds = 1.0;
+};
+
+struct TrainResult {
+  bool finished = false;  // false: stopped early (stop_after_steps/signal)
+  int64_t steps = 0;      // global steps done in total
+  int64_t total_steps = 0;
+  int64_t epochs = 0;  // completed epochs
+  int64_t resumed_from_step = 0;
+  double train_loss = 0;  // mean over the last epoch run (or part of it)
+  double train_accuracy = 0;
+  double test_loss = 0;  // last evaluation
+  double test_accuracy = 0;
+  double samples_per_sec = 0;  // training samples / training seconds, this run
+  double wall_seconds = 0;
+  int64_t num_parameters = 0;
+  std::string fingerprint;      // of all parameter bytes (core/fingerprint.h)
+  // Samples that could not be made (undecodable images), train and test.
+  int64_t skipped_samples = 0;
+  std::string result_path;      // .../result.json ("" when not finished)
+  std::string checkpoint_path;  // the last committed checkpoint
+};
+
+// InvalidArgument naming the field when the data does not fit the model
+// (values per sample, classes) or the training set is empty.
+absl::Status CheckDataFitsModel(const JobSpec& spec, const Model& model,
+                                const Dataset& train, const Dataset& test);
+
+// Runs or resumes `spec`. Returns an error (naming file or field) for bad
+// data, a model that does not fit the data, an unwritable storage folder or
+// a checkpoint of another model; nothing is written in those cases.
+absl::StatusOr<TrainResult> RunLocalTraining(const JobSpec& spec,
+                                             const TrainOptions& options);
+
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_CORE_TRAIN_TRAINER_H_

@@ -1,0 +1,94 @@
+// The daemons' health service (see health_service.h).
+#include "rpc/health_service.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "rpc/rpc_util.h"
+
+namespace lockstep {
+
+using grpc::health::v1::HealthCheckRequest;
+using grpc::health::v1::HealthCheckResponse;
+
+void HealthService::SetReady(bool ready) {
+  absl::MutexLock lock(&mu_);
+  ready_ = ready;
+}
+
+void HealthService::ShutDown() {
+  absl::MutexLock lock(&mu_);
+  shut_down_ = true;
+}
+
+HealthService::Status HealthService::Get(const std::string& service) const {
+  absl::MutexLock lock(&mu_);
+  if (service.empty()) {
+    return ready_ && !shut_down_ ? HealthCheckResponse::SERVING
+                                 : HealthCheckResponse::NOT_SERVING;
+  }
+  if (service == kLivenessService) {
+    return shut_down_ ? HealthCheckResponse::NOT_SERVING
+                      : HealthCheckResponse::SERVING;
+  }
+  return HealthCheckResponse::SERVICE_UNKNOWN;
+}
+
+grpc::Status HealthService::Check(grpc::ServerContext*,
+                                  const HealthCheckRequest* request,
+                                  HealthCheckResponse* response) {
+  const Status s = Get(request->service());
+  if (s == HealthCheckResponse::SERVICE_UNKNOWN) {
+    return grpc::Status(
+        grpc::StatusCode::NOT_FOUND,
+        absl::StrCat("unknown service \"", request->service(),
+                     "\": lockstep serves \"\" (ready) and \"liveness\""));
+  }
+  response->set_status(s);
+  return grpc::Status::OK;
+}
+
+grpc::Status HealthService::Watch(
+    grpc::ServerContext* context, const HealthCheckRequest* request,
+    grpc::ServerWriter<HealthCheckResponse>* writer) {
+  bool first = true;
+  Status last = HealthCheckResponse::UNKNOWN;
+  while (!context->IsCancelled()) {
+    const Status s = Get(request->service());
+    if (first || s != last) {
+      HealthCheckResponse r;
+      r.set_status(s);
+      if (!writer->Write(r)) break;
+      first = false;
+      last = s;
+    }
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) break;
+    // Wakes early on a change; the timeout bounds the cancellation check.
+    const bool ready = ready_;
+    auto changed = [this, ready]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      return ready_ != ready || shut_down_;
+    };
+    mu_.AwaitWithTimeout(absl::Condition(&changed), absl::Milliseconds(200));
+  }
+  return grpc::Status::OK;
+}
+
+absl::StatusOr<std::unique_ptr<grpc::Server>> StartHealthServer(
+    const std::string& listen, const std::string& flag, HealthService* health,
+    std::string* address) {
+  grpc::ServerBuilder builder;
+  ConfigureServer(builder);
+  int port = 0;
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(health);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat(flag, " ", listen,
+                     ": cannot listen there (in use or not a local address?)"));
+  }
+  *address = absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
+  return server;
+}
+
+}  // namespace lockstep

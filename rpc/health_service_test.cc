@@ -1,0 +1,148 @@
+#include "rpc/health_service.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "rpc/rpc_util.h"
+
+namespace lockstep {
+namespace {
+
+using grpc::health::v1::Health;
+using grpc::health::v1::HealthCheckRequest;
+using grpc::health::v1::HealthCheckResponse;
+
+class HealthServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                             &port);
+    builder.RegisterService(&health_);
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(port, 0);
+    stub_ = Health::NewStub(
+        grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
+                            grpc::InsecureChannelCredentials()));
+  }
+  void TearDown() override {
+    health_.ShutDown();
+    server_->Shutdown(std::chrono::system_clock::now() +
+                      std::chrono::seconds(1));
+  }
+  grpc::Status Check(const std::string& service, HealthCheckResponse* r) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(5));
+    HealthCheckRequest req;
+    req.set_service(service);
+    return stub_->Check(&context, req, r);
+  }
+  HealthCheckResponse::ServingStatus StatusOf(const std::string& service) {
+    HealthCheckResponse r;
+    grpc::Status s = Check(service, &r);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return r.status();
+  }
+
+  HealthService health_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<Health::Stub> stub_;
+};
+
+TEST_F(HealthServiceTest, NotReadyUntilToldThenServing) {
+  EXPECT_EQ(StatusOf(""), HealthCheckResponse::NOT_SERVING);
+  EXPECT_EQ(StatusOf("liveness"), HealthCheckResponse::SERVING);
+  health_.SetReady(true);
+  EXPECT_EQ(StatusOf(""), HealthCheckResponse::SERVING);
+  health_.SetReady(false);
+  EXPECT_EQ(StatusOf(""), HealthCheckResponse::NOT_SERVING);
+}
+
+TEST_F(HealthServiceTest, ShutDownTurnsBothNamesNotServing) {
+  health_.SetReady(true);
+  health_.ShutDown();
+  EXPECT_EQ(StatusOf(""), HealthCheckResponse::NOT_SERVING);
+  EXPECT_EQ(StatusOf("liveness"), HealthCheckResponse::NOT_SERVING);
+  health_.SetReady(true);  // too late: shutting down wins
+  EXPECT_EQ(StatusOf(""), HealthCheckResponse::NOT_SERVING);
+}
+
+TEST_F(HealthServiceTest, UnknownServiceIsNotFoundNamingTheKnownOnes) {
+  HealthCheckResponse r;
+  grpc::Status s = Check("lockstep.v1.JobService", &r);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(s.error_message(),
+            "unknown service \"lockstep.v1.JobService\": lockstep serves "
+            "\"\" (ready) and \"liveness\"");
+}
+
+TEST_F(HealthServiceTest, WatchSendsTheStatusAndEveryChange) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(10));
+  HealthCheckRequest req;
+  auto reader = stub_->Watch(&context, req);
+  HealthCheckResponse r;
+  ASSERT_TRUE(reader->Read(&r));
+  EXPECT_EQ(r.status(), HealthCheckResponse::NOT_SERVING);
+  std::thread flip([this] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    health_.SetReady(true);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    health_.ShutDown();
+  });
+  ASSERT_TRUE(reader->Read(&r));
+  EXPECT_EQ(r.status(), HealthCheckResponse::SERVING);
+  ASSERT_TRUE(reader->Read(&r));
+  EXPECT_EQ(r.status(), HealthCheckResponse::NOT_SERVING);
+  EXPECT_FALSE(reader->Read(&r));  // the stream ends at shutdown
+  EXPECT_TRUE(reader->Finish().ok());
+  flip.join();
+}
+
+TEST_F(HealthServiceTest, WatchOfAnUnknownNameSaysServiceUnknown) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(5));
+  HealthCheckRequest req;
+  req.set_service("nope");
+  auto reader = stub_->Watch(&context, req);
+  HealthCheckResponse r;
+  ASSERT_TRUE(reader->Read(&r));
+  EXPECT_EQ(r.status(), HealthCheckResponse::SERVICE_UNKNOWN);
+  context.TryCancel();
+}
+
+TEST(StartHealthServerTest, ServesHealthAloneAndRefusesABusyPort) {
+  HealthService health;
+  health.SetReady(true);
+  std::string address;
+  absl::StatusOr<std::unique_ptr<grpc::Server>> server =
+      StartHealthServer("127.0.0.1:0", "--health-listen", &health, &address);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = Health::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(5));
+  HealthCheckResponse r;
+  ASSERT_TRUE(stub->Check(&context, HealthCheckRequest(), &r).ok());
+  EXPECT_EQ(r.status(), HealthCheckResponse::SERVING);
+  std::string again;
+  absl::StatusOr<std::unique_ptr<grpc::Server>> busy =
+      StartHealthServer(address, "--health-listen", &health, &again);
+  ASSERT_FALSE(busy.ok());
+  EXPECT_EQ(busy.status().message(),
+            "--health-listen " + address +
+                ": cannot listen there (in use or not a local address?)");
+  health.ShutDown();
+  (*server)->Shutdown(std::chrono::system_clock::now() +
+                      std::chrono::seconds(1));
+}
+
+}  // namespace
+}  // namespace lockstep

@@ -1,0 +1,65 @@
+// gRPC <-> absl status conversion and the shared channel/server settings.
+#include "rpc/rpc_util.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace lockstep {
+
+absl::Status FromGrpc(const grpc::Status& status, absl::string_view what) {
+  if (status.ok()) return absl::OkStatus();
+  const auto code = static_cast<absl::StatusCode>(status.error_code());
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    return absl::UnavailableError(absl::StrCat(
+        what, ": peer unreachable or gone (", status.error_message(), ")"));
+  }
+  if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return absl::DeadlineExceededError(
+        absl::StrCat(what, ": no answer before the deadline (",
+                     status.error_message(), ")"));
+  }
+  return absl::Status(code, absl::StrCat(what, ": ", status.error_message()));
+}
+
+grpc::Status ToGrpc(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                      std::string(status.message()));
+}
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
+                                           const TlsFiles& tls, int lane) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
+  // Fail fast on a dead peer instead of waiting for TCP timeouts.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  if (lane > 0) {
+    // Distinct args give a distinct subchannel, hence its own connection.
+    args.SetInt("lockstep.lane", lane);
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    // A lane carries ring messages, which are never replayed: gRPC's retry
+    // support would keep a reference to every sent payload (up to 256 KiB
+    // per call) in case it had to send it again, so the ring's buffers
+    // would stay pinned long after the bytes left.
+    args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
+  }
+  return grpc::CreateCustomChannel(address, MakeChannelCredentials(tls), args);
+}
+
+void ConfigureServer(grpc::ServerBuilder& builder) {
+  builder.SetMaxReceiveMessageSize(-1);
+  builder.SetMaxSendMessageSize(-1);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(
+      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  // gRPC's default SO_REUSEPORT would let a second daemon bind a port in
+  // use and silently take half its connections.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+}
+
+}  // namespace lockstep

@@ -1,0 +1,39 @@
+// The one place gRPC statuses become absl::Status and back, plus the wire
+// protocol version workers and coordinator must share and the channel and
+// server settings every lockstep endpoint uses.
+#ifndef LOCKSTEP_RPC_RPC_UTIL_H_
+#define LOCKSTEP_RPC_RPC_UTIL_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "grpcpp/grpcpp.h"
+#include "rpc/tls.h"
+
+namespace lockstep {
+
+// Bumped on any incompatible change to cluster.proto or collective.proto,
+// or to what a collective carries (2: the loss all-reduce counts leaving
+// ranks).
+inline constexpr int kProtocolVersion = 2;
+
+// Same code; the message is prefixed with `what` ("Register with
+// 127.0.0.1:7070") so the caller knows which call failed. An unreachable
+// peer (UNAVAILABLE) says so in plain words.
+absl::Status FromGrpc(const grpc::Status& status, absl::string_view what);
+grpc::Status ToGrpc(const absl::Status& status);
+
+// Every lockstep client channel: TLS with `tls` (plaintext when TLS is off,
+// see rpc/tls.h), unlimited message sizes; `lane` > 0 forces a separate
+// TCP connection so several streams to one peer do not share one socket.
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
+                                           const TlsFiles& tls, int lane = 0);
+
+// Applies the server-side counterparts (message sizes, keepalive).
+void ConfigureServer(grpc::ServerBuilder& builder);
+
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_RPC_RPC_UTIL_H_

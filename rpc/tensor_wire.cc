@@ -1,0 +1,51 @@
+// Tensor <-> TensorData with CRC32C verification.
+#include "rpc/tensor_wire.h"
+
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "base/crc32c.h"
+
+namespace lockstep {
+
+void TensorToWire(const std::string& name, bool optimizer, const Tensor& t,
+                  lockstep::v1::TensorData* out) {
+  out->set_name(name);
+  out->set_optimizer(optimizer);
+  out->clear_shape();
+  for (int64_t d : t.shape()) out->add_shape(d);
+  out->mutable_data()->assign(reinterpret_cast<const char*>(t.data()),
+                              sizeof(float) * t.size());
+  out->set_crc32c(Crc32c(out->data().data(), out->data().size()));
+}
+
+absl::StatusOr<Tensor> TensorFromWire(const lockstep::v1::TensorData& data) {
+  Shape shape;
+  int64_t n = 1;
+  for (int64_t d : data.shape()) {
+    if (d < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("tensor %s: negative dimension %d", data.name(), d));
+    }
+    shape.push_back(d);
+    n *= d;
+  }
+  if (static_cast<int64_t>(data.data().size()) !=
+      n * static_cast<int64_t>(sizeof(float))) {
+    return absl::DataLossError(absl::StrFormat(
+        "tensor %s: %d bytes for shape %s (%d expected)", data.name(),
+        data.data().size(), ShapeToString(shape), n * sizeof(float)));
+  }
+  const uint32_t crc = Crc32c(data.data().data(), data.data().size());
+  if (crc != data.crc32c()) {
+    return absl::DataLossError(absl::StrFormat(
+        "tensor %s: CRC32C %08x does not match the sender's %08x (damaged "
+        "in transit)",
+        data.name(), crc, data.crc32c()));
+  }
+  Tensor t(shape);
+  if (n > 0) std::memcpy(t.data(), data.data().data(), sizeof(float) * n);
+  return t;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,151 @@
+// The TLS files: partial flag sets and bad files are refused with the flag
+// and path named; real certificates load into usable credentials.
+#include "rpc/tls.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/subprocess.h"
+#include "tests/test_certs.h"
+
+namespace lockstep {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+TEST(TlsTest, NoFlagsMeansTlsOff) {
+  absl::StatusOr<TlsFiles> tls = LoadTlsFiles(TlsPaths(), TlsRole::kDaemon);
+  ASSERT_TRUE(tls.ok()) << tls.status();
+  EXPECT_FALSE(tls->enabled());
+}
+
+TEST(TlsTest, PartialSetsAreRefusedNamingTheMissingFlag) {
+  struct Case {
+    TlsPaths paths;
+    TlsRole role;
+    const char* missing;
+  };
+  const Case cases[] = {
+      {{"c.pem", "", "ca.pem"}, TlsRole::kDaemon, "--tls-key is not"},
+      {{"", "k.pem", "ca.pem"}, TlsRole::kClient, "--tls-cert is not"},
+      {{"c.pem", "k.pem", ""}, TlsRole::kClient, "--tls-ca is not"},
+      {{"", "", "ca.pem"}, TlsRole::kDaemon, "--tls-cert and --tls-key"},
+  };
+  for (const Case& c : cases) {
+    absl::Status s = CheckTlsPaths(c.paths, c.role);
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+    EXPECT_THAT(s.message(), HasSubstr(c.missing));
+    // Refused before any file is read.
+    EXPECT_TRUE(
+        absl::IsInvalidArgument(LoadTlsFiles(c.paths, c.role).status()));
+  }
+  // A job client may trust the CA without a certificate of its own.
+  EXPECT_TRUE(CheckTlsPaths({"", "", "ca.pem"}, TlsRole::kClient).ok());
+}
+
+TEST(TlsTest, MissingFileNamesTheFlagAndThePath) {
+  const std::string path = "/nonexistent/lockstep/ca.pem";
+  absl::StatusOr<TlsFiles> tls = LoadTlsFiles({"", "", path}, TlsRole::kClient);
+  EXPECT_TRUE(absl::IsNotFound(tls.status())) << tls.status();
+  EXPECT_THAT(tls.status().message(),
+              AllOf(HasSubstr("--tls-ca"), HasSubstr(path)));
+}
+
+class TlsFilesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::NewTempDir("tls");
+    std::string why;
+    ASSERT_TRUE(testing::MakeTestCerts(dir_, &certs_, &why)) << why;
+  }
+  std::string dir_;
+  testing::TestCerts certs_;
+};
+
+TEST_F(TlsFilesTest, EmptyAndNonPemFilesAreRefused) {
+  const std::string empty = dir_ + "/empty.pem", text = dir_ + "/text.pem";
+  testing::WriteStringToFile(empty, "\n");
+  testing::WriteStringToFile(text, "not a certificate\n");
+  absl::Status s =
+      LoadTlsFiles({empty, certs_.worker_key, certs_.ca}, TlsRole::kDaemon)
+          .status();
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(s.message(), AllOf(HasSubstr("--tls-cert"), HasSubstr(empty),
+                                 HasSubstr("empty")));
+  s = LoadTlsFiles({certs_.worker_cert, text, certs_.ca}, TlsRole::kDaemon)
+          .status();
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(s.message(), AllOf(HasSubstr("--tls-key"), HasSubstr(text),
+                                 HasSubstr("not a PEM file")));
+  // A key given where the CA certificate belongs.
+  s = LoadTlsFiles({"", "", certs_.worker_key}, TlsRole::kClient).status();
+  EXPECT_THAT(s.message(),
+              AllOf(HasSubstr("--tls-ca"), HasSubstr("no PEM certificate")));
+}
+
+TEST_F(TlsFilesTest, KeyOfAnotherCertificateIsRefused) {
+  absl::Status s =
+      LoadTlsFiles({certs_.worker_cert, certs_.rogue_key, certs_.ca},
+                   TlsRole::kDaemon)
+          .status();
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(s.message(),
+              AllOf(HasSubstr(certs_.rogue_key), HasSubstr("is not the key of"),
+                    HasSubstr(certs_.worker_cert)));
+}
+
+TEST_F(TlsFilesTest, CompleteSetsLoadIntoCredentials) {
+  absl::StatusOr<TlsFiles> daemon = LoadTlsFiles(
+      {certs_.worker_cert, certs_.worker_key, certs_.ca}, TlsRole::kDaemon);
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  EXPECT_TRUE(daemon->enabled());
+  EXPECT_THAT(daemon->cert, HasSubstr("-----BEGIN CERTIFICATE-----"));
+  EXPECT_THAT(daemon->key, HasSubstr("PRIVATE KEY-----"));
+  EXPECT_NE(MakeChannelCredentials(*daemon), nullptr);
+  EXPECT_NE(
+      MakeServerCredentials(*daemon, ClientCertificates::kRequireAndVerify),
+      nullptr);
+
+  absl::StatusOr<TlsFiles> client =
+      LoadTlsFiles({"", "", certs_.ca}, TlsRole::kClient);
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_TRUE(client->enabled());
+  EXPECT_TRUE(client->cert.empty());
+  EXPECT_NE(MakeChannelCredentials(*client), nullptr);
+}
+
+TEST(TlsTest, LoopbackAddresses) {
+  EXPECT_TRUE(IsLoopbackAddress("127.0.0.1:7070"));
+  EXPECT_TRUE(IsLoopbackAddress("127.0.0.2:0"));
+  EXPECT_TRUE(IsLoopbackAddress("localhost:7070"));
+  EXPECT_TRUE(IsLoopbackAddress("[::1]:7070"));
+  EXPECT_FALSE(IsLoopbackAddress("0.0.0.0:7070"));
+  EXPECT_FALSE(IsLoopbackAddress("[::]:7070"));
+  EXPECT_FALSE(IsLoopbackAddress("10.0.0.5:7070"));
+  EXPECT_FALSE(IsLoopbackAddress(":7070"));
+}
+
+TEST(TlsTest, HintsOnlyWhereTlsMayBeTheCause) {
+  const absl::Status closed = absl::UnavailableError("x: Socket closed");
+  EXPECT_THAT(
+      AddTlsHint(closed, TlsFiles(), "the coordinator", "--tls-ca").message(),
+      HasSubstr("if the coordinator uses TLS, pass --tls-ca"));
+  TlsFiles on;
+  on.ca = "pem";
+  const absl::Status s = AddTlsHint(closed, on, "the coordinator", "--tls-ca");
+  EXPECT_TRUE(absl::IsUnavailable(s));
+  EXPECT_THAT(s.message(), HasSubstr("is the coordinator using TLS with the "
+                                     "same CA as --tls-ca"));
+  const absl::Status refused = absl::UnavailableError("x: Connection refused");
+  EXPECT_EQ(AddTlsHint(refused, TlsFiles(), "the coordinator", "--tls-ca"),
+            refused);
+  const absl::Status not_found = absl::NotFoundError("no job");
+  EXPECT_EQ(AddTlsHint(not_found, on, "the coordinator", "--tls-ca"),
+            not_found);
+  EXPECT_THAT(AddTlsHint(closed, TlsFiles(), "p", "--tls-ca").message(),
+              Not(HasSubstr("same CA")));
+}
+
+}  // namespace
+}  // namespace lockstep
