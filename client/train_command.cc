@@ -12,7 +12,7 @@
 #include "client/cli_flags.h"
 #include "client/device_flags.h"
 #include "core/job/job_spec.h"
-#include "core/train/trainer.h"
+#include "core/train/local_training.h"
 
 namespace lockstep {
 namespace {

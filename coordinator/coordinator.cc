@@ -11,7 +11,7 @@
 #include "base/file_util.h"
 #include "base/status_macros.h"
 #include "core/train/result_file.h"
-#include "core/train/trainer.h"
+#include "core/train/local_training.h"
 #include "rpc/rpc_util.h"
 
 namespace lockstep {

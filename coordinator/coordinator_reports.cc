@@ -10,7 +10,7 @@
 #include "base/status_macros.h"
 #include "coordinator/coordinator.h"
 #include "core/train/result_file.h"
-#include "core/train/trainer.h"
+#include "core/train/local_training.h"
 
 namespace lockstep {
 

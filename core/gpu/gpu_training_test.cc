@@ -1,4 +1,4 @@
-// `lockstep train`'s loop (core/train/trainer.h) on GPUs, end to end: the job's
+// `lockstep train`'s loop (core/train/local_training.h) on GPUs, end to end: the job's
 // replicas on cuda:N train through DeviceDataParallel (NCCL over the local
 // GPUs, the update on each device) and must
 //   - reach the CPU run's parameters: after 2 epochs of SGD with momentum,
@@ -20,7 +20,7 @@
 #include "core/checkpoint/checkpoint.h"
 #include "core/job/job_spec.h"
 #include "core/model/model.h"
-#include "core/train/trainer.h"
+#include "core/train/local_training.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/cuda_test_util.h"
 #include "kernels/cuda/device.h"

@@ -13,7 +13,7 @@
 #include "base/file_util.h"
 #include "core/checkpoint/checkpoint.h"
 #include "core/job/job_spec.h"
-#include "core/train/trainer.h"
+#include "core/train/local_training.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -7,7 +7,7 @@
 
 #include "absl/status/status.h"
 #include "core/job/job_spec.h"
-#include "core/train/trainer.h"
+#include "core/train/local_training.h"
 
 namespace lockstep {
 

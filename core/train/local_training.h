@@ -1,13 +1,9 @@
-// The training loop of one process: R local replicas over the shard plan,
-// evaluation each epoch, checkpoints, summaries and result.json. `lockstep
-// train` runs it with all replicas of the job local. CPU replicas (threads)
-// sum their gradients in a fixed order and one optimizer update is mirrored
-// to every replica; GPU replicas (one per device) take core/
-// device_data_parallel.h's path: gradients summed over the GPUs by NCCL and
-// the update applied on each GPU, the state copied to the host only for
-// checkpoints and the fingerprint.
-#ifndef LOCKSTEP_CORE_TRAIN_TRAINER_H_
-#define LOCKSTEP_CORE_TRAIN_TRAINER_H_
+// `lockstep train`: every replica of a job in one process, as a
+// TrainingSession (core/train/training_session.h) whose host keeps the
+// checkpoints, summaries and result.json in local storage and resumes from
+// the latest good checkpoint there.
+#ifndef LOCKSTEP_CORE_TRAIN_LOCAL_TRAINING_H_
+#define LOCKSTEP_CORE_TRAIN_LOCAL_TRAINING_H_
 
 #include <atomic>
 #include <cstdint>
@@ -16,10 +12,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/data/dataset.h"
 #include "core/job/job_spec.h"
 #include "core/log.h"
-#include "core/model/model.h"
 
 namespace lockstep {
 
@@ -61,11 +55,6 @@ struct TrainResult {
   std::string checkpoint_path;  // the last committed checkpoint
 };
 
-// InvalidArgument naming the field when the data does not fit the model
-// (values per sample, classes) or the training set is empty.
-absl::Status CheckDataFitsModel(const JobSpec& spec, const Model& model,
-                                const Dataset& train, const Dataset& test);
-
 // Runs or resumes `spec`. Returns an error (naming file or field) for bad
 // data, a model that does not fit the data, an unwritable storage folder or
 // a checkpoint of another model; nothing is written in those cases.
@@ -74,4 +63,4 @@ absl::StatusOr<TrainResult> RunLocalTraining(const JobSpec& spec,
 
 }  // namespace lockstep
 
-#endif  // LOCKSTEP_CORE_TRAIN_TRAINER_H_
+#endif  // LOCKSTEP_CORE_TRAIN_LOCAL_TRAINING_H_

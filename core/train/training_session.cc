@@ -1,0 +1,331 @@
+// TrainingSession's setup, restore, step, evaluation and checkpoint state
+// (see training_session.h); the step loop is in session_run.cc.
+#include "core/train/training_session.h"
+
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+#include "core/fingerprint.h"
+#include "core/train/checkpoint_restore.h"
+#include "core/train/gpu_backend.h"
+
+namespace lockstep {
+
+TrainingSession::TrainingSession(SessionConfig config, SessionHost* host)
+    : config_(std::move(config)), host_(host) {}
+
+TrainingSession::~TrainingSession() = default;
+
+absl::StatusOr<std::unique_ptr<TrainingSession>> TrainingSession::Create(
+    SessionConfig config, SessionHost* host) {
+  std::unique_ptr<TrainingSession> s(
+      new TrainingSession(std::move(config), host));
+  ASSIGN_OR_RETURN(std::optional<LoadedCheckpoint> resume,
+                   host->StartingCheckpoint());
+  RETURN_IF_ERROR(s->Setup(resume));
+  if (resume) RETURN_IF_ERROR(s->Restore(*resume));
+  return s;
+}
+
+absl::Status TrainingSession::Setup(
+    const std::optional<LoadedCheckpoint>& resume) {
+  const JobSpec& spec = config_.spec;
+  const bool gpus = !config_.cuda_devices.empty();
+  if (config_.replicas.empty() ||
+      (gpus && config_.cuda_devices.size() != config_.replicas.size())) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%d GPUs for %d replicas: give one GPU per replica",
+        config_.cuda_devices.size(), config_.replicas.size()));
+  }
+  ASSIGN_OR_RETURN(JobData data,
+                   resume ? LoadJobData(spec, resume->state.vocab, resume->path)
+                          : LoadJobData(spec, "", ""));
+  // With GPUs the devices hold the training state (ddp_); one host replica
+  // holds what checkpoints and fingerprints need.
+  ASSIGN_OR_RETURN(
+      replicas_,
+      ReplicaSet::Create(
+          spec,
+          gpus ? std::vector<int64_t>{config_.replicas[0]} : config_.replicas,
+          config_.threads));
+  RETURN_IF_ERROR(
+      CheckDataFitsModel(spec, replicas_->primary(), data.train, data.test));
+  train_ = std::move(data.train);
+  test_total_ = data.test.num_samples;
+  // A worker evaluates its share of the test set; the shares are summed.
+  test_ = config_.world > 1
+              ? data.test.Slice(test_total_ * config_.rank / config_.world,
+                                test_total_ * (config_.rank + 1) /
+                                    config_.world)
+              : std::move(data.test);
+  plan_ = std::make_unique<ShardPlan>(
+      train_.num_samples, spec.batch_size_per_replica, config_.world_replicas,
+      spec.seed, spec.data.shuffle);
+  total_steps_ =
+      spec.epochs > 0 ? spec.epochs * plan_->steps_per_epoch() : spec.steps;
+  ASSIGN_OR_RETURN(optimizer_,
+                   Optimizer::Create(spec.optimizer, replicas_->params()));
+  ASSIGN_OR_RETURN(LrSchedule schedule,
+                   LrSchedule::ForJob(spec, plan_->steps_per_epoch()));
+  schedule_ = std::make_unique<LrSchedule>(std::move(schedule));
+  const std::string init =
+      replicas_->primary().graph().InitSummary(spec.model.init_safetensors);
+  if (!init.empty()) host_->Log(init);
+  if (gpus) return SetupDevices();
+  if (config_.peers.transport != nullptr) {
+    // Sync batch norm's sums: this process's replicas, then the workers',
+    // from inside the pass (beside the gradient buckets' all-reduces: the
+    // tags differ).
+    replicas_->SetWorkerSum(
+        [this](int64_t step, int32_t key, float* data, int64_t count) {
+          return PassSum(step, key, data, count);
+        });
+    buckets_ = std::make_unique<GradientBuckets>(
+        replicas_->params(), config_.peers.bucket_bytes,
+        config_.peers.transport, config_.peers.gradient_ring);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TrainingSession::SetupDevices() {
+  DeviceDataParallelConfig c;
+  c.spec = config_.spec;
+  c.devices = config_.cuda_devices;
+  c.replica_indices = config_.replicas;
+  c.world_replicas = config_.world_replicas;
+  ASSIGN_OR_RETURN(c.nccl_id, host_->NcclId());
+  const SessionPeers& peers = config_.peers;
+  if (peers.transport != nullptr) {
+    // Sync batch norm: the local GPUs meet at a host barrier, then the
+    // workers' values are added over the ring.
+    c.pass_sum = [this](int64_t step, int32_t key, float* data,
+                        int64_t count) {
+      return PassSum(step, key, data, count);
+    };
+    if (!peers.nccl) {
+      // NCCL sums this worker's GPUs, the gRPC ring the workers (the whole
+      // flat buffer as one bucket), through pinned host memory.
+      c.host_all_reduce = [this](int64_t step, float* grads, int64_t floats) {
+        return AnnotateStatus(
+            RingAllReduce(*config_.peers.transport,
+                          CollectiveTag{config_.peers.generation, step, 0, 0},
+                          grads, floats, config_.peers.gradient_ring),
+            "all-reduce of the GPUs' gradients over the ring");
+      };
+    }
+  }
+  ASSIGN_OR_RETURN(ddp_, MakeDeviceDataParallel(c));
+  return absl::OkStatus();
+}
+
+absl::Status TrainingSession::Restore(const LoadedCheckpoint& loaded) {
+  if (loaded.state.job_json != config_.job_json) {
+    host_->Log(absl::StrCat("note: the job file changed since checkpoint ",
+                            loaded.path, "; resuming with the new settings"));
+  }
+  std::vector<std::string> fresh;
+  RETURN_IF_ERROR(
+      ApplyCheckpoint(loaded, replicas_->params(), *optimizer_, &fresh));
+  if (!fresh.empty()) host_->Log(FreshStateNote(fresh));
+  RETURN_IF_ERROR(ddp_ != nullptr
+                      ? ddp_->PushState(replicas_->params(), *optimizer_)
+                      : replicas_->MirrorParams());
+  start_step_ = step_ = saved_step_ = loaded.state.step;
+  restored_from_ = loaded.path;
+  return absl::OkStatus();
+}
+
+absl::Status TrainingSession::SumOverWorkers(int32_t bucket, int64_t step,
+                                             float* values, int count,
+                                             const char* what) {
+  const SessionPeers& peers = config_.peers;
+  if (peers.transport == nullptr) return absl::OkStatus();
+  // A few values: GatherSum, half the ring's latency.
+  return AnnotateStatus(
+      GatherSum(*peers.transport,
+                CollectiveTag{peers.generation, step, bucket, 0}, values,
+                count, peers.ring),
+      what);
+}
+
+absl::Status TrainingSession::PassSum(int64_t step, int32_t key, float* data,
+                                      int64_t count) {
+  const SessionPeers& peers = config_.peers;
+  return AnnotateStatus(
+      GatherSum(*peers.transport,
+                CollectiveTag{peers.generation, step, kPassSumBucket + key, 0},
+                data, count, peers.ring),
+      "sum of sync batch norm's statistics over the workers");
+}
+
+absl::Status TrainingSession::Step(Batch& batch, const Batch* next,
+                                   BatchLoss* global) {
+  const JobSpec& spec = config_.spec;
+  const double lr = schedule_->At(batch.global_step);
+  BatchLoss local;
+  if (ddp_ != nullptr) {
+    // Gradients summed over the GPUs and the update applied on each, by
+    // NCCL and the devices; the host optimizer only counts the iteration.
+    ASSIGN_OR_RETURN(local, ddp_->Step(batch, next, spec.loss, spec.seed, lr));
+  } else if (buckets_ != nullptr) {
+    // Each bucket's all-reduce starts as soon as backward produced it.
+    buckets_->BeginStep(config_.peers.generation, batch.global_step);
+    ASSIGN_OR_RETURN(local, replicas_->ComputeGradients(
+                                batch, spec.loss, spec.seed,
+                                [this](int i) { buckets_->ParamReady(i); }));
+    RETURN_IF_ERROR(buckets_->FinishStep());
+  } else {
+    ASSIGN_OR_RETURN(local,
+                     replicas_->ComputeGradients(batch, spec.loss, spec.seed));
+  }
+  *global = local;
+  leaving_ = 0;
+  if (config_.peers.transport != nullptr) {
+    // The 4th value counts the ranks shutting down, so every rank learns
+    // it at the same step.
+    float m[4] = {static_cast<float>(local.loss_sum),
+                  static_cast<float>(local.correct),
+                  static_cast<float>(local.count),
+                  host_->Leaving() ? 1.0f : 0.0f};
+    RETURN_IF_ERROR(SumOverWorkers(kLossBucket, batch.global_step, m, 4,
+                                   "all-reduce of the step's loss"));
+    global->loss_sum = m[0];
+    global->correct = static_cast<int64_t>(std::llround(m[1]));
+    global->count = static_cast<int64_t>(std::llround(m[2]));
+    leaving_ = static_cast<int>(std::lround(m[3]));
+  }
+  if (ddp_ != nullptr) {
+    optimizer_->set_iterations(optimizer_->iterations() + 1);
+    return absl::OkStatus();
+  }
+  optimizer_->Apply(lr);
+  UpdateMovingAverages(replicas_->params(), batch.global_count);
+  return replicas_->MirrorParams();
+}
+
+absl::StatusOr<BatchLoss> TrainingSession::Evaluate() {
+  const LossType loss = config_.spec.loss;
+  ASSIGN_OR_RETURN(BatchLoss local, ddp_ != nullptr
+                                        ? ddp_->Evaluate(test_, loss)
+                                        : replicas_->Evaluate(test_, loss));
+  if (config_.peers.transport == nullptr) return local;
+  float m[3] = {static_cast<float>(local.loss_sum),
+                static_cast<float>(local.correct),
+                static_cast<float>(local.count)};
+  RETURN_IF_ERROR(SumOverWorkers(kEvalBucket, step_, m, 3,
+                                 "all-reduce of the evaluation"));
+  BatchLoss global;
+  global.loss_sum = m[0];
+  global.correct = static_cast<int64_t>(std::llround(m[1]));
+  global.count = static_cast<int64_t>(std::llround(m[2]));
+  return global;
+}
+
+absl::Status TrainingSession::Barrier(int32_t bucket) {
+  float one = 1;
+  return SumOverWorkers(bucket, step_, &one, 1, "the barrier");
+}
+
+absl::Status TrainingSession::SyncHostState() {
+  if (ddp_ == nullptr) return absl::OkStatus();
+  return ddp_->PullState(replicas_->params(), *optimizer_);
+}
+
+absl::StatusOr<std::string> TrainingSession::Fingerprint() {
+  RETURN_IF_ERROR(SyncHostState());
+  return lockstep::Fingerprint(replicas_->params());
+}
+
+int64_t TrainingSession::num_parameters() {
+  return replicas_->primary().num_parameters();
+}
+
+void TrainingSession::Abort() {
+  if (ddp_ != nullptr) ddp_->Abort();
+}
+
+absl::Status TrainingSession::SaveCheckpoint() {
+  if (step_ == saved_step_) return absl::OkStatus();
+  RETURN_IF_ERROR(SyncHostState());
+  const int64_t spe = plan_->steps_per_epoch();
+  CheckpointState state;
+  state.step = step_;
+  state.epoch = step_ / spe;
+  state.step_in_epoch = step_ % spe;
+  state.seed = config_.spec.seed;
+  state.generation = config_.peers.generation;
+  state.optimizer_iterations = optimizer_->iterations();
+  state.job_json = config_.job_json;
+  state.vocab = VocabText(train_);
+  state.train_loss = meter_.epoch().mean_loss();
+  NamedTensors model, opt;
+  for (Param* p : replicas_->params()) model.emplace_back(p->name, &p->value);
+  for (auto& [name, t] : optimizer_->StateTensors()) opt.emplace_back(name, t);
+  RETURN_IF_ERROR(
+      host_->SaveCheckpoint(state, model, opt, step_ == total_steps_));
+  saved_step_ = step_;
+  return absl::OkStatus();
+}
+
+absl::Status CheckDataFitsModel(const JobSpec& spec, const Model& model,
+                                const Dataset& train, const Dataset& test) {
+  const int64_t want = NumElements(model.input_shape());
+  for (const Dataset* d : {&train, &test}) {
+    const int64_t have = NumElements(d->sample_shape);
+    if (have != want) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "model.input_shape: %s has %d values per sample, but the data (%s) "
+          "has %d per sample (%s)",
+          ShapeToString(model.input_shape()), want, d->source, have,
+          ShapeToString(d->sample_shape)));
+    }
+  }
+  const Shape& out = model.output_shape();
+  const int64_t classes = train.num_classes;
+  const int64_t lps = train.labels_per_sample;
+  if (spec.loss == LossType::kBinaryCrossentropy) {
+    // One logit (or sigmoid probability) per sample, labels 0 and 1.
+    if (classes != 2 || lps != 1) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "loss: binary_crossentropy needs two classes (labels 0 and 1), "
+          "one per sample; the data (%s) has %d label(s) of %d classes per "
+          "sample",
+          train.source, lps, classes));
+    }
+    if (model.classes() != 1 || model.labels_per_sample() != 1) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "model: binary_crossentropy reads one logit per sample (a last "
+          "dense layer of 1 unit, linear or sigmoid), but the model outputs "
+          "%s per sample",
+          ShapeToString(out)));
+    }
+  }
+  const bool fits =
+      model.labels_per_sample() == lps &&
+      (model.classes() == classes ||
+       (spec.loss == LossType::kMse && model.classes() == 1 && lps == 1) ||
+       spec.loss == LossType::kBinaryCrossentropy);
+  if (!fits && lps == 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model: the model outputs %s per sample but the data has %d classes "
+        "(data.num_classes); the last layer needs %d units%s",
+        ShapeToString(out), classes, classes,
+        out.size() > 1 ? ", after a flatten layer" : ""));
+  }
+  if (!fits) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model: the model outputs %s per sample but the data has %d labels "
+        "of %d classes per sample (%s); the output must be [%d, %d]",
+        ShapeToString(out), lps, classes, train.source, lps, classes));
+  }
+  if (train.num_samples == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("data: the training set (", train.source, ") is empty"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace lockstep

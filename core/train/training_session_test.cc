@@ -1,0 +1,307 @@
+// TrainingSession without a network: ranks as threads over the in-process
+// transport train to the bits of one process holding every replica; a stop
+// and a restore from the session's own checkpoint end where an
+// uninterrupted run does; a leaving rank ends the run on every rank at the
+// same step.
+#include "core/train/training_session.h"
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "core/collective/in_process_transport.h"
+#include "gtest/gtest.h"
+
+namespace lockstep {
+namespace {
+
+JobSpec Job(int64_t workers, int units = 10) {
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(absl::StrFormat(R"({
+    "name": "session", "seed": 11,
+    "model": {"input_shape": [8, 8, 1], "layers": [
+      {"type": "conv2d", "filters": 4, "kernel_size": 3, "activation": "relu"},
+      {"type": "flatten"},
+      {"type": "dense", "units": 16, "activation": "tanh"},
+      {"type": "dropout", "rate": 0.25},
+      {"type": "dense", "units": %d}]},
+    "optimizer": {"type": "adam", "learning_rate": 0.01},
+    "data": {"format": "synthetic", "train_samples": 160,
+             "test_samples": 50},
+    "batch_size_per_replica": 8, "epochs": 2,
+    "checkpoint": {"every_steps": 4}, "summary": {"every_steps": 3},
+    "cluster": {"workers": %d}})",
+                                                              units, workers));
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  return *spec;
+}
+
+// Keeps checkpoints in memory and records what the session reports.
+class MemoryHost : public SessionHost {
+ public:
+  std::optional<LoadedCheckpoint> start;
+  int64_t stop_after = -1;   // StopRequested once this many steps are done
+  int64_t leave_after = -1;  // Leaving once this many steps are done
+
+  absl::StatusOr<std::optional<LoadedCheckpoint>> StartingCheckpoint()
+      override {
+    return start;
+  }
+  absl::StatusOr<std::string> NcclId() override {
+    return absl::FailedPreconditionError("no GPUs in this test");
+  }
+  absl::Status SaveCheckpoint(const CheckpointState& state,
+                              const NamedTensors& model,
+                              const NamedTensors& optimizer,
+                              bool final) override {
+    LoadedCheckpoint c;
+    c.state = state;
+    for (const auto& [name, t] : model) c.model.emplace_back(name, *t);
+    for (const auto& [name, t] : optimizer) c.optimizer.emplace_back(name, *t);
+    c.path = absl::StrFormat("memory/step-%08d", state.step);
+    checkpoints[state.step] = std::move(c);
+    if (final) final_step = state.step;
+    return absl::OkStatus();
+  }
+  bool ProgressDue(int64_t step, bool boundary) override { return boundary; }
+  absl::Status Progress(const ProgressInfo& info,
+                        const std::string* fingerprint) override {
+    progress_steps.push_back(info.step);
+    if (fingerprint != nullptr) fingerprints[info.step] = *fingerprint;
+    return absl::OkStatus();
+  }
+  absl::Status Scalars(int64_t step, const ScalarList& values) override {
+    for (const auto& [tag, v] : values) scalars[tag].push_back(step);
+    return absl::OkStatus();
+  }
+  void Event(const std::string& line) override { events.push_back(line); }
+  void Log(const std::string& line) override { logs.push_back(line); }
+  void StepDone(const StepFigures& f) override {
+    steps_done = f.step;
+    samples += f.local_samples;
+  }
+  bool StopRequested() const override {
+    return stop_after >= 0 && steps_done >= stop_after;
+  }
+  bool Leaving() const override {
+    return leave_after >= 0 && steps_done >= leave_after;
+  }
+
+  std::map<int64_t, LoadedCheckpoint> checkpoints;
+  int64_t final_step = -1;
+  std::vector<int64_t> progress_steps;
+  std::map<int64_t, std::string> fingerprints;
+  std::map<std::string, std::vector<int64_t>> scalars;
+  std::vector<std::string> events, logs;
+  std::atomic<int64_t> steps_done{0};
+  int64_t samples = 0;
+};
+
+SessionConfig LocalConfig(const JobSpec& spec) {
+  SessionConfig c;
+  c.spec = spec;
+  c.job_json = JobSpecToJson(spec);
+  for (int64_t r = 0; r < spec.total_replicas(); ++r) c.replicas.push_back(r);
+  c.world_replicas = spec.total_replicas();
+  c.threads = 1;
+  return c;
+}
+
+struct RankRun {
+  MemoryHost host;
+  absl::StatusOr<TrainingSession::Outcome> outcome =
+      absl::UnknownError("not run");
+  absl::StatusOr<SessionResult> result = absl::UnknownError("not run");
+  int leaving = 0;
+  int64_t step = 0;
+  absl::Status barrier = absl::UnknownError("not run");
+};
+
+// Runs `world` ranks of `spec`, one replica each, as threads over an
+// in-process ring; `prepare` sets each rank's host up.
+std::vector<std::unique_ptr<RankRun>> RunRanks(
+    const JobSpec& spec, int world,
+    const std::function<void(int, MemoryHost&)>& prepare = nullptr) {
+  std::unique_ptr<InProcessRing> ring = InProcessRing::Create(world);
+  std::vector<std::unique_ptr<RankRun>> runs;
+  for (int r = 0; r < world; ++r) runs.push_back(std::make_unique<RankRun>());
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    if (prepare) prepare(r, runs[r]->host);
+    threads.emplace_back([&, r] {
+      RankRun& run = *runs[r];
+      SessionConfig c = LocalConfig(spec);
+      c.replicas = {r};
+      c.rank = r;
+      c.world = world;
+      c.report_fingerprints = true;
+      c.fingerprint_every_steps = 5;
+      c.peers.transport = &ring->endpoint(r);
+      c.peers.generation = 1;
+      c.peers.ring.timeout = absl::Seconds(30);
+      c.peers.gradient_ring = c.peers.ring;
+      c.peers.bucket_bytes = 256;  // several buckets
+      auto session = TrainingSession::Create(std::move(c), &run.host);
+      if (!session.ok()) {
+        run.outcome = session.status();
+        ring->AbortAll(session.status());
+        return;
+      }
+      run.outcome = (*session)->Run();
+      if (!run.outcome.ok()) ring->AbortAll(run.outcome.status());
+      run.leaving = (*session)->leaving();
+      run.step = (*session)->step();
+      if (run.outcome.ok() &&
+          *run.outcome == TrainingSession::Outcome::kLeaving) {
+        run.barrier = (*session)->Barrier(kDrainBucket);
+      }
+      run.result = (*session)->Result();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return runs;
+}
+
+SessionResult RunLocal(const JobSpec& spec, MemoryHost& host) {
+  auto session = TrainingSession::Create(LocalConfig(spec), &host);
+  EXPECT_TRUE(session.ok()) << session.status();
+  if (!session.ok()) return SessionResult();
+  absl::StatusOr<TrainingSession::Outcome> outcome = (*session)->Run();
+  EXPECT_TRUE(outcome.ok()) << outcome.status();
+  absl::StatusOr<SessionResult> result = (*session)->Result();
+  EXPECT_TRUE(result.ok()) << result.status();
+  return result.ok() ? *result : SessionResult();
+}
+
+TEST(TrainingSessionTest, TwoRanksOverTheRingTrainAsOneProcessOfTwoReplicas) {
+  const JobSpec spec = Job(2);
+  MemoryHost local;
+  const SessionResult whole = RunLocal(spec, local);
+  // 160 samples in global batches of 16: 10 steps an epoch, 2 epochs.
+  EXPECT_TRUE(whole.finished);
+  EXPECT_EQ(whole.steps, 20);
+  EXPECT_EQ(whole.epochs, 2);
+  EXPECT_EQ(whole.test.count, 50);
+  EXPECT_EQ(whole.fingerprint.size(), 32u);
+  EXPECT_TRUE(local.fingerprints.empty());  // not asked for
+  EXPECT_EQ(local.samples, 20 * 16);
+  // Checkpoints every 4 steps and at each epoch's end; the last is final.
+  std::vector<int64_t> saved;
+  for (const auto& [step, c] : local.checkpoints) saved.push_back(step);
+  EXPECT_EQ(saved, (std::vector<int64_t>{4, 8, 10, 12, 16, 20}));
+  EXPECT_EQ(local.final_step, 20);
+  EXPECT_EQ(local.events.size(), 2u);
+  EXPECT_EQ(local.scalars["train/loss"], (std::vector<int64_t>{3, 6, 9, 12,
+                                                               15, 18}));
+  EXPECT_EQ(local.scalars.count("allreduce_seconds"), 0u);
+
+  const auto ranks = RunRanks(spec, 2);
+  for (int r = 0; r < 2; ++r) {
+    const RankRun& run = *ranks[r];
+    ASSERT_TRUE(run.outcome.ok()) << r << ": " << run.outcome.status();
+    EXPECT_EQ(*run.outcome, TrainingSession::Outcome::kFinished);
+    ASSERT_TRUE(run.result.ok()) << run.result.status();
+    // The ring's sum of two replicas is the local sum: the same bits.
+    EXPECT_EQ(run.result->fingerprint, whole.fingerprint) << "rank " << r;
+    // Each rank evaluated its share; the sum covers the test set.
+    EXPECT_EQ(run.result->test.count, 50);
+    EXPECT_EQ(run.result->test.correct, whole.test.correct);
+    EXPECT_EQ(run.host.samples, 20 * 8);
+    // Fingerprints every 5 steps and at the end, the same on both ranks.
+    std::vector<int64_t> at;
+    for (const auto& [step, fp] : run.host.fingerprints) at.push_back(step);
+    EXPECT_EQ(at, (std::vector<int64_t>{5, 10, 15, 20}));
+    EXPECT_EQ(run.host.fingerprints.at(20), whole.fingerprint);
+    EXPECT_EQ(run.host.scalars.at("allreduce_seconds").size(), 6u);
+  }
+  EXPECT_EQ(ranks[0]->host.fingerprints, ranks[1]->host.fingerprints);
+  EXPECT_EQ(ranks[0]->host.checkpoints.at(12).state.generation, 1);
+}
+
+TEST(TrainingSessionTest, AStoppedRunResumesFromItsCheckpointToTheSameBits) {
+  const JobSpec spec = Job(1);
+  MemoryHost whole_host;
+  const SessionResult whole = RunLocal(spec, whole_host);
+
+  MemoryHost first;
+  first.stop_after = 7;
+  auto session = TrainingSession::Create(LocalConfig(spec), &first);
+  ASSERT_TRUE(session.ok()) << session.status();
+  absl::StatusOr<TrainingSession::Outcome> outcome = (*session)->Run();
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_EQ(*outcome, TrainingSession::Outcome::kStopped);
+  EXPECT_EQ((*session)->step(), 7);
+  ASSERT_TRUE((*session)->SaveCheckpoint().ok());
+  ASSERT_TRUE((*session)->SaveCheckpoint().ok());  // once per step
+  ASSERT_EQ(first.checkpoints.count(7), 1u);
+  EXPECT_EQ(first.checkpoints.at(7).state.step_in_epoch, 7);  // 20 an epoch
+  absl::StatusOr<SessionResult> partial = (*session)->Result();
+  ASSERT_TRUE(partial.ok());
+  EXPECT_FALSE(partial->finished);
+  EXPECT_NE(partial->fingerprint, whole.fingerprint);
+
+  MemoryHost second;
+  second.start = first.checkpoints.at(7);
+  auto resumed = TrainingSession::Create(LocalConfig(spec), &second);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ((*resumed)->restored_from(), "memory/step-00000007");
+  EXPECT_EQ((*resumed)->step(), 7);
+  ASSERT_TRUE((*resumed)->Run().ok());
+  absl::StatusOr<SessionResult> rest = (*resumed)->Result();
+  ASSERT_TRUE(rest.ok());
+  EXPECT_TRUE(rest->finished);
+  EXPECT_EQ(rest->resumed_from_step, 7);
+  EXPECT_EQ(rest->fingerprint, whole.fingerprint);
+  EXPECT_EQ(second.samples, (40 - 7) * 8);
+}
+
+TEST(TrainingSessionTest, EndStepStopsShortOfTheJob) {
+  const JobSpec spec = Job(1);
+  SessionConfig c = LocalConfig(spec);
+  c.end_step = 3;
+  MemoryHost host;
+  auto session = TrainingSession::Create(std::move(c), &host);
+  ASSERT_TRUE(session.ok());
+  absl::StatusOr<TrainingSession::Outcome> outcome = (*session)->Run();
+  ASSERT_TRUE(outcome.ok());
+  EXPECT_EQ(*outcome, TrainingSession::Outcome::kFinished);
+  EXPECT_EQ((*session)->step(), 3);
+  // The run's end is a progress boundary; the job's is not reached.
+  EXPECT_EQ(host.progress_steps, (std::vector<int64_t>{3}));
+  EXPECT_FALSE((*session)->Result()->finished);
+}
+
+TEST(TrainingSessionTest, ALeavingRankEndsTheRunOnEveryRankAtOneStep) {
+  const JobSpec spec = Job(2);
+  const auto ranks = RunRanks(spec, 2, [](int rank, MemoryHost& host) {
+    if (rank == 1) host.leave_after = 2;  // says so in step 3's sum
+  });
+  for (int r = 0; r < 2; ++r) {
+    const RankRun& run = *ranks[r];
+    ASSERT_TRUE(run.outcome.ok()) << run.outcome.status();
+    EXPECT_EQ(*run.outcome, TrainingSession::Outcome::kLeaving) << r;
+    EXPECT_EQ(run.step, 3) << r;
+    EXPECT_EQ(run.leaving, 1) << r;
+    EXPECT_TRUE(run.barrier.ok()) << run.barrier;
+  }
+}
+
+TEST(TrainingSessionTest, DataThatDoesNotFitTheModelIsNamed) {
+  const JobSpec spec = Job(1, 7);  // 10 classes in the data
+  MemoryHost host;
+  auto session = TrainingSession::Create(LocalConfig(spec), &host);
+  ASSERT_FALSE(session.ok());
+  EXPECT_EQ(session.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(session.status().message().find("data has 10 classes"),
+            std::string::npos)
+      << session.status();
+}
+
+}  // namespace
+}  // namespace lockstep

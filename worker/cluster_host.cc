@@ -1,0 +1,173 @@
+// ClusterHost (see cluster_host.h).
+#include "worker/cluster_host.h"
+
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/seconds.h"
+#include "base/status_macros.h"
+#include "core/train/gpu_backend.h"
+#include "rpc/rpc_util.h"
+#include "worker/checkpoint_rpc.h"
+#include "worker/nccl_bootstrap.h"
+
+namespace lockstep {
+absl::StatusOr<std::optional<LoadedCheckpoint>>
+ClusterHost::StartingCheckpoint() {
+  if (a_.start_step() == 0) return std::nullopt;
+  ASSIGN_OR_RETURN(LoadedCheckpoint loaded,
+                   FetchCheckpoint(ctx_.coordinator, a_.job(), a_.start_step()));
+  return std::optional<LoadedCheckpoint>(std::move(loaded));
+}
+
+absl::StatusOr<std::string> ClusterHost::NcclId() {
+  // NCCL over every worker: rank 0 makes the generation's ncclUniqueId and
+  // the coordinator relays it. The ring layout: this worker's own.
+  if (a_.collective() != "nccl") return NewNcclId();
+  return BootstrapNcclId(ctx_.coordinator, ctx_.worker_id, a_.job(),
+                         a_.generation(), a_.rank(), &NewNcclId,
+                         absl::Seconds(120));
+}
+
+absl::Status ClusterHost::SaveCheckpoint(const CheckpointState& state,
+                                         const NamedTensors& model,
+                                         const NamedTensors& optimizer,
+                                         bool final) {
+  SliceInfo info{a_.job(), a_.generation(), a_.rank(), a_.world_size()};
+  auto upload = [&] {
+    const Clock::time_point t0 = Clock::now();
+    absl::Status s =
+        UploadCheckpointSlice(ctx_.coordinator, info, state, model, optimizer);
+    if (ctx_.metrics != nullptr) {
+      ctx_.metrics->AddCheckpointUpload(SecondsSince(t0), s.ok());
+    }
+    return s;
+  };
+  // The final parameters must be committed: wait for a coordinator that is
+  // restarting, as Finish does. Earlier checkpoints are not waited for.
+  absl::Status s = final ? WhileCoordinatorRestarts("the final checkpoint",
+                                                    upload)
+                         : upload();
+  if (s.ok() || absl::IsCancelled(s) || absl::IsFailedPrecondition(s) ||
+      absl::IsNotFound(s)) {
+    return s;  // an error: the job is over for this generation
+  }
+  // An unreachable coordinator or a failed commit costs this checkpoint,
+  // not the training: the previous one stays the latest.
+  Log(absl::StrFormat(
+      "warning: checkpoint at step %d not saved, training goes on: %s",
+      state.step, s.message()));
+  return absl::OkStatus();
+}
+
+bool ClusterHost::ProgressDue(int64_t step, bool boundary) {
+  return chief() &&
+         (boundary || pending_.events_size() > 0 ||
+          SecondsSince(last_report_) >= ctx_.report_interval_seconds);
+}
+
+void ClusterHost::StepDone(const StepFigures& f) {
+  step_ = f.step;
+  if (ctx_.metrics == nullptr) return;
+  StepSample sample;
+  sample.seconds = f.seconds;
+  sample.local_samples = f.local_samples;
+  sample.loss = f.loss.mean_loss();
+  sample.accuracy = f.loss.accuracy();
+  sample.allreduce_seconds = f.buckets.allreduce_seconds;
+  sample.wait_seconds = f.buckets.wait_seconds;
+  sample.allreduce_bytes = f.buckets.bytes;
+  ctx_.metrics->AddStep(f.step, sample);
+}
+
+absl::Status ClusterHost::Progress(const ProgressInfo& info,
+                                   const std::string* fingerprint) {
+  pending_.set_step(info.step);
+  pending_.set_total_steps(info.total_steps);
+  pending_.set_epoch(info.epoch);
+  pending_.set_loss(info.loss);
+  pending_.set_accuracy(info.accuracy);
+  pending_.set_samples_per_sec(info.samples_per_sec);
+  if (ctx_.metrics != nullptr) ctx_.metrics->SetRate(info.samples_per_sec);
+  pending_.set_learning_rate(info.learning_rate);
+  pending_.set_eta_seconds(info.eta_seconds);
+  if (fingerprint != nullptr) {
+    pending_.set_fingerprint_step(info.step);
+    pending_.set_fingerprint(*fingerprint);
+  }
+  report_due_ = true;  // sent at the step's end, with its events
+  return absl::OkStatus();
+}
+
+absl::Status ClusterHost::Scalars(int64_t step, const ScalarList& values) {
+  if (!chief()) return absl::OkStatus();
+  for (const auto& [tag, v] : values) {
+    auto* s = pending_.add_scalars();
+    s->set_step(step);
+    s->set_tag(tag);
+    s->set_value(v);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ClusterHost::EndStep(int64_t step) {
+  if (!report_due_) return absl::OkStatus();
+  report_due_ = false;
+  last_report_ = Clock::now();
+  absl::Status rs = Report(pending_);
+  if (rs.ok()) {
+    pending_.Clear();
+    if (coordinator_down_) Log("the coordinator is reachable again");
+    coordinator_down_ = false;
+    return absl::OkStatus();
+  }
+  if (absl::IsUnavailable(rs) || absl::IsDeadlineExceeded(rs)) {
+    // Training does not need the coordinator; the reports wait.
+    if (!coordinator_down_) {
+      Log(absl::StrCat(rs.message(), "; training goes on, reports wait"));
+    }
+    coordinator_down_ = true;
+    return absl::OkStatus();
+  }
+  return rs;
+}
+
+absl::Status ClusterHost::Report(lockstep::v1::ProgressReport& report) {
+  report.set_worker_id(ctx_.worker_id);
+  report.set_job(a_.job());
+  report.set_generation(a_.generation());
+  report.set_rank(a_.rank());
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(30));
+  lockstep::v1::ReportResponse response;
+  RETURN_IF_ERROR(
+      FromGrpc(ctx_.coordinator->ReportProgress(&context, report, &response),
+               "reporting progress to the coordinator"));
+  if (response.stop()) {
+    return absl::CancelledError(
+        absl::StrCat("the coordinator stopped the job: ", response.reason()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ClusterHost::WhileCoordinatorRestarts(
+    const std::string& what, const std::function<absl::Status()>& call) {
+  const Clock::time_point give_up = Clock::now() + std::chrono::minutes(10);
+  absl::Status s = call();
+  bool logged = false;
+  while ((absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s)) &&
+         !StopRequested() && Clock::now() < give_up) {
+    if (!logged) {
+      Log(absl::StrCat(s.message(), "; retrying ", what, " every second"));
+    }
+    logged = true;
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    s = call();
+  }
+  return s;
+}
+
+}  // namespace lockstep
