@@ -22,8 +22,10 @@
 #include "absl/strings/str_cat.h"
 #include "base/file_util.h"
 #include "base/status_macros.h"
+#include "core/data/data_loader.h"
 #include "core/data/dataset.h"
 #include "core/data/shard_plan.h"
+#include "core/data/text_dataset.h"
 #include "core/data/wordpiece.h"
 #include "core/job/job_spec.h"
 #include "core/tensor.h"
@@ -55,11 +57,12 @@ absl::Status WriteSplit(const Dataset& data, int64_t epoch,
 absl::Status Run(const std::string& job_path, const std::string& out,
                  int64_t epochs) {
   ASSIGN_OR_RETURN(JobSpec spec, LoadJobSpec(job_path, ""));
-  if (spec.data.format != DataFormat::kText) {
+  const TextConfig* text = spec.data.As<TextConfig>();
+  if (text == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat(job_path, ": not a text job (data.format)"));
   }
-  ASSIGN_OR_RETURN(JobData data, LoadJobData(spec, "", ""));
+  ASSIGN_OR_RETURN(JobData data, LoadJobData(spec.data, DataOptionsFor(spec), "", ""));
   RETURN_IF_ERROR(MakeDirs(out));
   const ShardPlan plan(data.train.num_samples, spec.batch_size_per_replica,
                        spec.total_replicas(), spec.seed, spec.data.shuffle);
@@ -72,8 +75,8 @@ absl::Status Run(const std::string& job_path, const std::string& out,
   RETURN_IF_ERROR(WriteSplit(data.test, kEvalEpoch, all, JoinPath(out, "test")));
   nlohmann::ordered_json meta;
   meta["fields"] = DataOptionsFor(spec).fields;
-  meta["sequence_length"] = spec.data.sequence_length;
-  meta["max_predictions"] = spec.data.max_predictions;
+  meta["sequence_length"] = text->sequence_length;
+  meta["max_predictions"] = text->max_predictions;
   meta["vocab_size"] = data.train.vocab->size();
   meta["train_samples"] = data.train.num_samples;
   meta["test_samples"] = data.test.num_samples;

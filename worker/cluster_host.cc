@@ -17,8 +17,9 @@ namespace lockstep {
 absl::StatusOr<std::optional<LoadedCheckpoint>>
 ClusterHost::StartingCheckpoint() {
   if (a_.start_step() == 0) return std::nullopt;
-  ASSIGN_OR_RETURN(LoadedCheckpoint loaded,
-                   FetchCheckpoint(ctx_.coordinator, a_.job(), a_.start_step()));
+  ASSIGN_OR_RETURN(
+      LoadedCheckpoint loaded,
+      FetchCheckpoint(ctx_.coordinator, a_.job(), a_.start_step()));
   return std::optional<LoadedCheckpoint>(std::move(loaded));
 }
 
@@ -47,9 +48,9 @@ absl::Status ClusterHost::SaveCheckpoint(const CheckpointState& state,
   };
   // The final parameters must be committed: wait for a coordinator that is
   // restarting, as Finish does. Earlier checkpoints are not waited for.
-  absl::Status s = final ? WhileCoordinatorRestarts("the final checkpoint",
-                                                    upload)
-                         : upload();
+  absl::Status s =
+      final ? WhileCoordinatorRestarts("the final checkpoint", upload)
+            : upload();
   if (s.ok() || absl::IsCancelled(s) || absl::IsFailedPrecondition(s) ||
       absl::IsNotFound(s)) {
     return s;  // an error: the job is over for this generation

@@ -25,8 +25,7 @@ class ClusterHost : public SessionHost {
   ClusterHost(const lockstep::v1::Assignment& a, const RunnerContext& ctx)
       : a_(a), ctx_(ctx) {}
 
-  absl::StatusOr<std::optional<LoadedCheckpoint>> StartingCheckpoint()
-      override;
+  absl::StatusOr<std::optional<LoadedCheckpoint>> StartingCheckpoint() override;
   absl::StatusOr<std::string> NcclId() override;
   absl::Status SaveCheckpoint(const CheckpointState& state,
                               const NamedTensors& model,
@@ -71,7 +70,7 @@ class ClusterHost : public SessionHost {
 
   const lockstep::v1::Assignment& a_;
   const RunnerContext& ctx_;
-  int64_t step_ = 0;  // for the log lines
+  int64_t step_ = 0;                      // for the log lines
   lockstep::v1::ProgressReport pending_;  // scalars and events not yet sent
   bool report_due_ = false;
   Clock::time_point last_report_ = Clock::now();

@@ -208,15 +208,16 @@ absl::Status JobRunner::Drain() {
         "%d worker%s shutting down: generation %d ends after step %d with a "
         "checkpoint of it",
         leaving, leaving == 1 ? " is" : "s are", a_.generation(), step));
-    host_.Report(r).IgnoreError();  // a report that cannot be sent costs nothing
+    host_.Report(r)
+        .IgnoreError();  // a report that cannot be sent costs nothing
   }
   // Unless saved at this step already. A checkpoint that cannot be
   // uploaded is named in the log (the host) and the drain goes on.
   RETURN_IF_ERROR(session_->SaveCheckpoint());
   // Every rank has uploaded its slice once this returns, so the checkpoint
   // is committed before the leaving rank's Finish ends the generation.
-  RETURN_IF_ERROR(AnnotateStatus(session_->Barrier(kDrainBucket),
-                                 "the drain barrier"));
+  RETURN_IF_ERROR(
+      AnnotateStatus(session_->Barrier(kDrainBucket), "the drain barrier"));
   if (host_.Leaving()) {
     drained_ = true;
     return absl::CancelledError(absl::StrFormat(

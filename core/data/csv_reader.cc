@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
-#include "core/data/idx_reader.h"
+#include "core/data/data_file.h"
 
 namespace lockstep {
 

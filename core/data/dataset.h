@@ -1,6 +1,6 @@
-// In-memory datasets: MNIST IDX files (gzip or raw), CSV files (label
-// first), a seeded synthetic task, and masked-language-model text
-// (core/data/text_dataset.h). Everything is loaded at once; batching and sharding
+// A dataset in memory, as every data format loads it
+// (core/data/data_format.h): stored samples, or a maker that computes each
+// when it is batched (masked text, decoded images). Batching and sharding
 // happen in ShardPlan / BatchPrefetcher.
 #ifndef LOCKSTEP_CORE_DATA_DATASET_H_
 #define LOCKSTEP_CORE_DATA_DATASET_H_
@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/job/job_spec.h"
 #include "core/tensor.h"
 
 namespace lockstep {
@@ -85,37 +84,10 @@ struct DataOptions {
   std::shared_ptr<const WordPieceVocab> vocab;
 };
 
-// Loads the train or test split described by `spec`. Errors name the
-// DataSpec field and the file:
-//   kNotFound         a file cannot be opened
-//   kInvalidArgument  bad content (magic, sizes, counts, labels, CSV fields,
-//                     empty or binary text, a vocabulary without [MASK])
-//   kDataLoss         a corrupt gzip stream or a read error
-absl::StatusOr<Dataset> LoadDataset(const DataSpec& spec, Split split,
-                                    const DataOptions& options = {});
-// A job's options: its model's input names and its seed.
-DataOptions DataOptionsFor(const JobSpec& spec);
-
-// A job's train and test splits (the test split tokenized with the train
-// split's vocabulary). `checkpoint_vocab` is a checkpoint's vocab.txt text
-// (CheckpointState::vocab; empty for none): when set, text data uses it
-// instead of data.vocab or learning one, so a resumed or rejoined job
-// tokenizes exactly as the run that wrote the checkpoint; `checkpoint_path`
-// names it in errors.
-struct JobData {
-  Dataset train, test;
-};
-absl::StatusOr<JobData> LoadJobData(const JobSpec& spec,
-                                    const std::string& checkpoint_vocab,
-                                    const std::string& checkpoint_path);
 // The names of the samples the datasets' makers skipped (undecodable
 // images), each once, sorted.
 std::vector<std::string> SkippedSamples(
     const std::vector<const Dataset*>& datasets);
-
-// What a checkpoint records of `train`'s vocabulary: its vocab.txt text,
-// empty for data without one.
-std::string VocabText(const Dataset& train);
 
 }  // namespace lockstep
 

@@ -12,7 +12,11 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/data/csv_format.h"
+#include "core/data/data_loader.h"
+#include "core/data/idx_format.h"
 #include "core/data/synthetic_data.h"
+#include "core/data/synthetic_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -73,10 +77,10 @@ std::string IdxLabels(const std::vector<uint8_t>& labels,
 }
 
 DataSpec IdxSpec(const std::string& images, const std::string& labels) {
-  DataSpec spec;
-  spec.format = DataFormat::kMnistIdx;
-  spec.train_images = images;
-  spec.train_labels = labels;
+  IdxConfig idx;
+  idx.train_images = images;
+  idx.train_labels = labels;
+  DataSpec spec = IdxDataSpec(idx);
   spec.scale = 255.0;
   return spec;
 }
@@ -115,10 +119,10 @@ TEST(IdxTest, TestSplitUsesTestFiles) {
   const std::string img = TempPath("t-images"), lab = TempPath("t-labels");
   WriteRaw(img, IdxImages(2, 1, 1));
   WriteRaw(lab, IdxLabels({1, 2}));
-  DataSpec spec;
-  spec.format = DataFormat::kMnistIdx;
-  spec.test_images = img;
-  spec.test_labels = lab;
+  IdxConfig idx;
+  idx.test_images = img;
+  idx.test_labels = lab;
+  const DataSpec spec = IdxDataSpec(idx);
   absl::StatusOr<Dataset> d = LoadDataset(spec, Split::kTest);
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->num_samples, 2);
@@ -270,11 +274,13 @@ TEST(IdxTest, CorruptGzip) {
                                       "\": corrupt gzip stream: ")));
 }
 
-DataSpec CsvSpec(const std::string& path, bool header = false) {
-  DataSpec spec;
-  spec.format = DataFormat::kCsv;
-  spec.train_path = path;
-  spec.csv_header = header;
+DataSpec CsvSpec(const std::string& path, bool header = false,
+                 const std::string& test_path = "") {
+  CsvConfig csv;
+  csv.train_path = path;
+  csv.test_path = test_path;
+  csv.header = header;
+  DataSpec spec = CsvDataSpec(csv);
   return spec;
 }
 
@@ -363,15 +369,14 @@ TEST(CsvTest, EmptyAndMissing) {
               absl::StatusCode::kInvalidArgument,
               absl::StrCat("data.train_path: \"", path,
                            "\": no data rows (after the header line)"));
-  DataSpec spec = CsvSpec("");
-  spec.test_path = "/nope.csv";
+  const DataSpec spec = CsvSpec("", false, "/nope.csv");
   ExpectError(LoadDataset(spec, Split::kTest), absl::StatusCode::kNotFound,
               "data.test_path: cannot open \"/nope.csv\": No such file or "
               "directory");
 }
 
 TEST(SyntheticTest, ShapeSizesAndDeterminism) {
-  DataSpec spec;  // synthetic by default
+  DataSpec spec = SyntheticDataSpec();
   absl::StatusOr<Dataset> train = LoadDataset(spec, Split::kTrain);
   absl::StatusOr<Dataset> train2 = LoadDataset(spec, Split::kTrain);
   absl::StatusOr<Dataset> test = LoadDataset(spec, Split::kTest);
@@ -399,13 +404,16 @@ TEST(SyntheticTest, ShapeSizesAndDeterminism) {
     ASSERT_TRUE(std::isfinite(v) && std::abs(v) <= 1);
 
   // A prefix of a larger set equals the smaller set; another seed differs.
-  spec.synthetic_train = 100;
-  absl::StatusOr<Dataset> small = LoadDataset(spec, Split::kTrain);
+  SyntheticConfig synthetic;
+  synthetic.train_samples = 100;
+  absl::StatusOr<Dataset> small =
+      LoadDataset(SyntheticDataSpec(synthetic), Split::kTrain);
   ASSERT_TRUE(small.ok());
   EXPECT_TRUE(std::equal(small->features.begin(), small->features.end(),
                          train->features.begin()));
-  spec.synthetic_seed = 99;
-  absl::StatusOr<Dataset> other = LoadDataset(spec, Split::kTrain);
+  synthetic.seed = 99;
+  absl::StatusOr<Dataset> other =
+      LoadDataset(SyntheticDataSpec(synthetic), Split::kTrain);
   ASSERT_TRUE(other.ok());
   EXPECT_NE(other->features, small->features);
 }
@@ -414,7 +422,7 @@ TEST(SyntheticTest, LearnableButNotTrivial) {
   // Nearest class mean, fitted on train and scored on test: a crude linear
   // classifier (about 0.97 with the defaults; chance is 0.1), so a small MLP
   // has room to pass 0.9.
-  DataSpec spec;
+  const DataSpec spec = SyntheticDataSpec();
   absl::StatusOr<Dataset> train = LoadDataset(spec, Split::kTrain);
   absl::StatusOr<Dataset> test = LoadDataset(spec, Split::kTest);
   ASSERT_TRUE(train.ok() && test.ok());
@@ -458,14 +466,14 @@ TEST(MnistTest, RealFiles) {
                     "real MNIST";
   }
   const std::string d = dir;
-  DataSpec spec;
-  spec.format = DataFormat::kMnistIdx;
-  spec.train_images = d + "/train-images-idx3-ubyte.gz";
-  spec.train_labels = d + "/train-labels-idx1-ubyte.gz";
-  spec.test_images = d + "/t10k-images-idx3-ubyte.gz";
-  spec.test_labels = d + "/t10k-labels-idx1-ubyte.gz";
+  IdxConfig idx;
+  idx.train_images = d + "/train-images-idx3-ubyte.gz";
+  idx.train_labels = d + "/train-labels-idx1-ubyte.gz";
+  idx.test_images = d + "/t10k-images-idx3-ubyte.gz";
+  idx.test_labels = d + "/t10k-labels-idx1-ubyte.gz";
+  DataSpec spec = IdxDataSpec(idx);
   spec.scale = 255.0;
-  if (!std::ifstream(spec.train_images).good()) {
+  if (!std::ifstream(idx.train_images).good()) {
     GTEST_SKIP() << "LOCKSTEP_MNIST_DIR=" << d << " has no "
                  << "train-images-idx3-ubyte.gz";
   }

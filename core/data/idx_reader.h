@@ -19,11 +19,6 @@ absl::StatusOr<Dataset> ReadIdxDataset(const std::string& images_field,
                                        const std::string& labels_path,
                                        int64_t num_classes, double scale);
 
-// Reads a whole file, inflating it when it starts with the gzip magic 1f 8b.
-// Errors are prefixed with `field`.
-absl::StatusOr<std::string> ReadMaybeGzipFile(const std::string& field,
-                                              const std::string& path);
-
 }  // namespace lockstep
 
 #endif  // LOCKSTEP_CORE_DATA_IDX_READER_H_

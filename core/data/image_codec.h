@@ -11,9 +11,15 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "core/job/job_spec.h"  // ImagePreprocessing
 
 namespace lockstep {
+
+// How image pixel values become model inputs.
+enum class ImagePreprocessing {
+  kUnit,       // x / 255, in [0, 1]
+  kMobilenet,  // x / 127.5 - 1, in [-1, 1] (Keras' mobilenet_v2)
+  kImagenet,   // (x / 255 - mean) / std per channel (torchvision's)
+};
 
 struct RgbImage {
   int64_t height = 0, width = 0;

@@ -53,7 +53,7 @@ absl::StatusOr<std::vector<std::string>> Entries(const std::string& field,
 
 class ImageFolderMaker : public SampleMaker {
  public:
-  ImageFolderMaker(std::vector<ImageFile> files, const DataSpec& spec,
+  ImageFolderMaker(std::vector<ImageFile> files, const ImageFolderConfig& spec,
                    bool augment, uint64_t seed)
       : files_(std::move(files)),
         height_(spec.image_height),
@@ -118,7 +118,7 @@ class ImageFolderMaker : public SampleMaker {
 };
 
 Dataset MakeDataset(std::vector<ImageFile> files, int64_t classes,
-                    const DataSpec& spec, bool augment, uint64_t seed,
+                    const ImageFolderConfig& spec, bool augment, uint64_t seed,
                     std::string source) {
   Dataset d;
   d.sample_shape = {spec.image_height, spec.image_width, 3};
@@ -183,7 +183,8 @@ absl::StatusOr<ImageFolderListing> ListImageFolder(const std::string& field,
   return out;
 }
 
-absl::StatusOr<Dataset> LoadImageFolder(const DataSpec& spec, Split split,
+absl::StatusOr<Dataset> LoadImageFolder(const ImageFolderConfig& spec,
+                                        Split split,
                                         uint64_t seed) {
   absl::StatusOr<ImageFolderListing> train =
       ListImageFolder("data.train_path", spec.train_path);

@@ -25,9 +25,20 @@
 
 #include "absl/status/statusor.h"
 #include "core/data/dataset.h"
-#include "core/job/job_spec.h"
+#include "core/data/image_codec.h"
 
 namespace lockstep {
+
+// The image_folder format's fields (core/data/image_folder_format.h parses
+// them).
+struct ImageFolderConfig {
+  std::string train_path, test_path;  // folders of class subfolders
+  double validation_split = 0;        // held out of train_path instead
+  int64_t image_height = 0, image_width = 0;
+  ImagePreprocessing preprocessing = ImagePreprocessing::kUnit;
+  bool random_flip = false;  // training samples only
+  double random_crop = 1.0;  // side fraction of a random crop; 1: none
+};
 
 struct ImageFile {
   std::string path;
@@ -53,7 +64,8 @@ absl::StatusOr<ImageFolderListing> ListImageFolder(const std::string& field,
 
 // The split of `spec` (format image_folder); `seed` is the job's (the
 // crops, flips and the validation_split shuffle derive from it).
-absl::StatusOr<Dataset> LoadImageFolder(const DataSpec& spec, Split split,
+absl::StatusOr<Dataset> LoadImageFolder(const ImageFolderConfig& spec,
+                                        Split split,
                                         uint64_t seed);
 
 }  // namespace lockstep

@@ -17,7 +17,8 @@
 
 #include "base/file_util.h"
 #include "core/data/image_codec.h"
-#include "core/job/job_spec.h"
+#include "core/data/data_loader.h"
+#include "core/data/image_folder_format.h"
 #include "gtest/gtest.h"
 #include "tests/png_writer.h"
 
@@ -257,9 +258,8 @@ std::string MakeFolder(const std::string& name) {
   return dir;
 }
 
-DataSpec Spec(const std::string& train, const std::string& test) {
-  DataSpec d;
-  d.format = DataFormat::kImageFolder;
+ImageFolderConfig Spec(const std::string& train, const std::string& test) {
+  ImageFolderConfig d;
   d.train_path = train;
   d.test_path = test;
   d.image_height = 4;
@@ -282,7 +282,7 @@ TEST(ImageFolderTest, ListsClassesAndFilesInOrder) {
 
 TEST(ImageFolderTest, SamplesLabelsAndTheTestSplit) {
   const std::string dir = MakeFolder("samples");
-  DataSpec spec = Spec(dir, dir);
+  ImageFolderConfig spec = Spec(dir, dir);
   spec.preprocessing = ImagePreprocessing::kUnit;
   absl::StatusOr<Dataset> train = LoadImageFolder(spec, Split::kTrain, 7);
   ASSERT_TRUE(train.ok()) << train.status();
@@ -320,7 +320,7 @@ TEST(ImageFolderTest, SamplesLabelsAndTheTestSplit) {
 
 TEST(ImageFolderTest, AugmentationIsAPureFunctionOfSeedEpochAndSample) {
   const std::string dir = MakeFolder("augment");
-  DataSpec spec = Spec(dir, dir);
+  ImageFolderConfig spec = Spec(dir, dir);
   spec.random_flip = true;
   spec.random_crop = 0.5;
   absl::StatusOr<Dataset> a = LoadImageFolder(spec, Split::kTrain, 7);
@@ -354,7 +354,7 @@ TEST(ImageFolderTest, ValidationSplitIsSeededAndDisjoint) {
                Solid(2, 2, static_cast<uint8_t>(i), 0, 0));
     }
   }
-  DataSpec spec = Spec(dir, "");
+  ImageFolderConfig spec = Spec(dir, "");
   spec.validation_split = 0.25;
   absl::StatusOr<Dataset> train = LoadImageFolder(spec, Split::kTrain, 3);
   absl::StatusOr<Dataset> held = LoadImageFolder(spec, Split::kTest, 3);
@@ -407,31 +407,44 @@ TEST(ImageFolderTest, DamagedImagesAreSkippedAndFoldersChecked) {
                 "two class subfolders");
 }
 
+absl::StatusOr<DataSpec> ParseData(const std::string& text) {
+  DataSpec spec;
+  absl::Status s = ParseDataSpec(spec_reader::Json::parse(text), "", &spec);
+  if (!s.ok()) return s;
+  return spec;
+}
+
 TEST(ImageFolderTest, TheJobFileSide) {
   const std::string dir = MakeFolder("jobfile");
-  absl::StatusOr<JobSpec> spec = ParseJobSpec(R"({
-    "name": "img", "epochs": 1,
-    "model": {"preset": "mobilenet_v2", "alpha": 0.35, "classes": 2},
-    "optimizer": {"type": "adam"},
-    "data": {"format": "image_folder", "train_path": ")" + dir + R"(",
-             "validation_split": 0.4, "image_size": 32,
-             "preprocessing": "mobilenet", "random_flip": true}})");
+  absl::StatusOr<DataSpec> spec = ParseData(
+      R"({"format": "image_folder", "train_path": ")" + dir + R"(",
+          "validation_split": 0.4, "image_size": 32,
+          "preprocessing": "mobilenet", "random_flip": true})");
   ASSERT_TRUE(spec.ok()) << spec.status();
-  EXPECT_EQ(spec->model.inputs[0].shape, (Shape{32, 32, 3}));
-  EXPECT_EQ(spec->data.preprocessing, ImagePreprocessing::kMobilenet);
-  absl::StatusOr<Dataset> train = LoadDataset(spec->data, Split::kTrain);
+  EXPECT_EQ(*spec->config->FieldShape("input"), (Shape{32, 32, 3}));
+  EXPECT_EQ(spec->config->FieldShape("token_ids").status().code(),
+            absl::StatusCode::kNotFound);
+  const ImageFolderConfig* images = spec->As<ImageFolderConfig>();
+  ASSERT_NE(images, nullptr);
+  EXPECT_EQ(images->preprocessing, ImagePreprocessing::kMobilenet);
+  EXPECT_TRUE(images->random_flip);
+  absl::StatusOr<Dataset> train = LoadDataset(*spec, Split::kTrain);
   ASSERT_TRUE(train.ok()) << train.status();
   EXPECT_EQ(train->num_samples, 3);
   // Canonical form round trip.
-  absl::StatusOr<JobSpec> again = ParseJobSpec(JobSpecToJson(*spec));
+  const spec_reader::Json canonical = DataSpecToJson(*spec);
+  EXPECT_EQ(canonical.dump(),
+            R"({"format":"image_folder","train_path":")" + dir +
+                R"(","validation_split":0.4,"image_size":[32,32],)"
+                R"("preprocessing":"mobilenet","random_flip":true,)"
+                R"("random_crop":1.0,"shuffle":true})");
+  absl::StatusOr<DataSpec> again = ParseData(canonical.dump());
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_TRUE(*again == *spec);
+  EXPECT_FALSE(*again == ImageFolderDataSpec(Spec(dir, dir)));
 
   auto error = [&](const std::string& data) {
-    absl::StatusOr<JobSpec> s = ParseJobSpec(
-        R"({"name": "img", "epochs": 1, "optimizer": {"type": "adam"},
-            "model": {"preset": "mobilenet_v2", "classes": 2},
-            "data": )" + data + "}");
+    absl::StatusOr<DataSpec> s = ParseData(data);
     return s.ok() ? std::string() : std::string(s.status().message());
   };
   EXPECT_EQ(error(R"({"format": "image_folder", "train_path": "/a",

@@ -261,7 +261,7 @@ std::vector<std::vector<int32_t>> MakeSequences(
 }
 
 absl::StatusOr<std::shared_ptr<const WordPieceVocab>> LoadOrLearnVocab(
-    const DataSpec& spec) {
+    const TextConfig& spec) {
   if (!spec.vocab_path.empty()) {
     absl::StatusOr<WordPieceVocab> v = WordPieceVocab::Load(spec.vocab_path);
     if (!v.ok()) return AnnotateStatus(v.status(), "data.vocab");
@@ -280,7 +280,7 @@ absl::StatusOr<std::shared_ptr<const WordPieceVocab>> LoadOrLearnVocab(
   return std::make_shared<const WordPieceVocab>(*std::move(v));
 }
 
-absl::StatusOr<Dataset> LoadTextDataset(const DataSpec& spec, Split split,
+absl::StatusOr<Dataset> LoadTextDataset(const TextConfig& spec, Split split,
                                         const DataOptions& options) {
   ASSIGN_OR_RETURN(std::vector<Field> fields, ParseFields(options.fields));
   Shape shape;
@@ -333,7 +333,7 @@ absl::StatusOr<Dataset> LoadTextDataset(const DataSpec& spec, Split split,
   return d;
 }
 
-absl::StatusOr<MlmQuery> MakeMlmQuery(const DataSpec& spec,
+absl::StatusOr<MlmQuery> MakeMlmQuery(const TextConfig& spec,
                                       const std::vector<std::string>& fields,
                                       const WordPieceVocab& vocab,
                                       absl::string_view text) {

@@ -25,20 +25,37 @@
 #include "absl/strings/string_view.h"
 #include "core/data/dataset.h"
 #include "core/data/wordpiece.h"
-#include "core/job/job_spec.h"
 
 namespace lockstep {
+
+// The text format's fields (core/data/text_format.h parses them).
+struct TextConfig {
+  // Plain text files, one passage per line.
+  std::vector<std::string> train_files, test_files;
+  int64_t min_line_chars = 0;  // shorter lines are dropped
+  bool lowercase = true;       // BERT's uncased normalization
+  std::string vocab_path;      // a vocab.txt, or "": learned from train_files
+  int64_t vocab_size = 0;      // the size to learn (required then)
+  int64_t sequence_length = 128;
+  // Consecutive lines fill a sequence (each ends with [SEP]) instead of one
+  // line per sequence.
+  bool pack_lines = true;
+  double mask_rate = 0.15;         // of a sequence's maskable tokens
+  int64_t max_predictions = 20;    // masked tokens per sequence at most
+  double mask_token_rate = 0.8;    // of those: replaced by [MASK]
+  double random_token_rate = 0.1;  // replaced by a random token (else kept)
+};
 
 // data.vocab when given, else a vocabulary of data.vocab_size learned from
 // the training files. Errors name the field and the file.
 absl::StatusOr<std::shared_ptr<const WordPieceVocab>> LoadOrLearnVocab(
-    const DataSpec& spec);
+    const TextConfig& spec);
 
 // The split's sequences with their masking (options.vocab, else
 // LoadOrLearnVocab). Errors name the field and the file: a missing file
 // (kNotFound), a binary file, a file or split with no line long enough, a
 // model input that is not a text field (kInvalidArgument).
-absl::StatusOr<Dataset> LoadTextDataset(const DataSpec& spec, Split split,
+absl::StatusOr<Dataset> LoadTextDataset(const TextConfig& spec, Split split,
                                         const DataOptions& options);
 
 // A fill-mask query (`lockstep predict`): `text` tokenized as the data is,
@@ -52,7 +69,7 @@ struct MlmQuery {
 // `fields` are the model's inputs (DataOptions::fields). kInvalidArgument
 // when the text has no [MASK], more than data.max_predictions of them, or
 // more tokens than data.sequence_length holds (each error says the count).
-absl::StatusOr<MlmQuery> MakeMlmQuery(const DataSpec& spec,
+absl::StatusOr<MlmQuery> MakeMlmQuery(const TextConfig& spec,
                                       const std::vector<std::string>& fields,
                                       const WordPieceVocab& vocab,
                                       absl::string_view text);

@@ -13,7 +13,6 @@
 
 #include "core/data/dataset.h"
 #include "core/data/wordpiece.h"
-#include "core/job/job_spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -124,9 +123,8 @@ class TextFilesTest : public ::testing::Test {
     std::ofstream(path, std::ios::binary) << text;
     return path;
   }
-  DataSpec Spec(const std::string& train, const std::string& test) {
-    DataSpec d;
-    d.format = DataFormat::kText;
+  TextConfig Spec(const std::string& train, const std::string& test) {
+    TextConfig d;
     d.train_files = {train};
     d.test_files = {test};
     d.vocab_size = 64;
@@ -207,7 +205,7 @@ TEST_F(TextFilesTest, SamplesHoldTheModelInputsAndMaskDeterministically) {
 TEST_F(TextFilesTest, BadFilesAreErrorsNamingTheFile) {
   const std::string good =
       Write("good.txt", "The big red cat sat on the mat today.\n");
-  auto error = [&](const DataSpec& spec) {
+  auto error = [&](const TextConfig& spec) {
     absl::StatusOr<Dataset> ds =
         LoadTextDataset(spec, Split::kTrain, Options());
     EXPECT_FALSE(ds.ok());
@@ -225,7 +223,7 @@ TEST_F(TextFilesTest, BadFilesAreErrorsNamingTheFile) {
   EXPECT_EQ(ds.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(ds.status().message(), HasSubstr(missing));
   // A vocabulary without [MASK].
-  DataSpec spec = Spec(good, good);
+  TextConfig spec = Spec(good, good);
   spec.vocab_path = Write("vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\n");
   EXPECT_THAT(error(spec), HasSubstr("[MASK]"));
   EXPECT_THAT(error(spec), HasSubstr(spec.vocab_path));

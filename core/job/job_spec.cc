@@ -118,7 +118,6 @@ using job_spec_internal::Collectives;
 using job_spec_internal::Compressions;
 using job_spec_internal::Json;
 using job_spec_internal::Losses;
-using job_spec_internal::ParseData;
 using job_spec_internal::ParseModel;
 using job_spec_internal::ParseOptimizer;
 using job_spec_internal::ParseSchedule;
@@ -146,7 +145,7 @@ absl::Status ParseRoot(const Json& v, absl::string_view base_dir,
     RETURN_IF_ERROR(ParseSchedule(r.Get("lr_schedule"), &spec->lr_schedule));
   }
   RETURN_IF_ERROR(r.Require("data"));
-  RETURN_IF_ERROR(ParseData(r.Get("data"), base_dir, &spec->data));
+  RETURN_IF_ERROR(ParseDataSpec(r.Get("data"), base_dir, &spec->data));
   RETURN_IF_ERROR(
       job_spec_internal::ResolveInputShapes(spec->data, &spec->model));
   RETURN_IF_ERROR(
@@ -265,37 +264,12 @@ absl::StatusOr<ModelSpec> ParseModelSpec(absl::string_view json_text) {
   return model;
 }
 
-absl::StatusOr<Shape> DataFieldShape(const DataSpec& data,
-                                     const std::string& field) {
-  switch (data.format) {
-    case DataFormat::kText:
-      if (field == "token_ids" || field == "segment_ids" ||
-          field == "padding_mask") {
-        return Shape{data.sequence_length};
-      }
-      if (field == "mask_positions") return Shape{data.max_predictions};
-      return absl::NotFoundError(
-          "its fields are token_ids, segment_ids, padding_mask and "
-          "mask_positions");
-    case DataFormat::kSynthetic:
-      if (field == "input") return Shape{8, 8, 1};
-      break;
-    case DataFormat::kImageFolder:
-      if (field == "input") return Shape{data.image_height, data.image_width, 3};
-      break;
-    case DataFormat::kMnistIdx:
-    case DataFormat::kCsv:
-      if (field == "input") {
-        return absl::FailedPreconditionError(
-            "the data's sample shape is only known from its files; give it");
-      }
-      break;
-  }
-  return absl::NotFoundError("its one field is named \"input\"");
-}
-
-int64_t DataLabelsPerSample(const DataSpec& data) {
-  return data.format == DataFormat::kText ? data.max_predictions : 1;
+DataOptions DataOptionsFor(const JobSpec& spec) {
+  DataOptions o;
+  o.fields.clear();
+  for (const ModelInput& in : spec.model.inputs) o.fields.push_back(in.name);
+  o.seed = spec.seed;
+  return o;
 }
 
 absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path,

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/data/data_format.h"
 #include "core/layers/layer_spec.h"
 
 namespace lockstep {
@@ -21,13 +22,6 @@ enum class LossType {
 enum class OptimizerType { kSgd, kAdam, kAdamW };
 enum class ScheduleType { kConstant, kPiecewise, kPolynomial };
 enum class ScheduleUnit { kStep, kEpoch };
-enum class DataFormat { kMnistIdx, kCsv, kSynthetic, kText, kImageFolder };
-// How image_folder pixel values become model inputs.
-enum class ImagePreprocessing {
-  kUnit,       // x / 255, in [0, 1]
-  kMobilenet,  // x / 127.5 - 1, in [-1, 1] (Keras' mobilenet_v2)
-  kImagenet,   // (x / 255 - mean) / std per channel (torchvision's)
-};
 enum class Collective { kRing, kNccl, kAuto };
 enum class Compression { kNone, kBf16 };
 
@@ -68,45 +62,6 @@ struct ScheduleSpec {
   double end_learning_rate = 1e-4;
   double power = 1.0;
   int64_t warmup_steps = 0;
-};
-
-struct DataSpec {
-  DataFormat format = DataFormat::kSynthetic;
-  std::string train_images, train_labels;  // mnist_idx (.gz or raw)
-  std::string test_images, test_labels;
-  std::string train_path, test_path;  // csv: label first, then features
-  bool csv_header = false;            // csv: skip the first line
-  double scale = 1.0;  // features are divided by this (255 for pixels)
-  bool shuffle = true;
-  int64_t num_classes = 10;
-  // synthetic: a learnable classification task drawn from data.seed
-  int64_t synthetic_train = 8192;
-  int64_t synthetic_test = 2048;
-  uint64_t synthetic_seed = 1234;
-  // text: a masked language model's data (core/data/text_dataset.h): plain text
-  // files, one passage per line, split by a WordPiece tokenizer into
-  // [CLS] ... [SEP] sequences whose tokens are masked as BERT does.
-  std::vector<std::string> train_files, test_files;
-  int64_t min_line_chars = 0;  // shorter lines are dropped
-  bool lowercase = true;       // BERT's uncased normalization
-  std::string vocab_path;      // a vocab.txt, or "": built from train_files
-  int64_t vocab_size = 0;      // the size to build (required then)
-  int64_t sequence_length = 128;
-  // Consecutive lines fill a sequence (each ends with [SEP]) instead of one
-  // line per sequence.
-  bool pack_lines = true;
-  double mask_rate = 0.15;         // of a sequence's maskable tokens
-  int64_t max_predictions = 20;    // masked tokens per sequence at most
-  double mask_token_rate = 0.8;    // of those: replaced by [MASK]
-  double random_token_rate = 0.1;  // replaced by a random token (else kept)
-  // image_folder (core/data/image_folder.h): train_path and test_path are
-  // folders of class subfolders; or validation_split holds out that
-  // fraction of train_path instead of a test_path.
-  double validation_split = 0;
-  int64_t image_height = 0, image_width = 0;  // required
-  ImagePreprocessing preprocessing = ImagePreprocessing::kUnit;
-  bool random_flip = false;  // training samples only
-  double random_crop = 1.0;  // side fraction of a random crop; 1: none
 };
 
 struct CheckpointSpec {
@@ -177,7 +132,6 @@ struct JobSpec {
 // Field-by-field equality (ParseJobSpec(JobSpecToJson(s)) == s).
 bool operator==(const OptimizerSpec& a, const OptimizerSpec& b);
 bool operator==(const ScheduleSpec& a, const ScheduleSpec& b);
-bool operator==(const DataSpec& a, const DataSpec& b);
 bool operator==(const CheckpointSpec& a, const CheckpointSpec& b);
 bool operator==(const SummarySpec& a, const SummarySpec& b);
 bool operator==(const ClusterSpec& a, const ClusterSpec& b);
@@ -201,15 +155,8 @@ std::string JobSpecToJson(const JobSpec& spec);
 // that build models by hand. Input shapes must be given.
 absl::StatusOr<ModelSpec> ParseModelSpec(absl::string_view json_text);
 
-// The per-sample shape of a data field a model input names: for text data
-// token_ids, segment_ids and padding_mask are [sequence_length] and
-// mask_positions [max_predictions]; synthetic data's "input" is [8, 8, 1].
-// NotFound for a field the format does not have; FailedPrecondition when
-// the shape is only known from the files (mnist_idx, csv).
-absl::StatusOr<Shape> DataFieldShape(const DataSpec& data,
-                                     const std::string& field);
-// The number of labels a sample of the data has (text: max_predictions).
-int64_t DataLabelsPerSample(const DataSpec& data);
+// The data options of a job: its model's input names and its seed.
+DataOptions DataOptionsFor(const JobSpec& spec);
 
 }  // namespace lockstep
 

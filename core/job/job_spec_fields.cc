@@ -31,22 +31,6 @@ const Table<ScheduleUnit>& ScheduleUnits() {
       {"epoch", ScheduleUnit::kEpoch}, {"step", ScheduleUnit::kStep}};
   return *t;
 }
-const Table<DataFormat>& DataFormats() {
-  static const auto* t =
-      new Table<DataFormat>{{"mnist_idx", DataFormat::kMnistIdx},
-                            {"csv", DataFormat::kCsv},
-                            {"synthetic", DataFormat::kSynthetic},
-                            {"text", DataFormat::kText},
-                            {"image_folder", DataFormat::kImageFolder}};
-  return *t;
-}
-const Table<ImagePreprocessing>& ImagePreprocessings() {
-  static const auto* t = new Table<ImagePreprocessing>{
-      {"unit", ImagePreprocessing::kUnit},
-      {"mobilenet", ImagePreprocessing::kMobilenet},
-      {"imagenet", ImagePreprocessing::kImagenet}};
-  return *t;
-}
 const Table<Collective>& Collectives() {
   static const auto* t = new Table<Collective>{{"ring", Collective::kRing},
                                                {"nccl", Collective::kNccl},

@@ -37,8 +37,6 @@ const Table<LossType>& Losses();
 const Table<OptimizerType>& OptimizerTypes();
 const Table<ScheduleType>& ScheduleTypes();
 const Table<ScheduleUnit>& ScheduleUnits();
-const Table<DataFormat>& DataFormats();
-const Table<ImagePreprocessing>& ImagePreprocessings();
 const Table<Collective>& Collectives();
 const Table<Compression>& Compressions();
 const Table<ParamNaming>& ParamNamings();
@@ -48,9 +46,8 @@ absl::Status ParseModel(const Json& v, absl::string_view base_dir,
                         ModelSpec* model);
 absl::Status ParseOptimizer(const Json& v, OptimizerSpec* opt);
 absl::Status ParseSchedule(const Json& v, ScheduleSpec* s);
-absl::Status ParseData(const Json& v, absl::string_view base_dir, DataSpec* d);
 // Model inputs declared without a shape take their data field's
-// (DataFieldShape); errors name the input.
+// (DataConfig::FieldShape); errors name the input.
 absl::Status ResolveInputShapes(const DataSpec& data, ModelSpec* model);
 // The canonical JSON of the model section.
 Json ModelToJson(const ModelSpec& m);

@@ -13,8 +13,6 @@ namespace {
 
 using job_spec_internal::Collectives;
 using job_spec_internal::Compressions;
-using job_spec_internal::DataFormats;
-using job_spec_internal::ImagePreprocessings;
 using job_spec_internal::Json;
 using job_spec_internal::Losses;
 using job_spec_internal::NameOf;
@@ -67,59 +65,7 @@ Json SpecToJson(const JobSpec& s) {
   sched["warmup_steps"] = ls.warmup_steps;
   j["lr_schedule"] = sched;
 
-  const DataSpec& d = s.data;
-  Json data;
-  data["format"] = NameOf(DataFormats(), d.format);
-  switch (d.format) {
-    case DataFormat::kMnistIdx:
-      data["train_images"] = d.train_images;
-      data["train_labels"] = d.train_labels;
-      data["test_images"] = d.test_images;
-      data["test_labels"] = d.test_labels;
-      break;
-    case DataFormat::kCsv:
-      data["train_path"] = d.train_path;
-      data["test_path"] = d.test_path;
-      data["header"] = d.csv_header;
-      break;
-    case DataFormat::kSynthetic:
-      data["train_samples"] = d.synthetic_train;
-      data["test_samples"] = d.synthetic_test;
-      data["seed"] = d.synthetic_seed;
-      break;
-    case DataFormat::kText:
-      data["train_path"] = d.train_files;
-      data["test_path"] = d.test_files;
-      data["min_line_chars"] = d.min_line_chars;
-      data["lowercase"] = d.lowercase;
-      if (!d.vocab_path.empty()) data["vocab"] = d.vocab_path;
-      data["vocab_size"] = d.vocab_size;
-      data["sequence_length"] = d.sequence_length;
-      data["pack_lines"] = d.pack_lines;
-      data["mask_rate"] = d.mask_rate;
-      data["max_predictions"] = d.max_predictions;
-      data["mask_token_rate"] = d.mask_token_rate;
-      data["random_token_rate"] = d.random_token_rate;
-      break;
-    case DataFormat::kImageFolder:
-      data["train_path"] = d.train_path;
-      if (d.validation_split > 0) {
-        data["validation_split"] = d.validation_split;
-      } else {
-        data["test_path"] = d.test_path;
-      }
-      data["image_size"] = {d.image_height, d.image_width};
-      data["preprocessing"] = NameOf(ImagePreprocessings(), d.preprocessing);
-      data["random_flip"] = d.random_flip;
-      data["random_crop"] = d.random_crop;
-      break;
-  }
-  const bool classify = d.format != DataFormat::kText &&
-                        d.format != DataFormat::kImageFolder;
-  if (classify) data["scale"] = d.scale;
-  data["shuffle"] = d.shuffle;
-  if (classify) data["num_classes"] = d.num_classes;
-  j["data"] = data;
+  j["data"] = DataSpecToJson(s.data);
 
   j["batch_size_per_replica"] = s.batch_size_per_replica;
   if (s.steps > 0) {
@@ -162,20 +108,6 @@ bool operator==(const ScheduleSpec& a, const ScheduleSpec& b) {
   auto t = [](const ScheduleSpec& s) {
     return std::tie(s.type, s.unit, s.boundaries, s.values, s.decay_steps,
                     s.end_learning_rate, s.power, s.warmup_steps);
-  };
-  return t(a) == t(b);
-}
-bool operator==(const DataSpec& a, const DataSpec& b) {
-  auto t = [](const DataSpec& d) {
-    return std::tie(d.format, d.train_images, d.train_labels, d.test_images,
-                    d.test_labels, d.train_path, d.test_path, d.csv_header,
-                    d.scale, d.shuffle, d.num_classes, d.synthetic_train,
-                    d.synthetic_test, d.synthetic_seed, d.train_files,
-                    d.test_files, d.min_line_chars, d.lowercase, d.vocab_path,
-                    d.vocab_size, d.sequence_length, d.pack_lines, d.mask_rate,
-                    d.max_predictions, d.mask_token_rate, d.random_token_rate,
-                    d.validation_split, d.image_height, d.image_width,
-                    d.preprocessing, d.random_flip, d.random_crop);
   };
   return t(a) == t(b);
 }

@@ -192,11 +192,14 @@ absl::Status ParseModel(const Json& v, absl::string_view base_dir,
 absl::Status ResolveInputShapes(const DataSpec& data, ModelSpec* model) {
   for (size_t i = 0; i < model->inputs.size(); ++i) {
     ModelInput& in = model->inputs[i];
-    absl::StatusOr<Shape> shape = DataFieldShape(data, in.name);
+    absl::StatusOr<Shape> shape =
+        data.config != nullptr
+            ? data.config->FieldShape(in.name)
+            : absl::StatusOr<Shape>(absl::NotFoundError("it has no fields"));
     const std::string path = absl::StrCat("model.inputs[", i, "]");
     if (absl::IsNotFound(shape.status())) {
       return Bad(path, absl::StrCat(
-                           "data format \"", NameOf(DataFormats(), data.format),
+                           "data format \"", data.format,
                            "\" has no field named ", Got(Json(in.name)), ": ",
                            shape.status().message()));
     }
@@ -322,174 +325,6 @@ absl::Status ParseSchedule(const Json& v, ScheduleSpec* s) {
         r.Number("end_learning_rate", kNonNegative, &s->end_learning_rate));
     RETURN_IF_ERROR(r.Number("power", kPositive, &s->power));
   }
-  return absl::OkStatus();
-}
-
-namespace {
-
-// A path or a non-empty list of them, each resolved against base_dir.
-absl::Status Paths(const Reader& r, const char* key, absl::string_view base_dir,
-                   std::vector<std::string>* out) {
-  if (!r.Has(key)) return absl::OkStatus();
-  std::vector<std::string> list;
-  RETURN_IF_ERROR(r.Strings(key, &list));
-  for (std::string& p : list) {
-    if (p[0] != '/' && !base_dir.empty()) {
-      p = absl::StrCat(base_dir, base_dir.back() == '/' ? "" : "/", p);
-    }
-  }
-  *out = std::move(list);
-  return absl::OkStatus();
-}
-
-absl::Status ParseText(const Reader& r, absl::string_view base_dir,
-                       const std::string& variant, DataSpec* d) {
-  RETURN_IF_ERROR(r.Require("train_path", variant));
-  RETURN_IF_ERROR(Paths(r, "train_path", base_dir, &d->train_files));
-  RETURN_IF_ERROR(r.Require("test_path", variant));
-  RETURN_IF_ERROR(Paths(r, "test_path", base_dir, &d->test_files));
-  RETURN_IF_ERROR(r.Int("min_line_chars", 0, &d->min_line_chars));
-  RETURN_IF_ERROR(r.Bool("lowercase", &d->lowercase));
-  RETURN_IF_ERROR(r.Path("vocab", base_dir, &d->vocab_path));
-  if (d->vocab_path.empty()) {
-    RETURN_IF_ERROR(r.Require(
-        "vocab_size", "building a vocabulary (when data.vocab is not given)"));
-  }
-  RETURN_IF_ERROR(r.Int("vocab_size", 8, &d->vocab_size, 1 << 24));
-  RETURN_IF_ERROR(r.Int("sequence_length", 4, &d->sequence_length, 1 << 16));
-  RETURN_IF_ERROR(r.Bool("pack_lines", &d->pack_lines));
-  RETURN_IF_ERROR(r.Number("mask_rate", kPositive, &d->mask_rate));
-  if (d->mask_rate > 1) {
-    return Bad(r.At("mask_rate"), absl::StrCat("must be in (0, 1], got ",
-                                               Got(r.Get("mask_rate"))));
-  }
-  d->max_predictions = std::min<int64_t>(20, d->sequence_length - 2);
-  RETURN_IF_ERROR(
-      r.Int("max_predictions", 1, &d->max_predictions, d->sequence_length - 2));
-  RETURN_IF_ERROR(
-      r.Number("mask_token_rate", kUnitClosed, &d->mask_token_rate));
-  RETURN_IF_ERROR(
-      r.Number("random_token_rate", kUnitClosed, &d->random_token_rate));
-  if (d->mask_token_rate + d->random_token_rate > 1) {
-    return Bad(r.At("random_token_rate"),
-               absl::StrCat("mask_token_rate + random_token_rate must be <= "
-                            "1, got ",
-                            d->mask_token_rate, " + ", d->random_token_rate));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ParseImageFolder(const Reader& r, absl::string_view base_dir,
-                              const std::string& variant, DataSpec* d) {
-  RETURN_IF_ERROR(r.Require("train_path", variant));
-  RETURN_IF_ERROR(r.Path("train_path", base_dir, &d->train_path));
-  if (r.Has("test_path") == r.Has("validation_split")) {
-    return Bad(r.At("test_path"),
-               "give either test_path (a folder of the same class "
-               "subfolders) or validation_split (a fraction of train_path "
-               "held out), not both or neither");
-  }
-  if (r.Has("test_path")) {
-    RETURN_IF_ERROR(r.Path("test_path", base_dir, &d->test_path));
-  } else {
-    RETURN_IF_ERROR(r.Number("validation_split", kUnitOpen,
-                             &d->validation_split));
-    if (!(d->validation_split > 0)) {
-      return Bad(r.At("validation_split"),
-                 absl::StrCat("must be in (0, 1), got ", d->validation_split));
-    }
-  }
-  RETURN_IF_ERROR(r.Require("image_size", variant));
-  RETURN_IF_ERROR(r.Pair("image_size", &d->image_height, &d->image_width));
-  if (d->image_height > 4096 || d->image_width > 4096) {
-    return Bad(r.At("image_size"),
-               absl::StrCat("at most 4096 x 4096, got [", d->image_height,
-                            ", ", d->image_width, "]"));
-  }
-  RETURN_IF_ERROR(r.Enum("preprocessing", "preprocessing",
-                         ImagePreprocessings(), &d->preprocessing));
-  RETURN_IF_ERROR(r.Bool("random_flip", &d->random_flip));
-  RETURN_IF_ERROR(r.Number("random_crop", kPositive, &d->random_crop));
-  if (d->random_crop > 1) {
-    return Bad(r.At("random_crop"),
-               absl::StrCat("a fraction of the image side in (0, 1], got ",
-                            d->random_crop));
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
-absl::Status ParseData(const Json& v, absl::string_view base_dir, DataSpec* d) {
-  RETURN_IF_ERROR(Reader::CheckObject(v, "data"));
-  Reader r(v, "data");
-  const Keys idx = {"train_images", "train_labels", "test_images",
-                    "test_labels"};
-  const Keys csv = {"train_path", "test_path", "header"};
-  const Keys synthetic = {"train_samples", "test_samples", "seed"};
-  const Keys text = {"train_path",      "test_path",       "min_line_chars",
-                     "lowercase",       "vocab",           "vocab_size",
-                     "sequence_length", "pack_lines",      "mask_rate",
-                     "max_predictions", "mask_token_rate", "random_token_rate"};
-  const Keys images = {"train_path",  "test_path",     "validation_split",
-                       "image_size",  "preprocessing", "random_flip",
-                       "random_crop"};
-  const Keys classify = {"scale", "num_classes"};
-  Keys all = {"format", "shuffle"};
-  for (const Keys* k : {&idx, &csv, &synthetic, &text, &images, &classify}) {
-    all.insert(all.end(), k->begin(), k->end());
-  }
-  RETURN_IF_ERROR(r.CheckKeys(all));
-  RETURN_IF_ERROR(r.Require("format"));
-  RETURN_IF_ERROR(r.Enum("format", "data format", DataFormats(), &d->format));
-  const std::string variant =
-      absl::StrCat("format \"", NameOf(DataFormats(), d->format), "\"");
-  Keys allowed = {"format", "shuffle"};
-  const Keys& own = d->format == DataFormat::kMnistIdx      ? idx
-                    : d->format == DataFormat::kCsv         ? csv
-                    : d->format == DataFormat::kText        ? text
-                    : d->format == DataFormat::kImageFolder ? images
-                                                            : synthetic;
-  allowed.insert(allowed.end(), own.begin(), own.end());
-  // Image folders know their classes (the subfolders) and scale by their
-  // preprocessing.
-  if (d->format != DataFormat::kText &&
-      d->format != DataFormat::kImageFolder) {
-    allowed.insert(allowed.end(), classify.begin(), classify.end());
-  }
-  RETURN_IF_ERROR(r.CheckKeys(allowed, all, variant));
-  switch (d->format) {
-    case DataFormat::kMnistIdx: {
-      std::string* out[] = {&d->train_images, &d->train_labels, &d->test_images,
-                            &d->test_labels};
-      for (size_t i = 0; i < idx.size(); ++i) {
-        RETURN_IF_ERROR(r.Require(idx[i].c_str(), variant));
-        RETURN_IF_ERROR(r.Path(idx[i].c_str(), base_dir, out[i]));
-      }
-      break;
-    }
-    case DataFormat::kCsv:
-      RETURN_IF_ERROR(r.Require("train_path", variant));
-      RETURN_IF_ERROR(r.Path("train_path", base_dir, &d->train_path));
-      RETURN_IF_ERROR(r.Require("test_path", variant));
-      RETURN_IF_ERROR(r.Path("test_path", base_dir, &d->test_path));
-      RETURN_IF_ERROR(r.Bool("header", &d->csv_header));
-      break;
-    case DataFormat::kSynthetic:
-      RETURN_IF_ERROR(r.Int("train_samples", 1, &d->synthetic_train));
-      RETURN_IF_ERROR(r.Int("test_samples", 1, &d->synthetic_test));
-      RETURN_IF_ERROR(r.Uint("seed", &d->synthetic_seed));
-      break;
-    case DataFormat::kText:
-      RETURN_IF_ERROR(ParseText(r, base_dir, variant, d));
-      break;
-    case DataFormat::kImageFolder:
-      RETURN_IF_ERROR(ParseImageFolder(r, base_dir, variant, d));
-      break;
-  }
-  RETURN_IF_ERROR(r.Number("scale", kPositive, &d->scale));
-  RETURN_IF_ERROR(r.Bool("shuffle", &d->shuffle));
-  RETURN_IF_ERROR(r.Int("num_classes", 1, &d->num_classes));
   return absl::OkStatus();
 }
 

@@ -11,6 +11,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
+#include "core/data/csv_format.h"
+#include "core/data/idx_format.h"
+#include "core/data/synthetic_format.h"
+#include "core/data/text_format.h"
 #include "core/json_util.h"
 #include "core/layers/registry.h"
 #include "gtest/gtest.h"
@@ -106,10 +110,13 @@ TEST(JobSpecTest, FullSpec) {
   EXPECT_EQ(s.lr_schedule.type, ScheduleType::kPiecewise);
   EXPECT_EQ(s.lr_schedule.boundaries, (std::vector<double>{3, 7}));
   EXPECT_EQ(s.lr_schedule.values, (std::vector<double>{1e-3, 1e-4, 1e-5}));
-  EXPECT_EQ(s.data.format, DataFormat::kMnistIdx);
-  EXPECT_EQ(s.data.train_images, "/data/mnist/train-images.gz");
-  EXPECT_EQ(s.data.train_labels, "/abs/train-labels.gz");
-  EXPECT_EQ(s.data.test_labels, "/data/mnist/t10k-labels.gz");
+  EXPECT_EQ(s.data.format, "mnist_idx");
+  const IdxConfig* idx = s.data.As<IdxConfig>();
+  ASSERT_NE(idx, nullptr);
+  EXPECT_EQ(s.data.As<CsvConfig>(), nullptr);
+  EXPECT_EQ(idx->train_images, "/data/mnist/train-images.gz");
+  EXPECT_EQ(idx->train_labels, "/abs/train-labels.gz");
+  EXPECT_EQ(idx->test_labels, "/data/mnist/t10k-labels.gz");
   EXPECT_DOUBLE_EQ(s.data.scale, 255);
   EXPECT_EQ(s.batch_size_per_replica, 64);
   EXPECT_EQ(s.epochs, 3);
@@ -129,9 +136,11 @@ TEST(JobSpecTest, Defaults) {
   EXPECT_DOUBLE_EQ(s.optimizer.learning_rate, 1e-3);
   EXPECT_DOUBLE_EQ(s.optimizer.epsilon, 1e-7);
   EXPECT_EQ(s.lr_schedule.type, ScheduleType::kConstant);
-  EXPECT_EQ(s.data.synthetic_train, 8192);
-  EXPECT_EQ(s.data.synthetic_test, 2048);
-  EXPECT_EQ(s.data.synthetic_seed, 1234u);
+  const SyntheticConfig* synthetic = s.data.As<SyntheticConfig>();
+  ASSERT_NE(synthetic, nullptr);
+  EXPECT_EQ(synthetic->train_samples, 8192);
+  EXPECT_EQ(synthetic->test_samples, 2048);
+  EXPECT_EQ(synthetic->seed, 1234u);
   EXPECT_EQ(s.batch_size_per_replica, 32);
   EXPECT_EQ(s.steps, 10);
   EXPECT_EQ(s.checkpoint.keep, 3);
@@ -435,7 +444,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "epoch, step"},
         BadCase{"UnknownFormat", [](Json& j) { j["data"]["format"] = "npz"; },
                 "data.format: unknown data format \"npz\"; expected one of "
-                "mnist_idx, csv, synthetic, text, image_folder"},
+                "csv, image_folder, mnist_idx, synthetic, text"},
         BadCase{"CsvFieldInIdx", [](Json& j) { j["data"]["header"] = true; },
                 "data.header: unknown field for format \"mnist_idx\""},
         BadCase{"EmptyPath", [](Json& j) { j["data"]["test_images"] = ""; },
@@ -549,10 +558,12 @@ TEST(JobSpecTest, BertPresetOverTextData) {
             std::vector<std::string>(names, names + 4));
   EXPECT_EQ(Config(spec.model.layers[0])["layers"], 2);
   EXPECT_EQ(spec.model.param_names, ParamNaming::kTorch);
-  EXPECT_EQ(spec.data.train_files,
+  const TextConfig* text = spec.data.As<TextConfig>();
+  ASSERT_NE(text, nullptr);
+  EXPECT_EQ(text->train_files,
             (std::vector<std::string>{"/data/a.txt", "/data/b.txt"}));
-  EXPECT_EQ(spec.data.test_files, std::vector<std::string>{"/data/valid.txt"});
-  EXPECT_EQ(DataLabelsPerSample(spec.data), 5);
+  EXPECT_EQ(text->test_files, std::vector<std::string>{"/data/valid.txt"});
+  EXPECT_EQ(spec.data.config->LabelsPerSample(), 5);
   EXPECT_EQ(spec.optimizer.exclude_from_weight_decay,
             (std::vector<std::string>{"LayerNorm", "bias"}));
   EXPECT_EQ(spec.optimizer.global_clipnorm, 1.0);
@@ -631,8 +642,8 @@ TEST_F(LoadJobSpecTest, ResolvesDataPathsAgainstTheJobFolder) {
   std::string path = Write("job.json", j.dump());
   absl::StatusOr<JobSpec> s = LoadJobSpec(path);
   ASSERT_TRUE(s.ok()) << s.status();
-  EXPECT_EQ(s->data.train_images, dir_ + "/train-images.gz");
-  EXPECT_EQ(s->data.train_labels, "/abs/train-labels.gz");
+  EXPECT_EQ(s->data.As<IdxConfig>()->train_images, dir_ + "/train-images.gz");
+  EXPECT_EQ(s->data.As<IdxConfig>()->train_labels, "/abs/train-labels.gz");
 }
 
 TEST_F(LoadJobSpecTest, MissingFile) {

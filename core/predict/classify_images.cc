@@ -36,7 +36,8 @@ absl::StatusOr<std::vector<std::string>> Expand(const std::string& path) {
 absl::StatusOr<ImageClassification> ClassifyImages(
     const JobSpec& spec, const LoadedCheckpoint& checkpoint,
     const std::vector<std::string>& paths, int top_k) {
-  if (spec.data.format != DataFormat::kImageFolder) {
+  const ImageFolderConfig* images = spec.data.As<ImageFolderConfig>();
+  if (images == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
         "job ", spec.name,
         " does not classify images (data.format is not \"image_folder\")"));
@@ -52,11 +53,11 @@ absl::StatusOr<ImageClassification> ClassifyImages(
   ImageClassification result;
   std::vector<std::string> names;
   absl::StatusOr<ImageFolderListing> listing =
-      ListImageFolder("data.train_path", spec.data.train_path);
+      ListImageFolder("data.train_path", images->train_path);
   if (listing.ok() &&
       static_cast<int64_t>(listing->classes.size()) == classes) {
     names = listing->classes;
-    result.classes_source = spec.data.train_path;
+    result.classes_source = images->train_path;
   } else {
     for (int64_t c = 0; c < classes; ++c) {
       names.push_back(absl::StrCat("class ", c));
@@ -75,7 +76,7 @@ absl::StatusOr<ImageClassification> ClassifyImages(
   if (files.empty()) {
     return absl::InvalidArgumentError("--image: no .jpg, .jpeg or .png file");
   }
-  const int64_t h = spec.data.image_height, w = spec.data.image_width;
+  const int64_t h = images->image_height, w = images->image_width;
   const int k = static_cast<int>(std::min<int64_t>(top_k, classes));
   for (const std::string& f : files) {
     ImagePrediction pred;
@@ -92,7 +93,7 @@ absl::StatusOr<ImageClassification> ClassifyImages(
     CropWindow whole;
     whole.height = static_cast<double>(image->height);
     whole.width = static_cast<double>(image->width);
-    ImageToSample(*image, whole, false, h, w, spec.data.preprocessing,
+    ImageToSample(*image, whole, false, h, w, images->preprocessing,
                   x.data());
     const float* logits = model->Logits(x);
     std::vector<double> prob(classes);

@@ -22,7 +22,8 @@ namespace lockstep {
 absl::StatusOr<FillMaskResult> FillMask(const JobSpec& spec,
                                         const LoadedCheckpoint& checkpoint,
                                         absl::string_view text, int top_k) {
-  if (spec.data.format != DataFormat::kText) {
+  const TextConfig* text_data = spec.data.As<TextConfig>();
+  if (text_data == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
         "job ", spec.name,
         " does not train a masked language model "
@@ -39,10 +40,10 @@ absl::StatusOr<FillMaskResult> FillMask(const JobSpec& spec,
   } else {
     // A checkpoint written before vocabularies were kept: rebuild it as
     // the job did (the same files give the same vocabulary).
-    result.vocab_source = spec.data.vocab_path.empty()
+    result.vocab_source = text_data->vocab_path.empty()
                               ? "learned again from data.train_path"
-                              : spec.data.vocab_path;
-    ASSIGN_OR_RETURN(vocab, LoadOrLearnVocab(spec.data));
+                              : text_data->vocab_path;
+    ASSIGN_OR_RETURN(vocab, LoadOrLearnVocab(*text_data));
   }
   if (top_k < 1 || top_k > vocab->size()) {
     return absl::InvalidArgumentError(
@@ -64,7 +65,7 @@ absl::StatusOr<FillMaskResult> FillMask(const JobSpec& spec,
                                        " (is it this job's checkpoint?)"));
   ASSIGN_OR_RETURN(
       MlmQuery query,
-      MakeMlmQuery(spec.data, DataOptionsFor(spec).fields, *vocab, text));
+      MakeMlmQuery(*text_data, DataOptionsFor(spec).fields, *vocab, text));
   Tensor x(Shape{1, static_cast<int64_t>(query.inputs.size())},
            std::move(query.inputs));
   const float* logits = model->Logits(x);

@@ -44,8 +44,7 @@ class LocalHost : public SessionHost {
   const std::string& last_checkpoint() const { return last_checkpoint_; }
   absl::Status Flush() { return summaries_->Flush(); }
 
-  absl::StatusOr<std::optional<LoadedCheckpoint>> StartingCheckpoint()
-      override;
+  absl::StatusOr<std::optional<LoadedCheckpoint>> StartingCheckpoint() override;
   absl::StatusOr<std::string> NcclId() override { return NewNcclId(); }
   absl::Status SaveCheckpoint(const CheckpointState& state,
                               const NamedTensors& model,
@@ -92,9 +91,9 @@ absl::Status LocalHost::PrepareStorage() {
       const std::string aside = absl::StrCat(checkpoint_dir_, ".before-",
                                              absl::ToUnixSeconds(absl::Now()));
       if (std::rename(checkpoint_dir_.c_str(), aside.c_str()) != 0) {
-        return absl::InternalError(absl::StrCat(
-            "cannot move old checkpoints to \"", aside, "\": ",
-            strerror(errno)));
+        return absl::InternalError(
+            absl::StrCat("cannot move old checkpoints to \"", aside,
+                         "\": ", strerror(errno)));
       }
       Log(absl::StrCat("--no-resume: earlier checkpoints moved to ", aside));
       RETURN_IF_ERROR(MakeDirs(checkpoint_dir_));

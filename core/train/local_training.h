@@ -48,7 +48,7 @@ struct TrainResult {
   double samples_per_sec = 0;  // training samples / training seconds, this run
   double wall_seconds = 0;
   int64_t num_parameters = 0;
-  std::string fingerprint;      // of all parameter bytes (core/fingerprint.h)
+  std::string fingerprint;  // of all parameter bytes (core/fingerprint.h)
   // Samples that could not be made (undecodable images), train and test.
   int64_t skipped_samples = 0;
   std::string result_path;      // .../result.json ("" when not finished)

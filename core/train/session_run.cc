@@ -1,6 +1,4 @@
 // TrainingSession's step loop and its reports (see training_session.h).
-#include "core/train/training_session.h"
-
 #include <algorithm>
 #include <chrono>
 
@@ -8,6 +6,7 @@
 #include "base/seconds.h"
 #include "base/status_macros.h"
 #include "core/data/batch_prefetcher.h"
+#include "core/train/training_session.h"
 
 namespace lockstep {
 
@@ -70,9 +69,8 @@ absl::StatusOr<TrainingSession::Outcome> TrainingSession::Run() {
     const Clock::time_point t0 = Clock::now();
     ASSIGN_OR_RETURN(Batch batch, prefetcher.Next());
     BatchLoss loss;
-    RETURN_IF_ERROR(
-        AnnotateStatus(Step(batch, prefetcher.PeekReady(), &loss),
-                       absl::StrCat("step ", batch.global_step)));
+    RETURN_IF_ERROR(AnnotateStatus(Step(batch, prefetcher.PeekReady(), &loss),
+                                   absl::StrCat("step ", batch.global_step)));
     const double dt = SecondsSince(t0);
     ++step_;
     RETURN_IF_ERROR(meter_.Add(step_, dt, batch.global_count, loss));
@@ -99,8 +97,7 @@ absl::StatusOr<TrainingSession::Outcome> TrainingSession::Run() {
       RETURN_IF_ERROR(
           host_->Progress(info, fingerprint_due ? &fingerprint : nullptr));
     }
-    if (spec.summary.every_steps > 0 &&
-        step_ % spec.summary.every_steps == 0) {
+    if (spec.summary.every_steps > 0 && step_ % spec.summary.every_steps == 0) {
       RETURN_IF_ERROR(host_->Scalars(step_, SummaryScalars(dt)));
     }
     if (epoch_end || last) {
@@ -109,8 +106,7 @@ absl::StatusOr<TrainingSession::Outcome> TrainingSession::Run() {
       evaluated_ = true;
       last_train_ = meter_.epoch();
       host_->Event(EpochDoneLine(spec.name, (step_ + spe - 1) / spe,
-                                 meter_.epoch(), last_eval_,
-                                 SecondsSince(e0)));
+                                 meter_.epoch(), last_eval_, SecondsSince(e0)));
       RETURN_IF_ERROR(
           host_->Scalars(step_, EpochScalars(meter_.epoch(), last_eval_)));
     }

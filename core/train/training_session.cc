@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "core/data/data_loader.h"
 #include "core/fingerprint.h"
 #include "core/train/checkpoint_restore.h"
 #include "core/train/gpu_backend.h"
@@ -36,13 +37,14 @@ absl::Status TrainingSession::Setup(
   const bool gpus = !config_.cuda_devices.empty();
   if (config_.replicas.empty() ||
       (gpus && config_.cuda_devices.size() != config_.replicas.size())) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%d GPUs for %d replicas: give one GPU per replica",
-        config_.cuda_devices.size(), config_.replicas.size()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%d GPUs for %d replicas: give one GPU per replica",
+                        config_.cuda_devices.size(), config_.replicas.size()));
   }
-  ASSIGN_OR_RETURN(JobData data,
-                   resume ? LoadJobData(spec, resume->state.vocab, resume->path)
-                          : LoadJobData(spec, "", ""));
+  // A checkpoint's vocabulary tokenizes text as the run that wrote it did.
+  ASSIGN_OR_RETURN(JobData data, LoadJobData(spec.data, DataOptionsFor(spec),
+                                             resume ? resume->state.vocab : "",
+                                             resume ? resume->path : ""));
   // With GPUs the devices hold the training state (ddp_); one host replica
   // holds what checkpoints and fingerprints need.
   ASSIGN_OR_RETURN(
@@ -56,11 +58,11 @@ absl::Status TrainingSession::Setup(
   train_ = std::move(data.train);
   test_total_ = data.test.num_samples;
   // A worker evaluates its share of the test set; the shares are summed.
-  test_ = config_.world > 1
-              ? data.test.Slice(test_total_ * config_.rank / config_.world,
-                                test_total_ * (config_.rank + 1) /
-                                    config_.world)
-              : std::move(data.test);
+  test_ =
+      config_.world > 1
+          ? data.test.Slice(test_total_ * config_.rank / config_.world,
+                            test_total_ * (config_.rank + 1) / config_.world)
+          : std::move(data.test);
   plan_ = std::make_unique<ShardPlan>(
       train_.num_samples, spec.batch_size_per_replica, config_.world_replicas,
       spec.seed, spec.data.shuffle);
@@ -101,8 +103,7 @@ absl::Status TrainingSession::SetupDevices() {
   if (peers.transport != nullptr) {
     // Sync batch norm: the local GPUs meet at a host barrier, then the
     // workers' values are added over the ring.
-    c.pass_sum = [this](int64_t step, int32_t key, float* data,
-                        int64_t count) {
+    c.pass_sum = [this](int64_t step, int32_t key, float* data, int64_t count) {
       return PassSum(step, key, data, count);
     };
     if (!peers.nccl) {
@@ -146,8 +147,8 @@ absl::Status TrainingSession::SumOverWorkers(int32_t bucket, int64_t step,
   // A few values: GatherSum, half the ring's latency.
   return AnnotateStatus(
       GatherSum(*peers.transport,
-                CollectiveTag{peers.generation, step, bucket, 0}, values,
-                count, peers.ring),
+                CollectiveTag{peers.generation, step, bucket, 0}, values, count,
+                peers.ring),
       what);
 }
 
@@ -186,10 +187,9 @@ absl::Status TrainingSession::Step(Batch& batch, const Batch* next,
   if (config_.peers.transport != nullptr) {
     // The 4th value counts the ranks shutting down, so every rank learns
     // it at the same step.
-    float m[4] = {static_cast<float>(local.loss_sum),
-                  static_cast<float>(local.correct),
-                  static_cast<float>(local.count),
-                  host_->Leaving() ? 1.0f : 0.0f};
+    float m[4] = {
+        static_cast<float>(local.loss_sum), static_cast<float>(local.correct),
+        static_cast<float>(local.count), host_->Leaving() ? 1.0f : 0.0f};
     RETURN_IF_ERROR(SumOverWorkers(kLossBucket, batch.global_step, m, 4,
                                    "all-reduce of the step's loss"));
     global->loss_sum = m[0];
@@ -215,8 +215,8 @@ absl::StatusOr<BatchLoss> TrainingSession::Evaluate() {
   float m[3] = {static_cast<float>(local.loss_sum),
                 static_cast<float>(local.correct),
                 static_cast<float>(local.count)};
-  RETURN_IF_ERROR(SumOverWorkers(kEvalBucket, step_, m, 3,
-                                 "all-reduce of the evaluation"));
+  RETURN_IF_ERROR(
+      SumOverWorkers(kEvalBucket, step_, m, 3, "all-reduce of the evaluation"));
   BatchLoss global;
   global.loss_sum = m[0];
   global.correct = static_cast<int64_t>(std::llround(m[1]));

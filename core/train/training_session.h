@@ -130,8 +130,8 @@ struct SessionResult {
   int64_t total_steps = 0;
   int64_t epochs = 0;  // completed
   int64_t resumed_from_step = 0;
-  BatchLoss train;  // the last epoch (or the part of it run)
-  BatchLoss test;   // the last evaluation (finished runs)
+  BatchLoss train;             // the last epoch (or the part of it run)
+  BatchLoss test;              // the last evaluation (finished runs)
   double samples_per_sec = 0;  // this run's training samples / seconds
   int64_t num_parameters = 0;
   std::string fingerprint;  // core/fingerprint.h

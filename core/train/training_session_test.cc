@@ -197,8 +197,8 @@ TEST(TrainingSessionTest, TwoRanksOverTheRingTrainAsOneProcessOfTwoReplicas) {
   EXPECT_EQ(saved, (std::vector<int64_t>{4, 8, 10, 12, 16, 20}));
   EXPECT_EQ(local.final_step, 20);
   EXPECT_EQ(local.events.size(), 2u);
-  EXPECT_EQ(local.scalars["train/loss"], (std::vector<int64_t>{3, 6, 9, 12,
-                                                               15, 18}));
+  EXPECT_EQ(local.scalars["train/loss"],
+            (std::vector<int64_t>{3, 6, 9, 12, 15, 18}));
   EXPECT_EQ(local.scalars.count("allreduce_seconds"), 0u);
 
   const auto ranks = RunRanks(spec, 2);

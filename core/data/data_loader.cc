@@ -1,0 +1,44 @@
+// A job's splits through its data format (see data_loader.h).
+#include "core/data/data_loader.h"
+
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/file_util.h"
+#include "base/status_macros.h"
+#include "core/data/wordpiece.h"
+
+namespace lockstep {
+
+absl::StatusOr<Dataset> LoadDataset(const DataSpec& data, Split split,
+                                    const DataOptions& options) {
+  if (data.config == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("data.format: \"", data.format, "\" has no fields read"));
+  }
+  return data.config->Load(data, split, options);
+}
+
+absl::StatusOr<JobData> LoadJobData(const DataSpec& data, DataOptions options,
+                                    const std::string& checkpoint_vocab,
+                                    const std::string& checkpoint_path) {
+  if (!checkpoint_vocab.empty()) {
+    ASSIGN_OR_RETURN(
+        WordPieceVocab vocab,
+        WordPieceVocab::FromText(checkpoint_vocab,
+                                 JoinPath(checkpoint_path, "vocab.txt")));
+    options.vocab = std::make_shared<const WordPieceVocab>(std::move(vocab));
+  }
+  JobData d;
+  ASSIGN_OR_RETURN(d.train, LoadDataset(data, Split::kTrain, options));
+  options.vocab = d.train.vocab;
+  ASSIGN_OR_RETURN(d.test, LoadDataset(data, Split::kTest, options));
+  return d;
+}
+
+std::string VocabText(const Dataset& train) {
+  return train.vocab != nullptr ? train.vocab->ToText() : std::string();
+}
+
+}  // namespace lockstep
