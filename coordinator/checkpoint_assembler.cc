@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "base/file_util.h"
 #include "base/status_macros.h"
+#include "rpc/checkpoint_wire.h"
 #include "rpc/tensor_wire.h"
 
 namespace lockstep {
@@ -69,15 +70,11 @@ absl::StatusOr<CommitInfo> CheckpointAssembler::Add(
         head.rank(), head.world_size(), expected, total));
   }
   if (head.rank() == 0 || p.ranks.empty()) {
-    p.state.step = head.step();
-    p.state.epoch = head.epoch();
-    p.state.step_in_epoch = head.step_in_epoch();
-    p.state.seed = head.seed();
-    p.state.generation = head.generation();
-    p.state.optimizer_iterations = head.optimizer_iterations();
-    if (!head.job_json().empty()) p.state.job_json = head.job_json();
-    if (!head.vocab().empty()) p.state.vocab = head.vocab();
-    p.state.train_loss = head.train_loss();
+    // The job JSON and vocabulary ride on rank 0's first message only.
+    CheckpointState state = CheckpointStateFromSlice(head);
+    if (state.job_json.empty()) state.job_json = p.state.job_json;
+    if (state.vocab.empty()) state.vocab = p.state.vocab;
+    p.state = std::move(state);
   }
   for (auto& [data, tensor] : got) {
     auto& into = data->optimizer() ? p.optimizer : p.model;

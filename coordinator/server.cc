@@ -9,6 +9,7 @@
 #include "base/status_macros.h"
 #include "coordinator/ops_endpoints.h"
 #include "coordinator/services.h"
+#include "rpc/daemon_server.h"
 #include "rpc/health_service.h"
 #include "rpc/http_server.h"
 #include "rpc/rpc_util.h"
@@ -25,59 +26,24 @@ absl::Status RunCoordinator(const ServerOptions& options) {
       {options.tls.enabled(), options.token, options.coordinator.log});
   JobServiceImpl jobs(&coordinator, &auth, options.shutdown);
   ClusterServiceImpl cluster(&coordinator, &auth);
-  grpc::ServerBuilder builder;
-  ConfigureServer(builder);
-  int port = 0;
-  builder.AddListeningPort(
-      options.listen,
-      MakeServerCredentials(options.tls, ClientCertificates::kRequestAndVerify),
-      &port);
-  builder.RegisterService(&jobs);
-  builder.RegisterService(&cluster);
-  builder.RegisterService(&health);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || port == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("--listen ", options.listen,
-                     ": cannot listen there (in use or not a local address?)"));
-  }
-  auto stop = [&server, &health] {
-    health.ShutDown();
-    server->Shutdown(std::chrono::system_clock::now() +
-                     std::chrono::seconds(2));
-  };
-  std::unique_ptr<grpc::Server> health_server;
-  std::string health_address;
-  if (!options.health_listen.empty()) {
-    absl::StatusOr<std::unique_ptr<grpc::Server>> h = StartHealthServer(
-        options.health_listen, "--health-listen", &health, &health_address);
-    if (!h.ok()) {
-      stop();
-      return h.status();
-    }
-    health_server = *std::move(h);
-  }
+  DaemonServerOptions serve;
+  serve.listen = options.listen;
+  serve.tls = options.tls;
+  serve.client_certificates = ClientCertificates::kRequestAndVerify;
+  serve.health_listen = options.health_listen;
+  ASSIGN_OR_RETURN(std::unique_ptr<DaemonServer> server,
+                   DaemonServer::Start(serve, {&jobs, &cluster}, &health));
   std::unique_ptr<HttpServer> http;
   if (!options.http.empty()) {
-    absl::StatusOr<std::unique_ptr<HttpServer>> h = HttpServer::Start(
-        options.http, "--http", CoordinatorRoutes(&coordinator));
-    if (!h.ok()) {
-      stop();
-      return h.status();
-    }
-    http = *std::move(h);
+    ASSIGN_OR_RETURN(http, HttpServer::Start(options.http, "--http",
+                                             CoordinatorRoutes(&coordinator)));
   }
   // Workers heartbeating under their old ids must find them, and jobs must
   // not be resubmittable as new: until the journal is replayed, health says
   // NOT_SERVING and every other call is answered UNAVAILABLE.
-  absl::Status loaded = coordinator.LoadJournal();
-  if (!loaded.ok()) {
-    stop();
-    return loaded;
-  }
+  RETURN_IF_ERROR(coordinator.LoadJournal());
   health.SetReady(true);
-  const std::string address = absl::StrCat(
-      options.listen.substr(0, options.listen.rfind(':')), ":", port);
+  const std::string& address = server->address();
   if (!options.address_file.empty()) {
     RETURN_IF_ERROR(
         AnnotateStatus(WriteFileAtomic(options.address_file, address + "\n"),
@@ -96,9 +62,9 @@ absl::Status RunCoordinator(const ServerOptions& options) {
       log(absl::StrCat("dashboard on http://", http->address(),
                        "/ (metrics at /metrics)"));
     }
-    if (health_server != nullptr) {
+    if (!server->health_address().empty()) {
       log(absl::StrCat("gRPC health (plaintext, for probes) on ",
-                       health_address));
+                       server->health_address()));
     }
     if (!options.tls.enabled() && !IsLoopbackAddress(options.listen)) {
       log(absl::StrCat("warning: listening on ", address,
@@ -125,12 +91,8 @@ absl::Status RunCoordinator(const ServerOptions& options) {
                    : absl::StrCat("error: shutting down without the journal: ",
                                   saved.message()));
   }
-  if (health_server != nullptr) {
-    health_server->Shutdown(std::chrono::system_clock::now() +
-                            std::chrono::seconds(1));
-  }
   http.reset();
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  server->Shutdown();
   return saved;
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "rpc/checkpoint_wire.h"
 #include "rpc/rpc_util.h"
 #include "rpc/tensor_wire.h"
 
@@ -118,15 +119,7 @@ grpc::Status ClusterServiceImpl::FetchCheckpoint(
   if (!loaded.ok()) return ToGrpc(loaded.status());
   v1::CheckpointSlice m;
   m.set_job(req->job());
-  m.set_step(loaded->state.step);
-  m.set_generation(loaded->state.generation);
-  m.set_epoch(loaded->state.epoch);
-  m.set_step_in_epoch(loaded->state.step_in_epoch);
-  m.set_seed(loaded->state.seed);
-  m.set_optimizer_iterations(loaded->state.optimizer_iterations);
-  m.set_job_json(loaded->state.job_json);
-  m.set_train_loss(loaded->state.train_loss);
-  m.set_vocab(loaded->state.vocab);
+  CheckpointStateToSlice(loaded->state, &m);
   m.set_model_tensors(static_cast<int32_t>(loaded->model.size()));
   m.set_optimizer_tensors(static_cast<int32_t>(loaded->optimizer.size()));
   for (int part = 0; part < 2; ++part) {

@@ -73,22 +73,4 @@ grpc::Status HealthService::Watch(
   return grpc::Status::OK;
 }
 
-absl::StatusOr<std::unique_ptr<grpc::Server>> StartHealthServer(
-    const std::string& listen, const std::string& flag, HealthService* health,
-    std::string* address) {
-  grpc::ServerBuilder builder;
-  ConfigureServer(builder);
-  int port = 0;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(health);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || port == 0) {
-    return absl::UnavailableError(
-        absl::StrCat(flag, " ", listen,
-                     ": cannot listen there (in use or not a local address?)"));
-  }
-  *address = absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
-  return server;
-}
-
 }  // namespace lockstep

@@ -47,13 +47,6 @@ class HealthService final : public grpc::health::v1::Health::Service {
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-// A plaintext server with only `health` on it, for Kubernetes' gRPC probes
-// (which cannot speak TLS); `flag` names the option in errors. *address
-// gets "host:port" with the bound port.
-absl::StatusOr<std::unique_ptr<grpc::Server>> StartHealthServer(
-    const std::string& listen, const std::string& flag, HealthService* health,
-    std::string* address);
-
 }  // namespace lockstep
 
 #endif  // LOCKSTEP_RPC_HEALTH_SERVICE_H_

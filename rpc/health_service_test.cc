@@ -117,32 +117,5 @@ TEST_F(HealthServiceTest, WatchOfAnUnknownNameSaysServiceUnknown) {
   context.TryCancel();
 }
 
-TEST(StartHealthServerTest, ServesHealthAloneAndRefusesABusyPort) {
-  HealthService health;
-  health.SetReady(true);
-  std::string address;
-  absl::StatusOr<std::unique_ptr<grpc::Server>> server =
-      StartHealthServer("127.0.0.1:0", "--health-listen", &health, &address);
-  ASSERT_TRUE(server.ok()) << server.status();
-  auto stub = Health::NewStub(
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(5));
-  HealthCheckResponse r;
-  ASSERT_TRUE(stub->Check(&context, HealthCheckRequest(), &r).ok());
-  EXPECT_EQ(r.status(), HealthCheckResponse::SERVING);
-  std::string again;
-  absl::StatusOr<std::unique_ptr<grpc::Server>> busy =
-      StartHealthServer(address, "--health-listen", &health, &again);
-  ASSERT_FALSE(busy.ok());
-  EXPECT_EQ(busy.status().message(),
-            "--health-listen " + address +
-                ": cannot listen there (in use or not a local address?)");
-  health.ShutDown();
-  (*server)->Shutdown(std::chrono::system_clock::now() +
-                      std::chrono::seconds(1));
-}
-
 }  // namespace
 }  // namespace lockstep

@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "rpc/checkpoint_wire.h"
 #include "rpc/rpc_util.h"
 #include "rpc/tensor_wire.h"
 
@@ -21,20 +22,14 @@ absl::Status UploadCheckpointSlice(lockstep::v1::Coordinator::Stub* stub,
   lockstep::v1::CheckpointAck ack;
   auto writer = stub->UploadCheckpoint(&context, &ack);
   CheckpointSlice msg;
+  CheckpointStateToSlice(state, &msg);
   msg.set_job(info.job);
   msg.set_generation(info.generation);
-  msg.set_step(state.step);
   msg.set_rank(info.rank);
   msg.set_world_size(info.world_size);
   msg.set_model_tensors(static_cast<int32_t>(model.size()));
   msg.set_optimizer_tensors(static_cast<int32_t>(optimizer.size()));
-  msg.set_epoch(state.epoch);
-  msg.set_step_in_epoch(state.step_in_epoch);
-  msg.set_seed(state.seed);
-  msg.set_optimizer_iterations(state.optimizer_iterations);
-  msg.set_job_json(state.job_json);
-  msg.set_train_loss(state.train_loss);
-  if (info.rank == 0) msg.set_vocab(state.vocab);  // one copy is enough
+  if (info.rank != 0) msg.clear_vocab();  // one copy is enough
   const size_t total = model.size() + optimizer.size();
   bool sent_any = false;
   for (size_t i = info.rank; i < total; i += info.world_size) {
@@ -74,15 +69,7 @@ absl::StatusOr<LoadedCheckpoint> FetchCheckpoint(
   absl::Status bad;
   while (reader->Read(&msg)) {
     if (first) {
-      loaded.state.step = msg.step();
-      loaded.state.epoch = msg.epoch();
-      loaded.state.step_in_epoch = msg.step_in_epoch();
-      loaded.state.seed = msg.seed();
-      loaded.state.generation = msg.generation();
-      loaded.state.optimizer_iterations = msg.optimizer_iterations();
-      loaded.state.job_json = msg.job_json();
-      loaded.state.train_loss = msg.train_loss();
-      loaded.state.vocab = msg.vocab();
+      loaded.state = CheckpointStateFromSlice(msg);
       first = false;
     }
     if (!msg.has_tensor() || !bad.ok()) continue;

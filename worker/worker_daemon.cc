@@ -16,6 +16,7 @@
 #include "core/train/gpu_backend.h"
 #include "core/version.h"
 #include "proto/cluster.grpc.pb.h"
+#include "rpc/daemon_server.h"
 #include "rpc/health_service.h"
 #include "rpc/http_server.h"
 #include "rpc/rpc_util.h"
@@ -62,7 +63,6 @@ class WorkerDaemon {
   const WorkerOptions& o_;
   HealthService health_;
   WorkerMetrics metrics_;
-  std::unique_ptr<grpc::Server> health_server_;
   std::unique_ptr<HttpServer> http_;
   std::string address_;
   CollectiveService collective_;
@@ -307,13 +307,6 @@ void WorkerDaemon::DrainJob() {
 }
 
 absl::Status WorkerDaemon::StartOpsEndpoints() {
-  if (!o_.health_listen.empty()) {
-    std::string address;
-    ASSIGN_OR_RETURN(health_server_,
-                     StartHealthServer(o_.health_listen, "--health-listen",
-                                       &health_, &address));
-    Log(absl::StrCat("gRPC health (plaintext, for probes) on ", address));
-  }
   if (!o_.http.empty()) {
     ASSIGN_OR_RETURN(
         http_,
@@ -332,27 +325,22 @@ absl::Status WorkerDaemon::StartOpsEndpoints() {
 
 absl::Status WorkerDaemon::Run() {
   collective_.SetLog(o_.log);
-  grpc::ServerBuilder builder;
-  ConfigureServer(builder);
-  int port = 0;
-  builder.AddListeningPort(
-      o_.listen,
-      MakeServerCredentials(o_.tls, ClientCertificates::kRequireAndVerify),
-      &port);
-  builder.RegisterService(&collective_);
-  builder.RegisterService(&health_);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || port == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("--listen ", o_.listen,
-                     ": cannot listen there (in use or not a "
-                     "local address?)"));
+  DaemonServerOptions serve;
+  serve.listen = o_.listen;
+  serve.tls = o_.tls;
+  // A worker's collective port: no verified certificate, no connection.
+  serve.client_certificates = ClientCertificates::kRequireAndVerify;
+  serve.health_listen = o_.health_listen;
+  ASSIGN_OR_RETURN(std::unique_ptr<DaemonServer> server,
+                   DaemonServer::Start(serve, {&collective_}, &health_));
+  if (!server->health_address().empty()) {
+    Log(absl::StrCat("gRPC health (plaintext, for probes) on ",
+                     server->health_address()));
   }
   if (!o_.advertise.empty()) {
     address_ = o_.advertise;
   } else {
-    const std::string host = o_.listen.substr(0, o_.listen.rfind(':'));
-    address_ = absl::StrCat(host, ":", port);
+    address_ = server->address();
   }
   if (!o_.tls.enabled() && !IsLoopbackAddress(o_.listen)) {
     Log(absl::StrCat("warning: collective service listening on ", address_,
@@ -386,7 +374,7 @@ absl::Status WorkerDaemon::Run() {
   } else if (ShuttingDown() && !worker_id_.empty()) {
     AnnounceLeaving();  // idle: leave the membership at once
   }
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  server->Shutdown();
   if (absl::IsCancelled(s)) return absl::OkStatus();
   return s;
 }

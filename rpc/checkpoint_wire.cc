@@ -1,0 +1,34 @@
+// CheckpointState <-> CheckpointSlice (see checkpoint_wire.h).
+#include "rpc/checkpoint_wire.h"
+
+namespace lockstep {
+
+void CheckpointStateToSlice(const CheckpointState& state,
+                            lockstep::v1::CheckpointSlice* msg) {
+  msg->set_step(state.step);
+  msg->set_generation(state.generation);
+  msg->set_epoch(state.epoch);
+  msg->set_step_in_epoch(state.step_in_epoch);
+  msg->set_seed(state.seed);
+  msg->set_optimizer_iterations(state.optimizer_iterations);
+  msg->set_job_json(state.job_json);
+  msg->set_train_loss(state.train_loss);
+  msg->set_vocab(state.vocab);
+}
+
+CheckpointState CheckpointStateFromSlice(
+    const lockstep::v1::CheckpointSlice& msg) {
+  CheckpointState state;
+  state.step = msg.step();
+  state.generation = msg.generation();
+  state.epoch = msg.epoch();
+  state.step_in_epoch = msg.step_in_epoch();
+  state.seed = msg.seed();
+  state.optimizer_iterations = msg.optimizer_iterations();
+  state.job_json = msg.job_json();
+  state.train_loss = msg.train_loss();
+  state.vocab = msg.vocab();
+  return state;
+}
+
+}  // namespace lockstep
