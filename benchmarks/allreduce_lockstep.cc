@@ -1,6 +1,6 @@
 // One rank of the lockstep side of benchmarks/allreduce.sh: times lockstep's
 // ring all-reduce (core/collective/ring_allreduce.h) over the gRPC ring transport
-// (worker/grpc_transport.h), one OS process per rank on 127.0.0.1. Rank 0
+// (worker/grpc_ring_transport.h), one OS process per rank on 127.0.0.1. Rank 0
 // prints one `RESULT size_bytes iters median_s min_s` line per size.
 //
 //   allreduce_lockstep --rank R --world W --rendezvous DIR
@@ -28,7 +28,7 @@
 #include "grpcpp/grpcpp.h"
 #include "rpc/rpc_util.h"
 #include "rpc/tls.h"
-#include "worker/grpc_transport.h"
+#include "worker/collective_service.h"
 
 namespace lockstep {
 namespace {

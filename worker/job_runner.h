@@ -13,7 +13,7 @@
 #include "absl/status/status.h"
 #include "core/log.h"
 #include "proto/cluster.grpc.pb.h"
-#include "worker/grpc_transport.h"
+#include "worker/collective_service.h"
 #include "worker/worker_metrics.h"
 
 namespace lockstep {

@@ -20,7 +20,7 @@
 #include "rpc/health_service.h"
 #include "rpc/http_server.h"
 #include "rpc/rpc_util.h"
-#include "worker/grpc_transport.h"
+#include "worker/collective_service.h"
 #include "worker/job_runner.h"
 #include "worker/worker_metrics.h"
 

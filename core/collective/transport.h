@@ -2,7 +2,7 @@
 // (DESIGN "Ring all-reduce"): send to the next rank of the ring, receive from
 // the previous one, every message tagged. Implementations: an in-process
 // transport for tests (core/collective/in_process_transport.h) and gRPC streams between
-// worker daemons (worker/grpc_transport.h). No gRPC or NCCL here.
+// worker daemons (worker/grpc_ring_transport.h). No gRPC or NCCL here.
 #ifndef LOCKSTEP_CORE_COLLECTIVE_TRANSPORT_H_
 #define LOCKSTEP_CORE_COLLECTIVE_TRANSPORT_H_
 

@@ -2,7 +2,7 @@
 // 127.0.0.1 with free ports. The ring all-reduce over it gives the same bytes
 // as over the in-process transport; stale generations, wrong senders and
 // malformed messages are refused with errors that say so.
-#include "worker/grpc_transport.h"
+#include "worker/grpc_ring_transport.h"
 
 #include <cstring>
 #include <memory>
@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "rpc/rpc_util.h"
 #include "rpc/tls.h"
+#include "worker/collective_service.h"
 
 namespace lockstep {
 namespace {
@@ -197,11 +198,15 @@ TEST(GrpcTransportTest, StaleGenerationIsRefusedNotSummed) {
   GrpcRingTransport stale(o);
   const float x = 1.0f;
   SendTracker sends;
-  ASSERT_TRUE(stale.SendToNext(CollectiveTag{1, 5, 0, 0}, &x, 1, WireType::kFloat32, sends).ok());
+  ASSERT_TRUE(stale
+                  .SendToNext(CollectiveTag{1, 5, 0, 0}, &x, 1,
+                              WireType::kFloat32, sends)
+                  .ok());
   // The refusal comes back to the sender as a broken send.
   absl::Status s;
   for (int i = 0; i < 100; ++i) {
-    s = stale.SendToNext(CollectiveTag{1, 5, 0, 1}, &x, 1, WireType::kFloat32, sends);
+    s = stale.SendToNext(CollectiveTag{1, 5, 0, 1}, &x, 1, WireType::kFloat32,
+                         sends);
     if (!s.ok()) break;
     absl::SleepFor(absl::Milliseconds(20));
   }
@@ -212,9 +217,9 @@ TEST(GrpcTransportTest, StaleGenerationIsRefusedNotSummed) {
       << sends.in_flight() << " sends still in flight";
   // The current generation's receiver never saw it.
   float got = 0;
-  absl::Status r = ring.at(1).RecvFromPrev(CollectiveTag{1, 5, 0, 0},
-                                           absl::Now() + absl::Milliseconds(200),
-                                           &got, 1, WireType::kFloat32, RecvOp::kCopy);
+  absl::Status r = ring.at(1).RecvFromPrev(
+      CollectiveTag{1, 5, 0, 0}, absl::Now() + absl::Milliseconds(200), &got, 1,
+      WireType::kFloat32, RecvOp::kCopy);
   EXPECT_TRUE(absl::IsDeadlineExceeded(r)) << r;
   EXPECT_EQ(got, 0.0f);
 }
@@ -231,16 +236,15 @@ v1::RingHeader Header(const std::string& job, int64_t generation,
 TEST(GrpcTransportTest, WrongSenderOrLengthIsRefused) {
   GrpcRing ring(3);
   ring.Start("job", 1);
-  absl::Status s =
-      ring.at(1).Deliver(Header("job", 1, 2), RingPayload(std::string(8, '\0')));
+  absl::Status s = ring.at(1).Deliver(Header("job", 1, 2),
+                                      RingPayload(std::string(8, '\0')));
   EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
   EXPECT_THAT(s.message(), HasSubstr("only rank 0 sends to rank 1"));
   // Once refused, the rank's waits fail with the reason.
   float got[2] = {0, 0};
-  absl::Status r =
-      ring.at(1).RecvFromPrev(CollectiveTag{1, 0, 0, 0},
-                              absl::Now() + absl::Seconds(5), got, 2,
-                              WireType::kFloat32, RecvOp::kCopy);
+  absl::Status r = ring.at(1).RecvFromPrev(
+      CollectiveTag{1, 0, 0, 0}, absl::Now() + absl::Seconds(5), got, 2,
+      WireType::kFloat32, RecvOp::kCopy);
   EXPECT_THAT(r.message(), HasSubstr("only rank 0 sends"));
 
   s = ring.at(2).Deliver(Header("job", 1, 1), RingPayload(std::string(7, 'x')));
@@ -266,150 +270,23 @@ TEST(GrpcTransportTest, AMessageOfTheWrongLengthIsRefusedAndNotWritten) {
                                            absl::Now() + absl::Seconds(5), dst,
                                            4, WireType::kFloat32, RecvOp::kAdd);
   EXPECT_TRUE(absl::IsInvalidArgument(r)) << r;
-  EXPECT_THAT(r.message(), HasSubstr("expected 16 bytes (4 float32 values), received 12 bytes"));
+  EXPECT_THAT(
+      r.message(),
+      HasSubstr("expected 16 bytes (4 float32 values), received 12 bytes"));
   for (float v : dst) EXPECT_EQ(v, 9.0f);
 }
 
 // The payload slice of an encoded message is the caller's memory: a change
 // made after encoding shows in what is decoded, and the tracker counts the
 // send until the last reference to the message is gone.
-TEST(RingMessageCodecTest, PayloadIsSentFromTheCallersBufferNotACopy) {
-  std::vector<float> data = {1.5f, -2.0f, 3.25f};
-  SendTracker sends;
-  v1::RingHeader h = Header("job", 4, 1);
-  h.set_step(7);
-  h.set_bucket(2);
-  h.set_chunk(9);
-  auto message = std::make_unique<grpc::ByteBuffer>(RingMessageCodec::Encode(
-      h, data.data(), 3, WireType::kFloat32, &sends));
-  EXPECT_EQ(sends.in_flight(), 1);
-  EXPECT_EQ(message->Length(), 4 + h.ByteSizeLong() + 2 + 12)
-      << "4 length bytes, the header (with payload_bytes), 12 payload bytes";
-  data[1] = 100.0f;  // after Encode
-  absl::StatusOr<RingMessage> m = RingMessageCodec::Decode(*message);
-  ASSERT_TRUE(m.ok()) << m.status();
-  EXPECT_EQ(m->header.job(), "job");
-  EXPECT_EQ(m->header.generation(), 4);
-  EXPECT_EQ(m->header.step(), 7);
-  EXPECT_EQ(m->header.bucket(), 2);
-  EXPECT_EQ(m->header.chunk(), 9);
-  EXPECT_EQ(m->header.payload_bytes(), 12);
-  ASSERT_EQ(m->payload.size(), 12u);
-  float out[3] = {0, 0, 0};
-  PayloadSink sink(out, RecvOp::kCopy, WireType::kFloat32);
-  m->payload.AppendTo(sink);
-  EXPECT_EQ(out[0], 1.5f);
-  EXPECT_EQ(out[1], 100.0f);
-  EXPECT_EQ(out[2], 3.25f);
-  message.reset();
-  EXPECT_EQ(sends.in_flight(), 1) << "the decoded payload still holds it";
-  *m = RingMessage();
-  EXPECT_EQ(sends.in_flight(), 0);
-}
-
-// `message` as gRPC might hand it over: in slices of `cut` bytes.
-grpc::ByteBuffer CutIntoSlices(const grpc::ByteBuffer& message, size_t cut) {
-  grpc::Slice flat;
-  EXPECT_TRUE(message.DumpToSingleSlice(&flat).ok());
-  const std::string bytes(reinterpret_cast<const char*>(flat.begin()),
-                          flat.size());
-  std::vector<grpc::Slice> pieces;
-  for (size_t at = 0; at < bytes.size(); at += cut) {
-    pieces.emplace_back(bytes.substr(at, cut));
-  }
-  return grpc::ByteBuffer(pieces.data(), pieces.size());
-}
-
-// gRPC hands over a received message in slices of any size: floats split
-// between slices are joined, and kAdd sums in the documented order.
-TEST(RingMessageCodecTest, DecodesAMessageCutIntoOddSlices) {
-  std::vector<float> data(1001);
-  for (size_t i = 0; i < data.size(); ++i) data[i] = 0.1f * i - 7.0f;
-  grpc::ByteBuffer whole =
-      RingMessageCodec::Encode(Header("j", 1, 0), data.data(), 1001,
-                               WireType::kFloat32, nullptr);
-  for (size_t cut : {size_t{1}, size_t{3}, size_t{7}, size_t{4093}}) {
-    absl::StatusOr<RingMessage> m =
-        RingMessageCodec::Decode(CutIntoSlices(whole, cut));
-    ASSERT_TRUE(m.ok()) << "cut " << cut << ": " << m.status();
-    std::vector<float> sum(1001, 0.5f);
-    PayloadSink sink(sum.data(), RecvOp::kAdd, WireType::kFloat32);
-    m->payload.AppendTo(sink);
-    for (size_t i = 0; i < data.size(); ++i) {
-      ASSERT_EQ(sum[i], data[i] + 0.5f) << "cut " << cut << " float " << i;
-    }
-  }
-}
-
-TEST(RingMessageCodecTest, GarbageIsRefusedSayingWhatIsWrong) {
-  auto decode = [](const std::string& bytes) {
-    grpc::Slice s(bytes);
-    return RingMessageCodec::Decode(grpc::ByteBuffer(&s, 1)).status();
-  };
-  absl::Status s = decode("ab");
-  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
-  EXPECT_THAT(s.message(), HasSubstr("too short for a ring message"));
-  s = decode(std::string("\xff\xff\x00\x00", 4) + "garbage");
-  EXPECT_THAT(s.message(), HasSubstr("header length says 65535 bytes"));
-  s = decode(std::string("\x03\x00\x00\x00", 4) + "\xff\xff\xff");
-  EXPECT_THAT(s.message(), HasSubstr("ring header does not parse"));
-  v1::RingHeader h = Header("j", 1, 0);
-  h.set_payload_bytes(8);
-  std::string head = h.SerializeAsString();
-  std::string framed(4, '\0');
-  framed[0] = static_cast<char>(head.size());
-  s = decode(framed + head + "1234");
-  EXPECT_THAT(s.message(), HasSubstr("header says 8 payload bytes; 4 came"));
-}
-
-// A bfloat16 message is half the bytes, says so in its header, and is
-// widened exactly when summed, however gRPC slices it.
-TEST(RingMessageCodecTest, BfloatMessagesCarryTwoBytesPerValue) {
-  std::vector<uint16_t> data(1001);
-  for (size_t i = 0; i < data.size(); ++i) {
-    data[i] = static_cast<uint16_t>(0x3f80 + i % 97);  // 1.0 .. 1.75
-  }
-  grpc::ByteBuffer whole =
-      RingMessageCodec::Encode(Header("j", 1, 0), data.data(), 1001,
-                               WireType::kBfloat16, nullptr);
-  for (size_t cut : {size_t{1}, size_t{3}, size_t{4093}, whole.Length()}) {
-    absl::StatusOr<RingMessage> m =
-        RingMessageCodec::Decode(CutIntoSlices(whole, cut));
-    ASSERT_TRUE(m.ok()) << "cut " << cut << ": " << m.status();
-    EXPECT_EQ(m->header.payload_bytes(), 2002);
-    EXPECT_EQ(m->header.payload_type(), v1::BFLOAT16);
-    EXPECT_EQ(m->payload.type(), WireType::kBfloat16);
-    std::vector<float> sum(1001, 0.5f);
-    PayloadSink sink(sum.data(), RecvOp::kAdd, WireType::kBfloat16);
-    m->payload.AppendTo(sink);
-    for (size_t i = 0; i < data.size(); ++i) {
-      ASSERT_EQ(sum[i], 1.0f + (i % 97) / 128.0f + 0.5f)
-          << "cut " << cut << " value " << i;
-    }
-  }
-  // A payload type this build does not know is refused.
-  v1::RingHeader h = Header("j", 1, 0);
-  h.set_payload_type(static_cast<v1::PayloadType>(7));
-  std::string head = h.SerializeAsString();
-  std::string framed(4, '\0');
-  framed[0] = static_cast<char>(head.size());
-  grpc::Slice s(framed + head);
-  absl::Status status =
-      RingMessageCodec::Decode(grpc::ByteBuffer(&s, 1)).status();
-  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
-  EXPECT_THAT(status.message(),
-              HasSubstr("payload type 7 (neither float32 nor bfloat16)"));
-}
-
-// gRPC's retry support would keep each sent message of a stream (up to
-// 256 KiB) for replay until the stream ends; the ring channels turn it off,
-// so a small payload is let go of once written while the stream stays open.
 TEST(GrpcTransportTest, ASmallSendIsReleasedOnceWrittenNotWhenTheStreamEnds) {
   GrpcRing ring(2);
   ring.Start("job", 1);
   const float x = 2.5f;
   SendTracker sends;
-  ASSERT_TRUE(ring.at(0).SendToNext(CollectiveTag{1, 1, 0, 0}, &x, 1, WireType::kFloat32, sends)
+  ASSERT_TRUE(ring.at(0)
+                  .SendToNext(CollectiveTag{1, 1, 0, 0}, &x, 1,
+                              WireType::kFloat32, sends)
                   .ok());
   float got = 0;
   ASSERT_TRUE(ring.at(1)
@@ -431,9 +308,9 @@ TEST(GrpcTransportTest, AbortEndsAWaitAtOnce) {
   });
   const absl::Time t0 = absl::Now();
   float got = 0;
-  absl::Status r = ring.at(0).RecvFromPrev(CollectiveTag{1, 0, 0, 0},
-                                           absl::Now() + absl::Seconds(30),
-                                           &got, 1, WireType::kFloat32, RecvOp::kCopy);
+  absl::Status r = ring.at(0).RecvFromPrev(
+      CollectiveTag{1, 0, 0, 0}, absl::Now() + absl::Seconds(30), &got, 1,
+      WireType::kFloat32, RecvOp::kCopy);
   t.join();
   EXPECT_TRUE(absl::IsAborted(r)) << r;
   EXPECT_THAT(r.message(), HasSubstr("job cancelled"));
@@ -450,7 +327,8 @@ TEST(GrpcTransportTest, DeadPeerGivesUnavailableNamingTheRank) {
   GrpcRingTransport t(o);
   const float x = 1.0f;
   SendTracker sends;
-  absl::Status s = t.SendToNext(CollectiveTag{1, 0, 0, 0}, &x, 1, WireType::kFloat32, sends);
+  absl::Status s =
+      t.SendToNext(CollectiveTag{1, 0, 0, 0}, &x, 1, WireType::kFloat32, sends);
   ASSERT_TRUE(s.ok());
   // wait_for_ready keeps retrying a refused connection; Abort ends it.
   float got = 0;
@@ -487,7 +365,8 @@ TEST(GrpcTransportTest, ACollectiveReturnsOnlyOnceItsSendsAreReleased) {
   EXPECT_LT(absl::Now() - t0, absl::Seconds(5));
   // The transport was aborted by the collective: later sends fail at once.
   SendTracker sends;
-  EXPECT_FALSE(t.SendToNext(CollectiveTag{1, 1, 0, 0}, data.data(), 1, WireType::kFloat32, sends)
+  EXPECT_FALSE(t.SendToNext(CollectiveTag{1, 1, 0, 0}, data.data(), 1,
+                            WireType::kFloat32, sends)
                    .ok());
 }
 

@@ -1,0 +1,218 @@
+// The gRPC ring transport (see grpc_ring_transport.h): lanes to the next
+// rank, and the checked receive path from the previous one.
+#include "worker/grpc_ring_transport.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "rpc/rpc_util.h"
+
+namespace lockstep {
+
+using lockstep::v1::RingHeader;
+
+GrpcRingTransport::GrpcRingTransport(GrpcRingOptions options)
+    : options_(std::move(options)) {
+  if (world_size() <= 1) return;  // a ring of one never talks
+  const std::string& next = options_.peers[next_rank()];
+  const int lanes = std::max(1, options_.lanes);
+  // One channel per lane: separate TCP connections, separate HTTP/2 flow
+  // control windows.
+  for (int i = 0; i < lanes; ++i) {
+    stubs_.push_back(std::make_unique<grpc::GenericStub>(
+        MakeChannel(next, options_.tls, i + 1)));
+    lanes_.push_back(new RingLaneStream(
+        stubs_.back().get(), [this](const grpc::Status& status) {
+          const int next = next_rank();
+          Fail(FromGrpc(status, absl::StrFormat("sending to rank %d (%s)", next,
+                                                options_.peers[next])),
+               next);
+        }));
+  }
+}
+
+GrpcRingTransport::~GrpcRingTransport() {
+  for (RingLaneStream* lane : lanes_) lane->Close();
+  // A clean close takes a round trip; a peer that does not answer (gone,
+  // or never reached) is cancelled.
+  const absl::Time give_up = absl::Now() + absl::Seconds(5);
+  for (RingLaneStream* lane : lanes_) {
+    if (!lane->WaitDone(give_up)) {
+      lane->Cancel();
+      lane->WaitDone(absl::InfiniteFuture());
+    }
+  }
+  for (RingLaneStream* lane : lanes_) delete lane;
+}
+
+absl::Status GrpcRingTransport::SendToNext(const CollectiveTag& tag,
+                                           const void* data, int64_t count,
+                                           WireType type,
+                                           const SendTracker& sends) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!error_.ok()) return error_;
+  }
+  if (world_size() <= 1) {
+    return absl::FailedPreconditionError("a ring of one rank has no next");
+  }
+  RingHeader header;
+  header.set_job(options_.job);
+  header.set_generation(tag.generation);
+  header.set_step(tag.step);
+  header.set_bucket(tag.bucket);
+  header.set_chunk(tag.chunk);
+  header.set_from_rank(options_.rank);
+  grpc::ByteBuffer message =
+      RingMessageCodec::Encode(std::move(header), data, count, type, &sends);
+  RingLaneStream* lane = lanes_[static_cast<size_t>(tag.chunk) % lanes_.size()];
+  if (!lane->Send(&message)) {
+    absl::MutexLock lock(&mu_);
+    if (!error_.ok()) return error_;
+    return absl::UnavailableError(
+        absl::StrFormat("the stream to rank %d (%s) is closed", next_rank(),
+                        options_.peers[next_rank()]));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GrpcRingTransport::RecvFromPrev(const CollectiveTag& tag,
+                                             absl::Time deadline, float* dst,
+                                             int64_t count, WireType type,
+                                             RecvOp op) {
+  RingPayload payload;
+  {
+    absl::MutexLock lock(&mu_);
+    waiting_.try_emplace(tag, absl::Now());
+    struct Done {
+      absl::flat_hash_map<CollectiveTag, absl::Time>& w;
+      const CollectiveTag& t;
+      ~Done() { w.erase(t); }
+    } done{waiting_, tag};
+    while (true) {
+      auto it = mailbox_.find(tag);
+      if (it != mailbox_.end()) {
+        payload = std::move(it->second);
+        mailbox_.erase(it);
+        break;
+      }
+      if (!error_.ok()) return error_;
+      if (arrived_.WaitWithDeadline(&mu_, deadline)) {
+        if (mailbox_.contains(tag) || !error_.ok()) continue;
+        if (suspect_ < 0) suspect_ = prev_rank();
+        return absl::DeadlineExceededError(absl::StrFormat(
+            "waited for rank %d (%s) to send %s; nothing came", prev_rank(),
+            options_.peers[prev_rank()], TagToString(tag)));
+      }
+    }
+  }
+  // Outside the lock: other receives go on while this one sums.
+  if (payload.type() != type) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "rank %d sent %s values where %s were expected (do all workers run "
+        "the same job's cluster.compression?)",
+        prev_rank(), WireTypeName(payload.type()), WireTypeName(type)));
+  }
+  if (absl::Status s = CheckMessageLength(payload.size(), count, type);
+      !s.ok()) {
+    return s;
+  }
+  PayloadSink sink(dst, op, type);
+  payload.AppendTo(sink);
+  return absl::OkStatus();
+}
+
+GrpcRingTransport::Wait GrpcRingTransport::OldestWait() {
+  absl::MutexLock lock(&mu_);
+  Wait out;
+  absl::Time oldest = absl::InfiniteFuture();
+  for (const auto& [tag, since] : waiting_) {
+    if (since < oldest) {
+      oldest = since;
+      out.tag = tag;
+    }
+  }
+  if (oldest == absl::InfiniteFuture()) return out;
+  out.waiting = true;
+  out.from_rank = prev_rank();
+  out.seconds = absl::ToDoubleSeconds(absl::Now() - oldest);
+  return out;
+}
+
+int GrpcRingTransport::suspect_rank() {
+  absl::MutexLock lock(&mu_);
+  return suspect_;
+}
+
+void GrpcRingTransport::Fail(const absl::Status& status, int suspect) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (error_.ok()) {
+      error_ = status;
+      suspect_ = suspect;
+    }
+    arrived_.SignalAll();
+  }
+  // Cancel the outgoing streams and drop what they still queue: gRPC lets
+  // go of the payloads, so the collectives that sent them can return.
+  for (RingLaneStream* lane : lanes_) lane->Cancel();
+}
+
+void GrpcRingTransport::Abort(const absl::Status& reason) {
+  Fail(absl::AbortedError(reason.message()));
+}
+
+void GrpcRingTransport::LinkBroken(const std::string& detail) {
+  Fail(absl::UnavailableError(
+           absl::StrFormat("the stream from rank %d (%s) broke: %s",
+                           prev_rank(), options_.peers[prev_rank()], detail)),
+       prev_rank());
+}
+
+absl::Status GrpcRingTransport::Deliver(const RingHeader& header,
+                                        RingPayload payload) {
+  absl::Status refusal;
+  if (header.job() != options_.job) {
+    refusal = absl::FailedPreconditionError(absl::StrFormat(
+        "refused a message for job \"%s\": this ring is job \"%s\"",
+        header.job(), options_.job));
+  } else if (header.generation() != options_.generation) {
+    refusal = absl::FailedPreconditionError(absl::StrFormat(
+        "refused a message of generation %d: the job is at generation %d "
+        "(stale generation)",
+        header.generation(), options_.generation));
+  } else if (header.from_rank() != prev_rank()) {
+    refusal = absl::FailedPreconditionError(absl::StrFormat(
+        "refused a message from rank %d: only rank %d sends to rank %d",
+        header.from_rank(), prev_rank(), rank()));
+  } else if (payload.size() % WireElementBytes(payload.type()) != 0) {
+    refusal = absl::InvalidArgumentError(absl::StrFormat(
+        "refused a message of %d bytes: not a whole number of %s values",
+        payload.size(), WireTypeName(payload.type())));
+  }
+  CollectiveTag tag{header.generation(), header.step(), header.bucket(),
+                    header.chunk()};
+  if (refusal.ok()) {
+    absl::MutexLock lock(&mu_);
+    auto [it, inserted] = mailbox_.try_emplace(tag);
+    if (!inserted) {
+      refusal = absl::FailedPreconditionError(
+          absl::StrCat("refused a second message with ", TagToString(tag),
+                       " from rank ", prev_rank()));
+    } else {
+      it->second = std::move(payload);
+      arrived_.SignalAll();
+      return absl::OkStatus();
+    }
+  }
+  // A refused message from the right job and generation comes from a
+  // misbehaving previous rank; anything else is a stranger, not a suspect.
+  const bool from_peer = header.job() == options_.job &&
+                         header.generation() == options_.generation;
+  Fail(refusal, from_peer ? prev_rank() : -1);
+  return refusal;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,105 @@
+// The ring transport between worker daemons over gRPC (DESIGN "Ring
+// all-reduce"): rank r keeps `lanes` long-lived Push streams to rank r+1;
+// rank r+1's CollectiveService routes them into the GrpcRingTransport of the
+// matching (job, generation), which checks every message before its bytes
+// reach a mailbox keyed by tag. Push is raw on both ends (proto/
+// collective.proto has the framing): a message's floats go out of the
+// caller's buffer and are summed out of gRPC's receive slices, with no copy
+// in between.
+#ifndef LOCKSTEP_WORKER_GRPC_RING_TRANSPORT_H_
+#define LOCKSTEP_WORKER_GRPC_RING_TRANSPORT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "core/collective/transport.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "proto/collective.pb.h"
+#include "rpc/tls.h"
+#include "worker/lane_stream.h"
+#include "worker/ring_message.h"
+
+namespace lockstep {
+
+struct GrpcRingOptions {
+  std::string job;
+  int64_t generation = 0;
+  int rank = 0;
+  std::vector<std::string> peers;  // collective addresses in rank order
+  int lanes = 2;                   // parallel streams to the next rank
+  TlsFiles tls;                    // the worker's certificate; off: plaintext
+};
+
+class GrpcRingTransport : public Transport {
+ public:
+  explicit GrpcRingTransport(GrpcRingOptions options);
+  // Closes the outgoing streams (cancelling them if aborted, or if they do
+  // not close within seconds) and waits until gRPC is done with them.
+  ~GrpcRingTransport() override;
+
+  int rank() const override { return options_.rank; }
+  int world_size() const override {
+    return static_cast<int>(options_.peers.size());
+  }
+  absl::Status SendToNext(const CollectiveTag& tag, const void* data,
+                          int64_t count, WireType type,
+                          const SendTracker& sends) override;
+  absl::Status RecvFromPrev(const CollectiveTag& tag, absl::Time deadline,
+                            float* dst, int64_t count, WireType type,
+                            RecvOp op) override;
+  void Abort(const absl::Status& reason) override;
+
+  const std::string& job() const { return options_.job; }
+  // Streams to the next rank (0 in a ring of one).
+  int lanes() const { return static_cast<int>(lanes_.size()); }
+  int64_t generation() const { return options_.generation; }
+  int prev_rank() const { return (rank() - 1 + world_size()) % world_size(); }
+  int next_rank() const { return (rank() + 1) % world_size(); }
+
+  // Called by CollectiveService for each incoming message. Returns the
+  // refusal (FailedPrecondition / InvalidArgument, naming what is wrong) and
+  // then fails every Recv with it; nothing refused reaches a mailbox.
+  absl::Status Deliver(const lockstep::v1::RingHeader& header,
+                       RingPayload payload);
+  // The incoming stream from the previous rank broke (not a clean close).
+  void LinkBroken(const std::string& detail);
+
+  // The oldest receive now blocked (for hang diagnosis); waiting is false
+  // when none is.
+  struct Wait {
+    bool waiting = false;
+    int from_rank = -1;
+    CollectiveTag tag;
+    double seconds = 0;
+  };
+  Wait OldestWait();
+  // The neighbour the first failure points at (a broken or refused stream,
+  // a send that failed, a receive that timed out); -1 when none does (an
+  // abort, no failure).
+  int suspect_rank();
+
+ private:
+  void Fail(const absl::Status& status, int suspect = -1);
+
+  const GrpcRingOptions options_;
+  std::vector<std::unique_ptr<grpc::GenericStub>> stubs_;  // one per lane
+  std::vector<RingLaneStream*> lanes_;  // each lives until its stream is done
+
+  absl::Mutex mu_;
+  absl::CondVar arrived_;
+  absl::flat_hash_map<CollectiveTag, RingPayload> mailbox_ ABSL_GUARDED_BY(mu_);
+  absl::Status error_ ABSL_GUARDED_BY(mu_);  // first failure; sticky
+  int suspect_ ABSL_GUARDED_BY(mu_) = -1;
+  // Receives in progress and since when.
+  absl::flat_hash_map<CollectiveTag, absl::Time> waiting_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_WORKER_GRPC_RING_TRANSPORT_H_
