@@ -21,10 +21,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "coordinator/checkpoint_assembler.h"
+#include "coordinator/job_reports.h"
+#include "coordinator/nccl_relay.h"
 #include "core/checkpoint/checkpoint.h"
 #include "core/job/job_spec.h"
 #include "core/log.h"
-#include "core/summary/summary_writer.h"
 #include "proto/cluster.pb.h"
 #include "proto/jobs.pb.h"
 
@@ -65,16 +66,8 @@ class Coordinator {
 
   // For /metrics and the dashboard: every job's view with its curves and
   // checkpoint figures, and the workers.
-  struct Curves {
-    // (step, loss, accuracy): training from rank 0's summaries (or its
-    // reports when summaries are off), evaluation at each epoch's end.
-    std::vector<std::array<double, 3>> train, eval;
-  };
-  struct CheckpointFigures {
-    int64_t committed = 0, failed = 0;
-    double last_seconds = 0, seconds_total = 0;
-    int64_t last_bytes = 0, bytes_total = 0;
-  };
+  using Curves = JobReports::Curves;
+  using CheckpointFigures = JobReports::CheckpointFigures;
   struct JobView {
     lockstep::v1::JobStatus status;
     Curves curves;
@@ -118,10 +111,11 @@ class Coordinator {
   absl::Status Finish(const lockstep::v1::FinishRequest& req,
                       std::string* over = nullptr);
 
-  // NCCL bootstrap relay (cluster.proto PublishNcclId / FetchNcclId). Only
-  // rank 0's worker may publish, once per generation (the same bytes again
-  // are accepted); fetching blocks until then, the generation's end, or
-  // the wait (capped at 300 s).
+  // NCCL bootstrap (cluster.proto PublishNcclId / FetchNcclId, the ids
+  // kept in an NcclIdRelay). Only rank 0's worker may publish, once per
+  // generation (the same bytes again are accepted); fetching blocks until
+  // then, the generation's end, or the wait (capped at 300 s), without the
+  // state lock.
   absl::Status PublishNcclId(const lockstep::v1::NcclIdRequest& req);
   absl::StatusOr<std::string> FetchNcclId(
       const lockstep::v1::NcclIdRequest& req);
@@ -165,17 +159,11 @@ class Coordinator {
     std::string lost_reason;
     int64_t step_at_failure = 0;
     std::shared_ptr<CheckpointStore> checkpoints;
-    std::unique_ptr<SummaryWriter> summaries;
     std::shared_ptr<CheckpointAssembler> assembler;
-    // This generation's ncclUniqueId ("" until rank 0 publishes it). Not
-    // journaled: after a coordinator restart the fetchers time out and the
-    // generation recovers.
-    std::string nccl_id;
+    // Summaries, curves and checkpoint figures, under their own lock.
+    std::shared_ptr<JobReports> reports;
     // The running generation's collective: "ring" or "nccl".
     std::string collective;
-    // Not journaled: a restarted coordinator draws from its restart on.
-    Curves curves;
-    CheckpointFigures checkpoint_figures;
   };
 
   void Log(const LogRecord& record) const {
@@ -220,10 +208,6 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   lockstep::v1::JobStatus Snapshot(const Job& job) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void AddCurvePoints(
-      Job& job, const lockstep::v1::ProgressReport& r,
-      const std::map<int64_t, std::vector<std::pair<std::string, double>>>&
-          by_step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CompareFingerprints(Job& job, int64_t step)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CompleteIfDone(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -244,6 +228,7 @@ class Coordinator {
   int64_t next_worker_ ABSL_GUARDED_BY(mu_) = 1;
   int64_t journal_sequence_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<bool> ready_{false};
+  NcclIdRelay nccl_ids_;
 };
 
 const char* JobStateName(lockstep::v1::JobState state);

@@ -1,7 +1,5 @@
-// The Coordinator's NCCL bootstrap relay (see coordinator.h): rank 0's
-// ncclUniqueId reaches every rank of the generation through the control
-// plane, as Horovod broadcasts it; the coordinator never joins the
-// communicator itself.
+// Who may publish and fetch a generation's NCCL id (see coordinator.h);
+// the ids themselves wait in the NcclIdRelay, outside the state lock.
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
@@ -42,28 +40,24 @@ absl::StatusOr<Coordinator::Job*> Coordinator::NcclGeneration(
 
 absl::Status Coordinator::PublishNcclId(
     const lockstep::v1::NcclIdRequest& req) {
-  absl::MutexLock lock(&mu_);
-  int rank = -1;
-  ASSIGN_OR_RETURN(Job * job, NcclGeneration(req, &rank));
-  if (rank != 0) {
-    return absl::PermissionDeniedError(absl::StrFormat(
-        "only rank 0 publishes the NCCL id of job %s generation %d; worker "
-        "%s is rank %d",
-        req.job(), req.generation(), req.worker_id(), rank));
+  {
+    absl::MutexLock lock(&mu_);
+    int rank = -1;
+    RETURN_IF_ERROR(NcclGeneration(req, &rank).status());
+    if (rank != 0) {
+      return absl::PermissionDeniedError(absl::StrFormat(
+          "only rank 0 publishes the NCCL id of job %s generation %d; worker "
+          "%s is rank %d",
+          req.job(), req.generation(), req.worker_id(), rank));
+    }
   }
   if (req.unique_id().size() != kNcclUniqueIdBytes) {
     return absl::InvalidArgumentError(
         absl::StrFormat("an NCCL unique id is %d bytes, got %d",
                         kNcclUniqueIdBytes, req.unique_id().size()));
   }
-  if (!job->nccl_id.empty() && job->nccl_id != req.unique_id()) {
-    return absl::AlreadyExistsError(
-        absl::StrFormat("job %s generation %d already has another NCCL id",
-                        req.job(), req.generation()));
-  }
-  job->nccl_id = req.unique_id();
-  changed_.SignalAll();
-  return absl::OkStatus();
+  // Outside the state lock: the relay has its own.
+  return nccl_ids_.Publish(req.job(), req.generation(), req.unique_id());
 }
 
 absl::StatusOr<std::string> Coordinator::FetchNcclId(
@@ -71,18 +65,24 @@ absl::StatusOr<std::string> Coordinator::FetchNcclId(
   const double wait =
       std::min(std::max(req.wait_seconds(), 0.0), kMaxNcclWaitSeconds);
   const absl::Time deadline = absl::Now() + absl::Seconds(wait);
-  absl::MutexLock lock(&mu_);
   while (true) {
-    int rank = -1;
-    ASSIGN_OR_RETURN(Job * job, NcclGeneration(req, &rank));
-    if (!job->nccl_id.empty()) return job->nccl_id;
-    if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(absl::StrFormat(
-          "rank 0 of job %s generation %d has not published its NCCL id "
-          "within %.0f s",
-          req.job(), req.generation(), wait));
+    {
+      absl::MutexLock lock(&mu_);
+      int rank = -1;
+      RETURN_IF_ERROR(NcclGeneration(req, &rank).status());
     }
-    changed_.WaitWithDeadline(&mu_, deadline);
+    std::string id;
+    switch (nccl_ids_.Await(req.job(), req.generation(), deadline, &id)) {
+      case NcclIdRelay::Wait::kPublished:
+        return id;
+      case NcclIdRelay::Wait::kEnded:
+        continue;  // NcclGeneration says how it ended
+      case NcclIdRelay::Wait::kTimedOut:
+        return absl::DeadlineExceededError(absl::StrFormat(
+            "rank 0 of job %s generation %d has not published its NCCL id "
+            "within %.0f s",
+            req.job(), req.generation(), wait));
+    }
   }
 }
 

@@ -57,6 +57,7 @@ void Coordinator::MarkLost(Worker& w, const std::string& why) {
 
 void Coordinator::Recover(Job& job, Worker* blamed, const std::string& reason) {
   if (job.status.state() != lockstep::v1::RUNNING) return;
+  nccl_ids_.EndGeneration(job.name, job.status.generation());
   if (blamed != nullptr) ++job.failures[blamed->name];
   job.lost_reason = reason;
   job.step_at_failure = job.status.step();

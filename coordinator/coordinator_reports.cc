@@ -9,8 +9,8 @@
 #include "base/file_util.h"
 #include "base/status_macros.h"
 #include "coordinator/coordinator.h"
-#include "core/train/result_file.h"
 #include "core/train/local_training.h"
+#include "core/train/result_file.h"
 
 namespace lockstep {
 
@@ -18,110 +18,68 @@ using lockstep::v1::JobStatus;
 
 absl::StatusOr<lockstep::v1::ReportResponse> Coordinator::ReportProgress(
     const lockstep::v1::ProgressReport& r) {
-  absl::MutexLock lock(&mu_);
   lockstep::v1::ReportResponse resp;
-  Job* job = FindJob(r.job());
-  if (job == nullptr || job->status.state() != lockstep::v1::RUNNING ||
-      job->status.generation() != r.generation()) {
-    resp.set_stop(true);
-    resp.set_reason(job == nullptr
-                        ? "no such job"
-                        : absl::StrFormat("the job is %s (%s)",
-                                          JobStateName(job->status.state()),
-                                          job->status.message()));
-    return resp;
-  }
-  if (r.rank() == 0) {
-    JobStatus& s = job->status;
-    s.set_step(r.step());
-    s.set_epoch(r.epoch());
-    if (r.total_steps() > 0) s.set_total_steps(r.total_steps());
-    s.set_loss(r.loss());
-    s.set_accuracy(r.accuracy());
-    s.set_samples_per_sec(r.samples_per_sec());
-    s.set_learning_rate(r.learning_rate());
-    s.set_eta_seconds(r.eta_seconds());
-    std::map<int64_t, std::vector<std::pair<std::string, double>>> by_step;
-    for (const auto& sc : r.scalars()) {
-      by_step[sc.step()].emplace_back(sc.tag(), sc.value());
+  std::shared_ptr<JobReports> reports;
+  {
+    absl::MutexLock lock(&mu_);
+    Job* job = FindJob(r.job());
+    if (job == nullptr || job->status.state() != lockstep::v1::RUNNING ||
+        job->status.generation() != r.generation()) {
+      resp.set_stop(true);
+      resp.set_reason(job == nullptr
+                          ? "no such job"
+                          : absl::StrFormat("the job is %s (%s)",
+                                            JobStateName(job->status.state()),
+                                            job->status.message()));
+      return resp;
     }
-    AddCurvePoints(*job, r, by_step);
-    for (const auto& [step, values] : by_step) {
-      absl::Status w = job->summaries->AddScalars(step, values);
-      if (!w.ok())
-        Event(*job, absl::StrCat("warning: summaries: ", w.message()));
+    if (r.rank() == 0) {
+      JobStatus& s = job->status;
+      s.set_step(r.step());
+      s.set_epoch(r.epoch());
+      if (r.total_steps() > 0) s.set_total_steps(r.total_steps());
+      s.set_loss(r.loss());
+      s.set_accuracy(r.accuracy());
+      s.set_samples_per_sec(r.samples_per_sec());
+      s.set_learning_rate(r.learning_rate());
+      s.set_eta_seconds(r.eta_seconds());
+      for (const std::string& e : r.events()) Event(*job, e);
+      Changed(*job);
+      reports = job->reports;
     }
-    for (const std::string& e : r.events()) Event(*job, e);
-    Changed(*job);
+    if (r.fingerprint_step() > 0) {
+      job->fingerprints[r.fingerprint_step()][r.rank()] = r.fingerprint();
+      CompareFingerprints(*job, r.fingerprint_step());
+    }
   }
-  if (r.fingerprint_step() > 0) {
-    job->fingerprints[r.fingerprint_step()][r.rank()] = r.fingerprint();
-    CompareFingerprints(*job, r.fingerprint_step());
+  if (reports == nullptr) return resp;
+  // The summaries' file writes and the curves, outside the state lock.
+  absl::Status written = reports->Add(r);
+  if (!written.ok()) {
+    absl::MutexLock lock(&mu_);
+    Job* job = FindJob(r.job());
+    if (job != nullptr) {
+      Event(*job, absl::StrCat("warning: summaries: ", written.message()));
+    }
   }
   return resp;
-}
-
-namespace {
-
-// Keeps a curve under kMaxCurvePoints by dropping every other point of its
-// older half: the recent past stays dense, the shape of the rest stays.
-constexpr size_t kMaxCurvePoints = 2000;
-
-void Append(std::vector<std::array<double, 3>>& curve,
-            const std::array<double, 3>& p) {
-  if (!curve.empty() && curve.back()[0] >= p[0]) {
-    // A restarted generation replays steps: the curve continues from there.
-    while (!curve.empty() && curve.back()[0] >= p[0]) curve.pop_back();
-  }
-  curve.push_back(p);
-  if (curve.size() > kMaxCurvePoints) {
-    std::vector<std::array<double, 3>> thin;
-    const size_t half = curve.size() / 2;
-    for (size_t i = 0; i < half; i += 2) thin.push_back(curve[i]);
-    thin.insert(thin.end(), curve.begin() + half, curve.end());
-    curve = std::move(thin);
-  }
-}
-
-}  // namespace
-
-void Coordinator::AddCurvePoints(
-    Job& job, const lockstep::v1::ProgressReport& r,
-    const std::map<int64_t, std::vector<std::pair<std::string, double>>>&
-        by_step) {
-  bool summaries = false;
-  for (const auto& [step, values] : by_step) {
-    double loss = -1, acc = -1, eval_loss = -1, eval_acc = -1;
-    for (const auto& [tag, v] : values) {
-      if (tag == "train/loss") loss = v;
-      if (tag == "train/accuracy") acc = v;
-      if (tag == "eval/loss") eval_loss = v;
-      if (tag == "eval/accuracy") eval_acc = v;
-    }
-    if (loss >= 0) {
-      Append(job.curves.train, {static_cast<double>(step), loss, acc});
-      summaries = true;
-    }
-    if (eval_loss >= 0) {
-      Append(job.curves.eval, {static_cast<double>(step), eval_loss, eval_acc});
-    }
-  }
-  // Without summaries (summary.every_steps 0) the reports' running means
-  // draw the curve.
-  if (!summaries && job.spec.summary.every_steps == 0 && r.step() > 0) {
-    Append(job.curves.train,
-           {static_cast<double>(r.step()), r.loss(), r.accuracy()});
-  }
 }
 
 Coordinator::OpsView Coordinator::Ops() const {
   OpsView v;
   lockstep::v1::ListJobsResponse list = List();
-  absl::MutexLock lock(&mu_);
-  for (const auto& s : list.jobs()) {
-    auto it = jobs_.find(s.name());
-    if (it == jobs_.end()) continue;
-    v.jobs.push_back({s, it->second->curves, it->second->checkpoint_figures});
+  std::vector<std::shared_ptr<JobReports>> reports;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& s : list.jobs()) {
+      auto it = jobs_.find(s.name());
+      reports.push_back(it == jobs_.end() ? nullptr : it->second->reports);
+    }
+  }
+  for (int i = 0; i < list.jobs_size(); ++i) {
+    if (reports[i] == nullptr) continue;
+    v.jobs.push_back(
+        {list.jobs(i), reports[i]->curves(), reports[i]->checkpoints()});
   }
   v.workers.assign(list.workers().begin(), list.workers().end());
   return v;
@@ -183,7 +141,7 @@ absl::StatusOr<lockstep::v1::CheckpointAck> Coordinator::AddCheckpointSlice(
   Job* job = FindJob(head.job());
   if (!info.ok()) {
     if (job != nullptr) {
-      ++job->checkpoint_figures.failed;
+      job->reports->CheckpointFailed();
       Event(*job, absl::StrCat("checkpoint step ", head.step(),
                                " not committed: ", info.status().message()));
     }
@@ -193,12 +151,7 @@ absl::StatusOr<lockstep::v1::CheckpointAck> Coordinator::AddCheckpointSlice(
   ack.set_committed(info->committed);
   ack.set_path(info->path);
   if (info->committed && job != nullptr) {
-    CheckpointFigures& f = job->checkpoint_figures;
-    ++f.committed;
-    f.last_seconds = info->seconds;
-    f.seconds_total += info->seconds;
-    f.last_bytes = info->bytes;
-    f.bytes_total += info->bytes;
+    job->reports->CheckpointCommitted(*info);
     job->status.set_checkpoint_path(info->path);
     Event(*job, absl::StrFormat("checkpoint %s committed (%.1f MB, %.3f s)",
                                 info->path, info->bytes / 1e6, info->seconds));

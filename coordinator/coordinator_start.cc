@@ -1,0 +1,205 @@
+// The Coordinator's gang starts (see coordinator.h): which idle workers
+// take a pending or recovering job's ranks, what each is told (its
+// Assignment), and why a job still waits.
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "coordinator/coordinator.h"
+
+namespace lockstep {
+
+using lockstep::v1::JobState;
+using lockstep::v1::JobStatus;
+
+void Coordinator::TryStartAll() {
+  // Recovering jobs first: their workers were taken for them.
+  for (const JobState state :
+       {lockstep::v1::RECOVERING, lockstep::v1::PENDING}) {
+    for (const std::string& name : job_order_) {
+      Job& job = *jobs_.at(name);
+      if (job.status.state() == state) TryStart(job);
+    }
+  }
+}
+
+lockstep::v1::Assignment Coordinator::AssignmentFor(const Job& job,
+                                                    int rank) const {
+  lockstep::v1::Assignment a;
+  a.set_job(job.name);
+  a.set_job_json(job.job_json);
+  a.set_generation(job.status.generation());
+  a.set_rank(rank);
+  a.set_world_size(static_cast<int32_t>(job.ranks.size()));
+  for (const std::string& id : job.ranks) {
+    a.add_peers(workers_.at(id).info.collective_address());
+  }
+  a.set_replicas_per_worker(
+      static_cast<int32_t>(job.spec.cluster.replicas_per_worker));
+  a.set_start_step(job.start_step);
+  a.set_fingerprint_every_steps(job.spec.cluster.fingerprint_every_steps);
+  a.set_collective(job.collective);
+  return a;
+}
+
+namespace {
+// The CUDA devices a worker registered ("cuda:0", ...) that it can
+// all-reduce over with NCCL (0 when it cannot run NCCL).
+int64_t Gpus(const lockstep::v1::RegisterRequest& info) {
+  if (std::find(info.collectives().begin(), info.collectives().end(), "nccl") ==
+      info.collectives().end()) {
+    return 0;
+  }
+  return std::count_if(
+      info.devices().begin(), info.devices().end(),
+      [](const std::string& d) { return absl::StartsWith(d, "cuda:"); });
+}
+}  // namespace
+
+bool Coordinator::Offers(const Job& job, const Worker& w) {
+  const int64_t r = job.spec.cluster.replicas_per_worker;
+  if (w.info.replicas() < r) return false;
+  return job.spec.cluster.collective != Collective::kNccl || Gpus(w.info) >= r;
+}
+
+std::string Coordinator::PendingReason(const Job& job) const {
+  const int64_t need = job.spec.cluster.workers;
+  const int64_t r = job.spec.cluster.replicas_per_worker;
+  const bool nccl = job.spec.cluster.collective == Collective::kNccl;
+  int idle = 0, busy = 0, small = 0, excluded = 0;
+  for (const auto& [id, w] : workers_) {
+    if (w.lost) continue;
+    if (!w.job.empty()) {
+      ++busy;
+    } else if (!Offers(job, w)) {
+      ++small;
+    } else if (Excluded(job, w)) {
+      ++excluded;
+    } else {
+      ++idle;
+    }
+  }
+  for (const std::string& name : job_order_) {
+    const Job& other = *jobs_.at(name);
+    if (&other != &job && other.status.state() == lockstep::v1::RECOVERING &&
+        job.status.state() == lockstep::v1::PENDING) {
+      return absl::StrFormat(
+          "waiting: job \"%s\" is recovering and has "
+          "first call on idle workers",
+          other.name);
+    }
+  }
+  return absl::StrFormat(
+      "waiting for workers: needs %d with >= %d %s each; %d idle "
+      "qualify, %d busy, %d offer too few %s%s",
+      need, r, nccl ? "GPUs (cluster.collective \"nccl\")" : "replicas", idle,
+      busy, small, nccl ? "GPUs that can run NCCL" : "replicas",
+      excluded > 0 ? absl::StrFormat(", %d excluded after failing this job "
+                                     "%d times",
+                                     excluded, kFailuresBeforeExclusion)
+                   : "");
+}
+
+bool Coordinator::TryStart(Job& job) {
+  const bool recovering = job.status.state() == lockstep::v1::RECOVERING;
+  if (job.status.state() != lockstep::v1::PENDING && !recovering) return false;
+  if (!recovering) {
+    // Jobs start in submission order: an older pending job goes first, and
+    // recovering jobs keep the workers they need.
+    for (const std::string& name : job_order_) {
+      const JobState other = jobs_.at(name)->status.state();
+      if (other == lockstep::v1::RECOVERING) return false;
+      if (name == job.name) break;
+      if (other == lockstep::v1::PENDING) return false;
+    }
+  }
+  std::vector<Worker*> idle;
+  for (auto& [id, w] : workers_) {
+    if (!w.lost && w.job.empty() && Offers(job, w) && !Excluded(job, w)) {
+      idle.push_back(&w);
+    }
+  }
+  const absl::Time now = absl::Now();
+  if (static_cast<int64_t>(idle.size()) < job.spec.cluster.workers ||
+      (recovering && now < job.next_start)) {
+    std::string reason = PendingReason(job);
+    if (recovering) {
+      reason = absl::StrCat(
+          job.lost_reason, "; recovering",
+          now < job.next_start
+              ? absl::StrFormat(" (back-off %.1f s left)",
+                                absl::ToDoubleSeconds(job.next_start - now))
+              : "",
+          ": ", reason);
+    }
+    if (reason != job.status.message()) {
+      job.status.set_message(reason);
+      Changed(job);
+    }
+    return false;
+  }
+  std::sort(idle.begin(), idle.end(), [](const Worker* a, const Worker* b) {
+    return a->order < b->order;
+  });
+  idle.resize(job.spec.cluster.workers);
+  // Resume from the latest good checkpoint of this job name, if any.
+  std::vector<std::string> warnings;
+  absl::StatusOr<LoadedCheckpoint> latest =
+      job.checkpoints->LoadLatest(&warnings);
+  for (const std::string& w : warnings) Event(job, "warning: " + w);
+  job.start_step = latest.ok() ? latest->state.step : 0;
+  if (!latest.ok() && !absl::IsNotFound(latest.status())) {
+    Event(job, absl::StrCat("warning: starting from step 0: ",
+                            latest.status().message()));
+  }
+  // "auto" is NCCL only when every rank can give each replica a GPU.
+  bool all_gpus = true;
+  for (const Worker* w : idle) {
+    all_gpus =
+        all_gpus && Gpus(w->info) >= job.spec.cluster.replicas_per_worker;
+  }
+  const Collective c = job.spec.cluster.collective;
+  job.collective =
+      c == Collective::kNccl || (c == Collective::kAuto && all_gpus) ? "nccl"
+                                                                     : "ring";
+  job.ranks.clear();
+  std::vector<std::string> who;
+  for (size_t r = 0; r < idle.size(); ++r) {
+    idle[r]->job = job.name;
+    idle[r]->rank = static_cast<int>(r);
+    job.ranks.push_back(idle[r]->id);
+    who.push_back(absl::StrFormat("rank %d = %s", r, Describe(*idle[r])));
+  }
+  job.finished.clear();
+  job.fingerprints.clear();
+  job.started = now;
+  job.status.set_generation(job.status.generation() + 1);
+  job.status.set_state(lockstep::v1::RUNNING);
+  job.status.set_step(job.start_step);
+  job.status.set_message("");
+  std::string restart;
+  if (recovering) {
+    job.status.set_restarts(job.status.restarts() + 1);
+    const int64_t lost = job.step_at_failure - job.start_step;
+    restart = absl::StrFormat(
+        " (restart %d of %d, %.1f s after the failure; %s)",
+        job.status.restarts(), job.spec.restart.max_restarts,
+        absl::ToDoubleSeconds(now - job.recovering_since),
+        lost > 0 ? absl::StrFormat("steps %d..%d are recomputed",
+                                   job.start_step, job.step_at_failure)
+                 : std::string("no step is recomputed"));
+  }
+  Event(job, absl::StrFormat(
+                 "RUNNING generation %d from step %d%s: %s%s",
+                 job.status.generation(), job.start_step, restart,
+                 absl::StrJoin(who, ", "),
+                 c == Collective::kRing
+                     ? ""
+                     : absl::StrCat("; all-reduce over ", job.collective)));
+  return true;
+}
+
+}  // namespace lockstep
