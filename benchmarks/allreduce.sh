@@ -6,10 +6,8 @@
 # `--systems lockstep,gloo,lockstep-tls,lockstep-bf16` also lockstep's ring
 # over mutual TLS (certificates made here with the openssl CLI) and with
 # bfloat16 on the wire (cluster.compression "bf16"), each against lockstep's
-# plain float32 ring; with `mpi`, Open MPI's MPI_Allreduce over TCP (started
-# by mpirun) and lockstep's ratio to it. Bus bandwidth always counts float32
-# bytes.
-#
+# plain float32 ring; with `mpi`, Open MPI's MPI_Allreduce over TCP (by
+# mpirun). Bus bandwidth always counts float32 bytes.
 #   bazel run //benchmarks:allreduce [-- --worlds 2,4 --sizes 4K,...,256M
 #       --iters N --warmup N --lanes N --chunk-elements N --segment-bytes N
 #       --systems lockstep,gloo --repeat K --timeout S]

@@ -10,6 +10,7 @@
 #ifndef LOCKSTEP_CORE_DATA_WORDPIECE_H_
 #define LOCKSTEP_CORE_DATA_WORDPIECE_H_
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -19,6 +20,13 @@
 #include "absl/strings/string_view.h"
 
 namespace lockstep {
+
+// The special tokens every vocabulary learned here starts with, in order.
+inline constexpr std::array<const char*, 5> kWordPieceSpecials = {
+    "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
+
+// Byte offsets of each code point of valid UTF-8 `s`, plus s.size().
+std::vector<size_t> Utf8CodePointStarts(const std::string& s);
 
 // An immutable vocabulary. Thread-safe to read.
 class WordPieceVocab {

@@ -1,0 +1,56 @@
+// A checkpoint folder's layout, shared by the commit (checkpoint.cc) and
+// the restore (checkpoint_load.cc): DIR/step-00001200/{model,optimizer}.
+// safetensors, state.json, vocab.txt, and DIR/latest naming the newest.
+#ifndef LOCKSTEP_CORE_CHECKPOINT_CHECKPOINT_LAYOUT_H_
+#define LOCKSTEP_CORE_CHECKPOINT_CHECKPOINT_LAYOUT_H_
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <system_error>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "base/file_util.h"
+
+namespace lockstep {
+namespace checkpoint_layout {
+
+inline constexpr char kModelFile[] = "model.safetensors";
+inline constexpr char kOptimizerFile[] = "optimizer.safetensors";
+inline constexpr char kStateFile[] = "state.json";
+inline constexpr char kVocabFile[] = "vocab.txt";
+inline constexpr char kLatest[] = "latest";
+inline constexpr char kTempPrefix[] = ".tmp-";
+
+inline void RemoveTree(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);  // best effort: leftovers are cleaned next time
+}
+
+// "step-00001200" -> 1200; -1 when `name` is not a step folder name.
+inline int64_t ParseStepName(const std::string& name) {
+  if (!absl::StartsWith(name, "step-") || name.size() == 5) return -1;
+  int64_t step = 0;
+  for (size_t i = 5; i < name.size(); ++i) {
+    if (!absl::ascii_isdigit(name[i])) return -1;
+  }
+  if (!absl::SimpleAtoi(name.substr(5), &step)) return -1;
+  return step;
+}
+
+// The committed `latest` pointer's folder name, or "" when unreadable.
+inline std::string ReadLatest(const std::string& dir) {
+  absl::StatusOr<std::string> s = ReadFile(JoinPath(dir, kLatest));
+  if (!s.ok()) return "";
+  return std::string(absl::StripAsciiWhitespace(*s));
+}
+
+inline std::string Hex(uint32_t v) { return absl::StrFormat("0x%08x", v); }
+
+}  // namespace checkpoint_layout
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_CORE_CHECKPOINT_CHECKPOINT_LAYOUT_H_

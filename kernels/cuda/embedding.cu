@@ -1,0 +1,174 @@
+// The embedding kernels (see transformer.h): lookups, and the backward's
+// scatter-add as a sort of the ids (cub) and one thread per output row
+// walking its lookups in the CPU's order; position embeddings. Built with
+// --fmad=false, as transformer.cu.
+#include <cub/device/device_radix_sort.cuh>
+
+#include "kernels/cuda/float_index.cuh"
+#include "kernels/cuda/grid_stride.cuh"
+#include "kernels/cuda/transformer.h"
+
+namespace lockstep {
+namespace cuda {
+namespace {
+
+// ---- embedding ----
+
+__global__ void EmbeddingForwardKernel(int64_t lookups, int64_t rows,
+                                       int64_t dim, const float* ids,
+                                       const float* table, float* y) {
+  for (int64_t i = FirstIndex(); i < lookups * dim; i += Stride()) {
+    const int64_t id = IndexOf(ids[i / dim], rows);
+    y[i] = id < 0 ? 0.0f : table[id * dim + i % dim];
+  }
+}
+
+// Sort keys: the id, or `rows` (sorted last, skipped) when not one.
+__global__ void EmbeddingKeysKernel(int64_t lookups, int64_t rows,
+                                    const float* ids, uint32_t* keys,
+                                    int32_t* order) {
+  for (int64_t i = FirstIndex(); i < lookups; i += Stride()) {
+    const int64_t id = IndexOf(ids[i], rows);
+    keys[i] = static_cast<uint32_t>(id < 0 ? rows : id);
+    order[i] = static_cast<int32_t>(i);
+  }
+}
+
+// Thread (p, c): when sorted position p starts a run of one id, that row's
+// column c gets the run's gradients, in lookup order (the sort is stable).
+__global__ void EmbeddingScatterKernel(int64_t lookups, int64_t rows,
+                                       int64_t dim, const uint32_t* keys,
+                                       const int32_t* order, const float* dy,
+                                       float* grad) {
+  for (int64_t i = FirstIndex(); i < lookups * dim; i += Stride()) {
+    const int64_t p = i / dim, c = i % dim;
+    const int64_t key = keys[p];
+    if (key >= rows || (p > 0 && keys[p - 1] == key)) continue;
+    float acc = grad[key * dim + c];
+    for (int64_t q = p; q < lookups && keys[q] == key; ++q) {
+      acc += dy[static_cast<int64_t>(order[q]) * dim + c];
+    }
+    grad[key * dim + c] = acc;
+  }
+}
+
+// Bits that hold every key, `rows` (the skip key) included.
+int KeyBits(int64_t rows) {
+  int bits = 1;
+  while (bits < 31 && (int64_t{1} << bits) <= rows) ++bits;
+  return bits;
+}
+
+constexpr size_t kAlign = 256;
+size_t AlignUp(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+
+// EmbeddingBackward's workspace: keys and order in, keys and order out, then
+// cub's temporary storage.
+struct SortLayout {
+  size_t array = 0;  // bytes of one int32 array, aligned
+  size_t temp = 0;   // cub's bytes
+  size_t total() const { return 4 * array + temp; }
+};
+
+cudaError_t Layout(int64_t lookups, int64_t rows, SortLayout* out) {
+  if (lookups < 0 || lookups > INT32_MAX || rows < 0 || rows >= INT32_MAX) {
+    return cudaErrorInvalidValue;
+  }
+  out->array = AlignUp(static_cast<size_t>(lookups) * sizeof(int32_t));
+  out->temp = 0;
+  if (lookups == 0) return cudaSuccess;
+  return cub::DeviceRadixSort::SortPairs(
+      nullptr, out->temp, static_cast<const uint32_t*>(nullptr),
+      static_cast<uint32_t*>(nullptr), static_cast<const int32_t*>(nullptr),
+      static_cast<int32_t*>(nullptr), static_cast<int>(lookups), 0,
+      KeyBits(rows));
+}
+
+// ---- position_embedding ----
+
+__global__ void PositionForwardKernel(int64_t n, int64_t per,
+                                      const float* table, float* y) {
+  for (int64_t i = FirstIndex(); i < n * per; i += Stride()) {
+    y[i] = table[i % per];
+  }
+}
+
+__global__ void PositionBackwardKernel(int64_t n, int64_t per, const float* dy,
+                                       float* grad) {
+  for (int64_t k = FirstIndex(); k < per; k += Stride()) {
+    float acc = grad[k];
+    for (int64_t s = 0; s < n; ++s) acc += dy[s * per + k];
+    grad[k] = acc;
+  }
+}
+
+}  // namespace
+
+cudaError_t EmbeddingForward(int64_t lookups, int64_t rows, int64_t dim,
+                             const float* ids, const float* table, float* y,
+                             cudaStream_t stream) {
+  if (lookups <= 0 || dim <= 0) return cudaSuccess;
+  EmbeddingForwardKernel<<<Blocks(lookups * dim), kThreads, 0, stream>>>(
+      lookups, rows, dim, ids, table, y);
+  return cudaGetLastError();
+}
+
+cudaError_t EmbeddingBackwardWorkspaceBytes(int64_t lookups, int64_t rows,
+                                            size_t* bytes) {
+  SortLayout layout;
+  const cudaError_t err = Layout(lookups, rows, &layout);
+  *bytes = err == cudaSuccess ? layout.total() : 0;
+  return err;
+}
+
+cudaError_t EmbeddingBackward(int64_t lookups, int64_t rows, int64_t dim,
+                              const float* ids, const float* dy, float* grad,
+                              void* workspace, size_t workspace_bytes,
+                              cudaStream_t stream) {
+  if (lookups <= 0 || dim <= 0) return cudaSuccess;
+  SortLayout layout;
+  cudaError_t err = Layout(lookups, rows, &layout);
+  if (err != cudaSuccess) return err;
+  if (workspace == nullptr || workspace_bytes < layout.total()) {
+    return cudaErrorInvalidValue;
+  }
+  char* base = static_cast<char*>(workspace);
+  uint32_t* keys_in = reinterpret_cast<uint32_t*>(base);
+  uint32_t* keys_out = reinterpret_cast<uint32_t*>(base + layout.array);
+  int32_t* order_in = reinterpret_cast<int32_t*>(base + 2 * layout.array);
+  int32_t* order_out = reinterpret_cast<int32_t*>(base + 3 * layout.array);
+  void* temp = base + 4 * layout.array;
+  EmbeddingKeysKernel<<<Blocks(lookups), kThreads, 0, stream>>>(
+      lookups, rows, ids, keys_in, order_in);
+  err = cudaGetLastError();
+  if (err != cudaSuccess) return err;
+  size_t temp_bytes = layout.temp;
+  err = cub::DeviceRadixSort::SortPairs(
+      temp, temp_bytes, keys_in, keys_out, order_in, order_out,
+      static_cast<int>(lookups), 0, KeyBits(rows), stream);
+  if (err != cudaSuccess) return err;
+  EmbeddingScatterKernel<<<Blocks(lookups * dim), kThreads, 0, stream>>>(
+      lookups, rows, dim, keys_out, order_out, dy, grad);
+  return cudaGetLastError();
+}
+
+cudaError_t PositionEmbeddingForward(int64_t n, int64_t per_sample,
+                                     const float* table, float* y,
+                                     cudaStream_t stream) {
+  if (n <= 0 || per_sample <= 0) return cudaSuccess;
+  PositionForwardKernel<<<Blocks(n * per_sample), kThreads, 0, stream>>>(
+      n, per_sample, table, y);
+  return cudaGetLastError();
+}
+
+cudaError_t PositionEmbeddingBackward(int64_t n, int64_t per_sample,
+                                      const float* dy, float* grad,
+                                      cudaStream_t stream) {
+  if (n <= 0 || per_sample <= 0) return cudaSuccess;
+  PositionBackwardKernel<<<Blocks(per_sample), kThreads, 0, stream>>>(
+      n, per_sample, dy, grad);
+  return cudaGetLastError();
+}
+
+}  // namespace cuda
+}  // namespace lockstep
