@@ -90,7 +90,15 @@ class CollectiveService::PushReactor
     if (t != nullptr) t->LinkBroken("the sender's connection was cut");
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    std::shared_ptr<GrpcRingTransport> t;
+    {
+      absl::MutexLock lock(&mu_);
+      t = std::move(transport_);
+    }
+    if (t != nullptr) service_->Retire(std::move(t));
+    delete this;
+  }
 
  private:
   std::shared_ptr<GrpcRingTransport> transport() {
@@ -183,6 +191,12 @@ CollectiveService::~CollectiveService() {
     stopping_ = true;
   }
   parking_thread_.join();
+  // The server was shut down first: no reactor retires a transport now.
+  std::vector<std::shared_ptr<GrpcRingTransport>> retired;
+  {
+    absl::MutexLock lock(&mu_);
+    retired.swap(retired_);
+  }
 }
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* CollectiveService::Push(
@@ -222,6 +236,11 @@ CollectiveService::Route CollectiveService::Find(const RingHeader& header,
   return route;
 }
 
+void CollectiveService::Retire(std::shared_ptr<GrpcRingTransport> transport) {
+  absl::MutexLock lock(&mu_);
+  retired_.push_back(std::move(transport));
+}
+
 bool CollectiveService::Unpark(PushReactor* reactor) {
   absl::MutexLock lock(&mu_);
   auto it = std::find(parked_.begin(), parked_.end(), reactor);
@@ -234,10 +253,18 @@ void CollectiveService::ParkingLoop() {
   mu_.Lock();
   while (!stopping_) {
     auto wake = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return stopping_ || !parked_.empty();
+      return stopping_ || !parked_.empty() || !retired_.empty();
     };
     mu_.Await(absl::Condition(&wake));
     if (stopping_) break;
+    if (!retired_.empty()) {
+      std::vector<std::shared_ptr<GrpcRingTransport>> retired;
+      retired.swap(retired_);
+      mu_.Unlock();
+      retired.clear();  // may join a transport's lane threads
+      mu_.Lock();
+      continue;
+    }
     // Poll while streams are parked: Attach and the give-up times both
     // end a wait.
     mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(5));

@@ -62,7 +62,10 @@ class CollectiveService final
   // while its generation has not started here and `give_up` is ahead.
   Route Find(const lockstep::v1::RingHeader& header, absl::Time give_up)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Park(PushReactor* reactor);
+  // Takes a finished stream's reference to its transport: the parking
+  // thread drops it. A transport's destructor joins its lane threads, so
+  // the last reference must never be dropped on a gRPC callback thread.
+  void Retire(std::shared_ptr<GrpcRingTransport> transport);
   // True when the reactor was parked (and is no longer).
   bool Unpark(PushReactor* reactor);
   void ParkingLoop();
@@ -75,6 +78,7 @@ class CollectiveService final
   // The newest generation ever attached per job: older ones are stale.
   absl::flat_hash_map<std::string, int64_t> newest_ ABSL_GUARDED_BY(mu_);
   std::vector<PushReactor*> parked_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<GrpcRingTransport>> retired_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread parking_thread_;
 };
