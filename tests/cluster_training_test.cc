@@ -1,17 +1,17 @@
-// A real local cluster: `lockstep coordinator` and `lockstep worker`
-// processes on 127.0.0.1 with free ports, driven by the client verbs. Checks
-// a job trained by two workers (parameters identical to the same job run by
-// `lockstep train`, checkpoints and event files that verify), status/list/
-// cancel, a job that waits for workers, and refusals (unknown job, nccl,
-// another protocol version, a duplicate submit).
+// Training on a real local cluster: `lockstep coordinator` and two
+// `lockstep worker` processes on 127.0.0.1 with free ports. Checks a job
+// trained by two workers (parameters identical to the same job run by
+// `lockstep train`, checkpoints and event files that verify, a resubmit
+// that resumes), the job's ring settings, bf16 compression, batch norm
+// statistics across workers, and image_folder data with a damaged file.
+// The fixture is in cluster_fixture.h.
+#include "tests/cluster_fixture.h"
+
 #include <dirent.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <map>
-#include <memory>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
@@ -20,87 +20,20 @@
 #include "core/checkpoint/checkpoint.h"
 #include "core/summary/event_file_reader.h"
 #include "gtest/gtest.h"
-#include "rpc/rpc_util.h"
-#include "tests/local_cluster.h"
 #include "tests/png_writer.h"
 #include "tests/subprocess.h"
-#include "tests/test_jobs.h"
 
 namespace lockstep {
 namespace {
 
-using testing::LocalCluster;
-using testing::NewTempDir;
+using cluster_fixture::Binary;
+using cluster_fixture::ClusterTest;
+using cluster_fixture::kTimeout;
+using cluster_fixture::TinyJob;
 using testing::ReadFileOrEmpty;
-using testing::Runfile;
 using testing::RunProcess;
 using testing::RunResult;
-using testing::Subprocess;
 using testing::WriteStringToFile;
-
-constexpr double kTimeout = 120;
-
-std::string Binary() { return Runfile("client/lockstep"); }
-
-// The one-process tests' tiny job on 2 workers; `extra` is merged on top.
-nlohmann::json TinyJob(const nlohmann::json& extra = {}) {
-  nlohmann::json job = testing::TinyJob(nlohmann::json::parse(R"({
-    "cluster": {"workers": 2, "replicas_per_worker": 1,
-                "fingerprint_every_steps": 25, "bucket_kib": 1}})"));
-  if (!extra.is_null()) job.merge_patch(extra);
-  return job;
-}
-
-class ClusterTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = NewTempDir("cluster");
-    cluster_ = std::make_unique<LocalCluster>(dir_);
-    ASSERT_TRUE(cluster_->ok()) << cluster_->error();
-    storage_ = cluster_->storage();
-    address_ = cluster_->address();
-  }
-
-  void StartWorkers(int n, int replicas = 1) {
-    std::string why;
-    ASSERT_TRUE(cluster_->StartWorkers(n, replicas, 1, &why)) << why;
-    for (int i = 0; i < n; ++i) workers_.push_back(&cluster_->worker(i));
-  }
-
-  std::string WriteJob(const nlohmann::json& job,
-                       const std::string& file = "job.json") {
-    std::string path = dir_ + "/" + file;
-    WriteStringToFile(path, job.dump(2));
-    return path;
-  }
-
-  RunResult Client(std::vector<std::string> args, double timeout = kTimeout) {
-    return cluster_->Client(std::move(args), timeout);
-  }
-
-  // Polls `status JOB` until its output matches `re` (bounded).
-  bool WaitForStatus(const std::string& job, const std::string& re,
-                     double timeout_s, std::string* last) {
-    std::regex r(re);
-    for (double t = 0; t < timeout_s; t += 0.2) {
-      RunResult s = Client({"status", job}, 10);
-      *last = s.out + s.err;
-      if (std::regex_search(s.out, r)) return true;
-      usleep(200000);
-    }
-    return false;
-  }
-
-  nlohmann::json Result(const std::string& storage, const std::string& name) {
-    return nlohmann::json::parse(
-        ReadFileOrEmpty(storage + "/jobs/" + name + "/result.json"), nullptr,
-        false);
-  }
-
-  std::string dir_, storage_, address_;
-  std::unique_ptr<LocalCluster> cluster_;
-  std::vector<Subprocess*> workers_;
-};
 
 TEST_F(ClusterTest, TwoWorkersTrainLikeOneProcessAndLeaveVerifiedFiles) {
   StartWorkers(2);
@@ -341,128 +274,6 @@ TEST_F(ClusterTest, ImageFolderWithADamagedFileTrainsAndCountsItOnce) {
   EXPECT_NE(r.out.find("1 samples could not be read and were skipped"),
             std::string::npos)
       << r.out;
-}
-
-TEST_F(ClusterTest, PendingUntilEnoughWorkersAndCancellable) {
-  StartWorkers(1, /*replicas=*/2);
-  RunResult sub = Client(
-      {"submit",
-       WriteJob(TinyJob({{"name", "wide"}, {"cluster", {{"workers", 3}}}}))});
-  ASSERT_EQ(sub.exit.exit_code, 0) << sub.err;
-  EXPECT_NE(sub.out.find("submitted job wide: PENDING"), std::string::npos)
-      << sub.out;
-  RunResult st = Client({"status", "wide"});
-  EXPECT_NE(st.out.find("job wide: PENDING"), std::string::npos) << st.out;
-  EXPECT_NE(st.out.find("needs 3 with >= 1 replicas each; 1 idle qualify"),
-            std::string::npos)
-      << st.out;
-  RunResult c = Client({"cancel", "wide"});
-  EXPECT_EQ(c.exit.exit_code, 0) << c.err;
-  EXPECT_NE(c.out.find("job wide: CANCELLED"), std::string::npos) << c.out;
-  // A job the single worker can run alone still runs afterwards, with two
-  // replicas on it.
-  RunResult one =
-      Client({"submit",
-              WriteJob(TinyJob(
-                  {{"name", "solo"},
-                   {"epochs", 1},
-                   {"cluster", {{"workers", 1}, {"replicas_per_worker", 2}}}})),
-              "--wait"});
-  EXPECT_EQ(one.exit.exit_code, 0) << one.out << one.err;
-  EXPECT_EQ(Result(storage_, "solo")["replicas"], 2);
-}
-
-TEST_F(ClusterTest, CancelStopsARunningJobAndFreesTheWorkers) {
-  StartWorkers(2);
-  nlohmann::json slow = TinyJob(nlohmann::json::parse(R"({
-    "name": "slow", "epochs": 40,
-    "model": {"input_shape": [8, 8, 1], "layers": [
-      {"type": "flatten"},
-      {"type": "dense", "units": 256, "activation": "relu"},
-      {"type": "dense", "units": 10}]},
-    "data": {"train_samples": 4000}})"));
-  ASSERT_EQ(Client({"submit", WriteJob(slow)}).exit.exit_code, 0);
-  std::string last;
-  ASSERT_TRUE(WaitForStatus("slow", R"(step [1-9]\d*/)", 30, &last)) << last;
-  // status names both ranks, their hosts, heartbeats and shards.
-  EXPECT_NE(last.find("job slow: RUNNING (generation 1)"), std::string::npos)
-      << last;
-  EXPECT_TRUE(std::regex_search(
-      last,
-      std::regex(
-          R"(rank 1 w2\s+\S+ pid \d+\s+127\.0\.0\.1:\d+\s+1 replicas\s+heartbeat \d+\.\ds ago)")))
-      << last;
-  EXPECT_NE(last.find("replicas 1-1 of 2: samples [16, 32) of each global "
-                      "batch of 32"),
-            std::string::npos)
-      << last;
-  // A second submit of a running job's name is refused.
-  RunResult dup = Client({"submit", WriteJob(slow, "dup.json")});
-  EXPECT_EQ(dup.exit.exit_code, 2);
-  EXPECT_NE(dup.err.find("job \"slow\" is already RUNNING"), std::string::npos)
-      << dup.err;
-
-  RunResult c = Client({"cancel", "slow"});
-  EXPECT_EQ(c.exit.exit_code, 0) << c.err;
-  EXPECT_NE(c.out.find("job slow: CANCELLED (cancelled at step"),
-            std::string::npos)
-      << c.out;
-  for (auto& w : workers_) {
-    EXPECT_TRUE(w->WaitForOutput("job slow ended: CANCELLED", 20))
-        << w->Stdout();
-  }
-  // Both workers are free again: the next job runs to the end.
-  RunResult next =
-      Client({"submit", WriteJob(TinyJob({{"name", "after"}, {"epochs", 1}})),
-              "--wait"});
-  EXPECT_EQ(next.exit.exit_code, 0) << next.out << next.err;
-  RunResult w = Client({"watch", "slow"});
-  EXPECT_EQ(w.exit.exit_code, 1);  // watching a cancelled job: not a success
-  EXPECT_NE(w.out.find("job slow CANCELLED"), std::string::npos) << w.out;
-}
-
-TEST_F(ClusterTest, RefusalsSayWhatIsWrong) {
-  RunResult st = Client({"status", "nope"});
-  EXPECT_EQ(st.exit.exit_code, 2);
-  EXPECT_NE(st.err.find("no job named \"nope\""), std::string::npos) << st.err;
-  RunResult c = Client({"cancel", "nope"});
-  EXPECT_EQ(c.exit.exit_code, 2);
-  EXPECT_NE(c.err.find("no job named \"nope\""), std::string::npos) << c.err;
-
-  // CPU workers cannot run an NCCL job: it waits, saying for what.
-  RunResult nccl = Client(
-      {"submit", WriteJob(TinyJob({{"name", "gpuonly"},
-                                   {"cluster", {{"collective", "nccl"}}}}))});
-  EXPECT_EQ(nccl.exit.exit_code, 0) << nccl.err;
-  RunResult pending = Client({"status", "gpuonly"});
-  EXPECT_NE(pending.out.find("offer too few GPUs that can run NCCL"),
-            std::string::npos)
-      << pending.out;
-  EXPECT_EQ(Client({"cancel", "gpuonly"}).exit.exit_code, 0);
-
-  RunResult bad = Client(
-      {"submit", WriteJob(TinyJob({{"optimizer", {{"learning_rate", -1}}}}))});
-  EXPECT_EQ(bad.exit.exit_code, 2);
-  EXPECT_NE(bad.err.find("optimizer.learning_rate: must be > 0"),
-            std::string::npos)
-      << bad.err;
-
-  RunResult old = RunProcess({Binary(), "worker", "--coordinator", address_,
-                              "--protocol-version-for-testing", "99"},
-                             dir_, 30);
-  ASSERT_TRUE(old.exit.exited);
-  EXPECT_EQ(old.exit.exit_code, 1);
-  EXPECT_NE(old.err.find("protocol version 99 is not this coordinator's (" +
-                         std::to_string(kProtocolVersion) + ")"),
-            std::string::npos)
-      << old.err;
-  EXPECT_NE(cluster_->coordinator().Stdout().find("refused worker"),
-            std::string::npos);
-
-  RunResult none =
-      RunProcess({Binary(), "list", "--coordinator", "127.0.0.1:1"}, dir_, 60);
-  EXPECT_EQ(none.exit.exit_code, 1);
-  EXPECT_NE(none.err.find("unreachable"), std::string::npos) << none.err;
 }
 
 }  // namespace

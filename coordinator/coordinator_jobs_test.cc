@@ -1,0 +1,123 @@
+// The coordinator's job lifecycle without the network: gang start and rank
+// order, assignments through heartbeats, STOP after a cancel, fingerprint
+// mismatches failing the job with the ranks named, an idle worker leaving,
+// and a job that succeeds writing result.json.
+#include "coordinator/coordinator.h"
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "coordinator/coordinator_test_fixture.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace lockstep {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::CoordinatorTest;
+using testing::kJob;
+namespace v1 = lockstep::v1;
+
+TEST_F(CoordinatorTest, PendingUntilTwoWorkersThenRanksInRegistrationOrder) {
+  const std::string a = Register("hosta");
+  absl::StatusOr<v1::JobStatus> s = c_->Submit(kJob);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->state(), v1::PENDING);
+  EXPECT_THAT(s->message(),
+              HasSubstr("needs 2 with >= 1 replicas each; 1 idle qualify"));
+  EXPECT_EQ(Beat(a).command(), v1::HeartbeatResponse::NONE);
+  const std::string b = Register("hostb");
+  EXPECT_EQ(c_->Get("j")->state(), v1::RUNNING);
+  EXPECT_EQ(c_->Get("j")->generation(), 1);
+  v1::HeartbeatResponse hb = Beat(b);
+  ASSERT_EQ(hb.command(), v1::HeartbeatResponse::RUN);
+  EXPECT_EQ(hb.assignment().rank(), 1);
+  EXPECT_EQ(hb.assignment().world_size(), 2);
+  EXPECT_EQ(hb.assignment().peers(0), "hosta:1");
+  EXPECT_EQ(hb.assignment().peers(1), "hostb:1");
+  EXPECT_EQ(Beat(a).assignment().rank(), 0);
+  // A duplicate submit while running is refused.
+  EXPECT_TRUE(absl::IsAlreadyExists(c_->Submit(kJob).status()));
+}
+
+TEST_F(CoordinatorTest, CancelSendsStopAndFreesTheWorkers) {
+  const std::string a = Register("hosta"), b = Register("hostb");
+  ASSERT_TRUE(c_->Submit(kJob).ok());
+  ASSERT_EQ(Beat(a).command(), v1::HeartbeatResponse::RUN);
+  absl::StatusOr<v1::JobStatus> s = c_->Cancel("j");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->state(), v1::CANCELLED);
+  v1::HeartbeatResponse hb = Beat(a, "j", 1);
+  EXPECT_EQ(hb.command(), v1::HeartbeatResponse::STOP);
+  EXPECT_THAT(hb.reason(), HasSubstr("cancelled at step 0"));
+  Beat(a);  // idle again
+  v1::ListJobsResponse l = c_->List();
+  ASSERT_EQ(l.workers_size(), 2);
+  EXPECT_EQ(l.workers(0).job(), "");
+  EXPECT_TRUE(absl::IsNotFound(c_->Cancel("nope").status()));
+}
+
+TEST_F(CoordinatorTest, FingerprintMismatchFailsNamingTheRanks) {
+  Register("hosta");
+  Register("hostb");
+  ASSERT_TRUE(c_->Submit(kJob).ok());
+  Fingerprint(0, 5, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
+  Fingerprint(1, 5, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
+  EXPECT_EQ(c_->Get("j")->state(), v1::RUNNING);
+  Fingerprint(0, 10, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
+  Fingerprint(1, 10, "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb");
+  absl::StatusOr<v1::JobStatus> s = c_->Get("j");
+  EXPECT_EQ(s->state(), v1::FAILED);
+  EXPECT_THAT(s->message(),
+              HasSubstr("parameters diverged across workers at step 10 "
+                        "(fingerprints rank 0 aaaaaaaaaaaaaaaa, rank 1 "
+                        "bbbbbbbbbbbbbbbb)"));
+}
+
+TEST_F(CoordinatorTest, AnIdleWorkerLeavingIsNeverHandedAJob) {
+  const std::string a = Register("hosta");
+  const std::string b = Register("hostb");
+  v1::FinishRequest leave;
+  leave.set_worker_id(b);
+  leave.set_leaving(true);
+  leave.set_error("the worker is shutting down");
+  std::string over;
+  ASSERT_TRUE(c_->Finish(leave, &over).ok());
+  EXPECT_EQ(over, "");  // it had no job
+  absl::StatusOr<v1::JobStatus> s = c_->Submit(kJob);
+  ASSERT_TRUE(s.ok());
+  // Only one member is left: the job waits instead of starting on a worker
+  // that is gone.
+  EXPECT_EQ(s->state(), v1::PENDING);
+  EXPECT_THAT(s->message(), HasSubstr("1 idle qualify"));
+  const std::string c = Register("hostc");
+  EXPECT_EQ(c_->Get("j")->state(), v1::RUNNING);
+  EXPECT_EQ(Beat(c).assignment().rank(), 1);
+  EXPECT_EQ(Beat(a).assignment().rank(), 0);
+}
+
+TEST_F(CoordinatorTest, AllRanksFinishingWithOneFingerprintSucceeds) {
+  Register("hosta");
+  Register("hostb");
+  ASSERT_TRUE(c_->Submit(kJob).ok());
+  for (int rank : {0, 1}) {
+    v1::FinishRequest f;
+    f.set_job("j");
+    f.set_generation(1);
+    f.set_rank(rank);
+    f.set_steps(5);
+    f.set_epochs(1);
+    f.set_fingerprint("cccccccccccccccccccccccccccccccc");
+    f.set_test_accuracy(0.75);
+    ASSERT_TRUE(c_->Finish(f).ok());
+  }
+  absl::StatusOr<v1::JobStatus> s = c_->Get("j");
+  EXPECT_EQ(s->state(), v1::SUCCEEDED) << s->message();
+  EXPECT_EQ(s->test_accuracy(), 0.75);
+  EXPECT_THAT(s->result_path(), HasSubstr("/jobs/j/result.json"));
+}
+
+}  // namespace
+}  // namespace lockstep

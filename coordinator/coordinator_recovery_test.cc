@@ -1,0 +1,286 @@
+// The coordinator's recovery without the network: lost, failed, leaving,
+// replaced and stalled workers (RECOVERING, a new generation, or FAILED
+// with the ranks named), the restart policy, and a restarted coordinator
+// resuming from its journal.
+#include "coordinator/coordinator.h"
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "base/file_util.h"
+#include "coordinator/coordinator_test_fixture.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "rpc/rpc_util.h"
+
+namespace lockstep {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::CoordinatorTest;
+using testing::kJob;
+namespace v1 = lockstep::v1;
+
+// kJob with a restart policy: {"max_restarts": M, "backoff_seconds": 0,
+// "replacement_timeout_seconds": T}.
+std::string JobWithRestarts(int max_restarts, double replacement_timeout = 60) {
+  std::string job = kJob;
+  job.replace(job.rfind('}'), 1,
+              absl::StrFormat(", \"restart\": {\"max_restarts\": %d, "
+                              "\"backoff_seconds\": 0, "
+                              "\"replacement_timeout_seconds\": %g}}",
+                              max_restarts, replacement_timeout));
+  return job;
+}
+
+TEST_F(CoordinatorTest, LostWorkerRecoversAtTheNextGenerationWithANewWorker) {
+  const std::string a = Register("hosta");
+  Register("hostb");
+  ASSERT_TRUE(c_->Submit(JobWithRestarts(2)).ok());
+  // hostb stays silent for at least 0.4 s > the 0.3 s timeout; hosta beats
+  // just before the check, so a slow machine cannot make it look lost too.
+  absl::SleepFor(absl::Milliseconds(400));
+  Beat(a, "j", 1);
+  c_->Tick();
+  absl::StatusOr<v1::JobStatus> s = c_->Get("j");
+  EXPECT_EQ(s->state(), v1::RECOVERING);
+  EXPECT_THAT(s->message(),
+              HasSubstr("rank 1 (w2 on hostb pid 100, hostb:1) lost: no "
+                        "heartbeat for"));
+  EXPECT_THAT(s->message(), HasSubstr("needs 2 with >= 1 replicas each; 1 "
+                                      "idle qualify"));
+  v1::HeartbeatRequest r;
+  r.set_worker_id("w2");
+  EXPECT_TRUE(absl::IsNotFound(c_->Heartbeat(r).status()));
+  // The survivor is told to stop generation 1.
+  EXPECT_EQ(Beat(a, "j", 1).command(), v1::HeartbeatResponse::STOP);
+  // A replacement registers: generation 2 starts at once (no back-off).
+  const std::string c = Register("hostc");
+  s = c_->Get("j");
+  EXPECT_EQ(s->state(), v1::RUNNING);
+  EXPECT_EQ(s->generation(), 2);
+  EXPECT_EQ(s->restarts(), 1);
+  v1::HeartbeatResponse hb = Beat(a);
+  ASSERT_EQ(hb.command(), v1::HeartbeatResponse::RUN);
+  EXPECT_EQ(hb.assignment().generation(), 2);
+  EXPECT_EQ(hb.assignment().rank(), 0);
+  EXPECT_EQ(hb.assignment().peers(1), "hostc:1");
+  EXPECT_EQ(Beat(c).assignment().rank(), 1);
+  EXPECT_THAT(s->events(s->events_size() - 1),
+              HasSubstr("RUNNING generation 2 from step 0 (restart 1 of 2"));
+}
+
+TEST_F(CoordinatorTest, BrokenStreamBlamesTheNeighbourAtOnce) {
+  const std::string a = Register("hosta");
+  const std::string b = Register("hostb");
+  ASSERT_TRUE(c_->Submit(JobWithRestarts(1)).ok());
+  v1::FinishRequest f =
+      Failed(a, 1, 0, "the stream from rank 1 (hostb:1) broke",
+             absl::StatusCode::kUnavailable);
+  f.add_suspect_ranks(1);
+  ASSERT_TRUE(c_->Finish(f).ok());
+  absl::StatusOr<v1::JobStatus> s = c_->Get("j");
+  EXPECT_EQ(s->state(), v1::RECOVERING);
+  EXPECT_THAT(s->message(),
+              HasSubstr("rank 1 (w2 on hostb pid 100, hostb:1) lost: rank 0 "
+                        "reports: the stream from rank 1 (hostb:1) broke"));
+  v1::HeartbeatRequest r;
+  r.set_worker_id(b);
+  EXPECT_TRUE(absl::IsNotFound(c_->Heartbeat(r).status()));
+  // It was alive after all: it registers again and the job goes on.
+  Register("hostb");
+  EXPECT_EQ(c_->Get("j")->state(), v1::RUNNING);
+  EXPECT_EQ(c_->Get("j")->generation(), 2);
+  // A second loss exceeds max_restarts = 1: FAILED naming rank and host.
+  f.set_generation(2);
+  ASSERT_TRUE(c_->Finish(f).ok());
+  s = c_->Get("j");
+  EXPECT_EQ(s->state(), v1::FAILED);
+  EXPECT_THAT(s->message(), HasSubstr("rank 1 (w3 on hostb pid 100, hostb:1) "
+                                      "lost"));
+  EXPECT_THAT(s->message(),
+              HasSubstr("no restart left (restart.max_restarts = 1)"));
+}
+
+TEST_F(CoordinatorTest, TheJobsOwnErrorFailsWithoutRestart) {
+  const std::string a = Register("hosta");
+  Register("hostb");
+  ASSERT_TRUE(c_->Submit(JobWithRestarts(3)).ok());
+  v1::FinishRequest f = Failed(a, 1, 0, "data.train_images: no such file",
+                               absl::StatusCode::kNotFound);
+  ASSERT_TRUE(c_->Finish(f).ok());
+  absl::StatusOr<v1::JobStatus> s = c_->Get("j");
+  EXPECT_EQ(s->state(), v1::FAILED);
+  EXPECT_THAT(s->message(), HasSubstr("rank 0 (w1 on hosta pid 100) failed: "
+                                      "data.train_images: no such file"));
+}
+
+TEST_F(CoordinatorTest, NoReplacementInTimeFailsNamingTheLostRank) {
+  Register("hosta");
+  const std::string b = Register("hostb");
+  ASSERT_TRUE(c_->Submit(JobWithRestarts(3, 0.2)).ok());
+  v1::FinishRequest f = Failed(b, 1, 1, "the worker is shutting down",
+                               absl::StatusCode::kCancelled);
+  ASSERT_TRUE(c_->Finish(f).ok());
+  EXPECT_EQ(c_->Get("j")->state(), v1::RECOVERING);
+  absl::SleepFor(absl::Milliseconds(250));
+  c_->Tick();
+  absl::StatusOr<v1::JobStatus> s = c_->Get("j");
+  EXPECT_EQ(s->state(), v1::FAILED);
+  EXPECT_THAT(s->message(),
+              HasSubstr("rank 1 (w2 on hostb pid 100) failed: the worker is "
+                        "shutting down; no replacement worker joined within"));
+}
+
+TEST_F(CoordinatorTest, AWorkerLeavingOnSigtermIsNotCountedAsAFailure) {
+  const std::string a = Register("hosta");
+  std::string b = Register("hostb");
+  ASSERT_TRUE(c_->Submit(JobWithRestarts(5)).ok());
+  // The same pod name leaves twice (two rolling restarts): never excluded.
+  for (int generation = 1; generation <= 2; ++generation) {
+    v1::FinishRequest f =
+        Failed(b, generation, 1,
+               "stopped by the coordinator (the worker is shutting down)",
+               absl::StatusCode::kCancelled);
+    f.set_leaving(true);
+    ASSERT_TRUE(c_->Finish(f).ok());
+    absl::StatusOr<v1::JobStatus> s = c_->Get("j");
+    ASSERT_EQ(s->state(), v1::RECOVERING);
+    EXPECT_THAT(s->message(), HasSubstr("rank 1 (w"));
+    EXPECT_THAT(s->message(), HasSubstr("left: the worker is shutting down"));
+    v1::HeartbeatRequest r;
+    r.set_worker_id(b);
+    EXPECT_TRUE(absl::IsNotFound(c_->Heartbeat(r).status()));
+    b = Register("hostb");  // the restarted pod
+    ASSERT_EQ(c_->Get("j")->state(), v1::RUNNING);
+  }
+  EXPECT_EQ(c_->Get("j")->generation(), 3);
+  EXPECT_EQ(Beat(a).assignment().peers(1), "hostb:1");
+}
+
+TEST_F(CoordinatorTest, ANameThatKeepsFailingIsNotHandedTheJobAgain) {
+  const std::string a = Register("hosta");
+  std::string b = Register("hostb");
+  ASSERT_TRUE(c_->Submit(JobWithRestarts(5)).ok());
+  for (int generation = 1; generation <= 2; ++generation) {
+    v1::FinishRequest f = Failed(b, generation, 1, "out of memory",
+                                 absl::StatusCode::kResourceExhausted);
+    ASSERT_TRUE(c_->Finish(f).ok());
+    ASSERT_EQ(c_->Get("j")->state(), v1::RECOVERING);
+    c_->Tick();
+  }
+  // hostb failed it twice: both are idle but it is not used again.
+  absl::StatusOr<v1::JobStatus> s = c_->Get("j");
+  EXPECT_EQ(s->state(), v1::RECOVERING);
+  EXPECT_THAT(s->message(), HasSubstr("1 excluded after failing this job 2 "
+                                      "times"));
+  Register("hostc");
+  EXPECT_EQ(c_->Get("j")->state(), v1::RUNNING);
+  EXPECT_EQ(Beat(a).assignment().peers(1), "hostc:1");
+}
+
+TEST_F(CoordinatorTest, ARestartedProcessUnderTheSameNameReplacesTheOld) {
+  const std::string a = Register("hosta");
+  const std::string b = Register("hostb");
+  ASSERT_TRUE(c_->Submit(JobWithRestarts(3)).ok());
+  v1::RegisterRequest r;
+  r.set_protocol_version(kProtocolVersion);
+  r.set_host("hostb");
+  r.set_pid(200);  // a new process, same collective address (= name)
+  r.set_collective_address("hostb:1");
+  r.set_replicas(1);
+  absl::StatusOr<v1::RegisterResponse> reg = c_->Register(r, "peer");
+  ASSERT_TRUE(reg.ok()) << reg.status();
+  absl::StatusOr<v1::JobStatus> s = c_->Get("j");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->state(), v1::RUNNING);  // generation 2 with the new process
+  EXPECT_EQ(s->generation(), 2);
+  EXPECT_THAT(s->events(), ::testing::Contains(HasSubstr(
+                               "replaced by a new registration of \"hostb:1\" "
+                               "(pid 200)")));
+  v1::HeartbeatRequest hb;
+  hb.set_worker_id(b);
+  absl::Status old = c_->Heartbeat(hb).status();
+  EXPECT_TRUE(absl::IsFailedPrecondition(old)) << old;
+  EXPECT_THAT(old.message(), HasSubstr("was replaced by w3"));
+  int members = 0;
+  const v1::ListJobsResponse list = c_->List();
+  for (const auto& w : list.workers()) members += w.alive();
+  EXPECT_EQ(members, 2);
+}
+
+TEST_F(CoordinatorTest, AStalledRingNamesTheRankStepAndBucketThenDropsIt) {
+  CoordinatorOptions o;
+  o.storage_dir = JoinPath(::testing::TempDir(), "stalled");
+  o.hang_report_seconds = 0.5;
+  o.hang_timeout_seconds = 2;
+  c_ = std::make_unique<Coordinator>(o);
+  const std::string a = Register("hosta");
+  const std::string b = Register("hostb");
+  ASSERT_TRUE(c_->Submit(JobWithRestarts(3)).ok());
+  v1::HeartbeatRequest r;
+  r.set_worker_id(a);
+  r.set_job("j");
+  r.set_generation(1);
+  r.mutable_wait()->set_from_rank(1);
+  r.mutable_wait()->set_step(130);
+  r.mutable_wait()->set_bucket(2);
+  r.mutable_wait()->set_seconds(1.5);
+  ASSERT_TRUE(c_->Heartbeat(r).ok());
+  Beat(b, "j", 1);  // alive, but its ring waits on it
+  c_->Tick();
+  absl::StatusOr<v1::JobStatus> s = c_->Get("j");
+  EXPECT_EQ(s->state(), v1::RUNNING);
+  EXPECT_THAT(s->message(),
+              HasSubstr("the ring is stalled: rank 0 has waited 1.5 s for "
+                        "rank 1 at step 130 (gradient bucket 2)"));
+  EXPECT_THAT(s->workers(0).waiting(), HasSubstr("for rank 1 at step 130"));
+  r.mutable_wait()->set_seconds(2.5);
+  ASSERT_TRUE(c_->Heartbeat(r).ok());
+  Beat(b, "j", 1);
+  c_->Tick();
+  s = c_->Get("j");
+  EXPECT_EQ(s->state(), v1::RECOVERING);
+  EXPECT_THAT(s->message(),
+              HasSubstr("rank 1 (w2 on hostb pid 100, hostb:1) lost: hung: "
+                        "rank 0 has waited 2.5 s for rank 1 at step 130 "
+                        "(gradient bucket 2)"));
+}
+
+TEST_F(CoordinatorTest, ARestartedCoordinatorResumesFromTheJournal) {
+  const std::string a = Register("hosta");
+  const std::string b = Register("hostb");
+  ASSERT_TRUE(c_->Submit(kJob).ok());
+  CoordinatorOptions o;
+  o.storage_dir = JoinPath(::testing::TempDir(),
+                           "ARestartedCoordinatorResumesFromTheJournal");
+  o.worker_timeout_seconds = 0.3;
+  c_ = std::make_unique<Coordinator>(o);  // the old one "died"
+  ASSERT_TRUE(c_->LoadJournal().ok());
+  absl::StatusOr<v1::JobStatus> s = c_->Get("j");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->state(), v1::RUNNING);
+  EXPECT_EQ(s->generation(), 1);
+  // Its workers go on heartbeating under their ids, nothing is stopped.
+  EXPECT_EQ(Beat(a, "j", 1).command(), v1::HeartbeatResponse::NONE);
+  EXPECT_EQ(Beat(b, "j", 1).command(), v1::HeartbeatResponse::NONE);
+  EXPECT_TRUE(absl::IsAlreadyExists(c_->Submit(kJob).status()));
+  // A new worker gets the next id, not a reused one.
+  EXPECT_EQ(Register("hostc"), "w3");
+  // A damaged journal is refused, naming the file.
+  const std::string path = c_->JournalPath();
+  std::string bytes = *ReadFile(path);
+  bytes[bytes.size() / 2] ^= 1;
+  ASSERT_TRUE(WriteFileAtomic(path, bytes).ok());
+  Coordinator fresh(o);
+  absl::Status load = fresh.LoadJournal();
+  EXPECT_TRUE(absl::IsDataLoss(load)) << load;
+  EXPECT_THAT(load.message(), HasSubstr(path + " is damaged (CRC mismatch)"));
+}
+
+}  // namespace
+}  // namespace lockstep

@@ -1,0 +1,175 @@
+// CheckpointStore commits: the newest kept, round trips, an injected or
+// real write failure leaving latest unchanged, stale temporary folders and
+// folders newer than latest cleaned, duplicate names refused.
+#include "core/checkpoint/checkpoint.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/checkpoint/checkpoint_test_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace lockstep {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::CheckpointTest;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+TEST_F(CheckpointTest, NoCheckpointIsNotFound) {
+  CheckpointStore store(dir_, 2);
+  std::vector<std::string> warnings;
+  EXPECT_EQ(store.LoadLatest(&warnings).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_THAT(store.ListSteps(), IsEmpty());
+}
+
+TEST_F(CheckpointTest, CommitKeepsTheNewestAndRoundTrips) {
+  CheckpointStore store(dir_, 2);
+  for (int64_t step : {100, 200, 1200}) ASSERT_TRUE(Commit(store, step).ok());
+  EXPECT_THAT(store.ListSteps(), ElementsAre("step-00000200", "step-00001200"));
+  EXPECT_EQ(Latest(), "step-00001200\n");
+  EXPECT_THAT(Entries(),
+              ElementsAre("latest", "step-00000200", "step-00001200"));
+  EXPECT_THAT(fs::exists(Path("step-00001200/model.safetensors")), true);
+  EXPECT_THAT(fs::exists(Path("step-00001200/optimizer.safetensors")), true);
+  EXPECT_THAT(fs::exists(Path("step-00001200/state.json")), true);
+
+  std::vector<std::string> warnings;
+  auto loaded = store.LoadLatest(&warnings);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_THAT(warnings, IsEmpty());
+  const CheckpointState want = State(1200);
+  EXPECT_EQ(loaded->state.step, 1200);
+  EXPECT_EQ(loaded->state.epoch, want.epoch);
+  EXPECT_EQ(loaded->state.step_in_epoch, want.step_in_epoch);
+  EXPECT_EQ(loaded->state.seed, want.seed);
+  EXPECT_EQ(loaded->state.generation, 3);
+  EXPECT_EQ(loaded->state.optimizer_iterations, 1200);
+  EXPECT_EQ(loaded->state.job_json, want.job_json);
+  EXPECT_EQ(loaded->state.train_loss, 0.25);
+  EXPECT_EQ(loaded->path, Path("step-00001200"));
+  ASSERT_EQ(loaded->model.size(), 2u);
+  EXPECT_EQ(loaded->model[0].first, "dense/bias");
+  EXPECT_EQ(loaded->model[0].second.values(), bias_.values());
+  EXPECT_EQ(loaded->model[1].first, "dense/kernel");
+  EXPECT_EQ(loaded->model[1].second.shape(), (Shape{2, 3}));
+  EXPECT_EQ(loaded->model[1].second.values()[0], 1200.0f);
+  ASSERT_EQ(loaded->optimizer.size(), 1u);
+  EXPECT_EQ(loaded->optimizer[0].first, "adam/m/dense/kernel");
+  EXPECT_EQ(loaded->optimizer[0].second.values(), moment_.values());
+
+  auto state = ReadFile(Path("step-00001200/state.json"));
+  ASSERT_TRUE(state.ok());
+  EXPECT_THAT(*state, HasSubstr("\"tensors\""));
+  EXPECT_THAT(*state, HasSubstr("\"crc32c\""));
+  EXPECT_THAT(*state, HasSubstr("\"file\": \"optimizer.safetensors\""));
+}
+
+TEST_F(CheckpointTest, NanLossRoundTripsAsNan) {
+  CheckpointStore store(dir_, 2);
+  CheckpointState s = State(5);
+  s.train_loss = std::nan("");
+  ASSERT_TRUE(store.Commit(s, {{"w", &bias_}}, {}).ok());
+  auto loaded = store.LoadLatest(nullptr);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_TRUE(std::isnan(loaded->state.train_loss));
+  EXPECT_TRUE(loaded->optimizer.empty());
+}
+
+TEST_F(CheckpointTest, InjectedWriteErrorLeavesLatestUnchanged) {
+  CheckpointStore store(dir_, 3);
+  ASSERT_TRUE(Commit(store, 1000).ok());
+  for (const std::string stage : {"model.safetensors", "optimizer.safetensors",
+                                  "state.json", "rename", "latest"}) {
+    std::string failed_path;
+    store.SetFaultHookForTesting(
+        [&](const std::string& s, const std::string& path) {
+          if (s != stage) return absl::OkStatus();
+          failed_path = path;
+          return absl::ResourceExhaustedError(
+              absl::StrCat("writing \"", path, "\": No space left on device"));
+        });
+    absl::Status s = Commit(store, 1200);
+    EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << stage;
+    EXPECT_THAT(s.message(), HasSubstr(absl::StrCat(
+                                 "cannot commit checkpoint step-00001200: "
+                                 "writing \"",
+                                 failed_path, "\": No space left on device")))
+        << stage;
+    EXPECT_EQ(Latest(), "step-00001000\n") << stage;
+    EXPECT_THAT(Entries(), ElementsAre("latest", "step-00001000")) << stage;
+  }
+  store.SetFaultHookForTesting(nullptr);
+  auto loaded = store.LoadLatest(nullptr);
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_EQ(loaded->state.step, 1000);
+  ASSERT_TRUE(Commit(store, 1200).ok());
+  EXPECT_EQ(Latest(), "step-00001200\n");
+}
+
+TEST_F(CheckpointTest, RealRenameFailureOfLatestLeavesItUnchanged) {
+  CheckpointStore store(dir_, 3);
+  ASSERT_TRUE(Commit(store, 1000).ok());
+  // A directory where latest.tmp goes makes the pointer write fail for real
+  // (works as root, unlike chmod).
+  fs::create_directories(Path("latest.tmp/blocker"));
+  absl::Status s = Commit(store, 1200);
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr(Path("latest.tmp")));
+  EXPECT_EQ(Latest(), "step-00001000\n");
+  EXPECT_THAT(store.ListSteps(), ElementsAre("step-00001000"));
+  fs::remove_all(Path("latest.tmp"));
+  EXPECT_THAT(Entries(), ElementsAre("latest", "step-00001000"));
+}
+
+TEST_F(CheckpointTest, StaleTempFolderIsIgnoredThenCleaned) {
+  CheckpointStore store(dir_, 3);
+  ASSERT_TRUE(Commit(store, 1000).ok());
+  fs::create_directories(Path(".tmp-step-00001200-deadbeef"));
+  std::ofstream(Path(".tmp-step-00001200-deadbeef/model.safetensors")) << "x";
+  EXPECT_THAT(store.ListSteps(), ElementsAre("step-00001000"));
+  auto loaded = store.LoadLatest(nullptr);
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_EQ(loaded->state.step, 1000);
+  ASSERT_TRUE(Commit(store, 1200).ok());
+  EXPECT_THAT(Entries(),
+              ElementsAre("latest", "step-00001000", "step-00001200"));
+}
+
+TEST_F(CheckpointTest, FolderNewerThanLatestIsNotUsedAndLaterRemoved) {
+  CheckpointStore store(dir_, 5);
+  ASSERT_TRUE(Commit(store, 1).ok());
+  ASSERT_TRUE(Commit(store, 2).ok());
+  ASSERT_TRUE(Commit(store, 3).ok());
+  // As after a fallback: latest names an older checkpoint.
+  std::ofstream(Path("latest")) << "step-00000001\n";
+  auto loaded = store.LoadLatest(nullptr);
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_EQ(loaded->state.step, 1);
+  // Training goes on from step 1: re-committing step 2 replaces the old
+  // folder, and step 3 (another timeline) goes.
+  ASSERT_TRUE(Commit(store, 2).ok());
+  EXPECT_THAT(Entries(),
+              ElementsAre("latest", "step-00000001", "step-00000002"));
+  loaded = store.LoadLatest(nullptr);
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_EQ(loaded->state.step, 2);
+}
+
+TEST_F(CheckpointTest, DuplicateNamesAcrossFilesAreRefused) {
+  CheckpointStore store(dir_, 2);
+  absl::Status s = store.Commit(State(1), {{"w", &bias_}}, {{"w", &moment_}});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(store.ListSteps(), IsEmpty());
+}
+
+}  // namespace
+}  // namespace lockstep

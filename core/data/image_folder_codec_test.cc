@@ -1,0 +1,168 @@
+// The image codec: JPEG and PNG files written here with libjpeg and
+// libpng, decoded back (other pixel formats, CMYK and damaged files
+// included); the sample transform (resize, crop, flip, preprocessing)
+// against hand-computed values.
+#include "core/data/image_folder.h"
+
+#include <jpeglib.h>
+#include <png.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "base/file_util.h"
+#include "core/data/image_codec.h"
+#include "core/data/image_folder_test_util.h"
+#include "gtest/gtest.h"
+
+namespace lockstep {
+namespace {
+
+using testing::image::Gradient;
+using testing::image::JpegBytes;
+using testing::image::JpegOf;
+using testing::image::Solid;
+using testing::image::TempDir;
+using testing::image::WritePng;
+using testing::image::WritePngOf;
+
+TEST(ImageCodecTest, PngRoundTripsExactly) {
+  const std::string dir = TempDir("png");
+  const RgbImage img = Gradient(5, 7);
+  WritePng(dir + "/g.png", img);
+  absl::StatusOr<std::string> bytes = ReadFile(dir + "/g.png");
+  ASSERT_TRUE(bytes.ok());
+  EXPECT_EQ(SniffImage(*bytes), ImageKind::kPng);
+  absl::StatusOr<RgbImage> back = DecodeImage(*bytes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->height, 5);
+  EXPECT_EQ(back->width, 7);
+  EXPECT_EQ(back->pixels, img.pixels);
+}
+
+TEST(ImageCodecTest, JpegDecodesCloseToItsSource) {
+  const RgbImage img = Gradient(16, 16);
+  const std::string bytes = JpegBytes(img, 95);
+  EXPECT_EQ(SniffImage(bytes), ImageKind::kJpeg);
+  absl::StatusOr<RgbImage> back = DecodeImage(bytes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->pixels.size(), img.pixels.size());
+  int worst = 0;
+  for (size_t i = 0; i < img.pixels.size(); ++i) {
+    worst = std::max(worst, std::abs(back->pixels[i] - img.pixels[i]));
+  }
+  EXPECT_LE(worst, 12);  // lossy, quality 95
+}
+
+// Grey, grey + alpha, RGBA, 16-bit PNGs and grey or progressive JPEGs all
+// become 8-bit RGB (alpha composited onto black, 16 bits scaled to 8).
+TEST(ImageCodecTest, OtherPixelFormatsBecomeRgb) {
+  const std::string dir = TempDir("formats");
+  // Grey 2x1: 10, 200.
+  absl::StatusOr<RgbImage> grey = DecodeImage(
+      WritePngOf(dir + "/g.png", PNG_FORMAT_GRAY, 2, 1, {10, 200}));
+  ASSERT_TRUE(grey.ok()) << grey.status();
+  EXPECT_EQ(grey->pixels, (std::vector<uint8_t>{10, 10, 10, 200, 200, 200}));
+  // RGBA, opaque then fully transparent: the transparent pixel is black.
+  absl::StatusOr<RgbImage> rgba = DecodeImage(WritePngOf(
+      dir + "/a.png", PNG_FORMAT_RGBA, 2, 1, {1, 2, 3, 255, 90, 90, 90, 0}));
+  ASSERT_TRUE(rgba.ok()) << rgba.status();
+  EXPECT_EQ(rgba->pixels, (std::vector<uint8_t>{1, 2, 3, 0, 0, 0}));
+  // Grey + alpha, opaque.
+  absl::StatusOr<RgbImage> ga =
+      DecodeImage(WritePngOf(dir + "/ga.png", PNG_FORMAT_GA, 1, 1, {77, 255}));
+  ASSERT_TRUE(ga.ok()) << ga.status();
+  EXPECT_EQ(ga->pixels, (std::vector<uint8_t>{77, 77, 77}));
+  // A grey, progressive JPEG.
+  absl::StatusOr<RgbImage> gj = DecodeImage(JpegOf(
+      8, 8, 1, JCS_GRAYSCALE, std::vector<uint8_t>(64, 128), 95, true));
+  ASSERT_TRUE(gj.ok()) << gj.status();
+  ASSERT_EQ(gj->pixels.size(), 8u * 8 * 3);
+  for (uint8_t v : gj->pixels) EXPECT_NEAR(v, 128, 2);
+}
+
+// A CMYK JPEG (as some ImageNet files are) decodes to RGB: libjpeg writes
+// an Adobe marker, so the inks read as stored inverted (PIL's convention):
+// value = ink * black / 255.
+TEST(ImageCodecTest, CmykJpegBecomesRgb) {
+  std::vector<uint8_t> cmyk;
+  for (int p = 0; p < 64; ++p) cmyk.insert(cmyk.end(), {255, 128, 0, 255});
+  const std::string bytes = JpegOf(8, 8, 4, JCS_CMYK, cmyk, 100);
+  absl::StatusOr<RgbImage> img = DecodeImage(bytes);
+  ASSERT_TRUE(img.ok()) << img.status();
+  ASSERT_EQ(img->pixels.size(), 8u * 8 * 3);
+  EXPECT_NEAR(img->pixels[0], 255, 3);
+  EXPECT_NEAR(img->pixels[1], 128, 3);
+  EXPECT_NEAR(img->pixels[2], 0, 3);
+}
+
+TEST(ImageCodecTest, DamagedFilesAreErrorsNotCrashes) {
+  const std::string jpeg = JpegBytes(Gradient(32, 32), 90);
+  absl::StatusOr<RgbImage> cut = DecodeImage(jpeg.substr(0, jpeg.size() / 2));
+  ASSERT_FALSE(cut.ok());
+  EXPECT_EQ(cut.status().message(), "JPEG: Premature end of JPEG file");
+  const std::string dir = TempDir("damaged");
+  WritePng(dir + "/g.png", Gradient(32, 32));
+  const std::string png = *ReadFile(dir + "/g.png");
+  absl::StatusOr<RgbImage> short_png = DecodeImage(png.substr(0, png.size() - 20));
+  ASSERT_FALSE(short_png.ok());
+  EXPECT_EQ(short_png.status().message().substr(0, 5), "PNG: ");
+  EXPECT_EQ(DecodeImage("GIF89a....").status().message(),
+            "not a JPEG or PNG file");
+  EXPECT_EQ(DecodeImage("").status().message(), "not a JPEG or PNG file");
+  absl::StatusOr<RgbImage> header_only = DecodeImage(jpeg.substr(0, 3));
+  EXPECT_FALSE(header_only.ok());
+}
+
+TEST(ImageCodecTest, SampleTransform) {
+  // A solid colour stays that colour at any size, under each preprocessing.
+  const RgbImage red = Solid(3, 5, 255, 51, 0);
+  std::vector<float> out(4 * 4 * 3);
+  CropWindow whole{0, 0, 3, 5};
+  ImageToSample(red, whole, false, 4, 4, ImagePreprocessing::kUnit,
+                out.data());
+  EXPECT_FLOAT_EQ(out[0], 1.0f);
+  EXPECT_FLOAT_EQ(out[1], 0.2f);
+  EXPECT_FLOAT_EQ(out[47], 0.0f);
+  ImageToSample(red, whole, false, 4, 4, ImagePreprocessing::kMobilenet,
+                out.data());
+  EXPECT_FLOAT_EQ(out[0], 1.0f);
+  EXPECT_FLOAT_EQ(out[2], -1.0f);
+  ImageToSample(red, whole, false, 4, 4, ImagePreprocessing::kImagenet,
+                out.data());
+  EXPECT_NEAR(out[0], (1.0 - 0.485) / 0.229, 1e-5);
+  EXPECT_NEAR(out[1], (0.2 - 0.456) / 0.224, 1e-5);
+  EXPECT_NEAR(out[2], (0.0 - 0.406) / 0.225, 1e-5);
+
+  // 1x2 -> 1x4 bilinear with half-pixel centres: source x = (i + .5)/2 - .5
+  // = -0.25 (clamped 0), 0.25, 0.75, 1.25 (clamped 1): 0, 25.5, 76.5, 102.
+  RgbImage two = Solid(1, 2, 0, 0, 0);
+  two.pixels[3] = 102;
+  std::vector<float> row(4 * 3);
+  ImageToSample(two, {0, 0, 1, 2}, false, 1, 4, ImagePreprocessing::kUnit,
+                row.data());
+  EXPECT_FLOAT_EQ(row[0] * 255, 0.0f);
+  EXPECT_FLOAT_EQ(row[3] * 255, 25.5f);
+  EXPECT_FLOAT_EQ(row[6] * 255, 76.5f);
+  EXPECT_FLOAT_EQ(row[9] * 255, 102.0f);
+  // Flipped: mirrored left to right.
+  ImageToSample(two, {0, 0, 1, 2}, true, 1, 4, ImagePreprocessing::kUnit,
+                row.data());
+  EXPECT_FLOAT_EQ(row[0] * 255, 102.0f);
+  EXPECT_FLOAT_EQ(row[9] * 255, 0.0f);
+  // A crop window: the right half of a 1x4 image [0, 40, 80, 120] at 1x2.
+  RgbImage four = Solid(1, 4, 0, 0, 0);
+  for (int i = 0; i < 4; ++i) four.pixels[3 * i] = static_cast<uint8_t>(40 * i);
+  std::vector<float> half(2 * 3);
+  ImageToSample(four, {0, 2, 1, 2}, false, 1, 2, ImagePreprocessing::kUnit,
+                half.data());
+  EXPECT_FLOAT_EQ(half[0] * 255, 80.0f);
+  EXPECT_FLOAT_EQ(half[3] * 255, 120.0f);
+}
+
+}  // namespace
+}  // namespace lockstep

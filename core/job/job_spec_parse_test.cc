@@ -1,0 +1,252 @@
+// Job file parsing: a full spec, defaults, generated layer names, the
+// bert_mlm preset over text data, and loading a job file from disk.
+#include "core/job/job_spec.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "core/data/csv_format.h"
+#include "core/data/idx_format.h"
+#include "core/data/synthetic_format.h"
+#include "core/data/text_format.h"
+#include "core/job/job_spec_test_util.h"
+#include "gtest/gtest.h"
+
+namespace lockstep {
+namespace {
+
+using Json = nlohmann::json;
+using testing::kFull;
+using testing::kMinimal;
+using testing::MustParse;
+
+// A parsed layer's own fields.
+Json Config(const LayerSpec& l) { return Json::parse(l.config); }
+
+TEST(JobSpecTest, FullSpec) {
+  JobSpec s = MustParse(kFull, "/data/mnist");
+  EXPECT_EQ(s.name, "mnist_cnn");
+  EXPECT_EQ(s.seed, 42u);
+  EXPECT_EQ(s.model.single_input_shape(), (Shape{28, 28, 1}));
+  ASSERT_EQ(s.model.inputs.size(), 1u);
+  EXPECT_EQ(s.model.inputs[0].name, "input");
+  EXPECT_EQ(s.model.param_names, ParamNaming::kKeras);
+  ASSERT_EQ(s.model.layers.size(), 7u);
+  const LayerSpec& c = s.model.layers[0];
+  EXPECT_EQ(c.type, "conv2d");
+  EXPECT_EQ(c.name, "conv2d");
+  EXPECT_TRUE(c.inputs.empty());  // the previous layer
+  EXPECT_EQ(Config(c), Json::parse(R"({"filters": 32, "kernel_size": [3, 3],
+      "strides": [1, 1], "padding": "valid", "activation": "relu",
+      "use_bias": true, "groups": 1})"));
+  const LayerSpec& pool = s.model.layers[1];
+  EXPECT_EQ(pool.name, "max_pooling2d");
+  // Strides default to pool_size, as Keras.
+  EXPECT_EQ(Config(pool), Json::parse(R"({"pool_size": [2, 2],
+      "strides": [2, 2], "padding": "valid"})"));
+  const LayerSpec& c2 = s.model.layers[2];
+  EXPECT_EQ(c2.name, "conv2d_1");
+  EXPECT_EQ(Config(c2)["kernel_size"], Json::parse("[3, 5]"));
+  EXPECT_EQ(Config(c2)["strides"], Json::parse("[1, 2]"));
+  EXPECT_EQ(Config(c2)["padding"], "same");
+  EXPECT_EQ(Config(c2)["activation"], "linear");
+  EXPECT_EQ(Config(c2)["use_bias"], false);
+  EXPECT_EQ(s.model.layers[3].name, "flatten");
+  EXPECT_EQ(s.model.layers[4].name, "hidden");
+  EXPECT_EQ(Config(s.model.layers[4])["units"], 64);
+  EXPECT_DOUBLE_EQ(Config(s.model.layers[5])["rate"].get<double>(), 0.2);
+  EXPECT_EQ(s.model.layers[6].name, "dense");
+  EXPECT_EQ(Config(s.model.layers[6])["activation"], "softmax");
+  EXPECT_EQ(s.loss, LossType::kSparseCategoricalCrossentropy);
+  EXPECT_EQ(s.optimizer.type, OptimizerType::kAdam);
+  EXPECT_DOUBLE_EQ(s.optimizer.learning_rate, 0.001);
+  EXPECT_DOUBLE_EQ(s.optimizer.weight_decay, 0.0);
+  EXPECT_EQ(s.lr_schedule.type, ScheduleType::kPiecewise);
+  EXPECT_EQ(s.lr_schedule.boundaries, (std::vector<double>{3, 7}));
+  EXPECT_EQ(s.lr_schedule.values, (std::vector<double>{1e-3, 1e-4, 1e-5}));
+  EXPECT_EQ(s.data.format, "mnist_idx");
+  const IdxConfig* idx = s.data.As<IdxConfig>();
+  ASSERT_NE(idx, nullptr);
+  EXPECT_EQ(s.data.As<CsvConfig>(), nullptr);
+  EXPECT_EQ(idx->train_images, "/data/mnist/train-images.gz");
+  EXPECT_EQ(idx->train_labels, "/abs/train-labels.gz");
+  EXPECT_EQ(idx->test_labels, "/data/mnist/t10k-labels.gz");
+  EXPECT_DOUBLE_EQ(s.data.scale, 255);
+  EXPECT_EQ(s.batch_size_per_replica, 64);
+  EXPECT_EQ(s.epochs, 3);
+  EXPECT_EQ(s.steps, 0);
+  EXPECT_EQ(s.checkpoint.every_steps, 500);
+  EXPECT_EQ(s.cluster.collective, Collective::kNccl);
+  EXPECT_EQ(s.total_replicas(), 8);
+  EXPECT_EQ(s.global_batch_size(), 512);
+}
+
+TEST(JobSpecTest, Defaults) {
+  JobSpec s = MustParse(kMinimal);
+  EXPECT_EQ(s.seed, 0u);
+  EXPECT_EQ(s.model.layers[0].name, "dense");
+  EXPECT_EQ(s.loss, LossType::kSparseCategoricalCrossentropy);
+  EXPECT_EQ(s.optimizer.type, OptimizerType::kAdam);
+  EXPECT_DOUBLE_EQ(s.optimizer.learning_rate, 1e-3);
+  EXPECT_DOUBLE_EQ(s.optimizer.epsilon, 1e-7);
+  EXPECT_EQ(s.lr_schedule.type, ScheduleType::kConstant);
+  const SyntheticConfig* synthetic = s.data.As<SyntheticConfig>();
+  ASSERT_NE(synthetic, nullptr);
+  EXPECT_EQ(synthetic->train_samples, 8192);
+  EXPECT_EQ(synthetic->test_samples, 2048);
+  EXPECT_EQ(synthetic->seed, 1234u);
+  EXPECT_EQ(s.batch_size_per_replica, 32);
+  EXPECT_EQ(s.steps, 10);
+  EXPECT_EQ(s.checkpoint.keep, 3);
+  EXPECT_EQ(s.summary.every_steps, 100);
+  EXPECT_EQ(s.cluster.workers, 1);
+  EXPECT_EQ(s.cluster.collective, Collective::kRing);
+  EXPECT_EQ(s.cluster.ring_chunk_kib, 4096);
+  EXPECT_EQ(s.cluster.ring_streams, 0);
+  EXPECT_EQ(s.cluster.compression, Compression::kNone);
+}
+
+TEST(JobSpecTest, AdamWDefaultsToKerasWeightDecay) {
+  Json j = Json::parse(kMinimal);
+  j["optimizer"] = {{"type", "adamw"}};
+  EXPECT_DOUBLE_EQ(MustParse(j.dump()).optimizer.weight_decay, 0.004);
+  j["optimizer"]["weight_decay"] = 0;
+  EXPECT_DOUBLE_EQ(MustParse(j.dump()).optimizer.weight_decay, 0.0);
+}
+
+TEST(JobSpecTest, GeneratedNamesSkipExplicitOnes) {
+  Json j = Json::parse(kMinimal);
+  j["model"]["layers"] = Json::parse(R"([
+      {"type": "dense", "units": 3},
+      {"type": "dense", "units": 3, "name": "dense_1"},
+      {"type": "dense", "units": 3},
+      {"type": "dense", "units": 2, "name": "dense"}])");
+  JobSpec s = MustParse(j.dump());
+  EXPECT_EQ(s.model.layers[0].name, "dense_2");
+  EXPECT_EQ(s.model.layers[1].name, "dense_1");
+  EXPECT_EQ(s.model.layers[2].name, "dense_3");
+  EXPECT_EQ(s.model.layers[3].name, "dense");
+}
+
+constexpr char kBert[] = R"({
+  "name": "bert",
+  "model": {"preset": "bert_mlm", "vocab_size": 1000, "hidden": 64,
+            "layers": 2, "heads": 2, "intermediate": 128,
+            "max_positions": 64, "dropout": 0.1},
+  "optimizer": {"type": "adamw", "learning_rate": 1e-4,
+                "exclude_from_weight_decay": ["LayerNorm", "bias"],
+                "global_clipnorm": 1.0, "scale_with_replicas": true},
+  "data": {"format": "text", "train_path": ["a.txt", "b.txt"],
+           "test_path": "valid.txt", "vocab_size": 1000,
+           "sequence_length": 32, "max_predictions": 5},
+  "epochs": 1
+})";
+
+TEST(JobSpecTest, BertPresetOverTextData) {
+  JobSpec spec = MustParse(kBert, "/data");
+  ASSERT_EQ(spec.model.inputs.size(), 4u);
+  const char* names[] = {"token_ids", "segment_ids", "padding_mask",
+                         "mask_positions"};
+  const Shape shapes[] = {{32}, {32}, {32}, {5}};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(spec.model.inputs[i].name, names[i]);
+    EXPECT_EQ(spec.model.inputs[i].shape, shapes[i]) << names[i];
+  }
+  ASSERT_EQ(spec.model.layers.size(), 1u);
+  EXPECT_EQ(spec.model.layers[0].type, "bert_mlm");
+  EXPECT_EQ(spec.model.layers[0].inputs,
+            std::vector<std::string>(names, names + 4));
+  EXPECT_EQ(Config(spec.model.layers[0])["layers"], 2);
+  EXPECT_EQ(spec.model.param_names, ParamNaming::kTorch);
+  const TextConfig* text = spec.data.As<TextConfig>();
+  ASSERT_NE(text, nullptr);
+  EXPECT_EQ(text->train_files,
+            (std::vector<std::string>{"/data/a.txt", "/data/b.txt"}));
+  EXPECT_EQ(text->test_files, std::vector<std::string>{"/data/valid.txt"});
+  EXPECT_EQ(spec.data.config->LabelsPerSample(), 5);
+  EXPECT_EQ(spec.optimizer.exclude_from_weight_decay,
+            (std::vector<std::string>{"LayerNorm", "bias"}));
+  EXPECT_EQ(spec.optimizer.global_clipnorm, 1.0);
+  EXPECT_TRUE(spec.optimizer.scale_with_replicas);
+  // The canonical form parses back to the same job.
+  JobSpec again = MustParse(JobSpecToJson(spec));
+  EXPECT_EQ(JobSpecToJson(again), JobSpecToJson(spec));
+}
+
+TEST(JobSpecTest, BertPresetErrors) {
+  auto error = [](const std::function<void(Json&)>& mutate) {
+    Json j = Json::parse(kBert);
+    mutate(j);
+    absl::StatusOr<JobSpec> spec = ParseJobSpec(j.dump());
+    EXPECT_FALSE(spec.ok());
+    return std::string(spec.status().message());
+  };
+  EXPECT_EQ(error([](Json& j) { j["model"]["layers"] = Json::array(); }),
+            "model.layers: unknown field for a preset model (bert_mlm "
+            "declares its inputs)");
+  EXPECT_EQ(error([](Json& j) { j["model"]["preset"] = "gpt"; }),
+            "model.preset: unknown preset \"gpt\"; expected one of bert_mlm, "
+            "mobilenet_v2");
+  EXPECT_EQ(error([](Json& j) { j["model"]["heads"] = 3; }),
+            "model.heads: must divide hidden (64), got 3");
+  EXPECT_EQ(error([](Json& j) { j["data"].erase("vocab_size"); }),
+            "data.vocab_size: required for building a vocabulary (when "
+            "data.vocab is not given)");
+  EXPECT_EQ(error([](Json& j) { j["data"]["max_predictions"] = 31; }),
+            "data.max_predictions: must be an integer in [1, 30], got 31");
+}
+
+class LoadJobSpecTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    dir_ = tmp != nullptr ? tmp : "/tmp";
+  }
+  std::string Write(const std::string& name, const std::string& text) {
+    std::string path = dir_ + "/" + name;
+    FILE* f = std::fopen(path.c_str(), "wb");
+    EXPECT_NE(f, nullptr);
+    std::fwrite(text.data(), 1, text.size(), f);
+    std::fclose(f);
+    return path;
+  }
+  std::string dir_;
+};
+
+TEST_F(LoadJobSpecTest, ResolvesDataPathsAgainstTheJobFolder) {
+  Json j = Json::parse(kFull);
+  std::string path = Write("job.json", j.dump());
+  absl::StatusOr<JobSpec> s = LoadJobSpec(path);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->data.As<IdxConfig>()->train_images, dir_ + "/train-images.gz");
+  EXPECT_EQ(s->data.As<IdxConfig>()->train_labels, "/abs/train-labels.gz");
+}
+
+TEST_F(LoadJobSpecTest, MissingFile) {
+  absl::StatusOr<JobSpec> s = LoadJobSpec(dir_ + "/nope.json");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(s.status().message(), "cannot read job file \"" + dir_ +
+                                      "/nope.json\": No such file or "
+                                      "directory");
+}
+
+TEST_F(LoadJobSpecTest, MalformedJsonNamesTheFile) {
+  std::string path =
+      Write("bad.json", "{\n  \"name\": \"x\",\n  \"seed\": ,\n}");
+  absl::StatusOr<JobSpec> s = LoadJobSpec(path);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StartsWith(s.status().message(),
+                               path + ": malformed JSON at line 3, column 11:"))
+      << s.status();
+}
+
+}  // namespace
+}  // namespace lockstep

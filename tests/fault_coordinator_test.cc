@@ -1,0 +1,149 @@
+// Fault injection on the coordinator and its storage (DESIGN "Failure and
+// rejoin"): kill -9 the coordinator and start it again on the same
+// storage, corrupt the latest checkpoint, and run out of file space during
+// checkpoint writes. Each test asserts the job's outcome, the reason the
+// coordinator reports and that the final parameters are byte-identical to
+// an uninterrupted run of the same job. The fixture is in fault_fixture.h.
+#include "tests/fault_fixture.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "core/checkpoint/checkpoint.h"
+#include "gtest/gtest.h"
+#include "tests/subprocess.h"
+
+namespace lockstep {
+namespace {
+
+using fault_fixture::FaultJob;
+using fault_fixture::FaultTest;
+using testing::ReadFileOrEmpty;
+using testing::Runfile;
+using testing::RunResult;
+using testing::Subprocess;
+using testing::WriteStringToFile;
+
+TEST_F(FaultTest, CoordinatorKilledAndRestartedResumesItsJob) {
+  const std::string reference = ReferenceFingerprint();
+  Start();
+  ASSERT_EQ(Client({"submit", WriteJob(FaultJob())}).exit.exit_code, 0);
+  // A watcher started before the crash rides through it.
+  std::vector<std::string> argv = {Runfile("client/lockstep"), "watch", "ft",
+                                   "--coordinator", cluster_->address()};
+  Subprocess watcher(argv, dir_);
+  WaitForStep(150);
+  cluster_->coordinator().Signal(SIGKILL);
+  ASSERT_TRUE(cluster_->coordinator().Wait(10).exited);
+  const CheckpointStore store(cluster_->storage() + "/jobs/ft/checkpoints", 3);
+  const std::vector<std::string> before = store.ListSteps();
+  ASSERT_FALSE(before.empty());
+  usleep(500000);
+  ASSERT_TRUE(cluster_->RestartCoordinator()) << cluster_->error();
+  const testing::ExitInfo e = watcher.Wait(180);
+  ASSERT_TRUE(e.exited) << watcher.Stdout();
+  EXPECT_EQ(e.exit_code, 0) << watcher.Stdout() << watcher.Stderr();
+  EXPECT_NE(watcher.Stderr().find("reconnecting"), std::string::npos)
+      << watcher.Stderr();
+  EXPECT_NE(watcher.Stdout().find("coordinator restarted: RUNNING at "
+                                  "generation 1 taken over from the journal"),
+            std::string::npos)
+      << watcher.Stdout();
+  EXPECT_NE(watcher.Stdout().find("job ft SUCCEEDED: 1000 steps"),
+            std::string::npos)
+      << watcher.Stdout();
+  EXPECT_NE(cluster_->coordinator().Stdout().find(
+                "2 workers expected to heartbeat again"),
+            std::string::npos)
+      << cluster_->coordinator().Stdout();
+  nlohmann::json res = Result();
+  ASSERT_TRUE(res.is_object());
+  EXPECT_EQ(res["fingerprint"], reference);
+  // No restart was needed: the workers trained on through the outage.
+  RunResult s = Client({"status", "ft"});
+  EXPECT_NE(s.out.find("job ft: SUCCEEDED (generation 1)"), std::string::npos)
+      << s.out;
+  // Every committed checkpoint is whole: the latest verifies and is the
+  // last step; nothing committed before the crash was damaged.
+  std::vector<std::string> warnings;
+  absl::StatusOr<LoadedCheckpoint> latest = store.LoadLatest(&warnings);
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  EXPECT_EQ(latest->state.step, 1000);
+  EXPECT_TRUE(warnings.empty());
+  // A second coordinator on the same storage refuses nothing and
+  // duplicates nothing: submitting the finished name again resumes at
+  // its last step and ends at once with the same bytes.
+  RunResult again = Client({"submit", WriteJob(FaultJob()), "--wait"});
+  EXPECT_EQ(again.exit.exit_code, 0) << again.out << again.err;
+  EXPECT_NE(again.out.find("RUNNING generation 2 from step 1000"),
+            std::string::npos)
+      << again.out;
+  EXPECT_EQ(Result()["fingerprint"], reference);
+}
+
+TEST_F(FaultTest, DamagedLatestCheckpointFallsBackToThePreviousOne) {
+  const std::string reference = ReferenceFingerprint();
+  Start();
+  // 3 of the 4 epochs (750 steps), then damage the step-750 checkpoint.
+  RunResult first =
+      Client({"submit", WriteJob(FaultJob({{"epochs", 3}})), "--wait"});
+  ASSERT_EQ(first.exit.exit_code, 0) << first.out << first.err;
+  const std::string dir = cluster_->storage() + "/jobs/ft/checkpoints";
+  const std::string model = dir + "/step-00000750/model.safetensors";
+  std::string bytes = ReadFileOrEmpty(model);
+  ASSERT_GT(bytes.size(), 1000u);
+  bytes[bytes.size() - 100] ^= 0x40;  // one flipped bit in a tensor
+  WriteStringToFile(model, bytes);
+  // The full job resumes from step 700, says why, and ends with the bytes
+  // of the uninterrupted run.
+  RunResult second = Client({"submit", WriteJob(FaultJob()), "--wait"});
+  ASSERT_EQ(second.exit.exit_code, 0) << second.out << second.err;
+  EXPECT_TRUE(std::regex_search(
+      second.out,
+      std::regex(R"(warning: .*step-00000750.*(CRC|crc|checksum))")))
+      << second.out;
+  EXPECT_NE(second.out.find("RUNNING generation 2 from step 700"),
+            std::string::npos)
+      << second.out;
+  EXPECT_EQ(Result()["fingerprint"], reference);
+}
+
+TEST_F(FaultTest, OutOfFileSpaceDuringCheckpointWritesKeepsTheLatestPointer) {
+  const std::string reference = ReferenceFingerprint();
+  Start();
+  // The coordinator may write files of at most 64 KiB: each checkpoint
+  // (about 0.4 MB) fails half-way, the journal and summaries fit.
+  struct rlimit limit = {64 << 10, 64 << 10};
+  ASSERT_EQ(
+      prlimit(cluster_->coordinator().pid(), RLIMIT_FSIZE, &limit, nullptr), 0);
+  RunResult r = Client({"submit", WriteJob(FaultJob()), "--wait"});
+  // Training is not lost for want of checkpoints; every failure is
+  // reported and no half-written checkpoint is left or pointed to.
+  EXPECT_EQ(r.exit.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(std::regex_search(
+      r.out,
+      std::regex(R"(checkpoint step 50 not committed: .*File too large)")))
+      << r.out;
+  const std::string dir = cluster_->storage() + "/jobs/ft/checkpoints";
+  EXPECT_EQ(ReadFileOrEmpty(dir + "/latest"), "");
+  std::vector<std::string> left;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string n = e->d_name;
+      if (n != "." && n != "..") left.push_back(n);
+    }
+    closedir(d);
+  }
+  EXPECT_TRUE(left.empty()) << left.size() << " entries, first " << left[0];
+  EXPECT_EQ(Result()["fingerprint"], reference);
+}
+
+}  // namespace
+}  // namespace lockstep

@@ -1,0 +1,174 @@
+// `lockstep train` on bad input: malformed or missing job files, unknown
+// layers, shapes and losses that do not fit the data, bad IDX files,
+// storage that cannot be written and unknown flags. Each fails with a
+// clear message naming the file or field, a non-zero exit, and nothing
+// written to the storage folder. The fixture is in train_cli_fixture.h.
+#include "tests/train_cli_fixture.h"
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/subprocess.h"
+#include "tests/test_jobs.h"
+
+namespace lockstep {
+namespace {
+
+using testing::RunProcess;
+using testing::RunResult;
+using testing::TinyJob;
+using testing::WriteStringToFile;
+using train_cli_fixture::Binary;
+using train_cli_fixture::Exists;
+using train_cli_fixture::kTimeout;
+using train_cli_fixture::TrainCliTest;
+
+// ---- Bad input: a clear message naming the file or field, a non-zero
+// exit, and nothing written to the storage folder.
+
+class BadInputTest : public TrainCliTest {
+ protected:
+  void ExpectRejected(const std::string& job_path, const std::string& needle,
+                      int exit_code = 2) {
+    const std::string storage = dir_ + "/storage";
+    RunResult r = Train(job_path, storage);
+    ASSERT_TRUE(r.exit.exited) << "hung";
+    EXPECT_EQ(r.exit.term_signal, 0) << "crashed: " << r.err;
+    EXPECT_EQ(r.exit.exit_code, exit_code) << r.out << r.err;
+    EXPECT_NE(r.err.find("lockstep train: error: "), std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+    EXPECT_FALSE(Exists(storage + "/jobs")) << "half-written output";
+  }
+
+  // Writes an IDX file: magic, dims, then `payload`.
+  std::string WriteIdx(const std::string& name, uint32_t magic,
+                       std::vector<uint32_t> dims, const std::string& payload) {
+    std::string b;
+    auto be32 = [&](uint32_t v) {
+      for (int s = 24; s >= 0; s -= 8) b.push_back(char((v >> s) & 0xff));
+    };
+    be32(magic);
+    for (uint32_t d : dims) be32(d);
+    b += payload;
+    std::string path = dir_ + "/" + name;
+    WriteStringToFile(path, b);
+    return path;
+  }
+
+  nlohmann::json IdxJob(const std::string& train_images,
+                        const std::string& train_labels) {
+    nlohmann::json job = TinyJob();
+    job["model"]["input_shape"] = {4, 4, 1};
+    job["data"] = {
+        {"format", "mnist_idx"},        {"train_images", train_images},
+        {"train_labels", train_labels}, {"test_images", train_images},
+        {"test_labels", train_labels},  {"scale", 255}};
+    return job;
+  }
+};
+
+TEST_F(BadInputTest, MalformedJson) {
+  const std::string path = dir_ + "/bad.json";
+  WriteStringToFile(path, "{\n  \"name\": \"x\",\n  \"seed\": ,\n}");
+  ExpectRejected(path, "bad.json: malformed JSON at line 3");
+}
+
+TEST_F(BadInputTest, MissingJobFile) {
+  ExpectRejected(dir_ + "/nope.json", "No such file or directory");
+}
+
+TEST_F(BadInputTest, UnknownLayerType) {
+  nlohmann::json job = TinyJob();
+  job["model"]["layers"][1]["type"] = "dense3";
+  ExpectRejected(WriteJob(job),
+                 "model.layers[1].type: unknown layer type \"dense3\"");
+}
+
+TEST_F(BadInputTest, DenseAfterConvWithoutFlatten) {
+  nlohmann::json job = TinyJob();
+  job["model"]["layers"] = nlohmann::json::parse(R"([
+      {"type": "conv2d", "filters": 4, "kernel_size": 3},
+      {"type": "dense", "units": 10}])");
+  // Dense applies to the last axis (as Keras): the output [6, 6, 10] does
+  // not fit 10 classes, and the message says where the flatten goes.
+  ExpectRejected(WriteJob(job),
+                 "model: the model outputs [6, 6, 10] per sample but the data "
+                 "has 10 classes (data.num_classes); the last layer needs 10 "
+                 "units, after a flatten layer");
+}
+
+TEST_F(BadInputTest, BinaryCrossentropyNeedsTwoClassesAndOneOutput) {
+  nlohmann::json job = TinyJob({{"loss", "binary_crossentropy"}});
+  ExpectRejected(WriteJob(job),
+                 "loss: binary_crossentropy needs two classes (labels 0 and "
+                 "1), one per sample; the data (synthetic(seed=3, n=1000, "
+                 "train)) has 1 label(s) of 10 classes per sample");
+  job["data"]["num_classes"] = 2;
+  job["model"]["layers"].back()["units"] = 2;
+  ExpectRejected(WriteJob(job),
+                 "model: binary_crossentropy reads one logit per sample (a "
+                 "last dense layer of 1 unit, linear or sigmoid), but the "
+                 "model outputs [2] per sample");
+}
+
+TEST_F(BadInputTest, NegativeLearningRate) {
+  ExpectRejected(WriteJob(TinyJob({{"optimizer", {{"learning_rate", -1}}}})),
+                 "optimizer.learning_rate: must be > 0, got -1");
+}
+
+TEST_F(BadInputTest, MissingDatasetFile) {
+  ExpectRejected(WriteJob(IdxJob(dir_ + "/none-images", dir_ + "/none-labels")),
+                 "data.train_images: cannot open \"" + dir_ + "/none-images\"");
+}
+
+TEST_F(BadInputTest, TruncatedIdxFile) {
+  std::string images =
+      WriteIdx("img", 0x803, {10, 4, 4}, std::string(100, 'a'));
+  std::string labels = WriteIdx("lab", 0x801, {10}, std::string(10, '\1'));
+  ExpectRejected(WriteJob(IdxJob(images, labels)), "truncated");
+}
+
+TEST_F(BadInputTest, LabelCountDiffersFromImageCount) {
+  std::string images =
+      WriteIdx("img", 0x803, {10, 4, 4}, std::string(160, 'a'));
+  std::string labels = WriteIdx("lab", 0x801, {9}, std::string(9, '\1'));
+  ExpectRejected(WriteJob(IdxJob(images, labels)), "has 9 labels");
+}
+
+TEST_F(BadInputTest, LabelOutOfRange) {
+  std::string images =
+      WriteIdx("img", 0x803, {10, 4, 4}, std::string(160, 'a'));
+  std::string payload(10, '\1');
+  payload[7] = 12;
+  std::string labels = WriteIdx("lab", 0x801, {10}, payload);
+  ExpectRejected(WriteJob(IdxJob(images, labels)),
+                 "label 12 at index 7 is out of range [0, 10)");
+}
+
+TEST_F(BadInputTest, StorageThatCannotBeWritten) {
+  const std::string file = dir_ + "/a-file";
+  WriteStringToFile(file, "x");
+  RunResult r = Train(WriteJob(TinyJob()), file + "/storage");
+  ASSERT_TRUE(r.exit.exited);
+  EXPECT_EQ(r.exit.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("--storage: cannot create \"" + file + "\""),
+            std::string::npos)
+      << r.err;
+}
+
+TEST_F(BadInputTest, UnknownFlagAndMissingJob) {
+  RunResult r =
+      RunProcess({Binary(), "train", "--storag", "x"}, dir_, kTimeout);
+  EXPECT_EQ(r.exit.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown flag --storag"), std::string::npos) << r.err;
+  r = RunProcess({Binary(), "frobnicate"}, dir_, kTimeout);
+  EXPECT_EQ(r.exit.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown command \"frobnicate\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace lockstep
