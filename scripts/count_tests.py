@@ -1,45 +1,119 @@
 #!/usr/bin/env python3
-"""Counts test cases over every test target's XML report.
+"""Counts the test cases of one Bazel invocation from its build events.
 
-Prints "N passed, N failed, N skipped". A test target without a report
-(it did not build, or crashed before writing one) counts as one failure.
+Usage: count_tests.py EVENTS_JSON  (written by --build_event_json_file)
+
+Reads only what this run reported: every test target it configured, and
+for each the XML report of its last attempt (per shard and run), wherever
+that report lies (fresh or cached). Prints "N passed, N failed, N skipped"
+and, before it, one line per target that counts as a failure without a
+case to show for it: a test that did not build, was not run, crashed or
+timed out before its report said so, or reported nothing.
 Exit status: 0 when nothing failed and something passed, 1 otherwise.
 """
-import os
-import subprocess
+import json
 import sys
+import urllib.parse
+import urllib.request
 import xml.etree.ElementTree as ET
 
 
-def main():
-    targets = subprocess.run(
-        ["bazel", "query", "tests(//...) except attr(tags, manual, //...)",
-         "--output=label"],
-        capture_output=True, text=True, check=False).stdout.split()
-    logs = subprocess.run(["bazel", "info", "bazel-testlogs"],
-                          capture_output=True, text=True,
-                          check=False).stdout.strip()
+def read_events(path):
+    events = []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                events.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise SystemExit(f"{path}:{number}: not a build event: {e}")
+    return events
+
+
+def local_path(uri):
+    parsed = urllib.parse.urlparse(uri)
+    if parsed.scheme != "file":
+        return None
+    return urllib.request.url2pathname(parsed.path)
+
+
+def count_report(path):
+    """(passed, failed, skipped) over one XML report's test cases."""
+    root = ET.parse(path).getroot()
     passed = failed = skipped = 0
-    for label in targets:
-        path = os.path.join(logs, label.lstrip("/").replace(":", "/"),
-                            "test.xml")
-        try:
-            root = ET.parse(path).getroot()
-        except (OSError, ET.ParseError):
-            print(f"no test report for {label}: counted as failed")
+    for case in root.iter("testcase"):
+        if case.find("failure") is not None or case.find("error") is not None:
+            failed += 1
+        elif (case.get("result") == "skipped" or case.get("status") == "notrun"
+              or case.find("skipped") is not None):
+            skipped += 1
+        else:
+            passed += 1
+    return passed, failed, skipped
+
+
+def main(argv):
+    if len(argv) != 2:
+        print(__doc__.strip().splitlines()[2], file=sys.stderr)
+        return 2
+    try:
+        events = read_events(argv[1])
+    except OSError as e:
+        print(f"cannot read the build events: {e}", file=sys.stderr)
+        return 2
+
+    tests = set()      # test targets this run configured
+    results = {}       # (label, run, shard) -> (attempt, status, xml path)
+    for event in events:
+        eid = event.get("id", {})
+        if "targetConfigured" in eid:
+            kind = event.get("configured", {}).get("targetKind", "")
+            if kind.endswith("_test rule"):
+                tests.add(eid["targetConfigured"]["label"])
+        elif "testResult" in eid:
+            key = eid["testResult"]
+            result = event.get("testResult", {})
+            xml = None
+            for output in result.get("testActionOutput", []):
+                if output.get("name") == "test.xml":
+                    xml = local_path(output.get("uri", ""))
+            slot = (key["label"], key.get("run", 1), key.get("shard", 1))
+            attempt = key.get("attempt", 1)
+            if slot not in results or results[slot][0] <= attempt:
+                results[slot] = (attempt, result.get("status", ""), xml)
+
+    passed = failed = skipped = 0
+    reported = {slot[0] for slot in results}
+    for label in sorted(tests - reported):
+        print(f"{label}: no result in this run (did not build, or was not "
+              "run): counted as 1 failure")
+        failed += 1
+    for slot in sorted(results):
+        label = slot[0]
+        _, status, xml = results[slot]
+        counts = None
+        if xml is not None:
+            try:
+                counts = count_report(xml)
+            except (OSError, ET.ParseError) as e:
+                print(f"{label}: unreadable test report ({e})")
+        if counts is None:
+            print(f"{label}: {status or 'no status'} without a test report: "
+                  "counted as 1 failure")
             failed += 1
             continue
-        for case in root.iter("testcase"):
-            if case.find("failure") is not None or case.find("error") is not None:
-                failed += 1
-            elif (case.get("result") == "skipped" or case.get("status") == "notrun"
-                  or case.find("skipped") is not None):
-                skipped += 1
-            else:
-                passed += 1
+        p, f, s = counts
+        if status not in ("PASSED", "FLAKY") and f == 0:
+            # Killed, timed out or crashed after the cases it reported.
+            print(f"{label}: {status} with no failing case in its report: "
+                  "counted as 1 failure")
+            f = 1
+        passed, failed, skipped = passed + p, failed + f, skipped + s
     print(f"{passed} passed, {failed} failed, {skipped} skipped")
     return 0 if failed == 0 and passed > 0 else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv))

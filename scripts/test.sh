@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, builds everything, runs the
 # whole suite, and ends with one line "N passed, N failed, N skipped"
-# counted over individual test cases (from each test's XML report).
+# counted over individual test cases of this run (its build events name the
+# targets it ran and their XML reports; scripts/count_tests.py).
+# Arguments: Bazel flags (--nocache_test_results) and target patterns
+# (//core/...) for a partial run; by default //... .
 set -uo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh || exit 1
@@ -16,11 +19,27 @@ fi
 cuda_config=()
 if [[ -x /usr/local/cuda/bin/nvcc ]]; then cuda_config=(--config=cuda); fi
 
-bazel test //... --test_output=errors "${cuda_config[@]}" "$@"
+# Tests that compare with PyTorch fail here, instead of skipping, when torch
+# cannot be imported: this command installed it.
+export LOCKSTEP_REQUIRE_TORCH=1
+
+flags=()
+targets=()
+for arg in "$@"; do
+  if [[ "$arg" == -* ]]; then flags+=("$arg"); else targets+=("$arg"); fi
+done
+if ((${#targets[@]} == 0)); then targets=(//...); fi
+
+events="$(mktemp "${TMPDIR:-/tmp}/lockstep-test-events.XXXXXX")"
+trap 'rm -f "$events"' EXIT
+bazel test --test_output=errors "${cuda_config[@]}" \
+  --build_event_json_file="$events" "${flags[@]}" -- "${targets[@]}"
 rc=$?
-python3 scripts/count_tests.py
+python3 scripts/count_tests.py "$events"
 counted=$?
-# 0: all passed; 1: tests failed; 4: no test targets. Anything else (a build
-# failure, 3, 2...) fails the run too.
-if [[ $rc -ne 0 && $rc -ne 4 ]]; then exit $rc; fi
+# Bazel's exit codes: 0 all passed; 3 some tests failed (count_tests names
+# them); 4 no test targets. Anything else (1 build failure, 2 bad command,
+# 8 interrupted...) fails the run whatever was counted.
+if [[ $rc -ne 0 && $rc -ne 3 && $rc -ne 4 ]]; then exit $rc; fi
+if [[ $rc -eq 3 && $counted -eq 0 ]]; then exit 3; fi
 exit $counted

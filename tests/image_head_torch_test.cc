@@ -51,8 +51,7 @@ struct Head {
 class ImageHeadTorchTest : public ::testing::TestWithParam<Head> {};
 
 TEST_P(ImageHeadTorchTest, LossLogitsAndEveryGradientAgree) {
-  const std::string why = TorchMissing();
-  if (!why.empty()) GTEST_SKIP() << why;
+  LOCKSTEP_SKIP_OR_FAIL_IF_MISSING(TorchMissing());
   const std::string activation = GetParam().activation;
   const bool binary = GetParam().binary;
   const bool depthwise = GetParam().depthwise;

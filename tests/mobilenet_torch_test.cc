@@ -56,6 +56,9 @@ struct Case {
   double alpha;
   int size;
   int batch;
+  // include_top false under a fine-tuning head (global average pooling and
+  // a dense "fc"), as examples/mobilenet_finetune.json builds it.
+  bool head = false;
 };
 
 class MobileNetTorchTest : public ::testing::TestWithParam<Case> {};
@@ -63,14 +66,14 @@ class MobileNetTorchTest : public ::testing::TestWithParam<Case> {};
 constexpr int kClasses = 10;
 
 TEST_P(MobileNetTorchTest, InferenceTrainingStepStatisticsAndCheckpoint) {
-  const std::string why = TorchvisionMissing();
-  if (!why.empty()) GTEST_SKIP() << why;
+  LOCKSTEP_SKIP_OR_FAIL_IF_MISSING(TorchvisionMissing());
   const Case c = GetParam();
   const std::string dir = NewTempDir("mobilenet_ref");
   const std::string script = Runfile("tests/torch_mobilenet_reference.py");
-  const std::vector<std::string> common = {
+  std::vector<std::string> common = {
       "--alpha", absl::StrFormat("%g", c.alpha), "--classes",
       std::to_string(kClasses)};
+  if (c.head) common.push_back("--head");
   std::vector<std::string> argv = {"/usr/bin/python3", script, "--out", dir,
                                    "--size", std::to_string(c.size),
                                    "--batch", std::to_string(c.batch)};
@@ -78,13 +81,23 @@ TEST_P(MobileNetTorchTest, InferenceTrainingStepStatisticsAndCheckpoint) {
   testing::RunResult ref = RunProcess(argv, dir, 300);
   ASSERT_TRUE(ref.exit.exited && ref.exit.exit_code == 0) << ref.err;
 
+  const std::string layers =
+      c.head ? absl::StrFormat(
+                   R"({"type": "mobilenet_v2", "alpha": %g,
+                       "include_top": false},
+                      {"type": "global_average_pooling2d", "name": "pool"},
+                      {"type": "dense", "name": "fc", "units": %d})",
+                   c.alpha, kClasses)
+             : absl::StrFormat(
+                   R"({"type": "mobilenet_v2", "alpha": %g, "classes": %d,
+                       "dropout": 0})",
+                   c.alpha, kClasses);
   absl::StatusOr<ModelSpec> spec = ParseModelSpec(absl::StrFormat(
       R"({"input_shape": [%d, %d, 3],
-          "layers": [{"type": "mobilenet_v2", "alpha": %g, "classes": %d,
-                      "dropout": 0}],
+          "layers": [%s],
           "param_names": "torch",
           "init": {"safetensors": "%s/model.safetensors"}})",
-      c.size, c.size, c.alpha, kClasses, dir));
+      c.size, c.size, layers, dir));
   ASSERT_TRUE(spec.ok()) << spec.status();
   absl::StatusOr<std::unique_ptr<Model>> built = Model::Build(*spec, 1);
   ASSERT_TRUE(built.ok()) << built.status();
@@ -96,7 +109,8 @@ TEST_P(MobileNetTorchTest, InferenceTrainingStepStatisticsAndCheckpoint) {
         << unused;
   }
   EXPECT_EQ(m.params().front()->name, "features.0.0.weight");
-  EXPECT_EQ(m.params().back()->name, "classifier.1.bias");
+  EXPECT_EQ(m.params().back()->name,
+            c.head ? "fc.bias" : "classifier.1.bias");
 
   std::map<std::string, Tensor> batch = ReadTensors(dir + "/batch.safetensors");
   std::map<std::string, Tensor> want =
@@ -211,13 +225,17 @@ TEST_P(MobileNetTorchTest, InferenceTrainingStepStatisticsAndCheckpoint) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, MobileNetTorchTest,
+                         // 72 pixels: the stride-2 layers see 9x9 and
+                         // 5x5 inputs (odd sizes, "same" padding).
                          ::testing::Values(Case{0.35, 64, 8},
-                                           Case{1.0, 64, 4}),
+                                           Case{1.0, 64, 4},
+                                           Case{0.35, 72, 4, true}),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            return absl::StrFormat(
-                               "alpha%d_size%d",
+                               "alpha%d_size%d%s",
                                static_cast<int>(info.param.alpha * 100),
-                               info.param.size);
+                               info.param.size,
+                               info.param.head ? "_head" : "");
                          });
 
 }  // namespace

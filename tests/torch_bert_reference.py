@@ -16,6 +16,12 @@ Outputs (in --out DIR):
                         (float32) and labels (I32)
   expected.safetensors  logits, loss and grad.<name> for every parameter
 
+With --masks FILE (dropout masks of 0 or 1/(1-rate), lockstep's) the step has
+dropout: each mask multiplies at the site its HF module name says (mask_shapes):
+the embeddings' output, and per layer the attention probabilities after the
+softmax and each sub-layer's output before its residual add; expected then
+also holds eval_logits, the logits without dropout.
+
 The safetensors files are written and read by hand (struct + json), so the
 script needs only torch.
 """
@@ -33,18 +39,12 @@ import torch.nn.functional as F
 LN_EPS = 1e-12
 
 # safetensors dtype name -> (struct code, byte size, torch dtype)
-_DTYPES = {
-    "F32": ("f", 4, torch.float32),
-    "F64": ("d", 8, torch.float64),
-    "I64": ("q", 8, torch.int64),
-    "I32": ("i", 4, torch.int32),
-}
+_DTYPES = {"F32": ("f", 4, torch.float32), "F64": ("d", 8, torch.float64),
+           "I64": ("q", 8, torch.int64), "I32": ("i", 4, torch.int32)}
 _TORCH_TO_ST = {v[2]: k for k, v in _DTYPES.items()}
 
 
-# --------------------------------------------------------------------------
-# safetensors I/O
-# --------------------------------------------------------------------------
+# --- safetensors I/O ---
 
 def _tensor_bytes(t):
     st = _TORCH_TO_ST.get(t.dtype)
@@ -67,11 +67,8 @@ def write_safetensors(path, tensors, metadata=None):
             raise ValueError("reserved tensor name __metadata__")
         t = tensors[name]
         st, data = _tensor_bytes(t)
-        header[name] = {
-            "dtype": st,
-            "shape": list(t.shape),
-            "data_offsets": [offset, offset + len(data)],
-        }
+        header[name] = {"dtype": st, "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(data)]}
         chunks.append(data)
         offset += len(data)
     hjson = json.dumps(header, separators=(",", ":")).encode("utf-8")
@@ -104,18 +101,15 @@ def read_safetensors(path):
         code, size, tdtype = _DTYPES[dtype]
         shape = [int(d) for d in info["shape"]]
         begin, end = info["data_offsets"]
-        count = 1
-        for d in shape:
-            count *= d
+        count = math.prod(shape)
         if end - begin != count * size or begin < 0 or end > len(data):
             raise ValueError("%s: %s has bad data_offsets %s for shape %s"
                              % (path, name, info["data_offsets"], shape))
         values = struct.unpack_from("<%d%s" % (count, code), data, begin)
         tensors[name] = torch.tensor(values, dtype=tdtype).reshape(shape)
         spans.append((begin, end))
-    spans.sort()
     pos = 0
-    for b, e in spans:
+    for b, e in sorted(spans):
         if b != pos:
             raise ValueError("%s: data section has a gap/overlap at %d" % (path, pos))
         pos = e
@@ -124,9 +118,7 @@ def read_safetensors(path):
     return tensors, metadata
 
 
-# --------------------------------------------------------------------------
-# Model
-# --------------------------------------------------------------------------
+# --- Model ---
 
 def parameter_shapes(cfg):
     V, H, I, P = cfg.vocab, cfg.hidden, cfg.intermediate, cfg.max_positions
@@ -174,8 +166,31 @@ def init_parameters(cfg, gen):
     return params
 
 
-def bert_mlm_forward(params, batch, cfg):
-    """Returns logits [B, P, V] computed from the parameter dict."""
+def mask_shapes(cfg):
+    """{site: shape} of the dropout masks --masks must hold."""
+    B, L, H = cfg.batch, cfg.length, cfg.hidden
+    shapes = {"bert.embeddings.dropout": [B, L, H]}
+    for i in range(cfg.layers):
+        p = "bert.encoder.layer.%d." % i
+        shapes[p + "attention.self.dropout"] = [B, cfg.heads, L, L]
+        shapes[p + "attention.output.dropout"] = [B, L, H]
+        shapes[p + "output.dropout"] = [B, L, H]
+    return shapes
+
+
+def read_masks(path, cfg):
+    masks, want = read_safetensors(path)[0], mask_shapes(cfg)
+    if {n: list(m.shape) for n, m in masks.items()} != want:
+        raise ValueError("%s: masks %s, expected %s" % (
+            path, {n: list(m.shape) for n, m in masks.items()}, want))
+    if not all(m.dtype == torch.float32 and torch.all(m >= 0) for m in masks.values()):
+        raise ValueError("%s: masks must be non-negative F32" % path)
+    return masks
+
+
+def bert_mlm_forward(params, batch, cfg, masks=None):
+    """Returns logits [B, P, V] computed from the parameter dict; with
+    `masks` ({site: tensor}), dropout applied with them (training)."""
     W = params
     ids = batch["token_ids"].long()
     seg = batch["segment_ids"].long()
@@ -191,11 +206,14 @@ def bert_mlm_forward(params, batch, cfg):
     def layer_norm(x, prefix):
         return F.layer_norm(x, (H,), W[prefix + ".weight"], W[prefix + ".bias"], LN_EPS)
 
+    def drop(x, site):  # inverted dropout: the mask holds 0 or 1/(1-rate)
+        return x if masks is None else x * masks[site]
+
     word = W["bert.embeddings.word_embeddings.weight"]
     x = (word[ids]
          + W["bert.embeddings.position_embeddings.weight"][torch.arange(L)].unsqueeze(0)
          + W["bert.embeddings.token_type_embeddings.weight"][seg])
-    x = layer_norm(x, "bert.embeddings.LayerNorm")
+    x = drop(layer_norm(x, "bert.embeddings.LayerNorm"), "bert.embeddings.dropout")
 
     # Additive key mask, as HF: 0 for tokens, finfo.min for padding.
     add_mask = (1.0 - mask)[:, None, None, :] * torch.finfo(torch.float32).min
@@ -209,13 +227,14 @@ def bert_mlm_forward(params, batch, cfg):
         k = split(linear(x, p + "attention.self.key"))
         v = split(linear(x, p + "attention.self.value"))
         scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(dh) + add_mask
-        probs = torch.softmax(scores, dim=-1)
+        probs = drop(torch.softmax(scores, dim=-1), p + "attention.self.dropout")
         ctx = torch.matmul(probs, v).permute(0, 2, 1, 3).reshape(B, L, H)
-        attn = layer_norm(linear(ctx, p + "attention.output.dense") + x,
+        attn = layer_norm(drop(linear(ctx, p + "attention.output.dense"),
+                               p + "attention.output.dropout") + x,
                           p + "attention.output.LayerNorm")
         inter = F.gelu(linear(attn, p + "intermediate.dense"))
-        x = layer_norm(linear(inter, p + "output.dense") + attn,
-                       p + "output.LayerNorm")
+        x = layer_norm(drop(linear(inter, p + "output.dense"), p + "output.dropout")
+                       + attn, p + "output.LayerNorm")
 
     # Gather masked positions; position -1 selects an appended zero row.
     padded = torch.cat([x, x.new_zeros(B, 1, H)], dim=1)  # [B, L+1, H]
@@ -232,9 +251,9 @@ def mlm_loss(logits, labels, vocab):
                            ignore_index=-1)
 
 
-def forward_backward(params, batch, cfg):
+def forward_backward(params, batch, cfg, masks=None):
     leaves = {n: t.detach().clone().requires_grad_(True) for n, t in params.items()}
-    logits = bert_mlm_forward(leaves, batch, cfg)
+    logits = bert_mlm_forward(leaves, batch, cfg, masks)
     loss = mlm_loss(logits, batch["labels"], cfg.vocab)
     loss.backward()
     grads = {n: t.grad.detach().clone() if t.grad is not None else torch.zeros_like(t)
@@ -242,9 +261,7 @@ def forward_backward(params, batch, cfg):
     return logits.detach(), loss.detach(), grads
 
 
-# --------------------------------------------------------------------------
-# Batch
-# --------------------------------------------------------------------------
+# --- Batch ---
 
 def make_batch(cfg, gen):
     B, L, P, V = cfg.batch, cfg.length, cfg.predictions, cfg.vocab
@@ -273,26 +290,20 @@ def make_batch(cfg, gen):
     }
 
 
-# --------------------------------------------------------------------------
-# Main
-# --------------------------------------------------------------------------
+# --- Main ---
 
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True, help="output directory (created)")
     ap.add_argument("--layers", type=int, required=True)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--vocab", type=int, default=50)
-    ap.add_argument("--hidden", type=int, default=16)
-    ap.add_argument("--heads", type=int, default=2)
-    ap.add_argument("--intermediate", type=int, default=32)
-    ap.add_argument("--max-positions", dest="max_positions", type=int, default=16)
-    ap.add_argument("--length", type=int, default=10)
-    ap.add_argument("--predictions", type=int, default=3)
-    ap.add_argument("--batch", type=int, default=3)
+    for flag, default in (("seed", 0), ("vocab", 50), ("hidden", 16), ("heads", 2),
+                          ("intermediate", 32), ("max-positions", 16), ("length", 10),
+                          ("predictions", 3), ("batch", 3)):
+        ap.add_argument("--" + flag, type=int, default=default)
     ap.add_argument("--std", type=float, default=0.02,
                     help="stddev of matrices and tables (BERT: 0.02; larger "
                          "makes attention far from uniform)")
+    ap.add_argument("--masks", help="safetensors file of dropout masks (see above)")
     return ap.parse_args(argv)
 
 
@@ -318,7 +329,7 @@ def validate(cfg):
                          "(sample 1 leaves one slot unused)")
 
 
-def self_check(out, cfg, params, batch, logits, loss, grads):
+def self_check(out, cfg, params, batch, logits, loss, grads, masks):
     """Re-reads every file written and checks it reproduces the results."""
     model, meta = read_safetensors(os.path.join(out, "model.safetensors"))
     if meta != {"format": "pt"}:
@@ -335,7 +346,7 @@ def self_check(out, cfg, params, batch, logits, loss, grads):
     for n in batch:
         if rbatch[n].dtype != batch[n].dtype or not torch.equal(rbatch[n], batch[n]):
             raise RuntimeError("batch round-trip mismatch: %s" % n)
-    logits2, loss2, grads2 = forward_backward(model, rbatch, cfg)
+    logits2, loss2, grads2 = forward_backward(model, rbatch, cfg, masks)
     expected, _ = read_safetensors(os.path.join(out, "expected.safetensors"))
     if not (torch.equal(expected["loss"], loss.reshape(1))
             and torch.equal(loss2.reshape(1), expected["loss"])):
@@ -356,7 +367,8 @@ def main(argv):
         gen = torch.Generator().manual_seed(cfg.seed)
         params = init_parameters(cfg, gen)
         batch = make_batch(cfg, gen)
-        logits, loss, grads = forward_backward(params, batch, cfg)
+        masks = read_masks(cfg.masks, cfg) if cfg.masks else None
+        logits, loss, grads = forward_backward(params, batch, cfg, masks)
         if not torch.isfinite(loss):
             raise RuntimeError("loss is not finite: %r" % loss.item())
 
@@ -367,11 +379,13 @@ def main(argv):
         expected = {"logits": logits, "loss": loss.reshape(1).float()}
         for n, g in grads.items():
             expected["grad." + n] = g
+        if masks is not None:  # the same weights in inference: no dropout
+            expected["eval_logits"] = bert_mlm_forward(params, batch, cfg).detach()
         write_safetensors(os.path.join(cfg.out, "model.safetensors"), model_tensors)
         write_safetensors(os.path.join(cfg.out, "batch.safetensors"), batch)
         write_safetensors(os.path.join(cfg.out, "expected.safetensors"), expected)
 
-        self_check(cfg.out, cfg, params, batch, logits, loss, grads)
+        self_check(cfg.out, cfg, params, batch, logits, loss, grads, masks)
     except Exception as e:  # report clearly, exit non-zero
         print("torch_bert_reference: error: %s" % e, file=sys.stderr)
         return 1

@@ -2,7 +2,9 @@
 """torchvision reference for lockstep's mobilenet_v2 agreement test.
 
 Builds torchvision.models.mobilenet_v2(width_mult=--alpha,
-num_classes=--classes) with seeded random weights, every batch norm given a
+num_classes=--classes) (with --head: its features under a fine-tuning head,
+global average pooling and a Linear "fc", as lockstep's include_top false
+with a pooling and a dense layer) with seeded random weights, every batch norm given a
 random scale, shift, running mean and running variance (torchvision's own
 init leaves them trivial), and the classifier's dropout at --dropout. Runs:
   1. inference (eval mode) on an NHWC batch: the logits;
@@ -86,6 +88,26 @@ def keep_clips_clear(model, nchw):
         h.remove()
 
 
+class Headed(torch.nn.Module):
+    """mobilenet_v2's features, global average pooling, a Linear "fc"."""
+
+    def __init__(self, base, classes):
+        super().__init__()
+        self.features = base.features
+        self.fc = torch.nn.Linear(base.last_channel, classes)
+
+    def forward(self, x):
+        x = F.adaptive_avg_pool2d(self.features(x), 1)
+        return self.fc(torch.flatten(x, 1))
+
+
+def build(a, dropout):
+    model = torchvision.models.mobilenet_v2(width_mult=a.alpha,
+                                            num_classes=a.classes,
+                                            dropout=dropout)
+    return Headed(model, a.classes) if a.head else model
+
+
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True)
@@ -95,6 +117,8 @@ def main(argv):
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--classes", type=int, default=10)
     p.add_argument("--dropout", type=float, default=0.0)
+    p.add_argument("--head", action="store_true",
+                   help="the features under pooling and a Linear fc")
     p.add_argument("--load", default="",
                    help="instead: load this safetensors file (a lockstep "
                         "checkpoint's model.safetensors) into the model, "
@@ -106,9 +130,7 @@ def main(argv):
     if a.load:
         return load(a)
     torch.manual_seed(a.seed)
-    model = torchvision.models.mobilenet_v2(width_mult=a.alpha,
-                                            num_classes=a.classes,
-                                            dropout=a.dropout)
+    model = build(a, a.dropout)
     gen = torch.Generator().manual_seed(a.seed + 1)
     with torch.no_grad():
         for m in model.modules():
@@ -165,8 +187,7 @@ def main(argv):
 
 def load(a):
     from torch_bert_reference import read_safetensors
-    model = torchvision.models.mobilenet_v2(width_mult=a.alpha,
-                                            num_classes=a.classes)
+    model = build(a, 0.2)
     weights, _ = read_safetensors(a.load)
     result = model.load_state_dict(weights, strict=False)
     # Everything but the batch-norm counters must have come from the file.

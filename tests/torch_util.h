@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -27,6 +28,35 @@ inline std::string TorchMissing() {
   return "python3-torch is not installed for /usr/bin/python3 "
          "(scripts/install_deps.sh installs it)";
 }
+
+// Whether a missing torch fails the test instead of skipping it: the
+// README's test command (scripts/test.sh) installs torch and sets
+// LOCKSTEP_REQUIRE_TORCH=1, so there a failed import is a defect.
+inline bool TorchRequired() {
+  const char* v = std::getenv("LOCKSTEP_REQUIRE_TORCH");
+  return v != nullptr && std::string(v) == "1";
+}
+
+}  // namespace testing
+}  // namespace lockstep
+
+// In a test body: skips (or, under LOCKSTEP_REQUIRE_TORCH=1, fails) when
+// `missing` (TorchMissing() or the like) says what /usr/bin/python3 lacks.
+#define LOCKSTEP_SKIP_OR_FAIL_IF_MISSING(missing)                        \
+  do {                                                                   \
+    const std::string lockstep_torch_missing = (missing);                \
+    if (!lockstep_torch_missing.empty()) {                               \
+      if (::lockstep::testing::TorchRequired()) {                        \
+        FAIL() << lockstep_torch_missing                                 \
+               << " (LOCKSTEP_REQUIRE_TORCH=1: the test command installs " \
+                  "it, so this must not skip)";                          \
+      }                                                                  \
+      GTEST_SKIP() << lockstep_torch_missing;                            \
+    }                                                                    \
+  } while (0)
+
+namespace lockstep {
+namespace testing {
 
 // Every tensor of a safetensors file, by name (any float dtype widened).
 inline std::map<std::string, Tensor> ReadTensors(const std::string& path) {

@@ -39,6 +39,11 @@ absl::Status ReplicaSum::Fail(absl::Status error) {
   return error_;
 }
 
+int ReplicaSum::waiting() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return arrived_;
+}
+
 void ReplicaSum::Finished(int replica) {
   std::lock_guard<std::mutex> l(mu_);
   ++finished_;

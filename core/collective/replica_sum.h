@@ -45,6 +45,9 @@ class ReplicaSum {
   // After a step: OK, or the step's first error (a workers' sum failed, a
   // replica out of step).
   absl::Status status();
+  // How many replicas wait at the current barrier now. Thread-safe (tests
+  // order threads by it instead of by sleeping).
+  int waiting();
 
  private:
   class View;

@@ -3,6 +3,7 @@
 #include "core/collective/replica_sum.h"
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -18,6 +19,18 @@ void OnThreads(int n, Fn fn) {
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) threads.emplace_back([&fn, r] { fn(r); });
   for (std::thread& t : threads) t.join();
+}
+
+// Polls until `n` replicas wait at the barrier (a signal, not a guess at
+// how long another thread takes); false after 10 s.
+bool WaitUntilWaiting(ReplicaSum& sum, int n) {
+  const auto give_up =
+      std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (sum.waiting() < n) {
+    if (std::chrono::steady_clock::now() > give_up) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
 }
 
 TEST(ReplicaSumTest, EveryReplicaGetsTheSumOfEveryRound) {
@@ -136,7 +149,7 @@ TEST(ReplicaSumTest, ReplicasOutOfStepFailInsteadOfHanging) {
         float v = 1.0f;
         waited = sum.For(0)->Sum(4, &v, 1);
       } else {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        ASSERT_TRUE(WaitUntilWaiting(sum, 1));
         sum.Finished(1);
       }
     });
@@ -155,7 +168,7 @@ TEST(ReplicaSumTest, AbortReleasesAWaitingReplica) {
     float v = 1.0f;
     waited = sum.For(0)->Sum(0, &v, 1);
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(WaitUntilWaiting(sum, 1));
   sum.Abort(absl::CancelledError("job cancelled"));
   waiter.join();
   EXPECT_TRUE(absl::IsCancelled(waited)) << waited;
