@@ -105,7 +105,10 @@ wait_bg() {  # wait_bg PID: its exit status; bounded (timeout); then forgotten
 # start_cluster DIR WORKERS THREADS [WRAPPER...]: a coordinator (storage
 # DIR/storage) and WORKERS `lockstep worker --threads THREADS` on 127.0.0.1,
 # logs in DIR; each worker's command is prefixed with WRAPPER and the
-# worker's index (e.g. peak_rss.py DIR/rss.) when given. Sets cluster_addr.
+# worker's index (e.g. peak_rss.py DIR/rss.) when given. Worker i appends
+# the end time of every step it runs to DIR/step_times.i.jsonl
+# (`--step-times`, worker/step_times.h; read by step_times_rate). Sets
+# cluster_addr.
 start_cluster() {
   local dir=$1 w=$2 threads=$3 i
   shift 3
@@ -122,12 +125,132 @@ start_cluster() {
     die "the coordinator wrote no address file within 30 s"
   fi
   cluster_addr=$(cat "$dir/address")
+  rm -f "$dir"/step_times.*.jsonl  # an earlier run's, in a reused folder
   for ((i = 0; i < w; i++)); do
     local wrap=()
     (($# == 0)) || wrap=("${@:1:$#-1}" "${!#}$i")
     start_bg "$dir/worker$i.log" "${wrap[@]}" "$lockstep" worker \
-      --coordinator "$cluster_addr" --threads "$threads"
+      --coordinator "$cluster_addr" --threads "$threads" \
+      --step-times "$dir/step_times.$i.jsonl"
   done
+}
+
+# The timing rule of the cluster benchmarks, the same for lockstep and
+# PyTorch: wall time from the end of the last warm-up step to the end of
+# the last timed step, on every rank, the maximum over ranks. The PyTorch
+# peers time themselves so (ddp_peer.py, mobilenet_ddp_peer.py); for
+# lockstep the workers record every step's end (start_cluster).
+#
+# step_times_rate DIR WARMUP GLOBAL_BATCH: samples/s of the lockstep job run
+# on the cluster started in DIR: (last step - WARMUP) x GLOBAL_BATCH over
+# the longest rank's time from the end of step WARMUP to the end of the last
+# step. Dies when a rank is missing or the ranks disagree (a job that
+# restarted: its generations are not one timed run).
+step_times_rate() {
+  step_times_report "$@" rate
+}
+# step_times_note DIR WARMUP GLOBAL_BATCH: a line for the log: the slowest
+# rank's window and how much of it lockstep spent between steps (epoch-end
+# evaluation and checkpoints, progress reports: the `ends` the workers
+# record), which the PyTorch peers do not do.
+step_times_note() {
+  step_times_report "$@" note
+}
+step_times_report() {
+  local dir=$1 warmup=$2 gb=$3 mode=$4 out
+  out=$("$PY" - "$warmup" "$gb" "$mode" "$dir"/step_times.*.jsonl <<'PYEOF'
+import json, sys
+warmup, gb, mode, paths = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], \
+    sys.argv[4:]
+if warmup < 1:
+    sys.exit("step_times_rate: WARMUP must be >= 1 (the clock starts at the "
+             "end of the last warm-up step)")
+runs = {}
+for path in paths:
+    try:
+        lines = [l for l in open(path).read().splitlines() if l.strip()]
+    except OSError as e:
+        sys.exit(f"step_times_rate: {path}: {e.strerror}")
+    if len(lines) != 1:
+        sys.exit(f"step_times_rate: {path}: {len(lines)} runs, expected one "
+                 "(a restarted generation is not one timed run)")
+    run = json.loads(lines[0])
+    runs[run["rank"]] = run
+if not runs or sorted(runs) != list(range(len(paths))):
+    sys.exit(f"step_times_rate: ranks {sorted(runs)} in {len(paths)} file(s)")
+windows = []
+for rank, run in sorted(runs.items()):
+    end = dict(zip(run["steps"], run["times"]))
+    last = max(run["steps"], default=0)
+    if warmup not in end or last <= warmup:
+        sys.exit(f"step_times_rate: rank {rank} ran steps up to {last}; "
+                 f"needs step {warmup} (the last warm-up step) and later ones")
+    between = sum(e - t for s, t, e in zip(run["steps"], run["times"],
+                                           run.get("ends", []))
+                  if warmup <= s < last)
+    windows.append((end[last] - end[warmup], rank, last, between))
+lasts = {w[2] for w in windows}
+if len(lasts) != 1:
+    sys.exit(f"step_times_rate: the ranks ended at different steps {lasts}")
+seconds, rank, last, between = max(windows)
+if mode == "rate":
+    print((last - warmup) * gb / seconds)
+else:
+    print(f"window {seconds:.2f} s for steps {warmup + 1}..{last} on the "
+          f"slowest rank ({rank}), of which {between:.2f} s between steps "
+          "(evaluation, checkpoints, reports)")
+PYEOF
+) || die "cannot time the lockstep run from $dir/step_times.*.jsonl"
+  echo "$out"
+}
+
+# A PyTorch peer exits with this status when torch runs on a slow BLAS
+# (torch_common.require_fast_blas): the run would be invalid.
+SLOW_BLAS_EXIT=3
+# peer_failed STATUS WHAT...: stops the script for a peer that exited with
+# STATUS; a slow BLAS gets its own explanation and the script exits 3 too.
+# Never returns.
+peer_failed() {
+  local rc=$1
+  shift
+  if ((rc == SLOW_BLAS_EXIT)); then
+    # The script's own die (its name in front) in a subshell, then exit 3:
+    # a caller of the script can tell this invalid run from a failure.
+    (die "$*: PyTorch runs on a slow BLAS (the reference BLAS, not OpenBLAS" \
+      "or MKL; see the peer's message). Its matmuls are ~7-8x slower, so" \
+      "the comparison would flatter lockstep: the run is invalid and" \
+      "nothing was measured. Fix: apt-get install libopenblas0-pthread (or" \
+      "update-alternatives --config libblas.so.3-x86_64-linux-gnu), then" \
+      "run again.") || true
+    exit "$SLOW_BLAS_EXIT"
+  fi
+  die "$*: the PyTorch peer failed (exit status $rc; 124: ran past" \
+    "${run_timeout:-?}s)"
+}
+# peer_status STATUS...: of a run's ranks, SLOW_BLAS_EXIT if any rank
+# exited with it, else the first non-zero status, else 0.
+peer_status() {
+  local rc first=0
+  for rc in "$@"; do
+    if ((rc == SLOW_BLAS_EXIT)); then
+      echo "$SLOW_BLAS_EXIT"
+      return 0
+    fi
+    ((first != 0)) || first=$rc
+  done
+  echo "$first"
+}
+
+# decode_threads: the threads lockstep decodes images on per worker, as
+# core/data/batch_prefetcher.cc's FillThreads: clamp(cores / 4, 1, 8), cores
+# being std::thread::hardware_concurrency() (the online processors).
+decode_threads() {
+  local cores
+  cores=$(getconf _NPROCESSORS_ONLN 2>/dev/null || nproc)
+  local n=$((cores / 4))
+  ((n >= 1)) || n=1
+  ((n <= 8)) || n=8
+  echo "$n"
 }
 
 # require_torch_gloo: exits naming the fix when $PY lacks torch with Gloo.

@@ -5,13 +5,19 @@
 # //benchmarks:text_batches: the same masks, in the same order).
 #
 #   bert_peer.py --job JOB.json --batches DIR --learn --epochs E
+#       [--init model.safetensors]
 #       trains E epochs (one process) and prints one JSON line per epoch:
-#       masked-token accuracy and loss on the test split
+#       masked-token accuracy and loss on the test split; --init starts from
+#       lockstep's initial weights (a step-0 checkpoint's model.safetensors,
+#       Hugging Face names and layouts), loaded by name: a missing,
+#       unexpected or differently shaped tensor is an error
 #   bert_peer.py --job JOB.json --batches DIR --steps N [--warmup W]
 #       [--rank R --world-size W --rendezvous-file F]
 #       times N training steps, alone or as one rank of DistributedData-
 #       Parallel on Gloo, and prints one JSON line (rank 0): samples/s
 #   bert_peer.py --info
+#
+# Exits 3 when torch runs on a slow BLAS (torch_common.require_fast_blas).
 #
 # The recipe mirrored from the job: AdamW (Keras' epsilon 1e-7 unless the job
 # sets one; decoupled weight decay, none for parameters whose name contains
@@ -43,6 +49,7 @@ def parse_args():
     p.add_argument("--rank", type=int, default=0)
     p.add_argument("--world-size", type=int, default=1)
     p.add_argument("--rendezvous-file")
+    p.add_argument("--init", help="initial weights (safetensors, by name)")
     p.add_argument("--timeout", type=int, default=300)
     p.add_argument("--info", action="store_true")
     args = p.parse_args()
@@ -69,8 +76,9 @@ import torch.distributed as dist  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch_bert import BertForMaskedLM, Config  # noqa: E402
 from torch_common import (alternatives_blas, blas_in_use,  # noqa: E402
-                          make_schedule, rendezvous_store,
-                          slowest_seconds, warn_if_not_openblas)
+                          load_weights_by_name, make_schedule,
+                          rendezvous_store, require_fast_blas,
+                          slowest_seconds)
 
 
 def die(msg):
@@ -144,8 +152,8 @@ def main():
     torch.set_num_threads(ARGS.threads)
     torch.set_num_interop_threads(1)
     blas, blas_path = blas_in_use()
-    if ARGS.rank == 0:
-        warn_if_not_openblas(blas, blas_path)
+    # Every rank: each exits 3 before the rendezvous, so none waits for it.
+    require_fast_blas(blas, blas_path)
     if ARGS.info:
         print(json.dumps({
             "torch": torch.__version__, "blas": blas, "blas_path": blas_path,
@@ -169,6 +177,10 @@ def main():
 
     torch.manual_seed(int(spec.get("seed", 0)))  # the same weights per rank
     model = BertForMaskedLM(Config(preset))
+    if ARGS.init:
+        n = load_weights_by_name(model, ARGS.init, die)
+        print(f"bert_peer: {n} tensors from {ARGS.init}", file=sys.stderr,
+              flush=True)
     net = model
     if world > 1:
         store = rendezvous_store(ARGS.rendezvous_file, rank, world,

@@ -17,10 +17,18 @@
 #   of each process; the largest worker or rank)
 #   Learning: masked-token accuracy on valid.txt after each epoch
 #     lockstep cluster 1 worker (batch 32), lockstep cluster 2 workers (16
-#     each: the same global batch), PyTorch (one process)
+#     each: the same global batch), PyTorch (one process), for each seed of
+#     --seeds: the job's seed (initial weights, data order, masks, dropout);
+#     lockstep writes its initial weights (`lockstep train --stop-after-steps
+#     0`: a step-0 checkpoint) and PyTorch starts from them (bert_peer.py
+#     --init, loaded by name), and both train on that seed's batches. The
+#     table gives each figure's mean and (min to max) range over the seeds.
 #
 #   bazel run //benchmarks:bert_vs_pytorch [-- --epochs 3 --steps 40
-#       --threads 2 --repeat 1 --no-learning --no-speed --timeout 1800]
+#       --threads 2 --repeat 1 --seeds 1,2,3 --no-learning --no-speed
+#       --timeout 1800]
+# A PyTorch on a slow BLAS (not OpenBLAS or MKL) stops the run: the peer
+# exits 3 and nothing is measured.
 set -euo pipefail
 
 readonly PY=/usr/bin/python3  # Debian's interpreter: the one with python3-torch
@@ -35,6 +43,8 @@ usage: bazel run //benchmarks:bert_vs_pytorch -- [options]
   --repeat K      run the speed rows K times, round after round, and keep
                   each system's best (default 1; use 3 on a shared machine,
                   where other work lowers single runs)
+  --seeds LIST    the learning runs' seeds, comma-separated (default 1,2,3);
+                  the table reports mean and range over them
   --no-learning   only the speed rows
   --no-speed      only the learning runs
   --timeout S     limit in seconds for each run's processes (default 1800)
@@ -55,8 +65,16 @@ repeat=1
 learning=1
 speed=1
 run_timeout=1800
+seeds=1,2,3
 while (($# > 0)); do
   case "$1" in
+    --seeds)
+      (($# >= 2)) || { usage >&2; die "$1 needs a value"; }
+      seeds=$2
+      shift 2
+      continue
+      ;;
+    --seeds=*) seeds=${1#*=}; shift; continue ;;
     --epochs | --steps | --threads | --timeout | --repeat)
       (($# >= 2)) || { usage >&2; die "$1 needs a value"; }
       opt=$1 val=$2
@@ -78,6 +96,9 @@ while (($# > 0)); do
     *) usage >&2; die "unknown option: $opt" ;;
   esac
 done
+[[ "$seeds" =~ ^[0-9]+(,[0-9]+)*$ ]] ||
+  die "--seeds: expected comma-separated integers >= 0, got '$seeds'"
+IFS=, read -r -a seeds_arr <<<"$seeds"
 
 . "${RUNFILES_DIR:-$0.runfiles}/lockstep/benchmarks/bench_lib.sh"
 lockstep=$(runfile client/lockstep) ||
@@ -87,6 +108,7 @@ batches_tool=$(runfile benchmarks/text_batches) || die "text_batches not in the 
 peer=$(runfile benchmarks/bert_peer.py) || die "bert_peer.py not in the runfiles"
 rss=$(runfile benchmarks/peak_rss.py) || die "peak_rss.py not in the runfiles"
 summaries=$(runfile benchmarks/summaries.py) || die "summaries.py not in the runfiles"
+tables=$(runfile benchmarks/bert_tables.py) || die "bert_tables.py not in the runfiles"
 example=$(runfile examples/bert_mlm_brown.json) ||
   die "examples/bert_mlm_brown.json not found in the runfiles"
 require_brown bert_vs_pytorch
@@ -97,16 +119,20 @@ work_dir lockstep-bert-bench
 # write_job FILE NAME WORKERS BATCH STEPS|epochs: the example on absolute
 # Brown paths; STEPS gives a speed job of that many steps, "epochs" the
 # learning job ($epochs epochs, the decay over all their steps, $spe per
-# epoch, as the example decays over its 3 epochs).
+# epoch, as the example decays over its 3 epochs). The job's seed is
+# $job_seed when set, else the example's.
 spe=0
+job_seed=
 write_job() {
-  "$PY" - "$example" "$brown" "$epochs" "$spe" "$@" <<'PYEOF'
+  "$PY" - "$example" "$brown" "$epochs" "$spe" "$job_seed" "$@" <<'PYEOF'
 import json, os, sys
-example, brown, epochs, per_epoch, path, name, workers, batch, steps = \
-    sys.argv[1:]
+example, brown, epochs, per_epoch, seed, path, name, workers, batch, \
+    steps = sys.argv[1:]
 with open(example) as f:
     job = json.load(f)
 job["name"] = name
+if seed:
+    job["seed"] = int(seed)
 job["data"]["train_path"] = os.path.join(brown, "train.txt")
 job["data"]["test_path"] = os.path.join(brown, "valid.txt")
 job["batch_size_per_replica"] = int(batch)
@@ -124,11 +150,12 @@ PYEOF
 }
 
 cpu=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -n 1)
-info=$("$PY" "$peer" --info)
+# Exits 3 (a slow BLAS: the comparison would be invalid) before anything runs.
+info=$("$PY" "$peer" --info) || peer_failed $? "$PY bert_peer.py --info"
 echo "lockstep vs PyTorch on a BERT masked LM (examples/bert_mlm_brown.json), Brown corpus"
 echo "cpu: ${cpu:-unknown}, $(nproc) cores; load average before start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "torch $(json_get - torch <<<"$info"), BLAS: $(json_get - blas <<<"$info"); $("$lockstep" version)"
-echo "command: bazel run //benchmarks:bert_vs_pytorch -- --epochs $epochs --steps $steps --threads $threads --repeat $repeat$( ((learning)) || echo ' --no-learning')$( ((speed)) || echo ' --no-speed')"
+echo "command: bazel run //benchmarks:bert_vs_pytorch -- --epochs $epochs --steps $steps --threads $threads --repeat $repeat --seeds $seeds$( ((learning)) || echo ' --no-learning')$( ((speed)) || echo ' --no-speed')"
 
 # --- The batches both sides train on. -----------------------------------------
 mkdir -p "$tmp/batches" "$tmp/jobs"
@@ -136,8 +163,6 @@ write_job "$tmp/jobs/data.json" bert_data 1 32 1
 "$batches_tool" "$tmp/jobs/data.json" "$tmp/batches" "$epochs" ||
   die "text_batches failed"
 spe=$(json_get "$tmp/batches/meta.json" steps_per_epoch)
-write_job "$tmp/jobs/learn1.json" bert_learn1 1 32 epochs
-write_job "$tmp/jobs/learn2.json" bert_learn2 2 16 epochs
 echo "data: $(json_get "$tmp/batches/meta.json" train_samples) training sequences of 128 tokens" \
   "($spe steps of 32 per epoch), $(json_get "$tmp/batches/meta.json" test_samples) test sequences"
 echo
@@ -197,9 +222,17 @@ run_torch() {
       --steps "$steps" --threads "$t" "${extra[@]}" "$@"
     rank_pids+=("${pids[-1]}")
   done
-  local pid failed=0
-  for pid in "${rank_pids[@]}"; do wait_bg "$pid" || failed=1; done
-  ((failed == 0)) || { show_logs "$dir"/rank*.log; die "the PyTorch peer failed ($name)"; }
+  local pid rc statuses=()
+  for pid in "${rank_pids[@]}"; do
+    rc=0
+    wait_bg "$pid" || rc=$?
+    statuses+=("$rc")
+  done
+  rc=$(peer_status "${statuses[@]}")
+  if ((rc != 0)); then
+    show_logs "$dir"/rank*.log
+    peer_failed "$rc" "$name (exit status by rank: ${statuses[*]})"
+  fi
   local out
   out=$(grep '^{' "$dir/rank0.log" | tail -n 1)
   sps=$(json_get - samples_per_sec <<<"$out")
@@ -242,79 +275,52 @@ if ((speed)); then
   done
 fi
 
+# learn_seed SEED: the learning runs of one seed: its batches, lockstep's
+# initial weights, lockstep's cluster of 1 and of 2 workers, and PyTorch
+# from those weights on those batches; figures in $tmp/*_sSEED.json(l).
+learn_seed() {
+  local s=$1 rc=0
+  job_seed=$s
+  mkdir -p "$tmp/batches_s$s"
+  write_job "$tmp/jobs/data_s$s.json" "bert_data_s$s" 1 32 1
+  "$batches_tool" "$tmp/jobs/data_s$s.json" "$tmp/batches_s$s" "$epochs" ||
+    die "text_batches failed (seed $s)"
+  write_job "$tmp/jobs/learn1_s$s.json" "bert_learn1_s$s" 1 32 epochs
+  write_job "$tmp/jobs/learn2_s$s.json" "bert_learn2_s$s" 2 16 epochs
+  job_seed=
+  # lockstep's initial weights: a checkpoint of step 0 (nothing trained).
+  start_bg "$tmp/init_s$s.log" "$lockstep" train "$tmp/jobs/learn1_s$s.json" \
+    --storage "$tmp/init_s$s" --stop-after-steps 0 --threads "$threads"
+  wait_bg "${pids[-1]}" ||
+    { show_logs "$tmp/init_s$s.log"; die "lockstep train --stop-after-steps 0 failed (seed $s)"; }
+  local init
+  init=$(find "$tmp/init_s$s" -path '*step-00000000*' -name model.safetensors | head -n 1)
+  [[ -n "$init" ]] ||
+    { show_logs "$tmp/init_s$s.log"; die "no step-0 model.safetensors under $tmp/init_s$s (seed $s)"; }
+  echo "  seed $s: lockstep's initial weights in $init" >&2
+  run_cluster "learn1_s$s" 1
+  "$summaries" "$job_dir/summaries" eval/accuracy eval/loss >"$tmp/learn1_s$s.json"
+  echo "  seed $s: lockstep 1 worker: $(commas "$sps") samples/s" >&2
+  run_cluster "learn2_s$s" 2
+  "$summaries" "$job_dir/summaries" eval/accuracy eval/loss >"$tmp/learn2_s$s.json"
+  echo "  seed $s: lockstep 2 workers: $(commas "$sps") samples/s" >&2
+  start_bg "$tmp/torch_learn_s$s.log" env OPENBLAS_NUM_THREADS=1 "$PY" "$peer" \
+    --job "$tmp/jobs/learn1_s$s.json" --batches "$tmp/batches_s$s" --learn \
+    --epochs "$epochs" --threads "$threads" --init "$init"
+  wait_bg "${pids[-1]}" || rc=$?
+  if ((rc != 0)); then
+    show_logs "$tmp/torch_learn_s$s.log"
+    peer_failed "$rc" "the PyTorch learning run (seed $s)"
+  fi
+  grep '^{' "$tmp/torch_learn_s$s.log" >"$tmp/torch_learn_s$s.jsonl"
+  echo "  seed $s: PyTorch: done ($(grep -m 1 'tensors from' "$tmp/torch_learn_s$s.log" || true))" >&2
+}
+
 if ((learning)); then
-  echo "learning runs ($epochs epochs each) ..." >&2
-  run_cluster learn1 1
-  "$summaries" "$job_dir/summaries" eval/accuracy eval/loss >"$tmp/learn1.json"
-  echo "  lockstep 1 worker: $(commas "$sps") samples/s" >&2
-  run_cluster learn2 2
-  "$summaries" "$job_dir/summaries" eval/accuracy eval/loss >"$tmp/learn2.json"
-  echo "  lockstep 2 workers: $(commas "$sps") samples/s" >&2
-  start_bg "$tmp/torch_learn.log" env OPENBLAS_NUM_THREADS=1 "$PY" "$peer" \
-    --job "$tmp/jobs/learn1.json" --batches "$tmp/batches" --learn \
-    --epochs "$epochs" --threads "$threads"
-  wait_bg "${pids[-1]}" || { show_logs "$tmp/torch_learn.log"; die "the PyTorch learning run failed"; }
-  grep '^{' "$tmp/torch_learn.log" >"$tmp/torch_learn.jsonl"
-  echo "  PyTorch: done" >&2
+  echo "learning runs ($epochs epochs each, seeds $seeds) ..." >&2
+  for s in "${seeds_arr[@]}"; do learn_seed "$s"; done
 fi
 echo >&2
 
 # --- Tables. --------------------------------------------------------------------
-"$PY" - "$rows" "$tmp" "$spe" "$epochs" "$learning" "$repeat" <<'PYEOF'
-import json, os, sys
-rows_path, tmp, spe, epochs, learning, repeat = sys.argv[1:]
-spe, epochs = int(spe), int(epochs)
-rows = {}
-for line in open(rows_path).read().splitlines():
-    key, label, sps, rss = line.split("\t")
-    if key not in rows or float(sps) > rows[key][1]:  # the best round
-        rows[key] = (label, float(sps), float(rss))
-if rows:
-    fmt = "{:<62} {:>10} {:>14}"
-    print("Speed: training samples/s (higher is better), global batch 32"
-          + ("" if repeat == "1" else f", the best of {repeat} rounds"))
-    print(fmt.format("system", "samples/s", "peak RSS MiB"))
-    for key, (label, sps, rss) in rows.items():
-        print(fmt.format(label, f"{sps:,.1f}", f"{rss:,.0f}"))
-    def ratio(a, b):
-        return rows[a][1] / rows[b][1]
-    def fastest(*keys):
-        return max((k for k in keys if k in rows), key=lambda k: rows[k][1])
-    torch1 = fastest("torch1", "torch1b", "torch1m")
-    ddp2 = fastest("ddp2", "ddp2m")
-    for text, a, b, goal in [
-            ("lockstep 1 process / PyTorch's fastest 1-process row",
-             "lockstep1", torch1, 1.0),
-            ("lockstep 2 workers / PyTorch DDP's fastest row", "lockstep2",
-             ddp2, 1.2),
-            ("lockstep 2 workers / lockstep 1 process", "lockstep2", "lockstep1", None)]:
-        if a in rows and b in rows:
-            r = ratio(a, b)
-            mark = "" if goal is None else \
-                f"  (goal >= {goal}x: {'MET' if r >= goal else 'NOT MET'})"
-            print(f"{text + ':':<58} {r:.2f}x{mark}")
-    print()
-if learning == "1":
-    def lockstep_epochs(name):
-        s = json.load(open(os.path.join(tmp, name + ".json")))
-        acc = s.get("eval/accuracy", {})
-        return [acc.get(str(e * spe)) for e in range(1, epochs + 1)]
-    one, two = lockstep_epochs("learn1"), lockstep_epochs("learn2")
-    torch = [json.loads(l)["test_accuracy"]
-             for l in open(os.path.join(tmp, "torch_learn.jsonl"))]
-    print("Learning: masked-token accuracy on valid.txt after each epoch "
-          "(the same batches and masks)")
-    fmt = "{:>5} {:>18} {:>19} {:>9}"
-    print(fmt.format("epoch", "lockstep 1 worker", "lockstep 2 workers",
-                     "PyTorch"))
-    f = lambda v: "-" if v is None else f"{v:.4f}"
-    for e in range(epochs):
-        print(fmt.format(e + 1, f(one[e]), f(two[e]),
-                         f(torch[e] if e < len(torch) else None)))
-    if None not in (one[-1], two[-1]) and len(torch) == epochs:
-        d1, d2 = one[-1] - torch[-1], two[-1] - one[-1]
-        print(f"lockstep - PyTorch after epoch {epochs}: {d1:+.4f} "
-              f"(goal >= -0.01: {'MET' if d1 >= -0.01 else 'NOT MET'})")
-        print(f"2 workers - 1 worker after epoch {epochs}: {d2:+.4f} "
-              f"(goal within 0.01: {'MET' if abs(d2) <= 0.01 else 'NOT MET'})")
-PYEOF
+"$PY" "$tables" "$rows" "$tmp" "$spe" "$epochs" "$learning" "$repeat" "$seeds"

@@ -12,6 +12,15 @@
 # every process on 127.0.0.1, one compute thread each, the same number of
 # steps. Prints a table of samples/s and the ratios.
 #
+# Timing, the same rule for lockstep and PyTorch: every system runs
+# --warmup + --steps steps; the figure is --steps x global batch over the
+# wall time from the end of the last warm-up step to the end of the last
+# timed step, on every rank, the maximum over ranks. lockstep's workers
+# record each step's end (`lockstep worker --step-times`, read by
+# bench_lib.sh's step_times_rate); the PyTorch peer times itself so. The
+# in-process `lockstep train` reference rows keep result.json's figure (its
+# training loop, every step).
+#
 #   bazel run //benchmarks:cluster_vs_ddp [-- --steps 600 --warmup 20
 #       --repeat 1 --timeout 600 --quiet-wait 60 --no-reference
 #       --no-tuned-malloc --compression none|bf16]
@@ -23,7 +32,9 @@ usage() {
   cat <<'EOF'
 usage: bazel run //benchmarks:cluster_vs_ddp -- [options]
   --steps N       training steps per run, batch 64 per replica (default 600)
-  --warmup N      untimed PyTorch steps before the timed ones (default 20)
+  --warmup N      untimed steps before the timed ones, on every system
+                  (default 20; at least 1: the clock starts at the end of
+                  the last warm-up step)
   --repeat K      run every system K times, report the best (default 1; use 3
                   on a shared machine)
   --timeout S     limit in seconds for each run's processes (default 600)
@@ -78,8 +89,10 @@ for v in "$steps" "$repeat" "$run_timeout"; do
   [[ "$v" =~ ^[1-9][0-9]*$ ]] ||
     die "--steps, --repeat and --timeout must be positive integers, got '$v'"
 done
-[[ "$warmup" =~ ^[0-9]+$ && "$quiet_wait" =~ ^[0-9]+$ ]] ||
-  die "--warmup and --quiet-wait must be integers >= 0"
+[[ "$warmup" =~ ^[1-9][0-9]*$ ]] ||
+  die "--warmup must be an integer >= 1 (the clock starts at the end of the" \
+    "last warm-up step), got '$warmup'"
+[[ "$quiet_wait" =~ ^[0-9]+$ ]] || die "--quiet-wait must be an integer >= 0"
 [[ "$compression" == none || "$compression" == bf16 ]] ||
   die "--compression: expected none or bf16, got '$compression'"
 
@@ -104,7 +117,8 @@ work_dir lockstep-cluster-bench
 
 # --- Header. -----------------------------------------------------------------
 
-info=$("$PY" "$peer" --info)  # warns loudly on stderr if not OpenBLAS
+# Exits 3 (a slow BLAS: the comparison would be invalid) before anything runs.
+info=$("$PY" "$peer" --info) || peer_failed $? "$PY ddp_peer.py --info"
 torch_version=$(json_get - torch <<<"$info")
 blas=$(json_get - blas <<<"$info")
 blas_path=$(json_get - blas_path <<<"$info")
@@ -123,13 +137,16 @@ echo "lockstep cluster vs PyTorch DDP (Gloo): training samples/s on real MNIST, 
 echo "cpu: ${cpu:-unknown}, $cores cores; load average before start: $load"
 echo "torch $torch_version, BLAS: $blas ($blas_path); $("$lockstep" version 2>/dev/null || echo 'lockstep ?')"
 echo "command: $command"
-echo "job: examples/mnist_cnn.json (model, Adam, schedule, seed), \"steps\": $steps, batch $batch per replica, checkpoints only at epoch ends and the end, cluster.compression \"$compression\""
+echo "job: examples/mnist_cnn.json (model, Adam, schedule, seed), \"steps\": $((warmup + steps)), batch $batch per replica, checkpoints only at epoch ends and the end, cluster.compression \"$compression\""
+echo "timing, both sides: $warmup warm-up steps, then samples/s over the wall time from the end of step $warmup to the end of"
+echo "  step $((warmup + steps)), on every rank, the maximum over ranks"
 echo "  lockstep: lockstep coordinator --listen 127.0.0.1:0 --address-file F --storage DIR"
-echo "            lockstep worker --coordinator \$(cat F) --threads 1   (x workers)"
-echo "            lockstep submit JOB.json --coordinator \$(cat F) --wait   -> samples_per_sec of DIR/jobs/NAME/result.json"
-echo "            (rank 0's training loop: every step from the batch wait to the end of the update; no warm-up excluded)"
+echo "            lockstep worker --coordinator \$(cat F) --threads 1 --step-times DIR/step_times.I.jsonl   (x workers)"
+echo "            lockstep submit JOB.json --coordinator \$(cat F) --wait   -> every rank's step end times"
+echo "            (the window holds whatever lockstep does between those steps, e.g. an epoch end's evaluation and checkpoint)"
 echo "  pytorch:  $PY ddp_peer.py --job JOB.json --steps $steps --warmup $warmup --rank R --world-size W --rendezvous-file F"
-echo "            (DDP, Gloo, torch.set_num_threads(1), OpenBLAS 1 thread; $warmup warm-up steps untimed; W=1: plain torch, no DDP)"
+echo "            (DDP, Gloo, torch.set_num_threads(1), OpenBLAS 1 thread; W=1: plain torch, no DDP)"
+((reference == 0)) || echo "  ref rows: lockstep train JOB.json --threads W -> samples_per_sec of result.json (its training loop, every step)"
 echo "            GLIBC_TUNABLES in the environment: ${GLIBC_TUNABLES:-none}"
 ((tuned_malloc == 0)) || echo "            \"malloc tuned\" rows: GLIBC_TUNABLES=$MALLOC_TUNED"
 ((repeat == 1)) || echo "each figure: the best of $repeat runs"
@@ -142,8 +159,8 @@ echo
 
 # --- Jobs. -------------------------------------------------------------------
 
-write_job() {  # write_job FILE NAME WORKERS: examples/mnist_cnn.json, N steps
-  "$PY" - "$example" "$@" "$steps" "$mnist" "$compression" <<'EOF'
+write_job() {  # write_job FILE NAME WORKERS: examples/mnist_cnn.json, warm-up + timed steps
+  "$PY" - "$example" "$@" "$((warmup + steps))" "$mnist" "$compression" <<'EOF'
 import json, os, sys
 example, path, name, workers, steps, mnist, compression = sys.argv[1:]
 with open(example) as f:
@@ -208,19 +225,21 @@ run_cluster() {  # run_cluster WORKERS RUN
     die "lockstep submit failed (or ran past ${run_timeout}s) for $w worker(s)"
   fi
   local submit_seconds=$((SECONDS - t0))
-  stop_all
+  stop_all  # the workers have appended their step times as the job ended
   local result=$dir/storage/jobs/$name/result.json
   [[ -f "$result" ]] || die "the job succeeded but wrote no $result"
-  sps=$(json_get "$result" samples_per_sec)
-  local replicas wall
+  sps=$(step_times_rate "$dir" "$warmup" "$((batch * w))") || exit 1
+  local replicas wall loop_sps window
   replicas=$(json_get "$result" replicas)
   wall=$(json_get "$result" wall_seconds)
+  loop_sps=$(json_get "$result" samples_per_sec)
   ((replicas == w)) || die "$result: $replicas replicas, expected $w"
+  window=$(step_times_note "$dir" "$warmup" "$((batch * w))") || exit 1
   note=$("$PY" -c 'import sys
-sps, steps, gb, wall, sub = map(float, sys.argv[1:])
-print(f"{sps:,.0f} samples/s; training loop {steps * gb / sps:.1f} s of "
-      f"{wall:.1f} s job wall (start to result: set-up, eval, checkpoints), "
-      f"{sub:.0f} s submit to exit")' "$sps" "$steps" "$((batch * w))" "$wall" "$submit_seconds")
+sps, loop, wall, sub = map(float, sys.argv[1:5])
+print(f"{sps:,.0f} samples/s ({sys.argv[5]}); result.json: {loop:,.0f} "
+      f"samples/s over the training loop, {wall:.1f} s job wall; {sub:.0f} s "
+      "submit to exit")' "$sps" "$loop_sps" "$wall" "$submit_seconds" "$window")
   local share
   share=$(allreduce_share "$dir/storage/jobs/$name/summaries" "$w" 2>/dev/null || true)
   [[ -z "$share" ]] || note+="; $share"
@@ -258,23 +277,22 @@ run_torch() {  # run_torch WORLD RUN default|tuned (malloc)
       --rank "$rank" --world-size "$w" --threads 1 --timeout 120 "${extra[@]}"
     rank_pids+=("${pids[-1]}")
   done
-  local pid rc statuses=() failed=0
+  local pid rc statuses=()
   for pid in "${rank_pids[@]}"; do  # bounded: each runs under timeout
     rc=0
     wait_bg "$pid" || rc=$?
     statuses+=("$rc")
-    ((rc == 0)) || failed=1
   done
-  if ((failed)); then
+  rc=$(peer_status "${statuses[@]}")
+  if ((rc != 0)); then
     show_logs "$dir"/rank*.log
-    die "the PyTorch peer failed (exit status by rank: ${statuses[*]}; 124:" \
-      "ran past ${run_timeout}s), world size $w"
+    peer_failed "$rc" "world size $w (exit status by rank: ${statuses[*]})"
   fi
   local out
   out=$(grep '^{' "$dir/rank0.log" | tail -n 1 || true)  # rank 0's JSON line
   [[ -n "$out" ]] || { show_logs "$dir/rank0.log"; die "rank 0 printed no result"; }
   sps=$(json_get - samples_per_sec <<<"$out")
-  note="$(commas "$sps") samples/s over $(json_get - seconds <<<"$out") s (timed steps only)"
+  note="$(commas "$sps") samples/s (window $(json_get - seconds <<<"$out") s for $steps steps on the slowest rank)"
 }
 
 
@@ -340,6 +358,10 @@ for key in ("cluster1", "cluster2", "ddp2", "torch1", "ddpm2", "torchm1",
                      f"{1000.0 * gb / sps[key]:.2f}"))
 print("(workers = processes for the cluster and DDP rows, one compute thread "
       "each; replicas and threads of one process for the ref rows)")
+print("(cluster, DDP and one-process PyTorch rows: the timed steps over the "
+      "wall time from the end of the last warm-up step to the end of the "
+      "last step, the slowest rank's; ref rows: result.json's training loop, "
+      "every step)")
 print()
 
 def ratio(a, b):

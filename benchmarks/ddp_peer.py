@@ -21,6 +21,11 @@
 # [r*b, (r+1)*b). Each rank's loss is its summed cross-entropy x world_size /
 # (samples in the global batch), so DDP's gradient average is the exact
 # global-batch mean, as in lockstep. Images are NCHW (PyTorch's own layout).
+#
+# Timing, the rule lockstep's side uses too (cluster_vs_ddp.sh): wall time
+# from the end of the last warm-up step to the end of the last timed step,
+# on every rank; the slowest rank's. A torch on a slow BLAS (not OpenBLAS or
+# MKL) makes the peer exit 3 (torch_common.require_fast_blas).
 import argparse
 import datetime
 import json
@@ -77,7 +82,7 @@ import torch.distributed as dist  # noqa: E402
 from torch import nn  # noqa: E402
 from torch_common import (alternatives_blas, blas_in_use,  # noqa: E402
                           make_schedule, read_idx, rendezvous_store,
-                          slowest_seconds, warn_if_not_openblas)
+                          require_fast_blas, slowest_seconds)
 
 
 def die(msg):
@@ -254,8 +259,8 @@ def main():
     torch.set_num_threads(ARGS.threads)
     torch.set_num_interop_threads(1)
     blas, blas_path = blas_in_use()
-    if ARGS.rank == 0:
-        warn_if_not_openblas(blas, blas_path)
+    # Every rank: each exits 3 before the rendezvous, so none waits for it.
+    require_fast_blas(blas, blas_path)
     if ARGS.info:
         print(json.dumps({
             "torch": torch.__version__, "blas": blas, "blas_path": blas_path,
@@ -310,8 +315,9 @@ def main():
     net.train()
     for s in range(ARGS.warmup):
         step(s)
-    if world > 1:
-        dist.barrier()  # every rank starts the clock together
+    # The clock starts as the last warm-up step ends, on every rank (no
+    # barrier: lockstep's side has none; DDP's all-reduce keeps the ranks
+    # in step anyway).
     samples = 0
     t0 = time.perf_counter()
     for s in range(ARGS.warmup, ARGS.warmup + ARGS.steps):

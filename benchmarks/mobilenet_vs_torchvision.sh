@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # MobileNetV2 training speed and peak memory, lockstep beside torchvision,
 # one process each on the same threads, in one run:
-#   lockstep: //core:model_benchmark's mobilenet_v2 mode (Model::TrainStep
+#   lockstep: //core/model:model_benchmark's mobilenet_v2 mode (Model::TrainStep
 #     and an SGD update; no data pipeline)
 #   PyTorch:  benchmarks/torchvision_step.py, the same network and head
 #     (torchvision's mobilenet_v2 features, global average pooling, dense
@@ -44,22 +44,35 @@ for v in "$threads" "$steps" "$batch" "$repeat"; do
 done
 
 . "${RUNFILES_DIR:-$0.runfiles}/lockstep/benchmarks/bench_lib.sh"
-bench=$(runfile core/model_benchmark) ||
-  die "core/model_benchmark not in the runfiles; run through bazel run"
+bench=$(runfile core/model/model_benchmark) ||
+  die "core/model/model_benchmark not in the runfiles; run through bazel run"
 peer=$(runfile benchmarks/torchvision_step.py) || die "torchvision_step.py not in the runfiles"
 rss=$(runfile benchmarks/peak_rss.py) || die "peak_rss.py not in the runfiles"
 "$PY" -c "import torch, torchvision" 2>/dev/null ||
   die "/usr/bin/python3 has no torch/torchvision (scripts/install_deps.sh installs them)"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# Before anything runs: a torch on a slow BLAS exits 3 (the comparison would
+# be invalid; torch_common.require_fast_blas).
+OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1} \
+  "$PY" -c 'import sys; sys.path.insert(0, sys.argv[1])
+from torch_common import blas_in_use, require_fast_blas
+require_fast_blas(*blas_in_use())' "$(dirname "$peer")" ||
+  peer_failed $? "the PyTorch BLAS check"
 
 # run_one OUT_RSS CMD...: samples/s of one run (the number before
 # "samples/s"); its peak RSS (MiB) into OUT_RSS.
 run_one() {
-  local rss_file=$1
+  local rss_file=$1 rc=0
   shift
   "$PY" "$rss" "$rss_file" "$@" 2>"$tmp/err" | tee "$tmp/out" >/dev/null ||
-    { cat "$tmp/err" >&2; die "failed: $*"; }
+    rc=$?
+  if ((rc != 0)); then
+    cat "$tmp/err" >&2
+    # torchvision_step.py exits 3 on a slow BLAS (torch_common.py).
+    ((rc != SLOW_BLAS_EXIT)) || peer_failed "$rc" "$*"
+    die "failed: $*"
+  fi
   awk '{for (i = 2; i <= NF; ++i) if ($i == "samples/s") print $(i - 1)}' "$tmp/out" | tail -1
 }
 
@@ -94,4 +107,4 @@ for c in "${list[@]}"; do
     printf '%-10s %-8s %12s %12s %7s %10s %10s\n' "$alpha@$size" "$mode" "$best_ls" "$best_pt" "$ratio" "$ls_mib" "$pt_mib"
   done
 done
-echo "batch $batch, $threads threads; samples/s over the timed steps after 2 warm-up steps; best of $repeat run(s)"
+echo "batch $batch, $threads threads (PyTorch: OMP_NUM_THREADS=$threads and OpenBLAS ${OPENBLAS_NUM_THREADS:-1} thread(s), set before torch loads); samples/s over the timed steps after 2 warm-up steps; best of $repeat run(s)"

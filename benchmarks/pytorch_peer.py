@@ -60,7 +60,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 from torch_common import (alternatives_blas, blas_in_use,  # noqa: E402
-                          read_idx, warn_if_not_openblas)
+                          read_idx, require_fast_blas)
 
 
 def load_mnist(mnist_dir, model):
@@ -158,7 +158,7 @@ def main():
         torch.backends.cudnn.allow_tf32 = False
     blas, blas_path = blas_in_use()
     if not on_gpu:  # on the GPU the BLAS only does host-side odds and ends
-        warn_if_not_openblas(blas, blas_path)
+        require_fast_blas(blas, blas_path)  # exits 3 on a slow BLAS
     if ARGS.info:
         info = {"torch": torch.__version__, "blas": blas,
                 "blas_path": blas_path,

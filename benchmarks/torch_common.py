@@ -1,5 +1,5 @@
 """Helpers the PyTorch peers share (pytorch_peer.py, ddp_peer.py,
-bert_peer.py).
+bert_peer.py, mobilenet_ddp_peer.py, torchvision_step.py).
 
 Import it after the peer has set its thread variables: blas_in_use() loads
 torch. Nothing here runs at import time.
@@ -56,15 +56,103 @@ def alternatives_blas():
     return ""
 
 
-def warn_if_not_openblas(name, path):
+# The exit status of a peer that refuses to run on a slow BLAS; the scripts
+# stop with a clear error when a peer exits with it.
+SLOW_BLAS_EXIT = 3
+
+
+def require_fast_blas(name, path):
+    """Exits with SLOW_BLAS_EXIT unless torch runs on OpenBLAS or MKL.
+
+    With the reference BLAS (or an unknown one) PyTorch's matmuls are ~7-8x
+    slower, so any comparison would flatter lockstep: such a run is invalid
+    and must never print "goal MET"."""
     if name in ("openblas", "mkl"):
         return
     bar = "!" * 78
-    print(f"{bar}\n!! WARNING: PyTorch is using the {name} BLAS ({path or '?'}),"
-          f" not OpenBLAS.\n!! Its matmuls are ~7-8x slower, so this comparison"
-          f" would flatter lockstep.\n!! Fix: apt-get install libopenblas0-pthread"
+    print(f"{bar}\n!! ERROR: PyTorch is using the {name} BLAS ({path or '?'}),"
+          f" not OpenBLAS or MKL.\n!! Its matmuls are ~7-8x slower, so this"
+          f" comparison would flatter lockstep;\n!! the run is invalid and"
+          f" nothing is measured.\n!! Fix: apt-get install libopenblas0-pthread"
           f" (or update-alternatives --config\n!!   libblas.so.3-x86_64-linux-gnu)"
-          f" and run again.\n{bar}", file=sys.stderr)
+          f" and run again.\n{bar}", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    sys.exit(SLOW_BLAS_EXIT)
+
+
+# safetensors dtype -> numpy dtype (little-endian), for read_safetensors.
+_SAFETENSORS_DTYPES = {"F32": "<f4", "F64": "<f8", "I64": "<i8", "I32": "<i4"}
+
+
+def read_safetensors(path):
+    """{name: torch tensor} of a .safetensors file (lockstep's checkpoints'
+    model.safetensors, say), read by hand: an 8-byte little-endian header
+    length, a JSON header {name: {dtype, shape, data_offsets}}, the data.
+    Raises ValueError naming the file on anything malformed (as
+    tests/torch_bert_reference.py's reader)."""
+    import json
+    import numpy as np
+    import torch
+
+    with open(path, "rb") as f:
+        raw = f.read()
+    if len(raw) < 8:
+        raise ValueError(f"{path}: file too short")
+    n = int.from_bytes(raw[:8], "little")
+    if 8 + n > len(raw):
+        raise ValueError(f"{path}: header length {n} exceeds the file size")
+    header = json.loads(raw[8:8 + n].decode("utf-8"))
+    header.pop("__metadata__", None)
+    data = memoryview(raw)[8 + n:]
+    tensors = {}
+    for name, info in header.items():
+        dtype = _SAFETENSORS_DTYPES.get(info.get("dtype"))
+        if dtype is None:
+            raise ValueError(f"{path}: {name} has unsupported dtype "
+                             f"{info.get('dtype')}")
+        shape = [int(d) for d in info["shape"]]
+        begin, end = info["data_offsets"]
+        count = 1
+        for d in shape:
+            count *= d
+        if begin < 0 or end > len(data) or \
+                end - begin != count * np.dtype(dtype).itemsize:
+            raise ValueError(f"{path}: {name} has bad data_offsets "
+                             f"{info['data_offsets']} for shape {shape}")
+        a = np.frombuffer(data[begin:end], dtype=dtype).reshape(shape)
+        tensors[name] = torch.from_numpy(a.copy())
+    return tensors
+
+
+def load_weights_by_name(model, path, die):
+    """Copies every tensor of `path` (safetensors) into the parameter or
+    buffer of `model` with the same name. Any name the model has and the
+    file lacks, any name the file has and the model lacks, or a shape or
+    dtype that differs is an error (die): a partial load would silently
+    compare different starting points. Returns the number of tensors."""
+    import torch
+
+    try:
+        weights = read_safetensors(path)
+    except (OSError, ValueError) as e:
+        die(f"--init {path}: {e}")
+    own = model.state_dict()
+    missing = sorted(set(own) - set(weights))
+    unexpected = sorted(set(weights) - set(own))
+    bad = [f"{k}: file {list(weights[k].shape)} {weights[k].dtype}, model "
+           f"{list(own[k].shape)} {own[k].dtype}"
+           for k in sorted(set(own) & set(weights))
+           if weights[k].shape != own[k].shape or
+           weights[k].dtype != own[k].dtype]
+    if missing or unexpected or bad:
+        die(f"--init {path} does not match the model: {len(missing)} "
+            f"missing {missing[:8]}, {len(unexpected)} unexpected "
+            f"{unexpected[:8]}, {len(bad)} of another shape or dtype "
+            f"{bad[:8]}")
+    with torch.no_grad():
+        for k, t in own.items():
+            t.copy_(weights[k])
+    return len(own)
 
 
 def read_idx(path, magic, header):

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """torchvision's MobileNetV2 training step, timed: the peer of
-`bazel run //core:model_benchmark -- THREADS STEPS mobilenet_v2 ALPHA SIZE
+`bazel run //core/model:model_benchmark -- THREADS STEPS mobilenet_v2 ALPHA SIZE
 BATCH [frozen]` (the same model: the base without its top, global average
 pooling, dense 512 + ReLU, dense 10; SGD; random NCHW inputs).
 
@@ -8,13 +8,26 @@ usage: /usr/bin/python3 benchmarks/torchvision_step.py THREADS STEPS ALPHA
            SIZE BATCH [frozen]
 "frozen" freezes the base (requires_grad off, eval mode) as Keras'
 base.trainable = False does. Prints ms/step and samples/s after 2 warm-up
-steps.
+steps. Exits 3 (torch_common.require_fast_blas) when torch runs on a slow
+BLAS: the comparison would flatter lockstep.
 """
+import os
 import sys
 import time
 
-import torch
-import torchvision
+# Threads set before torch loads, as the other peers do: torch's OpenMP pool
+# gets THREADS, and Debian's OpenBLAS (pthread build, a pool torch never
+# resizes) runs on the calling thread; OPENBLAS_NUM_THREADS set in the
+# environment wins.
+if len(sys.argv) > 1 and sys.argv[1].isdigit() and int(sys.argv[1]) > 0:
+    os.environ["OMP_NUM_THREADS"] = sys.argv[1]
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import torch  # noqa: E402
+import torchvision  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_common import blas_in_use, require_fast_blas  # noqa: E402
 
 
 def main(argv):
@@ -25,6 +38,8 @@ def main(argv):
     alpha, size, batch = float(argv[2]), int(argv[3]), int(argv[4])
     frozen = len(argv) > 5 and argv[5] == "frozen"
     torch.set_num_threads(threads)
+    torch.set_num_interop_threads(1)
+    require_fast_blas(*blas_in_use())  # exits 3 on a slow BLAS
     base = torchvision.models.mobilenet_v2(width_mult=alpha).features
     last = base[-1][0].out_channels
     model = torch.nn.Sequential(base, torch.nn.AdaptiveAvgPool2d(1),

@@ -188,7 +188,9 @@ if ((${#gpus[@]} > 0)); then
   problems=()
   for g in "${gpus[@]}"; do
     # PyTorch: torch.cuda.is_available() and the ordinal (the peer says why not).
-    if ! ginfo=$("$PY" "$peer" --info --device "$g" 2>"$tmp/gpuinfo.err"); then
+    rc=0
+    ginfo=$("$PY" "$peer" --info --device "$g" 2>"$tmp/gpuinfo.err") || rc=$?
+    if ((rc != 0)); then
       problems+=("$(tail -n 1 "$tmp/gpuinfo.err")")
       ginfo=
     fi
@@ -222,7 +224,13 @@ fi
 
 # --- Header. -----------------------------------------------------------------
 
-info=$("$PY" "$peer" --info)  # warns loudly on stderr if not OpenBLAS
+# With a CPU row, a torch on a slow BLAS makes the peer exit 3 (the CPU
+# comparison would be invalid): stop here, before anything runs. GPU rows
+# alone do not need a fast host BLAS.
+info_device=cpu
+((${#gpus[@]} < ${#devices_arr[@]})) || info_device=${gpus[0]}
+info=$("$PY" "$peer" --info --device "$info_device") ||
+  peer_failed $? "$PY pytorch_peer.py --info --device $info_device"
 torch_version=$(json_get - torch <<<"$info")
 blas=$(json_get - blas <<<"$info")
 blas_path=$(json_get - blas_path <<<"$info")
@@ -298,12 +306,14 @@ for model in "${models_arr[@]}"; do
       rm -rf "$storage"
 
       echo "running $what, run $r/$repeat: pytorch ..." >&2
+      rc=0
       peer_out=$("$PY" "$peer" --model "$model" --mnist-dir "$mnist" \
         --steps "$steps" --threads "$t" --batch "$batch" --device "$dev" \
-        2>"$tmp/$name.peer.err") || {
+        2>"$tmp/$name.peer.err") || rc=$?
+      if ((rc != 0)); then
         cat "$tmp/$name.peer.err" >&2
-        die "pytorch peer failed for $what"
-      }
+        peer_failed "$rc" "$what"
+      fi
       theirs=$(best "$theirs" "$(json_get - samples_per_sec <<<"$peer_out")")
     done
     printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$model" "$dev" "$t" "$batch" "$ours" \

@@ -168,6 +168,9 @@ int RunWorkerCommand(const std::vector<std::string>& args) {
       "old one\n",
       "  --http HOST:PORT  Prometheus metrics at /metrics over HTTP (off "
       "unless set)\n",
+      "  --step-times FILE  append one JSON line per job run here: the "
+      "wall-clock end\n                 time (unix seconds) of every step "
+      "(benchmarks)\n",
       kOpsUsage,
       "  SIGTERM: the running job finishes its step and saves a checkpoint "
       "of it with the\n  other ranks, the coordinator is told this worker "
@@ -179,9 +182,10 @@ int RunWorkerCommand(const std::vector<std::string>& args) {
       "must be valid for the --advertise (or --listen) address\n");
   absl::StatusOr<ParsedFlags> f = ParseFlags(
       args,
-      WithTlsFlags(WithOpsFlags({"coordinator", "replicas", "devices", "listen",
-                                 "advertise", "threads", "lanes", "name",
-                                 "protocol-version-for-testing"})),
+      WithTlsFlags(
+          WithOpsFlags({"coordinator", "replicas", "devices", "listen",
+                        "advertise", "threads", "lanes", "name", "step-times",
+                        "protocol-version-for-testing"})),
       {"help"});
   if (!f.ok() || f->Has("help") || !f->positional.empty() ||
       !f->Has("coordinator")) {
@@ -200,6 +204,11 @@ int RunWorkerCommand(const std::vector<std::string>& args) {
   o.name = f->Get("name", "");
   o.http = f->Get("http", "");
   o.health_listen = f->Get("health-listen", "");
+  o.step_times = f->Get("step-times", "");
+  if (f->Has("step-times") && o.step_times.empty()) {
+    std::cerr << "lockstep worker: --step-times needs a file path\n";
+    return 2;
+  }
   absl::StatusOr<LogFn> log = LoggerFromFlags(*f, "worker");
   if (!log.ok()) return FlagError("worker", log.status());
   absl::StatusOr<int64_t> replicas = f->GetInt("replicas", 1);

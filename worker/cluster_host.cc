@@ -70,6 +70,8 @@ bool ClusterHost::ProgressDue(int64_t step, bool boundary) {
 }
 
 void ClusterHost::StepDone(const StepFigures& f) {
+  // First: the step's end, before anything else this hook does.
+  if (!ctx_.step_times.empty()) step_times_.Add(f.step, UnixSeconds());
   step_ = f.step;
   if (ctx_.metrics == nullptr) return;
   StepSample sample;
@@ -114,6 +116,7 @@ absl::Status ClusterHost::Scalars(int64_t step, const ScalarList& values) {
 }
 
 absl::Status ClusterHost::EndStep(int64_t step) {
+  if (!ctx_.step_times.empty()) step_times_.End(UnixSeconds());
   if (!report_due_) return absl::OkStatus();
   report_due_ = false;
   last_report_ = Clock::now();
@@ -169,6 +172,14 @@ absl::Status ClusterHost::WhileCoordinatorRestarts(
     s = call();
   }
   return s;
+}
+
+void ClusterHost::WriteStepTimes() {
+  if (ctx_.step_times.empty()) return;
+  absl::Status s = AppendStepTimes(
+      ctx_.step_times,
+      step_times_.JsonLine(a_.job(), a_.generation(), a_.rank()));
+  if (!s.ok()) Log(absl::StrCat("warning: ", s.message()));
 }
 
 }  // namespace lockstep

@@ -16,6 +16,7 @@
 #include "core/train/training_session.h"
 #include "proto/cluster.grpc.pb.h"
 #include "worker/job_runner.h"
+#include "worker/step_times.h"
 
 namespace lockstep {
 
@@ -64,6 +65,9 @@ class ClusterHost : public SessionHost {
   // every second for up to 10 minutes or until the job is stopped.
   absl::Status WhileCoordinatorRestarts(
       const std::string& what, const std::function<absl::Status()>& call);
+  // Appends this run's step end times to RunnerContext::step_times (when
+  // set); a failure is logged, not returned: the run is over either way.
+  void WriteStepTimes();
 
  private:
   bool chief() const { return a_.rank() == 0; }
@@ -75,6 +79,7 @@ class ClusterHost : public SessionHost {
   bool report_due_ = false;
   Clock::time_point last_report_ = Clock::now();
   bool coordinator_down_ = false;
+  StepTimes step_times_;  // filled only with RunnerContext::step_times set
 };
 
 }  // namespace lockstep

@@ -48,6 +48,7 @@ class JobRunner {
   bool uses_nccl() const {
     return session_ != nullptr && session_->uses_devices();
   }
+  void WriteStepTimes() { host_.WriteStepTimes(); }
 
  private:
   absl::Status Start();
@@ -318,6 +319,7 @@ absl::Status RunAssignment(const Assignment& assignment,
         absl::StrCat("stopped by the coordinator (", status.message(), ")"));
   }
   const std::string over = runner.Finish(status);
+  runner.WriteStepTimes();  // after Finish: the coordinator hears first
   if (runner.drained() && context.left != nullptr) *context.left = true;
   if (!status.ok() && !absl::IsCancelled(status) && !over.empty()) {
     // The generation ended elsewhere first (a cancel, or a peer that

@@ -42,6 +42,10 @@ struct RunnerContext {
   LogFn log;
   // Reports progress to the coordinator at most this often (rank 0).
   double report_interval_seconds = 1.0;
+  // When set (the worker's --step-times): every step's end time is
+  // recorded and one JSON line per run appended here as it ends
+  // (worker/step_times.h).
+  std::string step_times;
 };
 
 // Runs `assignment` until the job's last step, a STOP, a drain, or an

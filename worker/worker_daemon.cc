@@ -22,6 +22,7 @@
 #include "rpc/rpc_util.h"
 #include "worker/collective_service.h"
 #include "worker/job_runner.h"
+#include "worker/step_times.h"
 #include "worker/worker_metrics.h"
 
 namespace lockstep {
@@ -159,6 +160,7 @@ void WorkerDaemon::StartJob(const lockstep::v1::Assignment& a) {
   runner_.left = &left_;
   runner_.metrics = &metrics_;
   runner_.log = o_.log;
+  runner_.step_times = o_.step_times;
   Log(absl::StrFormat("starting job %s generation %d as rank %d of %d", a.job(),
                       a.generation(), a.rank(), a.world_size()));
   job_thread_ = std::make_unique<std::thread>([this] {
@@ -325,6 +327,9 @@ absl::Status WorkerDaemon::StartOpsEndpoints() {
 
 absl::Status WorkerDaemon::Run() {
   collective_.SetLog(o_.log);
+  if (!o_.step_times.empty()) {
+    RETURN_IF_ERROR(CheckStepTimesFile(o_.step_times));
+  }
   DaemonServerOptions serve;
   serve.listen = o_.listen;
   serve.tls = o_.tls;

@@ -40,6 +40,10 @@ struct WorkerOptions {
   // On shutdown, how long the running job may take to drain (finish its
   // step, checkpoint it with the other ranks) before it is abandoned.
   double drain_timeout_seconds = 30;
+  // --step-times: the end time of every step of each job run here is
+  // appended to this file (one JSON line per run, worker/step_times.h).
+  // Checked at start-up; "" = off.
+  std::string step_times;
   // Overrides the protocol version sent at registration (tests only).
   int protocol_version = -1;
   // Set by a signal handler: stop the running job and return.
