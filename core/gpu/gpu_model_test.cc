@@ -18,6 +18,7 @@
 #include "core/job/job_spec.h"
 #include "core/model/model.h"
 #include "core/tensor.h"
+#include "core/train/optimizer.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/test_util.h"
 #include "kernels/cuda/cuda_test_util.h"
@@ -138,9 +139,10 @@ TEST_P(GpuModelTest, TrainStepsAndEvaluateMatchCpuModel) {
 
   const int64_t in = NumElements(spec.single_input_shape());
   const int64_t classes = NumElements((*cpu)->output_shape());
+  // single_input_shape() returns a copy: one copy for both iterators.
+  const Shape sample = spec.single_input_shape();
   Shape xshape = {kBatch};
-  xshape.insert(xshape.end(), spec.single_input_shape().begin(),
-                spec.single_input_shape().end());
+  xshape.insert(xshape.end(), sample.begin(), sample.end());
   const std::vector<float> xv = RandomVector(kBatch * in, 11, 0.0f, 1.0f);
   const Tensor x(xshape, xv);
   std::vector<int32_t> labels(kBatch);
@@ -168,9 +170,15 @@ TEST_P(GpuModelTest, TrainStepsAndEvaluateMatchCpuModel) {
       ExpectTensorNear(cpu_params[i]->grad, gpu_params[i]->grad,
                        cpu_params[i]->name + " grad");
     }
-    // Plain SGD on the host, to both; the GPU gets its updated copy.
+    // Plain SGD on the host, to both; batch norm's running statistics move
+    // by their moving average instead (an SGD step on a variance can make
+    // it negative: NaN on both sides). The GPU gets its updated copy.
     for (size_t i = 0; i < cpu_params.size(); ++i) {
       for (Param* p : {cpu_params[i], gpu_params[i]}) {
+        if (p->update == ParamUpdate::kMovingAverage) {
+          UpdateMovingAverages({p}, kBatch);
+          continue;
+        }
         float* v = p->value.data();
         const float* g = p->grad.data();
         for (int64_t j = 0; j < p->value.size(); ++j) v[j] -= lr * g[j];
@@ -315,10 +323,14 @@ TEST(GpuModelCreateTest, WithoutDeviceFailsWithFailedPrecondition) {
 
 TEST(GpuModelCreateTest, BadSpecIsInvalidArgumentWhenADeviceIsPresent) {
   SKIP_WITHOUT_CUDA_DEVICE();
+  // (Dense now applies to the last axis, as Keras', so a missing flatten is
+  // no longer an error: an input nothing produces is.)
   ModelSpec spec = MnistCnn();
-  spec.layers.erase(spec.layers.begin() + 2);  // no flatten before dense
+  spec.layers[1].inputs = {"no_such_layer"};
   absl::StatusOr<std::unique_ptr<GpuModel>> gpu = GpuModel::Create(spec, kSeed);
   EXPECT_EQ(gpu.status().code(), absl::StatusCode::kInvalidArgument)
+      << gpu.status();
+  EXPECT_TRUE(absl::StrContains(gpu.status().message(), "no_such_layer"))
       << gpu.status();
 }
 

@@ -204,7 +204,12 @@ TEST(TransformerCudaTest, AddSumsInOrder) {
   // 10 inputs: more than one kernel's worth of pointers.
   for (int k : {2, 10}) {
     std::vector<Shape> shapes(k, Shape{4, 6});
-    std::unique_ptr<Layer> l = BuildLayer(R"({"type": "add"})", shapes);
+    std::string inputs;
+    for (int i = 0; i < k; ++i) {
+      inputs += (i > 0 ? ", \"in" : "\"in") + std::to_string(i) + "\"";
+    }
+    std::unique_ptr<Layer> l = BuildLayer(
+        R"({"type": "add", "inputs": [)" + inputs + "]}", shapes);
     ASSERT_NE(l, nullptr);
     Vectors x;
     for (int i = 0; i < k; ++i) x.push_back(RandomVector(3 * 24, 10 + i));
@@ -278,7 +283,8 @@ TEST(TransformerCudaTest, LayerNorm) {
 TEST(TransformerCudaTest, GatherPositions) {
   SKIP_WITHOUT_CUDA_DEVICE();
   std::unique_ptr<Layer> l =
-      BuildLayer(R"({"type": "gather_positions"})", {{8, 6}, {5}});
+      BuildLayer(R"({"type": "gather_positions", "inputs": ["in0", "in1"]})",
+                 {{8, 6}, {5}});
   ASSERT_NE(l, nullptr);
   // Repeats, padding (-1), out of range and non-integer positions.
   const std::vector<float> p = {1, 1, 7, -1, 0, 3, 8, 2.5f, 3,  3,

@@ -54,7 +54,7 @@ __global__ void SoftmaxForwardKernel(int64_t rows, int64_t heads,
       if (dropout.enabled) {
         const int64_t e = r * length + j;
         dropped[e] =
-            DropoutKeep(dropout.seed, e, dropout.rate) ? v * keep_scale : 0.0f;
+            v * (DropoutKeep(dropout.seed, e, dropout.rate) ? keep_scale : 0.0f);
       }
     }
   }
@@ -64,8 +64,9 @@ __global__ void DropoutKernel(int64_t n, AttentionDropout dropout,
                               float keep_scale, const float* probs,
                               float* dropped) {
   for (int64_t i = FirstIndex(); i < n; i += Stride()) {
-    dropped[i] =
-        DropoutKeep(dropout.seed, i, dropout.rate) ? probs[i] * keep_scale : 0.0f;
+    dropped[i] = probs[i] * (DropoutKeep(dropout.seed, i, dropout.rate)
+                                 ? keep_scale
+                                 : 0.0f);
   }
 }
 
@@ -84,8 +85,9 @@ __global__ void SoftmaxBackwardKernel(int64_t rows, int64_t length, float scale,
     for (int64_t j = lane; j < length; j += kWarp) {
       float v = g[j];
       if (dropout.enabled) {
-        v = DropoutKeep(dropout.seed, r * length + j, dropout.rate) ? v * keep_scale
-                                                             : 0.0f;
+        v *= DropoutKeep(dropout.seed, r * length + j, dropout.rate)
+                 ? keep_scale
+                 : 0.0f;  // a blend, as the CPU (-0 stays -0)
         g[j] = v;  // the lane reads it back below
       }
       dot += v * p[j];

@@ -12,7 +12,8 @@ __global__ void ApplyKernel(int64_t n, float rate, float scale, uint64_t seed,
                             const float* in, float* out) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
        i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    out[i] = DropoutKeep(seed, i, rate) ? in[i] * scale : 0.0f;
+    // A blend, as the CPU's: a dropped negative value is -0 on both.
+    out[i] = in[i] * (DropoutKeep(seed, i, rate) ? scale : 0.0f);
   }
 }
 
