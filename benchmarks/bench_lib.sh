@@ -241,6 +241,25 @@ peer_status() {
   echo "$first"
 }
 
+# wait_ranks DIR WHAT PID...: waits for every rank of a PyTorch run (each
+# under its timeout); if any failed, shows DIR/rank*.log and stops through
+# peer_failed (a slow BLAS on any rank wins).
+wait_ranks() {
+  local dir=$1 what=$2
+  shift 2
+  local pid rc statuses=()
+  for pid in "$@"; do
+    rc=0
+    wait_bg "$pid" || rc=$?
+    statuses+=("$rc")
+  done
+  rc=$(peer_status "${statuses[@]}")
+  if ((rc != 0)); then
+    show_logs "$dir"/rank*.log
+    peer_failed "$rc" "$what (exit status by rank: ${statuses[*]})"
+  fi
+}
+
 # decode_threads: the threads lockstep decodes images on per worker, as
 # core/data/batch_prefetcher.cc's FillThreads: clamp(cores / 4, 1, 8), cores
 # being std::thread::hardware_concurrency() (the online processors).

@@ -222,17 +222,7 @@ run_torch() {
       --steps "$steps" --threads "$t" "${extra[@]}" "$@"
     rank_pids+=("${pids[-1]}")
   done
-  local pid rc statuses=()
-  for pid in "${rank_pids[@]}"; do
-    rc=0
-    wait_bg "$pid" || rc=$?
-    statuses+=("$rc")
-  done
-  rc=$(peer_status "${statuses[@]}")
-  if ((rc != 0)); then
-    show_logs "$dir"/rank*.log
-    peer_failed "$rc" "$name (exit status by rank: ${statuses[*]})"
-  fi
+  wait_ranks "$dir" "$name" "${rank_pids[@]}"
   local out
   out=$(grep '^{' "$dir/rank0.log" | tail -n 1)
   sps=$(json_get - samples_per_sec <<<"$out")

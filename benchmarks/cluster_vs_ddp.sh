@@ -277,17 +277,7 @@ run_torch() {  # run_torch WORLD RUN default|tuned (malloc)
       --rank "$rank" --world-size "$w" --threads 1 --timeout 120 "${extra[@]}"
     rank_pids+=("${pids[-1]}")
   done
-  local pid rc statuses=()
-  for pid in "${rank_pids[@]}"; do  # bounded: each runs under timeout
-    rc=0
-    wait_bg "$pid" || rc=$?
-    statuses+=("$rc")
-  done
-  rc=$(peer_status "${statuses[@]}")
-  if ((rc != 0)); then
-    show_logs "$dir"/rank*.log
-    peer_failed "$rc" "world size $w (exit status by rank: ${statuses[*]})"
-  fi
+  wait_ranks "$dir" "world size $w" "${rank_pids[@]}"
   local out
   out=$(grep '^{' "$dir/rank0.log" | tail -n 1 || true)  # rank 0's JSON line
   [[ -n "$out" ]] || { show_logs "$dir/rank0.log"; die "rank 0 printed no result"; }
