@@ -80,47 +80,15 @@ def require_fast_blas(name, path):
     sys.exit(SLOW_BLAS_EXIT)
 
 
-# safetensors dtype -> numpy dtype (little-endian), for read_safetensors.
-_SAFETENSORS_DTYPES = {"F32": "<f4", "F64": "<f8", "I64": "<i8", "I32": "<i4"}
-
-
 def read_safetensors(path):
-    """{name: torch tensor} of a .safetensors file (lockstep's checkpoints'
-    model.safetensors, say), read by hand: an 8-byte little-endian header
-    length, a JSON header {name: {dtype, shape, data_offsets}}, the data.
-    Raises ValueError naming the file on anything malformed (as
-    tests/torch_bert_reference.py's reader)."""
-    import json
-    import numpy as np
-    import torch
-
-    with open(path, "rb") as f:
-        raw = f.read()
-    if len(raw) < 8:
-        raise ValueError(f"{path}: file too short")
-    n = int.from_bytes(raw[:8], "little")
-    if 8 + n > len(raw):
-        raise ValueError(f"{path}: header length {n} exceeds the file size")
-    header = json.loads(raw[8:8 + n].decode("utf-8"))
-    header.pop("__metadata__", None)
-    data = memoryview(raw)[8 + n:]
-    tensors = {}
-    for name, info in header.items():
-        dtype = _SAFETENSORS_DTYPES.get(info.get("dtype"))
-        if dtype is None:
-            raise ValueError(f"{path}: {name} has unsupported dtype "
-                             f"{info.get('dtype')}")
-        shape = [int(d) for d in info["shape"]]
-        begin, end = info["data_offsets"]
-        count = 1
-        for d in shape:
-            count *= d
-        if begin < 0 or end > len(data) or \
-                end - begin != count * np.dtype(dtype).itemsize:
-            raise ValueError(f"{path}: {name} has bad data_offsets "
-                             f"{info['data_offsets']} for shape {shape}")
-        a = np.frombuffer(data[begin:end], dtype=dtype).reshape(shape)
-        tensors[name] = torch.from_numpy(a.copy())
+    """{name: torch tensor} of a .safetensors file (a lockstep checkpoint's
+    model.safetensors): the checked reader of the torch agreement tests
+    (tests/torch_bert_reference.py, in this script's runfiles), which raises
+    ValueError naming the file on anything malformed."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, os.path.join(here, "..", "tests"))
+    from torch_bert_reference import read_safetensors as checked_read
+    tensors, _ = checked_read(path)
     return tensors
 
 
