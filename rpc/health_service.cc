@@ -20,17 +20,26 @@ void HealthService::ShutDown() {
   shut_down_ = true;
 }
 
-HealthService::Status HealthService::Get(const std::string& service) const {
-  absl::MutexLock lock(&mu_);
+namespace {
+
+HealthService::Status StatusOf(const std::string& service, bool ready,
+                               bool shut_down) {
   if (service.empty()) {
-    return ready_ && !shut_down_ ? HealthCheckResponse::SERVING
-                                 : HealthCheckResponse::NOT_SERVING;
+    return ready && !shut_down ? HealthCheckResponse::SERVING
+                               : HealthCheckResponse::NOT_SERVING;
   }
   if (service == kLivenessService) {
-    return shut_down_ ? HealthCheckResponse::NOT_SERVING
-                      : HealthCheckResponse::SERVING;
+    return shut_down ? HealthCheckResponse::NOT_SERVING
+                     : HealthCheckResponse::SERVING;
   }
   return HealthCheckResponse::SERVICE_UNKNOWN;
+}
+
+}  // namespace
+
+HealthService::Status HealthService::Get(const std::string& service) const {
+  absl::MutexLock lock(&mu_);
+  return StatusOf(service, ready_, shut_down_);
 }
 
 grpc::Status HealthService::Check(grpc::ServerContext*,
@@ -53,7 +62,16 @@ grpc::Status HealthService::Watch(
   bool first = true;
   Status last = HealthCheckResponse::UNKNOWN;
   while (!context->IsCancelled()) {
-    const Status s = Get(request->service());
+    // The status and the shutdown flag are read together, so the status
+    // a shutdown brings (NOT_SERVING) is always sent before the stream
+    // ends: a watcher never sees the stream close on a stale SERVING.
+    bool ready, shut_down;
+    {
+      absl::MutexLock lock(&mu_);
+      ready = ready_;
+      shut_down = shut_down_;
+    }
+    const Status s = StatusOf(request->service(), ready, shut_down);
     if (first || s != last) {
       HealthCheckResponse r;
       r.set_status(s);
@@ -61,10 +79,9 @@ grpc::Status HealthService::Watch(
       first = false;
       last = s;
     }
+    if (shut_down) break;
     absl::MutexLock lock(&mu_);
-    if (shut_down_) break;
     // Wakes early on a change; the timeout bounds the cancellation check.
-    const bool ready = ready_;
     auto changed = [this, ready]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
       return ready_ != ready || shut_down_;
     };

@@ -2,6 +2,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <memory>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "rpc/rpc_util.h"
@@ -98,6 +100,41 @@ TEST_F(HealthServiceTest, WatchSendsTheStatusAndEveryChange) {
   EXPECT_EQ(r.status(), HealthCheckResponse::NOT_SERVING);
   EXPECT_FALSE(reader->Read(&r));  // the stream ends at shutdown
   EXPECT_TRUE(reader->Finish().ok());
+}
+
+// A shutdown that comes just after a change was sent must still reach
+// every watcher as NOT_SERVING before its stream ends (CI once saw the
+// stream close on the stale SERVING). Eight watchers at once put server
+// threads at every point of the loop when the shutdown lands.
+TEST_F(HealthServiceTest, EveryWatcherSeesTheShutdownStatusBeforeTheEnd) {
+  constexpr int kWatchers = 8;
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientReader<HealthCheckResponse>>>
+      readers;
+  HealthCheckRequest req;
+  for (int i = 0; i < kWatchers; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    contexts.back()->set_deadline(std::chrono::system_clock::now() +
+                                  std::chrono::seconds(10));
+    readers.push_back(stub_->Watch(contexts.back().get(), req));
+  }
+  HealthCheckResponse r;
+  for (auto& reader : readers) {
+    ASSERT_TRUE(reader->Read(&r));
+    EXPECT_EQ(r.status(), HealthCheckResponse::NOT_SERVING);
+  }
+  health_.SetReady(true);
+  for (auto& reader : readers) {
+    ASSERT_TRUE(reader->Read(&r));
+    EXPECT_EQ(r.status(), HealthCheckResponse::SERVING);
+  }
+  health_.ShutDown();
+  for (int i = 0; i < kWatchers; ++i) {
+    ASSERT_TRUE(readers[i]->Read(&r)) << "watcher " << i;
+    EXPECT_EQ(r.status(), HealthCheckResponse::NOT_SERVING) << "watcher " << i;
+    EXPECT_FALSE(readers[i]->Read(&r)) << "watcher " << i;
+    EXPECT_TRUE(readers[i]->Finish().ok()) << "watcher " << i;
+  }
 }
 
 TEST_F(HealthServiceTest, WatchOfAnUnknownNameSaysServiceUnknown) {
