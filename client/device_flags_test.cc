@@ -9,7 +9,9 @@ namespace {
 TEST(DeviceFlagsTest, CpuReplicasByDefaultAndByFlag) {
   absl::StatusOr<DeviceList> none = ResolveDevices("", 3);
   ASSERT_TRUE(none.ok()) << none.status();
-  if (!HaveGpuBackend()) EXPECT_EQ(none->ToString(), "cpu:3");
+  if (!HaveGpuBackend()) {
+    EXPECT_EQ(none->ToString(), "cpu:3");
+  }
   absl::StatusOr<DeviceList> two = ResolveDevices("cpu:2", 1);
   ASSERT_TRUE(two.ok()) << two.status();
   EXPECT_EQ(two->replicas(), 2);
