@@ -4,6 +4,8 @@
 #include <chrono>
 #include <iostream>
 #include <memory>
+#include <set>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -77,6 +79,9 @@ void PrintStatus(const v1::JobStatus& s) {
   }
   if (!s.checkpoint_path().empty()) {
     std::cout << "  last checkpoint: " << s.checkpoint_path() << "\n";
+  }
+  if (!s.storage_path().empty()) {
+    std::cout << "  storage: " << s.storage_path() << "\n";
   }
   if (!s.result_path().empty()) {
     std::cout << absl::StrFormat(
@@ -206,6 +211,33 @@ int RunSubmitCommand(const std::vector<std::string>& args) {
             << std::endl;
   if (!f->Has("wait")) return 0;
   return WatchToEnd("submit", *client, s->name());
+}
+
+int RunCheckCommand(const std::vector<std::string>& args) {
+  const std::string usage =
+      "usage: lockstep check JOB.json|- [--data-dir DIR]\n"
+      "  validates a job as submit does (- reads it from stdin) and prints\n"
+      "  the JSON submit would send: defaults filled in, relative data\n"
+      "  paths resolved against --data-dir (default: the job file's folder;\n"
+      "  for stdin, the working folder). Exit 2 with the error otherwise.\n";
+  absl::StatusOr<ParsedFlags> f =
+      ParseFlags(args, {"data-dir"}, std::set<std::string>{"help"});
+  if (!f.ok() || f->Has("help") || f->positional.size() != 1) {
+    if (!f.ok()) std::cerr << "lockstep check: " << f.status().message() << "\n";
+    (f.ok() && f->Has("help") ? std::cout : std::cerr) << usage;
+    return f.ok() && f->Has("help") ? 0 : 2;
+  }
+  absl::StatusOr<JobSpec> spec;
+  if (f->positional[0] == "-") {
+    std::ostringstream text;
+    text << std::cin.rdbuf();
+    spec = ParseJobSpec(text.str(), f->Get("data-dir", ""));
+  } else {
+    spec = LoadJobSpec(f->positional[0], f->Get("data-dir", ""));
+  }
+  if (!spec.ok()) return Fail("check", spec.status());
+  std::cout << JobSpecToJson(*spec) << std::endl;
+  return 0;
 }
 
 int RunStatusCommand(const std::vector<std::string>& args) {

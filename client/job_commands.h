@@ -11,6 +11,8 @@ namespace lockstep {
 // unknown job (NOT_FOUND); 1 anything else (coordinator unreachable, a job
 // that FAILED or was CANCELLED under --wait / watch).
 int RunSubmitCommand(const std::vector<std::string>& args);
+// Validates a job file (or stdin) and prints the JSON submit would send.
+int RunCheckCommand(const std::vector<std::string>& args);
 int RunStatusCommand(const std::vector<std::string>& args);
 int RunWatchCommand(const std::vector<std::string>& args);
 int RunListCommand(const std::vector<std::string>& args);

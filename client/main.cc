@@ -27,6 +27,8 @@ constexpr char kUsage[] =
     "  worker --coordinator H:P [--replicas N]\n"
     "                                   run a worker daemon\n"
     "  submit JOB.json [--wait]         submit a job to the coordinator\n"
+    "  check JOB.json|-                 validate a job; print what submit "
+    "sends\n"
     "  status [JOB]                     a job's state, step and workers\n"
     "  watch JOB                        stream a job's progress to its end\n"
     "  list                             every job and worker\n"
@@ -56,6 +58,7 @@ int main(int argc, char** argv) {
   if (verb == "coordinator") return lockstep::RunCoordinatorCommand(args);
   if (verb == "worker") return lockstep::RunWorkerCommand(args);
   if (verb == "submit") return lockstep::RunSubmitCommand(args);
+  if (verb == "check") return lockstep::RunCheckCommand(args);
   if (verb == "status") return lockstep::RunStatusCommand(args);
   if (verb == "watch") return lockstep::RunWatchCommand(args);
   if (verb == "list") return lockstep::RunListCommand(args);

@@ -1,0 +1,31 @@
+"""lockstep: submit, watch and read the results of synchronous
+data-parallel training jobs on a lockstep cluster, from Python.
+
+    import lockstep
+    client = lockstep.Client("127.0.0.1:7070")
+    job = client.submit({"name": "mlp", ...})   # or a path to a job file
+    job.wait()                                  # progress; raises on failure
+    job.result()["test_accuracy"]
+    job.checkpoint().to_torch(torch_model)
+
+See help(lockstep.Client) and help(lockstep.Job).
+"""
+
+from lockstep.client import Checkpoint, Client, Job
+from lockstep.errors import (CheckpointError, InvalidJob, JobCancelled,
+                             JobExists, JobFailed, JobNotFound, LockstepError,
+                             Unauthenticated, Unavailable)
+from lockstep.torch_io import WeightsMismatch, to_torch
+from lockstep.types import (Event, Finished, JobStatus, LogLine, Progress,
+                            Reconnecting, StateChanged, WorkerStatus)
+from lockstep._files import read_safetensors
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Checkpoint", "CheckpointError", "Client", "Event", "Finished",
+    "InvalidJob", "Job", "JobCancelled", "JobExists", "JobFailed",
+    "JobNotFound", "JobStatus", "LockstepError", "LogLine", "Progress",
+    "Reconnecting", "StateChanged", "Unauthenticated", "Unavailable",
+    "WeightsMismatch", "WorkerStatus", "read_safetensors", "to_torch",
+]

@@ -1,0 +1,174 @@
+"""Readers for what the coordinator writes to storage: safetensors
+checkpoints and TensorBoard event files. Only numpy is needed; every
+malformed input raises CheckpointError naming the file and the defect."""
+
+import json
+import os
+import struct
+
+from lockstep.errors import CheckpointError
+
+_DTYPES = {"F32": "<f4", "F64": "<f8", "F16": "<f2", "I64": "<i8",
+           "I32": "<i4", "U8": "u1", "I8": "i1"}
+# A safetensors header larger than this is refused before it is read.
+_MAX_HEADER = 100 << 20
+
+
+def read_safetensors(path):
+    """{name: numpy array} from a safetensors file, in the file's order.
+
+    Checks the header length, the JSON, each dtype, that each tensor's
+    byte range matches its shape and lies inside the file, and that the
+    ranges tile the data area with no gaps or overlaps."""
+    import numpy as np
+
+    try:
+        with open(path, "rb") as f:
+            blob = f.read()
+    except OSError as e:
+        raise CheckpointError(f"cannot read \"{path}\": {e.strerror}") from None
+    if len(blob) < 8:
+        raise CheckpointError(
+            f"\"{path}\": {len(blob)} bytes, shorter than the 8-byte header "
+            "length (truncated?)")
+    (n,) = struct.unpack("<Q", blob[:8])
+    if n > _MAX_HEADER or 8 + n > len(blob):
+        raise CheckpointError(
+            f"\"{path}\": header of {n} bytes does not fit in the file's "
+            f"{len(blob)} bytes (truncated or not safetensors)")
+    try:
+        header = json.loads(blob[8:8 + n].decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"\"{path}\": header is not JSON: {e}") from None
+    if not isinstance(header, dict):
+        raise CheckpointError(f"\"{path}\": header is not a JSON object")
+    data = memoryview(blob)[8 + n:]
+    out = {}
+    spans = []
+    for name, rec in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            dtype = _DTYPES[rec["dtype"]]
+            shape = [int(d) for d in rec["shape"]]
+            begin, end = (int(x) for x in rec["data_offsets"])
+        except (KeyError, TypeError, ValueError):
+            raise CheckpointError(
+                f"\"{path}\": tensor \"{name}\": needs a known dtype "
+                f"({', '.join(_DTYPES)}), a shape and data_offsets; "
+                f"got {rec!r}") from None
+        count = 1
+        for d in shape:
+            if d < 0:
+                raise CheckpointError(
+                    f"\"{path}\": tensor \"{name}\": negative dimension")
+            count *= d
+        size = count * np.dtype(dtype).itemsize
+        if not 0 <= begin <= end <= len(data) or end - begin != size:
+            raise CheckpointError(
+                f"\"{path}\": tensor \"{name}\": bytes [{begin}, {end}) do not "
+                f"hold shape {shape} {rec['dtype']} ({size} bytes) inside "
+                f"the {len(data)}-byte data area (truncated?)")
+        spans.append((begin, end, name))
+        out[name] = np.frombuffer(data[begin:end], dtype=dtype).reshape(
+            shape).copy()
+    at = 0
+    for begin, end, name in sorted(spans):
+        if begin != at:
+            raise CheckpointError(
+                f"\"{path}\": tensor \"{name}\" starts at byte {begin}, "
+                f"expected {at} (a gap or an overlap)")
+        at = end
+    if at != len(data):
+        raise CheckpointError(
+            f"\"{path}\": {len(data) - at} bytes after the last tensor")
+    return out
+
+
+def _crc32c_table():
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+_TABLE = _crc32c_table()
+
+
+def crc32c(data):
+    """CRC-32C (Castagnoli) of bytes, as TFRecord framing uses it."""
+    c = 0xFFFFFFFF
+    for b in data:
+        c = _TABLE[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+
+
+def _masked(crc):
+    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) \
+        & 0xFFFFFFFF
+
+
+def read_tfrecords(path):
+    """The records of one TFRecord file (TensorBoard's event files), each
+    CRC-checked. A record cut short at the end (a writer still appending)
+    ends the list; a damaged one raises."""
+    try:
+        with open(path, "rb") as f:
+            blob = f.read()
+    except OSError as e:
+        raise CheckpointError(f"cannot read \"{path}\": {e.strerror}") from None
+    records = []
+    at = 0
+    while at < len(blob):
+        if at + 12 > len(blob):
+            break
+        (n,) = struct.unpack("<Q", blob[at:at + 8])
+        (len_crc,) = struct.unpack("<I", blob[at + 8:at + 12])
+        if _masked(crc32c(blob[at:at + 8])) != len_crc:
+            raise CheckpointError(
+                f"\"{path}\": record {len(records)} at byte {at}: the length's "
+                "CRC does not match (damaged file)")
+        if at + 12 + n + 4 > len(blob):
+            break
+        payload = blob[at + 12:at + 12 + n]
+        (data_crc,) = struct.unpack("<I", blob[at + 12 + n:at + 16 + n])
+        if _masked(crc32c(payload)) != data_crc:
+            raise CheckpointError(
+                f"\"{path}\": record {len(records)} at byte {at}: the data's "
+                "CRC does not match (damaged file)")
+        records.append(payload)
+        at += 16 + n
+    return records
+
+
+def read_scalars(folder):
+    """Every scalar in the event files of ``folder``, as dicts
+    {"step", "tag", "value", "wall_time"} in file then record order."""
+    from lockstep._generated import tensorboard_pb2
+
+    rows = []
+    try:
+        names = sorted(n for n in os.listdir(folder)
+                       if n.startswith("events.out.tfevents."))
+    except OSError as e:
+        raise CheckpointError(
+            f"cannot list summaries \"{folder}\": {e.strerror}") from None
+    for name in names:
+        path = os.path.join(folder, name)
+        for i, payload in enumerate(read_tfrecords(path)):
+            event = tensorboard_pb2.Event()
+            try:
+                event.ParseFromString(payload)
+            except Exception as e:  # protobuf's DecodeError
+                raise CheckpointError(
+                    f"\"{path}\": record {i} is not an Event: {e}") from None
+            if not event.HasField("summary"):
+                continue
+            for v in event.summary.value:
+                rows.append({"step": event.step, "tag": v.tag,
+                             "value": float(v.simple_value),
+                             "wall_time": event.wall_time})
+    return rows

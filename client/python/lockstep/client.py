@@ -1,0 +1,410 @@
+"""The lockstep job client: submit a JSON job to the coordinator, watch it,
+read its result, metrics and checkpoints.
+
+    import lockstep
+    client = lockstep.Client("127.0.0.1:7070")
+    job = client.submit("examples/default.json")
+    result = job.wait()               # a progress bar; raises if the job fails
+    params = job.checkpoint()         # {name: numpy array}
+    params.to_torch(model)            # into a torch module, by name
+"""
+
+import ipaddress
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import warnings
+
+import grpc
+
+from lockstep import errors, types
+from lockstep._files import read_safetensors, read_scalars
+from lockstep._generated import jobs_pb2, jobs_pb2_grpc
+
+DEFAULT_ADDRESS = "127.0.0.1:7070"
+#: How long ``Job.events()`` keeps retrying an unreachable coordinator
+#: (a restarted one resumes from its journal), as ``lockstep watch`` does.
+RECONNECT_SECONDS = 60.0
+
+
+def _read(what, path):
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise errors.LockstepError(
+            f"{what} \"{path}\": cannot read: {e.strerror}") from None
+
+
+def _is_loopback(address):
+    host = address.rsplit(":", 1)[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class Client:
+    """A connection to a lockstep coordinator's job service.
+
+    Args:
+      address: the coordinator, ``host:port`` (default 127.0.0.1:7070, as
+        the CLI's ``--coordinator``).
+      tls_ca: talk TLS, trusting this CA (PEM file), as ``--tls-ca``.
+      tls_cert, tls_key: a client certificate and its key (PEM files), both
+        or neither, as ``--tls-cert``/``--tls-key``.
+      token: the coordinator's bearer token; default: ``token_file``'s
+        content, else ``$LOCKSTEP_TOKEN`` (as ``--token-file`` and the CLI).
+      token_file: a file holding the token.
+      timeout: seconds each call (not a watch) may take.
+      lockstep_binary: the ``lockstep`` executable used to validate jobs
+        locally and resolve their relative data paths (``lockstep check``);
+        default ``$LOCKSTEP_BINARY``, else ``lockstep`` on PATH. Without
+        one, jobs go to the coordinator as given: it validates them with
+        the same parser and the same error texts, but cannot resolve
+        relative paths against your folder.
+    """
+
+    def __init__(self, address=None, *, tls_ca=None, tls_cert=None,
+                 tls_key=None, token=None, token_file=None, timeout=30.0,
+                 lockstep_binary=None):
+        self.address = address or DEFAULT_ADDRESS
+        self.timeout = timeout
+        if (tls_cert is None) != (tls_key is None):
+            raise errors.LockstepError(
+                "tls_cert and tls_key: give both (a client certificate and "
+                "its key) or neither")
+        if tls_cert is not None and tls_ca is None:
+            raise errors.LockstepError(
+                "tls_cert needs tls_ca (the CA that signed the coordinator's "
+                "certificate)")
+        if token is None and token_file is not None:
+            token = _read("token_file", token_file).decode().strip()
+            if not token:
+                raise errors.LockstepError(
+                    f"token_file \"{token_file}\": the file holds no token")
+        if token is None:
+            token = os.environ.get("LOCKSTEP_TOKEN", "").strip()
+        self._metadata = (("authorization", f"Bearer {token}"),) if token \
+            else ()
+        self._tls = tls_ca is not None
+        if self._tls:
+            creds = grpc.ssl_channel_credentials(
+                root_certificates=_read("tls_ca", tls_ca),
+                private_key=_read("tls_key", tls_key) if tls_key else None,
+                certificate_chain=_read("tls_cert", tls_cert)
+                if tls_cert else None)
+            self._channel = grpc.secure_channel(self.address, creds)
+        else:
+            if token and not _is_loopback(self.address):
+                warnings.warn(
+                    f"sending the bearer token to {self.address} without TLS "
+                    "(pass tls_ca)")
+            self._channel = grpc.insecure_channel(self.address)
+        self._stub = jobs_pb2_grpc.JobServiceStub(self._channel)
+        self._binary = (lockstep_binary or os.environ.get("LOCKSTEP_BINARY")
+                        or shutil.which("lockstep"))
+
+    def close(self):
+        """Closes the connection (also done by ``with Client(...)``)."""
+        self._channel.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return (f"lockstep.Client({self.address!r}"
+                f"{', tls' if self._tls else ''})")
+
+    # -- calls ---------------------------------------------------------
+
+    def _call(self, method, request, what):
+        try:
+            return method(request, timeout=self.timeout,
+                          metadata=self._metadata)
+        except grpc.RpcError as e:
+            raise self._error(e, what) from None
+
+    def _error(self, e, what):
+        err = errors.from_rpc_error(e, f"{what} {self.address}")
+        if (isinstance(err, errors.Unavailable) and not self._tls
+                and "ssl" in (e.details() or "").lower()):
+            err.message += " (does the coordinator use TLS? pass tls_ca)"
+        return err
+
+    def check(self, job, data_dir=None):
+        """The JSON ``submit`` would send for ``job`` (a dict or a path),
+        validated by ``lockstep check``: defaults filled in, relative data
+        paths resolved (against ``data_dir``; default the job file's
+        folder, or the working folder for a dict). Raises InvalidJob with
+        the validator's message, naming the field."""
+        if self._binary is None:
+            raise errors.LockstepError(
+                "no lockstep binary to validate with: pass lockstep_binary=, "
+                "set $LOCKSTEP_BINARY or put lockstep on PATH")
+        if isinstance(job, dict):
+            args, stdin = ["-", "--data-dir", data_dir or os.getcwd()], \
+                json.dumps(job)
+        else:
+            args = [os.fspath(job)] + (["--data-dir", data_dir]
+                                       if data_dir else [])
+            stdin = ""
+        try:
+            run = subprocess.run([self._binary, "check"] + args, input=stdin,
+                                 capture_output=True, text=True, timeout=60)
+        except OSError as e:
+            raise errors.LockstepError(
+                f"cannot run {self._binary}: {e.strerror}") from None
+        if run.returncode == 2:
+            text = run.stderr.strip()
+            prefix = "lockstep check: error: "
+            raise errors.InvalidJob(
+                text[len(prefix):] if text.startswith(prefix) else text)
+        if run.returncode != 0:
+            raise errors.LockstepError(
+                f"{self._binary} check exited {run.returncode}: "
+                f"{run.stderr.strip()}")
+        return run.stdout
+
+    def submit(self, job, data_dir=None):
+        """Submits a job: a dict, or the path of a JSON file. It is
+        validated here first (see ``check``) when a lockstep binary is at
+        hand. Returns the ``Job``. Raises InvalidJob (``.field`` names the
+        field), JobExists while a job of that name is PENDING or RUNNING,
+        Unauthenticated, Unavailable."""
+        if self._binary is not None:
+            text = self.check(job, data_dir)
+        elif data_dir is not None:
+            raise errors.LockstepError(
+                "data_dir needs a lockstep binary to resolve the job's paths "
+                "(pass lockstep_binary= or put lockstep on PATH)")
+        elif isinstance(job, dict):
+            text = json.dumps(job)
+        else:
+            text = _read("job file", os.fspath(job)).decode("utf-8", "replace")
+        status = self._call(self._stub.Submit,
+                            jobs_pb2.SubmitRequest(job_json=text),
+                            "submit to")
+        return Job(self, status.name)
+
+    def job(self, name):
+        """The ``Job`` of that name (not checked until used)."""
+        return Job(self, name)
+
+    def jobs(self):
+        """Every job the coordinator knows, oldest first, as JobStatus."""
+        r = self._call(self._stub.ListJobs, jobs_pb2.ListJobsRequest(),
+                       "list from")
+        return [types.status_from_proto(j) for j in r.jobs]
+
+    def workers(self):
+        """Every registered worker, as WorkerStatus."""
+        r = self._call(self._stub.ListJobs, jobs_pb2.ListJobsRequest(),
+                       "list from")
+        return [types.worker_from_proto(w) for w in r.workers]
+
+
+class Job:
+    """A job on the coordinator, by name. Its files (result, metrics,
+    checkpoints) are read from the coordinator's storage, which must be
+    visible here at the same path (shared storage)."""
+
+    def __init__(self, client, name):
+        self.client = client
+        self.name = name
+
+    def __repr__(self):
+        return f"lockstep.Job({self.name!r})"
+
+    def status(self):
+        """The job's JobStatus now. Raises JobNotFound."""
+        return types.status_from_proto(self.client._call(
+            self.client._stub.GetJob, jobs_pb2.GetJobRequest(name=self.name),
+            "status from"))
+
+    def cancel(self):
+        """Cancels a PENDING or RUNNING job; returns its JobStatus."""
+        return types.status_from_proto(self.client._call(
+            self.client._stub.CancelJob,
+            jobs_pb2.CancelJobRequest(name=self.name), "cancel at"))
+
+    def events(self, timeout=None, reconnect_seconds=RECONNECT_SECONDS):
+        """Yields the job's events until it ends: StateChanged, Progress,
+        LogLine, Reconnecting, and last Finished. Rides through a
+        coordinator restart (retrying for ``reconnect_seconds``; the log
+        goes on after the last line seen). ``timeout``: seconds in all,
+        then TimeoutError."""
+        client = self.client
+        deadline = None if timeout is None else time.monotonic() + timeout
+        seen = 0
+        state = None
+        step = -1
+        any_snapshot = False
+        down_since = None
+        while True:
+            remaining = None
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError(
+                        f"job {self.name}: not ended after {timeout} s "
+                        f"(last state {state})")
+            call = client._stub.WatchJob(
+                jobs_pb2.WatchJobRequest(name=self.name, events_seen=seen),
+                timeout=remaining, metadata=client._metadata)
+            error = None
+            try:
+                for msg in call:
+                    down_since = None
+                    any_snapshot = True
+                    s = types.status_from_proto(msg)
+                    seen = msg.events_total
+                    if s.state != state:
+                        state = s.state
+                        yield types.StateChanged(s, s.state, s.message)
+                    if s.step != step and s.step > 0:
+                        step = s.step
+                        yield types.Progress(s, s.step, s.total_steps,
+                                             s.epoch, s.loss)
+                    for line in msg.events:
+                        yield types.LogLine(s, line)
+                    if s.done:
+                        yield types.Finished(s, s.state, s.message)
+                        return
+            except grpc.RpcError as e:
+                error = e
+            finally:
+                call.cancel()
+            code = error.code() if error is not None else None
+            if code == grpc.StatusCode.DEADLINE_EXCEEDED and deadline:
+                continue  # the loop's check raises TimeoutError
+            if error is not None and (code != grpc.StatusCode.UNAVAILABLE
+                                      or not any_snapshot):
+                raise client._error(error, "watch at")
+            # The stream ended early or the coordinator went away.
+            now = time.monotonic()
+            if down_since is None:
+                down_since = now
+                text = (error.details() if error is not None
+                        else "the stream ended early")
+                yield types.Reconnecting(
+                    s, f"watch at {client.address}: {text}", reconnect_seconds)
+            elif now - down_since > reconnect_seconds:
+                if error is not None:
+                    raise client._error(error, "watch at")
+                raise errors.Unavailable(
+                    f"watch at {client.address}: the stream ended early",
+                    "UNAVAILABLE")
+            time.sleep(1.0)
+
+    def wait(self, progress=True, timeout=None, file=None):
+        """Waits for the job to end and returns its result (``result()``).
+        Raises JobFailed or JobCancelled with the job's own message.
+        ``progress``: a progress bar (tqdm.auto: a widget in a notebook, a
+        line in a terminal; plain text lines when tqdm is missing) and the
+        job's log lines; ``file``: where they go (default stderr)."""
+        from lockstep._progress import ProgressView
+        view = ProgressView(self.name, file or sys.stderr) if progress \
+            else None
+        try:
+            for event in self.events(timeout=timeout):
+                if view is not None:
+                    view.show(event)
+                if isinstance(event, types.Finished):
+                    final = event.status
+        finally:
+            if view is not None:
+                view.close()
+        if final.state == "FAILED":
+            raise errors.JobFailed(final)
+        if final.state == "CANCELLED":
+            raise errors.JobCancelled(final)
+        return self.result(final)
+
+    def _ended_status(self, status, what):
+        status = status or self.status()
+        if not status.result_path:
+            raise errors.LockstepError(
+                f"job {self.name} is {status.state}: no {what} "
+                "(only a SUCCEEDED job has one)")
+        return status
+
+    def result(self, status=None):
+        """result.json of a SUCCEEDED job, as a dict (test accuracy and
+        loss, fingerprint, steps, samples/s, checkpoint path, ...)."""
+        status = self._ended_status(status, "result")
+        try:
+            return json.loads(_read("result", status.result_path))
+        except json.JSONDecodeError as e:
+            raise errors.CheckpointError(
+                f"result \"{status.result_path}\": not JSON: {e}") from None
+
+    def metrics(self):
+        """The chief's TensorBoard scalars (loss, accuracy, learning rate,
+        samples/s, test figures) as rows step, tag, value, wall_time: a
+        pandas DataFrame when pandas is installed, else a list of dicts."""
+        status = self.status()
+        rows = read_scalars(os.path.join(status.storage_path, "summaries"))
+        try:
+            import pandas
+        except ImportError:
+            return rows
+        return pandas.DataFrame(rows,
+                                columns=["step", "tag", "value", "wall_time"])
+
+    def checkpoints(self):
+        """The steps of the job's committed checkpoints, oldest first."""
+        folder = os.path.join(self.status().storage_path, "checkpoints")
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            return []
+        return sorted(int(n[5:]) for n in names
+                      if n.startswith("step-") and n[5:].isdigit())
+
+    def checkpoint(self, step=None):
+        """The model's parameters at a committed checkpoint (default: the
+        last one) as a ``Checkpoint``: {name: numpy array}, names as the
+        PyTorch / Hugging Face state dict of the same model."""
+        status = self.status()
+        if step is None:
+            folder = status.checkpoint_path
+            if not folder:
+                raise errors.CheckpointError(
+                    f"job {self.name} ({status.state}) has no committed "
+                    "checkpoint yet")
+        else:
+            folder = os.path.join(status.storage_path, "checkpoints",
+                                  f"step-{int(step):08d}")
+            if not os.path.isdir(folder):
+                steps = self.checkpoints()
+                raise errors.CheckpointError(
+                    f"job {self.name} has no checkpoint at step {step}; "
+                    f"committed: {', '.join(map(str, steps)) or 'none'}")
+        return Checkpoint(os.path.join(folder, "model.safetensors"))
+
+
+class Checkpoint(dict):
+    """{name: numpy array} read from a checkpoint's model.safetensors.
+    ``step`` and ``path`` say where it came from."""
+
+    def __init__(self, path):
+        super().__init__(read_safetensors(path))
+        self.path = path
+        base = os.path.basename(os.path.dirname(path))
+        self.step = int(base[5:]) if base.startswith("step-") and \
+            base[5:].isdigit() else None
+
+    def to_torch(self, module, strict=True):
+        """Loads these parameters into a torch module by name (see
+        ``lockstep.to_torch``) and returns the module."""
+        from lockstep.torch_io import to_torch
+        return to_torch(self, module, strict=strict)

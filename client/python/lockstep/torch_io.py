@@ -1,0 +1,53 @@
+"""Loading lockstep parameters into PyTorch / Hugging Face modules by name
+(torch is imported only here, and only when used)."""
+
+from lockstep.errors import LockstepError
+
+
+class WeightsMismatch(LockstepError):
+    """The parameters and the module's state dict do not match:
+    ``missing`` (in the module, not in the parameters), ``unexpected``
+    (in the parameters, not in the module) and ``mismatched``
+    (name, parameters' shape, module's shape)."""
+
+    def __init__(self, missing, unexpected, mismatched):
+        parts = []
+        if missing:
+            parts.append(f"missing in the checkpoint ({len(missing)}): "
+                         + ", ".join(missing))
+        if unexpected:
+            parts.append(f"not in the module ({len(unexpected)}): "
+                         + ", ".join(unexpected))
+        if mismatched:
+            parts.append("shapes differ (checkpoint vs module): " + ", ".join(
+                f"{n} {list(a)} vs {list(b)}" for n, a, b in mismatched))
+        super().__init__("cannot load into the module: " + "; ".join(parts))
+        self.missing = missing
+        self.unexpected = unexpected
+        self.mismatched = mismatched
+
+
+def to_torch(params, module, strict=True):
+    """Copies ``params`` ({name: numpy array}) into ``module``'s parameters
+    and buffers of the same names and returns the module.
+
+    ``strict`` (default): every name of the module's state dict must be
+    present and every parameter used, or WeightsMismatch lists what is
+    missing and unexpected (BatchNorm's ``num_batches_tracked`` counters,
+    which lockstep does not keep, may be missing). Shapes must always
+    match."""
+    import torch
+
+    state = module.state_dict()
+    missing = [k for k in state if k not in params
+               and not k.endswith("num_batches_tracked")]
+    unexpected = [k for k in params if k not in state]
+    mismatched = [(k, tuple(v.shape), tuple(state[k].shape))
+                  for k, v in params.items()
+                  if k in state and tuple(v.shape) != tuple(state[k].shape)]
+    if mismatched or (strict and (missing or unexpected)):
+        raise WeightsMismatch(missing, unexpected, mismatched)
+    new = {k: torch.from_numpy(v.copy()).to(state[k].dtype)
+           for k, v in params.items() if k in state}
+    module.load_state_dict(new, strict=False)
+    return module

@@ -1,0 +1,131 @@
+"""Plain Python views of the coordinator's messages, and the events that
+``Job.events()`` yields."""
+
+import dataclasses
+from typing import List
+
+TERMINAL_STATES = ("SUCCEEDED", "FAILED", "CANCELLED")
+
+
+@dataclasses.dataclass
+class WorkerStatus:
+    """One registered worker daemon as the coordinator sees it."""
+    worker_id: str
+    name: str
+    host: str
+    pid: int
+    address: str
+    replicas: int
+    job: str            # "" when idle
+    rank: int           # -1 when idle
+    alive: bool
+    heartbeat_age_seconds: float
+    step: int
+    shard: str
+    devices: List[str]
+    waiting: str        # what its ring waits on, when it has waited > 1 s
+
+
+@dataclasses.dataclass
+class JobStatus:
+    """A job's state and progress (``lockstep status JOB``)."""
+    name: str
+    state: str          # PENDING, RUNNING, RECOVERING, SUCCEEDED, FAILED, CANCELLED
+    message: str        # why PENDING / RECOVERING / FAILED / CANCELLED
+    generation: int
+    step: int
+    total_steps: int
+    epoch: int
+    epochs: int
+    loss: float
+    accuracy: float
+    samples_per_sec: float
+    eta_seconds: float  # < 0: unknown
+    learning_rate: float
+    workers_needed: int
+    workers_alive: int
+    workers: List[WorkerStatus]
+    test_loss: float
+    test_accuracy: float
+    fingerprint: str
+    result_path: str
+    checkpoint_path: str   # the last committed checkpoint's folder
+    storage_path: str      # the job's folder on the coordinator's storage
+    submitted_unix_seconds: float
+    wall_seconds: float
+    restarts: int
+    max_restarts: int
+
+    @property
+    def done(self):
+        """True once the job is SUCCEEDED, FAILED or CANCELLED."""
+        return self.state in TERMINAL_STATES
+
+
+def _fields_from(cls, msg, **overrides):
+    values = {}
+    for f in dataclasses.fields(cls):
+        if f.name in overrides:
+            values[f.name] = overrides[f.name]
+        else:
+            v = getattr(msg, f.name)
+            values[f.name] = list(v) if f.name == "devices" else v
+    return cls(**values)
+
+
+def worker_from_proto(msg):
+    return _fields_from(WorkerStatus, msg)
+
+
+def status_from_proto(msg):
+    from lockstep._generated import jobs_pb2
+    return _fields_from(
+        JobStatus, msg, state=jobs_pb2.JobState.Name(msg.state),
+        workers=[worker_from_proto(w) for w in msg.workers])
+
+
+@dataclasses.dataclass
+class Event:
+    """Base of what ``Job.events()`` yields; ``status`` is the snapshot the
+    event came with."""
+    status: JobStatus
+
+
+@dataclasses.dataclass
+class StateChanged(Event):
+    """The job moved to ``state`` (``message`` says why, if anything)."""
+    state: str
+    message: str
+
+
+@dataclasses.dataclass
+class Progress(Event):
+    """A new step was reported: ``status`` has loss, accuracy, samples/s
+    and ETA."""
+    step: int
+    total_steps: int
+    epoch: int
+    loss: float
+
+
+@dataclasses.dataclass
+class LogLine(Event):
+    """A line of the job's log (epoch results, checkpoints, failures)."""
+    text: str
+
+
+@dataclasses.dataclass
+class Reconnecting(Event):
+    """The coordinator could not be reached; the watch retries until
+    ``give_up_in`` seconds have passed (a restarted coordinator resumes
+    from its journal and the watch goes on where it left off)."""
+    error: str
+    give_up_in: float
+
+
+@dataclasses.dataclass
+class Finished(Event):
+    """The job ended; ``state`` is SUCCEEDED, FAILED or CANCELLED."""
+    state: str
+    message: str
+

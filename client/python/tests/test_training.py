@@ -1,0 +1,121 @@
+"""submit -> wait -> result -> metrics -> checkpoint -> to_torch, on a real
+coordinator and two workers; torch's forward from the loaded weights must
+reproduce lockstep's own evaluation of them."""
+
+import io
+
+import numpy as np
+import pytest
+
+import jobs
+import lockstep
+
+torch = pytest.importorskip("torch")
+
+
+def torch_eval(model, x, y):
+    with torch.no_grad():
+        logits = model(torch.from_numpy(x))
+        loss = torch.nn.functional.cross_entropy(logits, torch.from_numpy(y))
+        acc = (logits.argmax(1).numpy() == y).mean()
+    return float(loss), float(acc)
+
+
+class Mlp(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.dense = torch.nn.Linear(8, 16)
+        self.dense_1 = torch.nn.Linear(16, 3)
+
+    def forward(self, x):
+        return self.dense_1(torch.relu(self.dense(x)))
+
+
+class Cnn(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv2d = torch.nn.Conv2d(1, 4, 3, padding=1)
+        self.dense = torch.nn.Linear(64, 3)
+
+    def forward(self, x):
+        # lockstep's images are NHWC and it flattens in that order.
+        h = torch.relu(self.conv2d(x.reshape(-1, 4, 4, 1).permute(0, 3, 1, 2)))
+        return self.dense(h.permute(0, 2, 3, 1).reshape(x.shape[0], -1))
+
+
+@pytest.mark.parametrize("kind", ["mlp", "cnn"])
+def test_submit_wait_result_checkpoint_to_torch(cluster, tmp_path, kind):
+    features = 8 if kind == "mlp" else 16
+    paths = jobs.write_csv(str(tmp_path), features)
+    job_dict = (jobs.mlp_job if kind == "mlp" else jobs.cnn_job)(
+        f"py-{kind}", str(tmp_path))
+    client = cluster.client()
+    job = client.submit(job_dict, data_dir=str(tmp_path))
+    assert job.name == f"py-{kind}"
+    shown = io.StringIO()
+    result = job.wait(progress=True, file=shown, timeout=120)
+    status = job.status()
+    assert status.state == "SUCCEEDED"
+    assert status.step == status.total_steps == 16  # 2 epochs of 256/32
+    assert result["fingerprint"] == status.fingerprint
+    assert result["test_accuracy"] == pytest.approx(status.test_accuracy)
+    text = shown.getvalue()
+    assert f"job py-{kind} SUCCEEDED" in text, text
+    assert "16/16" in text, text
+    # The relative data paths were resolved against data_dir.
+    assert f'"train_path": "{paths["train"]}"' in client.check(
+        job_dict, data_dir=str(tmp_path))
+
+    ckpt = job.checkpoint()
+    assert ckpt.step == 16
+    assert job.checkpoints()[-1] == 16
+    model = Mlp() if kind == "mlp" else Cnn()
+    assert sorted(ckpt) == sorted(model.state_dict())
+    ckpt.to_torch(model)
+    for name, value in model.state_dict().items():
+        np.testing.assert_array_equal(value.numpy(), ckpt[name])
+    x, y = jobs.read_csv(paths["test"])
+    loss, acc = torch_eval(model, x, y)
+    # lockstep evaluated the same final weights on the same 64 samples.
+    assert acc == pytest.approx(result["test_accuracy"], abs=1e-6)
+    assert loss == pytest.approx(result["test_loss"], rel=1e-5)
+    assert acc > 0.5  # it learned (3 classes: chance is 0.33)
+
+    earlier = job.checkpoint(step=12)
+    assert earlier.step == 12
+    assert not np.array_equal(earlier["dense.weight"], ckpt["dense.weight"])
+    with pytest.raises(lockstep.CheckpointError,
+                       match=r"no checkpoint at step 5; committed: 8, 12, 16"):
+        job.checkpoint(step=5)
+
+    rows = job.metrics()
+    if not isinstance(rows, list):
+        rows = rows.to_dict("records")
+    tags = {r["tag"] for r in rows}
+    assert "loss" in tags or "train/loss" in tags, sorted(tags)
+    steps = sorted({r["step"] for r in rows})
+    assert steps[-1] == 16 and 2 in steps, steps
+
+
+def test_to_torch_names_what_does_not_match(cluster, tmp_path):
+    jobs.write_csv(str(tmp_path), 8)
+    job = cluster.client().submit(
+        jobs.mlp_job("py-mismatch", str(tmp_path), epochs=1),
+        data_dir=str(tmp_path))
+    job.wait(progress=False, timeout=120)
+    ckpt = job.checkpoint()
+
+    class Other(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.dense = torch.nn.Linear(8, 32)
+            self.head = torch.nn.Linear(32, 3)
+
+    with pytest.raises(lockstep.WeightsMismatch) as e:
+        ckpt.to_torch(Other())
+    assert e.value.missing == ["head.weight", "head.bias"]
+    assert e.value.unexpected == ["dense_1.weight", "dense_1.bias"] or \
+        sorted(e.value.unexpected) == ["dense_1.bias", "dense_1.weight"]
+    assert ("dense.weight", (16, 8), (32, 8)) in e.value.mismatched
+    assert "missing in the checkpoint (2): head.weight, head.bias" in str(
+        e.value)
