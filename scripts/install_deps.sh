@@ -18,6 +18,8 @@ packages=(
   # same models in torch, and the benchmarks run it side by side;
   # torchvision's mobilenet_v2 is the reference for lockstep's.
   python3-torch python3-torchvision
+  # The Python client (client/python) and its pytest tests.
+  python3-grpcio python3-protobuf python3-numpy python3-pytest python3-tqdm
 )
 # `kubectl kustomize` renders deploy/k8s in a test. Debian's kubectl is
 # kubernetes-client; another kubectl (Google's package) also owns

@@ -64,8 +64,8 @@ class Client:
       timeout: seconds each call (not a watch) may take.
       lockstep_binary: the ``lockstep`` executable used to validate jobs
         locally and resolve their relative data paths (``lockstep check``);
-        default ``$LOCKSTEP_BINARY``, else ``lockstep`` on PATH. Without
-        one, jobs go to the coordinator as given: it validates them with
+        default ``$LOCKSTEP_BINARY``, else ``lockstep`` on PATH; False:
+        never validate here. Without one, jobs go to the coordinator as given: it validates them with
         the same parser and the same error texts, but cannot resolve
         relative paths against your folder.
     """
@@ -107,8 +107,12 @@ class Client:
                     "(pass tls_ca)")
             self._channel = grpc.insecure_channel(self.address)
         self._stub = jobs_pb2_grpc.JobServiceStub(self._channel)
-        self._binary = (lockstep_binary or os.environ.get("LOCKSTEP_BINARY")
-                        or shutil.which("lockstep"))
+        if lockstep_binary is False:
+            self._binary = None
+        else:
+            self._binary = (lockstep_binary
+                            or os.environ.get("LOCKSTEP_BINARY")
+                            or shutil.which("lockstep"))
 
     def close(self):
         """Closes the connection (also done by ``with Client(...)``)."""

@@ -1,0 +1,146 @@
+"""Every error class, with the message the user sees."""
+
+import json
+
+import pytest
+
+import cluster as cluster_mod
+import jobs
+import lockstep
+
+
+def test_invalid_job_is_refused_here_naming_the_field(cluster, tmp_path):
+    job = jobs.mlp_job("py-bad", str(tmp_path))
+    del job["data"]["test_path"]
+    client = cluster.client()
+    with pytest.raises(lockstep.InvalidJob) as e:
+        client.submit(job, data_dir=str(tmp_path))
+    assert e.value.field == "data.test_path"
+    assert str(e.value) == 'data.test_path: required for format "csv"'
+    job = jobs.mlp_job("py-bad", str(tmp_path))
+    job["optimizer"]["learning_rate"] = -1
+    with pytest.raises(lockstep.InvalidJob) as e:
+        client.submit(job, data_dir=str(tmp_path))
+    assert e.value.field == "optimizer.learning_rate", str(e.value)
+    # Nothing reached the coordinator.
+    assert "py-bad" not in [j.name for j in client.jobs()]
+
+
+def test_invalid_job_file_is_named(cluster, tmp_path):
+    client = cluster.client()
+    missing = tmp_path / "nope.json"
+    with pytest.raises(lockstep.InvalidJob) as e:
+        client.submit(missing)
+    assert str(e.value).startswith(f'cannot read job file "{missing}"')
+    assert e.value.field is None
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"name": "x",')
+    with pytest.raises(lockstep.InvalidJob, match=r"bad\.json"):
+        client.submit(bad)
+
+
+def test_without_the_binary_the_coordinator_refuses_with_the_same_text(
+        cluster, tmp_path):
+    job = jobs.mlp_job("py-bad-remote", str(tmp_path))
+    del job["data"]["test_path"]
+    client = cluster.client(lockstep_binary=False)
+    with pytest.raises(lockstep.InvalidJob) as e:
+        client.submit(job)
+    assert e.value.code == "INVALID_ARGUMENT"
+    assert e.value.field == "data.test_path", str(e.value)
+    assert 'data.test_path: required for format "csv"' in str(e.value)
+    with pytest.raises(lockstep.LockstepError, match="data_dir needs a "
+                       "lockstep binary"):
+        client.submit(job, data_dir=str(tmp_path))
+
+
+def test_unknown_job_is_not_found(cluster):
+    client = cluster.client()
+    with pytest.raises(lockstep.JobNotFound) as e:
+        client.job("no-such-job").status()
+    assert "no-such-job" in str(e.value)
+    assert e.value.code == "NOT_FOUND"
+    with pytest.raises(lockstep.JobNotFound):
+        client.job("no-such-job").cancel()
+    with pytest.raises(lockstep.JobNotFound):
+        next(client.job("no-such-job").events())
+
+
+def test_a_running_name_cannot_be_submitted_twice(cluster, tmp_path):
+    jobs.write_csv(str(tmp_path), 8)
+    client = cluster.client()
+    job = client.submit(jobs.mlp_job("py-twice", str(tmp_path), epochs=400),
+                        data_dir=str(tmp_path))
+    try:
+        with pytest.raises(lockstep.JobExists, match="py-twice"):
+            client.submit(jobs.mlp_job("py-twice", str(tmp_path)),
+                          data_dir=str(tmp_path))
+    finally:
+        job.cancel()
+
+
+def test_a_failed_job_raises_with_its_own_message(cluster, tmp_path):
+    jobs.write_csv(str(tmp_path), 8)
+    (tmp_path / "test.csv").write_text("1,2,3\n")  # 2 features, not 8
+    client = cluster.client()
+    job = client.submit(jobs.mlp_job("py-fails", str(tmp_path)),
+                        data_dir=str(tmp_path))
+    with pytest.raises(lockstep.JobFailed) as e:
+        job.wait(progress=False, timeout=120)
+    assert e.value.status.state == "FAILED"
+    assert str(tmp_path / "test.csv") in e.value.status.message
+    assert str(e.value).startswith("job py-fails FAILED: ")
+    with pytest.raises(lockstep.LockstepError,
+                       match="job py-fails is FAILED: no result"):
+        job.result()
+
+
+def test_nothing_listening_is_unavailable():
+    client = lockstep.Client(f"127.0.0.1:{cluster_mod.free_port()}",
+                             timeout=2, lockstep_binary=False)
+    with pytest.raises(lockstep.Unavailable) as e:
+        client.jobs()
+    assert "list from 127.0.0.1:" in str(e.value)
+    with pytest.raises(lockstep.Unavailable):
+        next(client.job("x").events())
+
+
+def test_bad_client_settings_are_named(tmp_path):
+    with pytest.raises(lockstep.LockstepError, match="tls_cert and tls_key"):
+        lockstep.Client(tls_cert="a.pem")
+    empty = tmp_path / "token"
+    empty.write_text("\n")
+    with pytest.raises(lockstep.LockstepError,
+                       match=f'token_file "{empty}": the file holds no token'):
+        lockstep.Client(token_file=str(empty))
+    with pytest.raises(lockstep.LockstepError,
+                       match=r'tls_ca ".*missing.pem": cannot read'):
+        lockstep.Client(tls_ca=str(tmp_path / "missing.pem"))
+
+
+def test_damaged_checkpoint_and_summaries_are_named(tmp_path):
+    from lockstep._files import read_safetensors, read_tfrecords
+    header = json.dumps({"w": {"dtype": "F32", "shape": [2, 2],
+                               "data_offsets": [0, 16]}}).encode()
+    good = len(header).to_bytes(8, "little") + header + bytes(16)
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(good)
+    assert read_safetensors(str(path))["w"].shape == (2, 2)
+    path.write_bytes(good[:-4])
+    with pytest.raises(lockstep.CheckpointError,
+                       match=r'model\.safetensors": tensor "w": bytes \[0, 16\)'
+                       r" do not hold shape \[2, 2\] F32"):
+        read_safetensors(str(path))
+    path.write_bytes((10 ** 12).to_bytes(8, "little") + header)
+    with pytest.raises(lockstep.CheckpointError, match="header of "
+                       "1000000000000 bytes does not fit"):
+        read_safetensors(str(path))
+    path.write_bytes(good + b"xx")
+    with pytest.raises(lockstep.CheckpointError,
+                       match="2 bytes after the last tensor"):
+        read_safetensors(str(path))
+    events = tmp_path / "events.out.tfevents.1"
+    events.write_bytes(bytes(12) + b"abcd" + bytes(4))
+    with pytest.raises(lockstep.CheckpointError,
+                       match="record 0 at byte 0: the length's CRC"):
+        read_tfrecords(str(events))
