@@ -163,6 +163,13 @@ TEST(JobSpecTest, BertPresetOverTextData) {
   EXPECT_EQ(spec.model.layers[0].inputs,
             std::vector<std::string>(names, names + 4));
   EXPECT_EQ(Config(spec.model.layers[0])["layers"], 2);
+  // A depth other than the block's default (2) reaches the block: it was
+  // once dropped with the model's own keys, and every job trained 2 layers.
+  for (int depth : {1, 4}) {
+    Json j = Json::parse(kBert);
+    j["model"]["layers"] = depth;
+    EXPECT_EQ(Config(MustParse(j.dump()).model.layers[0])["layers"], depth);
+  }
   EXPECT_EQ(spec.model.param_names, ParamNaming::kTorch);
   const TextConfig* text = spec.data.As<TextConfig>();
   ASSERT_NE(text, nullptr);

@@ -148,7 +148,9 @@ absl::Status ParsePreset(const Reader& r, ModelSpec* model) {
   for (auto it = r.object().begin(); it != r.object().end(); ++it) {
     bool model_key = false;
     for (const std::string& k : ModelKeys()) model_key |= it.key() == k;
-    if (!model_key) block[it.key()] = it.value();
+    // A number under "layers" is the block's (checked above), not the
+    // model's list: it must reach the block, or the default silently wins.
+    if (!model_key || it.key() == "layers") block[it.key()] = it.value();
   }
   block["inputs"] = info->preset_inputs;
   LayerSpec layer;
