@@ -33,13 +33,24 @@ def to_torch(params, module, strict=True):
 
     ``strict`` (default): every name of the module's state dict must be
     present and every parameter used, or WeightsMismatch lists what is
-    missing and unexpected (BatchNorm's ``num_batches_tracked`` counters,
-    which lockstep does not keep, may be missing). Shapes must always
-    match."""
+    missing and unexpected. Not missing: a name tied to a loaded one (the
+    same tensor, as a decoder tied to the word embedding), and BatchNorm's
+    ``num_batches_tracked`` counters, which lockstep does not keep. Shapes
+    must always match."""
     import torch
 
     state = module.state_dict()
-    missing = [k for k in state if k not in params
+    # Tied weights (a decoder sharing the word embedding, as Hugging Face
+    # ties them) appear under several names; loading one loads them all.
+    by_storage = {}
+    for k, t in state.items():
+        if t.numel() > 0:
+            by_storage.setdefault((t.data_ptr(), tuple(t.shape)), []).append(k)
+    tied = set()
+    for names in by_storage.values():
+        if any(k in params for k in names):
+            tied.update(k for k in names if k not in params)
+    missing = [k for k in state if k not in params and k not in tied
                and not k.endswith("num_batches_tracked")]
     unexpected = [k for k in params if k not in state]
     mismatched = [(k, tuple(v.shape), tuple(state[k].shape))

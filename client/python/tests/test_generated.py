@@ -43,3 +43,33 @@ def test_public_api_is_documented(name):
     for attr, value in vars(obj).items() if isinstance(obj, type) else []:
         if callable(value) and not attr.startswith("_"):
             assert value.__doc__, f"{name}.{attr} has no docstring"
+
+
+def test_the_package_installs_with_pip_offline(tmp_path):
+    """pip (Debian's python3-pip) builds and installs the package from the
+    checkout with no index and no build isolation, generated code included;
+    the installed copy imports on its own."""
+    import shutil
+    import sys
+    if subprocess.run([sys.executable, "-m", "pip", "--version"],
+                      capture_output=True).returncode != 0:
+        pytest.skip("python3-pip is not installed")
+    src = tmp_path / "src"
+    shutil.copytree(os.path.join(ROOT, "client", "python"), src,
+                    ignore=shutil.ignore_patterns("tests", "BUILD", "*.sh"))
+    target = tmp_path / "site"
+    run = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-cache-dir",
+         "--no-build-isolation", "--no-index", "--target", str(target),
+         str(src)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    for name in FILES:
+        assert (target / "lockstep" / "_generated" / name).is_file(), name
+    probe = subprocess.run(
+        [sys.executable, "-c", "import lockstep; print(lockstep.__file__); "
+         "print(lockstep.Client().address)"],
+        capture_output=True, text=True, timeout=60, cwd=str(tmp_path),
+        env={"PYTHONPATH": str(target), "PATH": os.environ.get("PATH", "")})
+    assert probe.returncode == 0, probe.stderr
+    assert probe.stdout.splitlines() == [
+        str(target / "lockstep" / "__init__.py"), "127.0.0.1:7070"]
