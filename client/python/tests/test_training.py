@@ -98,7 +98,8 @@ def test_submit_wait_result_checkpoint_to_torch(cluster, tmp_path, kind):
     if not isinstance(rows, list):
         rows = rows.to_dict("records")
     tags = {r["tag"] for r in rows}
-    assert "loss" in tags or "train/loss" in tags, sorted(tags)
+    assert {"train/loss", "train/accuracy", "learning_rate", "eval/loss",
+            "eval/accuracy"} <= tags, sorted(tags)
     steps = sorted({r["step"] for r in rows})
     assert steps[-1] == 16 and 2 in steps, steps
 
