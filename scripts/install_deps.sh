@@ -20,6 +20,7 @@ packages=(
   python3-torch python3-torchvision
   # The Python client (client/python) and its pytest tests.
   python3-grpcio python3-protobuf python3-numpy python3-pytest python3-tqdm
+  python3-pip
 )
 # `kubectl kustomize` renders deploy/k8s in a test. Debian's kubectl is
 # kubernetes-client; another kubectl (Google's package) also owns
