@@ -49,6 +49,13 @@ def _is_loopback(address):
         return False
 
 
+def _step_of(folder_name):
+    """N for a checkpoint folder "step-0000000N", else None."""
+    digits = folder_name[5:]
+    return int(digits) if folder_name.startswith("step-") and \
+        digits.isdigit() else None
+
+
 class Client:
     """A connection to a lockstep coordinator's job service.
 
@@ -371,8 +378,8 @@ class Job:
             names = os.listdir(folder)
         except OSError:
             return []
-        return sorted(int(n[5:]) for n in names
-                      if n.startswith("step-") and n[5:].isdigit())
+        return sorted(step for step in map(_step_of, names)
+                      if step is not None)
 
     def checkpoint(self, step=None):
         """The model's parameters at a committed checkpoint (default: the
@@ -403,9 +410,7 @@ class Checkpoint(dict):
     def __init__(self, path):
         super().__init__(read_safetensors(path))
         self.path = path
-        base = os.path.basename(os.path.dirname(path))
-        self.step = int(base[5:]) if base.startswith("step-") and \
-            base[5:].isdigit() else None
+        self.step = _step_of(os.path.basename(os.path.dirname(path)))
 
     def to_torch(self, module, strict=True):
         """Loads these parameters into a torch module by name (see
