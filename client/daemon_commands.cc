@@ -84,7 +84,12 @@ int RunCoordinatorCommand(const std::vector<std::string>& args) {
       "and lost (default 30)\n"
       "  Jobs and membership are journaled in STORAGE/coordinator/journal.pb;"
       " a coordinator\n  started again on the same storage resumes them; "
-      "SIGTERM writes it and exits.\n",
+      "SIGTERM writes it and exits.\n"
+      "  --shutdown-grace S  after SIGTERM, keep serving workers up to S "
+      "seconds while jobs still run,\n                      so workers "
+      "signalled at the same moment (a Slurm scancel) commit their\n"
+      "                      drain checkpoint; no new jobs meanwhile "
+      "(default 0: exit at once)\n",
       "  --http HOST:PORT  the dashboard at /, its JSON at /api/state and "
       "Prometheus metrics at /metrics over HTTP (off unless set)\n",
       kOpsUsage, kDaemonTlsUsage,
@@ -94,9 +99,9 @@ int RunCoordinatorCommand(const std::vector<std::string>& args) {
       "must send this bearer token (the file's content, trimmed)\n");
   absl::StatusOr<ParsedFlags> f =
       ParseFlags(args,
-                 WithTlsFlags(WithOpsFlags({"listen", "storage", "address-file",
-                                            "worker-timeout", "hang-timeout",
-                                            "token-file"})),
+                 WithTlsFlags(WithOpsFlags(
+                     {"listen", "storage", "address-file", "worker-timeout",
+                      "hang-timeout", "shutdown-grace", "token-file"})),
                  {"help"});
   if (!f.ok() || f->Has("help") || !f->positional.empty()) {
     return Usage("coordinator", f, usage);
@@ -132,6 +137,13 @@ int RunCoordinatorCommand(const std::vector<std::string>& args) {
     return 2;
   }
   o.coordinator.hang_timeout_seconds = static_cast<double>(*hang);
+  absl::StatusOr<int64_t> grace = f->GetInt("shutdown-grace", 0);
+  if (!grace.ok() || *grace < 0 || *grace > 3600) {
+    std::cerr << "lockstep coordinator: --shutdown-grace: must be an integer "
+                 "0..3600 (seconds)\n";
+    return 2;
+  }
+  o.shutdown_grace_seconds = static_cast<double>(*grace);
   o.coordinator.hang_report_seconds =
       std::min(5.0, o.coordinator.hang_timeout_seconds / 2);
   o.coordinator.log = *log;
@@ -161,7 +173,7 @@ int RunWorkerCommand(const std::vector<std::string>& args) {
       "  --listen       the collective service for peers (default "
       "127.0.0.1:0)\n"
       "  --advertise    the address peers dial (default: --listen's host "
-      "and the bound port)\n"
+      "and the bound port); HOST alone (or HOST:0) takes the bound port\n"
       "  --threads N    compute threads (default: every core)\n"
       "  --name NAME    stable identity (default: the advertised address); a "
       "restarted\n                 process under the same name replaces the "

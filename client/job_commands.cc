@@ -183,15 +183,19 @@ std::unique_ptr<JobClient> ClientFromFlags(const std::string& verb,
 
 int RunSubmitCommand(const std::vector<std::string>& args) {
   const std::string usage = absl::StrCat(
-      "usage: lockstep submit JOB.json [--coordinator HOST:PORT] [--wait] "
+      "usage: lockstep submit JOB.json [--coordinator HOST:PORT] [--wait] [--attach] "
       "[--data-dir DIR] ",
       kSecurityFlags, "\n",
       "  --wait      stream progress until the job ends; exit 0 only if it "
       "SUCCEEDED\n"
+      "  --attach    if the coordinator already runs a job of this name (it "
+      "resumed it from its\n              journal: a requeued batch job), "
+      "follow that job instead of failing\n"
       "  --data-dir  resolve the job's relative data paths against DIR "
       "(default: the job file's folder); workers read the resolved paths\n",
       kClientSecurityUsage);
-  absl::StatusOr<ParsedFlags> f = Parse("submit", args, {"data-dir"}, {"wait"});
+  absl::StatusOr<ParsedFlags> f =
+      Parse("submit", args, {"data-dir"}, {"wait", "attach"});
   if (!f.ok() || f->Has("help") || f->positional.size() != 1) {
     if (!f.ok())
       std::cerr << "lockstep submit: " << f.status().message() << "\n";
@@ -204,6 +208,18 @@ int RunSubmitCommand(const std::vector<std::string>& args) {
   std::unique_ptr<JobClient> client = ClientFromFlags("submit", *f);
   if (client == nullptr) return 2;
   absl::StatusOr<v1::JobStatus> s = client->Submit(JobSpecToJson(*spec));
+  if (absl::IsAlreadyExists(s.status()) && f->Has("attach")) {
+    s = client->Get(spec->name);
+    if (!s.ok()) return Fail("submit", s.status());
+    std::cout << absl::StrFormat(
+                     "job %s is already %s at step %d (generation %d): "
+                     "following it",
+                     s->name(), StateName(s->state()), s->step(),
+                     s->generation())
+              << std::endl;
+    if (!f->Has("wait")) return 0;
+    return WatchToEnd("submit", *client, s->name());
+  }
   if (!s.ok()) return Fail("submit", s.status());
   std::cout << absl::StrFormat("submitted job %s: %s", s->name(),
                                StateName(s->state()))

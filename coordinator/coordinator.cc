@@ -94,6 +94,10 @@ absl::StatusOr<JobStatus> Coordinator::Submit(const std::string& job_json) {
   RETURN_IF_ERROR(
       AnnotateStatus(MakeDirs(JoinPath(job_dir, "checkpoints")), "--storage"));
   absl::MutexLock lock(&mu_);
+  if (shutting_down_) {
+    return absl::UnavailableError(
+        "the coordinator is shutting down; submit again once it is back");
+  }
   if (Job* old = FindJob(spec.name);
       old != nullptr && !IsTerminal(old->status.state())) {
     return absl::AlreadyExistsError(absl::StrFormat(
@@ -131,6 +135,20 @@ absl::StatusOr<JobStatus> Coordinator::Submit(const std::string& job_json) {
                              ref.spec.batch_size_per_replica));
   TryStart(ref);  // the events journal both transitions
   return Snapshot(ref);
+}
+
+void Coordinator::BeginShutdown() {
+  absl::MutexLock lock(&mu_);
+  shutting_down_ = true;
+}
+
+int Coordinator::RunningJobs() const {
+  absl::MutexLock lock(&mu_);
+  int running = 0;
+  for (const auto& [name, job] : jobs_) {
+    if (job->status.state() == lockstep::v1::RUNNING) ++running;
+  }
+  return running;
 }
 
 absl::StatusOr<JobStatus> Coordinator::Get(const std::string& name) const {

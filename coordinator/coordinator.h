@@ -63,6 +63,13 @@ class Coordinator {
   bool ready() const { return ready_.load(); }
   // Writes the journal now (at shutdown).
   absl::Status SaveJournal();
+  // The shutdown has begun: Submit answers UNAVAILABLE and no generation
+  // starts, while the workers of jobs still RUNNING may drain (checkpoint
+  // and leave) through this coordinator.
+  void BeginShutdown();
+  // Jobs in state RUNNING (a drained job is RECOVERING, waiting for
+  // workers).
+  int RunningJobs() const;
 
   // For /metrics and the dashboard: every job's view with its curves and
   // checkpoint figures, and the workers.
@@ -158,6 +165,7 @@ class Coordinator {
     absl::Time recovering_since, next_start;
     std::string lost_reason;
     int64_t step_at_failure = 0;
+    bool planned_recovery = false;  // see Recover's `planned`
     std::shared_ptr<CheckpointStore> checkpoints;
     std::shared_ptr<CheckpointAssembler> assembler;
     // Summaries, curves and checkpoint figures, under their own lock.
@@ -178,7 +186,11 @@ class Coordinator {
   void TryStartAll() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The job's generation is over because of `reason` (blaming `blamed`
   // when not null): RECOVERING, or FAILED once no restarts are left.
-  void Recover(Job& job, Worker* blamed, const std::string& reason)
+  // `planned`: workers left on purpose after a checkpoint of their last
+  // step (SIGTERM: a node drain, a batch job cancelled or requeued): no
+  // restart is counted and there is no back-off.
+  void Recover(Job& job, Worker* blamed, const std::string& reason,
+               bool planned = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops the worker from the membership; its job (if any) recovers.
   void MarkLost(Worker& w, const std::string& why)
@@ -228,6 +240,7 @@ class Coordinator {
   int64_t next_worker_ ABSL_GUARDED_BY(mu_) = 1;
   int64_t journal_sequence_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<bool> ready_{false};
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   NcclIdRelay nccl_ids_;
 };
 

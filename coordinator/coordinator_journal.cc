@@ -80,6 +80,7 @@ absl::Status Coordinator::WriteJournal() {
       (*out->mutable_failures())[n] = count;
     out->set_recovering_since_unix(UnixSeconds(job.recovering_since));
     out->set_next_start_unix(UnixSeconds(job.next_start));
+    out->set_planned_recovery(job.planned_recovery);
     out->set_started_unix(UnixSeconds(job.started));
     const size_t first = job.events.size() > kMaxJournaledEvents
                              ? job.events.size() - kMaxJournaledEvents
@@ -164,6 +165,7 @@ absl::Status Coordinator::LoadJournal() {
     for (const auto& [n, count] : in.failures()) job->failures[n] = count;
     job->recovering_since = FromUnixSeconds(in.recovering_since_unix());
     job->next_start = FromUnixSeconds(in.next_start_unix());
+    job->planned_recovery = in.planned_recovery();
     job->started = FromUnixSeconds(in.started_unix());
     job->submitted = FromUnixSeconds(in.status().submitted_unix_seconds());
     job->events.assign(in.events().begin(), in.events().end());

@@ -55,7 +55,8 @@ void Coordinator::MarkLost(Worker& w, const std::string& why) {
   Persist();
 }
 
-void Coordinator::Recover(Job& job, Worker* blamed, const std::string& reason) {
+void Coordinator::Recover(Job& job, Worker* blamed, const std::string& reason,
+                          bool planned) {
   if (job.status.state() != lockstep::v1::RUNNING) return;
   nccl_ids_.EndGeneration(job.name, job.status.generation());
   if (blamed != nullptr) ++job.failures[blamed->name];
@@ -72,6 +73,19 @@ void Coordinator::Recover(Job& job, Worker* blamed, const std::string& reason) {
     }
   }
   const int64_t max = job.spec.restart.max_restarts;
+  job.planned_recovery = planned;
+  if (planned) {
+    job.status.set_state(lockstep::v1::RECOVERING);
+    job.recovering_since = absl::Now();
+    job.next_start = job.recovering_since;
+    job.status.set_message(absl::StrCat(reason, "; recovering"));
+    Event(job, absl::StrFormat(
+                   "RECOVERING from generation %d at step %d: %s; a planned "
+                   "leave (no restart counted), from the latest checkpoint "
+                   "once workers are there",
+                   job.status.generation(), job.step_at_failure, reason));
+    return;
+  }
   if (job.status.restarts() >= max) {
     EndJob(job, lockstep::v1::FAILED,
            absl::StrFormat("%s; no restart left (restart.max_restarts = %d)",

@@ -139,9 +139,11 @@ TEST_F(CoordinatorTest, NoReplacementInTimeFailsNamingTheLostRank) {
 TEST_F(CoordinatorTest, AWorkerLeavingOnSigtermIsNotCountedAsAFailure) {
   const std::string a = Register("hosta");
   std::string b = Register("hostb");
-  ASSERT_TRUE(c_->Submit(JobWithRestarts(5)).ok());
-  // The same pod name leaves twice (two rolling restarts): never excluded.
-  for (int generation = 1; generation <= 2; ++generation) {
+  ASSERT_TRUE(c_->Submit(JobWithRestarts(1)).ok());
+  // The same pod name leaves three times (rolling restarts, a requeued
+  // batch job): never excluded, and no restart of the one allowed is
+  // spent.
+  for (int generation = 1; generation <= 3; ++generation) {
     v1::FinishRequest f =
         Failed(b, generation, 1,
                "stopped by the coordinator (the worker is shutting down)",
@@ -156,10 +158,65 @@ TEST_F(CoordinatorTest, AWorkerLeavingOnSigtermIsNotCountedAsAFailure) {
     r.set_worker_id(b);
     EXPECT_TRUE(absl::IsNotFound(c_->Heartbeat(r).status()));
     b = Register("hostb");  // the restarted pod
-    ASSERT_EQ(c_->Get("j")->state(), v1::RUNNING);
+    s = c_->Get("j");
+    ASSERT_EQ(s->state(), v1::RUNNING);
+    EXPECT_EQ(s->restarts(), 0);
+    EXPECT_THAT(s->events(s->events_size() - 1),
+                HasSubstr(absl::StrFormat(
+                    "RUNNING generation %d from step 0 (after a planned "
+                    "leave, ",
+                    generation + 1)));
   }
-  EXPECT_EQ(c_->Get("j")->generation(), 3);
+  EXPECT_EQ(c_->Get("j")->generation(), 4);
   EXPECT_EQ(Beat(a).assignment().peers(1), "hostb:1");
+}
+
+TEST_F(CoordinatorTest, APlannedLeaveSurvivesACoordinatorRestartAndShutdown) {
+  // A Slurm cancel: both workers drain and leave while the coordinator
+  // shuts down (no new job, no new generation); the next coordinator,
+  // from the journal, starts the job for new workers without counting a
+  // restart.
+  const std::string a = Register("hosta");
+  const std::string b = Register("hostb");
+  ASSERT_TRUE(c_->Submit(JobWithRestarts(0)).ok());
+  c_->BeginShutdown();
+  EXPECT_EQ(c_->RunningJobs(), 1);
+  absl::StatusOr<v1::JobStatus> refused = c_->Submit(
+      std::string(kJob).replace(std::string(kJob).find("\"j\""), 3,
+                                "\"k\""));
+  EXPECT_TRUE(absl::IsUnavailable(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("shutting down"));
+  for (const std::string& w : {a, b}) {
+    v1::FinishRequest f = Failed(w, 1, w == a ? 0 : 1,
+                                 "the worker is shutting down: left after "
+                                 "step 0",
+                                 absl::StatusCode::kCancelled);
+    f.set_leaving(true);
+    ASSERT_TRUE(c_->Finish(f).ok());
+  }
+  EXPECT_EQ(c_->RunningJobs(), 0);
+  EXPECT_EQ(c_->Get("j")->state(), v1::RECOVERING);
+  Register("hostc");
+  Register("hostd");
+  EXPECT_EQ(c_->Get("j")->state(), v1::RECOVERING);  // not while stopping
+  ASSERT_TRUE(c_->SaveJournal().ok());
+  CoordinatorOptions o;
+  o.storage_dir = JoinPath(
+      ::testing::TempDir(),
+      "APlannedLeaveSurvivesACoordinatorRestartAndShutdown");
+  o.worker_timeout_seconds = 0.3;
+  c_ = std::make_unique<Coordinator>(o);
+  ASSERT_TRUE(c_->LoadJournal().ok());
+  ASSERT_EQ(c_->Get("j")->state(), v1::RECOVERING);
+  Register("hoste");
+  Register("hostf");
+  absl::StatusOr<v1::JobStatus> s = c_->Get("j");
+  ASSERT_EQ(s->state(), v1::RUNNING);  // max_restarts 0, yet it runs
+  EXPECT_EQ(s->generation(), 2);
+  EXPECT_EQ(s->restarts(), 0);
+  EXPECT_THAT(s->events(s->events_size() - 1),
+              HasSubstr("RUNNING generation 2 from step 0 (after a planned "
+                        "leave, "));
 }
 
 TEST_F(CoordinatorTest, ANameThatKeepsFailingIsNotHandedTheJobAgain) {

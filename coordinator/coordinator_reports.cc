@@ -235,7 +235,7 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
         w->second.lost = true;
         Log(absl::StrCat("worker ", who, " left"));
       }
-      Recover(*job, nullptr, reason);
+      Recover(*job, nullptr, reason, /*planned=*/true);
       return absl::OkStatus();
     }
     if (!req.suspect_ranks().empty()) {

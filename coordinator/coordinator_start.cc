@@ -104,6 +104,7 @@ std::string Coordinator::PendingReason(const Job& job) const {
 }
 
 bool Coordinator::TryStart(Job& job) {
+  if (shutting_down_) return false;  // the next coordinator starts it
   const bool recovering = job.status.state() == lockstep::v1::RECOVERING;
   if (job.status.state() != lockstep::v1::PENDING && !recovering) return false;
   if (!recovering) {
@@ -182,15 +183,23 @@ bool Coordinator::TryStart(Job& job) {
   job.status.set_message("");
   std::string restart;
   if (recovering) {
-    job.status.set_restarts(job.status.restarts() + 1);
     const int64_t lost = job.step_at_failure - job.start_step;
-    restart = absl::StrFormat(
-        " (restart %d of %d, %.1f s after the failure; %s)",
-        job.status.restarts(), job.spec.restart.max_restarts,
-        absl::ToDoubleSeconds(now - job.recovering_since),
+    const std::string recomputed =
         lost > 0 ? absl::StrFormat("steps %d..%d are recomputed",
                                    job.start_step, job.step_at_failure)
-                 : std::string("no step is recomputed"));
+                 : std::string("no step is recomputed");
+    if (job.planned_recovery) {
+      restart = absl::StrFormat(
+          " (after a planned leave, %.1f s later, no restart counted; %s)",
+          absl::ToDoubleSeconds(now - job.recovering_since), recomputed);
+    } else {
+      job.status.set_restarts(job.status.restarts() + 1);
+      restart = absl::StrFormat(
+          " (restart %d of %d, %.1f s after the failure; %s)",
+          job.status.restarts(), job.spec.restart.max_restarts,
+          absl::ToDoubleSeconds(now - job.recovering_since), recomputed);
+    }
+    job.planned_recovery = false;
   }
   Event(job, absl::StrFormat(
                  "RUNNING generation %d from step %d%s: %s%s",

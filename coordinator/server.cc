@@ -1,10 +1,19 @@
 // Coordinator server: bind, serve both services, tick, shut down cleanly.
 #include "coordinator/server.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "base/file_util.h"
 #include "base/status_macros.h"
 #include "coordinator/ops_endpoints.h"
@@ -15,11 +24,69 @@
 #include "rpc/rpc_util.h"
 
 namespace lockstep {
+namespace {
+
+// STORAGE/coordinator/lock, held (a POSIX record lock, which NFS carries
+// between hosts) for the coordinator's life: two coordinators on one
+// storage (two batch jobs given the same folder, a restarted pod beside its
+// old self) would overwrite each other's journal and checkpoints. The
+// holder's pid, host and start time are in the file for the error.
+class StorageLock {
+ public:
+  ~StorageLock() {
+    if (fd_ >= 0) close(fd_);
+  }
+  absl::Status Acquire(const std::string& storage) {
+    const std::string dir = JoinPath(storage, "coordinator");
+    RETURN_IF_ERROR(AnnotateStatus(MakeDirs(dir), "--storage"));
+    const std::string path = JoinPath(dir, "lock");
+    fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) return ErrnoToStatus("open", path, errno);
+    struct flock lk = {};
+    lk.l_type = F_WRLCK;
+    lk.l_whence = SEEK_SET;
+    if (fcntl(fd_, F_SETLK, &lk) != 0) {
+      const int err = errno;
+      if (err != EACCES && err != EAGAIN) {
+        return ErrnoToStatus("lock", path, err);
+      }
+      std::string holder = "another process";
+      absl::StatusOr<std::string> text = ReadFile(path);
+      if (text.ok() && !text->empty() && text->size() < 512) {
+        holder = std::string(absl::StripAsciiWhitespace(*text));
+      }
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--storage ", storage, " is in use by another coordinator (",
+          holder,
+          "): two coordinators on one storage would overwrite each other's "
+          "journal; stop that one or give this one its own --storage"));
+    }
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    const std::string who = absl::StrFormat(
+        "pid %d on %s since %s", getpid(), host,
+        absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", absl::Now(),
+                         absl::UTCTimeZone()));
+    if (ftruncate(fd_, 0) != 0 ||
+        pwrite(fd_, who.data(), who.size(), 0) !=
+            static_cast<ssize_t>(who.size())) {
+      return ErrnoToStatus("write", path, errno);
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace
 
 absl::Status RunCoordinator(const ServerOptions& options) {
   RETURN_IF_ERROR(AnnotateStatus(
       MakeDirs(JoinPath(options.coordinator.storage_dir, "jobs")),
       "--storage"));
+  StorageLock storage_lock;
+  RETURN_IF_ERROR(storage_lock.Acquire(options.coordinator.storage_dir));
   Coordinator coordinator(options.coordinator);
   HealthService health;
   Authorizer auth(
@@ -80,9 +147,41 @@ absl::Status RunCoordinator(const ServerOptions& options) {
     coordinator.Tick();
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  // Probes see NOT_SERVING at once; then the last state goes to the journal
-  // so that the next coordinator resumes every job from it.
+  // Probes see NOT_SERVING at once; no new job or generation starts.
   health.ShutDown();
+  coordinator.BeginShutdown();
+  if (options.shutdown_grace_seconds > 0 && coordinator.RunningJobs() > 0) {
+    const auto& log = options.coordinator.log;
+    if (log) {
+      log(absl::StrFormat(
+          "shutting down: waiting up to %.0f s for %d running job(s) to "
+          "drain (their workers checkpoint and leave); no new jobs",
+          options.shutdown_grace_seconds, coordinator.RunningJobs()));
+    }
+    const absl::Time give_up =
+        absl::Now() + absl::Seconds(options.shutdown_grace_seconds);
+    while (coordinator.RunningJobs() > 0 && absl::Now() < give_up) {
+      coordinator.Tick();
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    // The other ranks' Finish and leave follow the first one's at once.
+    const absl::Time settle =
+        std::min(give_up, absl::Now() + absl::Milliseconds(500));
+    while (absl::Now() < settle) {
+      coordinator.Tick();
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    if (log) {
+      const int left = coordinator.RunningJobs();
+      log(left == 0 ? std::string("shutting down: every running job drained")
+                    : absl::StrFormat("shutting down: %d job(s) still running "
+                                      "after %.0f s; the next coordinator "
+                                      "resumes them",
+                                      left, options.shutdown_grace_seconds));
+    }
+  }
+  // The last state goes to the journal so that the next coordinator
+  // resumes every job from it.
   absl::Status saved = coordinator.SaveJournal();
   if (options.coordinator.log) {
     options.coordinator.log(

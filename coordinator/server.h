@@ -31,9 +31,15 @@ struct ServerOptions {
   std::string health_listen;
   CoordinatorOptions coordinator;
   const std::atomic<bool>* shutdown = nullptr;  // not owned
+  // After *shutdown, keep serving workers up to this long while jobs are
+  // still RUNNING, so workers shut down at the same moment (a batch
+  // system's cancel signals every process of the allocation at once) can
+  // commit their drain checkpoint through this coordinator. 0: stop at once.
+  double shutdown_grace_seconds = 0;
 };
 
-// Serves until *shutdown, then writes the journal and returns. Error when
+// Serves until *shutdown (and the grace above), then writes the journal and
+// returns. Error when
 // an address cannot be bound, the storage folder cannot be created, or the
 // journal is damaged. Health says NOT_SERVING until the journal is
 // replayed (the other services answer UNAVAILABLE meanwhile) and from the

@@ -62,4 +62,18 @@ void ConfigureServer(grpc::ServerBuilder& builder) {
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
 }
 
+std::string AdvertisedAddress(const std::string& advertise,
+                              const std::string& bound) {
+  if (advertise.empty()) return bound;
+  const size_t bracket = advertise.rfind(']');
+  const size_t colon = advertise.rfind(':');
+  const bool has_port = colon != std::string::npos &&
+                        (bracket == std::string::npos || colon > bracket);
+  std::string host = has_port ? advertise.substr(0, colon) : advertise;
+  if (has_port && advertise.substr(colon + 1) != "0") return advertise;
+  const size_t bound_colon = bound.rfind(':');
+  if (bound_colon == std::string::npos) return advertise;
+  return host + bound.substr(bound_colon);
+}
+
 }  // namespace lockstep

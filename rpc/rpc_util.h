@@ -34,6 +34,14 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
 // Applies the server-side counterparts (message sizes, keepalive).
 void ConfigureServer(grpc::ServerBuilder& builder);
 
+// The address peers dial, from --advertise and the address the server
+// bound: `advertise` as given when it names a port; "HOST" or "HOST:0"
+// (an IPv6 host in brackets) takes the bound port, so a daemon started
+// with --listen 0.0.0.0:0 (a batch system's task, no fixed port) can
+// still advertise its node's name; empty: `bound` itself.
+std::string AdvertisedAddress(const std::string& advertise,
+                              const std::string& bound);
+
 }  // namespace lockstep
 
 #endif  // LOCKSTEP_RPC_RPC_UTIL_H_

@@ -25,6 +25,16 @@ TEST(RpcUtilTest, UnavailableSaysPeerUnreachable) {
   EXPECT_THAT(s.message(), HasSubstr("unreachable"));
 }
 
+TEST(RpcUtilTest, AdvertisedAddressTakesTheBoundPortWhenGivenNone) {
+  EXPECT_EQ(AdvertisedAddress("", "0.0.0.0:4567"), "0.0.0.0:4567");
+  EXPECT_EQ(AdvertisedAddress("node7:7071", "0.0.0.0:4567"), "node7:7071");
+  EXPECT_EQ(AdvertisedAddress("node7", "0.0.0.0:4567"), "node7:4567");
+  EXPECT_EQ(AdvertisedAddress("node7:0", "0.0.0.0:4567"), "node7:4567");
+  EXPECT_EQ(AdvertisedAddress("[fe80::1]", "[::]:4567"), "[fe80::1]:4567");
+  EXPECT_EQ(AdvertisedAddress("[fe80::1]:0", "[::]:4567"), "[fe80::1]:4567");
+  EXPECT_EQ(AdvertisedAddress("[fe80::1]:99", "[::]:4567"), "[fe80::1]:99");
+}
+
 TEST(RpcUtilTest, RoundTrip) {
   EXPECT_TRUE(FromGrpc(grpc::Status::OK, "x").ok());
   EXPECT_TRUE(ToGrpc(absl::OkStatus()).ok());

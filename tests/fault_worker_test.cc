@@ -263,11 +263,16 @@ TEST_F(FaultTest, WorkerStoppedWithSigtermFinishesItsStepAndLosesNothing) {
                        std::to_string(drained) + " with a checkpoint of it"),
             std::string::npos)
       << w.out;
-  // Nothing is lost: generation 2 starts at the step the worker left at.
+  // Nothing is lost: generation 2 starts at the step the worker left at,
+  // and a planned leave spends none of the job's restarts.
   EXPECT_NE(w.out.find("RUNNING generation 2 from step " +
-                       std::to_string(drained) + " (restart 1 of 3, "),
+                       std::to_string(drained) +
+                       " (after a planned leave, "),
             std::string::npos)
       << w.out;
+  EXPECT_NE(w.out.find(" no restart counted; "), std::string::npos) << w.out;
+  EXPECT_EQ(Client({"status", "ft"}).out.find(" restarts"),
+            std::string::npos);
   EXPECT_NE(w.out.find("; no step is recomputed)"), std::string::npos) << w.out;
   nlohmann::json res = Result();
   EXPECT_EQ(res["fingerprint"], reference);

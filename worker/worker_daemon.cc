@@ -342,11 +342,7 @@ absl::Status WorkerDaemon::Run() {
     Log(absl::StrCat("gRPC health (plaintext, for probes) on ",
                      server->health_address()));
   }
-  if (!o_.advertise.empty()) {
-    address_ = o_.advertise;
-  } else {
-    address_ = server->address();
-  }
+  address_ = AdvertisedAddress(o_.advertise, server->address());
   if (!o_.tls.enabled() && !IsLoopbackAddress(o_.listen)) {
     Log(absl::StrCat("warning: collective service listening on ", address_,
                      " without TLS: anyone who can reach it can inject data "
