@@ -21,6 +21,9 @@ packages=(
   # The Python client (client/python) and its pytest tests.
   python3-grpcio python3-protobuf python3-numpy python3-pytest python3-tqdm
   python3-pip
+  # deploy/slurm's test starts a real one-node Slurm cluster (its own
+  # munged, slurmctld and slurmd, in a temporary folder).
+  slurm-wlm munge
 )
 # `kubectl kustomize` renders deploy/k8s in a test. Debian's kubectl is
 # kubernetes-client; another kubectl (Google's package) also owns
