@@ -225,8 +225,11 @@ def test_batch_job_trains_to_the_local_clusters_fingerprint(
     coordinator = b.log("coordinator.log")
     for task in (0, 1):
         assert f'registered as "slurm-{b.id}-{task}"' in coordinator
-        assert f"worker slurm-{b.id}-{task} exited with status 0" in \
-            b.log(f"worker-{task}.log")
+        log = b.log(f"worker-{task}.log")
+        assert f"worker slurm-{b.id}-{task} exited with status 0" in log
+        # The node's 2 CPUs shared by its 2 tasks.
+        assert f"task {task} on {slurm.node}: worker slurm-{b.id}-{task}, " \
+            "1 threads" in log, log
 
 
 def worker_pid(batch, task):
@@ -346,6 +349,41 @@ def test_a_requeued_batch_job_resumes_from_its_checkpoint(
     assert seen <= drained < STEPS
     assert f"RUNNING generation 2 from step {drained} (after a planned " \
            "leave, " in out, out
+    result = b.result("slurm-mlp")
+    assert result["resumed_from_step"] == drained
+    assert result["fingerprint"] == reference
+
+
+def test_the_time_limit_warning_drains_and_requeues(slurm, reference,
+                                                   tmp_path):
+    # --signal=B:USR1@N is the time limit's warning to the batch script;
+    # here it is sent by hand (scancel --batch), as Slurm would.
+    job = write_job(str(tmp_path), mlp_job("slurm-mlp"))
+    b = Batch(slurm, str(tmp_path), [job], options=["--requeue"],
+              env={"LOCKSTEP_REQUEUE_AT_TIMEOUT": "1"})
+    seen = b.wait_step("slurm-mlp", 100)
+    slurm.run("scancel", "--batch", "--signal=USR1", b.id)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        info = slurm.job(b.id)
+        if info["JobState"] == "PENDING":
+            slurm.run("scontrol", "update", f"JobId={b.id}", "StartTime=now",
+                      check=False)
+        if info.get("Restarts") == "1" and info["JobState"] in (
+                "RUNNING", "COMPLETED"):
+            break
+        time.sleep(0.25)
+    info = b.wait(("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"))
+    assert info["JobState"] == "COMPLETED", b.logs()
+    assert info["Restarts"] == "1"
+    out = b.output()
+    assert "the time limit is near: the workers drain to a checkpoint" in out
+    assert f"requeueing batch job {b.id}: it resumes from the checkpoint" in \
+        out, out
+    m = re.search(r"job slurm-mlp is already RECOVERING at step (\d+)", out)
+    assert m, out
+    drained = int(m.group(1))
+    assert seen <= drained < STEPS
     result = b.result("slurm-mlp")
     assert result["resumed_from_step"] == drained
     assert result["fingerprint"] == reference
