@@ -100,10 +100,15 @@ class FaultTest : public ::testing::Test {
     return path;
   }
 
-  testing::RunResult Client(std::vector<std::string> args,
-                            double timeout = 120) {
+  virtual ~FaultTest() = default;
+
+  // `lockstep ARGS --coordinator ...` against the test's cluster (the
+  // network drills run it inside a namespace).
+  virtual testing::RunResult Client(std::vector<std::string> args,
+                                    double timeout = 120) {
     return cluster_->Client(std::move(args), timeout);
   }
+  virtual std::string StorageDir() { return cluster_->storage(); }
 
   // Polls `status JOB` until its output matches `re`; false after
   // timeout_s (the last output is in *last).
@@ -143,7 +148,7 @@ class FaultTest : public ::testing::Test {
 
   nlohmann::json Result(const std::string& name = "ft") {
     return nlohmann::json::parse(
-        testing::ReadFileOrEmpty(cluster_->storage() + "/jobs/" + name +
+        testing::ReadFileOrEmpty(StorageDir() + "/jobs/" + name +
                                  "/result.json"),
         nullptr, false);
   }

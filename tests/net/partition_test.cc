@@ -1,0 +1,266 @@
+// Network drills (DESIGN "Failure and rejoin") with every daemon on a host
+// of its own: the coordinator in namespace 0, workers in 1.., joined by a
+// switch (tests/net/netlab.h). A link is cut with the switch side of its
+// veth down: packets vanish, TCP connections stay open with nobody
+// answering, as in a real partition, not a killed process. Each drill ends
+// with job ft SUCCEEDED on the fingerprint of an uninterrupted
+// `lockstep train`, and prints its figures (detection, steps redone, time
+// to recover) for the README's table.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/fault_fixture.h"
+#include "tests/net/netlab.h"
+#include "tests/subprocess.h"
+
+namespace lockstep {
+namespace {
+
+using fault_fixture::Clock;
+using fault_fixture::FaultJob;
+using fault_fixture::Since;
+using testing::NetLab;
+using testing::RunResult;
+using testing::Subprocess;
+
+constexpr int kCoordinatorHost = 0;
+constexpr char kPort[] = "7070";
+
+class NetDrillTest : public fault_fixture::FaultTest {
+ protected:
+  void SetUp() override {
+    const std::string why = NetLab::Unavailable();
+    if (!why.empty()) GTEST_SKIP() << why;
+  }
+  void TearDown() override {
+    // Processes first: a namespace with a process in it outlives `ip
+    // netns del`.
+    workers_.clear();
+    coordinator_.reset();
+    lab_.reset();
+  }
+
+  // The coordinator on host 0 and `workers` workers on hosts 1..; `hosts`
+  // namespaces in all (spares for replacements).
+  void StartNet(int hosts, int workers,
+                const std::vector<std::string>& coordinator_args = {}) {
+    dir_ = testing::NewTempDir(
+        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    lab_ = std::make_unique<NetLab>(hosts);
+    ASSERT_TRUE(lab_->ok()) << lab_->error();
+    address_ = lab_->address(kCoordinatorHost) + ":" + kPort;
+    std::vector<std::string> argv = {testing::Runfile("client/lockstep"),
+                                     "coordinator",
+                                     "--listen",
+                                     address_,
+                                     "--storage",
+                                     dir_ + "/storage",
+                                     "--address-file",
+                                     dir_ + "/address"};
+    argv.insert(argv.end(), coordinator_args.begin(), coordinator_args.end());
+    coordinator_ = std::make_unique<Subprocess>(
+        lab_->In(kCoordinatorHost, argv), dir_);
+    for (int i = 0; i < 200 && testing::ReadFileOrEmpty(dir_ + "/address")
+                                   .empty();
+         ++i) {
+      usleep(50000);
+    }
+    ASSERT_FALSE(testing::ReadFileOrEmpty(dir_ + "/address").empty())
+        << coordinator_->Stdout() << coordinator_->Stderr();
+    for (int host = 1; host <= workers; ++host) StartWorker(host);
+    ASSERT_TRUE(WaitForWorkers(workers));
+  }
+
+  void StartWorker(int host) {
+    workers_.push_back(std::make_unique<Subprocess>(
+        lab_->In(host, {testing::Runfile("client/lockstep"), "worker",
+                        "--coordinator", address_, "--listen",
+                        lab_->address(host) + ":7071", "--name",
+                        "host" + std::to_string(host), "--threads", "1"}),
+        dir_));
+  }
+
+  bool WaitForWorkers(int alive) {
+    const Clock::time_point t0 = Clock::now();
+    std::string last;
+    while (Since(t0) < 30) {
+      last = Client({"list"}, 10).out;
+      int n = 0;
+      static const std::regex alive_line(R"(heartbeat [0-9.]+s ago\n)");
+      for (std::sregex_iterator it(last.begin(), last.end(), alive_line);
+           it != std::sregex_iterator(); ++it) {
+        ++n;
+      }
+      if (n >= alive) return true;
+      usleep(50000);
+    }
+    ADD_FAILURE() << alive << " workers did not register:\n" << last;
+    return false;
+  }
+
+  RunResult Client(std::vector<std::string> args,
+                   double timeout = 120) override {
+    std::vector<std::string> argv = {testing::Runfile("client/lockstep")};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.push_back("--coordinator");
+    argv.push_back(address_);
+    return testing::RunProcess(lab_->In(kCoordinatorHost, argv), dir_,
+                               timeout);
+  }
+  std::string StorageDir() override { return dir_ + "/storage"; }
+
+  // Runs the job to its end with `watch`; the watch output.
+  RunResult Finish() {
+    RunResult w = WatchToEnd();
+    EXPECT_EQ(w.exit.exit_code, 0) << w.out << w.err;
+    return w;
+  }
+
+  static void Figure(const std::string& drill, const std::string& text) {
+    std::printf("FIGURE %s: %s\n", drill.c_str(), text.c_str());
+    RecordProperty(drill, text);
+  }
+
+  std::unique_ptr<NetLab> lab_;
+  std::string address_;
+  std::unique_ptr<Subprocess> coordinator_;
+  std::vector<std::unique_ptr<Subprocess>> workers_;
+};
+
+TEST_F(NetDrillTest, AWorkerCutOffForLessThanTheTimeoutLosesNothing) {
+  const std::string reference = ReferenceFingerprint();
+  // Timeouts a deployment on a flaky network might pick: a worker is lost
+  // after 12 s of silence, a rank after 16 s of blocking its ring (the
+  // stall is reported after 5 s).
+  StartNet(3, 2, {"--worker-timeout", "12", "--hang-timeout", "16"});
+  ASSERT_EQ(Client({"submit", WriteJob(FaultJob())}).exit.exit_code, 0);
+  // A 2 s cut: TCP retransmits once the link is back, the ring goes on in
+  // the same generation.
+  WaitForStep(150);
+  ASSERT_TRUE(lab_->Cut(2)) << lab_->error();
+  usleep(2000000);
+  ASSERT_TRUE(lab_->Heal(2)) << lab_->error();
+  Clock::time_point healed = Clock::now();
+  const int first_cut = StatusStep(Client({"status", "ft"}).out);
+  WaitForStep(first_cut + 20);
+  const double short_resume = Since(healed);
+  std::string status = Client({"status", "ft"}).out;
+  EXPECT_NE(status.find("RUNNING (generation 1)"), std::string::npos)
+      << status;
+  // A 6.5 s cut, still under both timeouts: the stall is reported, then the
+  // neighbour's stream to the cut rank dies with its unacknowledged data
+  // (gRPC's keepalive timeout, 5 s, is the connection's TCP_USER_TIMEOUT):
+  // the neighbour reports it and the rank is dropped at once. One
+  // generation, from the last checkpoint: nothing is lost.
+  WaitForStep(400);
+  ASSERT_TRUE(lab_->Cut(2)) << lab_->error();
+  const Clock::time_point cut = Clock::now();
+  std::string last;
+  EXPECT_TRUE(WaitForStatus(
+      R"(the ring is stalled: rank \d has waited [0-9.]+ s for rank \d)", 6.5,
+      &last))
+      << last;
+  usleep(static_cast<useconds_t>(std::max(0.0, 6.5 - Since(cut)) * 1e6));
+  ASSERT_TRUE(lab_->Heal(2)) << lab_->error();
+  healed = Clock::now();
+  RunResult w = Finish();
+  nlohmann::json res = Result();
+  EXPECT_EQ(res["fingerprint"], reference);
+  const int resumed = res["resumed_from_step"].get<int>();
+  EXPECT_GE(resumed, 350);
+  status = Client({"status", "ft"}).out;
+  EXPECT_NE(status.find("SUCCEEDED (generation 2) after 1 of 3 restarts"),
+            std::string::npos)
+      << status;
+  Figure("short_worker_cut",
+         "2 s cut at step " + std::to_string(first_cut) +
+             ": no generation change, 0 steps redone, 20 steps on within " +
+             std::to_string(short_resume).substr(0, 4) +
+             " s after healing; 6.5 s cut: stall reported, generation 2 from "
+             "the checkpoint at step " +
+             std::to_string(resumed));
+}
+
+TEST_F(NetDrillTest, AWorkerCutOffPastTheTimeoutIsReplacedAndFencedOnHealing) {
+  const std::string reference = ReferenceFingerprint();
+  StartNet(4, 2, {"--worker-timeout", "3"});
+  ASSERT_EQ(Client({"submit", WriteJob(FaultJob())}).exit.exit_code, 0);
+  WaitForStep(150);
+  Subprocess& cut_worker = *workers_[1];  // host 2
+  ASSERT_TRUE(lab_->Cut(2)) << lab_->error();
+  const Clock::time_point cut = Clock::now();
+  std::string last;
+  ASSERT_TRUE(WaitForStatus("RECOVERING", 15, &last)) << last;
+  const double detected = Since(cut);
+  EXPECT_TRUE(std::regex_search(
+      last, std::regex(R"(rank \d \(w\d on \S+ pid \d+, 10\.213\.0\.4:7071\) )"
+                       R"(lost)")))
+      << last;
+  // A fresh worker on host 3 takes the free rank.
+  StartWorker(3);
+  ASSERT_TRUE(WaitForStatus(R"(RUNNING)", 20, &last)) << last;
+  const double recovered = Since(cut);
+  // The partition heals while generation 2 trains: the old process is
+  // fenced (its generation is over: the coordinator drops it from the job)
+  // and registers again as a spare; it writes nothing for generation 2.
+  ASSERT_TRUE(lab_->Heal(2)) << lab_->error();
+  ASSERT_TRUE(cut_worker.WaitForOutput("registering again", 20))
+      << cut_worker.Stdout();
+  RunResult w = Finish();
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      w.out, m,
+      std::regex(R"(RUNNING generation 2 from step (\d+) \(restart 1 of 3)")))
+      << w.out;
+  EXPECT_NE(w.out.find("SUCCEEDED"), std::string::npos);
+  nlohmann::json res = Result();
+  EXPECT_EQ(res["fingerprint"], reference);
+  // The healed process is a live spare again.
+  EXPECT_TRUE(WaitForWorkers(3));
+  Figure("long_worker_cut",
+         "lost after " + std::to_string(detected).substr(0, 4) +
+             " s (--worker-timeout 3), generation 2 from the checkpoint at "
+             "step " +
+             std::string(m[1]) + " " + std::to_string(recovered).substr(0, 4) +
+             " s after the cut");
+}
+
+TEST_F(NetDrillTest, TheCoordinatorCutOffFromEveryWorkerForAWhile) {
+  const std::string reference = ReferenceFingerprint();
+  StartNet(3, 2, {"--worker-timeout", "3"});
+  ASSERT_EQ(Client({"submit", WriteJob(FaultJob())}).exit.exit_code, 0);
+  WaitForStep(150);
+  const int cut_at = StatusStep(Client({"status", "ft"}).out);
+  ASSERT_TRUE(lab_->Cut(kCoordinatorHost)) << lab_->error();
+  usleep(6000000);  // 6 s: past the worker timeout, from its side
+  ASSERT_TRUE(lab_->Heal(kCoordinatorHost)) << lab_->error();
+  const Clock::time_point healed = Clock::now();
+  RunResult w = Finish();
+  const double finished = Since(healed);
+  nlohmann::json res = Result();
+  EXPECT_EQ(res["fingerprint"], reference);
+  const int resumed = res["resumed_from_step"].get<int>();
+  EXPECT_LE(resumed, cut_at + 250);
+  // The journal agrees with what status says after the end.
+  EXPECT_NE(Client({"status", "ft"}).out.find("SUCCEEDED"),
+            std::string::npos);
+  Figure("coordinator_cut",
+         "6 s cut at step " + std::to_string(cut_at) +
+             (w.out.find("RECOVERING") == std::string::npos
+                  ? std::string(", no generation change")
+                  : ", workers lost, generation 2 from step " +
+                        std::to_string(resumed)) +
+             ", finished " + std::to_string(finished).substr(0, 4) +
+             " s after healing");
+}
+
+}  // namespace
+}  // namespace lockstep
