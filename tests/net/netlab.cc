@@ -128,6 +128,16 @@ bool NetLab::Heal(int i) {
               "up"});
 }
 
+bool NetLab::Block(int i, int j) {
+  return Run({Ip(), "-n", namespaces_[i], "route", "add", "blackhole",
+              addresses_[j] + "/32"});
+}
+
+bool NetLab::Unblock(int i, int j) {
+  return Run({Ip(), "-n", namespaces_[i], "route", "del", "blackhole",
+              addresses_[j] + "/32"});
+}
+
 bool NetLab::Shape(int i, const std::string& rate) {
   for (const auto& [ns, dev] :
        {std::pair<std::string, std::string>{switch_ns_, absl::StrCat("v", i)},

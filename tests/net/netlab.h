@@ -47,6 +47,10 @@ class NetLab {
   // open with nobody answering) or up again. False with error() on failure.
   bool Cut(int i);
   bool Heal(int i);
+  // Packets from host i to host j vanish (a blackhole route in i), while
+  // both still reach every other host: an asymmetric cut. Unblock undoes.
+  bool Block(int i, int j);
+  bool Unblock(int i, int j);
   // Host i's link in both directions limited to `rate` ("100mbit") with
   // tbf; Unshape removes it.
   bool Shape(int i, const std::string& rate);

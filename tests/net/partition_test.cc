@@ -262,5 +262,52 @@ TEST_F(NetDrillTest, TheCoordinatorCutOffFromEveryWorkerForAWhile) {
              " s after healing");
 }
 
+TEST_F(NetDrillTest, AnAsymmetricCutBetweenRingNeighboursIsNamedAndRecovered) {
+  const std::string reference = ReferenceFingerprint();
+  // Workers on hosts 1 and 2 train; host 3 is a spare.
+  StartNet(4, 2, {"--worker-timeout", "8", "--hang-timeout", "16"});
+  StartWorker(3);
+  ASSERT_TRUE(WaitForWorkers(3));
+  ASSERT_EQ(Client({"submit", WriteJob(FaultJob())}).exit.exit_code, 0);
+  WaitForStep(150);
+  // Host 1 can no longer send to host 2; both still reach the coordinator
+  // (heartbeats go on), so only the ring can tell.
+  ASSERT_TRUE(lab_->Block(1, 2)) << lab_->error();
+  const Clock::time_point cut = Clock::now();
+  std::string last;
+  EXPECT_TRUE(WaitForStatus(
+      R"(the ring is stalled: rank \d has waited [0-9.]+ s for rank \d)", 8,
+      &last))
+      << last;
+  ASSERT_TRUE(WaitForStatus("RECOVERING", 20, &last)) << last;
+  const double detected = Since(cut);
+  // The rank whose stream died reports its neighbour: that one is dropped
+  // (which side is at fault cannot be known from inside the ring).
+  EXPECT_TRUE(std::regex_search(
+      last, std::regex(R"(rank \d \(w\d on \S+ pid \d+, 10\.213\.0\.\d:7071\) )"
+                       R"(lost: rank \d reports: )")))
+      << last;
+  std::smatch why;
+  std::regex_search(last, why, std::regex(R"(lost: [^\n]{0,240})"));
+  RunResult w = Finish();
+  // The last generation: it ran to the end.
+  std::string gen, from;
+  static const std::regex running(R"(RUNNING generation (\d+) from step (\d+))");
+  for (std::sregex_iterator it(w.out.begin(), w.out.end(), running);
+       it != std::sregex_iterator(); ++it) {
+    gen = (*it)[1];
+    from = (*it)[2];
+  }
+  EXPECT_GE(std::stoi(gen.empty() ? "0" : gen), 2) << w.out;
+  nlohmann::json res = Result();
+  EXPECT_EQ(res["fingerprint"], reference);
+  ASSERT_TRUE(lab_->Unblock(1, 2)) << lab_->error();
+  Figure("asymmetric_cut",
+         "host 1 -> host 2 blackholed at step 150: RECOVERING after " +
+             std::to_string(detected).substr(0, 4) + " s (" +
+             std::string(why.empty() ? "" : why.str()) +
+             "), the last generation " + gen + " from step " + from);
+}
+
 }  // namespace
 }  // namespace lockstep
