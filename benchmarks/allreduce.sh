@@ -10,7 +10,10 @@
 # mpirun). Bus bandwidth always counts float32 bytes.
 #   bazel run //benchmarks:allreduce [-- --worlds 2,4 --sizes 4K,...,256M
 #       --iters N --warmup N --lanes N --chunk-elements N --segment-bytes N
-#       --systems lockstep,gloo --repeat K --timeout S]
+#       --systems lockstep,gloo --repeat K --timeout S --link RATE]
+# --link RATE puts every rank on a host of its own (a network namespace)
+# whose link is limited to RATE (1gbit, 10gbit) by tbf in both directions
+# (root; bench_lib.sh's netns_up).
 set -euo pipefail
 
 readonly PY=/usr/bin/python3
@@ -37,6 +40,10 @@ usage: bazel run //benchmarks:allreduce -- [options]
                          keep the best median per size (default 1; use 3 on a
                          shared machine, where bursts of other work slow runs)
   --timeout S            bound on one system's run at one world (default 600)
+  --link RATE            every rank in a network namespace of its own, its
+                         link shaped to RATE (100mbit, 1gbit, 10gbit) in
+                         both directions with tbf (root; not with mpi, whose
+                         mpirun daemons need one namespace)
 EOF
 }
 
@@ -55,10 +62,11 @@ segment_bytes=0
 systems=lockstep,gloo
 repeat=1
 timeout_s=600
+link=""
 while (($# > 0)); do
   case "$1" in
     --worlds | --sizes | --iters | --warmup | --lanes | --chunk-elements | \
-      --segment-bytes | --systems | --repeat | --timeout)
+      --segment-bytes | --systems | --repeat | --timeout | --link)
       (($# >= 2)) || { usage >&2; die "$1 needs a value"; }
       opt=$1 val=$2
       shift 2
@@ -78,6 +86,7 @@ while (($# > 0)); do
     --systems) systems=$val ;;
     --repeat) repeat=$val ;;
     --timeout) timeout_s=$val ;;
+    --link) link=$val ;;
     *) usage >&2; die "unknown option: $opt" ;;
   esac
 done
@@ -103,6 +112,14 @@ for s in "${systems_arr[@]}"; do
     "$s" == lockstep-tls || "$s" == lockstep-bf16 ]] ||
     die "--systems: '$s' is not lockstep, gloo, mpi, lockstep-tls or lockstep-bf16"
 done
+if [[ -n "$link" ]]; then
+  [[ "$link" =~ ^[0-9]+[kKmMgG]?bit$ ]] ||
+    die "--link: '$link' is not a rate like 100mbit, 1gbit, 10gbit"
+  ((EUID == 0)) || die "--link needs root (ip netns add)"
+fi
+if [[ -n "$link" && ",$systems," == *,mpi,* ]]; then
+  die "--link: mpi cannot run there (mpirun's daemons need one network namespace)"
+fi
 [[ "$sizes" =~ ^[0-9]+[KkMmGg]?(,[0-9]+[KkMmGg]?)*$ ]] ||
   die "--sizes: '$sizes' is not a list like 4K,64K,1M"
 
@@ -147,6 +164,8 @@ pids=()  # ranks still to reap; killed on any exit
 cleanup() {
   local p
   for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  netns_down
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -166,7 +185,9 @@ if [[ ",$systems," == *,lockstep-tls,* ]]; then
       -subj /CN=bench-ca
     /usr/bin/openssl req "${ec[@]}" -keyout rank.key -out rank.csr \
       -subj /CN=bench-rank
-    printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n' >rank.ext
+    san=IP:127.0.0.1
+    for ((r = 2; r < 66; r++)); do san+=",IP:10.213.0.$r"; done  # --link hosts
+    printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth,clientAuth\n' "$san" >rank.ext
     /usr/bin/openssl x509 -req -in rank.csr -CA ca.pem -CAkey ca.key \
       -set_serial 2 -days 2 -extfile rank.ext -out rank.pem
   ) >"$tmp/openssl.log" 2>&1 || { cat "$tmp/openssl.log" >&2; die "could not make the TLS certificates"; }
@@ -221,12 +242,21 @@ run_system() {
     pids+=($!)
     rank_of[$!]="0-$((world - 1)) (mpirun)"
   fi
+  if [[ -n "$link" && $sys != mpi ]]; then
+    netns_down
+    netns_up "$world" "$link" || die "--link: could not make the network namespaces"
+  fi
   for ((r = 0; r < world; r++)); do
     [[ $sys == mpi ]] && break
+    local where=() host=()
+    if [[ -n "$link" ]]; then
+      where=(ip netns exec "$netns_prefix-h$r")
+      host=(--host "${netns_addr[r]}")
+    fi
     # shellcheck disable=SC2086  # extra[] holds several flags
-    "${bin[$sys]}" --rank "$r" --world "$world" --rendezvous "$dir/rendezvous" \
+    "${where[@]}" "${bin[$sys]}" --rank "$r" --world "$world" --rendezvous "$dir/rendezvous" \
       --sizes "$sizes" --iters "$iters" --warmup "$warmup" ${extra[$sys]} \
-      --timeout-s "$per_op_timeout" --deadline-s $((timeout_s + 30)) \
+      "${host[@]}" --timeout-s "$per_op_timeout" --deadline-s $((timeout_s + 30)) \
       >"$dir/out.$r" 2>"$dir/err.$r" &
     pids+=($!)
     rank_of[$!]=$r
@@ -277,10 +307,14 @@ load=$(cut -d' ' -f1-3 /proc/loadavg)
 gloo_pkg=$(dpkg-query -W -f='${Version}' libgloo-dev 2>/dev/null || echo '?')
 echo "all-reduce (sum of float32, in place): lockstep gRPC ring vs Gloo ring (TCP)"
 echo "cpu: ${cpu:-unknown}, $cores cores; load average before start: $load"
-echo "one OS process per rank, 127.0.0.1; libgloo-dev $gloo_pkg"
+if [[ -n "$link" ]]; then
+  echo "one OS process per rank, each in a network namespace of its own, links shaped to $link (tbf, both directions); libgloo-dev $gloo_pkg"
+else
+  echo "one OS process per rank, 127.0.0.1; libgloo-dev $gloo_pkg"
+fi
 echo "command: bazel run -c opt //benchmarks:allreduce -- --worlds $worlds --sizes $sizes" \
   "--iters $iters --warmup $warmup --lanes $lanes --chunk-elements $chunk_elements" \
-  "--segment-bytes $segment_bytes --systems $systems --repeat $repeat"
+  "--segment-bytes $segment_bytes --systems $systems --repeat $repeat${link:+ --link $link}"
 echo "per rank: allreduce_lockstep ... ${extra[lockstep]}; allreduce_gloo ... ${extra[gloo]}"
 if [[ -n "${extra[lockstep-tls]:-}" ]]; then
   echo "lockstep-tls: allreduce_lockstep ... ${extra[lockstep]} --tls-cert/--tls-key/--tls-ca (mutual TLS, EC P-256)"

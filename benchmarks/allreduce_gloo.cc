@@ -71,7 +71,7 @@ absl::Status Run(const BenchFlags& b) {
       absl::StrCat("rank ", b.rank, " connecting to ", b.world - 1,
                    " peers through the file store in ", b.rendezvous),
       [&] {
-        gloo::transport::tcp::attr attr("127.0.0.1");
+        gloo::transport::tcp::attr attr(b.host.c_str());
         attr.ai_family = AF_INET;
         std::shared_ptr<gloo::transport::Device> device =
             gloo::transport::tcp::CreateDevice(attr);

@@ -24,7 +24,9 @@ constexpr char kCommonUsage[] =
     "  [--timeout-s S]      bound on the rendezvous and on each collective\n"
     "                       (default 120)\n"
     "  [--deadline-s S]     the process exits (code 3) after S s in all\n"
-    "                       (default 1200)\n";
+    "                       (default 1200)\n"
+    "  [--host ADDR]        the address this rank listens on and peers dial\n"
+    "                       (default 127.0.0.1; a network namespace's own)\n";
 
 // "4K" -> 4096, "256M", "1G", or plain bytes; a whole number of float32s.
 absl::StatusOr<int64_t> ParseSize(absl::string_view text) {
@@ -51,8 +53,9 @@ absl::StatusOr<int64_t> ParseSize(absl::string_view text) {
 
 absl::StatusOr<BenchFlags> ParseBenchFlags(
     int argc, char** argv, const std::set<std::string>& system_flags) {
-  std::set<std::string> names = {"rank",  "world",  "rendezvous", "sizes",
-                                 "iters", "warmup", "timeout-s",  "deadline-s"};
+  std::set<std::string> names = {"rank",      "world",      "rendezvous",
+                                 "sizes",     "iters",      "warmup",
+                                 "timeout-s", "deadline-s", "host"};
   names.insert(system_flags.begin(), system_flags.end());
   BenchFlags b;
   ASSIGN_OR_RETURN(
@@ -70,6 +73,7 @@ absl::StatusOr<BenchFlags> ParseBenchFlags(
   ASSIGN_OR_RETURN(b.timeout_s, f.GetInt("timeout-s", 120));
   ASSIGN_OR_RETURN(b.deadline_s, f.GetInt("deadline-s", 1200));
   b.rendezvous = f.Get("rendezvous", "");
+  b.host = f.Get("host", "127.0.0.1");
   if (world < 1 || world > 64 || rank < 0 || rank >= world) {
     return absl::InvalidArgumentError(absl::StrCat(
         "need --world in 1..64 and --rank in 0..world-1, got --world ", world,

@@ -22,6 +22,7 @@ struct BenchFlags {
   int rank = 0;
   int world = 0;
   std::string rendezvous;
+  std::string host = "127.0.0.1";  // listen here, peers dial it
   std::vector<int64_t> sizes;  // bytes, whole float32s
   int64_t iters = 0;           // 0: chosen per size
   int64_t warmup = 3;

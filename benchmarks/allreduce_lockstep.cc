@@ -105,15 +105,16 @@ absl::Status Run(const BenchFlags& b) {
   ConfigureServer(builder);
   int port = 0;
   builder.AddListeningPort(
-      "127.0.0.1:0",
+      absl::StrCat(b.host, ":0"),
       MakeServerCredentials(tls, ClientCertificates::kRequireAndVerify),
       &port);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
-    return absl::UnavailableError("could not listen on 127.0.0.1:0");
+    return absl::UnavailableError(
+        absl::StrCat("could not listen on ", b.host, ":0"));
   }
-  const std::string address = absl::StrCat("127.0.0.1:", port);
+  const std::string address = absl::StrCat(b.host, ":", port);
   ASSIGN_OR_RETURN(std::vector<std::string> peers,
                    ExchangeAddresses(b, address, absl::Seconds(b.timeout_s)));
 

@@ -333,3 +333,67 @@ wait_quiet() {  # up to --quiet-wait seconds for a >= 90% idle machine
 quiet_misses=0
 
 best() { "$PY" -c 'import sys; print(max(map(float, sys.argv[1:])))' "$@"; }
+
+# Ranks on hosts of their own, over shaped links (root only):
+# netns_up N RATE makes N network namespaces ("hosts", addresses
+# 10.213.0.2.. of a private /24 used only inside them) on a bridge in a
+# switch namespace of its own, and limits each host's link to RATE
+# ("1gbit", "10gbit") in both directions with tbf; netns_exec R CMD...
+# runs CMD in host R (it execs, so $! is CMD's pid); netns_down removes
+# them all (the namespaces take their veths). Sets netns_addr[R].
+netns_prefix=""
+netns_addr=()
+# netns_rate_bits RATE: bits/s of "100mbit", "1gbit", "10gbit"; fails
+# otherwise.
+netns_rate_bits() {
+  [[ "$1" =~ ^([0-9]+)([kKmMgG]?)bit$ ]] || return 1
+  local n=${BASH_REMATCH[1]} unit=${BASH_REMATCH[2],,}
+  case "$unit" in
+    k) echo $((n * 1000)) ;;
+    m) echo $((n * 1000000)) ;;
+    g) echo $((n * 1000000000)) ;;
+    *) echo "$n" ;;
+  esac
+}
+netns_up() {
+  local n=$1 rate=$2 r ns bits burst
+  ((EUID == 0)) || { echo "--link needs root (ip netns add)" >&2; return 1; }
+  command -v ip >/dev/null && command -v tc >/dev/null ||
+    { echo "--link needs ip and tc (Debian package iproute2)" >&2; return 1; }
+  # tbf's bucket must hold a timer tick of traffic at RATE (HZ may be 100).
+  bits=$(netns_rate_bits "$rate") ||
+    { echo "--link: '$rate' is not a rate like 100mbit, 1gbit, 10gbit" >&2; return 1; }
+  burst=$((bits / 8 / 100))
+  ((burst >= 65536)) || burst=65536
+  netns_prefix="lsbench$$"
+  ip netns add "$netns_prefix-sw" || return 1
+  ip -n "$netns_prefix-sw" link add br0 type bridge &&
+    ip -n "$netns_prefix-sw" link set br0 up || return 1
+  for ((r = 0; r < n; r++)); do
+    ns=$netns_prefix-h$r
+    netns_addr[r]=10.213.0.$((r + 2))
+    ip netns add "$ns" &&
+      ip -n "$netns_prefix-sw" link add "v$r" type veth peer name eth0 netns "$ns" &&
+      ip -n "$netns_prefix-sw" link set "v$r" master br0 &&
+      ip -n "$netns_prefix-sw" link set "v$r" up &&
+      ip -n "$ns" addr add "${netns_addr[r]}/24" dev eth0 &&
+      ip -n "$ns" link set eth0 up &&
+      ip -n "$ns" link set lo up &&
+      tc -n "$netns_prefix-sw" qdisc add dev "v$r" root tbf rate "$rate" burst "$burst" latency 50ms &&
+      tc -n "$ns" qdisc add dev eth0 root tbf rate "$rate" burst "$burst" latency 50ms ||
+      return 1
+  done
+}
+netns_exec() {
+  local r=$1
+  shift
+  exec ip netns exec "$netns_prefix-h$r" "$@"
+}
+netns_down() {
+  [[ -n "$netns_prefix" ]] || return 0
+  local ns
+  for ns in $(ip netns list | cut -d' ' -f1 | grep "^$netns_prefix-"); do
+    ip netns del "$ns" 2>/dev/null || true
+  done
+  netns_prefix=""
+}
