@@ -108,12 +108,18 @@ wait_bg() {  # wait_bg PID: its exit status; bounded (timeout); then forgotten
 # worker's index (e.g. peak_rss.py DIR/rss.) when given. Worker i appends
 # the end time of every step it runs to DIR/step_times.i.jsonl
 # (`--step-times`, worker/step_times.h; read by step_times_rate). Sets
-# cluster_addr.
+# cluster_addr. After netns_up, worker i runs in host i and the coordinator
+# in host 0, each on its host's address.
 start_cluster() {
   local dir=$1 w=$2 threads=$3 i
   shift 3
-  start_bg "$dir/coordinator.log" "$lockstep" coordinator --listen 127.0.0.1:0 \
-    --address-file "$dir/address" --storage "$dir/storage"
+  local in0=() host0=127.0.0.1
+  if [[ -n "$netns_prefix" ]]; then
+    in0=(ip netns exec "$netns_prefix-h0")
+    host0=${netns_addr[0]}
+  fi
+  start_bg "$dir/coordinator.log" "${in0[@]}" "$lockstep" coordinator \
+    --listen "$host0:0" --address-file "$dir/address" --storage "$dir/storage"
   local coordinator_pid=${pids[-1]}
   for ((i = 0; i < 300; i++)); do  # up to 30 s
     [[ -s "$dir/address" ]] && break
@@ -127,10 +133,14 @@ start_cluster() {
   cluster_addr=$(cat "$dir/address")
   rm -f "$dir"/step_times.*.jsonl  # an earlier run's, in a reused folder
   for ((i = 0; i < w; i++)); do
-    local wrap=()
+    local wrap=() in=() listen=()
     (($# == 0)) || wrap=("${@:1:$#-1}" "${!#}$i")
-    start_bg "$dir/worker$i.log" "${wrap[@]}" "$lockstep" worker \
-      --coordinator "$cluster_addr" --threads "$threads" \
+    if [[ -n "$netns_prefix" ]]; then
+      in=(ip netns exec "$netns_prefix-h$i")
+      listen=(--listen "${netns_addr[i]}:0")
+    fi
+    start_bg "$dir/worker$i.log" "${in[@]}" "${wrap[@]}" "$lockstep" worker \
+      --coordinator "$cluster_addr" --threads "$threads" "${listen[@]}" \
       --step-times "$dir/step_times.$i.jsonl"
   done
 }
@@ -284,7 +294,7 @@ require_torch_gloo() {
 # process started here is stopped; INT and TERM exit through that too.
 work_dir() {
   tmp=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")
-  trap 'stop_all; rm -rf "$tmp"' EXIT
+  trap 'stop_all; netns_down; rm -rf "$tmp"' EXIT
   trap 'exit 130' INT
   trap 'exit 143' TERM
 }

@@ -23,7 +23,10 @@
 #
 #   bazel run //benchmarks:cluster_vs_ddp [-- --steps 600 --warmup 20
 #       --repeat 1 --timeout 600 --quiet-wait 60 --no-reference
-#       --no-tuned-malloc --compression none|bf16]
+#       --no-tuned-malloc --compression none|bf16 --link RATE]
+# --link RATE (root): the 2-rank rows only, each rank (and the coordinator
+# with worker 0) in a network namespace of its own whose link is limited to
+# RATE (1gbit, 10gbit) by tbf in both directions (bench_lib.sh netns_up).
 set -euo pipefail
 
 readonly PY=/usr/bin/python3  # Debian's interpreter: the one with python3-torch
@@ -44,6 +47,9 @@ usage: bazel run //benchmarks:cluster_vs_ddp -- [options]
   --no-tuned-malloc  skip the PyTorch rows with glibc malloc tuned
   --compression C  the lockstep jobs' cluster.compression: none (default) or
                   bf16 (gradients as bfloat16 on the ring)
+  --link RATE     root: only the 2-rank rows, every rank on a host of its own
+                  (network namespaces) over a link shaped to RATE (1gbit,
+                  10gbit) in both directions
 Environment: LOCKSTEP_MNIST_DIR  folder with the four MNIST .gz files
   (default: <workspace>/../shared/datasets/mnist)
 EOF
@@ -62,9 +68,10 @@ quiet_wait=60
 reference=1
 tuned_malloc=1
 compression=none
+link=""
 while (($# > 0)); do
   case "$1" in
-    --steps | --warmup | --repeat | --timeout | --quiet-wait | --compression)
+    --steps | --warmup | --repeat | --timeout | --quiet-wait | --compression | --link)
       (($# >= 2)) || { usage >&2; die "$1 needs a value"; }
       opt=$1 val=$2
       shift 2
@@ -82,6 +89,7 @@ while (($# > 0)); do
     --timeout) run_timeout=$val ;;
     --quiet-wait) quiet_wait=$val ;;
     --compression) compression=$val ;;
+    --link) link=$val ;;
     *) usage >&2; die "unknown option: $opt" ;;
   esac
 done
@@ -95,6 +103,11 @@ done
 [[ "$quiet_wait" =~ ^[0-9]+$ ]] || die "--quiet-wait must be an integer >= 0"
 [[ "$compression" == none || "$compression" == bf16 ]] ||
   die "--compression: expected none or bf16, got '$compression'"
+if [[ -n "$link" ]]; then
+  [[ "$link" =~ ^[0-9]+[kKmMgG]?bit$ ]] ||
+    die "--link: '$link' is not a rate like 100mbit, 1gbit, 10gbit"
+  ((EUID == 0)) || die "--link needs root (ip netns add)"
+fi
 
 # --- Inputs: the binary, the peer, the example job, MNIST, torch. -----------
 
@@ -131,9 +144,16 @@ command="bazel run //benchmarks:cluster_vs_ddp -- --steps $steps"
 ((quiet_wait == 60)) || command+=" --quiet-wait $quiet_wait"
 ((reference == 1)) || command+=" --no-reference"
 ((tuned_malloc == 1)) || command+=" --no-tuned-malloc"
+[[ "$compression" == none ]] || command+=" --compression $compression"
+[[ -z "$link" ]] || command+=" --link $link"
 batch=$(json_get "$example" batch_size_per_replica)
 
-echo "lockstep cluster vs PyTorch DDP (Gloo): training samples/s on real MNIST, 127.0.0.1 (higher is better)"
+if [[ -n "$link" ]]; then
+  netns_up 2 "$link" || die "--link: could not make the network namespaces"
+  echo "lockstep cluster vs PyTorch DDP (Gloo): training samples/s on real MNIST, every rank on a host of its own (network namespace), links shaped to $link (higher is better)"
+else
+  echo "lockstep cluster vs PyTorch DDP (Gloo): training samples/s on real MNIST, 127.0.0.1 (higher is better)"
+fi
 echo "cpu: ${cpu:-unknown}, $cores cores; load average before start: $load"
 echo "torch $torch_version, BLAS: $blas ($blas_path); $("$lockstep" version 2>/dev/null || echo 'lockstep ?')"
 echo "command: $command"
@@ -216,9 +236,10 @@ run_cluster() {  # run_cluster WORKERS RUN
   mkdir -p "$dir"
   write_job "$dir/job.json" "$name" "$w"
   start_cluster "$dir" "$w" 1
-  local addr=$cluster_addr
+  local addr=$cluster_addr in0=()
+  [[ -z "$link" ]] || in0=(ip netns exec "$netns_prefix-h0")
   local t0=$SECONDS
-  start_bg "$dir/submit.log" "$lockstep" submit "$dir/job.json" \
+  start_bg "$dir/submit.log" "${in0[@]}" "$lockstep" submit "$dir/job.json" \
     --coordinator "$addr" --wait
   if ! wait_bg "${pids[-1]}"; then
     show_logs "$dir/submit.log" "$dir/coordinator.log" "$dir"/worker*.log
@@ -269,10 +290,15 @@ run_torch() {  # run_torch WORLD RUN default|tuned (malloc)
   write_job "$dir/job.json" "$name" "$w"
   local rank_pids=()
   for ((rank = 0; rank < w; rank++)); do
-    local extra=() envs=(GLOO_SOCKET_IFNAME="${GLOO_SOCKET_IFNAME:-lo}")
+    local extra=() envs=(GLOO_SOCKET_IFNAME="${GLOO_SOCKET_IFNAME:-lo}") in=()
     ((w == 1)) || extra=(--rendezvous-file "$dir/rendezvous")
+    if [[ -n "$link" ]]; then
+      in=(ip netns exec "$netns_prefix-h$rank")
+      envs=(GLOO_SOCKET_IFNAME=eth0)
+      extra+=(--host "${netns_addr[0]}")
+    fi
     [[ "$malloc" == default ]] || envs+=(GLIBC_TUNABLES="$MALLOC_TUNED")
-    start_bg "$dir/rank$rank.log" env "${envs[@]}" "$PY" "$peer" \
+    start_bg "$dir/rank$rank.log" "${in[@]}" env "${envs[@]}" "$PY" "$peer" \
       --job "$dir/job.json" --steps "$steps" --warmup "$warmup" \
       --rank "$rank" --world-size "$w" --threads 1 --timeout 120 "${extra[@]}"
     rank_pids+=("${pids[-1]}")
@@ -291,6 +317,10 @@ run_torch() {  # run_torch WORLD RUN default|tuned (malloc)
 systems=(cluster1 cluster2 ddp2 torch1)
 ((tuned_malloc == 0)) || systems+=(ddpm2 torchm1)
 ((reference == 0)) || systems+=(train1 train2)
+if [[ -n "$link" ]]; then  # one rank alone crosses no link
+  systems=(cluster2 ddp2)
+  ((tuned_malloc == 0)) || systems+=(ddpm2)
+fi
 declare -A best_sps
 for s in "${systems[@]}"; do best_sps[$s]=0; done
 for ((r = 1; r <= repeat; r++)); do

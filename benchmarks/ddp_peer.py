@@ -51,6 +51,9 @@ def parse_args():
                         "not exist yet; required when --world-size > 1")
     p.add_argument("--timeout", type=int, default=120,
                    help="seconds the rendezvous and each collective may take")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="rank 0's TCPStore address (its network namespace's "
+                        "own with cluster_vs_ddp --link)")
     p.add_argument("--info", action="store_true",
                    help="print torch version, Gloo and BLAS in use, then exit")
     args = p.parse_args()
@@ -287,7 +290,7 @@ def main():
 
     if world > 1:
         store = rendezvous_store(ARGS.rendezvous_file, ARGS.rank, world,
-                                 ARGS.timeout, die)
+                                 ARGS.timeout, die, ARGS.host)
         dist.init_process_group(
             "gloo", store=store, rank=ARGS.rank, world_size=world,
             timeout=datetime.timedelta(seconds=ARGS.timeout))

@@ -170,9 +170,11 @@ def make_schedule(spec, steps_per_epoch, die):
     return at
 
 
-def rendezvous_store(path, rank, world, timeout_s, die):
-    """A TCPStore: rank 0 serves it on a free port and publishes the port in
-    `path` (written, then renamed); the others wait for the file (bounded).
+def rendezvous_store(path, rank, world, timeout_s, die, host="127.0.0.1"):
+    """A TCPStore: rank 0 serves it on a free port of `host` (its own
+    address: a network namespace's when the ranks are on hosts of their
+    own) and publishes "HOST PORT" in `path` (written, then renamed); the
+    others wait for the file (bounded).
     No port is guessed, and nothing is deleted while a rank still reads it
     (file:// init, whose store deletes its file at teardown, left a rank
     hanging in about one run in fifteen here)."""
@@ -180,10 +182,10 @@ def rendezvous_store(path, rank, world, timeout_s, die):
 
     timeout = datetime.timedelta(seconds=timeout_s)
     if rank == 0:
-        store = dist.TCPStore("127.0.0.1", 0, world, True, timeout=timeout,
+        store = dist.TCPStore(host, 0, world, True, timeout=timeout,
                               wait_for_workers=False)
         with open(path + ".tmp", "w") as f:
-            f.write(str(store.port))
+            f.write(f"{host} {store.port}")
         os.rename(path + ".tmp", path)
         return store
     deadline = time.monotonic() + timeout_s
@@ -192,8 +194,8 @@ def rendezvous_store(path, rank, world, timeout_s, die):
             die(f"no rendezvous file {path} from rank 0 within {timeout_s}s")
         time.sleep(0.05)
     with open(path) as f:
-        port = int(f.read())
-    return dist.TCPStore("127.0.0.1", port, world, False, timeout=timeout)
+        server, port = f.read().split()
+    return dist.TCPStore(server, int(port), world, False, timeout=timeout)
 
 
 def slowest_seconds(seconds, world):
