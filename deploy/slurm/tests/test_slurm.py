@@ -322,22 +322,32 @@ def test_scancel_drains_to_a_checkpoint_that_a_resubmission_resumes(
     assert result["fingerprint"] == reference
 
 
+def start_requeued(slurm, job_id, timeout=60):
+    """Slurm holds a requeued job back (Reason=BeginTime, about 2 minutes
+    here): once it is PENDING again, move its start to 3 s from now. (Not
+    "now": a start in the very second of the requeue gets the previous run's
+    revoked credential and the job FAILS, "Job credential revoked".)"""
+    deadline = time.monotonic() + timeout
+    moved = False
+    while time.monotonic() < deadline:
+        info = slurm.job(job_id)
+        if info["JobState"] == "PENDING" and not moved:
+            slurm.run("scontrol", "update", f"JobId={job_id}",
+                      "StartTime=now+3", check=False)
+            moved = True
+        if info.get("Restarts") == "1" and info["JobState"] in (
+                "RUNNING", "COMPLETED", "FAILED"):
+            return
+        time.sleep(0.25)
+
+
 def test_a_requeued_batch_job_resumes_from_its_checkpoint(
         slurm, reference, tmp_path):
     job = write_job(str(tmp_path), mlp_job("slurm-mlp"))
     b = Batch(slurm, str(tmp_path), [job], options=["--requeue"])
     seen = b.wait_step("slurm-mlp", 100)
     slurm.run("scontrol", "requeue", b.id)
-    # Slurm holds a requeued job back (BeginTime) for a while: start it now.
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        info = slurm.job(b.id)
-        if info["JobState"] == "PENDING":
-            slurm.run("scontrol", "update", f"JobId={b.id}", "StartTime=now",
-                      check=False)
-        if info["JobState"] == "RUNNING" and info.get("Restarts") == "1":
-            break
-        time.sleep(0.25)
+    start_requeued(slurm, b.id)
     info = b.wait(("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"))
     assert info["JobState"] == "COMPLETED", b.logs()
     assert info["Restarts"] == "1"
@@ -363,16 +373,7 @@ def test_the_time_limit_warning_drains_and_requeues(slurm, reference,
               env={"LOCKSTEP_REQUEUE_AT_TIMEOUT": "1"})
     seen = b.wait_step("slurm-mlp", 100)
     slurm.run("scancel", "--batch", "--signal=USR1", b.id)
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        info = slurm.job(b.id)
-        if info["JobState"] == "PENDING":
-            slurm.run("scontrol", "update", f"JobId={b.id}", "StartTime=now",
-                      check=False)
-        if info.get("Restarts") == "1" and info["JobState"] in (
-                "RUNNING", "COMPLETED"):
-            break
-        time.sleep(0.25)
+    start_requeued(slurm, b.id, timeout=90)
     info = b.wait(("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"))
     assert info["JobState"] == "COMPLETED", b.logs()
     assert info["Restarts"] == "1"
