@@ -51,6 +51,9 @@ def parse_args():
     p.add_argument("--rendezvous-file")
     p.add_argument("--init", help="initial weights (safetensors, by name)")
     p.add_argument("--timeout", type=int, default=300)
+    p.add_argument("--host", default="127.0.0.1",
+                   help="rank 0's TCPStore address (its network namespace's "
+                        "own with bert_vs_pytorch --link)")
     p.add_argument("--info", action="store_true")
     args = p.parse_args()
     if not args.info and (args.job is None or args.batches is None):
@@ -184,7 +187,7 @@ def main():
     net = model
     if world > 1:
         store = rendezvous_store(ARGS.rendezvous_file, rank, world,
-                                 ARGS.timeout, die)
+                                 ARGS.timeout, die, ARGS.host)
         dist.init_process_group("gloo", store=store, rank=rank,
                                 world_size=world)
         net = torch.nn.parallel.DistributedDataParallel(model)

@@ -48,6 +48,10 @@ usage: bazel run //benchmarks:bert_vs_pytorch -- [options]
   --no-learning   only the speed rows
   --no-speed      only the learning runs
   --timeout S     limit in seconds for each run's processes (default 1800)
+  --link RATE     root: only the 2-rank speed rows (no learning runs), every
+                  rank on a host of its own (network namespaces, the
+                  coordinator with worker 0) over links shaped to RATE
+                  (1gbit, 10gbit) in both directions (bench_lib.sh netns_up)
 Environment: LOCKSTEP_BROWN_DIR  folder with train.txt and valid.txt
   (default: <workspace>/../shared/datasets/brown)
 USAGE
@@ -66,6 +70,7 @@ learning=1
 speed=1
 run_timeout=1800
 seeds=1,2,3
+link=""
 while (($# > 0)); do
   case "$1" in
     --seeds)
@@ -75,6 +80,13 @@ while (($# > 0)); do
       continue
       ;;
     --seeds=*) seeds=${1#*=}; shift; continue ;;
+    --link)
+      (($# >= 2)) || { usage >&2; die "$1 needs a value"; }
+      link=$2
+      shift 2
+      continue
+      ;;
+    --link=*) link=${1#*=}; shift; continue ;;
     --epochs | --steps | --threads | --timeout | --repeat)
       (($# >= 2)) || { usage >&2; die "$1 needs a value"; }
       opt=$1 val=$2
@@ -99,6 +111,12 @@ done
 [[ "$seeds" =~ ^[0-9]+(,[0-9]+)*$ ]] ||
   die "--seeds: expected comma-separated integers >= 0, got '$seeds'"
 IFS=, read -r -a seeds_arr <<<"$seeds"
+if [[ -n "$link" ]]; then
+  [[ "$link" =~ ^[0-9]+[kKmMgG]?bit$ ]] ||
+    die "--link: '$link' is not a rate like 100mbit, 1gbit, 10gbit"
+  ((EUID == 0)) || die "--link needs root (ip netns add)"
+  learning=0  # the learning runs do not depend on the link
+fi
 
 . "${RUNFILES_DIR:-$0.runfiles}/lockstep/benchmarks/bench_lib.sh"
 lockstep=$(runfile client/lockstep) ||
@@ -123,11 +141,12 @@ work_dir lockstep-bert-bench
 # $job_seed when set, else the example's.
 spe=0
 job_seed=
+job_compression=none
 write_job() {
-  "$PY" - "$example" "$brown" "$epochs" "$spe" "$job_seed" "$@" <<'PYEOF'
+  "$PY" - "$example" "$brown" "$epochs" "$spe" "$job_seed" "$job_compression" "$@" <<'PYEOF'
 import json, os, sys
-example, brown, epochs, per_epoch, seed, path, name, workers, batch, \
-    steps = sys.argv[1:]
+example, brown, epochs, per_epoch, seed, compression, path, name, workers, \
+    batch, steps = sys.argv[1:]
 with open(example) as f:
     job = json.load(f)
 job["name"] = name
@@ -138,6 +157,8 @@ job["data"]["test_path"] = os.path.join(brown, "valid.txt")
 job["batch_size_per_replica"] = int(batch)
 job["cluster"]["workers"] = int(workers)
 job["checkpoint"] = {"every_steps": 0, "keep": 1}
+if compression != "none":
+    job["cluster"]["compression"] = compression
 if steps == "epochs":
     job["epochs"] = int(epochs)
     job["lr_schedule"]["decay_steps"] = int(epochs) * int(per_epoch)
@@ -155,7 +176,11 @@ info=$("$PY" "$peer" --info) || peer_failed $? "$PY bert_peer.py --info"
 echo "lockstep vs PyTorch on a BERT masked LM (examples/bert_mlm_brown.json), Brown corpus"
 echo "cpu: ${cpu:-unknown}, $(nproc) cores; load average before start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "torch $(json_get - torch <<<"$info"), BLAS: $(json_get - blas <<<"$info"); $("$lockstep" version)"
-echo "command: bazel run //benchmarks:bert_vs_pytorch -- --epochs $epochs --steps $steps --threads $threads --repeat $repeat --seeds $seeds$( ((learning)) || echo ' --no-learning')$( ((speed)) || echo ' --no-speed')"
+echo "command: bazel run //benchmarks:bert_vs_pytorch -- --epochs $epochs --steps $steps --threads $threads --repeat $repeat --seeds $seeds$( ((learning)) || echo ' --no-learning')$( ((speed)) || echo ' --no-speed')${link:+ --link $link}"
+if [[ -n "$link" ]]; then
+  netns_up 2 "$link" || die "--link: could not make the network namespaces"
+  echo "every rank on a host of its own (network namespace), links shaped to $link (tbf, both directions); the 2-rank speed rows only"
+fi
 
 # --- The batches both sides train on. -----------------------------------------
 mkdir -p "$tmp/batches" "$tmp/jobs"
@@ -188,7 +213,9 @@ run_cluster() {
   rm -rf "$dir"  # an earlier round's storage, address and logs
   mkdir -p "$dir"
   start_cluster "$dir" "$w" "$(((threads + w - 1) / w))" "$rss" "$dir/rss."
-  start_bg "$dir/submit.log" "$lockstep" submit "$tmp/jobs/$name.json" \
+  local in0=()
+  [[ -z "$link" ]] || in0=(ip netns exec "$netns_prefix-h0")
+  start_bg "$dir/submit.log" "${in0[@]}" "$lockstep" submit "$tmp/jobs/$name.json" \
     --coordinator "$cluster_addr" --wait
   if ! wait_bg "${pids[-1]}"; then
     show_logs "$dir/submit.log" "$dir/coordinator.log" "$dir"/worker*.log
@@ -215,9 +242,15 @@ run_torch() {
   mkdir -p "$dir"
   local rank_pids=()
   for ((r = 0; r < w; r++)); do
-    local extra=()
+    local extra=() in=() renv=("${envs[@]}")
     ((w == 1)) || extra=(--rank "$r" --world-size "$w" --rendezvous-file "$dir/rdv")
-    start_bg "$dir/rank$r.log" env "${envs[@]}" "$rss" "$dir/rss.$r" \
+    if [[ -n "$link" ]]; then
+      in=(ip netns exec "$netns_prefix-h$r")
+      renv=(OPENBLAS_NUM_THREADS="$bt" GLOO_SOCKET_IFNAME=eth0)
+      [[ "$malloc" == default ]] || renv+=(GLIBC_TUNABLES="$MALLOC_TUNED")
+      extra+=(--host "${netns_addr[0]}")
+    fi
+    start_bg "$dir/rank$r.log" "${in[@]}" env "${renv[@]}" "$rss" "$dir/rss.$r" \
       "$PY" "$peer" --job "$tmp/jobs/data.json" --batches "$tmp/batches" \
       --steps "$steps" --threads "$t" "${extra[@]}" "$@"
     rank_pids+=("${pids[-1]}")
@@ -244,20 +277,31 @@ row() {  # row KEY LABEL: the last run's figures into the table (the
 if ((speed)); then
   write_job "$tmp/jobs/speed1.json" bert_speed1 1 32 "$steps"
   write_job "$tmp/jobs/speed2.json" bert_speed2 2 16 "$steps"
+  if [[ -n "$link" ]]; then  # what a user on a slow link would turn on
+    job_compression=bf16
+    write_job "$tmp/jobs/speed2b.json" bert_speed2b 2 16 "$steps"
+    job_compression=none
+  fi
   for ((round = 1; round <= repeat; round++)); do
     echo "speed runs ($steps steps each), round $round of $repeat ..." >&2
-    run_train speed1 "$threads"
-    row lockstep1 "lockstep train, 1 process, $threads threads"
-    run_torch torch1 1 "$threads" 1 default --warmup 5
-    row torch1 "PyTorch, 1 process, $threads threads (OpenBLAS 1 thread)"
-    if ((threads > 1)); then
-      run_torch torch1b 1 "$threads" "$threads" default --warmup 5
-      row torch1b "PyTorch, 1 process, $threads threads (OpenBLAS $threads threads)"
-    fi
-    run_torch torch1m 1 "$threads" 1 tuned --warmup 5
-    row torch1m "PyTorch, 1 process, $threads threads, malloc tuned"
+    if [[ -z "$link" ]]; then
+      run_train speed1 "$threads"
+      row lockstep1 "lockstep train, 1 process, $threads threads"
+      run_torch torch1 1 "$threads" 1 default --warmup 5
+      row torch1 "PyTorch, 1 process, $threads threads (OpenBLAS 1 thread)"
+      if ((threads > 1)); then
+        run_torch torch1b 1 "$threads" "$threads" default --warmup 5
+        row torch1b "PyTorch, 1 process, $threads threads (OpenBLAS $threads threads)"
+      fi
+      run_torch torch1m 1 "$threads" 1 tuned --warmup 5
+      row torch1m "PyTorch, 1 process, $threads threads, malloc tuned"
+    fi  # one process crosses no link
     run_cluster speed2 2
     row lockstep2 "lockstep cluster, 2 workers x 1 thread (gRPC ring)"
+    if [[ -n "$link" ]]; then
+      run_cluster speed2b 2
+      row lockstep2b "lockstep cluster, 2 workers, bf16 on the wire"
+    fi
     run_torch ddp2 2 1 1 default --warmup 5
     row ddp2 "PyTorch DDP (Gloo), 2 ranks x 1 thread"
     run_torch ddp2m 2 1 1 tuned --warmup 5
