@@ -182,7 +182,12 @@ int RunWorkerCommand(const std::vector<std::string>& args) {
       "unless set)\n",
       "  --step-times FILE  append one JSON line per job run here: the "
       "wall-clock end\n                 time (unix seconds) of every step "
-      "(benchmarks)\n",
+      "(benchmarks)\n"
+      "  --ring-keepalive-timeout S  a ring stream to the next rank whose "
+      "data stays\n                 unacknowledged S seconds is broken and "
+      "its rank reported (default 5);\n                 raise it (under "
+      "the coordinator's --hang-timeout) to ride through\n"
+      "                 partitions that long without a new generation\n",
       kOpsUsage,
       "  SIGTERM: the running job finishes its step and saves a checkpoint "
       "of it with the\n  other ranks, the coordinator is told this worker "
@@ -197,6 +202,7 @@ int RunWorkerCommand(const std::vector<std::string>& args) {
       WithTlsFlags(
           WithOpsFlags({"coordinator", "replicas", "devices", "listen",
                         "advertise", "threads", "lanes", "name", "step-times",
+                        "ring-keepalive-timeout",
                         "protocol-version-for-testing"})),
       {"help"});
   if (!f.ok() || f->Has("help") || !f->positional.empty() ||
@@ -251,6 +257,13 @@ int RunWorkerCommand(const std::vector<std::string>& args) {
   o.replicas = static_cast<int>(*replicas);
   o.threads = static_cast<int>(*threads);
   o.lanes = static_cast<int>(*lanes);
+  absl::StatusOr<int64_t> keepalive = f->GetInt("ring-keepalive-timeout", 5);
+  if (!keepalive.ok() || *keepalive < 1 || *keepalive > 600) {
+    std::cerr << "lockstep worker: --ring-keepalive-timeout: must be an "
+                 "integer 1..600 (seconds)\n";
+    return 2;
+  }
+  o.ring_keepalive_timeout_ms = static_cast<int>(*keepalive * 1000);
   o.protocol_version = static_cast<int>(*proto);
   o.shutdown = &g_shutdown;
   o.log = *log;

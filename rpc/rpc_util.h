@@ -28,8 +28,13 @@ grpc::Status ToGrpc(const absl::Status& status);
 // Every lockstep client channel: TLS with `tls` (plaintext when TLS is off,
 // see rpc/tls.h), unlimited message sizes; `lane` > 0 forces a separate
 // TCP connection so several streams to one peer do not share one socket.
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
-                                           const TlsFiles& tls, int lane = 0);
+// `keepalive_timeout_ms`: how long an unanswered keepalive ping, and (as
+// gRPC makes it the socket's TCP_USER_TIMEOUT) unacknowledged data, may
+// wait before the connection is declared dead.
+inline constexpr int kKeepaliveTimeoutMs = 5000;
+std::shared_ptr<grpc::Channel> MakeChannel(
+    const std::string& address, const TlsFiles& tls, int lane = 0,
+    int keepalive_timeout_ms = kKeepaliveTimeoutMs);
 
 // Applies the server-side counterparts (message sizes, keepalive).
 void ConfigureServer(grpc::ServerBuilder& builder);

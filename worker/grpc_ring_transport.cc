@@ -22,7 +22,8 @@ GrpcRingTransport::GrpcRingTransport(GrpcRingOptions options)
   // control windows.
   for (int i = 0; i < lanes; ++i) {
     stubs_.push_back(std::make_unique<grpc::GenericStub>(
-        MakeChannel(next, options_.tls, i + 1)));
+        MakeChannel(next, options_.tls, i + 1,
+                    options_.keepalive_timeout_ms)));
     lanes_.push_back(new RingLaneStream(
         stubs_.back().get(), [this](const grpc::Status& status) {
           const int next = next_rank();

@@ -21,6 +21,7 @@
 #include "core/collective/transport.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "proto/collective.pb.h"
+#include "rpc/rpc_util.h"
 #include "rpc/tls.h"
 #include "worker/lane_stream.h"
 #include "worker/ring_message.h"
@@ -34,6 +35,10 @@ struct GrpcRingOptions {
   std::vector<std::string> peers;  // collective addresses in rank order
   int lanes = 2;                   // parallel streams to the next rank
   TlsFiles tls;                    // the worker's certificate; off: plaintext
+  // A stream to the next rank whose data stays unacknowledged this long is
+  // broken (the neighbour then reports that rank): MakeChannel's
+  // keepalive_timeout_ms. Longer rides through longer partitions.
+  int keepalive_timeout_ms = kKeepaliveTimeoutMs;
 };
 
 class GrpcRingTransport : public Transport {

@@ -109,6 +109,7 @@ absl::Status JobRunner::Start() {
                    ? static_cast<int>(spec_.cluster.ring_streams)
                    : ctx_.lanes;
   ring.tls = ctx_.tls;
+  ring.keepalive_timeout_ms = ctx_.ring_keepalive_timeout_ms;
   transport_ = std::make_shared<GrpcRingTransport>(ring);
   ctx_.collective->Attach(transport_);
 

@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "core/log.h"
 #include "proto/cluster.grpc.pb.h"
+#include "rpc/rpc_util.h"
 #include "worker/collective_service.h"
 #include "worker/worker_metrics.h"
 
@@ -27,6 +28,7 @@ struct RunnerContext {
   std::vector<int> cuda_devices;
   int lanes = 2;  // ring streams to the next rank
   TlsFiles tls;   // for the ring channels; off: plaintext
+  int ring_keepalive_timeout_ms = kKeepaliveTimeoutMs;  // GrpcRingOptions'
   absl::Duration collective_timeout = absl::Seconds(120);
   // Set when the coordinator says STOP; checked every step. Not owned.
   const std::atomic<bool>* stop = nullptr;

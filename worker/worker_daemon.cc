@@ -154,6 +154,7 @@ void WorkerDaemon::StartJob(const lockstep::v1::Assignment& a) {
   runner_.threads = o_.threads;
   runner_.cuda_devices = o_.cuda_devices;
   runner_.lanes = o_.lanes;
+  runner_.ring_keepalive_timeout_ms = o_.ring_keepalive_timeout_ms;
   runner_.tls = o_.tls;
   runner_.stop = &job_stop_;
   runner_.leave = &leave_;

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "core/log.h"
+#include "rpc/rpc_util.h"
 #include "rpc/tls.h"
 
 namespace lockstep {
@@ -27,6 +28,8 @@ struct WorkerOptions {
   std::vector<int> cuda_devices;
   int threads = 0;  // compute threads; 0 = every core
   int lanes = 2;    // ring streams to the next rank
+  // --ring-keepalive-timeout: a ring stream silent this long is broken.
+  int ring_keepalive_timeout_ms = kKeepaliveTimeoutMs;
   // The worker's certificate, key and CA: its client certificate towards
   // the coordinator and ring peers, and its collective service's server
   // certificate (which then requires peers' certificates signed by the

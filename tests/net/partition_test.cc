@@ -80,12 +80,19 @@ class NetDrillTest : public fault_fixture::FaultTest {
   }
 
   void StartWorker(int host) {
-    workers_.push_back(std::make_unique<Subprocess>(
-        lab_->In(host, {testing::Runfile("client/lockstep"), "worker",
-                        "--coordinator", address_, "--listen",
-                        lab_->address(host) + ":7071", "--name",
-                        "host" + std::to_string(host), "--threads", "1"}),
-        dir_));
+    std::vector<std::string> argv = {testing::Runfile("client/lockstep"),
+                                     "worker",
+                                     "--coordinator",
+                                     address_,
+                                     "--listen",
+                                     lab_->address(host) + ":7071",
+                                     "--name",
+                                     "host" + std::to_string(host),
+                                     "--threads",
+                                     "1"};
+    argv.insert(argv.end(), worker_args_.begin(), worker_args_.end());
+    workers_.push_back(
+        std::make_unique<Subprocess>(lab_->In(host, argv), dir_));
   }
 
   bool WaitForWorkers(int alive) {
@@ -130,6 +137,7 @@ class NetDrillTest : public fault_fixture::FaultTest {
   }
 
   std::unique_ptr<NetLab> lab_;
+  std::vector<std::string> worker_args_;  // every worker's extra flags
   std::string address_;
   std::unique_ptr<Subprocess> coordinator_;
   std::vector<std::unique_ptr<Subprocess>> workers_;
@@ -187,6 +195,43 @@ TEST_F(NetDrillTest, AWorkerCutOffForLessThanTheTimeoutLosesNothing) {
              " s after healing; 6.5 s cut: stall reported, generation 2 from "
              "the checkpoint at step " +
              std::to_string(resumed));
+}
+
+TEST_F(NetDrillTest, WithALongerRingKeepaliveA6sCutRidesThrough) {
+  const std::string reference = ReferenceFingerprint();
+  // The same 6.5 s cut as above, with the workers' ring streams allowed 20 s
+  // of unacknowledged data (--ring-keepalive-timeout, kept under the
+  // coordinator's --hang-timeout, 24 s here, so that a rank that really
+  // hangs is still found by the coordinator first): no stream breaks, no
+  // generation changes.
+  worker_args_ = {"--ring-keepalive-timeout", "20"};
+  StartNet(3, 2, {"--worker-timeout", "12", "--hang-timeout", "24"});
+  ASSERT_EQ(Client({"submit", WriteJob(FaultJob())}).exit.exit_code, 0);
+  WaitForStep(150);
+  ASSERT_TRUE(lab_->Cut(2)) << lab_->error();
+  const Clock::time_point cut = Clock::now();
+  std::string last;
+  EXPECT_TRUE(WaitForStatus(
+      R"(the ring is stalled: rank \d has waited [0-9.]+ s for rank \d)", 6.5,
+      &last))
+      << last;
+  usleep(static_cast<useconds_t>(std::max(0.0, 6.5 - Since(cut)) * 1e6));
+  ASSERT_TRUE(lab_->Heal(2)) << lab_->error();
+  const Clock::time_point healed = Clock::now();
+  const int at = StatusStep(Client({"status", "ft"}).out);
+  WaitForStep(at + 20);
+  const double resumed = Since(healed);
+  Finish();
+  nlohmann::json res = Result();
+  EXPECT_EQ(res["fingerprint"], reference);
+  EXPECT_EQ(res["resumed_from_step"], 0);
+  const std::string status = Client({"status", "ft"}).out;
+  EXPECT_NE(status.find("SUCCEEDED (generation 1)"), std::string::npos)
+      << status;
+  Figure("long_keepalive_cut",
+         "6.5 s cut with --ring-keepalive-timeout 20: no generation change, "
+         "0 steps redone, 20 steps on within " +
+             std::to_string(resumed).substr(0, 4) + " s after healing");
 }
 
 TEST_F(NetDrillTest, AWorkerCutOffPastTheTimeoutIsReplacedAndFencedOnHealing) {
