@@ -112,11 +112,6 @@ for s in "${systems_arr[@]}"; do
     "$s" == lockstep-tls || "$s" == lockstep-bf16 ]] ||
     die "--systems: '$s' is not lockstep, gloo, mpi, lockstep-tls or lockstep-bf16"
 done
-if [[ -n "$link" ]]; then
-  [[ "$link" =~ ^[0-9]+[kKmMgG]?bit$ ]] ||
-    die "--link: '$link' is not a rate like 100mbit, 1gbit, 10gbit"
-  ((EUID == 0)) || die "--link needs root (ip netns add)"
-fi
 if [[ -n "$link" && ",$systems," == *,mpi,* ]]; then
   die "--link: mpi cannot run there (mpirun's daemons need one network namespace)"
 fi
@@ -126,6 +121,7 @@ fi
 # --- The two programs. --------------------------------------------------------
 
 . "${RUNFILES_DIR:-$0.runfiles}/lockstep/benchmarks/bench_lib.sh"
+[[ -z "$link" ]] || netns_check "$link" || exit 1
 declare -A bin
 bin[lockstep]=$(runfile benchmarks/allreduce_lockstep) ||
   die "benchmarks/allreduce_lockstep not found in the runfiles; run through" \

@@ -365,14 +365,20 @@ netns_rate_bits() {
     *) echo "$n" ;;
   esac
 }
-netns_up() {
-  local n=$1 rate=$2 r ns bits burst
+# netns_check RATE: why netns_up RATE cannot run here (on stderr, and
+# fails), before anything is started: a bad rate, not root, no ip/tc.
+netns_check() {
+  netns_rate_bits "$1" >/dev/null ||
+    { echo "--link: '$1' is not a rate like 100mbit, 1gbit, 10gbit" >&2; return 1; }
   ((EUID == 0)) || { echo "--link needs root (ip netns add)" >&2; return 1; }
   command -v ip >/dev/null && command -v tc >/dev/null ||
     { echo "--link needs ip and tc (Debian package iproute2)" >&2; return 1; }
+}
+netns_up() {
+  local n=$1 rate=$2 r ns bits burst
+  netns_check "$rate" || return 1
+  bits=$(netns_rate_bits "$rate")
   # tbf's bucket must hold a timer tick of traffic at RATE (HZ may be 100).
-  bits=$(netns_rate_bits "$rate") ||
-    { echo "--link: '$rate' is not a rate like 100mbit, 1gbit, 10gbit" >&2; return 1; }
   burst=$((bits / 8 / 100))
   ((burst >= 65536)) || burst=65536
   netns_prefix="lsbench$$"

@@ -111,14 +111,10 @@ done
 [[ "$seeds" =~ ^[0-9]+(,[0-9]+)*$ ]] ||
   die "--seeds: expected comma-separated integers >= 0, got '$seeds'"
 IFS=, read -r -a seeds_arr <<<"$seeds"
-if [[ -n "$link" ]]; then
-  [[ "$link" =~ ^[0-9]+[kKmMgG]?bit$ ]] ||
-    die "--link: '$link' is not a rate like 100mbit, 1gbit, 10gbit"
-  ((EUID == 0)) || die "--link needs root (ip netns add)"
-  learning=0  # the learning runs do not depend on the link
-fi
+[[ -z "$link" ]] || learning=0  # the learning runs do not depend on the link
 
 . "${RUNFILES_DIR:-$0.runfiles}/lockstep/benchmarks/bench_lib.sh"
+[[ -z "$link" ]] || netns_check "$link" || exit 1
 lockstep=$(runfile client/lockstep) ||
   die "client/lockstep not found in the runfiles; run through" \
     "'bazel run //benchmarks:bert_vs_pytorch'"

@@ -103,15 +103,11 @@ done
 [[ "$quiet_wait" =~ ^[0-9]+$ ]] || die "--quiet-wait must be an integer >= 0"
 [[ "$compression" == none || "$compression" == bf16 ]] ||
   die "--compression: expected none or bf16, got '$compression'"
-if [[ -n "$link" ]]; then
-  [[ "$link" =~ ^[0-9]+[kKmMgG]?bit$ ]] ||
-    die "--link: '$link' is not a rate like 100mbit, 1gbit, 10gbit"
-  ((EUID == 0)) || die "--link needs root (ip netns add)"
-fi
 
 # --- Inputs: the binary, the peer, the example job, MNIST, torch. -----------
 
 . "${RUNFILES_DIR:-$0.runfiles}/lockstep/benchmarks/bench_lib.sh"
+[[ -z "$link" ]] || netns_check "$link" || exit 1
 lockstep=$(runfile client/lockstep) ||
   die "client/lockstep not found in the runfiles; run through" \
     "'bazel run //benchmarks:cluster_vs_ddp'"

@@ -30,7 +30,6 @@ class Link:
         self.down = (reader, writer)
         self.up = (upstream_reader, upstream_writer)
         self.budget = None  # bytes still forwarded towards the target
-        self.forwarded = 0
 
     def reset(self):
         for _, w in (self.down, self.up):
@@ -67,8 +66,6 @@ class Proxy:
                     continue
                 writer.write(data)
                 await writer.drain()
-                if towards_target:
-                    link.forwarded += len(data)
         except (ConnectionError, OSError, asyncio.CancelledError):
             pass
         finally:

@@ -70,7 +70,6 @@ class FaultProxyTest : public fault_fixture::FaultTest {
         {"--listen", "127.0.0.1:" + std::to_string(worker_port), "--advertise",
          "127.0.0.1:" + std::to_string(proxy_port)}))
         << why;
-    proxy_address_ = "127.0.0.1:" + std::to_string(proxy_port);
   }
 
   // Sends `sig` to the proxy once job ft is past `step` and waits for the
@@ -92,7 +91,6 @@ class FaultProxyTest : public fault_fixture::FaultTest {
   }
 
   std::unique_ptr<Subprocess> proxy_;
-  std::string proxy_address_;
 };
 
 TEST_F(FaultProxyTest, ResetsAndMessagesCutMidPayloadEndInARecoveryNeverASum) {

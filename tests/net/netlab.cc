@@ -138,24 +138,5 @@ bool NetLab::Unblock(int i, int j) {
               addresses_[j] + "/32"});
 }
 
-bool NetLab::Shape(int i, const std::string& rate) {
-  for (const auto& [ns, dev] :
-       {std::pair<std::string, std::string>{switch_ns_, absl::StrCat("v", i)},
-        {namespaces_[i], "eth0"}}) {
-    if (!Run({"/usr/sbin/tc", "-n", ns, "qdisc", "replace", "dev", dev, "root",
-              "tbf", "rate", rate, "burst", "64kb", "latency", "100ms"})) {
-      return false;
-    }
-  }
-  return true;
-}
-
-bool NetLab::Unshape(int i) {
-  return Run({"/usr/sbin/tc", "-n", switch_ns_, "qdisc", "del", "dev",
-              absl::StrCat("v", i), "root"}) &&
-         Run({"/usr/sbin/tc", "-n", namespaces_[i], "qdisc", "del", "dev",
-              "eth0", "root"});
-}
-
 }  // namespace testing
 }  // namespace lockstep

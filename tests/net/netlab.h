@@ -2,12 +2,13 @@
 // with one interface (eth0, an address of a private /24 used only inside
 // these namespaces) on a veth pair to a bridge that lives in a "switch"
 // namespace of its own, so nothing touches the machine's own namespace.
-// A host's link can be cut and healed (the switch side's veth down/up) and
-// shaped (tbf on both directions). Processes run in a host through
-// `ip netns exec`, which execs them: their PID is the process's own.
+// A host's link can be cut and healed (the switch side's veth down/up), and
+// one direction between two hosts blackholed. Processes run in a host
+// through `ip netns exec`, which execs them: their PID is the process's own.
 // Everything is removed by name when the lab goes (the namespaces take
 // their veths with them), and a lab left behind by a killed test process
-// is removed by the next one.
+// is removed by the next one. (The benchmarks' shaped links,
+// benchmarks/bench_lib.sh's netns_up, build the same layout in shell.)
 #ifndef LOCKSTEP_TESTS_NET_NETLAB_H_
 #define LOCKSTEP_TESTS_NET_NETLAB_H_
 
@@ -35,10 +36,8 @@ class NetLab {
 
   bool ok() const { return error_.empty(); }
   const std::string& error() const { return error_; }
-  int hosts() const { return static_cast<int>(addresses_.size()); }
   // Host i's address ("10.R.S.(i+2)").
   const std::string& address(int i) const { return addresses_[i]; }
-  const std::string& ns(int i) const { return namespaces_[i]; }
 
   // argv run inside host i (prefixed with ip netns exec).
   std::vector<std::string> In(int i, std::vector<std::string> argv) const;
@@ -51,10 +50,6 @@ class NetLab {
   // both still reach every other host: an asymmetric cut. Unblock undoes.
   bool Block(int i, int j);
   bool Unblock(int i, int j);
-  // Host i's link in both directions limited to `rate` ("100mbit") with
-  // tbf; Unshape removes it.
-  bool Shape(int i, const std::string& rate);
-  bool Unshape(int i);
 
  private:
   bool Run(const std::vector<std::string>& argv);

@@ -131,6 +131,24 @@ class NetDrillTest : public fault_fixture::FaultTest {
     return w;
   }
 
+  // Cuts host `host`'s link for `seconds` and heals it; with `stall`,
+  // status must meanwhile report the ring stalled (it does after 5 s of
+  // waiting). The time of the heal.
+  Clock::time_point CutFor(int host, double seconds, bool stall) {
+    EXPECT_TRUE(lab_->Cut(host)) << lab_->error();
+    const Clock::time_point cut = Clock::now();
+    if (stall) {
+      std::string last;
+      EXPECT_TRUE(WaitForStatus(
+          R"(the ring is stalled: rank \d has waited [0-9.]+ s for rank \d)",
+          seconds, &last))
+          << last;
+    }
+    usleep(static_cast<useconds_t>(std::max(0.0, seconds - Since(cut)) * 1e6));
+    EXPECT_TRUE(lab_->Heal(host)) << lab_->error();
+    return Clock::now();
+  }
+
   static void Figure(const std::string& drill, const std::string& text) {
     std::printf("FIGURE %s: %s\n", drill.c_str(), text.c_str());
     RecordProperty(drill, text);
@@ -153,10 +171,7 @@ TEST_F(NetDrillTest, AWorkerCutOffForLessThanTheTimeoutLosesNothing) {
   // A 2 s cut: TCP retransmits once the link is back, the ring goes on in
   // the same generation.
   WaitForStep(150);
-  ASSERT_TRUE(lab_->Cut(2)) << lab_->error();
-  usleep(2000000);
-  ASSERT_TRUE(lab_->Heal(2)) << lab_->error();
-  Clock::time_point healed = Clock::now();
+  Clock::time_point healed = CutFor(2, 2.0, /*stall=*/false);
   const int first_cut = StatusStep(Client({"status", "ft"}).out);
   WaitForStep(first_cut + 20);
   const double short_resume = Since(healed);
@@ -169,17 +184,8 @@ TEST_F(NetDrillTest, AWorkerCutOffForLessThanTheTimeoutLosesNothing) {
   // the neighbour reports it and the rank is dropped at once. One
   // generation, from the last checkpoint: nothing is lost.
   WaitForStep(400);
-  ASSERT_TRUE(lab_->Cut(2)) << lab_->error();
-  const Clock::time_point cut = Clock::now();
-  std::string last;
-  EXPECT_TRUE(WaitForStatus(
-      R"(the ring is stalled: rank \d has waited [0-9.]+ s for rank \d)", 6.5,
-      &last))
-      << last;
-  usleep(static_cast<useconds_t>(std::max(0.0, 6.5 - Since(cut)) * 1e6));
-  ASSERT_TRUE(lab_->Heal(2)) << lab_->error();
-  healed = Clock::now();
-  RunResult w = Finish();
+  CutFor(2, 6.5, /*stall=*/true);
+  Finish();
   nlohmann::json res = Result();
   EXPECT_EQ(res["fingerprint"], reference);
   const int resumed = res["resumed_from_step"].get<int>();
@@ -208,16 +214,7 @@ TEST_F(NetDrillTest, WithALongerRingKeepaliveA6sCutRidesThrough) {
   StartNet(3, 2, {"--worker-timeout", "12", "--hang-timeout", "24"});
   ASSERT_EQ(Client({"submit", WriteJob(FaultJob())}).exit.exit_code, 0);
   WaitForStep(150);
-  ASSERT_TRUE(lab_->Cut(2)) << lab_->error();
-  const Clock::time_point cut = Clock::now();
-  std::string last;
-  EXPECT_TRUE(WaitForStatus(
-      R"(the ring is stalled: rank \d has waited [0-9.]+ s for rank \d)", 6.5,
-      &last))
-      << last;
-  usleep(static_cast<useconds_t>(std::max(0.0, 6.5 - Since(cut)) * 1e6));
-  ASSERT_TRUE(lab_->Heal(2)) << lab_->error();
-  const Clock::time_point healed = Clock::now();
+  const Clock::time_point healed = CutFor(2, 6.5, /*stall=*/true);
   const int at = StatusStep(Client({"status", "ft"}).out);
   WaitForStep(at + 20);
   const double resumed = Since(healed);

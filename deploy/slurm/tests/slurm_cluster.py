@@ -9,29 +9,30 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
+
+# Free ports and test certificates: the Python client tests' helpers (they
+# import the client package beside them).
+_CLIENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                       "..", "client", "python")
+sys.path[:0] = [_CLIENT, os.path.join(_CLIENT, "tests")]
+import cluster as test_cluster  # noqa: E402
+from cluster import free_port  # noqa: E402
 
 DAEMONS = ("munged", "slurmctld", "slurmd")
 COMMANDS = ("sbatch", "scontrol", "scancel", "squeue", "srun")
 
 
-def missing_programs():
-    """What this machine lacks to run the cluster (empty: nothing)."""
-    missing = [p for p in DAEMONS if not shutil.which(p, path=os.environ.get(
-        "PATH", "") + ":/usr/sbin:/sbin")]
-    missing += [p for p in COMMANDS if not shutil.which(p)]
-    return missing
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def sbin(name):
     return shutil.which(name, path=os.environ.get("PATH", "") +
                         ":/usr/sbin:/sbin")
+
+
+def missing_programs():
+    """What this machine lacks to run the cluster (empty: nothing)."""
+    return [p for p in DAEMONS if not sbin(p)] + \
+        [p for p in COMMANDS if not shutil.which(p)]
 
 
 class SlurmCluster:

@@ -390,39 +390,20 @@ def test_the_time_limit_warning_drains_and_requeues(slurm, reference,
     assert result["fingerprint"] == reference
 
 
-def make_certs(folder):
-    """A CA and one certificate for 127.0.0.1, server and client use: the
-    coordinator and every worker present it, as on a Slurm site."""
-    def run(*args):
-        subprocess.run(["/usr/bin/openssl", *args], cwd=folder, check=True,
-                       capture_output=True, timeout=30)
-    run("req", "-x509", "-newkey", "ec", "-pkeyopt",
-        "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", "ca.key",
-        "-out", "ca.pem", "-days", "2", "-subj", "/CN=lockstep-test-ca")
-    with open(os.path.join(folder, "node.ext"), "w") as f:
-        f.write("subjectAltName=IP:127.0.0.1\n"
-                "extendedKeyUsage=serverAuth,clientAuth\n")
-    run("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-        "-nodes", "-keyout", "node.key", "-out", "node.csr", "-subj",
-        "/CN=node")
-    run("x509", "-req", "-in", "node.csr", "-CA", "ca.pem", "-CAkey",
-        "ca.key", "-set_serial", "2", "-days", "2", "-extfile", "node.ext",
-        "-out", "node.pem")
-    return {k: os.path.join(folder, k) for k in ("ca.pem", "node.pem",
-                                                 "node.key")}
-
-
 def test_serve_runs_jobs_submitted_from_outside_with_tls_and_a_token(
         slurm, tmp_path):
     folder = str(tmp_path)
-    certs = make_certs(folder)
+    # A CA and one certificate for 127.0.0.1, server and client use (the
+    # client tests' "worker" one): the coordinator and every worker present
+    # it, as on a Slurm site.
+    certs = slurm_cluster.test_cluster.make_certs(folder)
     token = os.path.join(folder, "token")
     with open(token, "w") as f:
         f.write("s3cret-token\n")
     b = Batch(slurm, folder, ["--serve"], env={
         "LOCKSTEP_TLS_CA": certs["ca.pem"],
-        "LOCKSTEP_TLS_CERT": certs["node.pem"],
-        "LOCKSTEP_TLS_KEY": certs["node.key"],
+        "LOCKSTEP_TLS_CERT": certs["worker.pem"],
+        "LOCKSTEP_TLS_KEY": certs["worker.key"],
         "LOCKSTEP_TOKEN_FILE": token})
     client = ("--tls-ca", certs["ca.pem"], "--token-file", token)
     for name in ("first", "second"):
@@ -438,6 +419,9 @@ def test_serve_runs_jobs_submitted_from_outside_with_tls_and_a_token(
     r = b.cli("list", extra=("--tls-ca", certs["ca.pem"]))
     assert r.returncode != 0
     assert "token" in r.stderr.lower(), r.stderr
+    r = b.cli("list", extra=("--token-file", token))
+    assert r.returncode != 0, r.stdout
+    assert "TLS" in r.stderr, r.stderr
     assert "TLS" in b.log("coordinator.log")
     slurm.run("scancel", b.id)
     info = b.wait(("CANCELLED", "COMPLETED", "FAILED"), timeout=60)
