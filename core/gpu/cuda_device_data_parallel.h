@@ -27,36 +27,39 @@
 namespace lockstep {
 namespace cuda {
 
-// A zeroed float buffer on one GPU, laid out like GpuModel's flat buffers:
-// one optimizer slot (momentum, m or v) for every parameter.
-class DeviceSlot {
+// A zeroed buffer of T on one GPU. As floats laid out like GpuModel's flat
+// buffers: one optimizer slot (momentum, m or v) for every parameter.
+template <typename T>
+class DeviceBuffer {
  public:
-  static absl::StatusOr<std::unique_ptr<DeviceSlot>> Create(int device,
-                                                            int64_t floats) {
+  static absl::StatusOr<std::unique_ptr<DeviceBuffer>> Create(int device,
+                                                              int64_t count) {
     CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
-    std::unique_ptr<DeviceSlot> slot(new DeviceSlot(device));
-    const size_t bytes = std::max<int64_t>(floats, 1) * sizeof(float);
+    std::unique_ptr<DeviceBuffer> buffer(new DeviceBuffer(device));
+    const size_t bytes = std::max<int64_t>(count, 1) * sizeof(T);
     void* p = nullptr;
     CUDA_RETURN_IF_ERROR(cudaMalloc(&p, bytes));
-    slot->ptr_ = static_cast<float*>(p);
-    CUDA_RETURN_IF_ERROR(cudaMemset(slot->ptr_, 0, bytes));
-    return slot;
+    buffer->ptr_ = static_cast<T*>(p);
+    CUDA_RETURN_IF_ERROR(cudaMemset(buffer->ptr_, 0, bytes));
+    return buffer;
   }
-  ~DeviceSlot() {
+  ~DeviceBuffer() {
     if (ptr_ == nullptr) return;
     cudaSetDevice(device_);
     cudaFree(ptr_);
   }
-  DeviceSlot(const DeviceSlot&) = delete;
-  DeviceSlot& operator=(const DeviceSlot&) = delete;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
 
-  float* get() const { return ptr_; }
+  T* get() const { return ptr_; }
 
  private:
-  explicit DeviceSlot(int device) : device_(device) {}
+  explicit DeviceBuffer(int device) : device_(device) {}
   const int device_;
-  float* ptr_ = nullptr;
+  T* ptr_ = nullptr;
 };
+
+using DeviceSlot = DeviceBuffer<float>;
 
 // One local GPU. Members are destroyed bottom-up: the communicator before
 // the buffers its pending work might touch.
@@ -68,6 +71,9 @@ struct Lane {
   int64_t staged_step = -1;
   std::unique_ptr<DeviceSlot> first;   // SGD momentum or Adam m; null if none
   std::unique_ptr<DeviceSlot> second;  // Adam v; null if none
+  // global_clipnorm's partial sums of squares (kNormBlocks per optimizer
+  // run), then the total; null without clipping.
+  std::unique_ptr<DeviceBuffer<double>> norm;
   std::unique_ptr<NcclCommunicator> comm;
 };
 
@@ -76,6 +82,7 @@ struct Lane {
 struct UpdateRun {
   ParamUpdate update = ParamUpdate::kOptimizer;
   float momentum = 0;  // kMovingAverage
+  bool decay = false;  // kOptimizer: weight decay applies (DecaysWeights)
   int64_t begin = 0, end = 0;
 };
 
@@ -85,9 +92,14 @@ int SlotCount(const OptimizerSpec& spec);
 // every one but batch norm's running statistics and frozen layers'.
 std::vector<int> OptimizerParams(const std::vector<Param*>& params);
 
-// The model's params as runs of one update kind (one run, the whole
-// buffer, for a model whose params all belong to the optimizer).
-std::vector<UpdateRun> UpdateRuns(const GpuModel& model);
+// The model's params as runs of one update kind and weight decay (one run,
+// the whole buffer, for a model whose params all belong to the optimizer
+// and decay alike).
+std::vector<UpdateRun> UpdateRuns(const GpuModel& model,
+                                  const OptimizerSpec& spec);
+
+// How many runs belong to the optimizer.
+int OptimizerRuns(const std::vector<UpdateRun>& runs);
 
 // Optimizer::StateTensors' names for `params`, in its order.
 std::vector<std::string> SlotNames(const OptimizerSpec& spec,

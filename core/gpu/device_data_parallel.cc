@@ -56,7 +56,7 @@ CudaDeviceDataParallel::CudaDeviceDataParallel(
       lanes_(std::move(lanes)),
       pool_(static_cast<int>(lanes_.size())),
       host_sum_(std::move(host_sum)),
-      runs_(UpdateRuns(*lanes_[0].model)),
+      runs_(UpdateRuns(*lanes_[0].model, config.spec.optimizer)),
       pass_sum_fn_(config.pass_sum) {
   if (lanes_[0].model->host_model().graph().sums_across_replicas()) {
     pass_sum_ = std::make_unique<ReplicaSum>(static_cast<int>(lanes_.size()));
@@ -307,16 +307,6 @@ absl::Status CheckConfig(const DeviceDataParallelConfig& c) {
 absl::StatusOr<std::unique_ptr<DeviceDataParallel>> MakeCudaDeviceDataParallel(
     const DeviceDataParallelConfig& config) {
   RETURN_IF_ERROR(CheckConfig(config));
-  // The fused update runs over one flat buffer with one decay and no norm
-  // reduction yet.
-  const OptimizerSpec& o = config.spec.optimizer;
-  if (o.global_clipnorm > 0 ||
-      (o.weight_decay > 0 && !o.exclude_from_weight_decay.empty())) {
-    return absl::UnimplementedError(
-        "optimizer.global_clipnorm and optimizer.exclude_from_weight_decay "
-        "are not yet supported on GPUs (the fused device update); train "
-        "this job on CPUs or leave them out");
-  }
   const size_t n = config.devices.size();
   const int slots = SlotCount(config.spec.optimizer);
   std::vector<Lane> lanes(n);
@@ -344,6 +334,15 @@ absl::StatusOr<std::unique_ptr<DeviceDataParallel>> MakeCudaDeviceDataParallel(
           DeviceSlot::Create(device, floats);
       if (!s.ok()) return AnnotateStatus(s.status(), where);
       lane.second = *std::move(s);
+    }
+    if (config.spec.optimizer.global_clipnorm > 0) {
+      const int runs =
+          OptimizerRuns(UpdateRuns(*lane.model, config.spec.optimizer));
+      absl::StatusOr<std::unique_ptr<DeviceBuffer<double>>> b =
+          DeviceBuffer<double>::Create(
+              device, static_cast<int64_t>(runs) * kNormBlocks + 1);
+      if (!b.ok()) return AnnotateStatus(b.status(), where);
+      lane.norm = *std::move(b);
     }
   }
   // The ring layout's NCCL spans the local GPUs only (rank = local index).

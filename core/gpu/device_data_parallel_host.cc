@@ -2,6 +2,7 @@
 // cuda_device_data_parallel.h): the update over runs of the flat buffers,
 // the ring layout's gradient sum through pinned host memory, and the
 // parameters and optimizer slots between the GPUs and the host.
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "core/gpu/cuda_device_data_parallel.h"
+#include "core/train/optimizer.h"
 #include "kernels/cuda/layers/batch_norm.h"
 #include "kernels/cuda/optimizer.h"
 
@@ -32,9 +34,8 @@ std::vector<int> OptimizerParams(const std::vector<Param*>& params) {
   return out;
 }
 
-// The model's params as runs of one update kind (one run, the whole
-// buffer, for a model whose params all belong to the optimizer).
-std::vector<UpdateRun> UpdateRuns(const GpuModel& model) {
+std::vector<UpdateRun> UpdateRuns(const GpuModel& model,
+                                  const OptimizerSpec& spec) {
   const std::vector<Param*>& params = model.host_model().params();
   std::vector<UpdateRun> runs;
   for (size_t i = 0; i < params.size(); ++i) {
@@ -43,15 +44,24 @@ std::vector<UpdateRun> UpdateRuns(const GpuModel& model) {
     const int64_t end = i + 1 < params.size()
                             ? model.param_offset(static_cast<int>(i + 1))
                             : model.flat_floats();
+    const bool decay =
+        p.update == ParamUpdate::kOptimizer && DecaysWeights(spec, p.name);
     if (!runs.empty() && runs.back().update == p.update &&
-        runs.back().momentum == p.momentum) {
+        runs.back().momentum == p.momentum && runs.back().decay == decay) {
       runs.back().end = end;
     } else {
-      runs.push_back(UpdateRun{p.update, p.momentum, begin, end});
+      runs.push_back(UpdateRun{p.update, p.momentum, decay, begin, end});
     }
   }
   if (!runs.empty()) runs.front().begin = 0;
   return runs;
+}
+
+int OptimizerRuns(const std::vector<UpdateRun>& runs) {
+  return static_cast<int>(
+      std::count_if(runs.begin(), runs.end(), [](const UpdateRun& r) {
+        return r.update == ParamUpdate::kOptimizer;
+      }));
 }
 
 // Optimizer::StateTensors' names for `params`, in its order.
@@ -144,15 +154,32 @@ absl::Status CudaDeviceDataParallel::Update(Lane& lane, double lr,
   float* m = lane.first ? lane.first->get() : nullptr;
   float* v = lane.second ? lane.second->get() : nullptr;
   const OptimizerSpec& o = optimizer_;
-  const SgdStep sgd = MakeSgdStep(lr, o.momentum, o.nesterov, o.weight_decay);
-  const AdamStep adam = MakeAdamStep(lr, o.beta_1, o.beta_2, o.epsilon,
-                                     o.weight_decay, iterations_);
+  SgdStep sgd = MakeSgdStep(lr, o.momentum, o.nesterov, o.weight_decay);
+  AdamStep adam = MakeAdamStep(lr, o.beta_1, o.beta_2, o.epsilon,
+                               o.weight_decay, iterations_);
+  if (lane.norm) {
+    // The global norm over the summed gradients of the optimizer's params,
+    // ahead of every update that reads it (one stream: in order).
+    double* partials = lane.norm->get();
+    int k = 0;
+    for (const UpdateRun& run : runs_) {
+      if (run.update != ParamUpdate::kOptimizer) continue;
+      CUDA_RETURN_IF_ERROR(SumSquaresPartials(
+          run.end - run.begin, model.device_grads() + run.begin,
+          partials + static_cast<int64_t>(k++) * kNormBlocks, model.stream()));
+    }
+    const int64_t count = static_cast<int64_t>(k) * kNormBlocks;
+    CUDA_RETURN_IF_ERROR(
+        SumPartials(count, partials, partials + count, model.stream()));
+    sgd.clip = adam.clip = GradientClip{o.global_clipnorm, partials + count};
+  }
   for (const UpdateRun& run : runs_) {
     const int64_t n = run.end - run.begin, at = run.begin;
     float* w = model.device_params() + at;
     const float* g = model.device_grads() + at;
     switch (run.update) {
       case ParamUpdate::kOptimizer:
+        sgd.decay = adam.decay = run.decay;
         if (o.type == OptimizerType::kSgd) {
           CUDA_RETURN_IF_ERROR(
               SgdUpdate(n, sgd, w, m ? m + at : nullptr, g, model.stream()));

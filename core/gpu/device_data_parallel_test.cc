@@ -111,12 +111,24 @@ void ExpectClose(const std::vector<Param*>& got,
   }
 }
 
-class DeviceDataParallelStepTest
-    : public ::testing::TestWithParam<OptimizerType> {};
+struct StepCase {
+  std::string name;
+  OptimizerType type;
+  double weight_decay = 0;
+  std::vector<std::string> exclude_from_weight_decay;
+  double global_clipnorm = 0;
+};
+
+class DeviceDataParallelStepTest : public ::testing::TestWithParam<StepCase> {
+};
 
 TEST_P(DeviceDataParallelStepTest, OneRankStepsLikeTheCpu) {
   SKIP_WITHOUT_CUDA_DEVICE();
-  const JobSpec spec = SmallDense(GetParam(), 0.9);
+  const StepCase& c = GetParam();
+  JobSpec spec = SmallDense(c.type, 0.9);
+  spec.optimizer.weight_decay = c.weight_decay;
+  spec.optimizer.exclude_from_weight_decay = c.exclude_from_weight_decay;
+  spec.optimizer.global_clipnorm = c.global_clipnorm;
   absl::StatusOr<std::string> id = NewNcclUniqueId();
   ASSERT_TRUE(id.ok()) << id.status();
   absl::StatusOr<std::unique_ptr<DeviceDataParallel>> gpu =
@@ -165,6 +177,11 @@ TEST_P(DeviceDataParallelStepTest, OneRankStepsLikeTheCpu) {
         (*cpu)->ComputeGradients(cb, spec.loss, seed);
     ASSERT_TRUE(lc.ok()) << lc.status();
     (*cpu_opt)->Apply(lr);
+    if (c.global_clipnorm > 0) {
+      // The case clips at every step (else it would test nothing).
+      EXPECT_GT((*cpu_opt)->last_grad_norm(), c.global_clipnorm)
+          << "step " << step;
+    }
     EXPECT_NEAR(lg->loss_sum, lc->loss_sum,
                 1e-5 * std::max(1.0, std::fabs(lc->loss_sum)));
     EXPECT_EQ(lg->count, lc->count);
@@ -204,9 +221,28 @@ TEST_P(DeviceDataParallelStepTest, OneRankStepsLikeTheCpu) {
             absl::StatusCode::kCancelled);
 }
 
-INSTANTIATE_TEST_SUITE_P(SgdMomentumAndAdam, DeviceDataParallelStepTest,
-                         ::testing::Values(OptimizerType::kSgd,
-                                           OptimizerType::kAdam));
+// The BERT example's optimizer: AdamW with decay on kernels only (biases
+// excluded by name) and clipping by the global norm, as on the CPU. The
+// decay is large (0.5 x lr per step) so that decaying a bias would move it
+// past the tolerance.
+INSTANTIATE_TEST_SUITE_P(
+    Optimizers, DeviceDataParallelStepTest,
+    ::testing::Values(StepCase{"sgd_momentum", OptimizerType::kSgd},
+                      StepCase{"adam", OptimizerType::kAdam},
+                      StepCase{"sgd_clip_decay_kernels",
+                               OptimizerType::kSgd,
+                               0.5,
+                               {"bias"},
+                               0.05},
+                      StepCase{"adamw_clip_decay_kernels",
+                               OptimizerType::kAdamW,
+                               0.5,
+                               {"bias"},
+                               0.05}),
+    [](const ::testing::TestParamInfo<StepCase>& info) {
+      return info.param.name;
+    });
+
 
 TEST(DeviceDataParallelTest, PushThenPullIsExact) {
   SKIP_WITHOUT_CUDA_DEVICE();

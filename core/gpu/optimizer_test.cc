@@ -2,6 +2,7 @@
 // several steps (so slots and Adam's bias correction are exercised).
 #include "kernels/cuda/optimizer.h"
 
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -96,6 +97,96 @@ INSTANTIATE_TEST_SUITE_P(
                       Adam("adam", OptimizerType::kAdam, 0),
                       Adam("adamw", OptimizerType::kAdamW, 0.004)),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+// Clipping by the global norm over two params (the norm summed on the
+// device in two passes), with the bias excluded from weight decay: the
+// CPU optimizer's steps, bit for bit, and its norm to the last bits of a
+// double.
+TEST(OptimizerClipTest, ClippedStepsWithExcludedDecayMatchTheCpu) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  for (OptimizerType type : {OptimizerType::kSgd, OptimizerType::kAdamW}) {
+    SCOPED_TRACE(type == OptimizerType::kSgd ? "sgd" : "adamw");
+    OptimizerSpec spec;
+    spec.type = type;
+    spec.learning_rate = 0.01;
+    spec.momentum = 0.9;
+    spec.weight_decay = 0.5;
+    spec.exclude_from_weight_decay = {"bias"};
+    spec.global_clipnorm = 1.0;
+    const std::vector<int64_t> sizes = {100003, 513};
+    Param kernel{"dense/kernel", Tensor({sizes[0]}, RandomVector(sizes[0], 7)),
+                 Tensor({sizes[0]})};
+    Param bias{"dense/bias", Tensor({sizes[1]}, RandomVector(sizes[1], 8)),
+               Tensor({sizes[1]})};
+    std::vector<Param*> params = {&kernel, &bias};
+    absl::StatusOr<std::unique_ptr<Optimizer>> cpu =
+        Optimizer::Create(spec, params);
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    using Array = std::unique_ptr<DeviceArray<float>>;
+    std::vector<Array> w, m, v, g;
+    for (size_t k = 0; k < 2; ++k) {
+      w.push_back(std::make_unique<DeviceArray<float>>(std::vector<float>(
+          params[k]->value.data(), params[k]->value.data() + sizes[k])));
+      m.push_back(std::make_unique<DeviceArray<float>>(sizes[k]));
+      v.push_back(std::make_unique<DeviceArray<float>>(sizes[k]));
+      g.push_back(std::make_unique<DeviceArray<float>>(sizes[k]));
+    }
+    DeviceArray<double> norm(2 * kNormBlocks + 1);
+    for (int step = 0; step < 4; ++step) {
+      for (size_t k = 0; k < 2; ++k) {
+        const std::vector<float> grad =
+            RandomVector(sizes[k], 50 + 2 * step + k, -0.5f, 0.5f);
+        std::memcpy(params[k]->grad.data(), grad.data(),
+                    sizes[k] * sizeof(float));
+        ASSERT_EQ(cudaMemcpy(g[k]->get(), grad.data(), sizes[k] * sizeof(float),
+                             cudaMemcpyHostToDevice),
+                  cudaSuccess);
+        ASSERT_EQ(SumSquaresPartials(sizes[k], g[k]->get(),
+                                     norm.get() + k * kNormBlocks, nullptr),
+                  cudaSuccess);
+      }
+      ASSERT_EQ(SumPartials(2 * kNormBlocks, norm.get(),
+                            norm.get() + 2 * kNormBlocks, nullptr),
+                cudaSuccess);
+      const GradientClip clip{spec.global_clipnorm,
+                              norm.get() + 2 * kNormBlocks};
+      for (size_t k = 0; k < 2; ++k) {
+        const bool decay = (*cpu)->Decays(params[k]->name);
+        EXPECT_EQ(decay, k == 0);
+        if (type == OptimizerType::kSgd) {
+          SgdStep s = MakeSgdStep(spec.learning_rate, spec.momentum, false,
+                                  spec.weight_decay);
+          s.decay = decay;
+          s.clip = clip;
+          ASSERT_EQ(SgdUpdate(sizes[k], s, w[k]->get(), m[k]->get(), g[k]->get(),
+                              nullptr),
+                    cudaSuccess);
+        } else {
+          AdamStep s = MakeAdamStep(spec.learning_rate, spec.beta_1,
+                                    spec.beta_2, spec.epsilon,
+                                    spec.weight_decay, (*cpu)->iterations());
+          s.decay = decay;
+          s.clip = clip;
+          ASSERT_EQ(AdamUpdate(sizes[k], s, w[k]->get(), m[k]->get(), v[k]->get(),
+                               g[k]->get(), nullptr),
+                    cudaSuccess);
+        }
+      }
+      (*cpu)->Apply(spec.learning_rate);
+      const double gpu_norm = std::sqrt(norm.ToHost()[2 * kNormBlocks]);
+      // Clipped: the norm of 100k uniform(-0.5, 0.5) values is about 91.
+      EXPECT_GT((*cpu)->last_grad_norm(), 50.0);
+      EXPECT_NEAR(gpu_norm, (*cpu)->last_grad_norm(),
+                  1e-12 * (*cpu)->last_grad_norm())
+          << "step " << step;
+    }
+    for (size_t k = 0; k < 2; ++k) {
+      ExpectSameBits(std::vector<float>(params[k]->value.data(),
+                                        params[k]->value.data() + sizes[k]),
+                     w[k]->ToHost(), params[k]->name);
+    }
+  }
+}
 
 TEST(OptimizerStepTest, AdamScalarsNeedNoDevice) {
   const AdamStep s = MakeAdamStep(0.001, 0.9, 0.999, 1e-7, 0, 0);

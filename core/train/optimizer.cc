@@ -127,9 +127,9 @@ Optimizer::Optimizer(const OptimizerSpec& spec,
   for (const Param* p : params_) second_.emplace_back(p->value.shape());
 }
 
-bool Optimizer::Decays(const std::string& name) const {
-  if (spec_.weight_decay <= 0) return false;
-  for (const std::string& pattern : spec_.exclude_from_weight_decay) {
+bool DecaysWeights(const OptimizerSpec& spec, const std::string& name) {
+  if (spec.weight_decay <= 0) return false;
+  for (const std::string& pattern : spec.exclude_from_weight_decay) {
     if (name.find(pattern) != std::string::npos) return false;
   }
   return true;

@@ -15,6 +15,11 @@
 
 namespace lockstep {
 
+// Whether weight decay applies to the param named `name`: weight_decay > 0
+// and no exclude_from_weight_decay pattern is a substring of the name. The
+// CPU optimizer and the GPUs' fused update both ask this.
+bool DecaysWeights(const OptimizerSpec& spec, const std::string& name);
+
 class Optimizer {
  public:
   // `params` are not owned and must outlive the optimizer; each grad must
@@ -43,7 +48,9 @@ class Optimizer {
   // global_clipnorm).
   double last_grad_norm() const { return last_grad_norm_; }
   // Whether weight decay applies to the param named `name`.
-  bool Decays(const std::string& name) const;
+  bool Decays(const std::string& name) const {
+    return DecaysWeights(spec_, name);
+  }
   void set_iterations(int64_t n) { iterations_ = n; }
 
   // Named slot tensors for checkpoints: "sgd/momentum/<param>" (only when

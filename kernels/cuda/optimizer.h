@@ -14,12 +14,24 @@
 namespace lockstep {
 namespace cuda {
 
+// Clipping by the global norm (Keras' global_clipnorm, as
+// core/train/optimizer.cc's ClipGradients): with sum_squares set (a device
+// pointer to the sum of squares of every gradient the optimizer updates,
+// SumSquaresPartials then SumPartials below), each update first scales its
+// gradient by float(clipnorm / norm) when norm = sqrt(*sum_squares) >
+// clipnorm. The norm is read on the device: no wait for the host.
+struct GradientClip {
+  double clipnorm = 0;
+  const double* sum_squares = nullptr;  // null: no clipping
+};
+
 struct SgdStep {
   float lr = 0;
   float momentum = 0;
   bool nesterov = false;
   bool decay = false;      // weight_decay > 0
   float decay_factor = 0;  // weight_decay * lr
+  GradientClip clip;
 };
 
 struct AdamStep {
@@ -29,6 +41,7 @@ struct AdamStep {
   float eps = 0;
   bool decay = false;
   float decay_factor = 0;
+  GradientClip clip;
 };
 
 inline SgdStep MakeSgdStep(double lr, double momentum, bool nesterov,
@@ -67,6 +80,21 @@ cudaError_t SgdUpdate(int64_t n, const SgdStep& step, float* w, float* m,
 // One Adam/AdamW step over n parameters with slots m, v.
 cudaError_t AdamUpdate(int64_t n, const AdamStep& step, float* w, float* m,
                        float* v, const float* g, cudaStream_t stream);
+
+// The global norm's sum of squares in double, in two deterministic passes
+// (fixed grids and fixed reduction trees: the same bits on every run and on
+// every GPU holding the same gradients). The order differs from the CPU's
+// sequential sum only in the last bits of a double, far below the float
+// scale it becomes.
+inline constexpr int kNormBlocks = 128;
+
+// partials[0, kNormBlocks) = the sums of g[i]^2 over g[0, n), one per block.
+cudaError_t SumSquaresPartials(int64_t n, const float* g, double* partials,
+                               cudaStream_t stream);
+
+// *out = partials[0] + ... + partials[count - 1] (one block, fixed tree).
+cudaError_t SumPartials(int64_t count, const double* partials, double* out,
+                        cudaStream_t stream);
 
 }  // namespace cuda
 }  // namespace lockstep

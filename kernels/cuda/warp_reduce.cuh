@@ -20,6 +20,11 @@ __device__ inline float WarpSum(float v) {
   return v;
 }
 
+__device__ inline double WarpSum(double v) {
+  for (int m = kWarp / 2; m > 0; m /= 2) v += __shfl_xor_sync(~0u, v, m);
+  return v;
+}
+
 __device__ inline float WarpMax(float v) {
   for (int m = kWarp / 2; m > 0; m /= 2) {
     v = fmaxf(v, __shfl_xor_sync(~0u, v, m));
@@ -36,6 +41,18 @@ __device__ inline float BlockSum(float v, float* shared) {
   if (threadIdx.x % kWarp == 0) shared[threadIdx.x / kWarp] = v;
   __syncthreads();
   float total = 0.0f;
+  for (int w = 0; w < warps; ++w) total += shared[w];
+  return total;
+}
+
+// The same in double (the global gradient norm's sums).
+__device__ inline double BlockSum(double v, double* shared) {
+  v = WarpSum(v);
+  const int warps = (blockDim.x + kWarp - 1) / kWarp;
+  __syncthreads();
+  if (threadIdx.x % kWarp == 0) shared[threadIdx.x / kWarp] = v;
+  __syncthreads();
+  double total = 0.0;
   for (int w = 0; w < warps; ++w) total += shared[w];
   return total;
 }
