@@ -15,7 +15,9 @@
 #       [--rank R --world-size W --rendezvous-file F]
 #       times N training steps, alone or as one rank of DistributedData-
 #       Parallel on Gloo, and prints one JSON line (rank 0): samples/s
-#   bert_peer.py --info
+#   bert_peer.py --info [--device cuda:N]
+#   --device cuda:N trains on that GPU (FP32, TF32 off; each epoch's batches
+#   copied to the GPU once, ahead of the timed steps)
 #
 # Exits 3 when torch runs on a slow BLAS (torch_common.require_fast_blas).
 #
@@ -54,6 +56,7 @@ def parse_args():
     p.add_argument("--host", default="127.0.0.1",
                    help="rank 0's TCPStore address (its network namespace's "
                         "own with bert_vs_pytorch --link)")
+    p.add_argument("--device", default="cpu", help="cpu or cuda:N")
     p.add_argument("--info", action="store_true")
     args = p.parse_args()
     if not args.info and (args.job is None or args.batches is None):
@@ -61,6 +64,9 @@ def parse_args():
     if min(args.steps, args.threads, args.world_size, args.epochs) < 1 or \
             args.warmup < 0:
         p.error("--steps, --threads, --world-size, --epochs must be >= 1")
+    if args.device != "cpu" and (args.world_size > 1 or
+                                 not args.device.startswith("cuda:")):
+        p.error("--device: cpu, or cuda:N for one process")
     if args.world_size > 1 and not args.rendezvous_file:
         p.error("--rendezvous-file is required when --world-size > 1")
     return args
@@ -90,9 +96,9 @@ def die(msg):
 
 
 class Split:
-    """One file pair of text_batches: int32 inputs and labels."""
+    """One file pair of text_batches: int32 inputs and labels, on `device`."""
 
-    def __init__(self, folder, name, meta):
+    def __init__(self, folder, name, meta, device="cpu"):
         per, p = meta["sample_values"], meta["max_predictions"]
         x = np.fromfile(os.path.join(folder, name + ".x"), dtype=np.int32)
         y = np.fromfile(os.path.join(folder, name + ".y"), dtype=np.int32)
@@ -110,6 +116,9 @@ class Split:
         self.padding = fields["padding_mask"].float().contiguous()
         self.positions = fields["mask_positions"].contiguous()
         self.labels = torch.from_numpy(y.reshape(-1, p).astype(np.int64))
+        self.labels_host = self.labels  # counts without a device sync
+        for f in ("ids", "segments", "padding", "positions", "labels"):
+            setattr(self, f, getattr(self, f).to(device))
 
     def rows(self, begin, end):
         s = slice(begin, end)
@@ -157,11 +166,22 @@ def main():
     blas, blas_path = blas_in_use()
     # Every rank: each exits 3 before the rendezvous, so none waits for it.
     require_fast_blas(blas, blas_path)
+    device = torch.device(ARGS.device)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            die(f"--device {ARGS.device}: this torch sees no CUDA device")
+        # FP32 on both sides: lockstep's GEMMs run without TF32 by default.
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     if ARGS.info:
-        print(json.dumps({
+        info = {
             "torch": torch.__version__, "blas": blas, "blas_path": blas_path,
             "alternatives_libblas": alternatives_blas(),
-            "gloo": dist.is_available() and dist.is_gloo_available()}))
+            "gloo": dist.is_available() and dist.is_gloo_available()}
+        if device.type == "cuda":
+            info["gpu"] = torch.cuda.get_device_name(device)
+            info["cuda"] = torch.version.cuda
+        print(json.dumps(info))
         return
     with open(ARGS.job) as f:
         spec = json.load(f)
@@ -184,6 +204,7 @@ def main():
         n = load_weights_by_name(model, ARGS.init, die)
         print(f"bert_peer: {n} tensors from {ARGS.init}", file=sys.stderr,
               flush=True)
+    model.to(device)
     net = model
     if world > 1:
         store = rendezvous_store(ARGS.rendezvous_file, rank, world,
@@ -200,12 +221,15 @@ def main():
         if e not in epochs:
             epochs.clear()
             epochs[e] = Split(ARGS.batches, f"train_e{e % meta['epochs']}",
-                              meta)
+                              meta, device)
         split = epochs[e]
         begin = k * global_batch
         ids, seg, pad, pos, labels = split.rows(begin + rank * local,
                                                 begin + (rank + 1) * local)
-        global_labels = (split.labels[begin:begin + global_batch] >= 0).sum()
+        host = split.labels_host
+        global_labels = (host[begin:begin + global_batch] >= 0).sum()
+        local_labels = (host[begin + rank * local:
+                             begin + (rank + 1) * local] >= 0).sum()
         for g in opt.param_groups:
             g["lr"] = lr_at(s)
         logits = net(ids, seg, pad, pos)
@@ -219,12 +243,12 @@ def main():
             torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
         opt.step()
         return ids.shape[0] * world, loss_sum.item() / max(
-            int((labels >= 0).sum()), 1)
+            int(local_labels), 1)
 
     if ARGS.learn:
         if world != 1:
             die("--learn runs in one process")
-        test = Split(ARGS.batches, "test", meta)
+        test = Split(ARGS.batches, "test", meta, device)
         t0 = time.perf_counter()
         for e in range(ARGS.epochs):
             t = time.perf_counter()
@@ -240,14 +264,28 @@ def main():
                 flush=True)
         return
 
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
     for s in range(ARGS.warmup):
         step(s)
+    # The first timed step's epoch is loaded (and on a GPU copied there)
+    # before the clock starts.
+    step_epoch = divmod(ARGS.warmup, spe)[0]
+    if step_epoch not in epochs:
+        epochs.clear()
+        epochs[step_epoch] = Split(
+            ARGS.batches, f"train_e{step_epoch % meta['epochs']}", meta,
+            device)
     if world > 1:
         dist.barrier()
+    sync()
     t0 = time.perf_counter()
     samples = 0
     for s in range(ARGS.warmup, ARGS.warmup + ARGS.steps):
         samples += step(s)[0]
+    sync()
     seconds = time.perf_counter() - t0
     seconds = slowest_seconds(seconds, world)
     if rank == 0:
@@ -255,6 +293,7 @@ def main():
             "samples_per_sec": samples / seconds, "steps": ARGS.steps,
             "seconds": round(seconds, 3), "world_size": world,
             "threads": ARGS.threads, "global_batch": global_batch,
+            "device": ARGS.device,
             "openblas_threads": int(os.environ["OPENBLAS_NUM_THREADS"]),
             "peak_rss_mib": resource.getrusage(
                 resource.RUSAGE_SELF).ru_maxrss / 1024}), flush=True)

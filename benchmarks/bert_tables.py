@@ -3,19 +3,23 @@
 left in TMP:
 
   bert_tables.py ROWS TMP STEPS_PER_EPOCH EPOCHS LEARNING(0|1) REPEAT SEEDS
+      [BATCHES]
 
 Speed: ROWS (key, label, samples/s, peak RSS MiB per run; each key's best
 run is kept) and the ratios against PyTorch's fastest rows. Learning: for
 each seed of SEEDS (comma-separated), TMP/learn1_sS.json and
 TMP/learn2_sS.json (lockstep's eval/accuracy by step, summaries.py) and
 TMP/torch_learn_sS.jsonl (bert_peer.py --learn); each figure's mean and
-(min to max) range over the seeds, the goals judged on the mean.
+(min to max) range over the seeds, the goals judged on the mean. BATCHES
+(comma-separated) names the GPU rows' global batches (keys lockstep_bB,
+torch_bB), each lockstep row against PyTorch's of the same batch.
 """
 import json
 import os
 import sys
 
-rows_path, tmp, spe, epochs, learning, repeat, seeds = sys.argv[1:]
+rows_path, tmp, spe, epochs, learning, repeat, seeds = sys.argv[1:8]
+gpu_batches = sys.argv[8].split(",") if len(sys.argv) > 8 else []
 seeds = [int(x) for x in seeds.split(",")]
 spe, epochs = int(spe), int(epochs)
 rows = {}
@@ -25,7 +29,9 @@ for line in open(rows_path).read().splitlines():
         rows[key] = (label, float(sps), float(rss))
 if rows:
     fmt = "{:<62} {:>10} {:>14}"
-    print("Speed: training samples/s (higher is better), global batch 32"
+    gpu = any(k.startswith("lockstep_b") for k in rows)
+    print("Speed: training samples/s (higher is better)"
+          + ("" if gpu else ", global batch 32")
           + ("" if repeat == "1" else f", the best of {repeat} rounds"))
     print(fmt.format("system", "samples/s", "peak RSS MiB"))
     for key, (label, sps, rss) in rows.items():
@@ -44,7 +50,9 @@ if rows:
              ddp2, 1.2),
             ("lockstep 2 workers, bf16 on the wire / PyTorch DDP's fastest",
              "lockstep2b", ddp2, 1.2),
-            ("lockstep 2 workers / lockstep 1 process", "lockstep2", "lockstep1", None)]:
+            ("lockstep 2 workers / lockstep 1 process", "lockstep2", "lockstep1", None)] + [
+            (f"lockstep / PyTorch eager on the GPU, global batch {b}",
+             f"lockstep_b{b}", f"torch_b{b}", 1.0) for b in gpu_batches]:
         if a in rows and b in rows:
             r = ratio(a, b)
             mark = "" if goal is None else \

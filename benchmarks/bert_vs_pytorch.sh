@@ -27,11 +27,18 @@
 #   bazel run //benchmarks:bert_vs_pytorch [-- --epochs 3 --steps 40
 #       --threads 2 --repeat 1 --seeds 1,2,3 --no-learning --no-speed
 #       --timeout 1800]
+#   On a GPU (a --config=cuda build, a torch with CUDA):
+#   LOCKSTEP_BENCH_PYTHON=/path/to/python bazel run --config=cuda \
+#       //benchmarks:bert_vs_pytorch -- --device cuda:0 --batch 32,256
+#     the one-process speed rows on that GPU, FP32 (TF32 off on both sides),
+#     for each global batch of --batch: lockstep train --devices cuda:0
+#     against bert_peer.py --device cuda:0 on the same batches
 # A PyTorch on a slow BLAS (not OpenBLAS or MKL) stops the run: the peer
 # exits 3 and nothing is measured.
 set -euo pipefail
 
-readonly PY=/usr/bin/python3  # Debian's interpreter: the one with python3-torch
+# Debian's interpreter (the one with python3-torch) unless named.
+readonly PY=${LOCKSTEP_BENCH_PYTHON:-/usr/bin/python3}
 
 usage() {
   cat <<'USAGE'
@@ -48,12 +55,18 @@ usage: bazel run //benchmarks:bert_vs_pytorch -- [options]
   --no-learning   only the speed rows
   --no-speed      only the learning runs
   --timeout S     limit in seconds for each run's processes (default 1800)
+  --device D      cpu (default) or cuda:N: with cuda:N, only the one-process
+                  speed rows, on that GPU, lockstep (--config=cuda build)
+                  against PyTorch (LOCKSTEP_BENCH_PYTHON's torch with CUDA)
+  --batch LIST    the speed rows' global batches, comma-separated (default
+                  32, the example's)
   --link RATE     root: only the 2-rank speed rows (no learning runs), every
                   rank on a host of its own (network namespaces, the
                   coordinator with worker 0) over links shaped to RATE
                   (1gbit, 10gbit) in both directions (bench_lib.sh netns_up)
 Environment: LOCKSTEP_BROWN_DIR  folder with train.txt and valid.txt
   (default: <workspace>/../shared/datasets/brown)
+  LOCKSTEP_BENCH_PYTHON  the PyTorch peer's interpreter (default /usr/bin/python3)
 USAGE
 }
 
@@ -71,6 +84,8 @@ speed=1
 run_timeout=1800
 seeds=1,2,3
 link=""
+device=cpu
+batches=32
 while (($# > 0)); do
   case "$1" in
     --seeds)
@@ -87,6 +102,12 @@ while (($# > 0)); do
       continue
       ;;
     --link=*) link=${1#*=}; shift; continue ;;
+    --device | --batch)
+      (($# >= 2)) || { usage >&2; die "$1 needs a value"; }
+      [[ "$1" == --device ]] && device=$2 || batches=$2
+      shift 2
+      continue
+      ;;
     --epochs | --steps | --threads | --timeout | --repeat)
       (($# >= 2)) || { usage >&2; die "$1 needs a value"; }
       opt=$1 val=$2
@@ -112,6 +133,15 @@ done
   die "--seeds: expected comma-separated integers >= 0, got '$seeds'"
 IFS=, read -r -a seeds_arr <<<"$seeds"
 [[ -z "$link" ]] || learning=0  # the learning runs do not depend on the link
+[[ "$device" == cpu || "$device" =~ ^cuda:[0-9]+$ ]] ||
+  die "--device: expected cpu or cuda:N, got '$device'"
+[[ "$batches" =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] ||
+  die "--batch: expected comma-separated positive integers, got '$batches'"
+IFS=, read -r -a batches_arr <<<"$batches"
+if [[ "$device" != cpu ]]; then
+  [[ -z "$link" ]] || die "--device cuda:N and --link do not go together"
+  learning=0  # the GPU rows are speed rows
+fi
 
 . "${RUNFILES_DIR:-$0.runfiles}/lockstep/benchmarks/bench_lib.sh"
 [[ -z "$link" ]] || netns_check "$link" || exit 1
@@ -168,21 +198,33 @@ PYEOF
 
 cpu=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -n 1)
 # Exits 3 (a slow BLAS: the comparison would be invalid) before anything runs.
-info=$("$PY" "$peer" --info) || peer_failed $? "$PY bert_peer.py --info"
+info=$("$PY" "$peer" --info --device "$device") ||
+  peer_failed $? "$PY bert_peer.py --info --device $device"
 echo "lockstep vs PyTorch on a BERT masked LM (examples/bert_mlm_brown.json), Brown corpus"
 echo "cpu: ${cpu:-unknown}, $(nproc) cores; load average before start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "torch $(json_get - torch <<<"$info"), BLAS: $(json_get - blas <<<"$info"); $("$lockstep" version)"
-echo "command: bazel run //benchmarks:bert_vs_pytorch -- --epochs $epochs --steps $steps --threads $threads --repeat $repeat --seeds $seeds$( ((learning)) || echo ' --no-learning')$( ((speed)) || echo ' --no-speed')${link:+ --link $link}"
+if [[ "$device" != cpu ]]; then
+  echo "$device: $(json_get - gpu <<<"$info"), torch CUDA $(json_get - cuda <<<"$info"); FP32, TF32 off on both sides"
+  echo "per row: lockstep train JOB --devices $device (one replica; batches staged pinned one step ahead) against"
+  echo "         $PY bert_peer.py --device $device (PyTorch eager; each epoch's batches on the GPU before the timed steps)"
+fi
+echo "command: bazel run$([[ "$device" == cpu ]] || echo ' --config=cuda') //benchmarks:bert_vs_pytorch -- --epochs $epochs --steps $steps --threads $threads --repeat $repeat --seeds $seeds$( ((learning)) || echo ' --no-learning')$( ((speed)) || echo ' --no-speed')${link:+ --link $link}$([[ "$device" == cpu ]] || echo " --device $device")$([[ "$batches" == 32 ]] || echo " --batch $batches")"
 if [[ -n "$link" ]]; then
   netns_up 2 "$link" || die "--link: could not make the network namespaces"
   echo "every rank on a host of its own (network namespace), links shaped to $link (tbf, both directions); the 2-rank speed rows only"
 fi
 
 # --- The batches both sides train on. -----------------------------------------
-mkdir -p "$tmp/batches" "$tmp/jobs"
-write_job "$tmp/jobs/data.json" bert_data 1 32 1
-"$batches_tool" "$tmp/jobs/data.json" "$tmp/batches" "$epochs" ||
-  die "text_batches failed"
+# make_batches B: the batches of global batch B in $tmp/batches_bB (data_bB.json).
+make_batches() {
+  mkdir -p "$tmp/batches_b$1" "$tmp/jobs"
+  write_job "$tmp/jobs/data_b$1.json" bert_data 1 "$1" 1
+  "$batches_tool" "$tmp/jobs/data_b$1.json" "$tmp/batches_b$1" "$epochs" ||
+    die "text_batches failed (batch $1)"
+}
+make_batches 32
+ln -s "$tmp/batches_b32" "$tmp/batches"
+cp "$tmp/jobs/data_b32.json" "$tmp/jobs/data.json"
 spe=$(json_get "$tmp/batches/meta.json" steps_per_epoch)
 echo "data: $(json_get "$tmp/batches/meta.json" train_samples) training sequences of 128 tokens" \
   "($spe steps of 32 per epoch), $(json_get "$tmp/batches/meta.json" test_samples) test sequences"
@@ -190,13 +232,15 @@ echo
 
 # --- Runs. ----------------------------------------------------------------------
 
-# run_train NAME THREADS: `lockstep train` on jobs/NAME.json; sets sps, rss.
+# run_train NAME THREADS [EXTRA...]: `lockstep train` on jobs/NAME.json; sets
+# sps, rss.
 run_train() {
   local name=$1 t=$2 dir=$tmp/$1
+  shift 2
   rm -rf "$dir"  # an earlier round's storage, address and logs
   mkdir -p "$dir"
   start_bg "$dir/train.log" "$rss" "$dir/rss" "$lockstep" train \
-    "$tmp/jobs/$name.json" --storage "$dir/storage" --threads "$t"
+    "$tmp/jobs/$name.json" --storage "$dir/storage" --threads "$t" "$@"
   wait_bg "${pids[-1]}" || { show_logs "$dir/train.log"; die "lockstep train $name failed"; }
   sps=$(json_get "$dir/storage/jobs/$(json_get "$tmp/jobs/$name.json" name)/result.json" samples_per_sec)
   rss_mib=$(cat "$dir/rss")
@@ -228,7 +272,9 @@ run_cluster() {
 }
 
 # run_torch NAME WORLD THREADS BLAS_THREADS default|tuned [EXTRA...]: sets
-# sps, rss. "tuned": glibc malloc keeps freed memory (MALLOC_TUNED).
+# sps, rss. "tuned": glibc malloc keeps freed memory (MALLOC_TUNED). The
+# batches are $torch_batches (default: global batch 32's).
+torch_batches=
 run_torch() {
   local name=$1 w=$2 t=$3 bt=$4 malloc=$5 dir=$tmp/$1 r
   shift 5
@@ -247,7 +293,7 @@ run_torch() {
       extra+=(--host "${netns_addr[0]}")
     fi
     start_bg "$dir/rank$r.log" "${in[@]}" env "${renv[@]}" "$rss" "$dir/rss.$r" \
-      "$PY" "$peer" --job "$tmp/jobs/data.json" --batches "$tmp/batches" \
+      "$PY" "$peer" --job "$tmp/jobs/data.json" --batches "${torch_batches:-$tmp/batches}" \
       --steps "$steps" --threads "$t" "${extra[@]}" "$@"
     rank_pids+=("${pids[-1]}")
   done
@@ -270,7 +316,23 @@ row() {  # row KEY LABEL: the last run's figures into the table (the
   echo "  $2: $(commas "$sps") samples/s, peak RSS $(commas "$rss_mib") MiB" >&2
 }
 
-if ((speed)); then
+if ((speed)) && [[ "$device" != cpu ]]; then
+  for b in "${batches_arr[@]}"; do
+    [[ -d "$tmp/batches_b$b" ]] || make_batches "$b"
+    write_job "$tmp/jobs/gpu_b$b.json" "bert_gpu_b$b" 1 "$b" "$steps"
+  done
+  for ((round = 1; round <= repeat; round++)); do
+    echo "speed runs on $device ($steps steps each), round $round of $repeat ..." >&2
+    for b in "${batches_arr[@]}"; do
+      run_train "gpu_b$b" "$threads" --devices "$device"
+      row "lockstep_b$b" "lockstep train on $device, global batch $b"
+      torch_batches=$tmp/batches_b$b
+      run_torch "torch_b$b" 1 "$threads" 1 default --warmup 5 --device "$device"
+      torch_batches=
+      row "torch_b$b" "PyTorch eager on $device, global batch $b"
+    done
+  done
+elif ((speed)); then
   write_job "$tmp/jobs/speed1.json" bert_speed1 1 32 "$steps"
   write_job "$tmp/jobs/speed2.json" bert_speed2 2 16 "$steps"
   if [[ -n "$link" ]]; then  # what a user on a slow link would turn on
@@ -353,4 +415,4 @@ fi
 echo >&2
 
 # --- Tables. --------------------------------------------------------------------
-"$PY" "$tables" "$rows" "$tmp" "$spe" "$epochs" "$learning" "$repeat" "$seeds"
+"$PY" "$tables" "$rows" "$tmp" "$spe" "$epochs" "$learning" "$repeat" "$seeds" "$batches"
