@@ -248,6 +248,16 @@ TEST(TransformerCudaTest, EmbeddingSumsDuplicatesInTheCpuOrder) {
   std::vector<float> many = Ids(8 * 64, 0, 100000, 5);
   for (int i = 0; i < 100; ++i) many[i * 5] = 99999.0f;
   Compare(*big, 8, PassContext(), {many}, {false}, 0);
+  // A padding-like id in 4 of 5 lookups (a run of thousands: many tiles of
+  // loads, then a remainder), still the CPU's order, bit for bit.
+  std::unique_ptr<Layer> padded = BuildLayer(
+      R"({"type": "embedding", "input_dim": 30, "output_dim": 16})", {{128}});
+  ASSERT_NE(padded, nullptr);
+  std::vector<float> pads = Ids(64 * 128, 0, 30, 6);
+  for (size_t i = 0; i < pads.size(); ++i) {
+    if (i % 5 != 0) pads[i] = 0.0f;
+  }
+  Compare(*padded, 64, PassContext(), {pads}, {false}, 0);
 }
 
 TEST(TransformerCudaTest, PositionEmbedding) {

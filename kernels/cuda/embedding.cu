@@ -1,6 +1,7 @@
 // The embedding kernels (see transformer.h): lookups, and the backward's
-// scatter-add as a sort of the ids (cub) and one thread per output row
-// walking its lookups in the CPU's order; position embeddings. Built with
+// scatter-add as a sort of the ids (cub) and one thread per output row and
+// column walking its lookups in the CPU's order, a tile of loads at a time;
+// position embeddings. Built with
 // --fmad=false, as transformer.cu.
 #include <cub/device/device_radix_sort.cuh>
 
@@ -34,20 +35,53 @@ __global__ void EmbeddingKeysKernel(int64_t lookups, int64_t rows,
   }
 }
 
+// The end of the run of `key` that starts at sorted position p: the first
+// position after p whose key is larger (keys are sorted; binary search, so
+// finding it costs log2(lookups) loads, not one per lookup of the run).
+__device__ int64_t RunEnd(const uint32_t* keys, int64_t p, int64_t lookups,
+                          uint32_t key) {
+  int64_t lo = p + 1, hi = lookups;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (keys[mid] <= key) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+// Lookups summed per tile: the tile's loads are issued together, then
+// added in order, so a long run (a padding or [MASK] id, thousands of
+// lookups in a batch) waits for memory once per tile instead of once per
+// lookup.
+constexpr int kScatterTile = 32;
+
 // Thread (p, c): when sorted position p starts a run of one id, that row's
-// column c gets the run's gradients, in lookup order (the sort is stable).
+// column c gets the run's gradients, in lookup order (the sort is stable):
+// grad + dy[first] + dy[second] + ..., the CPU's sequence of additions.
 __global__ void EmbeddingScatterKernel(int64_t lookups, int64_t rows,
                                        int64_t dim, const uint32_t* keys,
                                        const int32_t* order, const float* dy,
                                        float* grad) {
   for (int64_t i = FirstIndex(); i < lookups * dim; i += Stride()) {
     const int64_t p = i / dim, c = i % dim;
-    const int64_t key = keys[p];
+    const uint32_t key = keys[p];
     if (key >= rows || (p > 0 && keys[p - 1] == key)) continue;
+    const int64_t end = RunEnd(keys, p, lookups, key);
     float acc = grad[key * dim + c];
-    for (int64_t q = p; q < lookups && keys[q] == key; ++q) {
-      acc += dy[static_cast<int64_t>(order[q]) * dim + c];
+    int64_t q = p;
+    for (; q + kScatterTile <= end; q += kScatterTile) {
+      float v[kScatterTile];
+#pragma unroll
+      for (int j = 0; j < kScatterTile; ++j) {
+        v[j] = dy[static_cast<int64_t>(order[q + j]) * dim + c];
+      }
+#pragma unroll
+      for (int j = 0; j < kScatterTile; ++j) acc += v[j];
     }
+    for (; q < end; ++q) acc += dy[static_cast<int64_t>(order[q]) * dim + c];
     grad[key * dim + c] = acc;
   }
 }
