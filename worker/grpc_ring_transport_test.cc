@@ -135,8 +135,7 @@ TEST(GrpcTransportTest, RingAllReduceMatchesSerialSumBitwise) {
     for (int r = 0; r < world; ++r) {
       ASSERT_TRUE(status[r].ok())
           << "n=" << n << " rank " << r << ": " << status[r];
-      ASSERT_EQ(0, std::memcmp(want.data(), data[r].data(), sizeof(float) * n))
-          << "n=" << n << " rank " << r;
+      ASSERT_EQ(want, data[r]) << "n=" << n << " rank " << r;
     }
   }
 }

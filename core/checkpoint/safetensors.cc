@@ -70,7 +70,8 @@ float HalfToFloat(uint16_t h) {
 void ConvertToFloat(const std::string& dtype, const char* src, int64_t n,
                     float* dst) {
   if (dtype == "F32") {
-    std::memcpy(dst, src, n * sizeof(float));
+    // An empty tensor's buffers may be null: memcpy must not see them.
+    if (n > 0) std::memcpy(dst, src, n * sizeof(float));
   } else if (dtype == "F64") {
     for (int64_t i = 0; i < n; ++i) {
       double d;

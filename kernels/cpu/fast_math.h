@@ -12,8 +12,11 @@
 // x86-64-v2 baseline the build targets, and the loader picks the one the CPU
 // runs (GCC function multiversioning). Both give the same bits: element
 // results do not depend on the vector width, the "avx2" target has no FMA
-// to contract into, and the reductions here fix their order.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// to contract into, and the reductions here fix their order. Not under
+// ThreadSanitizer: the loader runs the clones' resolver before TSan's
+// runtime starts, and its instrumented entry crashes the program.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_THREAD__)
 #define LOCKSTEP_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define LOCKSTEP_VECTOR_CLONES
