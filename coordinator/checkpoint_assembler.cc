@@ -28,7 +28,9 @@ absl::StatusOr<CommitInfo> CheckpointAssembler::Add(
         absl::StrFormat("%s: rank %d is not in a world of %d", what,
                         head.rank(), head.world_size()));
   }
-  const int total = head.model_tensors() + head.optimizer_tensors();
+  // The counts are a peer's int32s: their sum need not fit an int.
+  const int64_t total =
+      int64_t{head.model_tensors()} + int64_t{head.optimizer_tensors()};
   absl::MutexLock lock(&mu_);
   if (head.generation() < newest_generation_) {
     return absl::FailedPreconditionError(
@@ -62,9 +64,9 @@ absl::StatusOr<CommitInfo> CheckpointAssembler::Add(
     if (!t.ok()) return AnnotateStatus(t.status(), what);
     got.emplace_back(&m.tensor(), *std::move(t));
   }
-  const int expected =
+  const int64_t expected =
       total / head.world_size() + (head.rank() < total % head.world_size());
-  if (static_cast<int>(got.size()) != expected) {
+  if (static_cast<int64_t>(got.size()) != expected) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s: %d tensors, but rank %d of %d owes %d of the %d", what, got.size(),
         head.rank(), head.world_size(), expected, total));
@@ -87,13 +89,14 @@ absl::StatusOr<CommitInfo> CheckpointAssembler::Add(
   // Every slice is here: commit, then forget this and older steps.
   if (static_cast<int>(p.model.size()) != p.model_tensors ||
       static_cast<int>(p.optimizer.size()) != p.optimizer_tensors) {
-    const int64_t step = head.step();
-    pending_.erase({head.generation(), step});
-    return absl::InvalidArgumentError(absl::StrFormat(
+    // The message reads p, so it is made before p is erased.
+    const absl::Status refusal = absl::InvalidArgumentError(absl::StrFormat(
         "checkpoint step %d: %d model and %d optimizer tensors arrived, %d "
         "and %d expected (duplicate names?)",
-        step, p.model.size(), p.optimizer.size(), p.model_tensors,
+        head.step(), p.model.size(), p.optimizer.size(), p.model_tensors,
         p.optimizer_tensors));
+    pending_.erase({head.generation(), head.step()});
+    return refusal;
   }
   NamedTensors model, opt;
   for (auto& [name, t] : p.model) {

@@ -1,9 +1,12 @@
 // Checkpoint commits from worker slices: two ranks' slices make one
 // verified checkpoint; a damaged tensor, a duplicate rank, a contradicting
-// header or a stale generation is refused and commits nothing.
+// header, a stale generation or a tensor whose shape claims more than its
+// payload (gigabytes, or past int64) is refused and commits nothing.
 #include "coordinator/checkpoint_assembler.h"
 
+#include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "base/file_util.h"
@@ -116,6 +119,93 @@ TEST_F(AssemblerTest, StaleGenerationIsRefused) {
   absl::StatusOr<CommitInfo> r = a.Add(Slice(1, 10, 1));
   EXPECT_TRUE(absl::IsFailedPrecondition(r.status()));
   EXPECT_THAT(r.status().message(), HasSubstr("stale generation"));
+}
+
+TEST_F(AssemblerTest, DuplicateTensorNamesAreRefusedOnceAllSlicesArrive) {
+  CheckpointAssembler a(store_);
+  ASSERT_TRUE(a.Add(Slice(0, 10)).ok());
+  std::vector<CheckpointSlice> same = Slice(1, 10);
+  same[0].mutable_tensor()->set_name("m0");  // rank 0 sent an m0 already
+  absl::StatusOr<CommitInfo> r = a.Add(same);
+  EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("checkpoint step 10: 1 model and 1 optimizer tensors "
+                        "arrived, 2 and 1 expected (duplicate names?)"));
+  EXPECT_TRUE(store_->ListSteps().empty());
+  // The step was forgotten: its slices may come again.
+  ASSERT_TRUE(a.Add(Slice(0, 10)).ok());
+  absl::StatusOr<CommitInfo> again = a.Add(Slice(1, 10));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(again->committed);
+}
+
+TEST_F(AssemblerTest, TensorCountsWhoseSumOverflowsAnIntAreRefused) {
+  CheckpointAssembler a(store_);
+  std::vector<CheckpointSlice> bad = Slice(0, 10);
+  bad[0].set_model_tensors(INT32_MAX);
+  bad[0].set_optimizer_tensors(INT32_MAX);
+  absl::StatusOr<CommitInfo> r = a.Add(bad);
+  EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("2 tensors, but rank 0 of 2 owes 2147483647 of the "
+                        "4294967294"));
+  EXPECT_TRUE(store_->ListSteps().empty());
+}
+
+TEST_F(AssemblerTest, ATensorWhoseShapeOverflowsIsRefusedNotAllocated) {
+  CheckpointAssembler a(store_);
+  std::vector<CheckpointSlice> bad = Slice(0, 10);
+  // 2^62 floats are 2^64 bytes: a wrapped count of 0 would match the empty
+  // payload (whose CRC32C is 0) and then size the allocation.
+  lockstep::v1::TensorData* t = bad[0].mutable_tensor();
+  t->clear_shape();
+  t->add_shape(int64_t{1} << 62);
+  t->clear_data();
+  t->set_crc32c(0);
+  absl::StatusOr<CommitInfo> r = a.Add(bad);
+  EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("tensor m0: shape [4611686018427387904] has more than "
+                        "2305843009213693951 elements"));
+  EXPECT_TRUE(store_->ListSteps().empty());
+}
+
+// What a peer's TensorData may claim: refused with a message before the
+// tensor is allocated.
+TEST(TensorFromWireTest, HostileShapesAreRefusedBeforeAllocating) {
+  lockstep::v1::TensorData d;
+  d.set_name("w");
+  // 2^34 floats (64 GiB) claimed, 8 bytes sent.
+  d.add_shape(int64_t{1} << 34);
+  d.set_data(std::string(8, '\0'));
+  absl::StatusOr<Tensor> t = TensorFromWire(d);
+  EXPECT_TRUE(absl::IsDataLoss(t.status())) << t.status();
+  EXPECT_THAT(t.status().message(),
+              HasSubstr("tensor w: 8 bytes for shape [17179869184] "
+                        "(68719476736 expected)"));
+  // Dimensions whose product overflows int64, with or without a zero.
+  for (const Shape& shape :
+       {Shape{int64_t{1} << 32, int64_t{1} << 32},
+        Shape{int64_t{1} << 62}, Shape{int64_t{1} << 40, int64_t{1} << 40, 0},
+        Shape{0, INT64_MAX, INT64_MAX}}) {
+    d.clear_shape();
+    for (int64_t dim : shape) d.add_shape(dim);
+    d.clear_data();
+    d.set_crc32c(0);
+    t = TensorFromWire(d);
+    EXPECT_TRUE(absl::IsInvalidArgument(t.status()))
+        << ShapeToString(shape) << ": " << t.status();
+    EXPECT_THAT(t.status().message(),
+                HasSubstr("tensor w: shape " + ShapeToString(shape) +
+                          " has more than 2305843009213693951 elements"));
+  }
+  // A zero-element shape with a large dimension still loads.
+  d.clear_shape();
+  d.add_shape(0);
+  d.add_shape(int64_t{1} << 60);
+  t = TensorFromWire(d);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->size(), 0);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // replaced atomically (temporary file, fsync, rename, fsync of the folder)
 // before a transition is acted on, so a coordinator killed at any moment
 // restarts from the last transition it acted on.
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -20,13 +21,18 @@ namespace {
 constexpr char kMagic[] = "LSJRNL01";
 constexpr size_t kMagicSize = 8;
 constexpr size_t kMaxJournaledEvents = 500;
+constexpr int kMaxJournaledRank = 1 << 20;
 
 double UnixSeconds(absl::Time t) {
   return t == absl::InfinitePast() ? 0 : absl::ToUnixMicros(t) / 1e6;
 }
+// A journaled time. NaN and values past year 5000 (a damaged or hostile
+// file: the conversion to microseconds would be undefined) read as the
+// far past and year 5000, so nothing waits on them forever.
 absl::Time FromUnixSeconds(double s) {
-  return s <= 0 ? absl::InfinitePast()
-                : absl::FromUnixMicros(static_cast<int64_t>(s * 1e6));
+  constexpr double kLatest = 95617584000.0;  // 5000-01-01
+  if (!(s > 0)) return absl::InfinitePast();
+  return absl::FromUnixMicros(static_cast<int64_t>(std::min(s, kLatest) * 1e6));
 }
 
 }  // namespace
@@ -142,6 +148,12 @@ absl::Status Coordinator::LoadJournal() {
     w.name = in.info().name();
     w.order = in.order();
     w.job = in.job();
+    // A rank indexes rank tables and sizes shard arithmetic: a damaged one
+    // must not reach them.
+    if (in.rank() < -1 || in.rank() >= kMaxJournaledRank) {
+      return damaged(absl::StrCat("worker ", in.id(), ": rank ", in.rank(),
+                                  " out of range"));
+    }
     w.rank = in.rank();
     // It has worker_timeout from now to heartbeat again.
     w.last_heartbeat = now;
@@ -157,6 +169,9 @@ absl::Status Coordinator::LoadJournal() {
     }
     job->spec = *std::move(spec);
     job->name = job->spec.name;
+    if (jobs_.count(job->name)) {
+      return damaged(absl::StrCat("job ", job->name, " appears twice"));
+    }
     job->job_json = in.job_json();
     job->status = in.status();
     job->ranks.assign(in.ranks().begin(), in.ranks().end());

@@ -219,6 +219,13 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
     }
     return absl::OkStatus();
   }
+  // A rank outside the ring would count towards CompleteIfDone's "every
+  // rank finished" and leave no rank 0 for it to read (map::at throws).
+  if (req.rank() < 0 || req.rank() >= static_cast<int>(job->ranks.size())) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "a finish report for rank %d of job %s, which has ranks 0..%d",
+        req.rank(), job->name, job->ranks.size() - 1));
+  }
   auto w = workers_.find(req.worker_id());
   const std::string who =
       w == workers_.end() ? req.worker_id() : Describe(w->second);

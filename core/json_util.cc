@@ -22,9 +22,48 @@ std::string ParseReason(const char* what) {
   return std::string(w);
 }
 
+// Deeper documents are refused before nlohmann builds them: every reader
+// of JSON here (job files, checkpoints' state, results) nests under 10
+// levels, while a hostile 100,000-deep array would overflow the stack of
+// any recursive walk over the value (dump() in an error message included).
+constexpr int kMaxJsonDepth = 512;
+
+// The first byte where `text` nests deeper than kMaxJsonDepth (brackets
+// outside strings), or npos.
+size_t TooDeepAt(absl::string_view text) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth) return i;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return absl::string_view::npos;
+}
+
 template <typename Json>
 absl::StatusOr<Json> ParseImpl(absl::string_view text,
                                absl::string_view source) {
+  if (const size_t at = TooDeepAt(text); at != absl::string_view::npos) {
+    int64_t line = 0, column = 0;
+    LineAndColumn(text, at, &line, &column);
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": JSON nested deeper than ", kMaxJsonDepth,
+        " levels at line ", line, ", column ", column));
+  }
   try {
     return Json::parse(text.begin(), text.end());
   } catch (const nlohmann::json::parse_error& e) {

@@ -2,6 +2,7 @@
 #include "rpc/tensor_wire.h"
 
 #include <cstring>
+#include <limits>
 
 #include "absl/strings/str_format.h"
 #include "base/crc32c.h"
@@ -20,16 +21,33 @@ void TensorToWire(const std::string& name, bool optimizer, const Tensor& t,
 }
 
 absl::StatusOr<Tensor> TensorFromWire(const lockstep::v1::TensorData& data) {
+  // A peer's shape may claim more elements than int64 counts: the product
+  // would wrap (undefined behaviour), and a wrapped count can match a short
+  // payload and then size the allocation. So the product of the nonzero
+  // dimensions is bounded as it grows, by the most floats whose byte count
+  // fits int64; that also keeps NumElements, which multiplies in order,
+  // from overflowing on a shape with a zero dimension.
+  constexpr int64_t kMaxElements =
+      std::numeric_limits<int64_t>::max() / static_cast<int64_t>(sizeof(float));
   Shape shape;
-  int64_t n = 1;
   for (int64_t d : data.shape()) {
     if (d < 0) {
       return absl::InvalidArgumentError(
           absl::StrFormat("tensor %s: negative dimension %d", data.name(), d));
     }
     shape.push_back(d);
-    n *= d;
   }
+  int64_t nonzero = 1;
+  for (int64_t d : shape) {
+    if (d == 0) continue;
+    if (nonzero > kMaxElements / d) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "tensor %s: shape %s has more than %d elements", data.name(),
+          ShapeToString(shape), kMaxElements));
+    }
+    nonzero *= d;
+  }
+  const int64_t n = NumElements(shape);
   if (static_cast<int64_t>(data.data().size()) !=
       n * static_cast<int64_t>(sizeof(float))) {
     return absl::DataLossError(absl::StrFormat(

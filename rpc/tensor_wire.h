@@ -14,7 +14,8 @@ namespace lockstep {
 void TensorToWire(const std::string& name, bool optimizer, const Tensor& t,
                   lockstep::v1::TensorData* out);
 // DataLoss naming the tensor when the bytes do not match the shape or the
-// CRC; InvalidArgument for a negative dimension.
+// CRC; InvalidArgument for a negative dimension or a shape of more elements
+// than int64 bytes can hold (checked before anything is allocated).
 absl::StatusOr<Tensor> TensorFromWire(const lockstep::v1::TensorData& data);
 
 }  // namespace lockstep

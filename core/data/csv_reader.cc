@@ -78,12 +78,15 @@ absl::StatusOr<Dataset> ReadCsvDataset(const std::string& field,
         return bad_line(line_no, absl::StrCat("field ", f + 1,
                                               ": not a number: \"", t, "\""));
       }
-      if (!std::isfinite(v)) {
+      // Finite as the float it is stored as: 1e39 is a finite double but
+      // an infinite float.
+      const float value = static_cast<float>(v / scale);
+      if (!std::isfinite(v) || !std::isfinite(value)) {
         return bad_line(
             line_no, absl::StrCat("field ", f + 1, ": not a finite number: \"",
                                   t, "\""));
       }
-      d.features.push_back(static_cast<float>(v / scale));
+      d.features.push_back(value);
     }
   }
   if (d.labels.empty()) {

@@ -78,6 +78,12 @@ TEST(CsvTest, NotANumber) {
               absl::StatusCode::kInvalidArgument,
               absl::StrCat("data.train_path: \"", path,
                            "\":1: field 2: not a finite number: \"inf\""));
+  // Finite as a double, infinite as the float it would be stored as.
+  WriteRaw(path, "1,2\n1,1e39\n");
+  ExpectError(LoadDataset(CsvSpec(path), Split::kTrain),
+              absl::StatusCode::kInvalidArgument,
+              absl::StrCat("data.train_path: \"", path,
+                           "\":2: field 2: not a finite number: \"1e39\""));
 }
 
 TEST(CsvTest, BadLabels) {

@@ -1,7 +1,8 @@
 // IDX data (MNIST's format): raw and gzip files written here, loaded back;
 // each malformed file (bad magic, truncated, trailing bytes, count
-// mismatch, labels out of range, corrupt gzip) an error naming the field
-// and the file; real MNIST where $LOCKSTEP_MNIST_DIR has it.
+// mismatch, labels out of range, corrupt gzip, header sizes past 64 bits, a
+// gzip bomb) an error naming the field and the file; real MNIST where
+// $LOCKSTEP_MNIST_DIR has it.
 #include "core/data/dataset.h"
 
 #include <zlib.h>
@@ -18,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "core/data/data_file.h"
 #include "core/data/data_loader.h"
 #include "core/data/dataset_test_util.h"
 #include "core/data/idx_format.h"
@@ -261,6 +263,53 @@ TEST(IdxTest, CorruptGzip) {
   EXPECT_THAT(std::string(d.status().message()),
               StartsWith(absl::StrCat("data.train_images: \"", img,
                                       "\": corrupt gzip stream: ")));
+}
+
+// A header's sizes multiply to more than 64 bits can hold: refused as
+// truncated with the true byte count, never wrapped. 2 images of
+// 3340214413x2761311370 are 2^64 + 4 bytes, which wrapped to the 4 bytes
+// that follow and used to be accepted with a shape its features do not fill.
+TEST(IdxTest, HugeHeaderSizesAreRefused) {
+  const std::string img = TempPath("hh-images"), lab = TempPath("hh-labels");
+  WriteRaw(lab, IdxLabels({1, 2}));
+  WriteRaw(img,
+           Be32(0x00000803) + Be32(1u << 31) + Be32(1u << 16) + Be32(1u << 16));
+  ExpectError(LoadDataset(IdxSpec(img, lab), Split::kTrain),
+              absl::StatusCode::kInvalidArgument,
+              absl::StrCat("data.train_images: \"", img,
+                           "\": truncated: header says 2147483648 images of "
+                           "65536x65536 (9223372036854775808 bytes) but only 0 "
+                           "bytes follow"));
+  WriteRaw(img, Be32(0x00000803) + Be32(2) + Be32(3340214413u) +
+                    Be32(2761311370u) + std::string(4, '\x01'));
+  ExpectError(LoadDataset(IdxSpec(img, lab), Split::kTrain),
+              absl::StatusCode::kInvalidArgument,
+              absl::StrCat("data.train_images: \"", img,
+                           "\": truncated: header says 2 images of "
+                           "3340214413x2761311370 (18446744073709551620 "
+                           "bytes) but only 4 bytes follow"));
+}
+
+// A gzip file that inflates past the limit (kMaxInflatedBytes, 4 GiB; a
+// small one here) is refused, naming it, before its output is allocated;
+// one at the limit loads.
+TEST(IdxTest, GzipBombIsRefused) {
+  const std::string img = TempPath("gb-images.gz");
+  WriteGzip(img, IdxImages(2, 28, 28));  // inflates to 16 + 1568 bytes
+  absl::StatusOr<std::string> over =
+      ReadMaybeGzipFile("data.train_images", img, 1000);
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(over.status().message(),
+            absl::StrCat("data.train_images: \"", img,
+                         "\": inflates to more than 1000 bytes, the limit "
+                         "for a gzip-compressed data file (a raw file has "
+                         "none: decompress it to load it)"));
+  absl::StatusOr<std::string> at_limit =
+      ReadMaybeGzipFile("data.train_images", img, 1584);
+  ASSERT_TRUE(at_limit.ok()) << at_limit.status();
+  EXPECT_EQ(*at_limit, IdxImages(2, 28, 28));
+  EXPECT_EQ(kMaxInflatedBytes, int64_t{1} << 32);
 }
 
 TEST(MnistTest, RealFiles) {

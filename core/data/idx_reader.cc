@@ -5,6 +5,7 @@
 #include <cstring>
 #include <memory>
 
+#include "absl/numeric/int128.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -67,22 +68,29 @@ absl::StatusOr<Dataset> ReadIdxDataset(const std::string& images_field,
   const int64_t count = BigEndian32(images, 4);
   const int64_t rows = BigEndian32(images, 8);
   const int64_t cols = BigEndian32(images, 12);
-  const int64_t pixels = rows * cols;
-  const int64_t want = count * pixels;
+  // Each size is below 2^32, so their product is below 2^96: counted in 128
+  // bits, a hostile header (2^31 images of 2^16 x 2^16) cannot wrap around
+  // to the number of bytes that follow. Past the checks it equals that
+  // number, which fits in 64 bits.
+  const absl::uint128 want_bytes = absl::uint128(static_cast<uint64_t>(count)) *
+                                   static_cast<uint64_t>(rows) *
+                                   static_cast<uint64_t>(cols);
   const int64_t follow = static_cast<int64_t>(images.size()) - 16;
   const std::string what_images =
       absl::StrCat(count, " images of ", rows, "x", cols);
-  if (follow < want) {
+  if (absl::uint128(static_cast<uint64_t>(follow)) < want_bytes) {
     return bad(images_field, images_path,
-               absl::StrCat("truncated: header says ", what_images, " (", want,
-                            " bytes) but only ", follow, " bytes follow"));
+               absl::StrFormat("truncated: header says %s (%d bytes) but only "
+                               "%d bytes follow",
+                               what_images, want_bytes, follow));
   }
+  const int64_t want = static_cast<int64_t>(want_bytes);
   if (follow > want) {
     return bad(images_field, images_path,
                absl::StrCat(follow - want, " bytes of trailing data after ",
                             what_images));
   }
-  if (pixels == 0) {
+  if (rows == 0 || cols == 0) {
     return bad(images_field, images_path,
                absl::StrCat("images of ", rows, "x", cols, " have no pixels"));
   }

@@ -11,6 +11,7 @@
 #include <jpeglib.h>
 #include <png.h>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
 namespace lockstep {
@@ -21,6 +22,20 @@ struct JpegError {
   std::jmp_buf jump;
   char message[JMSG_LENGTH_MAX];
 };
+
+// Whether a header declares more than kMaxImagePixels: checked before the
+// decoder or this file allocates anything of that size (a few bytes can
+// declare 65500 x 65500 pixels, 12 GB as RGB). Both sizes are below 2^32.
+bool TooManyPixels(uint64_t width, uint64_t height) {
+  return width * height > static_cast<uint64_t>(kMaxImagePixels);
+}
+
+absl::Status TooManyPixelsError(const char* kind, uint64_t width,
+                                uint64_t height) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      kind, ": ", width, "x", height, " is ", width * height,
+      " pixels, over the limit of ", kMaxImagePixels, " (kMaxImagePixels)"));
+}
 
 void JpegErrorExit(j_common_ptr cinfo) {
   JpegError* e = reinterpret_cast<JpegError*>(cinfo->err);
@@ -60,6 +75,13 @@ absl::StatusOr<RgbImage> DecodeJpeg(absl::string_view bytes) {
   jpeg_mem_src(&cinfo, reinterpret_cast<const unsigned char*>(bytes.data()),
                static_cast<unsigned long>(bytes.size()));
   jpeg_read_header(&cinfo, TRUE);
+  // Before jpeg_start_decompress, which allocates whole-image buffers for
+  // progressive files. (No Status lives here: a longjmp would skip it.)
+  if (TooManyPixels(cinfo.image_width, cinfo.image_height)) {
+    const uint64_t width = cinfo.image_width, height = cinfo.image_height;
+    jpeg_destroy_decompress(&cinfo);
+    return TooManyPixelsError("JPEG", width, height);
+  }
   // libjpeg cannot turn CMYK (or YCCK) into RGB itself: read CMYK and
   // convert here, as PIL does (Adobe's files store the inks inverted).
   const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK ||
@@ -98,6 +120,12 @@ absl::StatusOr<RgbImage> DecodePng(absl::string_view bytes) {
   image.version = PNG_IMAGE_VERSION;
   if (!png_image_begin_read_from_memory(&image, bytes.data(), bytes.size())) {
     return absl::InvalidArgumentError(absl::StrCat("PNG: ", image.message));
+  }
+  // Before PNG_IMAGE_SIZE, which is 32-bit arithmetic (it wraps for
+  // 100000 x 100000 to a 4 GB buffer), and the allocation.
+  if (TooManyPixels(image.width, image.height)) {
+    png_image_free(&image);
+    return TooManyPixelsError("PNG", image.width, image.height);
   }
   image.format = PNG_FORMAT_RGB;
   RgbImage img;

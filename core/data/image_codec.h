@@ -30,10 +30,17 @@ enum class ImageKind { kUnknown, kJpeg, kPng };
 // From the file's first bytes (its magic number), not its name.
 ImageKind SniffImage(absl::string_view bytes);
 
+// The most pixels DecodeImage decodes: 2^27 (e.g. 16384 x 8192, a 402 MB RGB
+// buffer), well above ImageNet's and most photos' sizes, and above PIL's
+// own warning threshold (89 million). A header declaring more is refused
+// before any pixel buffer is allocated.
+inline constexpr int64_t kMaxImagePixels = int64_t{1} << 27;
+
 // Decodes a whole JPEG or PNG file's bytes (grey, palette and alpha
 // images become RGB; 16-bit PNG channels are scaled to 8). Errors
 // (kInvalidArgument) say what is wrong: "not a JPEG or PNG file",
-// "truncated JPEG", libpng's or libjpeg's own message.
+// "truncated JPEG", libpng's or libjpeg's own message, an image over
+// kMaxImagePixels.
 absl::StatusOr<RgbImage> DecodeImage(absl::string_view bytes);
 
 // The part of the source image a sample is made from: rows [top, top +

@@ -1,7 +1,7 @@
 // The image codec: JPEG and PNG files written here with libjpeg and
-// libpng, decoded back (other pixel formats, CMYK and damaged files
-// included); the sample transform (resize, crop, flip, preprocessing)
-// against hand-computed values.
+// libpng, decoded back (other pixel formats, CMYK, damaged files and
+// headers declaring too many pixels included); the sample transform
+// (resize, crop, flip, preprocessing) against hand-computed values.
 #include "core/data/image_folder.h"
 
 #include <jpeglib.h>
@@ -116,6 +116,66 @@ TEST(ImageCodecTest, DamagedFilesAreErrorsNotCrashes) {
   EXPECT_EQ(DecodeImage("").status().message(), "not a JPEG or PNG file");
   absl::StatusOr<RgbImage> header_only = DecodeImage(jpeg.substr(0, 3));
   EXPECT_FALSE(header_only.ok());
+}
+
+// CRC-32 (ISO-HDLC, as PNG chunks carry it), bit by bit: a patched header
+// needs a new one.
+uint32_t Crc32(const std::string& bytes) {
+  uint32_t c = 0xffffffffu;
+  for (unsigned char b : bytes) {
+    c ^= b;
+    for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1)));
+  }
+  return c ^ 0xffffffffu;
+}
+
+void PutBe(std::string* s, size_t at, uint32_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) {
+    (*s)[at + i] = static_cast<char>(v >> (8 * (bytes - 1 - i)));
+  }
+}
+
+// A few bytes can declare an image of many GB: a header over
+// kMaxImagePixels is refused, naming the limit, before anything that size
+// is allocated (a 2x2 PNG claiming 100000 x 100000 used to allocate 4 GB,
+// its 32-bit PNG_IMAGE_SIZE wrapped; a JPEG claiming 65500 x 65500, 12 GB).
+TEST(ImageCodecTest, HugeDeclaredSizeIsRefusedWithoutAllocating) {
+  const std::string dir = TempDir("huge");
+  WritePng(dir + "/small.png", Gradient(2, 2));
+  std::string png = *ReadFile(dir + "/small.png");
+  // The IHDR chunk: length at 8, "IHDR" at 12, width 16, height 20, CRC of
+  // type + data at 29.
+  ASSERT_EQ(png.substr(12, 4), "IHDR");
+  PutBe(&png, 16, 100000, 4);
+  PutBe(&png, 20, 100000, 4);
+  PutBe(&png, 29, Crc32(png.substr(12, 17)), 4);
+  absl::StatusOr<RgbImage> big_png = DecodeImage(png);
+  ASSERT_FALSE(big_png.ok());
+  EXPECT_EQ(big_png.status().message(),
+            "PNG: 100000x100000 is 10000000000 pixels, over the limit of "
+            "134217728 (kMaxImagePixels)");
+
+  std::string jpeg = JpegBytes(Gradient(8, 8), 90);
+  const size_t sof = jpeg.find("\xff\xc0");  // baseline SOF0
+  ASSERT_NE(sof, std::string::npos);
+  // FF C0, length (2), precision (1), height (2), width (2).
+  PutBe(&jpeg, sof + 5, 65500, 2);
+  PutBe(&jpeg, sof + 7, 65500, 2);
+  absl::StatusOr<RgbImage> big_jpeg = DecodeImage(jpeg);
+  ASSERT_FALSE(big_jpeg.ok());
+  EXPECT_EQ(big_jpeg.status().message(),
+            "JPEG: 65500x65500 is 4290250000 pixels, over the limit of "
+            "134217728 (kMaxImagePixels)");
+
+  // At the limit's scale but under it, the header passes and the missing
+  // pixel data is what fails.
+  PutBe(&jpeg, sof + 5, 8192, 2);
+  PutBe(&jpeg, sof + 7, 16384, 2);
+  absl::StatusOr<RgbImage> cut = DecodeImage(jpeg);
+  ASSERT_FALSE(cut.ok());
+  EXPECT_EQ(cut.status().message().substr(0, 6), "JPEG: ");
+  EXPECT_EQ(cut.status().message().find("kMaxImagePixels"),
+            absl::string_view::npos);
 }
 
 TEST(ImageCodecTest, SampleTransform) {

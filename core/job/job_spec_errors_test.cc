@@ -279,5 +279,28 @@ TEST(JobSpecTest, TruncatedAndEmptyInput) {
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A hostile document nested 100,000 deep is refused, naming where, before
+// anything walks it (nlohmann would build it; a recursive walk or dump()
+// would overflow the stack). 512 levels still parse.
+TEST(JobSpecTest, NestingDeeperThan512IsRefused) {
+  const std::string deep = "{\"name\": \"x\", \"seed\": " +
+                           std::string(100000, '[') +
+                           std::string(100000, ']') + "}";
+  absl::StatusOr<JobSpec> s = ParseJobSpec(deep);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.status().message(),
+            "job: JSON nested deeper than 512 levels at line 1, column 534");
+  // Brackets inside strings do not count; 511 arrays inside the object is
+  // 512 levels: parsed, then refused for what the field holds.
+  const std::string ok_depth = "{\"name\": \"[[[[\", \"seed\": " +
+                               std::string(511, '[') + std::string(511, ']') +
+                               "}";
+  s = ParseJobSpec(ok_depth);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().message().find("nested deeper"), std::string::npos)
+      << s.status().message();
+}
+
 }  // namespace
 }  // namespace lockstep
