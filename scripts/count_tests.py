@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Counts the test cases of one Bazel invocation from its build events.
 
-Usage: count_tests.py EVENTS_JSON  (written by --build_event_json_file)
+Usage: count_tests.py EVENTS_JSON...  (written by --build_event_json_file)
 
 Reads only what this run reported: every test target it configured, and
 for each the XML report of its last attempt (per shard and run), wherever
 that report lies (fresh or cached). Prints "N passed, N failed, N skipped"
 and, before it, one line per target that counts as a failure without a
 case to show for it: a test that did not build, was not run, crashed or
-timed out before its report said so, or reported nothing.
+timed out before its report said so, or reported nothing. Several event
+files (the test command's stages: the suite, then the fuzz stage) are
+counted as one run: a target tested in two stages counts in each.
 Exit status: 0 when nothing failed and something passed, 1 otherwise.
 """
 import json
@@ -55,23 +57,25 @@ def count_report(path):
 
 
 def main(argv):
-    if len(argv) != 2:
+    if len(argv) < 2:
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
         return 2
+    events = []        # (stage, event)
     try:
-        events = read_events(argv[1])
+        for stage, path in enumerate(argv[1:]):
+            events += [(stage, e) for e in read_events(path)]
     except OSError as e:
         print(f"cannot read the build events: {e}", file=sys.stderr)
         return 2
 
-    tests = set()      # test targets this run configured
-    results = {}       # (label, run, shard) -> (attempt, status, xml path)
-    for event in events:
+    tests = set()      # (stage, label): test targets this run configured
+    results = {}       # (stage, label, run, shard) -> (attempt, status, xml)
+    for stage, event in events:
         eid = event.get("id", {})
         if "targetConfigured" in eid:
             kind = event.get("configured", {}).get("targetKind", "")
             if kind.endswith("_test rule"):
-                tests.add(eid["targetConfigured"]["label"])
+                tests.add((stage, eid["targetConfigured"]["label"]))
         elif "testResult" in eid:
             key = eid["testResult"]
             result = event.get("testResult", {})
@@ -79,19 +83,19 @@ def main(argv):
             for output in result.get("testActionOutput", []):
                 if output.get("name") == "test.xml":
                     xml = local_path(output.get("uri", ""))
-            slot = (key["label"], key.get("run", 1), key.get("shard", 1))
+            slot = (stage, key["label"], key.get("run", 1), key.get("shard", 1))
             attempt = key.get("attempt", 1)
             if slot not in results or results[slot][0] <= attempt:
                 results[slot] = (attempt, result.get("status", ""), xml)
 
     passed = failed = skipped = 0
-    reported = {slot[0] for slot in results}
-    for label in sorted(tests - reported):
+    reported = {slot[:2] for slot in results}
+    for _, label in sorted(tests - reported):
         print(f"{label}: no result in this run (did not build, or was not "
               "run): counted as 1 failure")
         failed += 1
     for slot in sorted(results):
-        label = slot[0]
+        label = slot[1]
         _, status, xml = results[slot]
         counts = None
         if xml is not None:

@@ -33,9 +33,11 @@ result() {  # result LABEL SHARD ATTEMPT STATUS [XML]
   printf '{"id":{"testResult":{"label":"%s","run":1,"shard":%d,"attempt":%d}},"testResult":{"status":"%s","testActionOutput":%s]}}\n' \
     "$1" "$2" "$3" "$4" "$outputs"
 }
-expect() {  # expect NAME WANT_LINE WANT_RC EVENTS [GREP]
+expect() {  # expect NAME WANT_LINE WANT_RC EVENTS [GREP]  (EVENTS: one or
+  # more files, space-separated)
   local out rc
-  out="$(python3 "$script" "$4")"
+  # shellcheck disable=SC2086
+  out="$(python3 "$script" $4)"
   rc=$?
   local last="${out##*$'\n'}"
   if [[ "$last" != "$2" || $rc -ne $3 ]]; then
@@ -101,6 +103,21 @@ report "$dir/stale.xml" 0 9 0
   result //x:red 1 1 FAILED "$dir/red.xml"
 } >"$dir/red.json"
 expect failing_cases "5 passed, 2 failed, 0 skipped" 1 "$dir/red.json"
+
+# Two stages (the suite, then the fuzz stage): a target in both counts in
+# each; a failure in the second stage fails the run.
+report "$dir/replay.xml" 1 0 0
+report "$dir/fuzzed.xml" 0 1 0
+{
+  configured //f:x_test sh_test\ rule
+  result //f:x_test 1 1 PASSED "$dir/replay.xml"
+} >"$dir/stage1.json"
+{
+  configured //f:x_test sh_test\ rule
+  result //f:x_test 1 1 FAILED "$dir/fuzzed.xml"
+} >"$dir/stage2.json"
+expect two_stages "1 passed, 1 failed, 0 skipped" 1 "$dir/stage1.json $dir/stage2.json"
+expect one_stage "1 passed, 0 failed, 0 skipped" 0 "$dir/stage1.json"
 
 # Nothing run is not a pass; an unreadable events file is an error.
 : >"$dir/empty.json"

@@ -13,6 +13,9 @@ packages=(
   libjpeg62-turbo-dev libpng-dev
   libssl-dev openssl
   libcpp-httplib-dev prometheus-cpp-dev
+  # The fuzz targets (tests/fuzz, --config=fuzz): clang with libFuzzer and
+  # the sanitizer runtimes.
+  clang libclang-rt-14-dev libfuzzer-14-dev
   chromium
   # PyTorch (with OpenBLAS above): the numerical-agreement tests build the
   # same models in torch, and the benchmarks run it side by side;

@@ -31,15 +31,31 @@ done
 if ((${#targets[@]} == 0)); then targets=(//...); fi
 
 events="$(mktemp "${TMPDIR:-/tmp}/lockstep-test-events.XXXXXX")"
-trap 'rm -f "$events"' EXIT
+fuzz_events="$(mktemp "${TMPDIR:-/tmp}/lockstep-fuzz-events.XXXXXX")"
+trap 'rm -f "$events" "$fuzz_events"' EXIT
 bazel test --test_output=errors "${cuda_config[@]}" \
   --build_event_json_file="$events" "${flags[@]}" -- "${targets[@]}"
 rc=$?
-python3 scripts/count_tests.py "$events"
+# The fuzz stage (a whole run only): every fuzz target (tests/fuzz) built
+# by clang with libFuzzer, ASan and UBSan, and fuzzed from its corpus for
+# LOCKSTEP_FUZZ_SECONDS seconds (default 6): a reader that crashes, hangs
+# or allocates past 2 GB on a known input fails the run. The suite above
+# already replayed each corpus (gcc, no sanitizer).
+fuzz_rc=0
+stages=("$events")
+if [[ "${targets[*]}" == "//..." ]]; then
+  bazel test --config=fuzz --test_output=errors \
+    --build_event_json_file="$fuzz_events" "${flags[@]}" -- //tests/fuzz/...
+  fuzz_rc=$?
+  stages+=("$fuzz_events")
+fi
+python3 scripts/count_tests.py "${stages[@]}"
 counted=$?
 # Bazel's exit codes: 0 all passed; 3 some tests failed (count_tests names
 # them); 4 no test targets. Anything else (1 build failure, 2 bad command,
 # 8 interrupted...) fails the run whatever was counted.
-if [[ $rc -ne 0 && $rc -ne 3 && $rc -ne 4 ]]; then exit $rc; fi
-if [[ $rc -eq 3 && $counted -eq 0 ]]; then exit 3; fi
+for r in "$rc" "$fuzz_rc"; do
+  if [[ $r -ne 0 && $r -ne 3 && $r -ne 4 ]]; then exit "$r"; fi
+done
+if [[ ($rc -eq 3 || $fuzz_rc -eq 3) && $counted -eq 0 ]]; then exit 3; fi
 exit $counted
