@@ -44,7 +44,9 @@ rc=$?
 fuzz_rc=0
 stages=("$events")
 if [[ "${targets[*]}" == "//..." ]]; then
-  bazel test --config=fuzz --test_output=errors \
+  # --symlink_prefix=/: bazel-bin and friends keep pointing at the suite's
+  # build (client/lockstep), not the fuzz binaries'.
+  bazel test --config=fuzz --test_output=errors --symlink_prefix=/ \
     --build_event_json_file="$fuzz_events" "${flags[@]}" -- //tests/fuzz/...
   fuzz_rc=$?
   stages+=("$fuzz_events")
