@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Packs what a GPU machine without Bazel or Debian's libraries needs to run
+# the CUDA tests and the BERT GPU benchmark: every CUDA test binary,
+# lockstep, text_batches, and the shared libraries they load that are not
+# glibc's, libstdc++'s or CUDA's (those come from the GPU machine), into
+# OUT/bundle.tar.xz, with scripts/gpu_run.sh beside it and the Brown corpus
+# when it is there. Usage: scripts/gpu_bundle.sh [OUT] (default .devcarry,
+# which .git/info/exclude should ignore). Builds with --config=cuda first.
+# On the GPU machine, from the checkout: bash OUT/gpu_run.sh RESULTS_DIR.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-.devcarry}
+bazel build --config=cuda //kernels/cuda/... //core/gpu/... \
+  //core/layers:transformer_cuda_test //tests:gpu_cluster_test \
+  //client:lockstep //benchmarks:text_batches
+bin=$(bazel info --config=cuda bazel-bin 2>/dev/null)
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/bin" "$stage/lib" "$out"
+list=()
+for p in kernels/cuda kernels/cuda/layers core/gpu; do
+  for f in "$bin/$p"/*_test; do [[ -f $f && -x $f ]] && list+=("${f#$bin/}"); done
+done
+list+=(core/layers/transformer_cuda_test tests/gpu_cluster_test client/lockstep
+  benchmarks/text_batches)
+for rel in "${list[@]}"; do
+  mkdir -p "$stage/bin/$(dirname "$rel")"
+  cp -L "$bin/$rel" "$stage/bin/$rel"
+done
+printf '%s\n' "${list[@]}" >"$stage/tests.txt"
+for rel in "${list[@]}"; do ldd "$bin/$rel"; done | awk '/=>/ {print $3}' |
+  sort -u | grep -v -E 'libstdc\+\+|libgcc_s|/usr/local/cuda|/libc\.so|/libm\.so|ld-linux|libpthread|libdl\.so|librt\.so' |
+  while read -r lib; do cp -L "$lib" "$stage/lib/"; done
+tar -C "$stage" -cJf "$out/bundle.tar.xz" .
+cp scripts/gpu_run.sh "$out/"
+if [[ -d ../shared/datasets/brown ]]; then
+  rm -rf "$out/brown" && cp -r ../shared/datasets/brown "$out/brown"
+fi
+du -sh "$out"/*
