@@ -119,5 +119,40 @@ TEST_F(CoordinatorTest, AllRanksFinishingWithOneFingerprintSucceeds) {
   EXPECT_THAT(s->result_path(), HasSubstr("/jobs/j/result.json"));
 }
 
+// Reports for a rank outside the ring are refused, naming it, and change
+// nothing: no fingerprint beside the real ones, no finished rank (two such
+// Finish reports used to crash the coordinator in CompleteIfDone).
+TEST_F(CoordinatorTest, ReportsFromOutsideTheRingAreRefused) {
+  Register("hosta");
+  Register("hostb");
+  ASSERT_TRUE(c_->Submit(kJob).ok());
+  for (int rank : {2, 5, -1}) {
+    v1::ProgressReport r;
+    r.set_job("j");
+    r.set_generation(1);
+    r.set_rank(rank);
+    r.set_fingerprint_step(5);
+    r.set_fingerprint("bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb");
+    absl::StatusOr<v1::ReportResponse> got = c_->ReportProgress(r);
+    ASSERT_FALSE(got.ok());
+    EXPECT_EQ(got.status().message(),
+              absl::StrCat("a progress report for rank ", rank,
+                           " of job j, which has ranks 0..1"));
+    v1::FinishRequest f;
+    f.set_job("j");
+    f.set_generation(1);
+    f.set_rank(rank);
+    f.set_steps(5);
+    const absl::Status finished = c_->Finish(f);
+    ASSERT_FALSE(finished.ok());
+    EXPECT_EQ(finished.message(),
+              absl::StrCat("a finish report for rank ", rank,
+                           " of job j, which has ranks 0..1"));
+  }
+  Fingerprint(0, 5, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
+  Fingerprint(1, 5, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
+  EXPECT_EQ(c_->Get("j")->state(), v1::RUNNING);
+}
+
 }  // namespace
 }  // namespace lockstep

@@ -33,6 +33,13 @@ absl::StatusOr<lockstep::v1::ReportResponse> Coordinator::ReportProgress(
                                             job->status.message()));
       return resp;
     }
+    // A rank outside the ring would put a fingerprint no worker holds
+    // beside the real ones (and could fail the job as diverged).
+    if (r.rank() < 0 || r.rank() >= static_cast<int>(job->ranks.size())) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "a progress report for rank %d of job %s, which has ranks 0..%d",
+          r.rank(), job->name, job->ranks.size() - 1));
+    }
     if (r.rank() == 0) {
       JobStatus& s = job->status;
       s.set_step(r.step());
