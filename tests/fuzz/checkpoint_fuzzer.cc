@@ -115,20 +115,6 @@ const Fixture& GetFixture() {
   return *fixture;
 }
 
-// Replaces the content of `path` with `bytes` in place. Truncating a file
-// that was just written and writing it again makes ext4 flush or free its
-// blocks, milliseconds a run, most of the time this target takes.
-void Overwrite(const std::string& path, const std::string& bytes) {
-  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-  FUZZ_CHECK(fd >= 0);
-  const absl::Status written = WriteAll(
-      fd, bytes.data(), bytes.size(),
-      [&path](int err) { return ErrnoToStatus("writing", path, err); });
-  FUZZ_CHECK(written.ok());
-  FUZZ_CHECK(ftruncate(fd, static_cast<off_t>(bytes.size())) == 0);
-  FUZZ_CHECK(close(fd) == 0);
-}
-
 // The load returned `step` exactly as committed.
 void CheckCommitted(const LoadedCheckpoint& loaded, int64_t step) {
   FUZZ_CHECK(loaded.state.step == step);
@@ -143,7 +129,7 @@ void CheckCommitted(const LoadedCheckpoint& loaded, int64_t step) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace lockstep;
   const Fixture& f = GetFixture();
-  Overwrite(f.state_path,
+  fuzz::OverwriteFile(f.state_path,
             std::string(reinterpret_cast<const char*>(data), size));
 
   absl::StatusOr<LoadedCheckpoint> at_step =

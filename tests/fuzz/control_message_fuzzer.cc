@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/coordinator_test_util.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/stubs/logging.h"
 #include "proto/cluster.pb.h"
@@ -42,17 +43,6 @@ const bool kQuietProtobuf = [] {
 
 // Bounds one input's work.
 constexpr int kMaxRecords = 64;
-
-// A dense layer on synthetic data, 2 workers x 1 replica (the coordinator
-// tests' kTwoWorkerJob, which is not visible to this package).
-constexpr char kJobJson[] = R"({
-  "name": "j", "seed": 1,
-  "model": {"input_shape": [4], "layers": [{"type": "dense", "units": 2}]},
-  "data": {"format": "synthetic", "train_samples": 100, "test_samples": 10,
-           "num_classes": 2},
-  "batch_size_per_replica": 10, "epochs": 1,
-  "cluster": {"workers": 2, "replicas_per_worker": 1}
-})";
 
 enum Kind { kRegister, kHeartbeat, kProgress, kFinish, kPublishNcclId, kKinds };
 
@@ -90,7 +80,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Coordinator c(options);
 
   // The fixed start: "j" running on w1 (rank 0) and w2 (rank 1).
-  FUZZ_CHECK(c.Submit(kJobJson).ok());
+  FUZZ_CHECK(c.Submit(testing::kTwoWorkerJob).ok());
   for (const char* host : {"a", "b"}) {
     v1::RegisterRequest r;
     r.set_protocol_version(kProtocolVersion);

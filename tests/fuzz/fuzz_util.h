@@ -43,15 +43,12 @@ inline std::string ScratchDir() {
   return t != nullptr && *t != '\0' ? t : "/tmp";
 }
 
-// Writes `size` bytes to a file of this process named `name` in
-// ScratchDir() (overwritten each call, then cut to `size`: truncating to 0
-// first costs milliseconds a run on some file systems) and returns its path.
-inline std::string WriteScratch(const std::string& name, const uint8_t* data,
-                                size_t size) {
-  const std::string path = ScratchDir() + "/fuzz_" +
-                           std::to_string(static_cast<long>(getpid())) + "_" +
-                           name;
-  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+// Replaces the content of `path` with `size` bytes in place: written over
+// the old bytes, then cut to `size`. Truncating to 0 first makes ext4 free
+// and reallocate the blocks, milliseconds a run, most of a target's time.
+inline void OverwriteFile(const std::string& path, const uint8_t* data,
+                          size_t size) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
   FUZZ_CHECK(fd >= 0);
   size_t done = 0;
   while (done < size) {
@@ -61,6 +58,21 @@ inline std::string WriteScratch(const std::string& name, const uint8_t* data,
   }
   FUZZ_CHECK(ftruncate(fd, static_cast<off_t>(size)) == 0);
   FUZZ_CHECK(close(fd) == 0);
+}
+
+inline void OverwriteFile(const std::string& path, const std::string& bytes) {
+  OverwriteFile(path, reinterpret_cast<const uint8_t*>(bytes.data()),
+                bytes.size());
+}
+
+// Writes `size` bytes to a file of this process named `name` in
+// ScratchDir() (OverwriteFile) and returns its path.
+inline std::string WriteScratch(const std::string& name, const uint8_t* data,
+                                size_t size) {
+  const std::string path = ScratchDir() + "/fuzz_" +
+                           std::to_string(static_cast<long>(getpid())) + "_" +
+                           name;
+  OverwriteFile(path, data, size);
   return path;
 }
 

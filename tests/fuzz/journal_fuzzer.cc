@@ -83,20 +83,6 @@ std::string Restored(const Coordinator& c) {
   return Canonical(list);
 }
 
-// Replaces the content of `path` with `bytes` in place. Truncating a file
-// that was just written and writing it again makes ext4 flush or free its
-// blocks, milliseconds a run, most of the time this target takes.
-void Overwrite(const std::string& path, const std::string& bytes) {
-  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-  FUZZ_CHECK(fd >= 0);
-  const absl::Status written = WriteAll(
-      fd, bytes.data(), bytes.size(),
-      [&path](int err) { return ErrnoToStatus("writing", path, err); });
-  FUZZ_CHECK(written.ok());
-  FUZZ_CHECK(ftruncate(fd, static_cast<off_t>(bytes.size())) == 0);
-  FUZZ_CHECK(close(fd) == 0);
-}
-
 void CheckLoad(const std::string& file) {
   // The job folders (and event files) the previous input's loads made go;
   // the rest of the storage folder stays, since making and removing folders
@@ -110,7 +96,7 @@ void CheckLoad(const std::string& file) {
   Coordinator first(options);
   const std::string path = first.JournalPath();
   FUZZ_CHECK(MakeDirs(Dirname(path)).ok());
-  Overwrite(path, file);
+  fuzz::OverwriteFile(path, file);
   const absl::Status loaded = first.LoadJournal();
   fuzz::CheckRefusal(loaded);
   FUZZ_CHECK(first.ready() == loaded.ok());
