@@ -129,10 +129,11 @@ absl::StatusOr<JobStatus> Coordinator::Submit(const std::string& job_json) {
   jobs_[ref.name] = std::move(job);
   ref.status.set_message(PendingReason(ref));
   Event(ref, absl::StrFormat("submitted: %d workers x %d replicas, batch %d "
-                             "per replica",
+                             "per replica%s",
                              ref.spec.cluster.workers,
                              ref.spec.cluster.replicas_per_worker,
-                             ref.spec.batch_size_per_replica));
+                             ref.spec.batch_size_per_replica,
+                             AccumulationNote(ref.spec)));
   TryStart(ref);  // the events journal both transitions
   return Snapshot(ref);
 }

@@ -365,9 +365,9 @@ lockstep::v1::WorkerStatus Coordinator::WorkerView(const Worker& w) const {
     v.set_shard(absl::StrFormat(
         "replicas %d-%d of %d: samples [%d, %d) of each global batch of %d",
         w.rank * r, w.rank * r + r - 1, total,
-        w.rank * r * spec.batch_size_per_replica,
-        (w.rank + 1) * r * spec.batch_size_per_replica,
-        total * spec.batch_size_per_replica));
+        w.rank * r * spec.step_batch_per_replica(),
+        (w.rank + 1) * r * spec.step_batch_per_replica(),
+        total * spec.step_batch_per_replica()));
     v.set_step(it->second->status.step());
   }
   return v;

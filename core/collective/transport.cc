@@ -20,9 +20,11 @@ std::string BucketName(int32_t bucket) {
   if (bucket == kEvalBucket) return "the evaluation all-reduce";
   if (bucket == kDrainBucket) return "the drain barrier";
   if (bucket >= kPassSumBucket) {
-    const int32_t key = bucket - kPassSumBucket;
+    const int32_t micro = (bucket - kPassSumBucket) / kPassSumMicroStride;
+    const int32_t key = (bucket - kPassSumBucket) % kPassSumMicroStride;
     return absl::StrCat("sum ", key % 4, " of graph node ", key / 4,
-                        " in the pass (sync batch norm)");
+                        " in the pass (sync batch norm)",
+                        micro > 0 ? absl::StrCat(", micro-batch ", micro) : "");
   }
   return absl::StrCat("gradient bucket ", bucket);
 }

@@ -46,6 +46,9 @@ inline constexpr int32_t kDrainBucket = kLossBucket + 2;
 // The sums inside a training pass (sync batch norm): kPassSumBucket plus
 // the PassCollective key (4 * graph node + 0..3).
 inline constexpr int32_t kPassSumBucket = kLossBucket + 64;
+// Micro-batch m of a step (gradient accumulation) adds m * this to its
+// pass sums' keys (job_spec.h caps m below 1024: the ids stay in int32).
+inline constexpr int32_t kPassSumMicroStride = 1 << 16;
 
 // "generation 3 step 120 bucket 2 chunk 7", for error messages.
 std::string TagToString(const CollectiveTag& tag);

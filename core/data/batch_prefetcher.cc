@@ -70,6 +70,38 @@ Batch MakeBatch(const Dataset& data, const ShardPlan& plan,
   return b;
 }
 
+Batch MicroBatch(const Batch& step, int32_t k, int32_t count, int64_t size) {
+  Batch b;
+  b.global_step = step.global_step;
+  b.epoch = step.epoch;
+  b.step_in_epoch = step.step_in_epoch;
+  b.global_count = step.global_count;
+  b.global_labels = step.global_labels;
+  b.micro = k;
+  b.micros = count;
+  b.replicas.resize(step.replicas.size());
+  for (size_t r = 0; r < step.replicas.size(); ++r) {
+    const ReplicaBatch& from = step.replicas[r];
+    const int64_t n = from.x.rank() > 0 ? from.x.shape()[0] : 0;
+    const int64_t begin = std::min(n, k * size);
+    const int64_t take = std::min(n, begin + size) - begin;
+    const int64_t per = n > 0 ? from.x.size() / n : 0;
+    const int64_t lps = n > 0 ? static_cast<int64_t>(from.labels.size()) / n : 0;
+    Shape shape = from.x.shape();
+    if (shape.empty()) shape.push_back(0);
+    shape[0] = take;
+    ReplicaBatch& rb = b.replicas[r];
+    rb.x = Tensor(std::move(shape));
+    if (take > 0) {
+      std::memcpy(rb.x.data(), from.x.data() + begin * per,
+                  sizeof(float) * take * per);
+    }
+    rb.labels.assign(from.labels.begin() + begin * lps,
+                     from.labels.begin() + (begin + take) * lps);
+  }
+  return b;
+}
+
 int FillThreads(const Dataset& data) {
   if (data.maker == nullptr) return 1;  // a copy: no work to share
   const int cores =

@@ -35,7 +35,21 @@ struct Batch {
   // classification; the masked tokens for a masked language model.
   int64_t global_labels = 0;
   std::vector<ReplicaBatch> replicas;  // one per entry of replica_indices
+  // Micro-batch `micro` of the step's `micros` (job
+  // gradient_accumulation_steps); 0 of 1 for a whole step's batch. The
+  // replicas keep their gradients until the last; `micro` varies the
+  // dropout masks and keeps the micro-batches' collectives inside the pass
+  // apart.
+  int32_t micro = 0;
+  int32_t micros = 1;
 };
+
+// Micro-batch `k` of `count` of a step's batch, `size` samples of every
+// replica's share: samples [k * size, (k + 1) * size) of it (short or
+// empty at the end of an epoch). The global counts stay the step's, so
+// gradients are scaled for the whole global batch and the micro-batches'
+// gradients sum to the step's.
+Batch MicroBatch(const Batch& step, int32_t k, int32_t count, int64_t size);
 
 // Builds the Batch of `global_step` directly, on the calling thread (and
 // `fill`'s lanes, when given, sharing the samples): what the prefetcher

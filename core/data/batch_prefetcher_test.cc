@@ -134,6 +134,34 @@ TEST(BatchPrefetcherTest, LastBatchHasEmptyReplicaSlices) {
   EXPECT_TRUE(b->replicas[0].labels.empty());
 }
 
+TEST(BatchPrefetcherTest, MicroBatchesCutEachReplicasShareInOrder) {
+  const Dataset data = CountingDataset(10, 2);
+  // Replicas take 4 samples a step (2 micro-batches of 2): step 0 of 0..9
+  // in order is [0..3] [4..7] [8, 9].
+  ShardPlan plan(10, 4, 3, 5, false);
+  const Batch step = MakeBatch(data, plan, {1, 2}, {2}, 0);
+  const Batch m0 = MicroBatch(step, 0, 2, 2);
+  const Batch m1 = MicroBatch(step, 1, 2, 2);
+  for (const Batch* m : {&m0, &m1}) {
+    EXPECT_EQ(m->global_step, 0);
+    EXPECT_EQ(m->global_count, 10);  // the step's: gradients scale by it
+    EXPECT_EQ(m->global_labels, 10);
+    EXPECT_EQ(m->micros, 2);
+    ASSERT_EQ(m->replicas.size(), 2u);
+  }
+  EXPECT_EQ(m0.micro, 0);
+  EXPECT_EQ(m1.micro, 1);
+  EXPECT_EQ(m0.replicas[0].labels, (std::vector<int32_t>{4 % 7, 5 % 7}));
+  EXPECT_EQ(m1.replicas[0].labels, (std::vector<int32_t>{6 % 7, 7 % 7}));
+  EXPECT_EQ(m0.replicas[0].x.values(), (std::vector<float>{40, 41, 50, 51}));
+  EXPECT_EQ(m1.replicas[0].x.values(), (std::vector<float>{60, 61, 70, 71}));
+  // Replica 2's share is short: [8, 9] then nothing.
+  EXPECT_EQ(m0.replicas[1].x.shape(), (Shape{2, 2}));
+  EXPECT_EQ(m0.replicas[1].labels, (std::vector<int32_t>{8 % 7, 9 % 7}));
+  EXPECT_EQ(m1.replicas[1].x.shape(), (Shape{0, 2}));
+  EXPECT_TRUE(m1.replicas[1].labels.empty());
+}
+
 TEST(BatchPrefetcherTest, ResumeMidEpochGivesSameBatches) {
   const Dataset data = CountingDataset(50, 3);
   ShardPlan plan(50, 4, 2, 17, true);  // 7 steps per epoch

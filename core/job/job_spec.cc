@@ -70,7 +70,9 @@
 //               preprocessing (unit | mobilenet | imagenet) ? unit,
 //               random_flip ? false, random_crop (0, 1] ? 1
 //   Relative paths are resolved against the job file's folder.
-// batch_size_per_replica  integer >= 1 ? 32
+// batch_size_per_replica  integer >= 1 ? 32 (one micro-batch)
+// gradient_accumulation_steps integer in [1, 1024] ? 1 (micro-batches per
+//                         replica and step, gradients summed)
 // epochs | steps          integer >= 1; exactly one of the two is required
 // checkpoint              object ? {}
 //   every_steps           integer >= 0 ? 0 (0: at the end of each epoch)
@@ -129,7 +131,8 @@ absl::Status ParseRoot(const Json& v, absl::string_view base_dir,
   Reader r(v, "");
   RETURN_IF_ERROR(
       r.CheckKeys({"name", "seed", "model", "loss", "optimizer", "lr_schedule",
-                   "data", "batch_size_per_replica", "epochs", "steps",
+                   "data", "batch_size_per_replica",
+                   "gradient_accumulation_steps", "epochs", "steps",
                    "checkpoint", "summary", "cluster", "restart"}));
   RETURN_IF_ERROR(r.Require("name"));
   RETURN_IF_ERROR(r.String("name", &spec->name));
@@ -150,6 +153,14 @@ absl::Status ParseRoot(const Json& v, absl::string_view base_dir,
       job_spec_internal::ResolveInputShapes(spec->data, &spec->model));
   RETURN_IF_ERROR(
       r.Int("batch_size_per_replica", 1, &spec->batch_size_per_replica));
+  RETURN_IF_ERROR(r.Int("gradient_accumulation_steps", 1,
+                        &spec->gradient_accumulation_steps));
+  if (spec->gradient_accumulation_steps > kMaxGradientAccumulationSteps) {
+    return Bad("gradient_accumulation_steps",
+               absl::StrCat("at most ", kMaxGradientAccumulationSteps,
+                            " micro-batches a step, got ",
+                            spec->gradient_accumulation_steps));
+  }
   if (r.Has("epochs") == r.Has("steps")) {
     return Bad("epochs", "give exactly one of epochs or steps");
   }
@@ -246,6 +257,12 @@ absl::StatusOr<std::string> ReadJobFile(const std::string& path) {
 }
 
 }  // namespace
+
+std::string AccumulationNote(const JobSpec& spec) {
+  if (spec.gradient_accumulation_steps <= 1) return "";
+  return absl::StrCat(" x ", spec.gradient_accumulation_steps,
+                      " micro-batches");
+}
 
 absl::StatusOr<JobSpec> ParseJobSpec(absl::string_view json_text,
                                      absl::string_view base_dir) {

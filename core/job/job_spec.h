@@ -105,6 +105,11 @@ struct RestartSpec {
   double replacement_timeout_seconds = 120;
 };
 
+// The most micro-batches a step may accumulate (job_spec.cc): the sums
+// inside a pass (sync batch norm) of every micro-batch need their own
+// collective ids (core/collective/transport.h kPassSumMicroStride).
+inline constexpr int64_t kMaxGradientAccumulationSteps = 1024;
+
 struct JobSpec {
   std::string name;
   uint64_t seed = 0;
@@ -114,6 +119,12 @@ struct JobSpec {
   ScheduleSpec lr_schedule;
   DataSpec data;
   int64_t batch_size_per_replica = 32;
+  // Each replica computes its share of a step's global batch in this many
+  // micro-batches of batch_size_per_replica, summing their gradients
+  // before the all-reduce: the global batch of a step is
+  // batch_size_per_replica * replicas * this, with the gradient of that
+  // whole batch, in 1/this of the activation memory.
+  int64_t gradient_accumulation_steps = 1;
   int64_t epochs = 0;  // exactly one of epochs / steps is > 0
   int64_t steps = 0;
   CheckpointSpec checkpoint;
@@ -124,10 +135,18 @@ struct JobSpec {
   int64_t total_replicas() const {
     return cluster.workers * cluster.replicas_per_worker;
   }
+  // One replica's samples per step (all its micro-batches).
+  int64_t step_batch_per_replica() const {
+    return batch_size_per_replica * gradient_accumulation_steps;
+  }
   int64_t global_batch_size() const {
-    return batch_size_per_replica * total_replicas();
+    return step_batch_per_replica() * total_replicas();
   }
 };
+
+// " x 4 micro-batches" when the job accumulates gradients, else "": for
+// the lines that state a job's batch.
+std::string AccumulationNote(const JobSpec& spec);
 
 // Field-by-field equality (ParseJobSpec(JobSpecToJson(s)) == s).
 bool operator==(const OptimizerSpec& a, const OptimizerSpec& b);

@@ -123,6 +123,7 @@ TEST(JobSpecTest, CanonicalJson) {
     "num_classes": 10
   },
   "batch_size_per_replica": 32,
+  "gradient_accumulation_steps": 1,
   "steps": 10,
   "checkpoint": {
     "every_steps": 0,

@@ -61,6 +61,17 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"BatchSizeFraction",
                 [](Json& j) { j["batch_size_per_replica"] = 6.5; },
                 "batch_size_per_replica: must be an integer >= 1, got 6.5"},
+        BadCase{"AccumulationZero",
+                [](Json& j) { j["gradient_accumulation_steps"] = 0; },
+                "gradient_accumulation_steps: must be an integer >= 1, got 0"},
+        BadCase{"AccumulationFraction",
+                [](Json& j) { j["gradient_accumulation_steps"] = 1.5; },
+                "gradient_accumulation_steps: must be an integer >= 1, got "
+                "1.5"},
+        BadCase{"AccumulationTooMany",
+                [](Json& j) { j["gradient_accumulation_steps"] = 1025; },
+                "gradient_accumulation_steps: at most 1024 micro-batches a "
+                "step, got 1025"},
         BadCase{"MissingIdxPath",
                 [](Json& j) { j["data"].erase("train_images"); },
                 "data.train_images: required for format \"mnist_idx\""},

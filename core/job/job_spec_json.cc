@@ -68,6 +68,7 @@ Json SpecToJson(const JobSpec& s) {
   j["data"] = DataSpecToJson(s.data);
 
   j["batch_size_per_replica"] = s.batch_size_per_replica;
+  j["gradient_accumulation_steps"] = s.gradient_accumulation_steps;
   if (s.steps > 0) {
     j["steps"] = s.steps;
   } else {
@@ -136,6 +137,7 @@ bool operator==(const JobSpec& a, const JobSpec& b) {
          a.loss == b.loss && a.optimizer == b.optimizer &&
          a.lr_schedule == b.lr_schedule && a.data == b.data &&
          a.batch_size_per_replica == b.batch_size_per_replica &&
+         a.gradient_accumulation_steps == b.gradient_accumulation_steps &&
          a.epochs == b.epochs && a.steps == b.steps &&
          a.checkpoint == b.checkpoint && a.summary == b.summary &&
          a.cluster == b.cluster && a.restart == b.restart;

@@ -85,6 +85,21 @@ TEST(JobSpecTest, FullSpec) {
   EXPECT_EQ(s.cluster.collective, Collective::kNccl);
   EXPECT_EQ(s.total_replicas(), 8);
   EXPECT_EQ(s.global_batch_size(), 512);
+  EXPECT_EQ(s.gradient_accumulation_steps, 1);
+  EXPECT_EQ(AccumulationNote(s), "");
+}
+
+TEST(JobSpecTest, AccumulationMultipliesTheGlobalBatch) {
+  Json j = Json::parse(kMinimal);
+  j["batch_size_per_replica"] = 16;
+  j["gradient_accumulation_steps"] = 4;
+  j["cluster"] = {{"workers", 2}, {"replicas_per_worker", 3}};
+  JobSpec s = MustParse(j.dump());
+  EXPECT_EQ(s.step_batch_per_replica(), 64);
+  EXPECT_EQ(s.global_batch_size(), 16 * 4 * 6);
+  EXPECT_EQ(AccumulationNote(s), " x 4 micro-batches");
+  // The canonical form keeps it.
+  EXPECT_EQ(MustParse(JobSpecToJson(s)).gradient_accumulation_steps, 4);
 }
 
 TEST(JobSpecTest, Defaults) {

@@ -179,10 +179,11 @@ absl::StatusOr<TrainResult> RunLocalTraining(const JobSpec& spec,
           : std::min(session->total_steps(),
                      std::max(options.stop_after_steps, session->step()));
   host.Log(absl::StrFormat(
-      "job %s: %d parameters, %d replicas (%s) x batch %d = global batch %d, "
-      "%d train / %d test samples, %d steps per epoch, steps %d..%d of %d",
+      "job %s: %d parameters, %d replicas (%s) x batch %d%s = global batch "
+      "%d, %d train / %d test samples, %d steps per epoch, steps %d..%d of %d",
       spec.name, session->num_parameters(), replicas, on,
-      spec.batch_size_per_replica, session->global_batch_size(),
+      spec.batch_size_per_replica, AccumulationNote(spec),
+      session->global_batch_size(),
       session->train_data().num_samples, session->test_samples(),
       session->steps_per_epoch(), session->step(), end_step,
       session->total_steps()));

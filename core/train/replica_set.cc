@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "core/collective/transport.h"
 #include "core/random.h"
 #include "kernels/cpu/threading.h"
 
@@ -60,14 +61,24 @@ absl::StatusOr<std::unique_ptr<ReplicaSet>> ReplicaSet::Create(
 }
 
 void ReplicaSet::OnGradReady(int i) {
+  if (keeping_) return;  // an earlier micro-batch: nothing is final yet
   const int64_t n = size();
   if (ready_counts_[i].fetch_add(1, std::memory_order_acq_rel) + 1 != n) {
     return;
   }
+  const int64_t count = params()[i]->grad.size();
+  if (adding_kept_ && params()[i]->update != ParamUpdate::kFrozen) {
+    // The last micro-batch: each replica's own sum over the step's
+    // micro-batches first, as a worker holding that replica alone has it.
+    for (int64_t r = 0; r < n; ++r) {
+      float* g = replicas_[r]->host().params()[i]->grad.data();
+      const float* kept = kept_[r][i].data();
+      for (int64_t k = 0; k < count; ++k) g[k] += kept[k];
+    }
+  }
   // Every replica is done with param i: sum in replica order (the same
   // bytes whichever lane gets here last).
   float* dst = params()[i]->grad.data();
-  const int64_t count = params()[i]->grad.size();
   for (int64_t r = 1; r < n && params()[i]->update != ParamUpdate::kFrozen;
        ++r) {
     const float* src = replicas_[r]->host().params()[i]->grad.data();
@@ -87,12 +98,18 @@ absl::StatusOr<BatchLoss> ReplicaSet::ComputeGradients(
     ready_counts_[i].store(0, std::memory_order_relaxed);
   }
   on_param_summed_ = &on_param_summed;
+  // Gradient accumulation: before the last micro-batch each replica keeps
+  // (adds up) its gradients; the last adds them in before the sum.
+  keeping_ = batch.micro + 1 < batch.micros;
+  adding_kept_ = batch.micros > 1 && !keeping_;
+  if (batch.micros > 1) kept_.resize(n);
   if (pass_sum_ != nullptr) {
     ReplicaSum::CrossSum cross;
     if (worker_sum_) {
-      cross = [this, step = batch.global_step](int32_t key, float* data,
-                                               int64_t count) {
-        return worker_sum_(step, key, data, count);
+      cross = [this, step = batch.global_step,
+               micro = batch.micro * kPassSumMicroStride](
+                  int32_t key, float* data, int64_t count) {
+        return worker_sum_(step, key + micro, data, count);
       };
     }
     pass_sum_->BeginStep(std::move(cross));
@@ -101,11 +118,13 @@ absl::StatusOr<BatchLoss> ReplicaSet::ComputeGradients(
   pool_->Run([&](int lane) {
     for (int64_t r = lane; r < n; r += lanes) {
       ReplicaBatch& rb = batch.replicas[r];
-      const uint64_t dropout_seed =
+      uint64_t dropout_seed =
           MixSeed(MixSeed(seed, batch.global_step), indices_[r]);
+      if (batch.micro > 0) dropout_seed = MixSeed(dropout_seed, batch.micro);
       losses[r] = replicas_[r]->TrainStep(rb.x, rb.labels.data(), loss, scale,
                                           dropout_seed);
       if (pass_sum_ != nullptr) pass_sum_->Finished(static_cast<int>(r));
+      if (keeping_ && losses[r].ok()) Keep(r, batch.micro == 0);
     }
   });
   on_param_summed_ = nullptr;
@@ -124,6 +143,23 @@ absl::StatusOr<BatchLoss> ReplicaSet::ComputeGradients(
     total += *losses[r];
   }
   return total;
+}
+
+void ReplicaSet::Keep(int64_t r, bool first) {
+  const std::vector<Param*>& params = replicas_[r]->host().params();
+  std::vector<Tensor>& kept = kept_[r];
+  kept.resize(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (params[i]->update == ParamUpdate::kFrozen) continue;
+    const Tensor& g = params[i]->grad;
+    if (first) {
+      kept[i] = g;
+      continue;
+    }
+    float* dst = kept[i].data();
+    const float* src = g.data();
+    for (int64_t k = 0; k < g.size(); ++k) dst[k] += src[k];
+  }
 }
 
 absl::Status ReplicaSet::MirrorParams() {

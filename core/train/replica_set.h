@@ -47,6 +47,12 @@ class ReplicaSet {
   // per replica, in order), and the fixed-order sum (replica order) into
   // params()' grads. The grads are then d(mean loss over the global
   // batch)/dparam for the samples held here. Blocks until done.
+  // A micro-batch of a step (batch.micros > 1, gradient accumulation, one
+  // call per micro-batch in order): before the last, each replica adds its
+  // gradients to what it kept of the step and nothing is summed or
+  // reported; the last adds each replica's kept sum to its gradients
+  // before the sum over replicas, so a replica's step gradient is the same
+  // here as on a worker that holds it alone.
   // `on_param_summed(i)`, if set, runs as soon as param i's sum is final
   // (last layer first, on a lane thread, possibly concurrently for
   // different i): the cluster worker starts a bucket's all-reduce from it
@@ -73,6 +79,8 @@ class ReplicaSet {
   // Called by each replica's backward when param i's grad is final; the
   // last replica to get there sums param i across replicas.
   void OnGradReady(int param_index);
+  // Replica r's gradients into kept_[r] (copied when `first`, else added).
+  void Keep(int64_t r, bool first);
 
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::vector<int64_t> indices_;
@@ -83,6 +91,11 @@ class ReplicaSet {
   // Set when the model sums across replicas in its passes.
   std::unique_ptr<ReplicaSum> pass_sum_;
   WorkerSum worker_sum_;
+  // Gradient accumulation: per replica, per param, the step's earlier
+  // micro-batches' gradients; set per ComputeGradients call.
+  std::vector<std::vector<Tensor>> kept_;
+  bool keeping_ = false;
+  bool adding_kept_ = false;
 };
 
 }  // namespace lockstep

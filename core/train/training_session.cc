@@ -63,9 +63,10 @@ absl::Status TrainingSession::Setup(
           ? data.test.Slice(test_total_ * config_.rank / config_.world,
                             test_total_ * (config_.rank + 1) / config_.world)
           : std::move(data.test);
+  // A replica's share of a step is all its micro-batches, contiguous.
   plan_ = std::make_unique<ShardPlan>(
-      train_.num_samples, spec.batch_size_per_replica, config_.world_replicas,
-      spec.seed, spec.data.shuffle);
+      train_.num_samples, spec.step_batch_per_replica(),
+      config_.world_replicas, spec.seed, spec.data.shuffle);
   total_steps_ =
       spec.epochs > 0 ? spec.epochs * plan_->steps_per_epoch() : spec.steps;
   ASSIGN_OR_RETURN(optimizer_,
@@ -76,7 +77,16 @@ absl::Status TrainingSession::Setup(
   const std::string init =
       replicas_->primary().graph().InitSummary(spec.model.init_safetensors);
   if (!init.empty()) host_->Log(init);
-  if (gpus) return SetupDevices();
+  if (gpus) {
+    if (spec.gradient_accumulation_steps > 1) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "gradient_accumulation_steps: GPU replicas do not accumulate "
+          "micro-batches yet (got %d); run the job on CPU replicas or give "
+          "each GPU the whole batch_size_per_replica",
+          spec.gradient_accumulation_steps));
+    }
+    return SetupDevices();
+  }
   if (config_.peers.transport != nullptr) {
     // Sync batch norm's sums: this process's replicas, then the workers',
     // from inside the pass (beside the gradient buckets' all-reduces: the
@@ -171,16 +181,8 @@ absl::Status TrainingSession::Step(Batch& batch, const Batch* next,
     // Gradients summed over the GPUs and the update applied on each, by
     // NCCL and the devices; the host optimizer only counts the iteration.
     ASSIGN_OR_RETURN(local, ddp_->Step(batch, next, spec.loss, spec.seed, lr));
-  } else if (buckets_ != nullptr) {
-    // Each bucket's all-reduce starts as soon as backward produced it.
-    buckets_->BeginStep(config_.peers.generation, batch.global_step);
-    ASSIGN_OR_RETURN(local, replicas_->ComputeGradients(
-                                batch, spec.loss, spec.seed,
-                                [this](int i) { buckets_->ParamReady(i); }));
-    RETURN_IF_ERROR(buckets_->FinishStep());
   } else {
-    ASSIGN_OR_RETURN(local,
-                     replicas_->ComputeGradients(batch, spec.loss, spec.seed));
+    ASSIGN_OR_RETURN(local, ComputeGradients(batch));
   }
   *global = local;
   leaving_ = 0;
@@ -204,6 +206,40 @@ absl::Status TrainingSession::Step(Batch& batch, const Batch* next,
   optimizer_->Apply(lr);
   UpdateMovingAverages(replicas_->params(), batch.global_count);
   return replicas_->MirrorParams();
+}
+
+absl::StatusOr<BatchLoss> TrainingSession::ComputeGradients(Batch& batch) {
+  const JobSpec& spec = config_.spec;
+  const int32_t micros = static_cast<int32_t>(spec.gradient_accumulation_steps);
+  BatchLoss local;
+  // Micro-batches 0..m-2 (gradient accumulation): each replica adds up its
+  // own gradients (ReplicaSet), nothing leaves yet.
+  for (int32_t k = 0; k + 1 < micros; ++k) {
+    Batch micro = MicroBatch(batch, k, micros, spec.batch_size_per_replica);
+    ASSIGN_OR_RETURN(BatchLoss part,
+                     replicas_->ComputeGradients(micro, spec.loss, spec.seed));
+    local += part;
+  }
+  Batch last_micro;
+  if (micros > 1) {
+    last_micro =
+        MicroBatch(batch, micros - 1, micros, spec.batch_size_per_replica);
+  }
+  Batch& last = micros > 1 ? last_micro : batch;
+  BatchLoss part;
+  if (buckets_ != nullptr) {
+    // Each bucket's all-reduce starts as soon as backward produced it.
+    buckets_->BeginStep(config_.peers.generation, batch.global_step);
+    ASSIGN_OR_RETURN(part, replicas_->ComputeGradients(
+                               last, spec.loss, spec.seed,
+                               [this](int i) { buckets_->ParamReady(i); }));
+    RETURN_IF_ERROR(buckets_->FinishStep());
+  } else {
+    ASSIGN_OR_RETURN(part,
+                     replicas_->ComputeGradients(last, spec.loss, spec.seed));
+  }
+  local += part;
+  return local;
 }
 
 absl::StatusOr<BatchLoss> TrainingSession::Evaluate() {

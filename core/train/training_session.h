@@ -196,6 +196,9 @@ class TrainingSession {
   // One step of `batch`; `next` is the following batch if ready (GPUs copy
   // it during this step). Sets the global loss, and leaving_.
   absl::Status Step(Batch& batch, const Batch* next, BatchLoss* global);
+  // The CPU replicas' gradients of `batch` (every micro-batch of it,
+  // summed), with the workers' all-reduce when there are peers.
+  absl::StatusOr<BatchLoss> ComputeGradients(Batch& batch);
   absl::StatusOr<BatchLoss> Evaluate();
   // Sums `count` values over the workers in place (nothing alone).
   absl::Status SumOverWorkers(int32_t bucket, int64_t step, float* values,
