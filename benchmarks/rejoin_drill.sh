@@ -198,7 +198,13 @@ printf 'rejoin:        %.2f s from the replacement registering to generation 2\n
   "$(echo "d = $t_gen2 - $t_reg; if (d < 0) 0 else d" | bc)"
 printf 'resume:        %.2f s from the replacement registering to every rank restored (goal <= 5 s)\n' \
   "$(echo "$t_resume - $t_reg" | bc)"
-if [[ -n "$recomputed" ]]; then
+memory=$(sed -n "s/.*RUNNING generation 2 from step [0-9]* (\(rank [0-9]*'s memory; the latest checkpoint is step [0-9]*\)).*/\1/p" \
+  "$tmp/coordinator.log" | head -1)
+if [[ -n "$memory" ]]; then
+  printf 'recovery:      %.2f s from SIG%s to every rank restored\n' \
+    "$(echo "$t_resume - $t_kill" | bc)" "$signal"
+  echo "recomputed:    1 step at most: restored step ${restored:-?} from $memory; the step the failure broke is done again"
+elif [[ -n "$recomputed" ]]; then
   read -r from to <<<"$recomputed"
   echo "recomputed:    $((to - from)) steps (restored step $from, the failure at step $to)"
 else

@@ -34,6 +34,10 @@ namespace lockstep {
 // A worker name blamed for this many failures of one job is not handed that
 // job again (no restart loops on a bad machine).
 inline constexpr int kFailuresBeforeExclusion = 2;
+// A recovering job waits up to this long for the surviving ranks' Finish
+// reports (what they kept in memory) before it starts from the latest
+// checkpoint without them.
+inline constexpr double kSurvivorReportSeconds = 5;
 
 struct CoordinatorOptions {
   std::string storage_dir;  // STORAGE/jobs/NAME/{checkpoints,summaries,...}
@@ -147,6 +151,15 @@ class Coordinator {
     lockstep::v1::CollectiveWait wait;
     absl::Time wait_at;
     std::string wait_logged;  // the wait already logged
+    // What it reported keeping in memory when a generation of `held_job`
+    // ended early (FinishRequest.held_step), for the next generation.
+    std::string held_job;
+    int64_t held_generation = 0;
+    int64_t held_step = 0;
+    std::string held_fingerprint;
+    // The job and generation of its last Finish report.
+    std::string reported_job;
+    int64_t reported_generation = 0;
   };
   struct Job {
     std::string name;
@@ -166,6 +179,11 @@ class Coordinator {
     std::string lost_reason;
     int64_t step_at_failure = 0;
     bool planned_recovery = false;  // see Recover's `planned`
+    // The running generation starts from a survivor's memory (Assignment
+    // memory_*): 0 when from start_step's checkpoint.
+    int64_t memory_step = 0;
+    int memory_donor = -1;
+    std::string memory_fingerprint;
     std::shared_ptr<CheckpointStore> checkpoints;
     std::shared_ptr<CheckpointAssembler> assembler;
     // Summaries, curves and checkpoint figures, under their own lock.

@@ -56,8 +56,11 @@ TEST_F(CoordinatorTest, LostWorkerRecoversAtTheNextGenerationWithANewWorker) {
   v1::HeartbeatRequest r;
   r.set_worker_id("w2");
   EXPECT_TRUE(absl::IsNotFound(c_->Heartbeat(r).status()));
-  // The survivor is told to stop generation 1.
+  // The survivor is told to stop generation 1, and reports it stopped.
   EXPECT_EQ(Beat(a, "j", 1).command(), v1::HeartbeatResponse::STOP);
+  ASSERT_TRUE(c_->Finish(Failed(a, 1, 0, "stopped by the coordinator",
+                                absl::StatusCode::kCancelled))
+                  .ok());
   // A replacement registers: generation 2 starts at once (no back-off).
   const std::string c = Register("hostc");
   s = c_->Get("j");
@@ -228,6 +231,10 @@ TEST_F(CoordinatorTest, ANameThatKeepsFailingIsNotHandedTheJobAgain) {
                                  absl::StatusCode::kResourceExhausted);
     ASSERT_TRUE(c_->Finish(f).ok());
     ASSERT_EQ(c_->Get("j")->state(), v1::RECOVERING);
+    // The survivor's report lets the next generation start.
+    ASSERT_TRUE(c_->Finish(Failed(a, generation, 0, "stopped",
+                                  absl::StatusCode::kCancelled))
+                    .ok());
     c_->Tick();
   }
   // hostb failed it twice: both are idle but it is not used again.
@@ -254,6 +261,15 @@ TEST_F(CoordinatorTest, ARestartedProcessUnderTheSameNameReplacesTheOld) {
   ASSERT_TRUE(reg.ok()) << reg.status();
   absl::StatusOr<v1::JobStatus> s = c_->Get("j");
   ASSERT_TRUE(s.ok()) << s.status();
+  // Waits for what the survivor kept in memory (its Finish report).
+  EXPECT_EQ(s->state(), v1::RECOVERING);
+  EXPECT_THAT(s->message(),
+              HasSubstr("(waiting for 1 surviving rank to report what it "
+                        "kept in memory)"));
+  ASSERT_TRUE(c_->Finish(Failed(a, 1, 0, "stopped by the coordinator",
+                                absl::StatusCode::kCancelled))
+                  .ok());
+  s = c_->Get("j");
   EXPECT_EQ(s->state(), v1::RUNNING);  // generation 2 with the new process
   EXPECT_EQ(s->generation(), 2);
   EXPECT_THAT(s->events(), ::testing::Contains(HasSubstr(
@@ -268,6 +284,54 @@ TEST_F(CoordinatorTest, ARestartedProcessUnderTheSameNameReplacesTheOld) {
   const v1::ListJobsResponse list = c_->List();
   for (const auto& w : list.workers()) members += w.alive();
   EXPECT_EQ(members, 2);
+}
+
+TEST_F(CoordinatorTest, ASurvivorsMemoryStartsTheNextGeneration) {
+  const std::string a = Register("hosta");
+  const std::string b = Register("hostb");
+  const std::string c = Register("hostc");
+  ASSERT_TRUE(c_->Submit(JobWithRestarts(3)).ok());  // two workers: a and b
+  // b's stream breaks; a kept step 7, the last it completed.
+  v1::FinishRequest f = Failed(a, 1, 0, "the stream from rank 1 broke",
+                               absl::StatusCode::kUnavailable);
+  f.add_suspect_ranks(1);
+  f.set_held_step(7);
+  f.set_held_fingerprint("00112233445566778899aabbccddeeff");
+  ASSERT_TRUE(c_->Finish(f).ok());
+  c_->Tick();
+  absl::StatusOr<v1::JobStatus> s = c_->Get("j");
+  ASSERT_EQ(s->state(), v1::RUNNING) << s->message();  // with hostc
+  EXPECT_EQ(s->generation(), 2);
+  EXPECT_EQ(s->step(), 7);
+  EXPECT_THAT(s->events(s->events_size() - 1),
+              HasSubstr("RUNNING generation 2 from step 7 (rank 0's memory; "
+                        "the latest checkpoint is step 0) (restart 1 of 3"));
+  EXPECT_THAT(s->events(s->events_size() - 1),
+              HasSubstr("; only step 8, which the failure broke, is done "
+                        "again)"));
+  for (const std::string& w : {a, c}) {
+    const v1::Assignment got = Beat(w).assignment();
+    EXPECT_EQ(got.start_step(), 7);
+    EXPECT_EQ(got.memory_step(), 7);
+    EXPECT_EQ(got.memory_donor(), 0);
+    EXPECT_EQ(got.memory_fingerprint(), "00112233445566778899aabbccddeeff");
+  }
+  // Generation 2 fails with nothing kept (GPU replicas, say): generation 3
+  // goes back to the checkpoint (none: step 0), not to an older memory.
+  f = Failed(c, 2, 1, "out of memory", absl::StatusCode::kResourceExhausted);
+  ASSERT_TRUE(c_->Finish(f).ok());
+  ASSERT_TRUE(c_->Finish(Failed(a, 2, 0, "stopped",
+                                absl::StatusCode::kCancelled))
+                  .ok());
+  Register("hostd");
+  s = c_->Get("j");
+  ASSERT_EQ(s->state(), v1::RUNNING);
+  EXPECT_EQ(s->generation(), 3);
+  EXPECT_EQ(s->step(), 0);
+  const v1::Assignment third = Beat(a).assignment();
+  EXPECT_EQ(third.start_step(), 0);
+  EXPECT_EQ(third.memory_step(), 0);
+  (void)b;
 }
 
 TEST_F(CoordinatorTest, AStalledRingNamesTheRankStepAndBucketThenDropsIt) {

@@ -215,6 +215,21 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
     return absl::NotFoundError(
         absl::StrFormat("no job named \"%s\"", req.job()));
   }
+  if (!IsTerminal(job->status.state()) &&
+      job->status.generation() == req.generation()) {
+    // Its report of this generation is in (the recovery waits for the
+    // survivors'), with what it kept in memory, late or not.
+    auto reporter = workers_.find(req.worker_id());
+    if (reporter != workers_.end() && !reporter->second.lost) {
+      Worker& w = reporter->second;
+      w.reported_job = job->name;
+      w.reported_generation = req.generation();
+      w.held_job = req.held_step() > 0 ? job->name : "";
+      w.held_generation = req.generation();
+      w.held_step = req.held_step();
+      w.held_fingerprint = req.held_fingerprint();
+    }
+  }
   if (IsTerminal(job->status.state()) ||
       job->status.generation() != req.generation() ||
       job->status.state() != lockstep::v1::RUNNING) {
@@ -224,6 +239,8 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
                               JobStateName(job->status.state()),
                               job->status.generation(), job->status.message());
     }
+    // The recovery may have been waiting for it.
+    if (job->status.state() == lockstep::v1::RECOVERING) TryStart(*job);
     return absl::OkStatus();
   }
   // A rank outside the ring would count towards CompleteIfDone's "every

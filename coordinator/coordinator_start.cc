@@ -42,6 +42,11 @@ lockstep::v1::Assignment Coordinator::AssignmentFor(const Job& job,
   a.set_start_step(job.start_step);
   a.set_fingerprint_every_steps(job.spec.cluster.fingerprint_every_steps);
   a.set_collective(job.collective);
+  if (job.memory_step > 0) {
+    a.set_memory_step(job.memory_step);
+    a.set_memory_donor(job.memory_donor);
+    a.set_memory_fingerprint(job.memory_fingerprint);
+  }
   return a;
 }
 
@@ -124,8 +129,24 @@ bool Coordinator::TryStart(Job& job) {
     }
   }
   const absl::Time now = absl::Now();
+  // The surviving ranks say what they kept in memory in their Finish
+  // reports: a start before those are in would redo steps from the
+  // checkpoint.
+  int awaited = 0;
+  if (recovering && !job.planned_recovery &&
+      now < job.recovering_since + absl::Seconds(kSurvivorReportSeconds)) {
+    // (A planned leave checkpointed the last step: nothing to wait for.)
+    for (const std::string& id : job.ranks) {
+      auto w = workers_.find(id);
+      if (w != workers_.end() && !w->second.lost &&
+          (w->second.reported_job != job.name ||
+           w->second.reported_generation != job.status.generation())) {
+        ++awaited;
+      }
+    }
+  }
   if (static_cast<int64_t>(idle.size()) < job.spec.cluster.workers ||
-      (recovering && now < job.next_start)) {
+      (recovering && (now < job.next_start || awaited > 0))) {
     std::string reason = PendingReason(job);
     if (recovering) {
       reason = absl::StrCat(
@@ -134,6 +155,12 @@ bool Coordinator::TryStart(Job& job) {
               ? absl::StrFormat(" (back-off %.1f s left)",
                                 absl::ToDoubleSeconds(job.next_start - now))
               : "",
+          awaited > 0 ? absl::StrFormat(" (waiting for %d surviving %s "
+                                        "what it kept in memory)",
+                                        awaited,
+                                        awaited == 1 ? "rank to report"
+                                                     : "ranks to report")
+                      : "",
           ": ", reason);
     }
     if (reason != job.status.message()) {
@@ -155,6 +182,23 @@ bool Coordinator::TryStart(Job& job) {
   if (!latest.ok() && !absl::IsNotFound(latest.status())) {
     Event(job, absl::StrCat("warning: starting from step 0: ",
                             latest.status().message()));
+  }
+  // Or from a survivor's memory, when one kept a later step of the
+  // generation that just failed: the furthest (a rank may have completed
+  // the failed step's update where another had not yet).
+  const int64_t checkpoint_step = job.start_step;
+  job.memory_step = 0;
+  job.memory_donor = -1;
+  job.memory_fingerprint.clear();
+  for (size_t r = 0; recovering && r < idle.size(); ++r) {
+    const Worker& w = *idle[r];
+    if (w.held_job == job.name &&
+        w.held_generation == job.status.generation() &&
+        w.held_step > job.start_step) {
+      job.start_step = job.memory_step = w.held_step;
+      job.memory_donor = static_cast<int>(r);
+      job.memory_fingerprint = w.held_fingerprint;
+    }
   }
   // "auto" is NCCL only when every rank can give each replica a GPU.
   bool all_gpus = true;
@@ -184,10 +228,16 @@ bool Coordinator::TryStart(Job& job) {
   std::string restart;
   if (recovering) {
     const int64_t lost = job.step_at_failure - job.start_step;
+    // From memory only the step the failure broke (never completed
+    // anywhere) is done again.
     const std::string recomputed =
-        lost > 0 ? absl::StrFormat("steps %d..%d are recomputed",
-                                   job.start_step, job.step_at_failure)
-                 : std::string("no step is recomputed");
+        job.memory_step > 0
+            ? absl::StrFormat("only step %d, which the failure broke, is "
+                              "done again",
+                              job.memory_step + 1)
+        : lost > 0 ? absl::StrFormat("steps %d..%d are recomputed",
+                                     job.start_step, job.step_at_failure)
+                   : std::string("no step is recomputed");
     if (job.planned_recovery) {
       restart = absl::StrFormat(
           " (after a planned leave, %.1f s later, no restart counted; %s)",
@@ -201,9 +251,15 @@ bool Coordinator::TryStart(Job& job) {
     }
     job.planned_recovery = false;
   }
+  const std::string from =
+      job.memory_step > 0
+          ? absl::StrFormat(" (rank %d's memory; the latest checkpoint is "
+                            "step %d)",
+                            job.memory_donor, checkpoint_step)
+          : "";
   Event(job, absl::StrFormat(
-                 "RUNNING generation %d from step %d%s: %s%s",
-                 job.status.generation(), job.start_step, restart,
+                 "RUNNING generation %d from step %d%s%s: %s%s",
+                 job.status.generation(), job.start_step, from, restart,
                  absl::StrJoin(who, ", "),
                  c == Collective::kRing
                      ? ""

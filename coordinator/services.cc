@@ -4,9 +4,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "rpc/checkpoint_wire.h"
+#include "rpc/checkpoint_stream.h"
 #include "rpc/rpc_util.h"
-#include "rpc/tensor_wire.h"
 
 namespace lockstep {
 
@@ -117,20 +116,7 @@ grpc::Status ClusterServiceImpl::FetchCheckpoint(
   absl::StatusOr<LoadedCheckpoint> loaded =
       c_->LoadCheckpoint(req->job(), req->step());
   if (!loaded.ok()) return ToGrpc(loaded.status());
-  v1::CheckpointSlice m;
-  m.set_job(req->job());
-  CheckpointStateToSlice(loaded->state, &m);
-  m.set_model_tensors(static_cast<int32_t>(loaded->model.size()));
-  m.set_optimizer_tensors(static_cast<int32_t>(loaded->optimizer.size()));
-  for (int part = 0; part < 2; ++part) {
-    for (const auto& [name, t] :
-         part == 0 ? loaded->model : loaded->optimizer) {
-      TensorToWire(name, part == 1, t, m.mutable_tensor());
-      if (!writer->Write(m)) return grpc::Status::OK;
-      m.clear_job_json();
-      m.clear_vocab();
-    }
-  }
+  WriteCheckpointStream(*loaded, req->job(), writer);
   return grpc::Status::OK;
 }
 

@@ -38,8 +38,10 @@ TEST_F(FaultTest, KilledWorkerIsReplacedAndTheRunEndsWithTheSameBytes) {
   Start();
   ASSERT_EQ(Client({"submit", WriteJob(FaultJob())}).exit.exit_code, 0);
   WaitForStep(120);
+  Subprocess* survivor = RankProcess(0);
   Subprocess* victim = RankProcess(1);
   ASSERT_NE(victim, nullptr);
+  ASSERT_NE(survivor, nullptr);
   const pid_t pid = victim->pid();
   victim->Signal(SIGKILL);
   const Clock::time_point killed = Clock::now();
@@ -61,14 +63,24 @@ TEST_F(FaultTest, KilledWorkerIsReplacedAndTheRunEndsWithTheSameBytes) {
       w.out,
       std::regex(R"(RECOVERING from generation 1 at step \d+: rank 1 )")))
       << w.out;
+  // Generation 2 starts from the step the survivor kept in memory, not
+  // from the checkpoint before it: only the step the kill broke is redone.
   std::smatch m;
   ASSERT_TRUE(std::regex_search(
       w.out, m,
-      std::regex(R"(RUNNING generation 2 from step (\d+) \(restart 1 of 3, )")))
+      std::regex(R"(RUNNING generation 2 from step (\d+) \(rank 0's memory; )"
+                 R"(the latest checkpoint is step (\d+)\) \(restart 1 of 3, )")))
       << w.out;
   const int resumed = std::stoi(m[1]);
-  EXPECT_GE(resumed, 100);     // the checkpoint at or before the kill
-  EXPECT_EQ(resumed % 50, 0);  // checkpoints every 50 steps
+  const int checkpoint = std::stoi(m[2]);
+  EXPECT_GE(resumed, 120);        // where the kill found it
+  EXPECT_GT(resumed, checkpoint);  // checkpoints every 50 steps
+  EXPECT_EQ(checkpoint % 50, 0);
+  const std::string kept = "kept the training state of step " +
+                           std::to_string(resumed) + " in memory";
+  EXPECT_TRUE(survivor->Stdout().find(kept) != std::string::npos ||
+              survivor->Stderr().find(kept) != std::string::npos)
+      << survivor->Stderr();
   EXPECT_NE(w.out.find("job ft SUCCEEDED: 1000 steps"), std::string::npos)
       << w.out;
   nlohmann::json res = Result();

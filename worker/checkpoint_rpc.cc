@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "rpc/checkpoint_stream.h"
 #include "rpc/checkpoint_wire.h"
 #include "rpc/rpc_util.h"
 #include "rpc/tensor_wire.h"
@@ -63,31 +64,34 @@ absl::StatusOr<LoadedCheckpoint> FetchCheckpoint(
   req.set_job(job);
   req.set_step(step);
   auto reader = stub->FetchCheckpoint(&context, req);
-  LoadedCheckpoint loaded;
-  CheckpointSlice msg;
-  bool first = true;
-  absl::Status bad;
-  while (reader->Read(&msg)) {
-    if (first) {
-      loaded.state = CheckpointStateFromSlice(msg);
-      first = false;
-    }
-    if (!msg.has_tensor() || !bad.ok()) continue;
-    absl::StatusOr<Tensor> t = TensorFromWire(msg.tensor());
-    if (!t.ok()) {
-      bad = t.status();
-      continue;
-    }
-    (msg.tensor().optimizer() ? loaded.optimizer : loaded.model)
-        .emplace_back(msg.tensor().name(), *std::move(t));
-  }
-  const std::string what =
-      absl::StrFormat("fetching checkpoint step %d of job %s", step, job);
-  RETURN_IF_ERROR(FromGrpc(reader->Finish(), what));
-  RETURN_IF_ERROR(AnnotateStatus(bad, what));
-  if (first) return absl::DataLossError(what + ": the stream was empty");
+  ASSIGN_OR_RETURN(
+      LoadedCheckpoint loaded,
+      ReadCheckpointStream(reader.get(),
+                           absl::StrFormat("fetching checkpoint step %d of "
+                                           "job %s",
+                                           step, job)));
   loaded.path =
       absl::StrFormat("%s (from the coordinator)", CheckpointFolderName(step));
+  return loaded;
+}
+
+absl::StatusOr<LoadedCheckpoint> FetchKeptState(
+    lockstep::v1::WorkerState::Stub* stub, const std::string& job,
+    int64_t step, int donor) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::minutes(10));
+  lockstep::v1::FetchStateRequest req;
+  req.set_job(job);
+  req.set_step(step);
+  auto reader = stub->FetchState(&context, req);
+  ASSIGN_OR_RETURN(
+      LoadedCheckpoint loaded,
+      ReadCheckpointStream(
+          reader.get(),
+          absl::StrFormat("fetching rank %d's kept state of step %d", donor,
+                          step)));
+  loaded.path = absl::StrFormat("rank %d's memory (step %d)", donor, step);
   return loaded;
 }
 

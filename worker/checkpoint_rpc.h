@@ -33,6 +33,12 @@ absl::StatusOr<LoadedCheckpoint> FetchCheckpoint(
     lockstep::v1::Coordinator::Stub* stub, const std::string& job,
     int64_t step);
 
+// The training state a peer kept of `job` at `step` (WorkerState.FetchState
+// on rank `donor`), checked as a checkpoint is. Its path names the donor.
+absl::StatusOr<LoadedCheckpoint> FetchKeptState(
+    lockstep::v1::WorkerState::Stub* stub, const std::string& job,
+    int64_t step, int donor);
+
 }  // namespace lockstep
 
 #endif  // LOCKSTEP_WORKER_CHECKPOINT_RPC_H_

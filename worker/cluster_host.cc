@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "base/seconds.h"
 #include "base/status_macros.h"
+#include "core/fingerprint.h"
 #include "core/train/gpu_backend.h"
 #include "rpc/rpc_util.h"
 #include "worker/checkpoint_rpc.h"
@@ -16,11 +17,50 @@
 namespace lockstep {
 absl::StatusOr<std::optional<LoadedCheckpoint>>
 ClusterHost::StartingCheckpoint() {
+  if (a_.memory_step() > 0) {
+    ASSIGN_OR_RETURN(LoadedCheckpoint state, KeptStateToStartFrom());
+    return std::optional<LoadedCheckpoint>(std::move(state));
+  }
   if (a_.start_step() == 0) return std::nullopt;
   ASSIGN_OR_RETURN(
       LoadedCheckpoint loaded,
       FetchCheckpoint(ctx_.coordinator, a_.job(), a_.start_step()));
   return std::optional<LoadedCheckpoint>(std::move(loaded));
+}
+
+absl::StatusOr<LoadedCheckpoint> ClusterHost::KeptStateToStartFrom() {
+  const int64_t step = a_.memory_step();
+  const std::string& want = a_.memory_fingerprint();
+  if (ctx_.kept != nullptr) {
+    std::shared_ptr<const LoadedCheckpoint> own =
+        ctx_.kept->Get(a_.job(), step, want);
+    if (own != nullptr) {
+      LoadedCheckpoint copy = *own;
+      copy.path = absl::StrFormat("this worker's memory (step %d)", step);
+      return copy;
+    }
+  }
+  const int donor = a_.memory_donor();
+  if (donor < 0 || donor >= a_.peers_size() || donor == a_.rank()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the generation starts from rank %d's memory of step %d, which this "
+        "worker (rank %d) does not hold",
+        donor, step, a_.rank()));
+  }
+  auto stub = lockstep::v1::WorkerState::NewStub(
+      MakeChannel(a_.peers(donor), ctx_.tls));
+  ASSIGN_OR_RETURN(LoadedCheckpoint got,
+                   FetchKeptState(stub.get(), a_.job(), step, donor));
+  std::vector<const Tensor*> values;
+  for (const auto& [name, t] : got.model) values.push_back(&t);
+  const std::string fingerprint = FingerprintTensors(values);
+  if (got.state.step != step || fingerprint != want) {
+    return absl::DataLossError(absl::StrFormat(
+        "rank %d's kept state is of step %d with fingerprint %s; the "
+        "coordinator announced step %d with %s",
+        donor, got.state.step, fingerprint, step, want));
+  }
+  return got;
 }
 
 absl::StatusOr<std::string> ClusterHost::NcclId() {
@@ -117,6 +157,12 @@ absl::Status ClusterHost::Scalars(int64_t step, const ScalarList& values) {
 
 absl::Status ClusterHost::EndStep(int64_t step) {
   if (!ctx_.step_times.empty()) step_times_.End(UnixSeconds());
+  if (!kept_released_ && ctx_.kept != nullptr) {
+    // Every rank has its state once a step's all-reduce is done: what a
+    // failed generation kept (and peers may have fetched) can go.
+    ctx_.kept->Clear();
+    kept_released_ = true;
+  }
   if (!report_due_) return absl::OkStatus();
   report_due_ = false;
   last_report_ = Clock::now();

@@ -71,12 +71,17 @@ class ClusterHost : public SessionHost {
 
  private:
   bool chief() const { return a_.rank() == 0; }
+  // The state of Assignment.memory_step: this worker's own kept copy when
+  // it has it, else fetched from the donor rank; checked against the
+  // announced fingerprint.
+  absl::StatusOr<LoadedCheckpoint> KeptStateToStartFrom();
 
   const lockstep::v1::Assignment& a_;
   const RunnerContext& ctx_;
   int64_t step_ = 0;                      // for the log lines
   lockstep::v1::ProgressReport pending_;  // scalars and events not yet sent
   bool report_due_ = false;
+  bool kept_released_ = false;  // RunnerContext::kept cleared this run
   Clock::time_point last_report_ = Clock::now();
   bool coordinator_down_ = false;
   StepTimes step_times_;  // filled only with RunnerContext::step_times set

@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "base/seconds.h"
 #include "base/status_macros.h"
+#include "core/fingerprint.h"
 #include "core/job/job_spec.h"
 #include "core/train/gpu_backend.h"
 #include "core/train/training_session.h"
@@ -42,6 +43,10 @@ class JobRunner {
   // Tells the coordinator how the run ended; returns FinishResponse.over
   // ("" when the report counted).
   std::string Finish(const absl::Status& status);
+  // A run that ended early: its state into RunnerContext::kept, and
+  // held_step/held_fingerprint into `req` (nothing on GPU replicas, after a
+  // drain, or at step 0).
+  void KeepState(lockstep::v1::FinishRequest& req);
   // This rank ended the generation because it shuts down (Finish says
   // `leaving`).
   bool drained() const { return drained_; }
@@ -240,6 +245,31 @@ absl::Status JobRunner::Drain() {
       leaving, step));
 }
 
+void JobRunner::KeepState(lockstep::v1::FinishRequest& req) {
+  if (session_ == nullptr || ctx_.kept == nullptr || drained_ ||
+      session_->step() == 0) {
+    return;  // a drain committed its checkpoint; step 0 is a fresh start
+  }
+  absl::StatusOr<LoadedCheckpoint> state = session_->CopyState();
+  if (!state.ok()) {
+    host_.Log(absl::StrCat("the next generation starts from the latest "
+                           "checkpoint: ",
+                           state.status().message()));
+    return;
+  }
+  std::vector<const Tensor*> values;
+  for (const auto& [name, t] : state->model) values.push_back(&t);
+  const std::string fingerprint = FingerprintTensors(values);
+  const int64_t step = state->state.step;
+  ctx_.kept->Keep(a_.job(), *std::move(state), fingerprint);
+  req.set_held_step(step);
+  req.set_held_fingerprint(fingerprint);
+  host_.Log(absl::StrFormat(
+      "kept the training state of step %d in memory (fingerprint %s) for the "
+      "next generation",
+      step, fingerprint));
+}
+
 std::string JobRunner::Finish(const absl::Status& status) {
   lockstep::v1::FinishRequest req;
   req.set_worker_id(ctx_.worker_id);
@@ -252,6 +282,7 @@ std::string JobRunner::Finish(const absl::Status& status) {
     req.set_error_code(static_cast<int32_t>(status.code()));
     const int suspect = transport_ == nullptr ? -1 : transport_->suspect_rank();
     if (suspect >= 0) req.add_suspect_ranks(suspect);
+    KeepState(req);
   } else {
     absl::StatusOr<SessionResult> r = session_->Result();
     if (!r.ok()) {

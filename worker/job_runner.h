@@ -15,6 +15,7 @@
 #include "proto/cluster.grpc.pb.h"
 #include "rpc/rpc_util.h"
 #include "worker/collective_service.h"
+#include "worker/kept_state.h"
 #include "worker/worker_metrics.h"
 
 namespace lockstep {
@@ -41,6 +42,10 @@ struct RunnerContext {
   // leaves. Not owned; may be null.
   std::atomic<bool>* left = nullptr;
   WorkerMetrics* metrics = nullptr;  // not owned; may be null
+  // Where a failed generation's training state is kept for the next one
+  // (CPU replicas), and where an assignment that starts from a worker's
+  // memory finds its own. Not owned; may be null (nothing kept).
+  KeptState* kept = nullptr;
   LogFn log;
   // Reports progress to the coordinator at most this often (rank 0).
   double report_interval_seconds = 1.0;
@@ -51,7 +56,8 @@ struct RunnerContext {
 };
 
 // Runs `assignment` until the job's last step, a STOP, a drain, or an
-// error, then tells the coordinator (Finish) how it ended: a rank that
+// error, then tells the coordinator (Finish) how it ended (a run that ended
+// early on CPU replicas keeps its state in `kept` and says so): a rank that
 // drained because it leaves sends Finish with `leaving`; the others wait for
 // the coordinator's STOP (up to a minute). Blocks. Returns the error
 // that ended it (Cancelled for a STOP), OK when it trained to the end.

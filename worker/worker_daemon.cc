@@ -21,6 +21,7 @@
 #include "rpc/http_server.h"
 #include "rpc/rpc_util.h"
 #include "worker/collective_service.h"
+#include "worker/kept_state.h"
 #include "worker/job_runner.h"
 #include "worker/step_times.h"
 #include "worker/worker_metrics.h"
@@ -67,6 +68,10 @@ class WorkerDaemon {
   std::unique_ptr<HttpServer> http_;
   std::string address_;
   CollectiveService collective_;
+  // A failed generation's training state, for the next one (served to the
+  // other ranks beside the collective service).
+  KeptState kept_;
+  WorkerStateService kept_service_{&kept_};
   std::unique_ptr<lockstep::v1::Coordinator::Stub> stub_;
   std::string worker_id_;
   double heartbeat_seconds_ = 1.0;
@@ -160,6 +165,7 @@ void WorkerDaemon::StartJob(const lockstep::v1::Assignment& a) {
   runner_.leave = &leave_;
   runner_.left = &left_;
   runner_.metrics = &metrics_;
+  runner_.kept = &kept_;
   runner_.log = o_.log;
   runner_.step_times = o_.step_times;
   Log(absl::StrFormat("starting job %s generation %d as rank %d of %d", a.job(),
@@ -338,7 +344,8 @@ absl::Status WorkerDaemon::Run() {
   serve.client_certificates = ClientCertificates::kRequireAndVerify;
   serve.health_listen = o_.health_listen;
   ASSIGN_OR_RETURN(std::unique_ptr<DaemonServer> server,
-                   DaemonServer::Start(serve, {&collective_}, &health_));
+                   DaemonServer::Start(serve, {&collective_, &kept_service_},
+                                       &health_));
   if (!server->health_address().empty()) {
     Log(absl::StrCat("gRPC health (plaintext, for probes) on ",
                      server->health_address()));

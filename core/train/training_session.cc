@@ -283,9 +283,7 @@ void TrainingSession::Abort() {
   if (ddp_ != nullptr) ddp_->Abort();
 }
 
-absl::Status TrainingSession::SaveCheckpoint() {
-  if (step_ == saved_step_) return absl::OkStatus();
-  RETURN_IF_ERROR(SyncHostState());
+CheckpointState TrainingSession::State() const {
   const int64_t spe = plan_->steps_per_epoch();
   CheckpointState state;
   state.step = step_;
@@ -297,6 +295,28 @@ absl::Status TrainingSession::SaveCheckpoint() {
   state.job_json = config_.job_json;
   state.vocab = VocabText(train_);
   state.train_loss = meter_.epoch().mean_loss();
+  return state;
+}
+
+absl::StatusOr<LoadedCheckpoint> TrainingSession::CopyState() {
+  if (ddp_ != nullptr) {
+    return absl::FailedPreconditionError(
+        "GPU replicas keep no training state in memory after a failure: "
+        "the devices' state may be lost with their collective");
+  }
+  LoadedCheckpoint c;
+  c.state = State();
+  for (Param* p : replicas_->params()) c.model.emplace_back(p->name, p->value);
+  for (auto& [name, t] : optimizer_->StateTensors()) {
+    c.optimizer.emplace_back(name, *t);
+  }
+  return c;
+}
+
+absl::Status TrainingSession::SaveCheckpoint() {
+  if (step_ == saved_step_) return absl::OkStatus();
+  RETURN_IF_ERROR(SyncHostState());
+  const CheckpointState state = State();
   NamedTensors model, opt;
   for (Param* p : replicas_->params()) model.emplace_back(p->name, &p->value);
   for (auto& [name, t] : optimizer_->StateTensors()) opt.emplace_back(name, t);

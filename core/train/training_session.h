@@ -163,6 +163,12 @@ class TrainingSession {
 
   // A checkpoint of step() through the host, unless one was saved there.
   absl::Status SaveCheckpoint();
+  // A copy of what that checkpoint holds (parameters in model order,
+  // optimizer state, data position), for a worker to keep in memory when
+  // its generation fails: step() is always a step every rank completed or
+  // the step after it, whatever broke (the update follows the last
+  // collective of a step). FailedPrecondition on GPU replicas.
+  absl::StatusOr<LoadedCheckpoint> CopyState();
   // Returns once every rank called it with the same bucket (the drain's
   // barrier); at once without peers.
   absl::Status Barrier(int32_t bucket);
@@ -208,6 +214,8 @@ class TrainingSession {
   // The GPUs' parameters and optimizer state into the host copies.
   absl::Status SyncHostState();
   absl::StatusOr<std::string> Fingerprint();
+  // The checkpoint state of step().
+  CheckpointState State() const;
   ProgressInfo Progress();
   ScalarList SummaryScalars(double step_seconds);
   bool CheckpointDue(bool epoch_end) const;

@@ -1,0 +1,54 @@
+#include "worker/kept_state.h"
+
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "rpc/checkpoint_stream.h"
+
+namespace lockstep {
+
+void KeptState::Keep(const std::string& job, LoadedCheckpoint state,
+                     const std::string& fingerprint) {
+  auto kept = std::make_shared<const LoadedCheckpoint>(std::move(state));
+  absl::MutexLock lock(&mu_);
+  job_ = job;
+  fingerprint_ = fingerprint;
+  state_ = std::move(kept);
+}
+
+std::shared_ptr<const LoadedCheckpoint> KeptState::Get(
+    const std::string& job, int64_t step,
+    const std::string& fingerprint) const {
+  absl::MutexLock lock(&mu_);
+  if (state_ == nullptr || job_ != job || state_->state.step != step ||
+      (!fingerprint.empty() && fingerprint != fingerprint_)) {
+    return nullptr;
+  }
+  return state_;
+}
+
+void KeptState::Clear() {
+  std::shared_ptr<const LoadedCheckpoint> drop;  // freed outside the lock
+  absl::MutexLock lock(&mu_);
+  drop = std::move(state_);
+  job_.clear();
+  fingerprint_.clear();
+}
+
+grpc::Status WorkerStateService::FetchState(
+    grpc::ServerContext*, const lockstep::v1::FetchStateRequest* request,
+    grpc::ServerWriter<lockstep::v1::CheckpointSlice>* writer) {
+  std::shared_ptr<const LoadedCheckpoint> state =
+      kept_->Get(request->job(), request->step());
+  if (state == nullptr) {
+    return grpc::Status(
+        grpc::StatusCode::NOT_FOUND,
+        absl::StrFormat("this worker keeps no training state of job \"%s\" at "
+                        "step %d",
+                        request->job(), request->step()));
+  }
+  WriteCheckpointStream(*state, request->job(), writer);
+  return grpc::Status::OK;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,55 @@
+// The training state a worker keeps in memory when its generation fails
+// (CPU replicas), so the next generation starts from the last completed
+// step instead of the last checkpoint (DESIGN "Failure and rejoin"): its
+// own copy for itself, served to the other ranks over WorkerState.
+#ifndef LOCKSTEP_WORKER_KEPT_STATE_H_
+#define LOCKSTEP_WORKER_KEPT_STATE_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "core/checkpoint/checkpoint.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/cluster.grpc.pb.h"
+
+namespace lockstep {
+
+// Thread-safe: the job thread keeps and takes, gRPC threads read.
+class KeptState {
+ public:
+  // Replaces what was kept. `state.model` in model order; `fingerprint` is
+  // theirs (core/fingerprint.h).
+  void Keep(const std::string& job, LoadedCheckpoint state,
+            const std::string& fingerprint);
+  // The kept state if it is `job`'s at `step` (and, when `fingerprint` is
+  // not empty, has it), else null.
+  std::shared_ptr<const LoadedCheckpoint> Get(
+      const std::string& job, int64_t step,
+      const std::string& fingerprint = "") const;
+  void Clear();
+
+ private:
+  mutable absl::Mutex mu_;
+  std::string job_ ABSL_GUARDED_BY(mu_);
+  std::string fingerprint_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const LoadedCheckpoint> state_ ABSL_GUARDED_BY(mu_);
+};
+
+// WorkerState.FetchState over a KeptState (not owned).
+class WorkerStateService final : public lockstep::v1::WorkerState::Service {
+ public:
+  explicit WorkerStateService(const KeptState* kept) : kept_(kept) {}
+  grpc::Status FetchState(
+      grpc::ServerContext* context,
+      const lockstep::v1::FetchStateRequest* request,
+      grpc::ServerWriter<lockstep::v1::CheckpointSlice>* writer) override;
+
+ private:
+  const KeptState* const kept_;
+};
+
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_WORKER_KEPT_STATE_H_
