@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# Kill-and-rejoin drill on real MNIST (issue 4's figures): the tutorial CNN of
-# examples/mnist_cnn_multiworker.json on a local cluster of 2 workers. At
+# Kill-and-rejoin drill on real data (issue 4's figures): the tutorial CNN of
+# examples/mnist_cnn_multiworker.json on MNIST, or with --model bert the
+# BERT example (examples/bert_mlm_brown.json) on the Brown corpus, on a
+# local cluster of 2 workers. At
 # --kill-step the worker holding rank 1 is killed with SIGKILL; a new worker
 # process is started --restart-after seconds later. Prints
 #
 #   detection   kill -> the coordinator declares rank 1 lost (its log line)
 #   rejoin      replacement registered -> generation 2 RUNNING
 #   resume      replacement registered -> every rank restored and training
-#   recomputed  steps between the restored checkpoint and the kill
+#   recovery    kill -> every rank restored (a generation from memory)
+#   recomputed  steps between the restored checkpoint and the kill, or (from
+#               a survivor's memory) the one step the kill broke
 #   fingerprint the run's final parameters beside an uninterrupted run's
 #               (`lockstep train` of the same job: 2 replicas in one process,
 #               byte-identical to 2 ranks by construction)
@@ -23,7 +27,7 @@
 # SIGTERM to the exit and to training again.
 #
 #   bazel run //benchmarks:rejoin_drill [-- --kill-step 700 --signal KILL
-#       --restart-after 1 --timeout 900 --no-reference]
+#       --restart-after 1 --timeout 900 --no-reference --model mnist]
 set -euo pipefail
 
 usage() {
@@ -36,8 +40,10 @@ usage: bazel run //benchmarks:rejoin_drill -- [options]
   --restart-after S  start the replacement S seconds after the kill (default 1)
   --timeout S        limit for the whole drill's processes (default 900)
   --no-reference     skip the uninterrupted reference run
+  --model mnist|bert the job: the MNIST CNN (default) or the BERT example
 Environment: LOCKSTEP_MNIST_DIR  folder with the four MNIST .gz files
-  (default: <workspace>/../shared/datasets/mnist)
+  (default: <workspace>/../shared/datasets/mnist); LOCKSTEP_BROWN_DIR the
+  Brown corpus' train.txt and valid.txt (--model bert)
 EOF
 }
 die() {
@@ -50,6 +56,7 @@ signal=KILL
 restart_after=1
 run_timeout=900
 reference=1
+model=mnist
 while (($# > 0)); do
   case "$1" in
     --kill-step) kill_step=${2:?}; shift 2 ;;
@@ -57,6 +64,7 @@ while (($# > 0)); do
     --signal) signal=${2:?}; shift 2 ;;
     --timeout) run_timeout=${2:?}; shift 2 ;;
     --no-reference) reference=0; shift ;;
+    --model) model=${2:?}; shift 2 ;;
     -h | --help) usage; exit 0 ;;
     *) usage >&2; die "unknown argument: $1" ;;
   esac
@@ -67,14 +75,20 @@ done
   die "--signal must be KILL, STOP or TERM"
 [[ "$restart_after" =~ ^[0-9]+(\.[0-9]+)?$ ]] ||
   die "--restart-after must be a number of seconds"
+[[ "$model" == mnist || "$model" == bert ]] || die "--model must be mnist or bert"
 
 . "${RUNFILES_DIR:-$0.runfiles}/lockstep/benchmarks/bench_lib.sh"
 lockstep=$(runfile client/lockstep) ||
   die "client/lockstep not found; run through 'bazel run //benchmarks:rejoin_drill'"
-example=$(runfile examples/mnist_cnn_multiworker.json) ||
-  die "examples/mnist_cnn_multiworker.json not found in the runfiles"
-
-require_mnist rejoin_drill
+if [[ "$model" == mnist ]]; then
+  job=mnist_cnn_multiworker
+  require_mnist rejoin_drill
+else
+  job=bert_mlm_brown
+  require_brown rejoin_drill
+fi
+example=$(runfile "examples/$job.json") ||
+  die "examples/$job.json not found in the runfiles"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/lockstep-rejoin.XXXXXX")
 pids=()
@@ -99,8 +113,11 @@ log_time() {  # the timestamp of the first line of $2 matching regex $1
 }
 fingerprint() { sed -n 's/.*"fingerprint": *"\([0-9a-f]*\)".*/\1/p' "$1"; }
 
-sed "s#\"mnist/#\"$mnist/#" "$example" >"$tmp/job.json"
-job=mnist_cnn_multiworker
+if [[ "$model" == mnist ]]; then
+  sed "s#\"mnist/#\"$mnist/#" "$example" >"$tmp/job.json"
+else
+  sed "s#\"../../shared/datasets/brown/#\"$brown/#" "$example" >"$tmp/job.json"
+fi
 
 if ((reference)); then
   echo "reference: lockstep train (2 replicas, one process) ..."

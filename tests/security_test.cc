@@ -281,6 +281,34 @@ TEST_F(SecurityTest, CollectivePortAdmitsOnlyTheClusterCa) {
   grpc::Status plain = push(TlsFiles());
   EXPECT_EQ(plain.error_code(), grpc::StatusCode::UNAVAILABLE)
       << plain.error_message();
+
+  // The training state a worker keeps after a failed generation is served
+  // on the same port (WorkerState): to a cluster peer only.
+  auto fetch = [&](const TlsFiles& tls) {
+    auto stub = lockstep::v1::WorkerState::NewStub(MakeChannel(address, tls));
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(10));
+    lockstep::v1::FetchStateRequest req;
+    req.set_job("tiny");
+    req.set_step(1);
+    auto reader = stub->FetchState(&context, req);
+    lockstep::v1::CheckpointSlice slice;
+    while (reader->Read(&slice)) {
+    }
+    return reader->Finish();
+  };
+  grpc::Status state = fetch(LoadOrDie(
+      {certs_.worker_cert, certs_.worker_key, certs_.ca}, TlsRole::kDaemon));
+  EXPECT_EQ(state.error_code(), grpc::StatusCode::NOT_FOUND)
+      << state.error_message();
+  EXPECT_THAT(state.error_message(),
+              HasSubstr("keeps no training state of job \"tiny\" at step 1"));
+  grpc::Status rogue_state = fetch(LoadOrDie(
+      {certs_.rogue_cert, certs_.rogue_key, certs_.ca}, TlsRole::kClient));
+  EXPECT_EQ(rogue_state.error_code(), grpc::StatusCode::UNAVAILABLE)
+      << rogue_state.error_message();
+  EXPECT_EQ(fetch(TlsFiles()).error_code(), grpc::StatusCode::UNAVAILABLE);
 }
 
 // Runs `lockstep ARGS` that must fail at once with a usage error.
