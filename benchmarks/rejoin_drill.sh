@@ -93,8 +93,13 @@ example=$(runfile "examples/$job.json") ||
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/lockstep-rejoin.XXXXXX")
 pids=()
 cleanup() {
+  # Each recorded PID is timeout's: its child (the lockstep process) first,
+  # or a SIGKILLed timeout leaves it running.
   local pid
-  for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do
+    pkill -KILL -P "$pid" 2>/dev/null || true
+    kill -KILL "$pid" 2>/dev/null || true
+  done
   wait 2>/dev/null || true
 }
 trap cleanup EXIT
