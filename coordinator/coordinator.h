@@ -215,6 +215,13 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool Excluded(const Job& job, const Worker& w) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // InvalidArgument unless `worker_id` holds `rank` (in range) of the
+  // running generation: a report in another rank's name (a confused or
+  // hostile worker) would count as that rank's.
+  absl::Status CheckRankHolder(const Job& job, int rank,
+                               const std::string& worker_id,
+                               const char* what) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Offers what one rank of `job` needs: replicas_per_worker replicas, and
   // as many GPUs when the job asks for "nccl".
   static bool Offers(const Job& job, const Worker& w);

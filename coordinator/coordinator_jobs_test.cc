@@ -104,6 +104,7 @@ TEST_F(CoordinatorTest, AllRanksFinishingWithOneFingerprintSucceeds) {
   ASSERT_TRUE(c_->Submit(kJob).ok());
   for (int rank : {0, 1}) {
     v1::FinishRequest f;
+    f.set_worker_id(RankHolder(rank));
     f.set_job("j");
     f.set_generation(1);
     f.set_rank(rank);
@@ -119,8 +120,8 @@ TEST_F(CoordinatorTest, AllRanksFinishingWithOneFingerprintSucceeds) {
   EXPECT_THAT(s->result_path(), HasSubstr("/jobs/j/result.json"));
 }
 
-// Reports for a rank outside the ring are refused, naming it, and change
-// nothing: no fingerprint beside the real ones, no finished rank (two such
+// Reports for a rank outside the ring, or in another worker's name, are
+// refused, naming it, and change nothing: no fingerprint beside the real ones, no finished rank (two such
 // Finish reports used to crash the coordinator in CompleteIfDone).
 TEST_F(CoordinatorTest, ReportsFromOutsideTheRingAreRefused) {
   Register("hosta");
@@ -149,6 +150,25 @@ TEST_F(CoordinatorTest, ReportsFromOutsideTheRingAreRefused) {
               absl::StrCat("a finish report for rank ", rank,
                            " of job j, which has ranks 0..1"));
   }
+  // In another rank's name: refused, naming both workers.
+  v1::ProgressReport posing;
+  posing.set_worker_id(RankHolder(0));
+  posing.set_job("j");
+  posing.set_generation(1);
+  posing.set_rank(1);
+  posing.set_fingerprint_step(5);
+  posing.set_fingerprint("bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb");
+  absl::StatusOr<v1::ReportResponse> posed = c_->ReportProgress(posing);
+  ASSERT_FALSE(posed.ok());
+  EXPECT_EQ(posed.status().message(),
+            "a progress report for rank 1 of job j from worker \"w1\", but "
+            "rank 1 of generation 1 is worker w2");
+  v1::FinishRequest posing_finish =
+      Failed("w2", 1, 0, "diverged", absl::StatusCode::kInternal);
+  const absl::Status finish_posed = c_->Finish(posing_finish);
+  EXPECT_EQ(finish_posed.message(),
+            "a finish report for rank 0 of job j from worker \"w2\", but "
+            "rank 0 of generation 1 is worker w1");
   Fingerprint(0, 5, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
   Fingerprint(1, 5, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
   EXPECT_EQ(c_->Get("j")->state(), v1::RUNNING);

@@ -16,6 +16,17 @@ namespace lockstep {
 
 using lockstep::v1::JobStatus;
 
+absl::Status Coordinator::CheckRankHolder(const Job& job, int rank,
+                                          const std::string& worker_id,
+                                          const char* what) const {
+  if (job.ranks[rank] == worker_id) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s for rank %d of job %s from worker \"%s\", but rank %d of "
+      "generation %d is worker %s",
+      what, rank, job.name, worker_id, rank, job.status.generation(),
+      job.ranks[rank]));
+}
+
 absl::StatusOr<lockstep::v1::ReportResponse> Coordinator::ReportProgress(
     const lockstep::v1::ProgressReport& r) {
   lockstep::v1::ReportResponse resp;
@@ -40,6 +51,8 @@ absl::StatusOr<lockstep::v1::ReportResponse> Coordinator::ReportProgress(
           "a progress report for rank %d of job %s, which has ranks 0..%d",
           r.rank(), job->name, job->ranks.size() - 1));
     }
+    RETURN_IF_ERROR(CheckRankHolder(*job, r.rank(), r.worker_id(),
+                                    "a progress report"));
     if (r.rank() == 0) {
       JobStatus& s = job->status;
       s.set_step(r.step());
@@ -250,6 +263,8 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
         "a finish report for rank %d of job %s, which has ranks 0..%d",
         req.rank(), job->name, job->ranks.size() - 1));
   }
+  RETURN_IF_ERROR(CheckRankHolder(*job, req.rank(), req.worker_id(),
+                                  "a finish report"));
   auto w = workers_.find(req.worker_id());
   const std::string who =
       w == workers_.end() ? req.worker_id() : Describe(w->second);

@@ -53,6 +53,7 @@ class CoordinatorTest : public ::testing::Test {
   }
   void Fingerprint(int rank, int64_t step, const std::string& fp) {
     v1::ProgressReport r;
+    r.set_worker_id(RankHolder(rank));
     r.set_job("j");
     r.set_generation(1);
     r.set_rank(rank);
@@ -60,6 +61,11 @@ class CoordinatorTest : public ::testing::Test {
     r.set_fingerprint_step(step);
     r.set_fingerprint(fp);
     ASSERT_TRUE(c_->ReportProgress(r).ok());
+  }
+  // The worker that holds `rank` of generation 1: workers register as w1,
+  // w2, ... and take ranks in that order.
+  static std::string RankHolder(int rank) {
+    return "w" + std::to_string(rank + 1);
   }
   // A rank's report that its part of `generation` failed with `code`.
   static v1::FinishRequest Failed(const std::string& worker, int64_t generation,

@@ -60,9 +60,10 @@ TEST_F(OpsEndpointsTest, MetricsCountJobsByStateAndDescribeEachJob) {
 
 TEST_F(OpsEndpointsTest, ReportsDrawCurvesAndSetTheProgressFigures) {
   ASSERT_TRUE(c_->Submit(kJob).ok());
-  Register("w1");
+  const std::string rank0 = Register("w1");
   Register("w2");
   v1::ProgressReport r;
+  r.set_worker_id(rank0);
   r.set_job("j");
   r.set_generation(1);
   r.set_rank(0);
@@ -120,10 +121,11 @@ TEST_F(OpsEndpointsTest, ReportsDrawCurvesAndSetTheProgressFigures) {
 
 TEST_F(OpsEndpointsTest, ARestartedGenerationContinuesTheCurveFromItsStep) {
   ASSERT_TRUE(c_->Submit(kJob).ok());
-  Register("w1");
+  const std::string rank0 = Register("w1");
   Register("w2");
   auto report = [&](int step) {
     v1::ProgressReport r;
+    r.set_worker_id(rank0);
     r.set_job("j");
     r.set_generation(1);
     r.set_rank(0);
