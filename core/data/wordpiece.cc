@@ -98,6 +98,14 @@ absl::StatusOr<WordPieceVocab> WordPieceVocab::FromText(
       return absl::InvalidArgumentError(
           absl::StrCat(source, ": line ", line_no, " is empty"));
     }
+    // Text is split at whitespace before WordPiece: such a token could
+    // never be produced, and it would not survive being written back.
+    const size_t blank = line.find_first_of(" \t\r\v\f");
+    if (blank != absl::string_view::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          source, ": line ", line_no, " holds whitespace (byte ", blank + 1,
+          "): a token never does"));
+    }
     const int32_t id = static_cast<int32_t>(v.tokens_.size());
     auto [it, fresh] = v.ids_.emplace(std::string(line), id);
     if (!fresh) {

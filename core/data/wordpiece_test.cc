@@ -83,6 +83,10 @@ TEST(WordPieceVocabTest, ErrorsNameTheFileAndLine) {
   EXPECT_EQ(error("[PAD]\n\n[UNK]\n"), "v.txt: line 2 is empty");
   EXPECT_EQ(error("[PAD]\n[UNK]\na\n[PAD]\n"),
             "v.txt: line 4 repeats the token \"[PAD]\" of line 1");
+  EXPECT_EQ(error("[PAD]\r\r\n[UNK]\n"),
+            "v.txt: line 1 holds whitespace (byte 6): a token never does");
+  EXPECT_EQ(error("[PAD]\nnew york\n"),
+            "v.txt: line 2 holds whitespace (byte 4): a token never does");
   absl::StatusOr<WordPieceVocab> crlf = WordPieceVocab::FromText(
       "[UNK]\r\n[PAD]\r\n[CLS]\r\n[SEP]\r\n[MASK]\r\nx", "crlf");
   ASSERT_TRUE(crlf.ok()) << crlf.status();
