@@ -381,6 +381,12 @@ absl::Status CheckDataFitsModel(const JobSpec& spec, const Model& model,
     return absl::InvalidArgumentError(
         absl::StrCat("data: the training set (", train.source, ") is empty"));
   }
+  if (test.num_samples == 0) {
+    // Else every evaluation would report a loss and accuracy of 0.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data: the test set (", test.source,
+        ") is empty: there would be nothing to evaluate"));
+  }
   return absl::OkStatus();
 }
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -411,6 +412,52 @@ TEST(TrainingSessionTest, DataThatDoesNotFitTheModelIsNamed) {
   EXPECT_NE(session.status().message().find("data has 10 classes"),
             std::string::npos)
       << session.status();
+}
+
+// An IDX file: magic 0x0803 (images of rows x cols) or 0x0801 (labels).
+void WriteIdx(const std::string& path, bool images, uint32_t count,
+              const std::string& body) {
+  std::string h = {0, 0, 8, static_cast<char>(images ? 3 : 1)};
+  auto be32 = [&h](uint32_t v) {
+    for (int s = 24; s >= 0; s -= 8) h.push_back(static_cast<char>(v >> s));
+  };
+  be32(count);
+  if (images) {
+    be32(2);
+    be32(2);
+  }
+  std::ofstream(path, std::ios::binary) << h << body;
+}
+
+TEST(TrainingSessionTest, AnEmptyTestSetIsNamed) {
+  const std::string dir = ::testing::TempDir();
+  WriteIdx(dir + "/train-images", true, 2, std::string(8, '\x10'));
+  WriteIdx(dir + "/train-labels", false, 2, std::string("\x01\x00", 2));
+  WriteIdx(dir + "/test-images", true, 0, "");  // a valid file of 0 images
+  WriteIdx(dir + "/test-labels", false, 0, "");
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(absl::StrFormat(R"({
+    "name": "empty_test", "steps": 1,
+    "model": {"input_shape": [2, 2, 1], "layers": [{"type": "flatten"},
+              {"type": "dense", "units": 2}]},
+    "data": {"format": "mnist_idx", "num_classes": 2,
+             "train_images": "%s/train-images",
+             "train_labels": "%s/train-labels",
+             "test_images": "%s/test-images", "test_labels": "%s/test-labels"},
+    "batch_size_per_replica": 2})",
+                                                              dir, dir, dir,
+                                                              dir));
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  MemoryHost host;
+  auto session = TrainingSession::Create(LocalConfig(*spec), &host);
+  ASSERT_FALSE(session.ok());
+  EXPECT_EQ(session.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string message(session.status().message());
+  EXPECT_EQ(message.rfind("data: the test set (", 0), 0u) << message;
+  EXPECT_NE(message.find("/test-images + "), std::string::npos) << message;
+  EXPECT_NE(message.find(
+                "/test-labels) is empty: there would be nothing to evaluate"),
+            std::string::npos)
+      << message;
 }
 
 }  // namespace
