@@ -182,7 +182,8 @@ TEST_F(NetDrillTest, AWorkerCutOffForLessThanTheTimeoutLosesNothing) {
   // neighbour's stream to the cut rank dies with its unacknowledged data
   // (gRPC's keepalive timeout, 5 s, is the connection's TCP_USER_TIMEOUT):
   // the neighbour reports it and the rank is dropped at once. One
-  // generation, from the last checkpoint: nothing is lost.
+  // generation, from the survivors' memory (or the last checkpoint):
+  // nothing is lost.
   WaitForStep(400);
   CutFor(2, 6.5, /*stall=*/true);
   Finish();
@@ -199,8 +200,8 @@ TEST_F(NetDrillTest, AWorkerCutOffForLessThanTheTimeoutLosesNothing) {
              ": no generation change, 0 steps redone, 20 steps on within " +
              std::to_string(short_resume).substr(0, 4) +
              " s after healing; 6.5 s cut: stall reported, generation 2 from "
-             "the checkpoint at step " +
-             std::to_string(resumed));
+             "step " +
+             std::to_string(resumed) + " (result.json resumed_from_step)");
 }
 
 TEST_F(NetDrillTest, WithALongerRingKeepaliveA6sCutRidesThrough) {
@@ -257,11 +258,17 @@ TEST_F(NetDrillTest, AWorkerCutOffPastTheTimeoutIsReplacedAndFencedOnHealing) {
   ASSERT_TRUE(cut_worker.WaitForOutput("registering again", 20))
       << cut_worker.Stdout();
   RunResult w = Finish();
+  // From the survivors' memory (the step they completed) when one kept a
+  // step past the checkpoint, else from the checkpoint.
   std::smatch m;
   ASSERT_TRUE(std::regex_search(
       w.out, m,
-      std::regex(R"(RUNNING generation 2 from step (\d+) \(restart 1 of 3)")))
+      std::regex(R"(RUNNING generation 2 from step (\d+) )"
+                 R"((\((rank \d's memory); the latest checkpoint is step \d+\) )?)"
+                 R"(\(restart 1 of 3)")))
       << w.out;
+  const std::string source =
+      m[3].matched ? std::string(m[3]) : std::string("the checkpoint");
   EXPECT_NE(w.out.find("SUCCEEDED"), std::string::npos);
   nlohmann::json res = Result();
   EXPECT_EQ(res["fingerprint"], reference);
@@ -269,10 +276,9 @@ TEST_F(NetDrillTest, AWorkerCutOffPastTheTimeoutIsReplacedAndFencedOnHealing) {
   EXPECT_TRUE(WaitForWorkers(3));
   Figure("long_worker_cut",
          "lost after " + std::to_string(detected).substr(0, 4) +
-             " s (--worker-timeout 3), generation 2 from the checkpoint at "
-             "step " +
-             std::string(m[1]) + " " + std::to_string(recovered).substr(0, 4) +
-             " s after the cut");
+             " s (--worker-timeout 3), generation 2 from " + source +
+             " at step " + std::string(m[1]) + " " +
+             std::to_string(recovered).substr(0, 4) + " s after the cut");
 }
 
 TEST_F(NetDrillTest, TheCoordinatorCutOffFromEveryWorkerForAWhile) {
