@@ -231,6 +231,14 @@ absl::StatusOr<lockstep::v1::RegisterResponse> Coordinator::Register(
   w.order = next_worker_++;
   w.id = absl::StrFormat("w%d", w.order);
   w.last_heartbeat = absl::Now();
+  if (req.held_step() > 0) {
+    // Dropped while it trained on (the coordinator was cut off from it,
+    // say): what it kept may start the job's next generation.
+    w.held_job = req.held_job();
+    w.held_generation = req.held_generation();
+    w.held_step = req.held_step();
+    w.held_fingerprint = req.held_fingerprint();
+  }
   // One identity, one member: a process registering under a name that is
   // already a member replaces it (the old process restarted or re-joined),
   // so a job never holds the same worker twice.

@@ -334,6 +334,52 @@ TEST_F(CoordinatorTest, ASurvivorsMemoryStartsTheNextGeneration) {
   (void)b;
 }
 
+TEST_F(CoordinatorTest, WorkersDroppedWhileTrainingOnOfferWhatTheyKept) {
+  Register("hosta");
+  Register("hostb");
+  ASSERT_TRUE(c_->Submit(JobWithRestarts(3)).ok());
+  // Cut off from the coordinator (no heartbeats past the 0.3 s timeout):
+  // both are lost while their ring trains on.
+  absl::SleepFor(absl::Milliseconds(400));
+  c_->Tick();
+  ASSERT_EQ(c_->Get("j")->state(), v1::RECOVERING);
+  // Told they were dropped, each registers again with what it kept.
+  for (const auto& [host, step] :
+       {std::pair<std::string, int>{"hosta", 41}, {"hostb", 42}}) {
+    v1::RegisterRequest r = testing::TestRegistration(host);
+    r.set_pid(300);
+    r.set_held_job("j");
+    r.set_held_generation(1);
+    r.set_held_step(step);
+    r.set_held_fingerprint(std::string(32, host == "hosta" ? 'a' : 'b'));
+    ASSERT_TRUE(c_->Register(r, "peer").ok());
+  }
+  absl::StatusOr<v1::JobStatus> s = c_->Get("j");
+  ASSERT_EQ(s->state(), v1::RUNNING) << s->message();
+  EXPECT_EQ(s->generation(), 2);
+  EXPECT_EQ(s->step(), 42);
+  EXPECT_THAT(s->events(s->events_size() - 1),
+              HasSubstr("RUNNING generation 2 from step 42 (rank 1's memory; "
+                        "the latest checkpoint is step 0)"));
+  // A state kept in another generation is not taken.
+  ASSERT_TRUE(c_->Finish(Failed("w4", 2, 1, "out of memory",
+                                absl::StatusCode::kResourceExhausted))
+                  .ok());
+  v1::RegisterRequest late = testing::TestRegistration("hostc");
+  late.set_held_job("j");
+  late.set_held_generation(1);
+  late.set_held_step(99);
+  late.set_held_fingerprint(std::string(32, 'c'));
+  ASSERT_TRUE(c_->Register(late, "peer").ok());
+  ASSERT_TRUE(c_->Finish(Failed("w3", 2, 0, "stopped",
+                                absl::StatusCode::kCancelled))
+                  .ok());
+  s = c_->Get("j");
+  ASSERT_EQ(s->state(), v1::RUNNING) << s->message();
+  EXPECT_EQ(s->generation(), 3);
+  EXPECT_EQ(s->step(), 0);
+}
+
 TEST_F(CoordinatorTest, AStalledRingNamesTheRankStepAndBucketThenDropsIt) {
   CoordinatorOptions o;
   o.storage_dir = JoinPath(::testing::TempDir(), "stalled");

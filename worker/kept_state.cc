@@ -35,6 +35,15 @@ void KeptState::Clear() {
   fingerprint_.clear();
 }
 
+void KeptState::Describe(lockstep::v1::RegisterRequest* req) const {
+  absl::MutexLock lock(&mu_);
+  if (state_ == nullptr) return;
+  req->set_held_job(job_);
+  req->set_held_generation(state_->state.generation);
+  req->set_held_step(state_->state.step);
+  req->set_held_fingerprint(fingerprint_);
+}
+
 grpc::Status WorkerStateService::FetchState(
     grpc::ServerContext*, const lockstep::v1::FetchStateRequest* request,
     grpc::ServerWriter<lockstep::v1::CheckpointSlice>* writer) {

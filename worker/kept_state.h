@@ -29,6 +29,9 @@ class KeptState {
       const std::string& job, int64_t step,
       const std::string& fingerprint = "") const;
   void Clear();
+  // What is kept, for a registration: held_* of `req` (nothing when
+  // nothing is kept).
+  void Describe(lockstep::v1::RegisterRequest* req) const;
 
  private:
   mutable absl::Mutex mu_;

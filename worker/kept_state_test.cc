@@ -54,7 +54,16 @@ TEST(KeptStateTest, ServedByteForByteOnlyForItsJobAndStep) {
             std::string::npos)
       << none.status();
 
+  lockstep::v1::RegisterRequest none_kept;
+  kept.Describe(&none_kept);
+  EXPECT_EQ(none_kept.held_step(), 0);
   kept.Keep("j", State(7), "f7");
+  lockstep::v1::RegisterRequest described;
+  kept.Describe(&described);
+  EXPECT_EQ(described.held_job(), "j");
+  EXPECT_EQ(described.held_generation(), 3);
+  EXPECT_EQ(described.held_step(), 7);
+  EXPECT_EQ(described.held_fingerprint(), "f7");
   EXPECT_NE(kept.Get("j", 7), nullptr);
   EXPECT_NE(kept.Get("j", 7, "f7"), nullptr);
   EXPECT_EQ(kept.Get("j", 7, "f8"), nullptr);  // another state of step 7

@@ -108,6 +108,7 @@ absl::Status WorkerDaemon::Register() {
   if (!o_.cuda_devices.empty() && HaveGpuBackend()) {
     req.add_collectives("nccl");
   }
+  kept_.Describe(&req);
   while (!ShuttingDown()) {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() +
@@ -252,6 +253,14 @@ absl::Status WorkerDaemon::Heartbeat() {
     Log(absl::StrCat(s.message(), "; registering again"));
     if (job_thread_ != nullptr) {
       StopJob("the coordinator dropped this worker from the job");
+      // Its collectives are aborted: it ends at once, keeping its state,
+      // which the registration then offers for the job's next generation.
+      const auto give_up =
+          std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (!job_done_ && std::chrono::steady_clock::now() < give_up) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      ReapJob();
     }
     s = Register();
     if (!s.ok()) Log(s.ToString());

@@ -305,7 +305,10 @@ TEST_F(NetDrillTest, TheCoordinatorCutOffFromEveryWorkerForAWhile) {
              (w.out.find("RECOVERING") == std::string::npos
                   ? std::string(", no generation change")
                   : ", workers lost, generation 2 from step " +
-                        std::to_string(resumed)) +
+                        std::to_string(resumed) +
+                        (w.out.find("'s memory; ") != std::string::npos
+                             ? " (a worker's memory)"
+                             : " (the checkpoint)")) +
              ", finished " + std::to_string(finished).substr(0, 4) +
              " s after healing");
 }
