@@ -215,12 +215,12 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool Excluded(const Job& job, const Worker& w) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // InvalidArgument unless `worker_id` holds `rank` (in range) of the
-  // running generation: a report in another rank's name (a confused or
-  // hostile worker) would count as that rank's.
-  absl::Status CheckRankHolder(const Job& job, int rank,
-                               const std::string& worker_id,
-                               const char* what) const
+  // InvalidArgument, naming it, unless `rank` is one of the running
+  // generation's and `worker_id` holds it: `what` ("a finish report") came
+  // from a confused or hostile worker.
+  absl::Status CheckReporter(const Job& job, int rank,
+                             const std::string& worker_id,
+                             const char* what) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Offers what one rank of `job` needs: replicas_per_worker replicas, and
   // as many GPUs when the job asks for "nccl".

@@ -16,9 +16,18 @@ namespace lockstep {
 
 using lockstep::v1::JobStatus;
 
-absl::Status Coordinator::CheckRankHolder(const Job& job, int rank,
-                                          const std::string& worker_id,
-                                          const char* what) const {
+absl::Status Coordinator::CheckReporter(const Job& job, int rank,
+                                        const std::string& worker_id,
+                                        const char* what) const {
+  // A rank outside the ring would put a fingerprint no worker holds beside
+  // the real ones, or count towards CompleteIfDone's "every rank finished"
+  // with no rank 0 for it to read; one in another worker's name would count
+  // as that rank's.
+  if (rank < 0 || rank >= static_cast<int>(job.ranks.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s for rank %d of job %s, which has ranks 0..%d",
+                        what, rank, job.name, job.ranks.size() - 1));
+  }
   if (job.ranks[rank] == worker_id) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrFormat(
       "%s for rank %d of job %s from worker \"%s\", but rank %d of "
@@ -44,15 +53,8 @@ absl::StatusOr<lockstep::v1::ReportResponse> Coordinator::ReportProgress(
                                             job->status.message()));
       return resp;
     }
-    // A rank outside the ring would put a fingerprint no worker holds
-    // beside the real ones (and could fail the job as diverged).
-    if (r.rank() < 0 || r.rank() >= static_cast<int>(job->ranks.size())) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "a progress report for rank %d of job %s, which has ranks 0..%d",
-          r.rank(), job->name, job->ranks.size() - 1));
-    }
-    RETURN_IF_ERROR(CheckRankHolder(*job, r.rank(), r.worker_id(),
-                                    "a progress report"));
+    RETURN_IF_ERROR(
+        CheckReporter(*job, r.rank(), r.worker_id(), "a progress report"));
     if (r.rank() == 0) {
       JobStatus& s = job->status;
       s.set_step(r.step());
@@ -256,15 +258,8 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
     if (job->status.state() == lockstep::v1::RECOVERING) TryStart(*job);
     return absl::OkStatus();
   }
-  // A rank outside the ring would count towards CompleteIfDone's "every
-  // rank finished" and leave no rank 0 for it to read (map::at throws).
-  if (req.rank() < 0 || req.rank() >= static_cast<int>(job->ranks.size())) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "a finish report for rank %d of job %s, which has ranks 0..%d",
-        req.rank(), job->name, job->ranks.size() - 1));
-  }
-  RETURN_IF_ERROR(CheckRankHolder(*job, req.rank(), req.worker_id(),
-                                  "a finish report"));
+  RETURN_IF_ERROR(
+      CheckReporter(*job, req.rank(), req.worker_id(), "a finish report"));
   auto w = workers_.find(req.worker_id());
   const std::string who =
       w == workers_.end() ? req.worker_id() : Describe(w->second);

@@ -323,27 +323,9 @@ TEST(TrainingSessionTest, AccumulatedMicroBatchesTrainLikeTheWholeBatch) {
   }
 }
 
-TEST(TrainingSessionTest, AccumulatingRanksTrainAsOneProcessOfTheirReplicas) {
-  // Each replica adds up its own micro-batches before any sum over
-  // replicas, so a worker per replica gets the bits of one process holding
-  // both, dropout included.
-  const JobSpec spec = Job(2, 10, 8, 2);
-  MemoryHost local;
-  const SessionResult whole = RunLocal(spec, local);
-  const auto ranks = RunRanks(spec, 2);
-  for (int r = 0; r < 2; ++r) {
-    const RankRun& run = *ranks[r];
-    ASSERT_TRUE(run.outcome.ok()) << r << ": " << run.outcome.status();
-    ASSERT_TRUE(run.result.ok()) << run.result.status();
-    EXPECT_EQ(run.result->fingerprint, whole.fingerprint) << "rank " << r;
-    EXPECT_EQ(run.host.samples, 20 * 8);
-  }
-}
-
-TEST(TrainingSessionTest, SyncBatchNormSumsEachMicroBatchOverTheRanks) {
-  // Each micro-batch's statistics are summed over the ranks under its own
-  // collective ids; the moving averages take every micro-batch's.
-  const JobSpec spec = Job(2, 10, 8, 2, kSyncBatchNorm);
+// Two ranks of `spec` (one replica each) end on the bits of one process
+// holding both replicas, each having trained its half of the samples.
+void ExpectTwoRanksTrainAsOneProcess(const JobSpec& spec) {
   MemoryHost local;
   const SessionResult whole = RunLocal(spec, local);
   ASSERT_TRUE(whole.finished);
@@ -353,7 +335,21 @@ TEST(TrainingSessionTest, SyncBatchNormSumsEachMicroBatchOverTheRanks) {
     ASSERT_TRUE(run.outcome.ok()) << r << ": " << run.outcome.status();
     ASSERT_TRUE(run.result.ok()) << run.result.status();
     EXPECT_EQ(run.result->fingerprint, whole.fingerprint) << "rank " << r;
+    EXPECT_EQ(run.host.samples, local.samples / 2) << "rank " << r;
   }
+}
+
+TEST(TrainingSessionTest, AccumulatingRanksTrainAsOneProcessOfTheirReplicas) {
+  // Each replica adds up its own micro-batches before any sum over
+  // replicas, so a worker per replica gets the bits of one process holding
+  // both, dropout included.
+  ExpectTwoRanksTrainAsOneProcess(Job(2, 10, 8, 2));
+}
+
+TEST(TrainingSessionTest, SyncBatchNormSumsEachMicroBatchOverTheRanks) {
+  // Each micro-batch's statistics are summed over the ranks under its own
+  // collective ids; the moving averages take every micro-batch's.
+  ExpectTwoRanksTrainAsOneProcess(Job(2, 10, 8, 2, kSyncBatchNorm));
   EXPECT_EQ(BucketName(kPassSumBucket + kPassSumMicroStride + 4 * 3 + 1),
             "sum 1 of graph node 3 in the pass (sync batch norm), "
             "micro-batch 1");
