@@ -64,7 +64,7 @@ absl::Status Run(const std::string& job_path, const std::string& out,
   }
   ASSIGN_OR_RETURN(JobData data, LoadJobData(spec.data, DataOptionsFor(spec), "", ""));
   RETURN_IF_ERROR(MakeDirs(out));
-  const ShardPlan plan(data.train.num_samples, spec.batch_size_per_replica,
+  const ShardPlan plan(data.train.num_samples, spec.global_batch_size(),
                        spec.total_replicas(), spec.seed, spec.data.shuffle);
   for (int64_t e = 0; e < epochs; ++e) {
     RETURN_IF_ERROR(WriteSplit(data.train, e, plan.Permutation(e),

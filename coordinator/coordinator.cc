@@ -128,12 +128,22 @@ absl::StatusOr<JobStatus> Coordinator::Submit(const std::string& job_json) {
   if (jobs_.count(ref.name) == 0) job_order_.push_back(ref.name);
   jobs_[ref.name] = std::move(job);
   ref.status.set_message(PendingReason(ref));
-  Event(ref, absl::StrFormat("submitted: %d workers x %d replicas, batch %d "
-                             "per replica%s",
-                             ref.spec.cluster.workers,
+  const ClusterSpec& c = ref.spec.cluster;
+  Event(ref, absl::StrFormat("submitted: %s workers x %d replicas, batch %d "
+                             "per replica%s%s",
+                             ref.spec.elastic()
+                                 ? absl::StrFormat("%d-%d", c.min_workers,
+                                                   c.workers)
+                                 : absl::StrCat(c.workers),
                              ref.spec.cluster.replicas_per_worker,
                              ref.spec.batch_size_per_replica,
-                             AccumulationNote(ref.spec)));
+                             AccumulationNote(ref.spec),
+                             ref.spec.elastic()
+                                 ? absl::StrFormat(
+                                       "; elastic: global batch %d whatever "
+                                       "the world",
+                                       ref.spec.global_batch_size())
+                                 : ""));
   TryStart(ref);  // the events journal both transitions
   return Snapshot(ref);
 }
@@ -300,6 +310,8 @@ absl::StatusOr<lockstep::v1::HeartbeatResponse> Coordinator::Heartbeat(
       resp.set_reason(its != nullptr && !its->status.message().empty()
                           ? its->status.message()
                           : "the job is no longer assigned to this worker");
+    } else if (job->regroup_generation == req.generation()) {
+      resp.set_regroup(true);  // workers join: end after the next step
     }
     return resp;
   }

@@ -179,6 +179,15 @@ class Coordinator {
     std::string lost_reason;
     int64_t step_at_failure = 0;
     bool planned_recovery = false;  // see Recover's `planned`
+    // The next generation waits (up to kSurvivorReportSeconds) for every
+    // surviving rank's Finish: what it kept in memory.
+    bool await_reports = false;
+    // Elastic jobs: the generation asked to end at a step boundary so that
+    // idle workers join (HeartbeatResponse.regroup); 0: none.
+    int64_t regroup_generation = 0;
+    // Since when at least cluster.workers.min idle workers are there for
+    // a pending elastic job (it then waits start_grace_seconds for more).
+    absl::Time quorum_since = absl::InfiniteFuture();
     // The running generation starts from a survivor's memory (Assignment
     // memory_*): 0 when from start_step's checkpoint.
     int64_t memory_step = 0;
@@ -201,14 +210,28 @@ class Coordinator {
   void EndJob(Job& job, lockstep::v1::JobState state,
               const std::string& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool TryStart(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // How many of `available` qualifying idle workers `job` starts with now
+  // (0: it waits): its cluster.workers, or for an elastic job at least
+  // its min once the start or rejoin grace is over (sets quorum_since).
+  int64_t WorldToStart(Job& job, int64_t available, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A running elastic job below its max asks its generation to end at the
+  // next step boundary when idle workers could join it (and no other job
+  // waits for workers).
+  void MaybeGrow(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The idle workers that could take a rank of `job`, registration order.
+  std::vector<Worker*> IdleFor(const Job& job)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TryStartAll() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The job's generation is over because of `reason` (blaming `blamed`
   // when not null): RECOVERING, or FAILED once no restarts are left.
   // `planned`: workers left on purpose after a checkpoint of their last
   // step (SIGTERM: a node drain, a batch job cancelled or requeued): no
   // restart is counted and there is no back-off.
+  // `regroup`: the ranks ended it together at a step boundary for workers
+  // to join (planned, and the next generation starts from their memory).
   void Recover(Job& job, Worker* blamed, const std::string& reason,
-               bool planned = false)
+               bool planned = false, bool regroup = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops the worker from the membership; its job (if any) recovers.
   void MarkLost(Worker& w, const std::string& why)

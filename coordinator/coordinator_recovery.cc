@@ -56,7 +56,7 @@ void Coordinator::MarkLost(Worker& w, const std::string& why) {
 }
 
 void Coordinator::Recover(Job& job, Worker* blamed, const std::string& reason,
-                          bool planned) {
+                          bool planned, bool regroup) {
   if (job.status.state() != lockstep::v1::RUNNING) return;
   nccl_ids_.EndGeneration(job.name, job.status.generation());
   if (blamed != nullptr) ++job.failures[blamed->name];
@@ -73,17 +73,21 @@ void Coordinator::Recover(Job& job, Worker* blamed, const std::string& reason,
     }
   }
   const int64_t max = job.spec.restart.max_restarts;
-  job.planned_recovery = planned;
-  if (planned) {
+  job.planned_recovery = planned || regroup;
+  // A planned leave checkpointed the last step: nothing to wait for.
+  job.await_reports = !planned || regroup;
+  if (planned || regroup) {
     job.status.set_state(lockstep::v1::RECOVERING);
     job.recovering_since = absl::Now();
     job.next_start = job.recovering_since;
     job.status.set_message(absl::StrCat(reason, "; recovering"));
     Event(job, absl::StrFormat(
-                   "RECOVERING from generation %d at step %d: %s; a planned "
-                   "leave (no restart counted), from the latest checkpoint "
-                   "once workers are there",
-                   job.status.generation(), job.step_at_failure, reason));
+                   "RECOVERING from generation %d at step %d: %s; %s",
+                   job.status.generation(), job.step_at_failure, reason,
+                   regroup ? "the world grows (no restart counted), from the "
+                             "ranks' memory"
+                           : "a planned leave (no restart counted), from the "
+                             "latest checkpoint once workers are there"));
     return;
   }
   if (job.status.restarts() >= max) {
@@ -159,6 +163,7 @@ void Coordinator::Tick() {
   for (const std::string& name : job_order_) {
     Job& job = *jobs_.at(name);
     if (job.status.state() == lockstep::v1::RUNNING) DiagnoseHangs(job);
+    if (job.status.state() == lockstep::v1::RUNNING) MaybeGrow(job);
     if (job.status.state() == lockstep::v1::RECOVERING &&
         now - job.recovering_since >=
             absl::Seconds(job.spec.restart.replacement_timeout_seconds)) {

@@ -263,6 +263,22 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
   auto w = workers_.find(req.worker_id());
   const std::string who =
       w == workers_.end() ? req.worker_id() : Describe(w->second);
+  if (req.regroup()) {
+    if (job->regroup_generation != req.generation()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "a regroup report from rank %d of job %s generation %d, which the "
+          "coordinator did not ask to regroup",
+          req.rank(), job->name, req.generation()));
+    }
+    // Every rank ended after the same step, keeping its state: the next
+    // generation, with the workers that join, starts from it.
+    Recover(*job, nullptr,
+            absl::StrFormat("generation %d ended after step %d for workers "
+                            "to join",
+                            req.generation(), req.held_step()),
+            /*planned=*/false, /*regroup=*/true);
+    return absl::OkStatus();
+  }
   if (!req.error().empty()) {
     const std::string what = absl::StrFormat("rank %d (%s) failed: %s",
                                              req.rank(), who, req.error());
@@ -345,6 +361,10 @@ void Coordinator::CompleteIfDone(Job& job) {
                                result.skipped_samples));
   }
   result.checkpoint_path = job.status.checkpoint_path();
+  for (const lockstep::v1::MembershipChange& m : job.status.membership()) {
+    result.membership.push_back(
+        {m.generation(), m.from_step(), m.workers(), m.replicas(), m.why()});
+  }
   const std::string dir =
       JoinPath(JoinPath(options_.storage_dir, "jobs"), job.name);
   result.result_path = JoinPath(dir, "result.json");
@@ -389,12 +409,12 @@ lockstep::v1::WorkerStatus Coordinator::WorkerView(const Worker& w) const {
     const JobSpec& spec = it->second->spec;
     const int64_t r = spec.cluster.replicas_per_worker;
     const int64_t total = r * static_cast<int64_t>(it->second->ranks.size());
+    // ShardPlan::ReplicaSlice's split of the job's global batch.
+    const int64_t g = spec.global_batch_size();
     v.set_shard(absl::StrFormat(
         "replicas %d-%d of %d: samples [%d, %d) of each global batch of %d",
-        w.rank * r, w.rank * r + r - 1, total,
-        w.rank * r * spec.step_batch_per_replica(),
-        (w.rank + 1) * r * spec.step_batch_per_replica(),
-        total * spec.step_batch_per_replica()));
+        w.rank * r, w.rank * r + r - 1, total, w.rank * r * g / total,
+        (w.rank + 1) * r * g / total, g));
     v.set_step(it->second->status.step());
   }
   return v;

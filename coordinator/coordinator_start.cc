@@ -70,6 +70,66 @@ bool Coordinator::Offers(const Job& job, const Worker& w) {
   return job.spec.cluster.collective != Collective::kNccl || Gpus(w.info) >= r;
 }
 
+std::vector<Coordinator::Worker*> Coordinator::IdleFor(const Job& job) {
+  std::vector<Worker*> idle;
+  for (auto& [id, w] : workers_) {
+    if (!w.lost && w.job.empty() && Offers(job, w) && !Excluded(job, w)) {
+      idle.push_back(&w);
+    }
+  }
+  std::sort(idle.begin(), idle.end(), [](const Worker* a, const Worker* b) {
+    return a->order < b->order;
+  });
+  return idle;
+}
+
+int64_t Coordinator::WorldToStart(Job& job, int64_t available,
+                                  absl::Time now) {
+  const ClusterSpec& c = job.spec.cluster;
+  const int64_t n = std::min(available, c.workers);
+  if (n < c.min_workers) {
+    job.quorum_since = absl::InfiniteFuture();
+    return 0;
+  }
+  if (n == c.workers) return n;
+  // An elastic job with at least its min: more may come within the grace.
+  if (job.status.state() == lockstep::v1::RECOVERING) {
+    // As many as before (a replacement came, or the world grows): at once.
+    if (n >= static_cast<int64_t>(job.ranks.size())) return n;
+    return now >= job.recovering_since + absl::Seconds(c.rejoin_grace_seconds)
+               ? n
+               : 0;
+  }
+  if (job.quorum_since == absl::InfiniteFuture()) job.quorum_since = now;
+  return now >= job.quorum_since + absl::Seconds(c.start_grace_seconds) ? n
+                                                                         : 0;
+}
+
+void Coordinator::MaybeGrow(Job& job) {
+  const int64_t world = static_cast<int64_t>(job.ranks.size());
+  if (!job.spec.elastic() || world >= job.spec.cluster.workers ||
+      job.regroup_generation == job.status.generation() || shutting_down_) {
+    return;
+  }
+  // Idle workers go to jobs waiting for them first.
+  for (const std::string& name : job_order_) {
+    const JobState other = jobs_.at(name)->status.state();
+    if (other == lockstep::v1::PENDING || other == lockstep::v1::RECOVERING) {
+      return;
+    }
+  }
+  const int64_t joining = std::min<int64_t>(
+      static_cast<int64_t>(IdleFor(job).size()),
+      job.spec.cluster.workers - world);
+  if (joining <= 0) return;
+  job.regroup_generation = job.status.generation();
+  Event(job, absl::StrFormat(
+                 "%d idle worker%s can join: generation %d ends at the next "
+                 "step boundary to grow from %d to %d workers",
+                 joining, joining == 1 ? "" : "s", job.status.generation(),
+                 world, world + joining));
+}
+
 std::string Coordinator::PendingReason(const Job& job) const {
   const int64_t need = job.spec.cluster.workers;
   const int64_t r = job.spec.cluster.replicas_per_worker;
@@ -97,10 +157,18 @@ std::string Coordinator::PendingReason(const Job& job) const {
           other.name);
     }
   }
+  const ClusterSpec& c = job.spec.cluster;
   return absl::StrFormat(
-      "waiting for workers: needs %d with >= %d %s each; %d idle "
+      "waiting for workers: needs %s with >= %d %s each; %d idle "
       "qualify, %d busy, %d offer too few %s%s",
-      need, r, nccl ? "GPUs (cluster.collective \"nccl\")" : "replicas", idle,
+      job.spec.elastic()
+          ? absl::StrFormat("%d (up to %d, within %g s)", c.min_workers,
+                            need,
+                            job.status.state() == lockstep::v1::RECOVERING
+                                ? c.rejoin_grace_seconds
+                                : c.start_grace_seconds)
+          : absl::StrCat(need),
+      r, nccl ? "GPUs (cluster.collective \"nccl\")" : "replicas", idle,
       busy, small, nccl ? "GPUs that can run NCCL" : "replicas",
       excluded > 0 ? absl::StrFormat(", %d excluded after failing this job "
                                      "%d times",
@@ -122,20 +190,14 @@ bool Coordinator::TryStart(Job& job) {
       if (other == lockstep::v1::PENDING) return false;
     }
   }
-  std::vector<Worker*> idle;
-  for (auto& [id, w] : workers_) {
-    if (!w.lost && w.job.empty() && Offers(job, w) && !Excluded(job, w)) {
-      idle.push_back(&w);
-    }
-  }
+  std::vector<Worker*> idle = IdleFor(job);
   const absl::Time now = absl::Now();
   // The surviving ranks say what they kept in memory in their Finish
   // reports: a start before those are in would redo steps from the
   // checkpoint.
   int awaited = 0;
-  if (recovering && !job.planned_recovery &&
+  if (recovering && job.await_reports &&
       now < job.recovering_since + absl::Seconds(kSurvivorReportSeconds)) {
-    // (A planned leave checkpointed the last step: nothing to wait for.)
     for (const std::string& id : job.ranks) {
       auto w = workers_.find(id);
       if (w != workers_.end() && !w->second.lost &&
@@ -145,8 +207,9 @@ bool Coordinator::TryStart(Job& job) {
       }
     }
   }
-  if (static_cast<int64_t>(idle.size()) < job.spec.cluster.workers ||
-      (recovering && (now < job.next_start || awaited > 0))) {
+  const int64_t world =
+      WorldToStart(job, static_cast<int64_t>(idle.size()), now);
+  if (world == 0 || (recovering && (now < job.next_start || awaited > 0))) {
     std::string reason = PendingReason(job);
     if (recovering) {
       reason = absl::StrCat(
@@ -169,10 +232,8 @@ bool Coordinator::TryStart(Job& job) {
     }
     return false;
   }
-  std::sort(idle.begin(), idle.end(), [](const Worker* a, const Worker* b) {
-    return a->order < b->order;
-  });
-  idle.resize(job.spec.cluster.workers);
+  idle.resize(world);
+  const int64_t old_world = static_cast<int64_t>(job.ranks.size());
   // Resume from the latest good checkpoint of this job name, if any.
   std::vector<std::string> warnings;
   absl::StatusOr<LoadedCheckpoint> latest =
@@ -220,6 +281,7 @@ bool Coordinator::TryStart(Job& job) {
   }
   job.finished.clear();
   job.fingerprints.clear();
+  job.quorum_since = absl::InfiniteFuture();
   job.started = now;
   job.status.set_generation(job.status.generation() + 1);
   job.status.set_state(lockstep::v1::RUNNING);
@@ -251,6 +313,15 @@ bool Coordinator::TryStart(Job& job) {
     }
     job.planned_recovery = false;
   }
+  // The membership history (result.json): which world runs from which
+  // step, and why it changed.
+  lockstep::v1::MembershipChange* m = job.status.add_membership();
+  m->set_generation(job.status.generation());
+  m->set_from_step(job.start_step);
+  m->set_workers(static_cast<int32_t>(world));
+  m->set_replicas(
+      static_cast<int32_t>(world * job.spec.cluster.replicas_per_worker));
+  m->set_why(!recovering ? "start" : job.lost_reason);
   const std::string from =
       job.memory_step > 0
           ? absl::StrFormat(" (rank %d's memory; the latest checkpoint is "
@@ -264,6 +335,14 @@ bool Coordinator::TryStart(Job& job) {
                  c == Collective::kRing
                      ? ""
                      : absl::StrCat("; all-reduce over ", job.collective)));
+  if (job.spec.elastic()) {
+    Event(job, absl::StrFormat(
+                   "membership: %s%d workers (of %d-%d) from step %d%s%s",
+                   recovering ? absl::StrFormat("%d -> ", old_world) : "",
+                   world, job.spec.cluster.min_workers,
+                   job.spec.cluster.workers, job.start_step,
+                   recovering ? ": " : "", recovering ? job.lost_reason : ""));
+  }
   return true;
 }
 

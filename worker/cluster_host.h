@@ -57,6 +57,10 @@ class ClusterHost : public SessionHost {
   bool Leaving() const override {
     return ctx_.leave != nullptr && ctx_.leave->load(std::memory_order_relaxed);
   }
+  bool Regrouping() const override {
+    return ctx_.regroup != nullptr &&
+           ctx_.regroup->load(std::memory_order_relaxed);
+  }
 
   // Sends `report` (named as this rank's); Cancelled when the coordinator
   // says the job stopped.

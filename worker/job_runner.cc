@@ -61,6 +61,10 @@ class JobRunner {
   // step (unless one was saved), a barrier so it is committed before anyone
   // reports, then the generation ends (see RunAssignment).
   absl::Status Drain();
+  // After the step at which the ranks agreed to regroup (workers join):
+  // GPU replicas save and commit a checkpoint of it; returns the Cancelled
+  // status that ends the run (Finish says `regroup`).
+  absl::Status Regroup();
   bool nccl() const { return a_.collective() == "nccl"; }
   RingOptions Ring() const;
   // For the start line: what cluster.compression does on this path.
@@ -75,6 +79,7 @@ class JobRunner {
   std::thread abort_watch_;  // aborts the GPUs' collectives on STOP
   std::atomic<bool> watch_done_{false};
   bool drained_ = false;
+  bool regroup_ = false;  // ended by Regroup()
 };
 
 RingOptions JobRunner::Ring() const {
@@ -190,6 +195,8 @@ absl::Status JobRunner::Run() {
       return absl::CancelledError("stopped by the coordinator");
     case TrainingSession::Outcome::kLeaving:
       return Drain();
+    case TrainingSession::Outcome::kRegroup:
+      return Regroup();
   }
   return absl::InternalError("unknown outcome");
 }
@@ -245,6 +252,25 @@ absl::Status JobRunner::Drain() {
       leaving, step));
 }
 
+absl::Status JobRunner::Regroup() {
+  regroup_ = true;
+  const int64_t step = session_->step();
+  host_.Log(absl::StrFormat(
+      "workers join the job: generation %d ends after step %d", a_.generation(),
+      step));
+  if (session_->uses_devices()) {
+    // The devices' state is not kept in memory (CopyState): the next
+    // generation starts from a checkpoint of this step, committed by every
+    // rank before anyone reports.
+    RETURN_IF_ERROR(session_->SaveCheckpoint());
+    RETURN_IF_ERROR(AnnotateStatus(session_->Barrier(kDrainBucket),
+                                   "the regroup barrier"));
+  }
+  return absl::CancelledError(absl::StrFormat(
+      "generation %d ended after step %d: workers join the job",
+      a_.generation(), step));
+}
+
 void JobRunner::KeepState(lockstep::v1::FinishRequest& req) {
   if (session_ == nullptr || ctx_.kept == nullptr || drained_ ||
       session_->step() == 0) {
@@ -277,7 +303,12 @@ std::string JobRunner::Finish(const absl::Status& status) {
   req.set_generation(a_.generation());
   req.set_rank(a_.rank());
   req.set_leaving(drained_);
-  if (!status.ok() || session_ == nullptr) {
+  if (regroup_) {
+    // Not a failure: the coordinator asked for it, and the next generation
+    // starts from what the ranks keep.
+    req.set_regroup(true);
+    KeepState(req);
+  } else if (!status.ok() || session_ == nullptr) {
     req.set_error(std::string(status.message()));
     req.set_error_code(static_cast<int32_t>(status.code()));
     const int suspect = transport_ == nullptr ? -1 : transport_->suspect_rank();

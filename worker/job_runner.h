@@ -38,6 +38,11 @@ struct RunnerContext {
   // it and end the generation; this rank then tells the coordinator it
   // leaves. Not owned.
   const std::atomic<bool>* leave = nullptr;
+  // Set when the coordinator asks the running generation to end after a
+  // step because workers join the (elastic) job: the ranks agree on the
+  // step in its loss all-reduce, keep their state (CPU replicas; GPU ones
+  // save a checkpoint of it) and Finish with `regroup`. Not owned.
+  const std::atomic<bool>* regroup = nullptr;
   // Set when this rank drained and its Finish told the coordinator it
   // leaves. Not owned; may be null.
   std::atomic<bool>* left = nullptr;

@@ -82,6 +82,7 @@ class WorkerDaemon {
   std::atomic<bool> job_done_{false};
   std::atomic<bool> job_stop_{false};
   std::atomic<bool> leave_{false};
+  std::atomic<bool> job_regroup_{false};
   std::atomic<bool> left_{false};
   lockstep::v1::Assignment assignment_;
   RunnerContext runner_;
@@ -154,6 +155,7 @@ void WorkerDaemon::StartJob(const lockstep::v1::Assignment& a) {
   assignment_ = a;
   job_done_ = false;
   job_stop_ = false;
+  job_regroup_ = false;
   runner_.worker_id = worker_id_;
   runner_.coordinator = stub_.get();
   runner_.collective = &collective_;
@@ -164,6 +166,7 @@ void WorkerDaemon::StartJob(const lockstep::v1::Assignment& a) {
   runner_.tls = o_.tls;
   runner_.stop = &job_stop_;
   runner_.leave = &leave_;
+  runner_.regroup = &job_regroup_;
   runner_.left = &left_;
   runner_.metrics = &metrics_;
   runner_.kept = &kept_;
@@ -284,6 +287,11 @@ absl::Status WorkerDaemon::Heartbeat() {
                           resp.reason()));
     }
     StopJob(resp.reason());
+  } else if (resp.regroup() && job_thread_ != nullptr && !job_regroup_) {
+    Log(absl::StrFormat("job %s: workers join; this generation ends after "
+                        "the next step",
+                        assignment_.job()));
+    job_regroup_ = true;
   }
   return absl::OkStatus();
 }

@@ -43,7 +43,7 @@ void ExpectSame(const Batch& got, const Batch& want) {
 
 TEST(BatchPrefetcherTest, MatchesShardPlanAcrossEpochs) {
   const Dataset data = CountingDataset(23, 4);
-  ShardPlan plan(23, /*batch=*/3, /*replicas=*/3, /*seed=*/5, true);
+  ShardPlan plan(23, 9, 3, /*seed=*/5, true);
   ASSERT_EQ(plan.steps_per_epoch(), 3);
   const std::vector<int64_t> replicas = {0, 1, 2};
   BatchPrefetcher pf(&data, &plan, replicas, {2, 2, 1}, 0, 8, /*depth=*/2);
@@ -99,7 +99,7 @@ TEST(BatchPrefetcherTest, MadeSamplesOnSeveralThreadsAreTheSerialOnes) {
   d.num_samples = 100;
   d.num_classes = 5;
   d.maker = std::make_shared<CountingMaker>(3);
-  const ShardPlan plan(100, 8, 3, 42, true);
+  const ShardPlan plan(100, 24, 3, 42, true);
   StepPool pool(3);
   for (int64_t step : {0, 5, 13}) {
     const Batch serial = MakeBatch(d, plan, {0, 1, 2}, {3}, step);
@@ -119,14 +119,14 @@ TEST(BatchPrefetcherTest, MadeSamplesOnSeveralThreadsAreTheSerialOnes) {
 
 TEST(BatchPrefetcherTest, LastBatchHasEmptyReplicaSlices) {
   const Dataset data = CountingDataset(7, 1);
-  ShardPlan plan(7, 3, 3, 5, false);  // step 0: 0..6 → [0,1,2] [3,4,5] [6]
+  ShardPlan plan(7, 9, 3, 5, false);  // step 0: 0..6 → [0,1,2] [3,4,5] [6]
   BatchPrefetcher pf(&data, &plan, {1, 2}, {1}, 0, 1);
   absl::StatusOr<Batch> b = pf.Next();
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_EQ(b->global_count, 7);
   EXPECT_EQ(b->replicas[0].labels, (std::vector<int32_t>{3, 4, 5}));
   EXPECT_EQ(b->replicas[1].labels, (std::vector<int32_t>{6}));
-  ShardPlan plan2(4, 3, 3, 5, false);  // [0,1,2] [3] []
+  ShardPlan plan2(4, 9, 3, 5, false);  // [0,1,2] [3] []
   BatchPrefetcher pf2(&data, &plan2, {2}, {1}, 0, 1);
   b = pf2.Next();
   ASSERT_TRUE(b.ok());
@@ -138,7 +138,7 @@ TEST(BatchPrefetcherTest, MicroBatchesCutEachReplicasShareInOrder) {
   const Dataset data = CountingDataset(10, 2);
   // Replicas take 4 samples a step (2 micro-batches of 2): step 0 of 0..9
   // in order is [0..3] [4..7] [8, 9].
-  ShardPlan plan(10, 4, 3, 5, false);
+  ShardPlan plan(10, 12, 3, 5, false);
   const Batch step = MakeBatch(data, plan, {1, 2}, {2}, 0);
   const Batch m0 = MicroBatch(step, 0, 2, 2);
   const Batch m1 = MicroBatch(step, 1, 2, 2);
@@ -164,7 +164,7 @@ TEST(BatchPrefetcherTest, MicroBatchesCutEachReplicasShareInOrder) {
 
 TEST(BatchPrefetcherTest, ResumeMidEpochGivesSameBatches) {
   const Dataset data = CountingDataset(50, 3);
-  ShardPlan plan(50, 4, 2, 17, true);  // 7 steps per epoch
+  ShardPlan plan(50, 8, 2, 17, true);  // 7 steps per epoch
   const std::vector<int64_t> replicas = {0, 1};
   std::vector<Batch> full;
   {
@@ -175,7 +175,7 @@ TEST(BatchPrefetcherTest, ResumeMidEpochGivesSameBatches) {
       full.push_back(*std::move(b));
     }
   }
-  ShardPlan fresh(50, 4, 2, 17, true);  // as a restarted process would
+  ShardPlan fresh(50, 8, 2, 17, true);  // as a restarted process would
   BatchPrefetcher resumed(&data, &fresh, replicas, {3}, 10, 20);
   for (int64_t step = 10; step < 20; ++step) {
     absl::StatusOr<Batch> b = resumed.Next();
@@ -187,7 +187,7 @@ TEST(BatchPrefetcherTest, ResumeMidEpochGivesSameBatches) {
 
 TEST(BatchPrefetcherTest, StopMidwayJoinsPromptlyAndCancelsNext) {
   const Dataset data = CountingDataset(1000, 16);
-  ShardPlan plan(1000, 8, 2, 1, true);
+  ShardPlan plan(1000, 16, 2, 1, true);
   const auto t0 = std::chrono::steady_clock::now();
   {
     BatchPrefetcher pf(&data, &plan, {0, 1}, {16}, 0, 1000000, 3);
@@ -209,7 +209,7 @@ TEST(BatchPrefetcherTest, StopMidwayJoinsPromptlyAndCancelsNext) {
 
 TEST(BatchPrefetcherTest, PeekReadyShowsWhatNextReturnsWithoutBlocking) {
   const Dataset data = CountingDataset(40, 3);
-  ShardPlan plan(40, 4, 2, 9, true);
+  ShardPlan plan(40, 8, 2, 9, true);
   const std::vector<int64_t> replicas = {0, 1};
   BatchPrefetcher pf(&data, &plan, replicas, {3}, 2, 6, /*depth=*/2);
   for (int64_t step = 2; step < 6; ++step) {

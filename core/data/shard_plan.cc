@@ -9,19 +9,18 @@
 
 namespace lockstep {
 
-ShardPlan::ShardPlan(int64_t num_samples, int64_t batch_size_per_replica,
+ShardPlan::ShardPlan(int64_t num_samples, int64_t global_batch_size,
                      int64_t total_replicas, uint64_t seed, bool shuffle)
     : num_samples_(std::max<int64_t>(num_samples, 0)),
-      batch_(batch_size_per_replica),
+      global_(global_batch_size),
       replicas_(total_replicas),
       seed_(seed),
       shuffle_(shuffle),
-      steps_per_epoch_(
-          batch_size_per_replica > 0 && total_replicas > 0
-              ? (num_samples_ + batch_size_per_replica * total_replicas - 1) /
-                    (batch_size_per_replica * total_replicas)
-              : 0) {
-  assert(batch_size_per_replica > 0 && total_replicas > 0);
+      steps_per_epoch_(global_batch_size > 0 && total_replicas > 0
+                           ? (num_samples_ + global_batch_size - 1) /
+                                 global_batch_size
+                           : 0) {
+  assert(global_batch_size > 0 && total_replicas > 0);
 }
 
 std::vector<int64_t> ShardPlan::Permutation(int64_t epoch) const {
@@ -83,8 +82,8 @@ std::vector<int64_t> ShardPlan::ReplicaSlice(int64_t epoch,
                                              int64_t replica) const {
   const int64_t count = GlobalBatchCount(epoch, step_in_epoch);
   if (replica < 0 || replica >= replicas_) return {};
-  const int64_t lo = std::min(replica * batch_, count);
-  const int64_t hi = std::min((replica + 1) * batch_, count);
+  const int64_t lo = std::min(replica * global_ / replicas_, count);
+  const int64_t hi = std::min((replica + 1) * global_ / replicas_, count);
   const int64_t base = step_in_epoch * global_batch_size();
   return Range(epoch, base + lo, base + hi);
 }

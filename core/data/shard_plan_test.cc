@@ -17,7 +17,7 @@ class ShardPlanCoverTest
 TEST_P(ShardPlanCoverTest, ReplicaSlicesCoverEverySampleOncePerEpoch) {
   const auto [n, b, r] = GetParam();
   for (bool shuffle : {true, false}) {
-    ShardPlan plan(n, b, r, /*seed=*/99, shuffle);
+    ShardPlan plan(n, b * r, r, /*seed=*/99, shuffle);
     EXPECT_EQ(plan.global_batch_size(), b * r);
     EXPECT_EQ(plan.steps_per_epoch(), (n + b * r - 1) / (b * r));
     for (int64_t epoch = 0; epoch < 3; ++epoch) {
@@ -61,8 +61,57 @@ INSTANTIATE_TEST_SUITE_P(
                       std::make_tuple(97, 5, 5), std::make_tuple(64, 8, 2),
                       std::make_tuple(3, 2, 4)));
 
+TEST(ShardPlanTest, AnyWorldSplitsTheSameGlobalBatchInFloorBlocks) {
+  ShardPlan plan(/*num_samples=*/30, /*global_batch=*/12, /*replicas=*/5, 3,
+                 false);
+  EXPECT_EQ(plan.max_replica_share(), 3);
+  // floor(r * 12 / 5): 0, 2, 4, 7, 9, 12.
+  EXPECT_EQ(plan.ReplicaSlice(0, 1, 0), (std::vector<int64_t>{12, 13}));
+  EXPECT_EQ(plan.ReplicaSlice(0, 1, 2), (std::vector<int64_t>{16, 17, 18}));
+  EXPECT_EQ(plan.ReplicaSlice(0, 1, 4), (std::vector<int64_t>{21, 22, 23}));
+  // The last global batch (6 samples) cut at its count.
+  EXPECT_EQ(plan.ReplicaSlice(0, 2, 2), (std::vector<int64_t>{28, 29}));
+  EXPECT_TRUE(plan.ReplicaSlice(0, 2, 3).empty());
+}
+
+// An elastic job's world changes between steps (a shrink, then a grow),
+// each generation with its own plan of the same global batch: every sample
+// of every epoch is still taken exactly once.
+TEST(ShardPlanTest, EverySampleOncePerEpochAcrossAShrinkAndAGrow) {
+  const int64_t n = 103, g = 12;  // 9 steps an epoch, the last of 7
+  const ShardPlan three(n, g, 3, 21, true), two(n, g, 2, 21, true),
+      five(n, g, 5, 21, true);
+  ASSERT_EQ(three.steps_per_epoch(), 9);
+  // World by global step: 3 replicas, 2 from step 4 (mid epoch 0), 5 from
+  // step 11 (mid epoch 1), 2 again from step 16.
+  auto plan_at = [&](int64_t step) -> const ShardPlan& {
+    if (step < 4) return three;
+    if (step < 11) return two;
+    if (step < 16) return five;
+    return two;
+  };
+  for (int64_t epoch = 0; epoch < 3; ++epoch) {
+    std::vector<int> seen(n, 0);
+    for (int64_t s = 0; s < 9; ++s) {
+      const ShardPlan& plan = plan_at(epoch * 9 + s);
+      std::vector<int64_t> joined;
+      for (int64_t r = 0; r < plan.total_replicas(); ++r) {
+        const std::vector<int64_t> slice = plan.ReplicaSlice(epoch, s, r);
+        EXPECT_LE(static_cast<int64_t>(slice.size()), plan.max_replica_share());
+        joined.insert(joined.end(), slice.begin(), slice.end());
+        for (int64_t i : slice) ++seen[i];
+      }
+      // The same global batch whatever the world.
+      EXPECT_EQ(joined, three.GlobalBatch(epoch, s)) << epoch << " " << s;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(seen[i], 1) << "sample " << i << " epoch " << epoch;
+    }
+  }
+}
+
 TEST(ShardPlanTest, LastBatchMayLeaveReplicasShortOrEmpty) {
-  ShardPlan plan(/*num_samples=*/11, /*batch=*/3, /*replicas=*/3, 1, true);
+  ShardPlan plan(/*num_samples=*/11, /*global_batch=*/9, /*replicas=*/3, 1, true);
   ASSERT_EQ(plan.steps_per_epoch(), 2);
   EXPECT_EQ(plan.GlobalBatchCount(0, 1), 2);
   EXPECT_EQ(plan.ReplicaSlice(0, 1, 0).size(), 2u);
@@ -72,7 +121,7 @@ TEST(ShardPlanTest, LastBatchMayLeaveReplicasShortOrEmpty) {
 }
 
 TEST(ShardPlanTest, DeterministicAcrossInstances) {
-  ShardPlan a(1000, 16, 3, 7, true), b(1000, 16, 3, 7, true);
+  ShardPlan a(1000, 48, 3, 7, true), b(1000, 48, 3, 7, true);
   for (int64_t epoch : {0, 5, 1, 0}) {
     for (int64_t s = 0; s < a.steps_per_epoch(); ++s) {
       for (int64_t r = 0; r < 3; ++r) {
@@ -95,7 +144,7 @@ TEST(ShardPlanTest, EpochsAndSeedsGiveDifferentOrders) {
 }
 
 TEST(ShardPlanTest, NoShuffleIsIdentityOrder) {
-  ShardPlan plan(10, 2, 2, 7, false);
+  ShardPlan plan(10, 4, 2, 7, false);
   EXPECT_EQ(plan.GlobalBatch(0, 0), (std::vector<int64_t>{0, 1, 2, 3}));
   EXPECT_EQ(plan.GlobalBatch(3, 1), (std::vector<int64_t>{4, 5, 6, 7}));
   EXPECT_EQ(plan.ReplicaSlice(1, 2, 0), (std::vector<int64_t>{8, 9}));
@@ -104,8 +153,8 @@ TEST(ShardPlanTest, NoShuffleIsIdentityOrder) {
 
 TEST(ShardPlanTest, ConcurrentReadersAgree) {
   // Threads alternate epochs so the one-epoch cache is replaced under them.
-  ShardPlan plan(5000, 32, 2, 11, true);
-  ShardPlan reference(5000, 32, 2, 11, true);
+  ShardPlan plan(5000, 64, 2, 11, true);
+  ShardPlan reference(5000, 64, 2, 11, true);
   std::vector<std::vector<int64_t>> perms;
   for (int64_t e = 0; e < 3; ++e) perms.push_back(reference.Permutation(e));
   std::vector<int> bad(4, 0);

@@ -80,7 +80,11 @@
 // summary                 object ? {}
 //   every_steps           integer >= 1 ? 100
 // cluster                 object ? {}
-//   workers               integer >= 1 ? 1
+//   workers               integer >= 1 ? 1, or {"min": M, "max": N} (an
+//                         elastic job: 1 <= M <= N; the global batch is N's)
+//   start_grace_seconds   number >= 0 ? 10 (elastic: wait for more than min)
+//   rejoin_grace_seconds  number >= 0 ? 10 (elastic: wait for a replacement
+//                         before going on with the survivors)
 //   replicas_per_worker   integer >= 1 ? 1
 //   collective            ring | nccl | auto ? ring
 //   bucket_kib            integer >= 1 ? 1024 (gradient bucket size)
@@ -124,6 +128,28 @@ using job_spec_internal::ParseModel;
 using job_spec_internal::ParseOptimizer;
 using job_spec_internal::ParseSchedule;
 using job_spec_internal::Reader;
+
+// cluster.workers: a count, or {"min": M, "max": N} with 1 <= M <= N.
+absl::Status ParseWorkers(const Reader& c, ClusterSpec* cluster) {
+  if (!c.Has("workers") || !c.Get("workers").is_object()) {
+    RETURN_IF_ERROR(c.Int("workers", 1, &cluster->workers));
+    cluster->min_workers = cluster->workers;
+    return absl::OkStatus();
+  }
+  Reader w(c.Get("workers"), "cluster.workers");
+  RETURN_IF_ERROR(w.CheckKeys({"min", "max"}));
+  RETURN_IF_ERROR(w.Require("min"));
+  RETURN_IF_ERROR(w.Require("max"));
+  RETURN_IF_ERROR(w.Int("min", 1, &cluster->min_workers));
+  RETURN_IF_ERROR(w.Int("max", 1, &cluster->workers));
+  if (cluster->min_workers > cluster->workers) {
+    return Bad("cluster.workers.min",
+               absl::StrCat("must be <= cluster.workers.max (",
+                            cluster->workers, "), got ",
+                            cluster->min_workers));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status ParseRoot(const Json& v, absl::string_view base_dir,
                        JobSpec* spec) {
@@ -186,9 +212,22 @@ absl::Status ParseRoot(const Json& v, absl::string_view base_dir,
     RETURN_IF_ERROR(
         c.CheckKeys({"workers", "replicas_per_worker", "collective",
                      "bucket_kib", "ring_chunk_kib", "ring_streams",
-                     "compression",
-                     "fingerprint_every_steps", "allow_tf32"}));
-    RETURN_IF_ERROR(c.Int("workers", 1, &spec->cluster.workers));
+                     "compression", "fingerprint_every_steps", "allow_tf32",
+                     "start_grace_seconds", "rejoin_grace_seconds"}));
+    RETURN_IF_ERROR(ParseWorkers(c, &spec->cluster));
+    for (const char* grace : {"start_grace_seconds", "rejoin_grace_seconds"}) {
+      if (c.Has(grace) && !spec->elastic()) {
+        return Bad(absl::StrCat("cluster.", grace),
+                   "only an elastic job waits for more workers: give "
+                   "cluster.workers as {\"min\": M, \"max\": N} with M < N");
+      }
+    }
+    RETURN_IF_ERROR(c.Number("start_grace_seconds",
+                             job_spec_internal::kNonNegative,
+                             &spec->cluster.start_grace_seconds));
+    RETURN_IF_ERROR(c.Number("rejoin_grace_seconds",
+                             job_spec_internal::kNonNegative,
+                             &spec->cluster.rejoin_grace_seconds));
     RETURN_IF_ERROR(
         c.Int("replicas_per_worker", 1, &spec->cluster.replicas_per_worker));
     RETURN_IF_ERROR(c.Enum("collective", "collective", Collectives(),
@@ -219,6 +258,21 @@ absl::Status ParseRoot(const Json& v, absl::string_view base_dir,
     RETURN_IF_ERROR(c.Int("fingerprint_every_steps", 0,
                           &spec->cluster.fingerprint_every_steps));
     RETURN_IF_ERROR(c.Bool("allow_tf32", &spec->cluster.allow_tf32));
+  }
+  // At its fewest workers an elastic job's replicas take the same global
+  // batch in more micro-batches (each batch_size_per_replica at most).
+  const int64_t most_micros =
+      spec->gradient_accumulation_steps *
+      ((spec->cluster.workers + spec->cluster.min_workers - 1) /
+       spec->cluster.min_workers);
+  if (most_micros > kMaxGradientAccumulationSteps) {
+    return Bad("cluster.workers.min",
+               absl::StrCat("at ", spec->cluster.min_workers,
+                            " of at most ", spec->cluster.workers,
+                            " workers each replica would take its share of "
+                            "the global batch in up to ",
+                            most_micros, " micro-batches; at most ",
+                            kMaxGradientAccumulationSteps));
   }
   if (r.Has("restart")) {
     RETURN_IF_ERROR(Reader::CheckObject(r.Get("restart"), "restart"));

@@ -74,7 +74,16 @@ struct SummarySpec {
 };
 
 struct ClusterSpec {
+  // The most workers (a plain number: exactly this many). An elastic job
+  // ({"min": M, "max": N}) runs with any count in [min_workers, workers]:
+  // its global batch is the one of `workers`, split over whoever runs.
   int64_t workers = 1;
+  int64_t min_workers = 1;  // == workers unless elastic
+  // Elastic jobs: a job with min_workers idle workers waits this long for
+  // more (up to `workers`) before it starts; a job that lost a worker waits
+  // this long for a replacement before it goes on with the survivors.
+  double start_grace_seconds = 10;
+  double rejoin_grace_seconds = 10;
   int64_t replicas_per_worker = 1;
   Collective collective = Collective::kRing;
   int64_t bucket_kib = 1024;  // gradients travel in buckets of >= this size
@@ -132,9 +141,12 @@ struct JobSpec {
   ClusterSpec cluster;
   RestartSpec restart;
 
+  // Every replica of the job at its most workers: the global batch's
+  // divisor (an elastic job's smaller worlds split the same global batch).
   int64_t total_replicas() const {
     return cluster.workers * cluster.replicas_per_worker;
   }
+  bool elastic() const { return cluster.min_workers < cluster.workers; }
   // One replica's samples per step (all its micro-batches).
   int64_t step_batch_per_replica() const {
     return batch_size_per_replica * gradient_accumulation_steps;

@@ -72,6 +72,48 @@ INSTANTIATE_TEST_SUITE_P(
                 [](Json& j) { j["gradient_accumulation_steps"] = 1025; },
                 "gradient_accumulation_steps: at most 1024 micro-batches a "
                 "step, got 1025"},
+        BadCase{"ElasticMinAboveMax",
+                [](Json& j) {
+                  j["cluster"]["workers"] = {{"min", 3}, {"max", 2}};
+                },
+                "cluster.workers.min: must be <= cluster.workers.max (2), "
+                "got 3"},
+        BadCase{"ElasticMinZero",
+                [](Json& j) {
+                  j["cluster"]["workers"] = {{"min", 0}, {"max", 2}};
+                },
+                "cluster.workers.min: must be an integer >= 1, got 0"},
+        BadCase{"ElasticMaxMissing",
+                [](Json& j) { j["cluster"]["workers"] = {{"min", 1}}; },
+                "cluster.workers.max: required"},
+        BadCase{"ElasticUnknownKey",
+                [](Json& j) {
+                  j["cluster"]["workers"] = {
+                      {"min", 1}, {"max", 2}, {"maximum", 3}};
+                },
+                "cluster.workers.maximum: unknown field"},
+        BadCase{"ElasticWorkersString",
+                [](Json& j) { j["cluster"]["workers"] = "2-3"; },
+                "cluster.workers: must be an integer >= 1, got \"2-3\""},
+        BadCase{"GraceOnAFixedJob",
+                [](Json& j) { j["cluster"]["rejoin_grace_seconds"] = 5; },
+                "cluster.rejoin_grace_seconds: only an elastic job waits for "
+                "more workers: give cluster.workers as {\"min\": M, "
+                "\"max\": N} with M < N"},
+        BadCase{"GraceNegative",
+                [](Json& j) {
+                  j["cluster"]["workers"] = {{"min", 1}, {"max", 2}};
+                  j["cluster"]["start_grace_seconds"] = -1;
+                },
+                "cluster.start_grace_seconds: must be >= 0, got -1"},
+        BadCase{"ElasticTooManyMicroBatches",
+                [](Json& j) {
+                  j["gradient_accumulation_steps"] = 600;
+                  j["cluster"]["workers"] = {{"min", 1}, {"max", 2}};
+                },
+                "cluster.workers.min: at 1 of at most 2 workers each replica "
+                "would take its share of the global batch in up to 1200 "
+                "micro-batches; at most 1024"},
         BadCase{"MissingIdxPath",
                 [](Json& j) { j["data"].erase("train_images"); },
                 "data.train_images: required for format \"mnist_idx\""},

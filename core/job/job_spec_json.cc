@@ -78,7 +78,9 @@ Json SpecToJson(const JobSpec& s) {
                      {"keep", s.checkpoint.keep}};
   j["summary"] = {{"every_steps", s.summary.every_steps}};
   j["cluster"] = {
-      {"workers", s.cluster.workers},
+      {"workers", s.elastic() ? Json{{"min", s.cluster.min_workers},
+                                      {"max", s.cluster.workers}}
+                              : Json(s.cluster.workers)},
       {"replicas_per_worker", s.cluster.replicas_per_worker},
       {"collective", NameOf(Collectives(), s.cluster.collective)},
       {"bucket_kib", s.cluster.bucket_kib},
@@ -87,6 +89,10 @@ Json SpecToJson(const JobSpec& s) {
       {"compression", NameOf(Compressions(), s.cluster.compression)},
       {"fingerprint_every_steps", s.cluster.fingerprint_every_steps},
       {"allow_tf32", s.cluster.allow_tf32}};
+  if (s.elastic()) {
+    j["cluster"]["start_grace_seconds"] = s.cluster.start_grace_seconds;
+    j["cluster"]["rejoin_grace_seconds"] = s.cluster.rejoin_grace_seconds;
+  }
   j["restart"] = {
       {"max_restarts", s.restart.max_restarts},
       {"backoff_seconds", s.restart.backoff_seconds},
@@ -119,7 +125,9 @@ bool operator==(const SummarySpec& a, const SummarySpec& b) {
   return a.every_steps == b.every_steps;
 }
 bool operator==(const ClusterSpec& a, const ClusterSpec& b) {
-  return a.workers == b.workers &&
+  return a.workers == b.workers && a.min_workers == b.min_workers &&
+         a.start_grace_seconds == b.start_grace_seconds &&
+         a.rejoin_grace_seconds == b.rejoin_grace_seconds &&
          a.replicas_per_worker == b.replicas_per_worker &&
          a.collective == b.collective && a.bucket_kib == b.bucket_kib &&
          a.ring_chunk_kib == b.ring_chunk_kib &&

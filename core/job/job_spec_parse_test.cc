@@ -102,6 +102,33 @@ TEST(JobSpecTest, AccumulationMultipliesTheGlobalBatch) {
   EXPECT_EQ(MustParse(JobSpecToJson(s)).gradient_accumulation_steps, 4);
 }
 
+TEST(JobSpecTest, ElasticWorkersKeepTheGlobalBatchOfTheirMax) {
+  Json j = Json::parse(kMinimal);
+  j["batch_size_per_replica"] = 16;
+  j["cluster"] = {{"workers", {{"min", 2}, {"max", 3}}},
+                  {"replicas_per_worker", 2},
+                  {"rejoin_grace_seconds", 4.5}};
+  JobSpec s = MustParse(j.dump());
+  EXPECT_TRUE(s.elastic());
+  EXPECT_EQ(s.cluster.min_workers, 2);
+  EXPECT_EQ(s.cluster.workers, 3);
+  EXPECT_EQ(s.cluster.start_grace_seconds, 10);  // the default
+  EXPECT_EQ(s.cluster.rejoin_grace_seconds, 4.5);
+  EXPECT_EQ(s.global_batch_size(), 16 * 3 * 2);
+  // The canonical form writes the range and the graces back.
+  const Json canonical = Json::parse(JobSpecToJson(s));
+  EXPECT_EQ(canonical["cluster"]["workers"], Json({{"min", 2}, {"max", 3}}));
+  EXPECT_EQ(canonical["cluster"]["rejoin_grace_seconds"], 4.5);
+  EXPECT_EQ(MustParse(JobSpecToJson(s)), s);
+  // A plain number, and a range of one, are fixed-size jobs.
+  j["cluster"] = {{"workers", {{"min", 2}, {"max", 2}}}};
+  const JobSpec fixed = MustParse(j.dump());
+  EXPECT_FALSE(fixed.elastic());
+  EXPECT_EQ(Json::parse(JobSpecToJson(fixed))["cluster"]["workers"], 2);
+  EXPECT_FALSE(Json::parse(JobSpecToJson(fixed))["cluster"].contains(
+      "start_grace_seconds"));
+}
+
 TEST(JobSpecTest, Defaults) {
   JobSpec s = MustParse(kMinimal);
   EXPECT_EQ(s.seed, 0u);

@@ -35,6 +35,15 @@ struct TrainOptions {
   double progress_interval_seconds = 1.0;
 };
 
+// One generation's world (a cluster job's result records them all).
+struct WorldSpan {
+  int64_t generation = 0;
+  int64_t from_step = 0;
+  int64_t workers = 0;
+  int64_t replicas = 0;
+  std::string why;
+};
+
 struct TrainResult {
   bool finished = false;  // false: stopped early (stop_after_steps/signal)
   int64_t steps = 0;      // global steps done in total
@@ -53,6 +62,8 @@ struct TrainResult {
   int64_t skipped_samples = 0;
   std::string result_path;      // .../result.json ("" when not finished)
   std::string checkpoint_path;  // the last committed checkpoint
+  // Which world ran from which step (cluster jobs); empty: `replicas`.
+  std::vector<WorldSpan> membership;
 };
 
 // Runs or resumes `spec`. Returns an error (naming file or field) for bad

@@ -42,7 +42,7 @@ TEST(ReplicaSetTest, ReplicasSumToTheGlobalBatchGradient) {
   spec.model.layers.erase(spec.model.layers.begin() + 3);  // no dropout
   Dataset data = MakeSyntheticDataset(1, Split::kTrain, 100, 10, 1.0);
   // Three replicas of 7 vs. one replica of 21, same samples.
-  ShardPlan plan3(100, 7, 3, spec.seed, true);
+  ShardPlan plan3(100, 21, 3, spec.seed, true);
   ShardPlan plan1(100, 21, 1, spec.seed, true);
   auto set3 = ReplicaSet::Create(spec, {0, 1, 2}, 1);
   auto set1 = ReplicaSet::Create(spec, {0}, 1);
@@ -100,7 +100,7 @@ float MaxDifference(const std::vector<std::vector<float>>& a,
 // at most ~1).
 TEST(ReplicaSetTest, SyncBatchNormReplicasComputeTheGlobalBatch) {
   Dataset data = MakeSyntheticDataset(1, Split::kTrain, 100, 10, 1.0);
-  ShardPlan plan3(100, 7, 3, 5, true);
+  ShardPlan plan3(100, 21, 3, 5, true);
   ShardPlan plan1(100, 21, 1, 5, true);
   Batch b3 = MakeBatch(data, plan3, {0, 1, 2}, {8, 8, 1}, 2);
   Batch b1 = MakeBatch(data, plan1, {0}, {8, 8, 1}, 2);
@@ -130,7 +130,7 @@ TEST(ReplicaSetTest, SyncBatchNormReplicasComputeTheGlobalBatch) {
 TEST(ReplicaSetTest, SyncBatchNormWithAnEmptySliceNeitherHangsNorDiffers) {
   const JobSpec spec = BatchNormJob(true);
   Dataset data = MakeSyntheticDataset(1, Split::kTrain, 50, 10, 1.0);
-  ShardPlan plan3(50, 7, 3, spec.seed, true);
+  ShardPlan plan3(50, 21, 3, spec.seed, true);
   ShardPlan plan1(50, 21, 1, spec.seed, true);
   Batch b1 = MakeBatch(data, plan1, {0}, {8, 8, 1}, 2);
   auto set1 = ReplicaSet::Create(spec, {0}, 1);
@@ -152,7 +152,7 @@ TEST(ReplicaSetTest, SyncBatchNormWithAnEmptySliceNeitherHangsNorDiffers) {
 TEST(ReplicaSetTest, LaneCountDoesNotChangeTheBits) {
   JobSpec spec = SmallJob();
   Dataset data = MakeSyntheticDataset(1, Split::kTrain, 50, 10, 1.0);
-  ShardPlan plan(50, 7, 3, spec.seed, true);
+  ShardPlan plan(50, 21, 3, spec.seed, true);
   std::vector<std::vector<std::vector<float>>> grads;
   for (int threads : {1, 2, 3}) {
     auto set = ReplicaSet::Create(spec, {0, 1, 2}, threads);

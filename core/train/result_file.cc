@@ -25,6 +25,20 @@ std::string ResultToJson(const JobSpec& spec, const TrainResult& r) {
   j["global_batch_size"] = spec.global_batch_size();
   j["replicas"] = spec.total_replicas();
   j["resumed_from_step"] = r.resumed_from_step;
+  if (!r.membership.empty()) {
+    // The history the result is a function of (elastic jobs).
+    nlohmann::ordered_json spans = nlohmann::ordered_json::array();
+    for (const WorldSpan& w : r.membership) {
+      nlohmann::ordered_json e;
+      e["generation"] = w.generation;
+      e["from_step"] = w.from_step;
+      e["workers"] = w.workers;
+      e["replicas"] = w.replicas;
+      e["why"] = w.why;
+      spans.push_back(std::move(e));
+    }
+    j["membership"] = std::move(spans);
+  }
   if (r.skipped_samples > 0) j["skipped_samples"] = r.skipped_samples;
   j["checkpoint"] = r.checkpoint_path;
   j["finished_at"] =

@@ -113,8 +113,9 @@ absl::StatusOr<TrainingSession::Outcome> TrainingSession::Run() {
     if (CheckpointDue(epoch_end)) RETURN_IF_ERROR(SaveCheckpoint());
     RETURN_IF_ERROR(host_->EndStep(step_));
     if (epoch_end) meter_.EndEpoch();
-    // At the last step the job ends anyway: nothing to leave from.
+    // At the last step the job ends anyway: nothing to leave or regroup.
     if (leaving_ > 0 && !last) return Outcome::kLeaving;
+    if (regroup_ && !last) return Outcome::kRegroup;
   }
   prefetcher.Stop();
   if (step_ >= total_steps_ && !evaluated_) {

@@ -63,10 +63,17 @@ absl::Status TrainingSession::Setup(
           ? data.test.Slice(test_total_ * config_.rank / config_.world,
                             test_total_ * (config_.rank + 1) / config_.world)
           : std::move(data.test);
-  // A replica's share of a step is all its micro-batches, contiguous.
-  plan_ = std::make_unique<ShardPlan>(
-      train_.num_samples, spec.step_batch_per_replica(),
-      config_.world_replicas, spec.seed, spec.data.shuffle);
+  // The job's global batch, whatever the world: each replica's share of a
+  // step is contiguous, cut into micro-batches of batch_size_per_replica
+  // (gradient_accumulation_steps of them at the job's full world; more
+  // when an elastic job runs on fewer workers).
+  plan_ = std::make_unique<ShardPlan>(train_.num_samples,
+                                      spec.global_batch_size(),
+                                      config_.world_replicas, spec.seed,
+                                      spec.data.shuffle);
+  micros_ = static_cast<int32_t>(
+      (plan_->max_replica_share() + spec.batch_size_per_replica - 1) /
+      spec.batch_size_per_replica);
   total_steps_ =
       spec.epochs > 0 ? spec.epochs * plan_->steps_per_epoch() : spec.steps;
   ASSIGN_OR_RETURN(optimizer_,
@@ -186,18 +193,21 @@ absl::Status TrainingSession::Step(Batch& batch, const Batch* next,
   }
   *global = local;
   leaving_ = 0;
+  regroup_ = false;
   if (config_.peers.transport != nullptr) {
-    // The 4th value counts the ranks shutting down, so every rank learns
-    // it at the same step.
-    float m[4] = {
+    // The 4th value counts the ranks shutting down and the 5th those told
+    // to regroup, so every rank learns it at the same step.
+    float m[5] = {
         static_cast<float>(local.loss_sum), static_cast<float>(local.correct),
-        static_cast<float>(local.count), host_->Leaving() ? 1.0f : 0.0f};
-    RETURN_IF_ERROR(SumOverWorkers(kLossBucket, batch.global_step, m, 4,
+        static_cast<float>(local.count), host_->Leaving() ? 1.0f : 0.0f,
+        host_->Regrouping() ? 1.0f : 0.0f};
+    RETURN_IF_ERROR(SumOverWorkers(kLossBucket, batch.global_step, m, 5,
                                    "all-reduce of the step's loss"));
     global->loss_sum = m[0];
     global->correct = static_cast<int64_t>(std::llround(m[1]));
     global->count = static_cast<int64_t>(std::llround(m[2]));
     leaving_ = static_cast<int>(std::lround(m[3]));
+    regroup_ = m[4] > 0.5f;
   }
   if (ddp_ != nullptr) {
     optimizer_->set_iterations(optimizer_->iterations() + 1);
@@ -210,7 +220,7 @@ absl::Status TrainingSession::Step(Batch& batch, const Batch* next,
 
 absl::StatusOr<BatchLoss> TrainingSession::ComputeGradients(Batch& batch) {
   const JobSpec& spec = config_.spec;
-  const int32_t micros = static_cast<int32_t>(spec.gradient_accumulation_steps);
+  const int32_t micros = micros_;
   BatchLoss local;
   // Micro-batches 0..m-2 (gradient accumulation): each replica adds up its
   // own gradients (ReplicaSet), nothing leaves yet.

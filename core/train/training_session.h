@@ -10,8 +10,9 @@
 // A step (DESIGN "A step"): every local replica computes its slice of the
 // global batch; the gradients are summed over the local replicas in
 // replica order and, with peers, over the workers (gradient buckets on the
-// ring, or NCCL); a GatherSum of 4 values carries the global loss and how
-// many ranks leave; every replica applies the same update.
+// ring, or NCCL); a GatherSum of 5 values carries the global loss, how
+// many ranks leave and whether the world regroups; every replica applies
+// the same update.
 #ifndef LOCKSTEP_CORE_TRAIN_TRAINING_SESSION_H_
 #define LOCKSTEP_CORE_TRAIN_TRAINING_SESSION_H_
 
@@ -92,6 +93,10 @@ class SessionHost {
   // This process leaves after the current step: the ranks learn it in the
   // step's sum and all end the run there (Run returns kLeaving).
   virtual bool Leaving() const { return false; }
+  // The coordinator asked this generation to end after the current step
+  // (workers join an elastic job): as with Leaving, every rank learns it in
+  // the step's sum and all end the run there (Run returns kRegroup).
+  virtual bool Regrouping() const { return false; }
 };
 
 // The other workers of a cluster job in one generation.
@@ -146,6 +151,7 @@ class TrainingSession {
     kFinished,  // the job's last step, or config.end_step
     kStopped,   // the host asked to stop, before a step
     kLeaving,   // ranks leave after this step (leaving() of them)
+    kRegroup,   // the world changes after this step (Regrouping)
   };
 
   // Loads the data (after host->StartingCheckpoint()), builds the replicas
@@ -241,6 +247,10 @@ class TrainingSession {
   int64_t step_ = 0;
   int64_t saved_step_ = -1;
   int leaving_ = 0;
+  bool regroup_ = false;
+  // Micro-batches of batch_size_per_replica a CPU replica's share of a step
+  // takes (GPUs take their share whole).
+  int32_t micros_ = 1;
   std::string restored_from_;
 };
 

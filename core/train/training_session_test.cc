@@ -136,7 +136,8 @@ struct RankRun {
 // in-process ring; `prepare` sets each rank's host up.
 std::vector<std::unique_ptr<RankRun>> RunRanks(
     const JobSpec& spec, int world,
-    const std::function<void(int, MemoryHost&)>& prepare = nullptr) {
+    const std::function<void(int, MemoryHost&)>& prepare = nullptr,
+    int64_t end_step = -1) {
   std::unique_ptr<InProcessRing> ring = InProcessRing::Create(world);
   std::vector<std::unique_ptr<RankRun>> runs;
   for (int r = 0; r < world; ++r) runs.push_back(std::make_unique<RankRun>());
@@ -147,8 +148,10 @@ std::vector<std::unique_ptr<RankRun>> RunRanks(
       RankRun& run = *runs[r];
       SessionConfig c = LocalConfig(spec);
       c.replicas = {r};
+      c.world_replicas = world;
       c.rank = r;
       c.world = world;
+      c.end_step = end_step;
       c.report_fingerprints = true;
       c.fingerprint_every_steps = 5;
       c.peers.transport = &ring->endpoint(r);
@@ -366,6 +369,86 @@ TEST(TrainingSessionTest, GpuReplicasRefuseAccumulation) {
             "gradient_accumulation_steps: GPU replicas do not accumulate "
             "micro-batches yet (got 2); run the job on CPU replicas or give "
             "each GPU the whole batch_size_per_replica");
+}
+
+// One generation of an elastic job: `world` workers of one replica, from
+// `start` (null: step 0) to `end_step`, as ranks over the ring or as one
+// process holding them all; the state at its end (a checkpoint of it).
+struct Generation {
+  int world;
+  int64_t end_step;
+};
+std::optional<LoadedCheckpoint> RunGeneration(
+    const JobSpec& spec, const Generation& g,
+    const std::optional<LoadedCheckpoint>& start, bool ranks,
+    std::string* fingerprint) {
+  if (ranks) {
+    auto runs = RunRanks(
+        spec, g.world, [&](int, MemoryHost& host) { host.start = start; },
+        g.end_step);
+    for (int r = 0; r < g.world; ++r) {
+      EXPECT_TRUE(runs[r]->outcome.ok()) << runs[r]->outcome.status();
+      EXPECT_EQ(runs[r]->step, g.end_step) << r;
+    }
+    *fingerprint = runs[0]->result.ok() ? runs[0]->result->fingerprint : "";
+    auto it = runs[0]->host.checkpoints.find(g.end_step);
+    if (it == runs[0]->host.checkpoints.end()) return std::nullopt;
+    return it->second;
+  }
+  MemoryHost host;
+  host.start = start;
+  SessionConfig c = LocalConfig(spec);
+  c.replicas.clear();
+  for (int r = 0; r < g.world; ++r) c.replicas.push_back(r);
+  c.world_replicas = g.world;
+  c.end_step = g.end_step;
+  auto session = TrainingSession::Create(std::move(c), &host);
+  EXPECT_TRUE(session.ok()) << session.status();
+  if (!session.ok()) return std::nullopt;
+  EXPECT_TRUE((*session)->Run().ok());
+  absl::StatusOr<SessionResult> result = (*session)->Result();
+  *fingerprint = result.ok() ? result->fingerprint : "";
+  auto it = host.checkpoints.find(g.end_step);
+  if (it == host.checkpoints.end()) return std::nullopt;
+  return it->second;
+}
+
+// Runs `history` from step 0 and returns the fingerprint at its end.
+std::string RunHistory(const JobSpec& spec,
+                       const std::vector<Generation>& history, bool ranks) {
+  std::optional<LoadedCheckpoint> state;
+  std::string fingerprint;
+  for (const Generation& g : history) {
+    state = RunGeneration(spec, g, state, ranks, &fingerprint);
+    EXPECT_TRUE(state.has_value()) << "no checkpoint at " << g.end_step;
+    if (!state.has_value()) return "";
+  }
+  EXPECT_EQ(fingerprint.size(), 32u);
+  return fingerprint;
+}
+
+// An elastic job's result is a pure function of its membership history:
+// 3 workers to step 4, 2 (each replica's half of the global batch in two
+// micro-batches) to step 12, 3 again to the end, replayed, ends on the
+// same bits; a run that never changed its world on others.
+TEST(TrainingSessionTest, AnElasticHistoryReplaysToTheSameBits) {
+  JobSpec spec = Job(3);  // global batch 24, 160 samples: 7 steps an epoch
+  spec.cluster.min_workers = 2;
+  ASSERT_TRUE(spec.elastic());
+  const std::vector<Generation> history = {{3, 4}, {2, 12}, {3, 14}};
+  const std::string first = RunHistory(spec, history, true);
+  EXPECT_EQ(RunHistory(spec, history, true), first);
+  EXPECT_NE(RunHistory(spec, {{3, 14}}, true), first);
+}
+
+// Two ranks sum as one process of two replicas does (the ring's order for
+// two): so a history of 2, 1 and 2 workers replayed in one process ends on
+// the ranks' bits.
+TEST(TrainingSessionTest, AnElasticHistoryOfRanksEqualsOneProcessReplayingIt) {
+  JobSpec spec = Job(2);  // global batch 16: at one worker 2 micro-batches
+  spec.cluster.min_workers = 1;
+  const std::vector<Generation> history = {{2, 4}, {1, 12}, {2, 20}};
+  EXPECT_EQ(RunHistory(spec, history, true), RunHistory(spec, history, false));
 }
 
 TEST(TrainingSessionTest, EndStepStopsShortOfTheJob) {
