@@ -315,7 +315,12 @@ absl::StatusOr<lockstep::v1::HeartbeatResponse> Coordinator::Heartbeat(
     }
     return resp;
   }
-  if (running && !job->finished.count(w.rank)) {
+  // A rank that already reported its end of this generation (a failure
+  // whose blame is still being traced) is not started again: its report,
+  // and what it kept in memory, stand.
+  const bool reported = running && w.reported_job == job->name &&
+                        w.reported_generation == job->status.generation();
+  if (running && !job->finished.count(w.rank) && !reported) {
     resp.set_command(lockstep::v1::HeartbeatResponse::RUN);
     *resp.mutable_assignment() = AssignmentFor(*job, w.rank);
   } else if (job == nullptr || IsTerminal(job->status.state()) ||

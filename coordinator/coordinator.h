@@ -185,6 +185,12 @@ class Coordinator {
     // Elastic jobs: the generation asked to end at a step boundary so that
     // idle workers join (HeartbeatResponse.regroup); 0: none.
     int64_t regroup_generation = 0;
+    // Ranks of the running generation that reported a broken or silent
+    // neighbour: reporter -> (suspect, the report's text). With three or
+    // more ranks a rank whose own upstream died aborts its streams too, so
+    // the next rank suspects it: the blame follows the chain (BlameChain).
+    std::map<int, std::pair<int, std::string>> suspects;
+    absl::Time suspected_since;
     // Since when at least cluster.workers.min idle workers are there for
     // a pending elastic job (it then waits start_grace_seconds for more).
     absl::Time quorum_since = absl::InfiniteFuture();
@@ -232,6 +238,13 @@ class Coordinator {
   // to join (planned, and the next generation starts from their memory).
   void Recover(Job& job, Worker* blamed, const std::string& reason,
                bool planned = false, bool regroup = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Marks the rank at the end of the job's chain of suspects lost (the
+  // one that reported no suspect of its own, or none at all): at once with
+  // two ranks, when that rank reported or is already lost, or `patience`
+  // after the first suspicion (it may still report its own suspect).
+  // True when it blamed someone (the job then recovers).
+  bool BlameChain(Job& job, absl::Duration patience)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops the worker from the membership; its job (if any) recovers.
   void MarkLost(Worker& w, const std::string& why)

@@ -161,7 +161,11 @@ TEST_F(ElasticTest, ALostWorkerLeavesTheSurvivorsAfterTheRejoinGrace) {
   g.set_held_step(7);
   g.set_held_fingerprint("fp7");
   ASSERT_TRUE(c_->Finish(g).ok());
-  BeatAndTick({a, b});
+  // Rank 2 is silent: blamed once its heartbeats stop (0.3 s here).
+  for (int i = 0; i < 2; ++i) {
+    absl::SleepFor(absl::Milliseconds(200));
+    BeatAndTick({a, b});
+  }
   EXPECT_EQ(Job().state(), v1::RECOVERING);  // the rejoin grace runs
   EXPECT_THAT(Job().message(), HasSubstr("needs 2 (up to 3, within 0.5 s)"));
   PassGrace({a, b});
@@ -191,9 +195,47 @@ TEST_F(ElasticTest, AReplacementWithinTheGraceKeepsTheWorld) {
   ASSERT_TRUE(c_->Finish(f).ok());
   ASSERT_TRUE(c_->Finish(Failed(b, 1, 1, "aborted", absl::StatusCode::kAborted))
                   .ok());
-  Register("hostd");  // at once: 3 again, no grace
+  for (int i = 0; i < 2; ++i) {  // rank 2 silent: lost after 0.3 s
+    absl::SleepFor(absl::Milliseconds(200));
+    BeatAndTick({a, b});
+  }
+  ASSERT_EQ(Job().state(), v1::RECOVERING);
+  Register("hostd");  // within the grace: 3 again at once
   EXPECT_EQ(Job().state(), v1::RUNNING);
   EXPECT_EQ(Beat(a).assignment().world_size(), 3);
+}
+
+// With three ranks, a rank whose upstream died aborts its own streams, so
+// its downstream suspects it: the blame follows the chain of suspects to
+// the rank that reported none.
+TEST_F(ElasticTest, ThreeRanksFollowTheChainOfSuspects) {
+  const std::string a = Register("hosta"), b = Register("hostb"),
+                    c = Register("hostc");
+  ASSERT_TRUE(c_->Submit(kElasticJob).ok());
+  v1::FinishRequest from1 = Failed(b, 1, 1, "the stream from rank 0 broke",
+                                   absl::StatusCode::kUnavailable);
+  from1.add_suspect_ranks(0);
+  ASSERT_TRUE(c_->Finish(from1).ok());
+  EXPECT_EQ(Job().state(), v1::RUNNING);  // rank 0 may name its own suspect
+  v1::FinishRequest from0 = Failed(a, 1, 0, "the stream from rank 2 broke",
+                                   absl::StatusCode::kUnavailable);
+  from0.add_suspect_ranks(2);
+  ASSERT_TRUE(c_->Finish(from0).ok());
+  for (int i = 0; i < 6; ++i) {  // rank 2 stays silent for over 1 s
+    absl::SleepFor(absl::Milliseconds(200));
+    Beat(a);
+    Beat(b);
+    v1::HeartbeatRequest alive;  // lost once blamed: NotFound then
+    alive.set_worker_id(c);
+    alive.set_job("j");
+    alive.set_generation(1);
+    (void)c_->Heartbeat(alive);
+    c_->Tick();
+  }
+  EXPECT_EQ(Job().state(), v1::RECOVERING);
+  EXPECT_THAT(Job().message(),
+              HasSubstr("rank 2 (w3 on hostc pid 100, hostc:1) lost: rank 0 "
+                        "reports: the stream from rank 2 broke"));
 }
 
 TEST_F(ElasticTest, ARegroupNobodyAskedForIsRefused) {

@@ -38,6 +38,40 @@ std::string Coordinator::WaitText(const Worker& w, double min_seconds) const {
       BucketName(w.wait.bucket()));
 }
 
+bool Coordinator::BlameChain(Job& job, absl::Duration patience) {
+  if (job.suspects.empty()) return false;
+  // Follow reporter -> suspect while the suspect itself reported one.
+  int culprit = job.suspects.begin()->second.first;
+  const std::string* why = &job.suspects.begin()->second.second;
+  for (size_t hops = 0; hops < job.ranks.size(); ++hops) {
+    auto next = job.suspects.find(culprit);
+    if (next == job.suspects.end()) break;
+    why = &next->second.second;
+    culprit = next->second.first;
+  }
+  if (job.suspects.count(culprit)) {
+    // A cycle (every rank suspects its neighbour): the first suspicion.
+    culprit = job.suspects.begin()->second.first;
+    why = &job.suspects.begin()->second.second;
+  }
+  Worker* blamed = RankWorker(job, culprit);
+  if (blamed == nullptr) return false;
+  const bool reported = blamed->reported_job == job.name &&
+                        blamed->reported_generation == job.status.generation();
+  if (job.ranks.size() > 2 && !reported && !blamed->lost &&
+      absl::Now() < job.suspected_since + patience) {
+    return false;  // it may still report a suspect of its own
+  }
+  const std::string reason = *why;
+  job.suspects.clear();
+  if (blamed->lost) {
+    Recover(job, blamed, reason);
+  } else {
+    MarkLost(*blamed, reason);
+  }
+  return true;
+}
+
 void Coordinator::MarkLost(Worker& w, const std::string& why) {
   if (w.lost) return;
   w.lost = true;
@@ -162,6 +196,9 @@ void Coordinator::Tick() {
   }
   for (const std::string& name : job_order_) {
     Job& job = *jobs_.at(name);
+    if (job.status.state() == lockstep::v1::RUNNING) {
+      BlameChain(job, absl::Seconds(1));
+    }
     if (job.status.state() == lockstep::v1::RUNNING) DiagnoseHangs(job);
     if (job.status.state() == lockstep::v1::RUNNING) MaybeGrow(job);
     if (job.status.state() == lockstep::v1::RECOVERING &&

@@ -295,15 +295,20 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
       Recover(*job, nullptr, reason, /*planned=*/true);
       return absl::OkStatus();
     }
-    if (!req.suspect_ranks().empty()) {
-      // A neighbour's stream broke or it went silent: it is lost at once.
-      const int suspect = req.suspect_ranks(0);
-      Worker* blamed = RankWorker(*job, suspect);
-      if (blamed != nullptr) {
-        MarkLost(*blamed,
-                 absl::StrCat("rank ", req.rank(), " reports: ", req.error()));
-        return absl::OkStatus();
-      }
+    if (!req.suspect_ranks().empty() &&
+        RankWorker(*job, req.suspect_ranks(0)) != nullptr) {
+      // A neighbour's stream broke or it went silent: the rank at the end
+      // of the chain of suspects is lost.
+      if (job->suspects.empty()) job->suspected_since = absl::Now();
+      job->suspects[req.rank()] = {
+          req.suspect_ranks(0),
+          absl::StrCat("rank ", req.rank(), " reports: ", req.error())};
+      BlameChain(*job, absl::Seconds(1));
+      return absl::OkStatus();
+    }
+    if (!job->suspects.empty()) {
+      // A consequence of the failure being traced (BlameChain).
+      return absl::OkStatus();
     }
     switch (code) {
       case absl::StatusCode::kUnavailable:

@@ -281,6 +281,7 @@ bool Coordinator::TryStart(Job& job) {
   }
   job.finished.clear();
   job.fingerprints.clear();
+  job.suspects.clear();
   job.quorum_since = absl::InfiniteFuture();
   job.started = now;
   job.status.set_generation(job.status.generation() + 1);
