@@ -118,6 +118,14 @@ std::string CoordinatorMetricsText(const Coordinator::OpsView& view,
     f.Counter("lockstep_job_restarts_total",
               "Generations started after a failure or a departure", job,
               s.restarts());
+    if (s.membership_size() > 0) {
+      f.Gauge("lockstep_job_world_workers",
+              "Workers of the job's latest generation (elastic jobs vary)",
+              job, s.membership(s.membership_size() - 1).workers());
+      f.Counter("lockstep_job_membership_changes_total",
+                "Generations that started after the first (any reason)", job,
+                s.membership_size() - 1);
+    }
     const Coordinator::CheckpointFigures& c = j.checkpoints;
     f.Counter("lockstep_job_checkpoints_total", "Checkpoints committed", job,
               static_cast<double>(c.committed));
@@ -184,6 +192,9 @@ nlohmann::json DashboardState(const Coordinator::OpsView& view) {
         {"max_restarts", s.max_restarts()},
         {"workers_alive", s.workers_alive()},
         {"workers_needed", s.workers_needed()},
+        {"world_workers", s.membership_size() > 0
+                              ? s.membership(s.membership_size() - 1).workers()
+                              : 0},
         {"checkpoint_path", s.checkpoint_path()},
         {"checkpoints", j.checkpoints.committed},
     };

@@ -52,6 +52,9 @@ TEST_F(OpsEndpointsTest, MetricsCountJobsByStateAndDescribeEachJob) {
   t = CoordinatorMetricsText(c_->Ops(), c_->ready());
   EXPECT_THAT(t, HasSubstr("lockstep_jobs{state=\"RUNNING\"} 1\n"));
   EXPECT_THAT(t, HasSubstr("lockstep_job_generation{job=\"j\"} 1\n"));
+  EXPECT_THAT(t, HasSubstr("lockstep_job_world_workers{job=\"j\"} 2\n"));
+  EXPECT_THAT(t, HasSubstr(
+                     "lockstep_job_membership_changes_total{job=\"j\"} 0\n"));
   EXPECT_THAT(t, HasSubstr("lockstep_workers{state=\"busy\"} 2\n"));
   EXPECT_THAT(t,
               HasSubstr("lockstep_worker_heartbeat_age_seconds{worker=\"w1\","
