@@ -16,7 +16,7 @@
 #               throughout (`lockstep train`), goal: within 0.005
 #
 #   bazel run //benchmarks:elastic_drill [-- --kill-step 300 --join-step 600
-#       --rejoin-grace 2 --timeout 1200 --model mnist]
+#       --rejoin-grace 2 --timeout 1200 --model mnist --steps N]
 set -euo pipefail
 
 usage() {
@@ -27,6 +27,7 @@ usage: bazel run //benchmarks:elastic_drill -- [options]
   --rejoin-grace S  cluster.rejoin_grace_seconds of the job (default 2)
   --timeout S       limit for the whole drill's processes (default 1200)
   --model mnist|bert  the job (default mnist)
+  --steps N         train N steps instead of the example's epochs
 Environment: LOCKSTEP_MNIST_DIR (default <workspace>/../shared/datasets/mnist),
   LOCKSTEP_BROWN_DIR (--model bert)
 USAGE
@@ -41,6 +42,7 @@ join_step=600
 grace=2
 run_timeout=1200
 model=mnist
+steps=0
 while (($# > 0)); do
   case "$1" in
     --kill-step) kill_step=${2:?}; shift 2 ;;
@@ -48,6 +50,7 @@ while (($# > 0)); do
     --rejoin-grace) grace=${2:?}; shift 2 ;;
     --timeout) run_timeout=${2:?}; shift 2 ;;
     --model) model=${2:?}; shift 2 ;;
+    --steps) steps=${2:?}; shift 2 ;;
     -h | --help) usage; exit 0 ;;
     *) usage >&2; die "unknown argument: $1" ;;
   esac
@@ -57,6 +60,7 @@ done
   die "--kill-step, --join-step and --timeout must be positive integers"
 ((join_step > kill_step)) || die "--join-step must come after --kill-step"
 [[ "$grace" =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "--rejoin-grace must be seconds"
+[[ "$steps" =~ ^[0-9]+$ ]] || die "--steps must be a number of steps"
 [[ "$model" == mnist || "$model" == bert ]] || die "--model must be mnist or bert"
 
 . "${RUNFILES_DIR:-$0.runfiles}/lockstep/benchmarks/bench_lib.sh"
@@ -107,10 +111,13 @@ else
   sed "s#\"../../shared/datasets/brown/#\"$brown/#" "$example" >"$tmp/base.json"
 fi
 # The same job as 3 fixed workers (the reference) and as 2..3 (the drill).
-python3 - "$tmp" "$grace" <<'PY'
+python3 - "$tmp" "$grace" "$steps" <<'PY'
 import json, sys
-tmp, grace = sys.argv[1], float(sys.argv[2])
+tmp, grace, steps = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
 job = json.load(open(tmp + "/base.json"))
+if steps > 0:
+    job.pop("epochs", None)
+    job["steps"] = steps
 job.setdefault("cluster", {})["workers"] = 3
 json.dump(job, open(tmp + "/fixed.json", "w"), indent=1)
 job["cluster"]["workers"] = {"min": 2, "max": 3}

@@ -22,6 +22,9 @@ class HealthServiceTest : public ::testing::Test {
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
                              &port);
+    // A small bound (the real one is kMaxMessageBytes) for the test of
+    // oversized messages.
+    ConfigureServer(builder, /*max_message_bytes=*/4096);
     builder.RegisterService(&health_);
     server_ = builder.BuildAndStart();
     ASSERT_NE(port, 0);
@@ -53,6 +56,17 @@ class HealthServiceTest : public ::testing::Test {
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<Health::Stub> stub_;
 };
+
+// A message longer than the server's bound is refused from its length
+// prefix, with a status that says so; the server goes on serving.
+TEST_F(HealthServiceTest, AMessageOverTheBoundIsRefused) {
+  HealthCheckResponse r;
+  const grpc::Status s = Check(std::string(5000, 'x'), &r);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(s.error_message().find("4096"), std::string::npos)
+      << s.error_message();
+  EXPECT_EQ(StatusOf("liveness"), HealthCheckResponse::SERVING);
+}
 
 TEST_F(HealthServiceTest, NotReadyUntilToldThenServing) {
   EXPECT_EQ(StatusOf(""), HealthCheckResponse::NOT_SERVING);

@@ -30,8 +30,8 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
                                            const TlsFiles& tls, int lane,
                                            int keepalive_timeout_ms) {
   grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(-1);
-  args.SetMaxSendMessageSize(-1);
+  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  args.SetMaxSendMessageSize(kMaxMessageBytes);
   // Fail fast on a dead peer instead of waiting for TCP timeouts.
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, keepalive_timeout_ms);
@@ -51,9 +51,9 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
   return grpc::CreateCustomChannel(address, MakeChannelCredentials(tls), args);
 }
 
-void ConfigureServer(grpc::ServerBuilder& builder) {
-  builder.SetMaxReceiveMessageSize(-1);
-  builder.SetMaxSendMessageSize(-1);
+void ConfigureServer(grpc::ServerBuilder& builder, int max_message_bytes) {
+  builder.SetMaxReceiveMessageSize(max_message_bytes);
+  builder.SetMaxSendMessageSize(max_message_bytes);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(
       GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);

@@ -26,8 +26,15 @@ inline constexpr int kProtocolVersion = 3;
 absl::Status FromGrpc(const grpc::Status& status, absl::string_view what);
 grpc::Status ToGrpc(const absl::Status& status);
 
+// The largest gRPC message lockstep sends or accepts: a ring chunk of
+// cluster.ring_chunk_kib's most (1 GiB) with its header, or one tensor of a
+// checkpoint stream. gRPC refuses a longer one from its length prefix
+// (RESOURCE_EXHAUSTED), before it buffers any of it: a peer claiming 10 GB
+// costs nothing.
+inline constexpr int kMaxMessageBytes = (1 << 30) + (16 << 20);
+
 // Every lockstep client channel: TLS with `tls` (plaintext when TLS is off,
-// see rpc/tls.h), unlimited message sizes; `lane` > 0 forces a separate
+// see rpc/tls.h), messages up to kMaxMessageBytes; `lane` > 0 forces a separate
 // TCP connection so several streams to one peer do not share one socket.
 // `keepalive_timeout_ms`: how long an unanswered keepalive ping, and (as
 // gRPC makes it the socket's TCP_USER_TIMEOUT) unacknowledged data, may
@@ -37,8 +44,10 @@ std::shared_ptr<grpc::Channel> MakeChannel(
     const std::string& address, const TlsFiles& tls, int lane = 0,
     int keepalive_timeout_ms = kKeepaliveTimeoutMs);
 
-// Applies the server-side counterparts (message sizes, keepalive).
-void ConfigureServer(grpc::ServerBuilder& builder);
+// Applies the server-side counterparts (message sizes up to
+// `max_message_bytes`, keepalive).
+void ConfigureServer(grpc::ServerBuilder& builder,
+                     int max_message_bytes = kMaxMessageBytes);
 
 // The address peers dial, from --advertise and the address the server
 // bound: `advertise` as given when it names a port; "HOST" or "HOST:0"

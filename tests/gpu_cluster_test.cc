@@ -5,7 +5,8 @@
 // (for two ranks every sum is g0 + g1, whatever the process layout), and
 // that kill -9 of a worker is recovered with those bytes still. NCCL does
 // not allow two ranks on one GPU, so this needs two; it skips, saying why,
-// with fewer or without the CUDA build.
+// with fewer or without the CUDA build. And an elastic job of GPU workers
+// over the gRPC ring, which one GPU can hold.
 #include <signal.h>
 #include <unistd.h>
 
@@ -160,6 +161,77 @@ TEST_F(GpuClusterTest, KilledWorkerIsReplacedAndTheBytesAreTheSame) {
   ASSERT_TRUE(res.is_object()) << w.out;
   EXPECT_GT(res["resumed_from_step"].get<int>(), 0);
   EXPECT_EQ(res["fingerprint"], OneProcessFingerprint());
+}
+
+// An elastic job of GPU workers (on one device: each worker's own
+// one-GPU communicator, the gRPC ring between them): kill one of 2, the
+// survivor goes on alone after the rejoin grace from the latest checkpoint
+// (GPU ranks keep nothing in memory), taking the whole global batch; a new
+// worker joins and the ranks regroup through a checkpoint of the step they
+// agree on.
+TEST(GpuElasticTest, ShrinksAndGrowsThroughCheckpoints) {
+  absl::StatusOr<std::vector<cuda::DeviceInfo>> d = cuda::VisibleDevices();
+  if (!d.ok() || d->empty()) {
+    GTEST_SKIP() << "needs a GPU: "
+                 << (d.ok() ? "none visible" : std::string(d.status().message()));
+  }
+  const std::string dir = NewTempDir("gpu_elastic");
+  const std::string job = dir + "/job.json";
+  WriteStringToFile(job, testing::TinyJob(nlohmann::json::parse(R"({
+    "name": "gpu", "epochs": 12,
+    "checkpoint": {"every_steps": 20, "keep": 3},
+    "cluster": {"workers": {"min": 1, "max": 2}, "replicas_per_worker": 1,
+                "collective": "ring", "rejoin_grace_seconds": 1},
+    "restart": {"max_restarts": 3, "backoff_seconds": 0.2}})"))
+                              .dump(2));
+  LocalCluster cluster(dir);
+  ASSERT_TRUE(cluster.ok()) << cluster.error();
+  std::string why;
+  const std::vector<std::string> gpu = {"--devices", "cuda:0"};
+  ASSERT_TRUE(cluster.StartWorkers(2, 1, 1, &why, gpu)) << why;
+  ASSERT_EQ(cluster.Client({"submit", job}, 60).exit.exit_code, 0);
+  auto wait_step = [&](int step) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::string last;
+    while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120)) {
+      RunResult s = cluster.Client({"status", "gpu"}, 10);
+      last = s.out + s.err;
+      std::smatch m;
+      if (std::regex_search(last, m, std::regex(R"(step (\d+)/)")) &&
+          std::stoi(m[1]) >= step) {
+        return true;
+      }
+      usleep(30000);
+    }
+    ADD_FAILURE() << "never past step " << step << ":\n" << last;
+    return false;
+  };
+  ASSERT_TRUE(wait_step(60));
+  cluster.worker(1).Signal(SIGKILL);
+  ASSERT_TRUE(wait_step(150));
+  ASSERT_TRUE(cluster.StartWorkers(1, 1, 1, &why, gpu)) << why;
+  RunResult w = cluster.Client({"watch", "gpu"}, 240);
+  EXPECT_EQ(w.exit.exit_code, 0) << w.out << w.err;
+  EXPECT_NE(w.out.find("membership: 2 -> 1 workers (of 1-2) from step "),
+            std::string::npos)
+      << w.out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      w.out, m,
+      std::regex(R"(membership: 1 -> 2 workers \(of 1-2\) from step (\d+): )"
+                 R"(generation \d+ ended after step (\d+) for workers to join)")))
+      << w.out;
+  EXPECT_EQ(m[1], m[2]) << w.out;  // from the checkpoint of that very step
+  EXPECT_NE(w.out.find("job gpu SUCCEEDED: 384 steps"), std::string::npos)
+      << w.out;
+  const nlohmann::json res = nlohmann::json::parse(
+      ReadFileOrEmpty(cluster.storage() + "/jobs/gpu/result.json"), nullptr,
+      false);
+  ASSERT_TRUE(res.is_object()) << w.out;
+  ASSERT_EQ(res["membership"].size(), 3u) << res.dump(2);
+  EXPECT_EQ(res["membership"][1]["workers"], 1);
+  EXPECT_EQ(res["membership"][2]["workers"], 2);
+  EXPECT_GT(res["test_accuracy"].get<double>(), 0.5);
 }
 
 }  // namespace
