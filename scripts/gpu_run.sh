@@ -23,10 +23,15 @@ for f in client/lockstep benchmarks/text_batches; do
   printf '#!/bin/bash\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$libs" "$b/bin/$f" >"$root/$f"
   chmod +x "$root/$f"
 done
+# Runfiles as Bazel lays them out (TEST_SRCDIR/lockstep/...): the checkout,
+# where the wrappers above stand for client/lockstep (the cluster tests
+# start it) and benchmarks/text_batches.
+rf=$(mktemp -d) && ln -s "$root" "$rf/lockstep"
 while read -r t; do
   [[ "$t" == *_test ]] || continue
   d=$(mktemp -d)
-  out=$(cd "$d" && TEST_TMPDIR=$d timeout 300 env LD_LIBRARY_PATH="$libs" "$b/bin/$t" 2>&1)
+  out=$(cd "$d" && TEST_TMPDIR=$d TEST_SRCDIR=$rf TEST_WORKSPACE=lockstep \
+    timeout 300 env LD_LIBRARY_PATH="$libs" "$b/bin/$t" 2>&1)
   rc=$?
   echo "== $t rc=$rc: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' <<<"$out" | tr '\n' ' ')"
   ((rc == 0)) || grep -E -B3 -A12 'Failure|FAILED|rror' <<<"$out" | head -n 80
@@ -34,7 +39,6 @@ done <"$b/tests.txt" >"$results/tests.log" 2>&1
 echo "test binaries passing: $(grep -c 'rc=0' "$results/tests.log") of $(grep -c '^==' "$results/tests.log")"
 grep '^==' "$results/tests.log" | grep -v 'rc=0'
 [[ -d "$here/brown" ]] || { echo "no Brown corpus in $here: benchmark skipped"; exit 0; }
-rf=$(mktemp -d) && ln -s "$root" "$rf/lockstep"
 RUNFILES_DIR=$rf LOCKSTEP_BENCH_PYTHON=$(command -v python3) LOCKSTEP_BROWN_DIR=$here/brown \
   timeout 300 bash "$root/benchmarks/bert_vs_pytorch.sh" --device cuda:0 --batch 32,256 \
   --steps 300 --epochs 1 --threads "$(nproc)" >"$results/bert_bench.log" 2>&1

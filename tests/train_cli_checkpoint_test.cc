@@ -67,7 +67,7 @@ TEST_F(TrainCliTest, StopAndResumeEqualsStraightRun) {
 
 TEST_F(TrainCliTest, KillDashNineThenResumeEqualsStraightRun) {
   nlohmann::json job =
-      SlowJob({{"epochs", 2}, {"checkpoint", {{"every_steps", 250}}}});
+      SlowJob({{"epochs", 1}, {"checkpoint", {{"every_steps", 250}}}});
   const std::string path = WriteJob(job);
   RunResult straight = Train(path, dir_ + "/straight");
   ASSERT_EQ(straight.exit.exit_code, 0) << straight.err;
