@@ -27,6 +27,17 @@ class WorkerStatus:
 
 
 @dataclasses.dataclass
+class MembershipChange:
+    """One generation's world: an elastic job's result is a pure function
+    of this history (``result.json``'s ``membership``)."""
+    generation: int
+    from_step: int
+    workers: int
+    replicas: int       # workers x replicas_per_worker
+    why: str            # "start", or the loss or growth that changed it
+
+
+@dataclasses.dataclass
 class JobStatus:
     """A job's state and progress (``lockstep status JOB``)."""
     name: str
@@ -55,6 +66,7 @@ class JobStatus:
     wall_seconds: float
     restarts: int
     max_restarts: int
+    membership: List[MembershipChange]  # one per generation so far
 
     @property
     def done(self):
@@ -81,7 +93,9 @@ def status_from_proto(msg):
     from lockstep._generated import jobs_pb2
     return _fields_from(
         JobStatus, msg, state=jobs_pb2.JobState.Name(msg.state),
-        workers=[worker_from_proto(w) for w in msg.workers])
+        workers=[worker_from_proto(w) for w in msg.workers],
+        membership=[_fields_from(MembershipChange, m)
+                    for m in msg.membership])
 
 
 @dataclasses.dataclass
