@@ -57,6 +57,7 @@ class ElasticTest : public CoordinatorTest {
     f.set_generation(1);
     f.set_rank(rank);
     f.set_regroup(true);
+    f.set_steps(step);
     f.set_error("generation 1 ended after step 5: workers join the job");
     f.set_error_code(static_cast<int>(absl::StatusCode::kCancelled));
     f.set_held_step(step);

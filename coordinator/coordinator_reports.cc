@@ -275,7 +275,7 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
     Recover(*job, nullptr,
             absl::StrFormat("generation %d ended after step %d for workers "
                             "to join",
-                            req.generation(), req.held_step()),
+                            req.generation(), req.steps()),
             /*planned=*/false, /*regroup=*/true);
     return absl::OkStatus();
   }

@@ -50,9 +50,10 @@ class JobRunner {
   // This rank ended the generation because it shuts down (Finish says
   // `leaving`).
   bool drained() const { return drained_; }
-  bool uses_nccl() const {
-    return session_ != nullptr && session_->uses_devices();
-  }
+  // The workers' sum runs in NCCL (collective "nccl"), which cannot say
+  // which rank failed; GPU replicas whose workers meet on the gRPC ring
+  // know the broken neighbour like CPU ones.
+  bool uses_nccl() const { return session_ != nullptr && nccl(); }
   void WriteStepTimes() { host_.WriteStepTimes(); }
 
  private:
@@ -305,8 +306,9 @@ std::string JobRunner::Finish(const absl::Status& status) {
   req.set_leaving(drained_);
   if (regroup_) {
     // Not a failure: the coordinator asked for it, and the next generation
-    // starts from what the ranks keep.
+    // starts from what the ranks keep (or, on GPUs, the checkpoint of it).
     req.set_regroup(true);
+    req.set_steps(session_->step());
     KeepState(req);
   } else if (!status.ok() || session_ == nullptr) {
     req.set_error(std::string(status.message()));
