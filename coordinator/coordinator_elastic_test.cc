@@ -119,8 +119,10 @@ TEST_F(ElasticTest, StartsWithMinAfterTheGraceAndGrowsAtAStepBoundary) {
   EXPECT_EQ(s.restarts(), 0);  // not a failure
   EXPECT_THAT(LastEvents(3),
               HasSubstr("RUNNING generation 2 from step 5 (rank 0's memory; "
-                        "the latest checkpoint is step 0) (after a planned "
-                        "leave"));
+                        "the latest checkpoint is step 0) (the world grows, "));
+  EXPECT_THAT(LastEvents(3),
+              HasSubstr(" s later, no restart counted; no step is done "
+                        "again): rank 0 = w1"));
   EXPECT_THAT(LastEvents(1),
               HasSubstr("membership: 2 -> 3 workers (of 2-3) from step 5: "
                         "generation 1 ended after step 5 for workers to "

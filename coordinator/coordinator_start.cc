@@ -279,6 +279,10 @@ bool Coordinator::TryStart(Job& job) {
     job.ranks.push_back(idle[r]->id);
     who.push_back(absl::StrFormat("rank %d = %s", r, Describe(*idle[r])));
   }
+  // The generation that ends was asked to regroup (an elastic job grows):
+  // its ranks all completed the step they stopped at.
+  const bool grows =
+      recovering && job.regroup_generation == job.status.generation();
   job.finished.clear();
   job.fingerprints.clear();
   job.suspects.clear();
@@ -301,7 +305,12 @@ bool Coordinator::TryStart(Job& job) {
         : lost > 0 ? absl::StrFormat("steps %d..%d are recomputed",
                                      job.start_step, job.step_at_failure)
                    : std::string("no step is recomputed");
-    if (job.planned_recovery) {
+    if (grows) {
+      restart = absl::StrFormat(
+          " (the world grows, %.1f s later, no restart counted; no step is "
+          "done again)",
+          absl::ToDoubleSeconds(now - job.recovering_since));
+    } else if (job.planned_recovery) {
       restart = absl::StrFormat(
           " (after a planned leave, %.1f s later, no restart counted; %s)",
           absl::ToDoubleSeconds(now - job.recovering_since), recomputed);
