@@ -86,6 +86,7 @@ absl::Status GrpcRingTransport::RecvFromPrev(const CollectiveTag& tag,
   RingPayload payload;
   {
     absl::MutexLock lock(&mu_);
+    asked_step_ = std::max(asked_step_, tag.step);
     waiting_.try_emplace(tag, absl::Now());
     struct Done {
       absl::flat_hash_map<CollectiveTag, absl::Time>& w;
@@ -195,6 +196,20 @@ absl::Status GrpcRingTransport::Deliver(const RingHeader& header,
   }
   CollectiveTag tag{header.generation(), header.step(), header.bucket(),
                     header.chunk()};
+  if (refusal.ok()) {
+    absl::MutexLock lock(&mu_);
+    if (asked_step_ >= 0 && tag.step > asked_step_ + kMaxStepsAhead) {
+      refusal = absl::FailedPreconditionError(absl::StrFormat(
+          "refused %s from rank %d: this rank's collectives are at step %d, "
+          "and its previous rank cannot be more than %d steps ahead (it "
+          "needs this rank's part of every step)",
+          TagToString(tag), prev_rank(), asked_step_, kMaxStepsAhead));
+    } else if (mailbox_.size() >= kMaxUnreadMessages) {
+      refusal = absl::ResourceExhaustedError(absl::StrFormat(
+          "refused %s from rank %d: %d of its messages wait unread already",
+          TagToString(tag), prev_rank(), mailbox_.size()));
+    }
+  }
   if (refusal.ok()) {
     absl::MutexLock lock(&mu_);
     auto [it, inserted] = mailbox_.try_emplace(tag);

@@ -103,7 +103,16 @@ class GrpcRingTransport : public Transport {
   int suspect_ ABSL_GUARDED_BY(mu_) = -1;
   // Receives in progress and since when.
   absl::flat_hash_map<CollectiveTag, absl::Time> waiting_ ABSL_GUARDED_BY(mu_);
+  // The highest step a receive has asked for (-1: none yet). The previous
+  // rank needs this rank's part of every step it completes, so it is never
+  // more than a step ahead: a message beyond kMaxStepsAhead is refused, and
+  // at most kMaxUnreadMessages wait unread (a hostile or broken peer cannot
+  // fill this process's memory).
+  int64_t asked_step_ ABSL_GUARDED_BY(mu_) = -1;
 };
+
+inline constexpr int64_t kMaxStepsAhead = 2;
+inline constexpr size_t kMaxUnreadMessages = size_t{1} << 16;
 
 }  // namespace lockstep
 

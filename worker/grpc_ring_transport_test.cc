@@ -116,7 +116,9 @@ TEST(GrpcTransportTest, RingAllReduceMatchesSerialSumBitwise) {
   const int world = 3;
   GrpcRing ring(world);
   ring.Start("job", 1);
+  int64_t step = 0;  // one step per collective, as training numbers them
   for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{1000003}}) {
+    ++step;
     std::vector<std::vector<float>> data(world);
     std::vector<absl::Status> status(world);
     std::vector<std::thread> threads;
@@ -126,7 +128,7 @@ TEST(GrpcTransportTest, RingAllReduceMatchesSerialSumBitwise) {
         RingOptions o;
         o.chunk_elements = 64 * 1024;
         o.timeout = absl::Seconds(20);
-        status[r] = RingAllReduce(ring.at(r), CollectiveTag{1, n, 0, 0},
+        status[r] = RingAllReduce(ring.at(r), CollectiveTag{1, step, 0, 0},
                                   data[r].data(), n, o);
       });
     }
@@ -252,6 +254,35 @@ TEST(GrpcTransportTest, WrongSenderOrLengthIsRefused) {
 
   s = ring.at(0).Deliver(Header("another", 1, 2), RingPayload());
   EXPECT_THAT(s.message(), HasSubstr("job \"another\""));
+}
+
+// A previous rank is never more than a step ahead (it needs this rank's
+// part of every step): a message for a step further on is refused, not
+// buffered.
+TEST(GrpcTransportTest, AMessageFarAheadIsRefusedNotBuffered) {
+  GrpcRing ring(2);
+  ring.Start("job", 1);
+  v1::RingHeader h = Header("job", 1, 0);
+  h.set_step(5);
+  const float one = 1;
+  const std::string bytes(reinterpret_cast<const char*>(&one), sizeof(one));
+  ASSERT_TRUE(ring.at(1).Deliver(h, RingPayload(bytes)).ok());
+  float got = 0;
+  ASSERT_TRUE(ring.at(1)
+                  .RecvFromPrev(CollectiveTag{1, 5, 0, 0},
+                                absl::Now() + absl::Seconds(5), &got, 1,
+                                WireType::kFloat32, RecvOp::kCopy)
+                  .ok());
+  EXPECT_EQ(got, 1);
+  h.set_step(7);  // two ahead: the ring's pipelining allows it
+  EXPECT_TRUE(ring.at(1).Deliver(h, RingPayload(bytes)).ok());
+  h.set_step(8);
+  const absl::Status s = ring.at(1).Deliver(h, RingPayload(bytes));
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_THAT(s.message(),
+              HasSubstr("from rank 0: this rank's collectives are at step 5, "
+                        "and its previous rank cannot be more than 2 steps "
+                        "ahead"));
 }
 
 TEST(GrpcTransportTest, AMessageOfTheWrongLengthIsRefusedAndNotWritten) {
