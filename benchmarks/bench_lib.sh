@@ -102,6 +102,16 @@ wait_bg() {  # wait_bg PID: its exit status; bounded (timeout); then forgotten
   return "$rc"
 }
 
+now() { date +%s.%N; }
+# log_time REGEX FILE: the timestamp (seconds) of FILE's first line matching
+# REGEX, from the lockstep log line's leading RFC 3339 time; 1 if none.
+log_time() {
+  local line
+  line=$(grep -m1 -E "$1" "$2" || true)
+  [[ -n "$line" ]] || return 1
+  date -d "${line%% *}" +%s.%N
+}
+
 # start_cluster DIR WORKERS THREADS [WRAPPER...]: a coordinator (storage
 # DIR/storage) and WORKERS `lockstep worker --threads THREADS` on 127.0.0.1,
 # logs in DIR; each worker's command is prefixed with WRAPPER and the

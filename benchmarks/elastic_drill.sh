@@ -77,30 +77,7 @@ example=$(runfile "examples/$job.json") ||
   die "examples/$job.json not found in the runfiles"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/lockstep-elastic.XXXXXX")
-pids=()
-cleanup() {
-  local pid
-  for pid in "${pids[@]}"; do
-    pkill -KILL -P "$pid" 2>/dev/null || true
-    kill -KILL "$pid" 2>/dev/null || true
-  done
-  wait 2>/dev/null || true
-}
-trap cleanup EXIT
-start() {  # start LOG CMD...: background, bounded by --timeout, PID recorded
-  local log=$1
-  shift
-  timeout -s KILL "$run_timeout" "$@" >"$log" 2>&1 &
-  pids+=($!)
-  disown $!  # killed on purpose: no "Killed" lines from the shell
-}
-now() { date +%s.%N; }
-log_time() {  # the timestamp of the first line of $2 matching regex $1
-  local line
-  line=$(grep -m1 -E "$1" "$2" || true)
-  [[ -n "$line" ]] || return 1
-  date -d "${line%% *}" +%s.%N
-}
+trap stop_all EXIT
 json() {  # json FILE EXPR: a value of result.json (python3's json)
   python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print($2)" "$1"
 }
@@ -131,15 +108,8 @@ timeout -s KILL "$run_timeout" "$lockstep" train "$tmp/fixed.json" \
   die "the reference run failed: $(tail -3 "$tmp/reference.log")"
 
 echo "cluster: coordinator + 3 workers; kill rank 2 past step $kill_step, a new worker past step $join_step ..."
-start "$tmp/coordinator.log" "$lockstep" coordinator --listen 127.0.0.1:0 \
-  --storage "$tmp/storage" --address-file "$tmp/address"
-for _ in $(seq 100); do [[ -s "$tmp/address" ]] && break; sleep 0.1; done
-[[ -s "$tmp/address" ]] || die "the coordinator did not start: $(cat "$tmp/coordinator.log")"
-address=$(cat "$tmp/address")
-for i in 1 2 3; do
-  start "$tmp/worker$i.log" "$lockstep" worker --coordinator "$address" \
-    --threads 1 --name "node$i"
-done
+start_cluster "$tmp" 3 1
+address=$cluster_addr
 "$lockstep" submit "$tmp/job.json" --coordinator "$address" >/dev/null
 
 deadline=$((SECONDS + run_timeout))
@@ -160,13 +130,13 @@ kill -KILL "$victim"
 t_kill=$(now)
 echo "SIGKILL to rank 2 (pid $victim) past step $kill_step"
 wait_step "$join_step"
-start "$tmp/worker4.log" "$lockstep" worker --coordinator "$address" \
-  --threads 1 --name node4
+start_bg "$tmp/worker3.log" "$lockstep" worker --coordinator "$address" \
+  --threads 1
 echo "a fresh worker starts past step $join_step"
 "$lockstep" watch "$job" --coordinator "$address" >"$tmp/watch.log" 2>&1 || true
 
 t_gen2=$(log_time "RUNNING generation 2 " "$tmp/coordinator.log") || die "generation 2 never ran"
-t_reg=$(log_time "registered with" "$tmp/worker4.log") || die "the new worker never registered"
+t_reg=$(log_time "registered with" "$tmp/worker3.log") || die "the new worker never registered"
 t_gen3=$(log_time "RUNNING generation 3 " "$tmp/coordinator.log") || die "generation 3 never ran"
 shrink=$(grep -m1 -o "membership: 3 -> 2 workers[^:]*" "$tmp/coordinator.log" || true)
 grow=$(grep -m1 -o "membership: 2 -> 3 workers[^:]*" "$tmp/coordinator.log" || true)

@@ -109,13 +109,6 @@ start() {  # start LOG CMD...: background, bounded by --timeout, PID recorded
   timeout -s KILL "$run_timeout" "$@" >"$log" 2>&1 &
   pids+=($!)
 }
-now() { date +%s.%N; }
-log_time() {  # the timestamp of the first line of $2 matching regex $1
-  local line
-  line=$(grep -m1 -E "$1" "$2" || true)
-  [[ -n "$line" ]] || return 1
-  date -d "${line%% *}" +%s.%N
-}
 fingerprint() { sed -n 's/.*"fingerprint": *"\([0-9a-f]*\)".*/\1/p' "$1"; }
 
 if [[ "$model" == mnist ]]; then

@@ -147,12 +147,11 @@ struct JobSpec {
     return cluster.workers * cluster.replicas_per_worker;
   }
   bool elastic() const { return cluster.min_workers < cluster.workers; }
-  // One replica's samples per step (all its micro-batches).
-  int64_t step_batch_per_replica() const {
-    return batch_size_per_replica * gradient_accumulation_steps;
-  }
+  // The job's global batch, whatever its world (ShardPlan splits it over
+  // the replicas that run).
   int64_t global_batch_size() const {
-    return step_batch_per_replica() * total_replicas();
+    return batch_size_per_replica * gradient_accumulation_steps *
+           total_replicas();
   }
 };
 

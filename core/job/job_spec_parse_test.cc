@@ -95,7 +95,6 @@ TEST(JobSpecTest, AccumulationMultipliesTheGlobalBatch) {
   j["gradient_accumulation_steps"] = 4;
   j["cluster"] = {{"workers", 2}, {"replicas_per_worker", 3}};
   JobSpec s = MustParse(j.dump());
-  EXPECT_EQ(s.step_batch_per_replica(), 64);
   EXPECT_EQ(s.global_batch_size(), 16 * 4 * 6);
   EXPECT_EQ(AccumulationNote(s), " x 4 micro-batches");
   // The canonical form keeps it.
