@@ -7,7 +7,8 @@
 # over mutual TLS (certificates made here with the openssl CLI) and with
 # bfloat16 on the wire (cluster.compression "bf16"), each against lockstep's
 # plain float32 ring; with `mpi`, Open MPI's MPI_Allreduce over TCP (by
-# mpirun). Bus bandwidth always counts float32 bytes.
+# mpirun); with `lockstep-checksum`, lockstep with its ring checksum
+# (cluster.ring_checksum true). Bus bandwidth always counts float32 bytes.
 #   bazel run //benchmarks:allreduce [-- --worlds 2,4 --sizes 4K,...,256M
 #       --iters N --warmup N --lanes N --chunk-elements N --segment-bytes N
 #       --systems lockstep,gloo --repeat K --timeout S --link RATE]
@@ -31,11 +32,13 @@ usage: bazel run //benchmarks:allreduce -- [options]
   --chunk-elements N     lockstep: floats per ring message (default 1048576)
   --segment-bytes N      Gloo: max segment in bytes (default Gloo's, 1 MiB)
   --systems LIST         subset of lockstep,gloo,mpi,lockstep-tls,
-                         lockstep-bf16 (default lockstep,gloo); mpi is Open
+                         lockstep-bf16,lockstep-checksum (default
+                         lockstep,gloo); mpi is Open
                          MPI's MPI_Allreduce (btl tcp, started by mpirun);
                          lockstep-tls is lockstep's ring over mutual TLS,
                          certificates made with /usr/bin/openssl;
-                         lockstep-bf16 sends bfloat16
+                         lockstep-bf16 sends bfloat16; lockstep-checksum
+                         checks a checksum on every message
   --repeat K             run each system K times per world, alternating, and
                          keep the best median per size (default 1; use 3 on a
                          shared machine, where bursts of other work slow runs)
@@ -109,8 +112,8 @@ for w in "${worlds_arr[@]}"; do
 done
 for s in "${systems_arr[@]}"; do
   [[ "$s" == lockstep || "$s" == gloo || "$s" == mpi ||
-    "$s" == lockstep-tls || "$s" == lockstep-bf16 ]] ||
-    die "--systems: '$s' is not lockstep, gloo, mpi, lockstep-tls or lockstep-bf16"
+    "$s" == lockstep-tls || "$s" == lockstep-bf16 || "$s" == lockstep-checksum ]] ||
+    die "--systems: '$s' is not lockstep, gloo, mpi, lockstep-tls, lockstep-bf16 or lockstep-checksum"
 done
 if [[ -n "$link" && ",$systems," == *,mpi,* ]]; then
   die "--link: mpi cannot run there (mpirun's daemons need one network namespace)"
@@ -128,6 +131,7 @@ bin[lockstep]=$(runfile benchmarks/allreduce_lockstep) ||
     "'bazel run //benchmarks:allreduce'"
 bin[lockstep-tls]=${bin[lockstep]}
 bin[lockstep-bf16]=${bin[lockstep]}
+bin[lockstep-checksum]=${bin[lockstep]}
 if [[ ",$systems," == *,mpi,* ]]; then
   bin[mpi]=$(runfile benchmarks/allreduce_mpi) ||
     die "benchmarks/allreduce_mpi not found in the runfiles (it needs" \
@@ -145,6 +149,7 @@ declare -A extra
 extra[lockstep]="--lanes $lanes --chunk-elements $chunk_elements"
 extra[gloo]="--segment-bytes $segment_bytes"
 extra[lockstep-bf16]="${extra[lockstep]} --wire bf16"
+extra[lockstep-checksum]="${extra[lockstep]} --checksum on"
 extra[mpi]=""
 # Open MPI over TCP on the loopback only (no shared memory: every system here
 # crosses process boundaries over 127.0.0.1), its own algorithm choice, no
@@ -318,6 +323,9 @@ fi
 if [[ ",$systems," == *,lockstep-bf16,* ]]; then
   echo "lockstep-bf16: allreduce_lockstep ... ${extra[lockstep-bf16]}"
 fi
+if [[ ",$systems," == *,lockstep-checksum,* ]]; then
+  echo "lockstep-checksum: allreduce_lockstep ... ${extra[lockstep-checksum]} (cluster.ring_checksum true)"
+fi
 if [[ ",$systems," == *,mpi,* ]]; then
   echo "mpi: ${mpirun_cmd[*]:3} -np W allreduce_mpi ...; $(mpirun --version 2>/dev/null | head -n 1)"
 fi
@@ -379,7 +387,8 @@ def busbw(size, world, t):
 variants = [(v, label, ratio) for v, label, ratio in (
                 ("mpi", "mpi", "lockstep/mpi"),
                 ("lockstep-tls", "tls", "tls/plain"),
-                ("lockstep-bf16", "bf16", "bf16/plain"))
+                ("lockstep-bf16", "bf16", "bf16/plain"),
+                ("lockstep-checksum", "checksum", "checksum/plain"))
             if any(s == v for (_, s, _) in res)]
 fmt = "{:>5} {:>9} {:>6} {:>13} {:>13} {:>14} {:>14} {:>7}"
 head = ["world", "size", "iters", "lockstep", "gloo", "lockstep GB/s",
@@ -393,7 +402,8 @@ for world, size in sorted({(w, s) for (w, _, s) in res}):
     lk, gl = res.get((world, "lockstep", size)), res.get((world, "gloo", size))
     n = next(r for r in [lk, gl] + [res.get((world, v, size))
                                      for v in ("mpi", "lockstep-tls",
-                                               "lockstep-bf16")]
+                                               "lockstep-bf16",
+                                               "lockstep-checksum")]
              if r)[0]
     cells = []
     bws = []
@@ -421,7 +431,9 @@ for v, label, _ in variants:
     print({"mpi": "lockstep/mpi = lockstep busbw / Open MPI busbw (> 1: lockstep is faster)",
            "tls": "tls/plain = lockstep busbw over mutual TLS / over plaintext",
            "bf16": "bf16/plain = lockstep busbw with bfloat16 on the wire / "
-                   "float32 (busbw counts float32 bytes)"}[label])
+                   "float32 (busbw counts float32 bytes)",
+           "checksum": "checksum/plain = lockstep busbw with the ring checksum "
+                       "(cluster.ring_checksum true) / without"}[label])
 if worst:
     print(f"smallest ratio at sizes >= 1 MiB: {worst[0]:.2f}x "
           f"(world {worst[1]}, {human_size(worst[2])})")

@@ -39,6 +39,8 @@ constexpr char kUsage[] =
     "  [--chunk-elements N] floats per ring message (default 1048576)\n"
     "  [--wire float32|bf16] what goes on the wire (default float32; bf16 is\n"
     "                       cluster.compression \"bf16\")\n"
+    "  [--checksum on|off]  a checksum on each message (default off; on is\n"
+    "                       the job's cluster.ring_checksum true)\n"
     "  [--tls-cert F --tls-key F --tls-ca F]  mutual TLS on the ring, as the\n"
     "                       worker daemon's flags (default: plaintext)\n";
 
@@ -90,6 +92,11 @@ absl::Status Run(const BenchFlags& b) {
     return absl::InvalidArgumentError(
         absl::StrCat("--wire: expected float32 or bf16, got \"", wire, "\""));
   }
+  const std::string checksum = b.raw.Get("checksum", "off");
+  if (checksum != "on" && checksum != "off") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--checksum: expected on or off, got \"", checksum, "\""));
+  }
   if (lanes < 1 || lanes > 16 || ring.chunk_elements < 1) {
     return absl::InvalidArgumentError(
         "need --lanes in 1..16 and --chunk-elements >= 1");
@@ -125,6 +132,7 @@ absl::Status Run(const BenchFlags& b) {
   o.peers = peers;
   o.lanes = static_cast<int>(lanes);
   o.tls = tls;
+  o.checksum = checksum == "on";
   auto transport = std::make_shared<GrpcRingTransport>(o);
   service.Attach(transport);
   int64_t step = 0;
@@ -132,10 +140,11 @@ absl::Status Run(const BenchFlags& b) {
   const absl::Status status = RunSizes(
       b,
       absl::StrFormat("# lockstep grpc ring: world %d, lanes %d, "
-                      "chunk_elements %d, warmup %d, %s, %s on the wire",
+                      "chunk_elements %d, warmup %d, %s, %s on the wire, "
+                      "checksum %s",
                       b.world, lanes, ring.chunk_elements, b.warmup,
                       tls.enabled() ? "mutual TLS" : "plaintext",
-                      WireTypeName(ring.wire)),
+                      WireTypeName(ring.wire), checksum),
       [&](float* data, int64_t count) {
         return RingAllReduce(*transport, CollectiveTag{1, ++step, 0, 0}, data,
                              count, ring);
@@ -159,6 +168,6 @@ int main(int argc, char** argv) {
   // As the lockstep binary: no Abseil debug deadlock detection.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   return lockstep::BenchMain(argc, argv, "allreduce_lockstep", lockstep::kUsage,
-                             {"lanes", "chunk-elements", "wire", "tls-cert", "tls-key",
+                             {"lanes", "chunk-elements", "wire", "checksum", "tls-cert", "tls-key",
                               "tls-ca"}, lockstep::Run);
 }

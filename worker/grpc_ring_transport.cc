@@ -67,7 +67,8 @@ absl::Status GrpcRingTransport::SendToNext(const CollectiveTag& tag,
   header.set_chunk(tag.chunk);
   header.set_from_rank(options_.rank);
   grpc::ByteBuffer message =
-      RingMessageCodec::Encode(std::move(header), data, count, type, &sends);
+      RingMessageCodec::Encode(std::move(header), data, count, type, &sends,
+                               options_.checksum);
   RingLaneStream* lane = lanes_[static_cast<size_t>(tag.chunk) % lanes_.size()];
   if (!lane->Send(&message)) {
     absl::MutexLock lock(&mu_);
@@ -83,7 +84,7 @@ absl::Status GrpcRingTransport::RecvFromPrev(const CollectiveTag& tag,
                                              absl::Time deadline, float* dst,
                                              int64_t count, WireType type,
                                              RecvOp op) {
-  RingPayload payload;
+  RingMessage message;
   {
     absl::MutexLock lock(&mu_);
     asked_step_ = std::max(asked_step_, tag.step);
@@ -96,7 +97,7 @@ absl::Status GrpcRingTransport::RecvFromPrev(const CollectiveTag& tag,
     while (true) {
       auto it = mailbox_.find(tag);
       if (it != mailbox_.end()) {
-        payload = std::move(it->second);
+        message = std::move(it->second);
         mailbox_.erase(it);
         break;
       }
@@ -111,6 +112,7 @@ absl::Status GrpcRingTransport::RecvFromPrev(const CollectiveTag& tag,
     }
   }
   // Outside the lock: other receives go on while this one sums.
+  const RingPayload& payload = message.payload;
   if (payload.type() != type) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "rank %d sent %s values where %s were expected (do all workers run "
@@ -122,7 +124,25 @@ absl::Status GrpcRingTransport::RecvFromPrev(const CollectiveTag& tag,
     return s;
   }
   PayloadSink sink(dst, op, type);
-  payload.AppendTo(sink);
+  if (!options_.checksum) {
+    payload.AppendTo(sink);
+    return absl::OkStatus();
+  }
+  const uint64_t sum = payload.AppendChecksummed(message.header, sink);
+  if (sum != message.header.checksum()) {
+    // Damaged between the two processes (a NIC, a switch, a middlebox):
+    // what was written to dst is never used, as this receive fails its
+    // collective and so the step (a step's update follows its last
+    // collective). From inside the ring the faulty side cannot be told, so
+    // the sender is named, as for any refusal from the rightful neighbour.
+    const absl::Status refusal = absl::DataLossError(absl::StrFormat(
+        "refused %s from rank %d: its checksum %016x does not match the "
+        "sender's %016x (damaged on the way; the step is abandoned, its "
+        "update never made)",
+        TagToString(tag), prev_rank(), sum, message.header.checksum()));
+    Fail(refusal, prev_rank());
+    return refusal;
+  }
   return absl::OkStatus();
 }
 
@@ -175,6 +195,8 @@ void GrpcRingTransport::LinkBroken(const std::string& detail) {
 
 absl::Status GrpcRingTransport::Deliver(const RingHeader& header,
                                         RingPayload payload) {
+  const CollectiveTag tag{header.generation(), header.step(), header.bucket(),
+                          header.chunk()};
   absl::Status refusal;
   if (header.job() != options_.job) {
     refusal = absl::FailedPreconditionError(absl::StrFormat(
@@ -193,9 +215,8 @@ absl::Status GrpcRingTransport::Deliver(const RingHeader& header,
     refusal = absl::InvalidArgumentError(absl::StrFormat(
         "refused a message of %d bytes: not a whole number of %s values",
         payload.size(), WireTypeName(payload.type())));
+
   }
-  CollectiveTag tag{header.generation(), header.step(), header.bucket(),
-                    header.chunk()};
   if (refusal.ok()) {
     absl::MutexLock lock(&mu_);
     if (asked_step_ >= 0 && tag.step > asked_step_ + kMaxStepsAhead) {
@@ -218,7 +239,8 @@ absl::Status GrpcRingTransport::Deliver(const RingHeader& header,
           absl::StrCat("refused a second message with ", TagToString(tag),
                        " from rank ", prev_rank()));
     } else {
-      it->second = std::move(payload);
+      it->second.header = header;
+      it->second.payload = std::move(payload);
       arrived_.SignalAll();
       return absl::OkStatus();
     }

@@ -39,6 +39,9 @@ struct GrpcRingOptions {
   // broken (the neighbour then reports that rank): MakeChannel's
   // keepalive_timeout_ms. Longer rides through longer partitions.
   int keepalive_timeout_ms = kKeepaliveTimeoutMs;
+  // The job's cluster.ring_checksum: messages carry an XXH3-64 of header
+  // and payload, and each receive checks it as it sums.
+  bool checksum = false;
 };
 
 class GrpcRingTransport : public Transport {
@@ -98,7 +101,9 @@ class GrpcRingTransport : public Transport {
 
   absl::Mutex mu_;
   absl::CondVar arrived_;
-  absl::flat_hash_map<CollectiveTag, RingPayload> mailbox_ ABSL_GUARDED_BY(mu_);
+  // Messages delivered and not yet received; their checksums are checked by
+  // the receive, on the collective's thread (not gRPC's).
+  absl::flat_hash_map<CollectiveTag, RingMessage> mailbox_ ABSL_GUARDED_BY(mu_);
   absl::Status error_ ABSL_GUARDED_BY(mu_);  // first failure; sticky
   int suspect_ ABSL_GUARDED_BY(mu_) = -1;
   // Receives in progress and since when.

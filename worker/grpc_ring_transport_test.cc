@@ -61,7 +61,8 @@ class GrpcRing {
     transports_.clear();
   }
   // Attaches a transport for (job, generation) on every rank.
-  void Start(const std::string& job, int64_t generation) {
+  void Start(const std::string& job, int64_t generation,
+             bool checksum = false) {
     Clear();
     for (size_t r = 0; r < nodes_.size(); ++r) {
       GrpcRingOptions o;
@@ -70,6 +71,7 @@ class GrpcRing {
       o.rank = static_cast<int>(r);
       o.peers = peers_;
       o.lanes = 2;
+      o.checksum = checksum;
       auto t = std::make_shared<GrpcRingTransport>(o);
       nodes_[r].service.Attach(t);
       transports_.push_back(t);
@@ -234,11 +236,19 @@ v1::RingHeader Header(const std::string& job, int64_t generation,
   return h;
 }
 
+// Delivers `bytes` under `h` with the checksum a sender would have set.
+absl::Status DeliverSealed(GrpcRingTransport& t, v1::RingHeader h,
+                           std::string bytes) {
+  RingPayload payload(std::move(bytes));
+  h.set_checksum(RingChecksum(h, payload));
+  return t.Deliver(h, std::move(payload));
+}
+
 TEST(GrpcTransportTest, WrongSenderOrLengthIsRefused) {
   GrpcRing ring(3);
   ring.Start("job", 1);
-  absl::Status s = ring.at(1).Deliver(Header("job", 1, 2),
-                                      RingPayload(std::string(8, '\0')));
+  absl::Status s = DeliverSealed(ring.at(1), Header("job", 1, 2),
+                                 std::string(8, '\0'));
   EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
   EXPECT_THAT(s.message(), HasSubstr("only rank 0 sends to rank 1"));
   // Once refused, the rank's waits fail with the reason.
@@ -248,11 +258,11 @@ TEST(GrpcTransportTest, WrongSenderOrLengthIsRefused) {
       WireType::kFloat32, RecvOp::kCopy);
   EXPECT_THAT(r.message(), HasSubstr("only rank 0 sends"));
 
-  s = ring.at(2).Deliver(Header("job", 1, 1), RingPayload(std::string(7, 'x')));
+  s = DeliverSealed(ring.at(2), Header("job", 1, 1), std::string(7, 'x'));
   EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
   EXPECT_THAT(s.message(), HasSubstr("7 bytes"));
 
-  s = ring.at(0).Deliver(Header("another", 1, 2), RingPayload());
+  s = DeliverSealed(ring.at(0), Header("another", 1, 2), "");
   EXPECT_THAT(s.message(), HasSubstr("job \"another\""));
 }
 
@@ -266,7 +276,7 @@ TEST(GrpcTransportTest, AMessageFarAheadIsRefusedNotBuffered) {
   h.set_step(5);
   const float one = 1;
   const std::string bytes(reinterpret_cast<const char*>(&one), sizeof(one));
-  ASSERT_TRUE(ring.at(1).Deliver(h, RingPayload(bytes)).ok());
+  ASSERT_TRUE(DeliverSealed(ring.at(1), h, bytes).ok());
   float got = 0;
   ASSERT_TRUE(ring.at(1)
                   .RecvFromPrev(CollectiveTag{1, 5, 0, 0},
@@ -275,14 +285,74 @@ TEST(GrpcTransportTest, AMessageFarAheadIsRefusedNotBuffered) {
                   .ok());
   EXPECT_EQ(got, 1);
   h.set_step(7);  // two ahead: the ring's pipelining allows it
-  EXPECT_TRUE(ring.at(1).Deliver(h, RingPayload(bytes)).ok());
+  EXPECT_TRUE(DeliverSealed(ring.at(1), h, bytes).ok());
   h.set_step(8);
-  const absl::Status s = ring.at(1).Deliver(h, RingPayload(bytes));
+  const absl::Status s = DeliverSealed(ring.at(1), h, bytes);
   EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
   EXPECT_THAT(s.message(),
               HasSubstr("from rank 0: this rank's collectives are at step 5, "
                         "and its previous rank cannot be more than 2 steps "
                         "ahead"));
+}
+
+// With cluster.ring_checksum, a bit flipped on the way, in the payload or
+// in the header's tag, fails the receive (and so its collective and step),
+// naming the sender.
+TEST(GrpcTransportTest, AMessageDamagedOnTheWayFailsTheReceive) {
+  const float two[2] = {1.5f, -2.0f};
+  const std::string bytes(reinterpret_cast<const char*>(two), sizeof(two));
+  v1::RingHeader h = Header("job", 1, 0);
+  h.set_step(3);
+  h.set_payload_bytes(8);
+  h.set_checksum(RingChecksum(h, RingPayload(bytes)));
+  auto receive = [](GrpcRingTransport& t, int chunk) {
+    float dst[2] = {9, 9};
+    return t.RecvFromPrev(CollectiveTag{1, 3, 0, chunk},
+                          absl::Now() + absl::Seconds(5), dst, 2,
+                          WireType::kFloat32, RecvOp::kAdd);
+  };
+  {
+    GrpcRing ring(2);
+    ring.Start("job", 1, /*checksum=*/true);
+    std::string flipped = bytes;
+    flipped[5] ^= 0x10;
+    ASSERT_TRUE(ring.at(1).Deliver(h, RingPayload(flipped)).ok());
+    const absl::Status r = receive(ring.at(1), 0);
+    EXPECT_TRUE(absl::IsDataLoss(r)) << r;
+    EXPECT_THAT(r.message(),
+                HasSubstr("refused generation 1 step 3 bucket 0 chunk 0 from "
+                          "rank 0: its checksum"));
+    EXPECT_THAT(r.message(), HasSubstr("damaged on the way; the step is "
+                                       "abandoned, its update never made"));
+    EXPECT_EQ(ring.at(1).suspect_rank(), 0);
+    // The transport has failed: later receives fail with the same reason.
+    EXPECT_TRUE(absl::IsDataLoss(receive(ring.at(1), 1)));
+  }
+  {
+    // The same payload under a tag damaged on the way (chunk 0 -> chunk 1):
+    // summed into the wrong place it would be as wrong as a flipped value.
+    GrpcRing ring(2);
+    ring.Start("job", 1, /*checksum=*/true);
+    v1::RingHeader moved = h;
+    moved.set_chunk(1);
+    ASSERT_TRUE(ring.at(1).Deliver(moved, RingPayload(bytes)).ok());
+    EXPECT_TRUE(absl::IsDataLoss(receive(ring.at(1), 1)));
+  }
+  {
+    GrpcRing ring(2);
+    ring.Start("job", 1, /*checksum=*/true);
+    ASSERT_TRUE(ring.at(1).Deliver(h, RingPayload(bytes)).ok());
+    EXPECT_TRUE(receive(ring.at(1), 0).ok());
+  }
+  {
+    // Without cluster.ring_checksum nothing is checked: the flip is summed.
+    GrpcRing ring(2);
+    ring.Start("job", 1);
+    std::string flipped = bytes;
+    flipped[5] ^= 0x10;
+    ASSERT_TRUE(ring.at(1).Deliver(h, RingPayload(flipped)).ok());
+    EXPECT_TRUE(receive(ring.at(1), 0).ok());
+  }
 }
 
 TEST(GrpcTransportTest, AMessageOfTheWrongLengthIsRefusedAndNotWritten) {
@@ -291,9 +361,9 @@ TEST(GrpcTransportTest, AMessageOfTheWrongLengthIsRefusedAndNotWritten) {
   float four[4] = {1, 2, 3, 4};
   v1::RingHeader h = Header("job", 1, 0);
   h.set_step(3);
-  ASSERT_TRUE(ring.at(1)
-                  .Deliver(h, RingPayload(std::string(
-                                  reinterpret_cast<const char*>(four), 12)))
+  ASSERT_TRUE(DeliverSealed(ring.at(1), h,
+                            std::string(reinterpret_cast<const char*>(four),
+                                        12))
                   .ok());
   float dst[4] = {9, 9, 9, 9};
   absl::Status r = ring.at(1).RecvFromPrev(CollectiveTag{1, 3, 0, 0},

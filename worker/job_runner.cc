@@ -121,6 +121,7 @@ absl::Status JobRunner::Start() {
                    : ctx_.lanes;
   ring.tls = ctx_.tls;
   ring.keepalive_timeout_ms = ctx_.ring_keepalive_timeout_ms;
+  ring.checksum = spec_.cluster.ring_checksum;
   transport_ = std::make_shared<GrpcRingTransport>(ring);
   ctx_.collective->Attach(transport_);
 

@@ -4,8 +4,10 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
+#include <xxhash.h>
 
 namespace lockstep {
 
@@ -80,6 +82,58 @@ void RingPayload::AppendTo(PayloadSink& sink) const {
 }
 
 namespace {
+
+using HashState = std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)>;
+
+// An XXH3-64 state that has taken the header's fields 1-8: the job's name
+// and a NUL, then the numbers as 8 little-endian bytes each (the same
+// bytes whatever protobuf's encoding of the header).
+HashState HeaderHash(const RingHeader& header) {
+  std::string layout = header.job();
+  layout.push_back('\0');
+  for (int64_t v :
+       {header.generation(), header.step(), int64_t{header.bucket()},
+        int64_t{header.chunk()}, int64_t{header.from_rank()},
+        header.payload_bytes(), int64_t{header.payload_type()}}) {
+    const auto u = static_cast<uint64_t>(v);
+    for (int i = 0; i < 8; ++i) {
+      layout.push_back(static_cast<char>((u >> (8 * i)) & 0xff));
+    }
+  }
+  HashState state(XXH3_createState(), &XXH3_freeState);
+  XXH3_64bits_reset(state.get());
+  XXH3_64bits_update(state.get(), layout.data(), layout.size());
+  return state;
+}
+
+// Pieces small enough to be summed while still in the core's cache after
+// they were hashed.
+constexpr size_t kChecksumPiece = 64 << 10;
+
+}  // namespace
+
+uint64_t RingChecksum(const RingHeader& header, const RingPayload& payload) {
+  HashState state = HeaderHash(header);
+  for (const auto& [data, n] : payload.spans()) {
+    XXH3_64bits_update(state.get(), data, n);
+  }
+  return XXH3_64bits_digest(state.get());
+}
+
+uint64_t RingPayload::AppendChecksummed(const RingHeader& header,
+                                        PayloadSink& sink) const {
+  HashState state = HeaderHash(header);
+  for (const auto& [data, n] : spans_) {
+    for (size_t at = 0; at < n; at += kChecksumPiece) {
+      const size_t piece = std::min(kChecksumPiece, n - at);
+      XXH3_64bits_update(state.get(), data + at, piece);
+      sink.Append(data + at, piece);
+    }
+  }
+  return XXH3_64bits_digest(state.get());
+}
+
+namespace {
 void SendDone(void* sends) {
   auto* tracker = static_cast<SendTracker*>(sends);
   tracker->Done();
@@ -90,11 +144,17 @@ void ReleaseNothing(void*) {}
 
 grpc::ByteBuffer RingMessageCodec::Encode(RingHeader header, const void* data,
                                           int64_t count, WireType type,
-                                          const SendTracker* sends) {
+                                          const SendTracker* sends,
+                                          bool checksum) {
   const size_t payload = WireElementBytes(type) * static_cast<size_t>(count);
   header.set_payload_bytes(static_cast<int64_t>(payload));
   header.set_payload_type(type == WireType::kBfloat16 ? lockstep::v1::BFLOAT16
                                                       : lockstep::v1::FLOAT32);
+  if (checksum) {
+    HashState state = HeaderHash(header);
+    XXH3_64bits_update(state.get(), data, payload);
+    header.set_checksum(XXH3_64bits_digest(state.get()));
+  }
   const uint32_t h = static_cast<uint32_t>(header.ByteSizeLong());
   std::string head(4, '\0');
   for (int i = 0; i < 4; ++i)

@@ -6,6 +6,7 @@
 #ifndef LOCKSTEP_WORKER_RING_MESSAGE_H_
 #define LOCKSTEP_WORKER_RING_MESSAGE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -36,6 +37,15 @@ class RingPayload {
   size_t size() const { return size_; }
   WireType type() const { return type_; }
   void AppendTo(PayloadSink& sink) const;
+  // AppendTo that hashes each piece just before the sink takes it (one
+  // pass over memory), returning RingChecksum(header, *this): the caller
+  // compares it with header.checksum() once all is written.
+  uint64_t AppendChecksummed(const lockstep::v1::RingHeader& header,
+                             PayloadSink& sink) const;
+  // Spans in order: the payload's bytes.
+  const std::vector<std::pair<const char*, size_t>>& spans() const {
+    return spans_;
+  }
 
  private:
   friend class RingMessageCodec;
@@ -51,14 +61,25 @@ struct RingMessage {
   RingPayload payload;
 };
 
+// The checksum a message carries (RingHeader.checksum): XXH3-64 of the
+// header's other fields in a fixed layout, then of the payload. Encode sets
+// it; the receiver computes it as it sums (RingPayload::AppendChecksummed)
+// and fails the collective when it differs. A 64-bit hash at memory speed
+// rather than a CRC32C: it is computed twice for every byte the ring moves.
+uint64_t RingChecksum(const lockstep::v1::RingHeader& header,
+                      const RingPayload& payload);
+
 class RingMessageCodec {
  public:
-  // Frames a message (proto/collective.proto): the header is copied, the
-  // payload referenced. `sends` (may be null) counts the send from now
+  // Frames a message (proto/collective.proto): the header is copied (its
+  // payload length, type and checksum set), the payload referenced. `sends` (may be null) counts the send from now
   // until gRPC releases the payload slice.
+  // Without `checksum` the header's checksum is 0 (a receiver that checks
+  // refuses the message: both ends follow the job's cluster.ring_checksum).
   static grpc::ByteBuffer Encode(lockstep::v1::RingHeader header,
                                  const void* data, int64_t count, WireType type,
-                                 const SendTracker* sends);
+                                 const SendTracker* sends,
+                                 bool checksum = true);
   // InvalidArgument, naming what is wrong, for bytes that are not a ring
   // message (a header length past the end, a header that does not parse, a
   // payload of another length than the header says).

@@ -33,8 +33,9 @@ TEST(RingMessageCodecTest, PayloadIsSentFromTheCallersBufferNotACopy) {
   auto message = std::make_unique<grpc::ByteBuffer>(
       RingMessageCodec::Encode(h, data.data(), 3, WireType::kFloat32, &sends));
   EXPECT_EQ(sends.in_flight(), 1);
-  EXPECT_EQ(message->Length(), 4 + h.ByteSizeLong() + 2 + 12)
-      << "4 length bytes, the header (with payload_bytes), 12 payload bytes";
+  EXPECT_EQ(message->Length(), 4 + h.ByteSizeLong() + 2 + 9 + 12)
+      << "4 length bytes, the header (with payload_bytes and checksum), 12 "
+         "payload bytes";
   data[1] = 100.0f;  // after Encode
   absl::StatusOr<RingMessage> m = RingMessageCodec::Decode(*message);
   ASSERT_TRUE(m.ok()) << m.status();
@@ -51,6 +52,9 @@ TEST(RingMessageCodecTest, PayloadIsSentFromTheCallersBufferNotACopy) {
   EXPECT_EQ(out[0], 1.5f);
   EXPECT_EQ(out[1], 100.0f);
   EXPECT_EQ(out[2], 3.25f);
+  // The checksum was of the values at Encode: a receiver refuses this one
+  // (the transport's callers leave sent values alone until received).
+  EXPECT_NE(RingChecksum(m->header, m->payload), m->header.checksum());
   message.reset();
   EXPECT_EQ(sends.in_flight(), 1) << "the decoded payload still holds it";
   *m = RingMessage();
@@ -81,6 +85,8 @@ TEST(RingMessageCodecTest, DecodesAMessageCutIntoOddSlices) {
     absl::StatusOr<RingMessage> m =
         RingMessageCodec::Decode(CutIntoSlices(whole, cut));
     ASSERT_TRUE(m.ok()) << "cut " << cut << ": " << m.status();
+    EXPECT_EQ(RingChecksum(m->header, m->payload), m->header.checksum())
+        << "cut " << cut;
     std::vector<float> sum(1001, 0.5f);
     PayloadSink sink(sum.data(), RecvOp::kAdd, WireType::kFloat32);
     m->payload.AppendTo(sink);

@@ -92,6 +92,10 @@
 //   ring_streams          integer in [0, 16] ? 0 (0: the worker's --lanes)
 //   compression           none | bf16 ? none (gradients on the gRPC ring as
 //                         bfloat16; not with collective nccl)
+//   ring_checksum         boolean ? false (each gRPC ring message carries
+//                         an XXH3-64 of its header and payload, checked as
+//                         it is summed: a message damaged on the way fails
+//                         the step instead of summing into it)
 //   fingerprint_every_steps integer >= 0 ? 100 (0: only at the end)
 //   allow_tf32            boolean ? false (GPU replicas: TF32 tensor cores)
 // restart                 object ? {} (what happens when a worker is lost)
@@ -212,7 +216,7 @@ absl::Status ParseRoot(const Json& v, absl::string_view base_dir,
     RETURN_IF_ERROR(
         c.CheckKeys({"workers", "replicas_per_worker", "collective",
                      "bucket_kib", "ring_chunk_kib", "ring_streams",
-                     "compression", "fingerprint_every_steps", "allow_tf32",
+                     "compression", "ring_checksum", "fingerprint_every_steps", "allow_tf32",
                      "start_grace_seconds", "rejoin_grace_seconds"}));
     RETURN_IF_ERROR(ParseWorkers(c, &spec->cluster));
     for (const char* grace : {"start_grace_seconds", "rejoin_grace_seconds"}) {
@@ -258,6 +262,7 @@ absl::Status ParseRoot(const Json& v, absl::string_view base_dir,
     RETURN_IF_ERROR(c.Int("fingerprint_every_steps", 0,
                           &spec->cluster.fingerprint_every_steps));
     RETURN_IF_ERROR(c.Bool("allow_tf32", &spec->cluster.allow_tf32));
+    RETURN_IF_ERROR(c.Bool("ring_checksum", &spec->cluster.ring_checksum));
   }
   // At its fewest workers an elastic job's replicas take the same global
   // batch in more micro-batches (each batch_size_per_replica at most).

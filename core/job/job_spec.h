@@ -96,6 +96,14 @@ struct ClusterSpec {
   // float32, see core/collective/ring_allreduce.h). The loss and evaluation sums, the
   // parameters and NCCL's all-reduce stay float32.
   Compression compression = Compression::kNone;
+  // Every gRPC ring message carries an XXH3-64 of its header and payload,
+  // which the receiver checks as it sums: a message damaged on the way
+  // (a NIC, switch or middlebox; TCP's checksum is weak) fails the step
+  // instead of summing into it. It costs a pass over every byte sent and
+  // received, 22-35% of the all-reduce where CPUs are the limit (README
+  // "Real networks"), so it is off unless asked for; TLS's MAC guards the
+  // bytes too.
+  bool ring_checksum = false;
   // Workers compare parameter fingerprints every this many steps (0: only
   // at the end).
   int64_t fingerprint_every_steps = 100;

@@ -52,7 +52,8 @@ TEST(JobSpecTest, RoundTrip) {
         j["cluster"] = {{"collective", "ring"},
                         {"ring_chunk_kib", 64},
                         {"ring_streams", 3},
-                        {"compression", "bf16"}};
+                        {"compression", "bf16"},
+                        {"ring_checksum", true}};
       },
       [](Json& j) {
         j["model"]["layers"][0]["trainable"] = false;
@@ -68,6 +69,7 @@ TEST(JobSpecTest, RoundTrip) {
       if (v == 3) {
         EXPECT_EQ(s.cluster.compression, Compression::kBf16);
         EXPECT_EQ(s.cluster.ring_streams, 3);
+        EXPECT_TRUE(s.cluster.ring_checksum);
       }
       if (v == 4) {
         EXPECT_FALSE(s.model.layers[0].trainable);
@@ -141,6 +143,7 @@ TEST(JobSpecTest, CanonicalJson) {
     "ring_streams": 0,
     "compression": "none",
     "fingerprint_every_steps": 100,
+    "ring_checksum": false,
     "allow_tf32": false
   },
   "restart": {

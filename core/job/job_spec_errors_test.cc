@@ -251,6 +251,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"Tf32NotABoolean",
                 [](Json& j) { j["cluster"]["allow_tf32"] = "yes"; },
                 "cluster.allow_tf32: must be true or false, got \"yes\""},
+        BadCase{"RingChecksumNotABoolean",
+                [](Json& j) { j["cluster"]["ring_checksum"] = 1; },
+                "cluster.ring_checksum: must be true or false, got 1"},
         BadCase{"FingerprintEveryNegative",
                 [](Json& j) { j["cluster"]["fingerprint_every_steps"] = -1; },
                 "cluster.fingerprint_every_steps: must be an integer >= 0, "

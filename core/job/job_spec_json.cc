@@ -88,6 +88,7 @@ Json SpecToJson(const JobSpec& s) {
       {"ring_streams", s.cluster.ring_streams},
       {"compression", NameOf(Compressions(), s.cluster.compression)},
       {"fingerprint_every_steps", s.cluster.fingerprint_every_steps},
+      {"ring_checksum", s.cluster.ring_checksum},
       {"allow_tf32", s.cluster.allow_tf32}};
   if (s.elastic()) {
     j["cluster"]["start_grace_seconds"] = s.cluster.start_grace_seconds;
@@ -133,7 +134,7 @@ bool operator==(const ClusterSpec& a, const ClusterSpec& b) {
          a.ring_chunk_kib == b.ring_chunk_kib &&
          a.ring_streams == b.ring_streams && a.compression == b.compression &&
          a.fingerprint_every_steps == b.fingerprint_every_steps &&
-         a.allow_tf32 == b.allow_tf32;
+         a.ring_checksum == b.ring_checksum && a.allow_tf32 == b.allow_tf32;
 }
 bool operator==(const RestartSpec& a, const RestartSpec& b) {
   return a.max_restarts == b.max_restarts &&

@@ -11,9 +11,14 @@ at that moment, in the direction client -> target:
              once, wherever a message stands
     SIGUSR2  truncate: each connection forwards at most 1000 more bytes
              (cutting a ring message mid-payload), then is reset
+    SIGHUP   flip: in each connection, the next read of at least 16 KiB
+             (a ring message's payload, nearly all of it) has one bit of its
+             middle byte flipped; the connection stays up
 
 Each injection is logged to stdout ("reset 3 connections", "truncated 3
-connections after N bytes"). READY_FILE is written once listening.
+connections after N bytes", "flipping a bit in 3 connections", then
+"flipped a bit at byte N of a B-byte read" for each). READY_FILE is
+written once listening.
 """
 
 import asyncio
@@ -23,6 +28,7 @@ import struct
 import sys
 
 TRUNCATE_AFTER = 1000
+FLIP_READS_OF = 16384
 
 
 class Link:
@@ -30,6 +36,7 @@ class Link:
         self.down = (reader, writer)
         self.up = (upstream_reader, upstream_writer)
         self.budget = None  # bytes still forwarded towards the target
+        self.flip = False  # flip a bit in the next large read
 
     def reset(self):
         for _, w in (self.down, self.up):
@@ -54,6 +61,14 @@ class Proxy:
                 data = await reader.read(65536)
                 if not data:
                     break
+                if (towards_target and link.flip and
+                        len(data) >= FLIP_READS_OF):
+                    link.flip = False
+                    damaged = bytearray(data)
+                    damaged[len(data) // 2] ^= 0x10
+                    data = bytes(damaged)
+                    print(f"flipped a bit at byte {len(data) // 2} of a "
+                          f"{len(data)}-byte read", flush=True)
                 if towards_target and link.budget is not None:
                     data = data[:link.budget]
                     link.budget -= len(data)
@@ -103,6 +118,12 @@ class Proxy:
         print(f"truncated {n} connections after {TRUNCATE_AFTER} bytes",
               flush=True)
 
+    def flip_all(self):
+        n = len(self.links)
+        for link in list(self.links):
+            link.flip = True
+        print(f"flipping a bit in {n} connections", flush=True)
+
 
 async def main():
     listen_port, target_port, ready = int(sys.argv[1]), int(sys.argv[2]), \
@@ -112,6 +133,7 @@ async def main():
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGUSR1, proxy.reset_all)
     loop.add_signal_handler(signal.SIGUSR2, proxy.truncate_all)
+    loop.add_signal_handler(signal.SIGHUP, proxy.flip_all)
     with open(ready, "w") as f:
         f.write(f"127.0.0.1:{listen_port}\n")
     print(f"forwarding 127.0.0.1:{listen_port} -> 127.0.0.1:{target_port}",
