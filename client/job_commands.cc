@@ -53,14 +53,24 @@ std::string ProgressLine(const v1::JobStatus& s) {
 }
 
 std::string WorkerLine(const v1::WorkerStatus& w) {
+  std::string timing;
+  if (w.ring_ms_per_mib() > 0) {
+    timing = absl::StrFormat("ring in %.1f ms/MiB", w.ring_ms_per_mib());
+  }
+  if (w.compute_ms_per_step() > 0) {
+    absl::StrAppend(&timing, timing.empty() ? "" : ", ",
+                    absl::StrFormat("own work %.1f ms/step",
+                                    w.compute_ms_per_step()));
+  }
   return absl::StrFormat(
-      "  %s %-4s %s pid %d  %s  %s  heartbeat %.1fs ago%s%s%s",
+      "  %s %-4s %s pid %d  %s  %s  heartbeat %.1fs ago%s%s%s%s",
       w.rank() >= 0 ? absl::StrCat("rank ", w.rank()) : std::string("idle  "),
       w.worker_id(), w.host(), w.pid(), w.address(),
       absl::StrCat(w.replicas(), " replicas"), w.heartbeat_age_seconds(),
       w.alive() ? "" : "  LOST",
       w.shard().empty() ? "" : "\n      " + w.shard(),
-      w.waiting().empty() ? "" : "\n      waiting: " + w.waiting());
+      w.waiting().empty() ? "" : "\n      waiting: " + w.waiting(),
+      timing.empty() ? "" : "\n      recently: " + timing);
 }
 
 void PrintStatus(const v1::JobStatus& s) {
@@ -74,6 +84,9 @@ void PrintStatus(const v1::JobStatus& s) {
   }
   std::cout << "\n";
   if (!s.message().empty()) std::cout << "  " << s.message() << "\n";
+  if (s.has_straggler()) {
+    std::cout << "  straggler: " << s.straggler().text() << "\n";
+  }
   if (s.state() == v1::RUNNING || s.step() > 0) {
     std::cout << "  " << ProgressLine(s) << "\n";
   }

@@ -296,6 +296,7 @@ absl::StatusOr<lockstep::v1::HeartbeatResponse> Coordinator::Heartbeat(
   w.last_heartbeat = absl::Now();
   w.wait = req.wait();
   w.wait_at = w.last_heartbeat;
+  w.timing = req.timing();
   lockstep::v1::HeartbeatResponse resp;
   Job* job = w.job.empty() ? nullptr : FindJob(w.job);
   const bool running =

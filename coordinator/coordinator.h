@@ -150,6 +150,8 @@ class Coordinator {
     // The oldest collective receive it is blocked in, as of `wait_at`.
     lockstep::v1::CollectiveWait wait;
     absl::Time wait_at;
+    // Its recent link and work figures, as of its last heartbeat.
+    lockstep::v1::RankTiming timing;
     std::string wait_logged;  // the wait already logged
     // What it reported keeping in memory when a generation of `held_job`
     // ended early (FinishRequest.held_step), for the next generation.
@@ -205,6 +207,10 @@ class Coordinator {
     std::shared_ptr<JobReports> reports;
     // The running generation's collective: "ring" or "nccl".
     std::string collective;
+    // The rank holding the running generation back (no text: none), and
+    // the last one an event named (generation/rank/cause).
+    lockstep::v1::Straggler straggler;
+    std::string straggler_logged;
   };
 
   void Log(const LogRecord& record) const {
@@ -267,6 +273,9 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   double WaitSeconds(const Worker& w) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DiagnoseHangs(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Names the job's straggler (coordinator/straggler.h) from its ranks'
+  // timings; an event when a new one is named.
+  void UpdateStraggler(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Worker* RankWorker(const Job& job, int rank)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes the journal (logs a failure; the state stays in memory).

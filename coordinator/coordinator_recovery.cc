@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/straggler.h"
 #include "core/collective/transport.h"
 
 namespace lockstep {
@@ -173,6 +174,33 @@ void Coordinator::DiagnoseHangs(Job& job) {
   }
 }
 
+void Coordinator::UpdateStraggler(Job& job) {
+  std::vector<RankFigures> ranks;
+  for (const std::string& id : job.ranks) {
+    const Worker& w = workers_.at(id);
+    RankFigures f;
+    f.label = absl::StrFormat("%s on %s", w.name, w.info.host());
+    f.ring_bytes = w.timing.ring_bytes();
+    f.ring_seconds = w.timing.ring_seconds();
+    f.steps = w.timing.steps();
+    f.compute_seconds = w.timing.compute_seconds();
+    ranks.push_back(std::move(f));
+  }
+  const Straggler found = FindStraggler(ranks);
+  job.straggler.Clear();
+  if (found.rank < 0) return;
+  job.straggler.set_rank(found.rank);
+  job.straggler.set_worker_id(job.ranks[found.rank]);
+  job.straggler.set_cause(found.cause);
+  job.straggler.set_text(found.text);
+  const std::string key = absl::StrFormat(
+      "%d/%d/%s", job.status.generation(), found.rank, found.cause);
+  if (job.straggler_logged != key) {
+    job.straggler_logged = key;
+    Event(job, absl::StrCat("straggler: ", found.text));
+  }
+}
+
 void Coordinator::Tick() {
   absl::MutexLock lock(&mu_);
   const absl::Time now = absl::Now();
@@ -200,6 +228,11 @@ void Coordinator::Tick() {
       BlameChain(job, absl::Seconds(1));
     }
     if (job.status.state() == lockstep::v1::RUNNING) DiagnoseHangs(job);
+    if (job.status.state() == lockstep::v1::RUNNING) {
+      UpdateStraggler(job);
+    } else {
+      job.straggler.Clear();
+    }
     if (job.status.state() == lockstep::v1::RUNNING) MaybeGrow(job);
     if (job.status.state() == lockstep::v1::RECOVERING &&
         now - job.recovering_since >=

@@ -9,6 +9,7 @@
 #include "base/file_util.h"
 #include "base/status_macros.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/straggler.h"
 #include "core/train/local_training.h"
 #include "core/train/result_file.h"
 
@@ -409,6 +410,15 @@ lockstep::v1::WorkerStatus Coordinator::WorkerView(const Worker& w) const {
   v.set_alive(!w.lost);
   v.set_name(w.name);
   v.set_waiting(WaitText(w, 1.0));
+  if (!w.job.empty()) {
+    RankFigures f;
+    f.ring_bytes = w.timing.ring_bytes();
+    f.ring_seconds = w.timing.ring_seconds();
+    f.steps = w.timing.steps();
+    f.compute_seconds = w.timing.compute_seconds();
+    v.set_ring_ms_per_mib(std::max(0.0, f.RingMsPerMib()));
+    v.set_compute_ms_per_step(std::max(0.0, f.ComputeMsPerStep()));
+  }
   auto it = jobs_.find(w.job);
   if (!w.job.empty() && w.rank >= 0 && it != jobs_.end()) {
     const JobSpec& spec = it->second->spec;
@@ -436,6 +446,10 @@ JobStatus Coordinator::Snapshot(const Job& job) const {
     if (!IsTerminal(job.status.state())) *s.add_workers() = WorkerView(w);
   }
   s.set_workers_alive(alive);
+  if (job.status.state() == lockstep::v1::RUNNING &&
+      !job.straggler.text().empty()) {
+    *s.mutable_straggler() = job.straggler;
+  }
   if (job.status.state() == lockstep::v1::RUNNING) {
     for (const std::string& id : job.ranks) {
       const std::string wait =

@@ -115,6 +115,16 @@ std::string CoordinatorMetricsText(const Coordinator::OpsView& view,
             job, s.eta_seconds());
     f.Gauge("lockstep_job_workers_alive", "Workers alive among its ranks", job,
             s.workers_alive());
+    if (s.has_straggler()) {
+      f.Gauge("lockstep_job_straggler",
+              "1 for the rank that holds the running job back (cause: link "
+              "or compute; coordinator/straggler.h)",
+              {{"job", s.name()},
+               {"rank", absl::StrCat(s.straggler().rank())},
+               {"worker", s.straggler().worker_id()},
+               {"cause", s.straggler().cause()}},
+              1);
+    }
     f.Counter("lockstep_job_restarts_total",
               "Generations started after a failure or a departure", job,
               s.restarts());
@@ -158,6 +168,20 @@ std::string CoordinatorMetricsText(const Coordinator::OpsView& view,
             "Seconds since the worker's last heartbeat",
             {{"worker", w.worker_id()}, {"name", w.name()}, {"host", w.host()}},
             w.heartbeat_age_seconds());
+    if (w.ring_ms_per_mib() > 0) {
+      f.Gauge("lockstep_worker_ring_ms_per_mib",
+              "Recent transit of the ring messages from its previous rank, "
+              "ms per MiB (half-life 10 s)",
+              {{"worker", w.worker_id()}, {"name", w.name()}, {"host", w.host()}},
+              w.ring_ms_per_mib());
+    }
+    if (w.compute_ms_per_step() > 0) {
+      f.Gauge("lockstep_worker_compute_ms_per_step",
+              "Recent own work per step (step time less the all-reduce "
+              "wait), ms (half-life 10 s)",
+              {{"worker", w.worker_id()}, {"name", w.name()}, {"host", w.host()}},
+              w.compute_ms_per_step());
+    }
   }
   for (const auto& [state, n] : {std::pair<const char*, int>{"idle", idle},
                                  {"busy", busy},
@@ -188,6 +212,7 @@ nlohmann::json DashboardState(const Coordinator::OpsView& view) {
         {"samples_per_sec", s.samples_per_sec()},
         {"eta_seconds", s.eta_seconds()},
         {"message", s.message()},
+        {"straggler", s.has_straggler() ? s.straggler().text() : ""},
         {"restarts", s.restarts()},
         {"max_restarts", s.max_restarts()},
         {"workers_alive", s.workers_alive()},
@@ -219,7 +244,9 @@ nlohmann::json DashboardState(const Coordinator::OpsView& view) {
          {"rank", w.rank()},
          {"alive", w.alive()},
          {"heartbeat_age_seconds", w.heartbeat_age_seconds()},
-         {"waiting", w.waiting()}});
+         {"waiting", w.waiting()},
+         {"ring_ms_per_mib", w.ring_ms_per_mib()},
+         {"compute_ms_per_step", w.compute_ms_per_step()}});
   }
   return out;
 }

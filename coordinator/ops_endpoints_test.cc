@@ -61,6 +61,65 @@ TEST_F(OpsEndpointsTest, MetricsCountJobsByStateAndDescribeEachJob) {
                         "name=\"w1\",host=\"host-w1\"}"));
 }
 
+// Heartbeat timings name a straggler: in status (text, rank, cause), as an
+// event once, and on /metrics, with each worker's figures.
+TEST_F(OpsEndpointsTest, AStragglerIsNamedFromTheRanksTimings) {
+  ASSERT_TRUE(c_->Submit(kJob).ok());
+  const std::string w1 = Register("w1");
+  const std::string w2 = Register("w2");
+  auto beat = [&](const std::string& id, double compute_ms) {
+    v1::HeartbeatRequest r;
+    r.set_worker_id(id);
+    r.set_job("j");
+    r.set_generation(1);
+    v1::RankTiming* t = r.mutable_timing();
+    t->set_ring_bytes(8 << 20);
+    t->set_ring_seconds(8 * 0.002);  // 2 ms/MiB both ways: no slow link
+    t->set_steps(10);
+    t->set_compute_seconds(10 * compute_ms / 1e3);
+    ASSERT_TRUE(c_->Heartbeat(r).ok());
+  };
+  beat(w1, 40);
+  beat(w2, 41);
+  c_->Tick();
+  absl::StatusOr<v1::JobStatus> s = c_->Get("j");
+  ASSERT_TRUE(s.ok());
+  EXPECT_FALSE(s->has_straggler());
+  beat(w2, 130);
+  c_->Tick();
+  c_->Tick();
+  s = c_->Get("j");
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(s->has_straggler());
+  EXPECT_EQ(s->straggler().rank(), 1);
+  EXPECT_EQ(s->straggler().cause(), "compute");
+  EXPECT_EQ(s->straggler().text(),
+            "rank 1 (w2 on host-w2): its own work takes 130.0 ms a step "
+            "against 40.0 ms on the fastest rank: every other rank waits for "
+            "it");
+  int events = 0;
+  for (const std::string& e : s->events()) {
+    if (e.find("straggler: rank 1 (w2 on host-w2)") != std::string::npos) {
+      ++events;
+    }
+  }
+  EXPECT_EQ(events, 1);
+  EXPECT_DOUBLE_EQ(s->workers(1).compute_ms_per_step(), 130);
+  EXPECT_DOUBLE_EQ(s->workers(0).ring_ms_per_mib(), 2);
+  const std::string t = CoordinatorMetricsText(c_->Ops(), c_->ready());
+  EXPECT_THAT(t, HasSubstr("lockstep_job_straggler{job=\"j\",rank=\"1\","
+                           "worker=\"" + w2 + "\",cause=\"compute\"} 1\n"));
+  EXPECT_THAT(t, HasSubstr("lockstep_worker_compute_ms_per_step{worker=\"" +
+                           w2 + "\",name=\"w2\",host=\"host-w2\"} 130\n"));
+  // Alike again: nobody is named.
+  beat(w2, 42);
+  c_->Tick();
+  s = c_->Get("j");
+  EXPECT_FALSE(s->has_straggler());
+  EXPECT_THAT(CoordinatorMetricsText(c_->Ops(), c_->ready()),
+              Not(HasSubstr("lockstep_job_straggler{")));
+}
+
 TEST_F(OpsEndpointsTest, ReportsDrawCurvesAndSetTheProgressFigures) {
   ASSERT_TRUE(c_->Submit(kJob).ok());
   const std::string rank0 = Register("w1");

@@ -38,6 +38,7 @@ class CollectiveService::PushReactor
     }
     absl::StatusOr<RingMessage> m = RingMessageCodec::Decode(incoming_);
     incoming_.Clear();
+    if (m.ok()) m->read_at = absl::Now();
     if (!m.ok()) {
       Refuse(m.status());
       return;
@@ -107,7 +108,8 @@ class CollectiveService::PushReactor
   }
 
   void DeliverAndReadOn(RingMessage m) {
-    absl::Status s = transport()->Deliver(m.header, std::move(m.payload));
+    absl::Status s =
+        transport()->Deliver(m.header, std::move(m.payload), m.read_at);
     if (!s.ok()) {
       Refuse(s);
       return;
@@ -310,6 +312,16 @@ void CollectiveService::AbortCurrent(const absl::Status& reason) {
     current = current_;
   }
   if (current != nullptr) current->Abort(reason);
+}
+
+GrpcRingTransport::LinkTiming CollectiveService::CurrentLink() {
+  std::shared_ptr<GrpcRingTransport> current;
+  {
+    absl::MutexLock lock(&mu_);
+    current = current_;
+  }
+  return current == nullptr ? GrpcRingTransport::LinkTiming{}
+                            : current->RecentLink();
 }
 
 GrpcRingTransport::Wait CollectiveService::CurrentWait() {

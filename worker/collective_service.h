@@ -47,6 +47,8 @@ class CollectiveService final
   void AbortCurrent(const absl::Status& reason);
   // The attached transport's OldestWait (not waiting when none is attached).
   GrpcRingTransport::Wait CurrentWait();
+  // The current transport's RecentLink (zeros when none).
+  GrpcRingTransport::LinkTiming CurrentLink();
 
   grpc::ServerReadReactor<grpc::ByteBuffer>* Push(
       grpc::CallbackServerContext* context,

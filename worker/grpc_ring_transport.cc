@@ -66,6 +66,7 @@ absl::Status GrpcRingTransport::SendToNext(const CollectiveTag& tag,
   header.set_bucket(tag.bucket);
   header.set_chunk(tag.chunk);
   header.set_from_rank(options_.rank);
+  header.set_sent_unix_micros(absl::ToUnixMicros(absl::Now()));
   grpc::ByteBuffer message =
       RingMessageCodec::Encode(std::move(header), data, count, type, &sends,
                                options_.checksum);
@@ -163,6 +164,12 @@ GrpcRingTransport::Wait GrpcRingTransport::OldestWait() {
   return out;
 }
 
+GrpcRingTransport::LinkTiming GrpcRingTransport::RecentLink() {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = absl::Now();
+  return LinkTiming{link_bytes_.Value(now), link_seconds_.Value(now)};
+}
+
 int GrpcRingTransport::suspect_rank() {
   absl::MutexLock lock(&mu_);
   return suspect_;
@@ -194,7 +201,8 @@ void GrpcRingTransport::LinkBroken(const std::string& detail) {
 }
 
 absl::Status GrpcRingTransport::Deliver(const RingHeader& header,
-                                        RingPayload payload) {
+                                        RingPayload payload,
+                                        absl::Time arrived) {
   const CollectiveTag tag{header.generation(), header.step(), header.bucket(),
                           header.chunk()};
   absl::Status refusal;
@@ -239,9 +247,18 @@ absl::Status GrpcRingTransport::Deliver(const RingHeader& header,
           absl::StrCat("refused a second message with ", TagToString(tag),
                        " from rank ", prev_rank()));
     } else {
+      const double bytes = static_cast<double>(payload.size());
       it->second.header = header;
       it->second.payload = std::move(payload);
       arrived_.SignalAll();
+      // Clocks of two hosts: a transit below their offset reads as 0.
+      const double transit = std::max(
+          0.0, absl::ToDoubleSeconds(
+                   arrived - absl::FromUnixMicros(header.sent_unix_micros())));
+      if (header.sent_unix_micros() > 0) {
+        link_bytes_.Add(bytes, arrived);
+        link_seconds_.Add(transit, arrived);
+      }
       return absl::OkStatus();
     }
   }

@@ -23,6 +23,7 @@
 #include "proto/collective.pb.h"
 #include "rpc/rpc_util.h"
 #include "rpc/tls.h"
+#include "worker/decaying_sum.h"
 #include "worker/lane_stream.h"
 #include "worker/ring_message.h"
 
@@ -70,11 +71,12 @@ class GrpcRingTransport : public Transport {
   int prev_rank() const { return (rank() - 1 + world_size()) % world_size(); }
   int next_rank() const { return (rank() + 1) % world_size(); }
 
-  // Called by CollectiveService for each incoming message. Returns the
-  // refusal (FailedPrecondition / InvalidArgument, naming what is wrong) and
-  // then fails every Recv with it; nothing refused reaches a mailbox.
+  // Called by CollectiveService for each incoming message, `arrived` when
+  // gRPC had read it. Returns the refusal (FailedPrecondition /
+  // InvalidArgument, naming what is wrong) and then fails every Recv with
+  // it; nothing refused reaches a mailbox.
   absl::Status Deliver(const lockstep::v1::RingHeader& header,
-                       RingPayload payload);
+                       RingPayload payload, absl::Time arrived = absl::Now());
   // The incoming stream from the previous rank broke (not a clean close).
   void LinkBroken(const std::string& detail);
 
@@ -91,6 +93,16 @@ class GrpcRingTransport : public Transport {
   // a send that failed, a receive that timed out); -1 when none does (an
   // abort, no failure).
   int suspect_rank();
+
+  // The link from the previous rank, recently (decaying sums, half-life
+  // 10 s): payload bytes delivered and their transit seconds, each from
+  // the sender's clock when it queued the message to this host's when gRPC
+  // had read it.
+  struct LinkTiming {
+    double bytes = 0;
+    double seconds = 0;
+  };
+  LinkTiming RecentLink();
 
  private:
   void Fail(const absl::Status& status, int suspect = -1);
@@ -114,6 +126,8 @@ class GrpcRingTransport : public Transport {
   // at most kMaxUnreadMessages wait unread (a hostile or broken peer cannot
   // fill this process's memory).
   int64_t asked_step_ ABSL_GUARDED_BY(mu_) = -1;
+  DecayingSum link_bytes_ ABSL_GUARDED_BY(mu_);
+  DecayingSum link_seconds_ ABSL_GUARDED_BY(mu_);
 };
 
 inline constexpr int64_t kMaxStepsAhead = 2;

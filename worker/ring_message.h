@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "core/collective/transport.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/collective.pb.h"
@@ -59,6 +60,7 @@ class RingPayload {
 struct RingMessage {
   lockstep::v1::RingHeader header;
   RingPayload payload;
+  absl::Time read_at;  // when gRPC had read it (CollectiveService sets it)
 };
 
 // The checksum a message carries (RingHeader.checksum): XXH3-64 of the

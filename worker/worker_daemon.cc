@@ -231,6 +231,13 @@ absl::Status WorkerDaemon::Heartbeat() {
   if (job_thread_ != nullptr) {
     req.set_job(assignment_.job());
     req.set_generation(assignment_.generation());
+    const GrpcRingTransport::LinkTiming link = collective_.CurrentLink();
+    const WorkerMetrics::RecentWork work = metrics_.Recent();
+    auto* t = req.mutable_timing();
+    t->set_ring_bytes(link.bytes);
+    t->set_ring_seconds(link.seconds);
+    t->set_steps(work.steps);
+    t->set_compute_seconds(work.compute_seconds);
     const GrpcRingTransport::Wait wait = collective_.CurrentWait();
     if (wait.waiting && wait.seconds >= 1.0) {
       auto* w = req.mutable_wait();

@@ -1,6 +1,8 @@
 // A worker's Prometheus metrics (see worker_metrics.h).
 #include "worker/worker_metrics.h"
 
+#include <algorithm>
+
 #include <prometheus/text_serializer.h>
 
 #include "absl/strings/str_cat.h"
@@ -111,6 +113,8 @@ void WorkerMetrics::SetAssignment(const std::string& job, int64_t generation,
   generation_.Set(static_cast<double>(generation));
   rank_.Set(rank);
   step_.Set(0);
+  recent_steps_ = DecayingSum();
+  recent_compute_ = DecayingSum();
 }
 
 void WorkerMetrics::ClearAssignment() {
@@ -132,6 +136,16 @@ void WorkerMetrics::AddStep(int64_t step, const StepSample& s) {
   allreduce_seconds_total_.Increment(s.allreduce_seconds);
   allreduce_wait_seconds_total_.Increment(s.wait_seconds);
   allreduce_bytes_.Increment(static_cast<double>(s.allreduce_bytes));
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = absl::Now();
+  recent_steps_.Add(1, now);
+  recent_compute_.Add(std::max(0.0, s.seconds - s.wait_seconds), now);
+}
+
+WorkerMetrics::RecentWork WorkerMetrics::Recent() {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = absl::Now();
+  return RecentWork{recent_steps_.Value(now), recent_compute_.Value(now)};
 }
 
 void WorkerMetrics::SetRate(double samples_per_second) {

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "absl/synchronization/mutex.h"
+#include "worker/decaying_sum.h"
 
 namespace lockstep {
 
@@ -38,6 +39,14 @@ class WorkerMetrics {
                      int world_size);
   void ClearAssignment();
   void AddStep(int64_t step, const StepSample& s);
+  // Steps and this worker's own work in them (step time less the
+  // all-reduce wait), recently: decaying sums (half-life 10 s) since the
+  // current assignment began.
+  struct RecentWork {
+    double steps = 0;
+    double compute_seconds = 0;
+  };
+  RecentWork Recent();
   void SetRate(double samples_per_second);  // the job's, all workers
   void AddCheckpointUpload(double seconds, bool ok);
   void AddLeave();  // a graceful departure (SIGTERM) completed
@@ -68,6 +77,8 @@ class WorkerMetrics {
   prometheus::Counter& leaves_;
   absl::Mutex mu_;
   prometheus::Gauge* assignment_ ABSL_GUARDED_BY(mu_) = nullptr;
+  DecayingSum recent_steps_ ABSL_GUARDED_BY(mu_);
+  DecayingSum recent_compute_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace lockstep

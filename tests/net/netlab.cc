@@ -3,8 +3,10 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <cerrno>
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstdint>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -23,6 +25,13 @@ std::string Ip() {
     if (access(p, X_OK) == 0) return p;
   }
   return "";
+}
+
+std::string Tc() {
+  for (const char* p : {"/usr/sbin/tc", "/sbin/tc", "/usr/bin/tc"}) {
+    if (access(p, X_OK) == 0) return p;
+  }
+  return "tc";
 }
 
 RunResult Quiet(const std::vector<std::string>& argv) {
@@ -126,6 +135,23 @@ bool NetLab::Cut(int i) {
 bool NetLab::Heal(int i) {
   return Run({Ip(), "-n", switch_ns_, "link", "set", absl::StrCat("v", i),
               "up"});
+}
+
+bool NetLab::Shape(int i, int64_t bits_per_second) {
+  // tbf's bucket must hold a timer tick of traffic (HZ may be 100), as in
+  // benchmarks/bench_lib.sh's netns_up.
+  const int64_t burst = std::max<int64_t>(65536, bits_per_second / 8 / 100);
+  const std::vector<std::string> tbf = {
+      "root",  "tbf", "rate",
+      absl::StrCat(bits_per_second, "bit"), "burst", absl::StrCat(burst),
+      "latency", "50ms"};
+  std::vector<std::string> out = {Tc(), "-n", switch_ns_, "qdisc", "add",
+                                  "dev", absl::StrCat("v", i)};
+  std::vector<std::string> in = {Tc(), "-n", namespaces_[i], "qdisc", "add",
+                                 "dev", "eth0"};
+  out.insert(out.end(), tbf.begin(), tbf.end());
+  in.insert(in.end(), tbf.begin(), tbf.end());
+  return Run(out) && Run(in);
 }
 
 bool NetLab::Block(int i, int j) {

@@ -12,6 +12,7 @@
 #ifndef LOCKSTEP_TESTS_NET_NETLAB_H_
 #define LOCKSTEP_TESTS_NET_NETLAB_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,6 +47,9 @@ class NetLab {
   // open with nobody answering) or up again. False with error() on failure.
   bool Cut(int i);
   bool Heal(int i);
+  // Host i's link carries at most `bits_per_second` each way (tbf on both
+  // ends of its veth), as a slower NIC or a congested uplink would.
+  bool Shape(int i, int64_t bits_per_second);
   // Packets from host i to host j vanish (a blackhole route in i), while
   // both still reach every other host: an asymmetric cut. Unblock undoes.
   bool Block(int i, int j);

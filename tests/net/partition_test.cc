@@ -360,5 +360,71 @@ TEST_F(NetDrillTest, AnAsymmetricCutBetweenRingNeighboursIsNamedAndRecovered) {
              "), the last generation " + gen + " from step " + from);
 }
 
+// One worker's host on a 100 Mbit/s link (tbf both ways), the others on
+// the switch's full speed: the coordinator names that worker's rank as the
+// straggler (status, an event, /metrics), the job goes on and ends on the
+// fingerprint of the same job with no shaping, which names no straggler.
+// Three workers: in a ring of two both links cross the slow host, so
+// there is no fast link to compare with (coordinator/straggler.h).
+TEST_F(NetDrillTest, AWorkerOnA100MbitLinkIsNamedTheStraggler) {
+  StartNet(4, 3);
+  nlohmann::json job = FaultJob({{"epochs", 2}, {"cluster", {{"workers", 3}}}});
+  // The same job on an unshaped network: the reference.
+  ASSERT_EQ(Client({"submit", WriteJob(job)}).exit.exit_code, 0);
+  const Clock::time_point fast_start = Clock::now();
+  RunResult fast = Finish();
+  const double fast_seconds = Since(fast_start);
+  EXPECT_EQ(fast.out.find("straggler"), std::string::npos) << fast.out;
+  const nlohmann::json reference = Result();
+  ASSERT_TRUE(reference.is_object()) << fast.out;
+
+  constexpr int kSlowHost = 2;
+  ASSERT_TRUE(lab_->Shape(kSlowHost, 100'000'000)) << lab_->error();
+  job["name"] = "slow";
+  ASSERT_EQ(Client({"submit", WriteJob(job, "slow.json")}).exit.exit_code, 0);
+  const Clock::time_point slow_start = Clock::now();
+  std::string last;
+  ASSERT_TRUE(WaitForStatus(R"(RUNNING)", 30, &last, "slow")) << last;
+  // Its rank: the worker whose collective address is on the slow host.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      last, m,
+      std::regex(R"(rank (\d) w\d+ [^\n]*)" + lab_->address(kSlowHost) +
+                 ":7071")))
+      << last;
+  const std::string rank = m[1];
+  ASSERT_TRUE(WaitForStatus(
+      "straggler: rank " + rank + R"( \(host2 on [^)]*\): its ring links are )"
+      R"(slow \(rank \d -> rank )" + rank + R"( [0-9.]+ ms/MiB, rank )" + rank +
+      R"( -> rank \d [0-9.]+ ms/MiB, against [0-9.]+ ms/MiB on the fastest )"
+      R"(link\): its host's network holds the job back)",
+      30, &last, "slow"))
+      << last;
+  const double named = Since(slow_start);
+  std::smatch text;
+  std::regex_search(last, text, std::regex(R"(straggler: ([^\n]*))"));
+  // The figures behind it, per worker in status and on /metrics' source.
+  EXPECT_TRUE(std::regex_search(
+      last, std::regex(R"(recently: ring in [0-9.]+ ms/MiB, own work )"
+                       R"([0-9.]+ ms/step)")))
+      << last;
+  RunResult slow = Client({"watch", "slow"}, 180);
+  EXPECT_EQ(slow.exit.exit_code, 0) << slow.out << slow.err;
+  const double slow_seconds = Since(slow_start);
+  EXPECT_NE(slow.out.find("straggler: rank " + rank + " (host2 on"),
+            std::string::npos)
+      << slow.out;
+  const nlohmann::json res = Result("slow");
+  ASSERT_TRUE(res.is_object()) << slow.out;
+  EXPECT_EQ(res["fingerprint"], reference["fingerprint"]);
+  EXPECT_EQ(res["steps"], reference["steps"]);
+  Figure("straggler",
+         "3 workers, host 2 at 100 Mbit/s: named after " +
+             std::to_string(named).substr(0, 4) + " s (" + text[1].str() +
+             "); the job took " + std::to_string(slow_seconds).substr(0, 4) +
+             " s against " + std::to_string(fast_seconds).substr(0, 4) +
+             " s unshaped, same fingerprint");
+}
+
 }  // namespace
 }  // namespace lockstep

@@ -2,7 +2,7 @@
 ``Job.events()`` yields."""
 
 import dataclasses
-from typing import List
+from typing import List, Optional
 
 TERMINAL_STATES = ("SUCCEEDED", "FAILED", "CANCELLED")
 
@@ -24,6 +24,20 @@ class WorkerStatus:
     shard: str
     devices: List[str]
     waiting: str        # what its ring waits on, when it has waited > 1 s
+    # Recently (half-life 10 s; 0 unknown): transit of the ring messages
+    # from its previous rank per MiB, and its own work per step.
+    ring_ms_per_mib: float = 0.0
+    compute_ms_per_step: float = 0.0
+
+
+@dataclasses.dataclass
+class Straggler:
+    """The rank that holds a running job back (``lockstep status``'s
+    ``straggler:`` line)."""
+    rank: int
+    worker_id: str
+    cause: str          # "link" or "compute"
+    text: str
 
 
 @dataclasses.dataclass
@@ -67,6 +81,7 @@ class JobStatus:
     restarts: int
     max_restarts: int
     membership: List[MembershipChange]  # one per generation so far
+    straggler: Optional[Straggler] = None  # while RUNNING with one
 
     @property
     def done(self):
@@ -95,7 +110,9 @@ def status_from_proto(msg):
         JobStatus, msg, state=jobs_pb2.JobState.Name(msg.state),
         workers=[worker_from_proto(w) for w in msg.workers],
         membership=[_fields_from(MembershipChange, m)
-                    for m in msg.membership])
+                    for m in msg.membership],
+        straggler=(_fields_from(Straggler, msg.straggler)
+                   if msg.HasField("straggler") else None))
 
 
 @dataclasses.dataclass

@@ -73,3 +73,23 @@ def test_the_package_installs_with_pip_offline(tmp_path):
     assert probe.returncode == 0, probe.stderr
     assert probe.stdout.splitlines() == [
         str(target / "lockstep" / "__init__.py"), "127.0.0.1:7070"]
+
+
+def test_a_status_carries_its_straggler_and_worker_timings():
+    from lockstep._generated import jobs_pb2
+    from lockstep.types import Straggler, status_from_proto
+    msg = jobs_pb2.JobStatus(name="j", state=jobs_pb2.RUNNING)
+    w = msg.workers.add(worker_id="w2", rank=1, ring_ms_per_mib=84.5,
+                        compute_ms_per_step=12.0)
+    assert status_from_proto(msg).straggler is None
+    msg.straggler.rank = 1
+    msg.straggler.worker_id = "w2"
+    msg.straggler.cause = "link"
+    msg.straggler.text = "rank 1 (w2 on h2): its ring links are slow"
+    s = status_from_proto(msg)
+    assert s.straggler == Straggler(
+        rank=1, worker_id="w2", cause="link",
+        text="rank 1 (w2 on h2): its ring links are slow")
+    assert (s.workers[0].ring_ms_per_mib, s.workers[0].compute_ms_per_step) \
+        == (84.5, 12.0)
+    assert w.rank == 1

@@ -66,6 +66,7 @@ def test_submit_wait_result_checkpoint_to_torch(cluster, tmp_path, kind):
     # One generation of the job's 2 workers, from step 0.
     assert [(m.generation, m.from_step, m.workers, m.why)
             for m in status.membership] == [(1, 0, 2, "start")]
+    assert status.straggler is None  # none once finished
     assert result["fingerprint"] == status.fingerprint
     assert result["test_accuracy"] == pytest.approx(status.test_accuracy)
     text = shown.getvalue()
