@@ -38,7 +38,18 @@ absl::StatusOr<CommitInfo> CheckpointAssembler::Add(
                         what, newest_generation_));
   }
   newest_generation_ = head.generation();
-  Pending& p = pending_[{head.generation(), head.step()}];
+  const std::pair<int64_t, int64_t> key{head.generation(), head.step()};
+  if (pending_.count(key) == 0 &&
+      pending_.size() >= kMaxPendingCheckpointSteps) {
+    if (key < pending_.begin()->first) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "%s: %d newer checkpoint steps wait for their other slices (the "
+          "oldest is step %d); this older one is not kept",
+          what, pending_.size(), pending_.begin()->first.second));
+    }
+    pending_.erase(pending_.begin());  // a step some rank never completed
+  }
+  Pending& p = pending_[key];
   if (p.ranks.empty() && p.world_size == 0) {
     p.world_size = head.world_size();
     p.model_tensors = head.model_tensors();
@@ -95,7 +106,7 @@ absl::StatusOr<CommitInfo> CheckpointAssembler::Add(
         "and %d expected (duplicate names?)",
         head.step(), p.model.size(), p.optimizer.size(), p.model_tensors,
         p.optimizer_tensors));
-    pending_.erase({head.generation(), head.step()});
+    pending_.erase(key);
     return refusal;
   }
   NamedTensors model, opt;
@@ -112,7 +123,6 @@ absl::StatusOr<CommitInfo> CheckpointAssembler::Add(
   info.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
           .count();
-  const std::pair<int64_t, int64_t> key{head.generation(), head.step()};
   pending_.erase(pending_.begin(), pending_.upper_bound(key));
   RETURN_IF_ERROR(s);
   info.committed = true;

@@ -21,6 +21,8 @@
 
 namespace lockstep {
 
+inline constexpr size_t kMaxPendingCheckpointSteps = 4;
+
 struct CommitInfo {
   bool committed = false;  // this slice completed and committed a step
   std::string path;        // the step folder
@@ -39,7 +41,13 @@ class CheckpointAssembler {
   // InvalidArgument for a slice that contradicts the others (world size,
   // tensor counts, a rank sent twice, a tensor index that is not its own),
   // or the commit's own error. A step of an older generation than one
-  // already seen is refused (FailedPrecondition).
+  // already seen is refused (FailedPrecondition). At most
+  // kMaxPendingCheckpointSteps steps wait for their other slices: a slice
+  // of a new step then drops the oldest waiting one (a step a rank never
+  // completed; the newest ones are the ones worth committing), or is
+  // refused (ResourceExhausted) when it is older than all of them. So a
+  // rank that never sends its slice, or a peer that sends slices of ever
+  // new steps, holds at most that many steps of tensors here.
   absl::StatusOr<CommitInfo> Add(
       const std::vector<lockstep::v1::CheckpointSlice>& messages);
 

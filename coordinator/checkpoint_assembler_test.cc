@@ -210,3 +210,42 @@ TEST(TensorFromWireTest, HostileShapesAreRefusedBeforeAllocating) {
 
 }  // namespace
 }  // namespace lockstep
+
+namespace lockstep {
+namespace {
+
+// A rank that never sends its slice (or a peer inventing new steps) cannot
+// make the coordinator hold more than kMaxPendingCheckpointSteps steps: a
+// new step drops the oldest waiting one, and an older one is refused.
+TEST_F(AssemblerTest, AtMostFourIncompleteStepsAreKept) {
+  CheckpointAssembler a(store_);
+  for (int64_t step = 10; step <= 60; step += 10) {
+    absl::StatusOr<CommitInfo> r = a.Add(Slice(0, step));
+    ASSERT_TRUE(r.ok()) << step << ": " << r.status();
+    EXPECT_FALSE(r->committed);
+  }
+  // Steps 10 and 20 were dropped: rank 1's slice of step 20 is the oldest
+  // now and older than every step kept (30-60), so it is refused.
+  absl::StatusOr<CommitInfo> late = a.Add(Slice(1, 20));
+  EXPECT_TRUE(absl::IsResourceExhausted(late.status())) << late.status();
+  EXPECT_THAT(late.status().message(),
+              HasSubstr("checkpoint slice of rank 1 for step 20 (generation "
+                        "1): 4 newer checkpoint steps wait for their other "
+                        "slices (the oldest is step 30); this older one is "
+                        "not kept"));
+  // A kept step still commits.
+  absl::StatusOr<CommitInfo> r = a.Add(Slice(1, 40));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->committed);
+  ASSERT_EQ(store_->ListSteps(), std::vector<std::string>{"step-00000040"});
+  // The commit dropped the older steps: 50 and 60 remain, and new steps
+  // fit again.
+  r = a.Add(Slice(0, 70));
+  ASSERT_TRUE(r.ok()) << r.status();
+  r = a.Add(Slice(1, 60));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->committed);
+}
+
+}  // namespace
+}  // namespace lockstep

@@ -60,6 +60,11 @@ Straggler SlowLink(const std::vector<RankFigures>& ranks) {
     });
     if (all && slow.size() >= 2) common = k;
   }
+  // The link into the named rank first, then the one out of it.
+  if (common >= 0) {
+    std::stable_partition(slow.begin(), slow.end(),
+                          [common](int r) { return r == common; });
+  }
   std::vector<std::string> links;
   for (int r : slow) links.push_back(describe(r));
   Straggler s;

@@ -43,6 +43,16 @@ TEST(StragglerTest, TheRankAtBothEndsOfTheSlowLinksIsNamed) {
             "the fastest link): its host's network holds the job back");
 }
 
+// The last rank's host: its links are 1 -> 2 and 2 -> 0; the text names
+// the way in first, then the way out.
+TEST(StragglerTest, TheLinkIntoTheNamedRankComesFirst) {
+  const Straggler s =
+      FindStraggler({Rank("a", 70.0), Rank("b", 1.0), Rank("c", 90.0)});
+  EXPECT_EQ(s.rank, 2);
+  EXPECT_THAT(s.text, HasSubstr("(rank 1 -> rank 2 90.0 ms/MiB, rank 2 -> "
+                                "rank 0 70.0 ms/MiB, against 1.0 ms/MiB"));
+}
+
 TEST(StragglerTest, OneSlowLinkNamesBothItsEnds) {
   const Straggler s = FindStraggler(
       {Rank("a on h1", 1.0), Rank("b on h2", 1.1), Rank("c on h3", 40.0),

@@ -37,7 +37,12 @@ ImageKind SniffImage(absl::string_view bytes);
 inline constexpr int64_t kMaxImagePixels = int64_t{1} << 27;
 
 // Decodes a whole JPEG or PNG file's bytes (grey, palette and alpha
-// images become RGB; 16-bit PNG channels are scaled to 8). Errors
+// images become RGB). 16-bit PNG channels become 8 bits through libpng's
+// simplified API, which is not a plain >> 8 (what PIL does): it takes
+// 16-bit values as linear light unless the file's gAMA/sRGB/iCCP chunk
+// says otherwise, and encodes them with the sRGB curve, so the mid-tones
+// of a 16-bit file without those chunks come out brighter than PIL's.
+// 8-bit files, nearly all datasets, are not converted. Errors
 // (kInvalidArgument) say what is wrong: "not a JPEG or PNG file",
 // "truncated JPEG", libpng's or libjpeg's own message, an image over
 // kMaxImagePixels.

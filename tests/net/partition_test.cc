@@ -399,7 +399,8 @@ TEST_F(NetDrillTest, AWorkerOnA100MbitLinkIsNamedTheStraggler) {
       R"( -> rank \d [0-9.]+ ms/MiB, against [0-9.]+ ms/MiB on the fastest )"
       R"(link\): its host's network holds the job back)",
       30, &last, "slow"))
-      << last;
+      << last << "\nthe job's events:\n"
+      << Client({"watch", "slow"}, 180).out;
   const double named = Since(slow_start);
   std::smatch text;
   std::regex_search(last, text, std::regex(R"(straggler: ([^\n]*))"));
