@@ -223,7 +223,6 @@ absl::Status GrpcRingTransport::Deliver(const RingHeader& header,
     refusal = absl::InvalidArgumentError(absl::StrFormat(
         "refused a message of %d bytes: not a whole number of %s values",
         payload.size(), WireTypeName(payload.type())));
-
   }
   if (refusal.ok()) {
     absl::MutexLock lock(&mu_);

@@ -74,10 +74,11 @@ uint64_t RingChecksum(const lockstep::v1::RingHeader& header,
 class RingMessageCodec {
  public:
   // Frames a message (proto/collective.proto): the header is copied (its
-  // payload length, type and checksum set), the payload referenced. `sends` (may be null) counts the send from now
-  // until gRPC releases the payload slice.
-  // Without `checksum` the header's checksum is 0 (a receiver that checks
-  // refuses the message: both ends follow the job's cluster.ring_checksum).
+  // payload length, type and checksum set), the payload referenced.
+  // `sends` (may be null) counts the send from now until gRPC releases the
+  // payload slice. Without `checksum` the header's checksum is 0 (a
+  // receiver that checks refuses the message: both ends follow the job's
+  // cluster.ring_checksum).
   static grpc::ByteBuffer Encode(lockstep::v1::RingHeader header,
                                  const void* data, int64_t count, WireType type,
                                  const SendTracker* sends,
