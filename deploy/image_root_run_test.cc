@@ -33,7 +33,7 @@ using testing::image_root::kTimeout;
 constexpr uid_t kUid = 65532;
 
 TEST_F(ImageRootTest, VersionRunsInside) {
-  SKIP_UNLESS_ENTERABLE();
+  SKIP_UNLESS_RUNNABLE();
   RunResult r = RunProcess(InRoot({"/lockstep", "--version"}), logs_, kTimeout);
   ASSERT_EQ(r.exit.exit_code, 0) << r.out << r.err;
   EXPECT_TRUE(
@@ -45,7 +45,7 @@ TEST_F(ImageRootTest, VersionRunsInside) {
 }
 
 TEST_F(ImageRootTest, TrainsAJobInside) {
-  SKIP_UNLESS_ENTERABLE();
+  SKIP_UNLESS_RUNNABLE();
   WriteStringToFile(root_ + "/tmp/train.json", testing::TinyJob().dump(2));
   RunResult r =
       RunProcess(InRoot({"/lockstep", "train", "/tmp/train.json", "--storage",
@@ -72,7 +72,7 @@ TEST_F(ImageRootTest, TrainsAJobInside) {
 }
 
 TEST_F(ImageRootTest, ClusterTalksGrpcByNameInside) {
-  SKIP_UNLESS_ENTERABLE();
+  SKIP_UNLESS_RUNNABLE();
   // A container runtime writes /etc/hosts; here the test does. Both address
   // families: gRPC's c-ares resolver asks for A and AAAA, and an AAAA that
   // only a DNS server could answer (there is none in here) costs ~3 s of
