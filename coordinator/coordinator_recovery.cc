@@ -178,13 +178,8 @@ void Coordinator::UpdateStraggler(Job& job) {
   std::vector<RankFigures> ranks;
   for (const std::string& id : job.ranks) {
     const Worker& w = workers_.at(id);
-    RankFigures f;
-    f.label = absl::StrFormat("%s on %s", w.name, w.info.host());
-    f.ring_bytes = w.timing.ring_bytes();
-    f.ring_seconds = w.timing.ring_seconds();
-    f.steps = w.timing.steps();
-    f.compute_seconds = w.timing.compute_seconds();
-    ranks.push_back(std::move(f));
+    ranks.push_back(FiguresOf(
+        w.timing, absl::StrFormat("%s on %s", w.name, w.info.host())));
   }
   const Straggler found = FindStraggler(ranks);
   job.straggler.Clear();

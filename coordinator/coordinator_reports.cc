@@ -411,11 +411,7 @@ lockstep::v1::WorkerStatus Coordinator::WorkerView(const Worker& w) const {
   v.set_name(w.name);
   v.set_waiting(WaitText(w, 1.0));
   if (!w.job.empty()) {
-    RankFigures f;
-    f.ring_bytes = w.timing.ring_bytes();
-    f.ring_seconds = w.timing.ring_seconds();
-    f.steps = w.timing.steps();
-    f.compute_seconds = w.timing.compute_seconds();
+    const RankFigures f = FiguresOf(w.timing);
     v.set_ring_ms_per_mib(std::max(0.0, f.RingMsPerMib()));
     v.set_compute_ms_per_step(std::max(0.0, f.ComputeMsPerStep()));
   }

@@ -164,23 +164,22 @@ std::string CoordinatorMetricsText(const Coordinator::OpsView& view,
       continue;
     }
     (w.job().empty() ? idle : busy)++;
+    const std::vector<ClientMetric::Label> worker = {
+        {"worker", w.worker_id()}, {"name", w.name()}, {"host", w.host()}};
     f.Gauge("lockstep_worker_heartbeat_age_seconds",
-            "Seconds since the worker's last heartbeat",
-            {{"worker", w.worker_id()}, {"name", w.name()}, {"host", w.host()}},
+            "Seconds since the worker's last heartbeat", worker,
             w.heartbeat_age_seconds());
     if (w.ring_ms_per_mib() > 0) {
       f.Gauge("lockstep_worker_ring_ms_per_mib",
               "Recent transit of the ring messages from its previous rank, "
               "ms per MiB (half-life 10 s)",
-              {{"worker", w.worker_id()}, {"name", w.name()}, {"host", w.host()}},
-              w.ring_ms_per_mib());
+              worker, w.ring_ms_per_mib());
     }
     if (w.compute_ms_per_step() > 0) {
       f.Gauge("lockstep_worker_compute_ms_per_step",
               "Recent own work per step (step time less the all-reduce "
               "wait), ms (half-life 10 s)",
-              {{"worker", w.worker_id()}, {"name", w.name()}, {"host", w.host()}},
-              w.compute_ms_per_step());
+              worker, w.compute_ms_per_step());
     }
   }
   for (const auto& [state, n] : {std::pair<const char*, int>{"idle", idle},

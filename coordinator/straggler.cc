@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <utility>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -17,6 +18,17 @@ double RankFigures::RingMsPerMib() const {
 double RankFigures::ComputeMsPerStep() const {
   if (steps < kMinSteps) return -1;
   return compute_seconds * 1e3 / steps;
+}
+
+RankFigures FiguresOf(const lockstep::v1::RankTiming& timing,
+                      std::string label) {
+  RankFigures f;
+  f.label = std::move(label);
+  f.ring_bytes = timing.ring_bytes();
+  f.ring_seconds = timing.ring_seconds();
+  f.steps = timing.steps();
+  f.compute_seconds = timing.compute_seconds();
+  return f;
 }
 
 namespace {

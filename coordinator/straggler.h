@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "proto/cluster.pb.h"
+
 namespace lockstep {
 
 inline constexpr double kSlowLinkFactor = 5;
@@ -42,6 +44,10 @@ struct RankFigures {
   double RingMsPerMib() const;
   double ComputeMsPerStep() const;
 };
+
+// A worker's heartbeat figures (HeartbeatRequest.timing) under `label`.
+RankFigures FiguresOf(const lockstep::v1::RankTiming& timing,
+                      std::string label = "");
 
 struct Straggler {
   int rank = -1;          // -1: none
