@@ -22,6 +22,9 @@ constexpr char kMagic[] = "LSJRNL01";
 constexpr size_t kMagicSize = 8;
 constexpr size_t kMaxJournaledEvents = 500;
 constexpr int kMaxJournaledRank = 1 << 20;
+// The journal's sequence and next worker number: far past any real count
+// (one a second for 10^11 years), far below int64's end.
+constexpr int64_t kMaxJournalCounter = int64_t{1} << 62;
 
 double UnixSeconds(absl::Time t) {
   return t == absl::InfinitePast() ? 0 : absl::ToUnixMicros(t) / 1e6;
@@ -139,6 +142,15 @@ absl::Status Coordinator::LoadJournal() {
 
   absl::MutexLock lock(&mu_);
   const absl::Time now = absl::Now();
+  // Both count up by one per write / registration: a damaged value near
+  // int64's end would overflow there.
+  if (j.sequence() < 0 || j.sequence() >= kMaxJournalCounter) {
+    return damaged(absl::StrCat("sequence ", j.sequence(), " out of range"));
+  }
+  if (j.next_worker() < 0 || j.next_worker() >= kMaxJournalCounter) {
+    return damaged(
+        absl::StrCat("next worker number ", j.next_worker(), " out of range"));
+  }
   journal_sequence_ = j.sequence();
   next_worker_ = j.next_worker();
   for (const auto& in : j.workers()) {

@@ -4,6 +4,8 @@
 // resuming from its journal.
 #include "coordinator/coordinator.h"
 
+#include <cstdint>
+#include <limits>
 #include <string>
 
 #include "absl/status/status.h"
@@ -11,10 +13,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/crc32c.h"
 #include "base/file_util.h"
 #include "coordinator/coordinator_test_fixture.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/journal.pb.h"
 #include "rpc/rpc_util.h"
 
 namespace lockstep {
@@ -447,6 +451,70 @@ TEST_F(CoordinatorTest, ARestartedCoordinatorResumesFromTheJournal) {
   absl::Status load = fresh.LoadJournal();
   EXPECT_TRUE(absl::IsDataLoss(load)) << load;
   EXPECT_THAT(load.message(), HasSubstr(path + " is damaged (CRC mismatch)"));
+}
+
+// The journal file at `path` with its payload edited by `edit` and framed
+// again ("LSJRNL01", the payload's CRC32C little-endian, the payload), the
+// way a damaged but well-framed journal would reach LoadJournal.
+template <typename Edit>
+void EditJournal(const std::string& path, Edit edit) {
+  std::string bytes = *ReadFile(path);
+  v1::Journal j;
+  ASSERT_TRUE(j.ParseFromString(bytes.substr(12)));
+  edit(j);
+  const std::string payload = j.SerializeAsString();
+  const uint32_t crc = Crc32c(payload.data(), payload.size());
+  bytes.resize(8);
+  for (int i = 0; i < 4; ++i) bytes.push_back(static_cast<char>(crc >> (8 * i)));
+  ASSERT_TRUE(WriteFileAtomic(path, bytes + payload).ok());
+}
+
+// Found by journal_fuzzer: counters at int64's end overflowed at the next
+// write or registration, and a worker naming a job with an empty rank table
+// divided by a world of 0 in its status.
+TEST_F(CoordinatorTest, AJournalsCountersAndRanksAreCheckedBeforeUse) {
+  Register("hosta");
+  Register("hostb");
+  ASSERT_TRUE(c_->Submit(kJob).ok());
+  CoordinatorOptions o;
+  o.storage_dir = JoinPath(::testing::TempDir(),
+                           "AJournalsCountersAndRanksAreCheckedBeforeUse");
+  c_ = std::make_unique<Coordinator>(o);
+  ASSERT_TRUE(c_->LoadJournal().ok());
+  const std::string path = c_->JournalPath();
+  const std::string good = *ReadFile(path);
+
+  EditJournal(path, [](v1::Journal& j) {
+    j.set_sequence(std::numeric_limits<int64_t>::max());
+  });
+  absl::Status load = Coordinator(o).LoadJournal();
+  EXPECT_TRUE(absl::IsDataLoss(load)) << load;
+  EXPECT_THAT(load.message(),
+              HasSubstr("is damaged (sequence 9223372036854775807 out of "
+                        "range)"));
+
+  ASSERT_TRUE(WriteFileAtomic(path, good).ok());
+  EditJournal(path, [](v1::Journal& j) { j.set_next_worker(-5); });
+  load = Coordinator(o).LoadJournal();
+  EXPECT_TRUE(absl::IsDataLoss(load)) << load;
+  EXPECT_THAT(load.message(),
+              HasSubstr("is damaged (next worker number -5 out of range)"));
+
+  // Rank 1 of job j, whose journaled rank table is empty: loaded, listed
+  // without a shard (there is no world to split the batch by).
+  ASSERT_TRUE(WriteFileAtomic(path, good).ok());
+  EditJournal(path, [](v1::Journal& j) {
+    ASSERT_EQ(j.jobs_size(), 1);
+    j.mutable_jobs(0)->clear_ranks();
+  });
+  Coordinator damaged(o);
+  ASSERT_TRUE(damaged.LoadJournal().ok());
+  const v1::ListJobsResponse list = damaged.List();
+  ASSERT_EQ(list.workers_size(), 2);
+  for (const v1::WorkerStatus& w : list.workers()) {
+    EXPECT_EQ(w.job(), "j");
+    EXPECT_EQ(w.shard(), "") << w.name();
+  }
 }
 
 }  // namespace

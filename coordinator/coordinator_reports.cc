@@ -416,7 +416,10 @@ lockstep::v1::WorkerStatus Coordinator::WorkerView(const Worker& w) const {
     v.set_compute_ms_per_step(std::max(0.0, f.ComputeMsPerStep()));
   }
   auto it = jobs_.find(w.job);
-  if (!w.job.empty() && w.rank >= 0 && it != jobs_.end()) {
+  // A rank inside its job's rank table (a damaged journal can name a job
+  // whose table is empty: no division by a zero world).
+  if (!w.job.empty() && w.rank >= 0 && it != jobs_.end() &&
+      w.rank < static_cast<int64_t>(it->second->ranks.size())) {
     const JobSpec& spec = it->second->spec;
     const int64_t r = spec.cluster.replicas_per_worker;
     const int64_t total = r * static_cast<int64_t>(it->second->ranks.size());

@@ -38,9 +38,25 @@ while read -r t; do
 done <"$b/tests.txt" >"$results/tests.log" 2>&1
 echo "test binaries passing: $(grep -c 'rc=0' "$results/tests.log") of $(grep -c '^==' "$results/tests.log")"
 grep '^==' "$results/tests.log" | grep -v 'rc=0'
-[[ -d "$here/brown" ]] || { echo "no Brown corpus in $here: benchmark skipped"; exit 0; }
-RUNFILES_DIR=$rf LOCKSTEP_BENCH_PYTHON=$(command -v python3) LOCKSTEP_BROWN_DIR=$here/brown \
-  timeout 300 bash "$root/benchmarks/bert_vs_pytorch.sh" --device cuda:0 --batch 32,256 \
-  --steps 300 --epochs 1 --threads "$(nproc)" >"$results/bert_bench.log" 2>&1
-echo "bert_vs_pytorch rc=$?"
-tail -n 12 "$results/bert_bench.log"
+if [[ -d "$here/brown" ]]; then
+  RUNFILES_DIR=$rf LOCKSTEP_BENCH_PYTHON=$(command -v python3) LOCKSTEP_BROWN_DIR=$here/brown \
+    timeout 300 bash "$root/benchmarks/bert_vs_pytorch.sh" --device cuda:0 --batch 32,256 \
+    --steps 300 --epochs 1 --threads "$(nproc)" >"$results/bert_bench.log" 2>&1
+  echo "bert_vs_pytorch rc=$?"
+  tail -n 12 "$results/bert_bench.log"
+else
+  echo "no Brown corpus in $here: benchmark skipped"
+fi
+# The fuzz campaign (a bundle made with LOCKSTEP_BUNDLE_FUZZ=1), on every
+# core until LOCKSTEP_FUZZ_DEADLINE (unix seconds), the targets named in
+# LOCKSTEP_FUZZ_TARGETS (default all) in that order.
+if [[ -d "$b/fuzz" && -n "${LOCKSTEP_FUZZ_DEADLINE:-}" ]]; then
+  # shellcheck disable=SC2086
+  LD_LIBRARY_PATH=$b/lib LOCKSTEP_FUZZ_JOBS=${LOCKSTEP_FUZZ_JOBS:-$(nproc)} \
+    bash "$b/fuzz/fuzz_campaign.sh" "$b/fuzz" "$b/fuzz/corpus" "$b/fuzzout" \
+    ${LOCKSTEP_FUZZ_TARGETS:-} >"$results/fuzz.log" 2>&1
+  echo "fuzz campaign rc=$?"
+  cat "$results/fuzz.log"
+  mkdir -p "$results/fuzz_crashes" && cp "$b/fuzzout/crashes"/* "$results/fuzz_crashes/" 2>/dev/null
+  for t in "$b/fuzzout/logs"/*.log; do tail -n 5 "$t" >"$results/fuzz_$(basename "$t")"; done
+fi
