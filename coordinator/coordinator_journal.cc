@@ -63,7 +63,10 @@ absl::Status Coordinator::SaveJournal() {
 
 absl::Status Coordinator::WriteJournal() {
   lockstep::v1::Journal j;
-  j.set_sequence(++journal_sequence_);
+  // Saturates where a load stops accepting it: a journal loaded at the
+  // bound writes the bound again, and loads again.
+  journal_sequence_ = std::min(journal_sequence_ + 1, kMaxJournalCounter);
+  j.set_sequence(journal_sequence_);
   j.set_next_worker(next_worker_);
   for (const auto& [id, w] : workers_) {
     if (w.lost) continue;  // a lost worker must register again anyway
@@ -144,10 +147,10 @@ absl::Status Coordinator::LoadJournal() {
   const absl::Time now = absl::Now();
   // Both count up by one per write / registration: a damaged value near
   // int64's end would overflow there.
-  if (j.sequence() < 0 || j.sequence() >= kMaxJournalCounter) {
+  if (j.sequence() < 0 || j.sequence() > kMaxJournalCounter) {
     return damaged(absl::StrCat("sequence ", j.sequence(), " out of range"));
   }
-  if (j.next_worker() < 0 || j.next_worker() >= kMaxJournalCounter) {
+  if (j.next_worker() < 0 || j.next_worker() > kMaxJournalCounter) {
     return damaged(
         absl::StrCat("next worker number ", j.next_worker(), " out of range"));
   }

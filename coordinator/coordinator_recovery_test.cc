@@ -493,6 +493,17 @@ TEST_F(CoordinatorTest, AJournalsCountersAndRanksAreCheckedBeforeUse) {
               HasSubstr("is damaged (sequence 9223372036854775807 out of "
                         "range)"));
 
+  // At the bound (2^62) it loads, and so does the journal it rewrites (the
+  // sequence stays at the bound).
+  ASSERT_TRUE(WriteFileAtomic(path, good).ok());
+  EditJournal(path, [](v1::Journal& j) { j.set_sequence(int64_t{1} << 62); });
+  {
+    Coordinator at_bound(o);
+    ASSERT_TRUE(at_bound.LoadJournal().ok());
+  }
+  load = Coordinator(o).LoadJournal();
+  EXPECT_TRUE(load.ok()) << load;
+
   ASSERT_TRUE(WriteFileAtomic(path, good).ok());
   EditJournal(path, [](v1::Journal& j) { j.set_next_worker(-5); });
   load = Coordinator(o).LoadJournal();

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <system_error>
@@ -107,6 +108,10 @@ void CheckLoad(const std::string& file) {
   options.journal = false;
   Coordinator second(options);
   const absl::Status reloaded = second.LoadJournal();
+  if (!reloaded.ok()) {
+    std::fprintf(stderr, "the rewritten journal does not load: %s\n",
+                 std::string(reloaded.message()).c_str());
+  }
   FUZZ_CHECK(reloaded.ok());
   FUZZ_CHECK(Restored(second) == Restored(first));
 }
