@@ -189,7 +189,7 @@ void Coordinator::UpdateStraggler(Job& job) {
   job.straggler.set_cause(found.cause);
   job.straggler.set_text(found.text);
   const std::string key = absl::StrFormat(
-      "%d/%d/%s", job.status.generation(), found.rank, found.cause);
+      "%d/%s/%s", job.status.generation(), found.cause, found.subject);
   if (job.straggler_logged != key) {
     job.straggler_logged = key;
     Event(job, absl::StrCat("straggler: ", found.text));

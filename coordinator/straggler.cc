@@ -5,6 +5,7 @@
 #include <limits>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
@@ -83,6 +84,7 @@ Straggler SlowLink(const std::vector<RankFigures>& ranks) {
   s.cause = "link";
   if (common >= 0) {
     s.rank = common;
+    s.subject = absl::StrFormat("rank %d", common);
     s.text = absl::StrFormat(
         "rank %d (%s): its ring links are slow (%s, against %.1f ms/MiB on "
         "the fastest link): its host's network holds the job back",
@@ -91,6 +93,10 @@ Straggler SlowLink(const std::vector<RankFigures>& ranks) {
     // One slow link (or several without a common end): either end may be
     // at fault; the receiving rank is the one named in metrics.
     s.rank = slow.front();
+    std::vector<std::string> into;
+    for (int r : slow) into.push_back(absl::StrFormat("rank %d", r));
+    s.subject = absl::StrCat("the link", slow.size() > 1 ? "s" : "",
+                             " into ", absl::StrJoin(into, ", "));
     s.text = absl::StrFormat(
         "the ring link%s %s (against %.1f ms/MiB on the fastest link): the "
         "network between %s holds the job back",
@@ -123,6 +129,7 @@ Straggler SlowCompute(const std::vector<RankFigures>& ranks) {
   Straggler s;
   s.rank = slowest;
   s.cause = "compute";
+  s.subject = absl::StrFormat("rank %d", slowest);
   s.text = absl::StrFormat(
       "rank %d (%s): its own work takes %.1f ms a step against %.1f ms on "
       "the fastest rank: every other rank waits for it",

@@ -52,6 +52,11 @@ RankFigures FiguresOf(const lockstep::v1::RankTiming& timing,
 struct Straggler {
   int rank = -1;          // -1: none
   std::string cause;      // "link" or "compute"
+  // Who is named, without figures: "rank 2" (its host's links or its own
+  // work) or "the link into rank 2" (one slow link, either end). A job's
+  // event is written once per generation, cause and subject, so a verdict
+  // that sharpens (one link measured first, then the host) is told again.
+  std::string subject;
   std::string text;       // for status, events and the dashboard
 };
 

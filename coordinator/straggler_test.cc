@@ -37,6 +37,7 @@ TEST(StragglerTest, TheRankAtBothEndsOfTheSlowLinksIsNamed) {
        Rank("host3 on h3", 80.5)});
   EXPECT_EQ(s.rank, 1);
   EXPECT_EQ(s.cause, "link");
+  EXPECT_EQ(s.subject, "rank 1");
   EXPECT_EQ(s.text,
             "rank 1 (host2 on h2): its ring links are slow (rank 0 -> rank 1 "
             "84.0 ms/MiB, rank 1 -> rank 2 80.5 ms/MiB, against 1.2 ms/MiB on "
@@ -59,6 +60,9 @@ TEST(StragglerTest, OneSlowLinkNamesBothItsEnds) {
        Rank("d on h4", 0.9)});
   EXPECT_EQ(s.rank, 2);
   EXPECT_EQ(s.cause, "link");
+  // Not "rank 2": when the link out of rank 2 is measured slow too, the
+  // verdict sharpens to its host, a new subject (a new event).
+  EXPECT_EQ(s.subject, "the link into rank 2");
   EXPECT_THAT(s.text, HasSubstr("the ring link rank 1 -> rank 2 40.0 ms/MiB "
                                 "(against 0.9 ms/MiB on the fastest link): "
                                 "the network between rank 1 (b on h2) and "
