@@ -6,9 +6,10 @@
 # every lock reads as a race. It also writes third_party/tsan/abseil/
 # tsan.bazelrc, which .bazelrc's tsan config imports: this folder first on
 # LD_LIBRARY_PATH (same sonames: Debian's gRPC then uses it too) and
-# third_party/tsan/suppressions.txt, by absolute path. Adds a deb-src entry for Debian's
-# archive when apt has none. Idempotent: does nothing when the libraries of
-# the installed version are there. Usage: scripts/tsan_abseil.sh
+# third_party/tsan/suppressions.txt, by absolute path. Adds a deb-src entry
+# for Debian's archive when apt has none. Idempotent: only rewrites
+# tsan.bazelrc when the libraries of the installed version are there.
+# Usage: scripts/tsan_abseil.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dest=$PWD/third_party/tsan/abseil
@@ -64,10 +65,8 @@ make -C "$work/build" -j"$(nproc)" >"$work/make.log" || {
 }
 make -C "$work/build" install >/dev/null
 rm -rf "$dest"
-mkdir -p "$dest"
-cp -a "$work/install/lib/"libabsl_*.so* "$dest/" 2>/dev/null ||
-  cp -a "$work/install/lib"*/libabsl_*.so* "$dest/"
-mkdir -p "$dest/lib" && mv "$dest"/libabsl_*.so* "$dest/lib/"
+mkdir -p "$dest/lib"
+cp -a "$work/install/lib"*/libabsl_*.so* "$dest/lib/"
 echo "$version" >"$dest/version"
 write_rc
 echo "tsan_abseil: Abseil $version with ThreadSanitizer in $dest/lib"
