@@ -89,7 +89,7 @@ TEST_F(ImageRootTest, ClusterTalksGrpcByNameInside) {
               address_file}),
       logs_);
   std::string address;
-  for (int i = 0; i < 200 && address.empty() && !coordinator.Wait(0).exited;
+  for (int i = 0; i < testing::Scaled(200) && address.empty() && !coordinator.Wait(0).exited;
        ++i) {
     address = ReadFileOrEmpty(root_ + address_file);
     if (address.empty() || address.back() != '\n') {

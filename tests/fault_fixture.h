@@ -116,7 +116,7 @@ class FaultTest : public ::testing::Test {
                      const std::string& job = "ft") {
     const std::regex r(re);
     const Clock::time_point t0 = Clock::now();
-    while (Since(t0) < timeout_s) {
+    while (Since(t0) < testing::Scaled(timeout_s)) {
       testing::RunResult s = Client({"status", job}, 10);
       *last = s.out + s.err;
       if (std::regex_search(*last, r)) return true;
@@ -137,7 +137,7 @@ class FaultTest : public ::testing::Test {
   void WaitForStep(int step) {
     std::string last;
     const Clock::time_point t0 = Clock::now();
-    while (Since(t0) < 60) {
+    while (Since(t0) < testing::Scaled(60)) {
       testing::RunResult s = Client({"status", "ft"}, 10);
       last = s.out + s.err;
       if (StatusStep(last) >= step) return;

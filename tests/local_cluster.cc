@@ -19,7 +19,7 @@ LocalCluster::LocalCluster(const std::string& dir,
                                    dir_ + "/address"};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   coordinator_ = std::make_unique<Subprocess>(argv, dir_);
-  for (int i = 0; i < 200 && address_.empty(); ++i) {
+  for (int i = 0; i < Scaled(200) && address_.empty(); ++i) {
     std::string a = ReadFileOrEmpty(dir_ + "/address");
     if (!a.empty() && a.back() == '\n') address_ = a.substr(0, a.size() - 1);
     if (address_.empty()) usleep(50000);
@@ -40,7 +40,7 @@ bool LocalCluster::RestartCoordinator(
   unlink((dir_ + "/address2").c_str());
   old_coordinators_.push_back(std::move(coordinator_));
   coordinator_ = std::make_unique<Subprocess>(argv, dir_);
-  for (int i = 0; i < 200; ++i) {
+  for (int i = 0; i < Scaled(200); ++i) {
     if (!ReadFileOrEmpty(dir_ + "/address2").empty()) return true;
     usleep(50000);
   }

@@ -55,7 +55,7 @@ TEST_F(OpsTest, DashboardShowsTheLiveJobWorkersAndCurvesInChromium) {
   // Past the first evaluation, so both curves have points.
   const Clock::time_point t0 = Clock::now();
   nlohmann::json state;
-  while (Since(t0) < 60) {
+  while (Since(t0) < testing::Scaled(60)) {
     state = nlohmann::json::parse(Get(http_, "/api/state"), nullptr, false);
     if (state.is_object() && !state["jobs"].empty() &&
         state["jobs"][0]["eval"].size() >= 2) {

@@ -34,7 +34,7 @@ inline std::string WaitForMatch(testing::Subprocess& p, const std::string& re,
                                 double timeout_s = 20) {
   const std::regex r(re);
   const Clock::time_point t0 = Clock::now();
-  while (Since(t0) < timeout_s) {
+  while (Since(t0) < testing::Scaled(timeout_s)) {
     std::smatch m;
     const std::string out = p.Stdout();
     if (std::regex_search(out, m, r)) return m[1];

@@ -44,7 +44,7 @@ TEST(StepTimesCluster, EachWorkerWritesItsRanksStepEnds) {
        dir + "/storage", "--address-file", dir + "/address"},
       dir);
   std::string address;
-  for (int i = 0; i < 300 && address.empty(); ++i) {
+  for (int i = 0; i < testing::Scaled(300) && address.empty(); ++i) {
     const std::string a = ReadFileOrEmpty(dir + "/address");
     if (!a.empty() && a.back() == '\n') address = a.substr(0, a.size() - 1);
     if (address.empty()) usleep(50000);
@@ -80,7 +80,7 @@ TEST(StepTimesCluster, EachWorkerWritesItsRanksStepEnds) {
     const std::string path = dir + "/times" + std::to_string(i) + ".jsonl";
     // Written just after the worker's Finish: give it a moment.
     std::vector<std::string> lines;
-    for (int k = 0; k < 200 && lines.empty(); ++k) {
+    for (int k = 0; k < testing::Scaled(200) && lines.empty(); ++k) {
       lines = Lines(ReadFileOrEmpty(path));
       if (lines.empty()) usleep(50000);
     }

@@ -1,6 +1,7 @@
 // Subprocess control for multi-process tests.
 #include "tests/subprocess.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -14,6 +15,8 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+
+#include "gtest/gtest.h"
 
 extern char** environ;
 
@@ -29,13 +32,43 @@ double Now() {
       .count();
 }
 
+// This process's environment for a child, with `report_prefix` as the
+// ThreadSanitizer log_path when TSAN_OPTIONS is set (a later option wins).
+std::vector<std::string> ChildEnvironment(const std::string& report_prefix) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string var(*e);
+    if (!report_prefix.empty() && var.rfind("TSAN_OPTIONS=", 0) == 0) {
+      var += ":log_path=" + report_prefix;
+    }
+    env.push_back(std::move(var));
+  }
+  return env;
+}
+
 }  // namespace
+
+double Slowdown() {
+  static const double factor = [] {
+    const char* v = std::getenv("LOCKSTEP_TEST_SLOWDOWN");
+    const double f = v == nullptr ? 1.0 : std::atof(v);
+    return f >= 1.0 ? f : 1.0;
+  }();
+  return factor;
+}
 
 Subprocess::Subprocess(std::vector<std::string> argv,
                        const std::string& log_dir) {
   const int id = g_counter++;
   out_path_ = log_dir + "/proc" + std::to_string(id) + ".out";
   err_path_ = log_dir + "/proc" + std::to_string(id) + ".err";
+  if (std::getenv("TSAN_OPTIONS") != nullptr) {
+    report_prefix_ = log_dir + "/proc" + std::to_string(id) + ".tsan";
+  }
+  std::vector<std::string> env = ChildEnvironment(report_prefix_);
+  std::vector<char*> cenv;
+  for (std::string& e : env) cenv.push_back(e.data());
+  cenv.push_back(nullptr);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
@@ -47,7 +80,7 @@ Subprocess::Subprocess(std::vector<std::string> argv,
   for (std::string& a : argv) cargv.push_back(a.data());
   cargv.push_back(nullptr);
   if (posix_spawn(&pid_, cargv[0], &actions, nullptr, cargv.data(),
-                  environ) != 0) {
+                  cenv.data()) != 0) {
     pid_ = -1;
     exit_.exited = true;
     exit_.exit_code = 127;
@@ -64,7 +97,7 @@ Subprocess::~Subprocess() {
 
 ExitInfo Subprocess::Wait(double timeout_s) {
   if (exit_.exited || pid_ <= 0) return exit_;
-  const double deadline = Now() + timeout_s;
+  const double deadline = Now() + Scaled(timeout_s);
   while (true) {
     int status = 0;
     pid_t r = waitpid(pid_, &status, WNOHANG);
@@ -72,10 +105,33 @@ ExitInfo Subprocess::Wait(double timeout_s) {
       exit_.exited = true;
       if (WIFEXITED(status)) exit_.exit_code = WEXITSTATUS(status);
       if (WIFSIGNALED(status)) exit_.term_signal = WTERMSIG(status);
+      CheckSanitizerReports();
       return exit_;
     }
     if (Now() >= deadline) return exit_;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+void Subprocess::CheckSanitizerReports() {
+  if (report_prefix_.empty()) return;
+  const size_t slash = report_prefix_.rfind('/');
+  const std::string dir = report_prefix_.substr(0, slash);
+  const std::string stem = report_prefix_.substr(slash + 1) + ".";
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return;
+  std::vector<std::string> reports;
+  while (dirent* e = readdir(d)) {
+    if (std::string(e->d_name).rfind(stem, 0) == 0) {
+      reports.push_back(dir + "/" + e->d_name);
+    }
+  }
+  closedir(d);
+  for (const std::string& path : reports) {
+    const std::string text = ReadFileOrEmpty(path);
+    ADD_FAILURE() << "ThreadSanitizer report from pid " << pid_ << " (" << path
+                  << ", " << text.size() << " bytes):\n"
+                  << text.substr(0, 6000);
   }
 }
 
@@ -87,7 +143,7 @@ std::string Subprocess::Stdout() const { return ReadFileOrEmpty(out_path_); }
 std::string Subprocess::Stderr() const { return ReadFileOrEmpty(err_path_); }
 
 bool Subprocess::WaitForOutput(const std::string& needle, double timeout_s) {
-  const double deadline = Now() + timeout_s;
+  const double deadline = Now() + Scaled(timeout_s);
   while (Now() < deadline) {
     if (Stdout().find(needle) != std::string::npos) return true;
     if (Wait(0).exited) return Stdout().find(needle) != std::string::npos;

@@ -111,7 +111,7 @@ TEST_F(FaultProxyTest, ResetsAndMessagesCutMidPayloadEndInARecoveryNeverASum) {
   std::string last;
   bool spare = false;
   const Clock::time_point t0 = Clock::now();
-  while (Since(t0) < 30) {
+  while (Since(t0) < testing::Scaled(30)) {
     last = Client({"status", "ft"}, 10).out;
     if (last.find("RUNNING (generation 3)") != std::string::npos) break;
     if (!spare &&

@@ -68,7 +68,7 @@ class NetDrillTest : public fault_fixture::FaultTest {
     argv.insert(argv.end(), coordinator_args.begin(), coordinator_args.end());
     coordinator_ = std::make_unique<Subprocess>(
         lab_->In(kCoordinatorHost, argv), dir_);
-    for (int i = 0; i < 200 && testing::ReadFileOrEmpty(dir_ + "/address")
+    for (int i = 0; i < testing::Scaled(200) && testing::ReadFileOrEmpty(dir_ + "/address")
                                    .empty();
          ++i) {
       usleep(50000);
@@ -98,7 +98,7 @@ class NetDrillTest : public fault_fixture::FaultTest {
   bool WaitForWorkers(int alive) {
     const Clock::time_point t0 = Clock::now();
     std::string last;
-    while (Since(t0) < 30) {
+    while (Since(t0) < testing::Scaled(30)) {
       last = Client({"list"}, 10).out;
       int n = 0;
       static const std::regex alive_line(R"(heartbeat [0-9.]+s ago\n)");
