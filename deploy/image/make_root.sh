@@ -132,15 +132,22 @@ chmod 1777 "$stage/tmp"
 
 # Deterministic tar: names in byte order, mtime 0, numeric owners, GNU
 # format (no pax atime/ctime). Everything is root's except the storage
-# folder, which sorts last and is appended with the lockstep user as owner.
+# folder, owned by the lockstep user: the names before it, then it, then
+# any after it (a library ldd found under a path sorting after var/, such
+# as a sanitizer build's /work/...), each appended with its owner.
 list="$(mktemp "${TMPDIR:-/tmp}/lockstep_image_list.XXXXXX")"
-trap 'rm -rf "$stage" "$list"' EXIT
-(cd "$stage" && find . -mindepth 1 -printf '%P\n' | LC_ALL=C sort) \
-  | grep -vx 'var/lib/lockstep' >"$list"
+trap 'rm -rf "$stage" "$list" "$list.before" "$list.after"' EXIT
+(cd "$stage" && find . -mindepth 1 -printf '%P\n' | LC_ALL=C sort) >"$list"
+awk '$0 == "var/lib/lockstep" { found = 1; next }
+     { print > (found ? AFTER : BEFORE) }' BEFORE="$list.before" \
+  AFTER="$list.after" "$list"
+touch "$list.before" "$list.after"
 common=(--format=gnu --mtime=@0 --numeric-owner --no-recursion
   --directory="$stage")
 rm -f "$out"
 tar --create --file="$out" "${common[@]}" --owner=0 --group=0 \
-  --verbatim-files-from --files-from="$list"
+  --verbatim-files-from --files-from="$list.before"
 tar --append --file="$out" "${common[@]}" --owner="$kUid" --group="$kUid" \
   var/lib/lockstep
+tar --append --file="$out" "${common[@]}" --owner=0 --group=0 \
+  --verbatim-files-from --files-from="$list.after"
