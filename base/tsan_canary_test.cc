@@ -97,8 +97,8 @@ TEST(TsanCanaryTest, ACounterGuardedByAbslMutexIsNot) {
   if (!kThreadSanitizer) GTEST_SKIP() << kSkip;
   const Child c = RunChild("locked");
   EXPECT_EQ(c.exit_code, 0)
-      << "TSan does not see absl::Mutex: is LD_LIBRARY_PATH the Abseil of "
-         "scripts/tsan_abseil.sh (third_party/tsan/abseil/tsan.bazelrc)?\n"
+      << "TSan does not see absl::Mutex: is the binary's DT_RPATH the Abseil "
+         "of scripts/tsan_abseil.sh (third_party/tsan/abseil/tsan.bazelrc)?\n"
       << c.out;
   EXPECT_EQ(c.out.find("ThreadSanitizer"), std::string::npos) << c.out;
 }

@@ -4,9 +4,12 @@
 # --config=tsan: Debian's libabsl is built without ThreadSanitizer, so its
 # absl::Mutex hands memory between threads where TSan cannot see it and
 # every lock reads as a race. It also writes third_party/tsan/abseil/
-# tsan.bazelrc, which .bazelrc's tsan config imports: this folder first on
-# LD_LIBRARY_PATH (same sonames: Debian's gRPC then uses it too) and
-# third_party/tsan/suppressions.txt, by absolute path. Adds a deb-src entry
+# tsan.bazelrc, which .bazelrc's tsan config imports: this folder as every
+# TSan binary's DT_RPATH (same sonames; unlike RUNPATH or LD_LIBRARY_PATH
+# it serves Debian's gRPC's own Abseil lookups too, and leaves other
+# processes alone: Debian's Python cannot load a TSan Abseil, and the
+# Python tests start it) and third_party/tsan/suppressions.txt, by
+# absolute path. Adds a deb-src entry
 # for Debian's archive when apt has none. Idempotent: only rewrites
 # tsan.bazelrc when the libraries of the installed version are there.
 # Usage: scripts/tsan_abseil.sh
@@ -17,7 +20,7 @@ version=$(dpkg-query -W -f='${Version}' libabsl-dev)
 write_rc() {
   cat >"$dest/tsan.bazelrc" <<RC
 # Written by scripts/tsan_abseil.sh for this checkout.
-test:tsan --test_env=LD_LIBRARY_PATH=$dest/lib
+build:tsan --linkopt=-Wl,--disable-new-dtags,-rpath,$dest/lib
 test:tsan --test_env=TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/third_party/tsan/suppressions.txt
 RC
 }
