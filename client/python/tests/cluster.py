@@ -10,6 +10,11 @@ import time
 
 import lockstep
 
+# How much slower than a plain build the daemons run: the tsan config sets
+# LOCKSTEP_TEST_SLOWDOWN (as for the C++ tests, tests/subprocess.h); the
+# cluster's own waits are multiplied by it.
+SLOWDOWN = max(1.0, float(os.environ.get("LOCKSTEP_TEST_SLOWDOWN") or 1))
+
 
 def binary():
     path = os.environ.get("LOCKSTEP_BINARY")
@@ -18,6 +23,24 @@ def binary():
             "LOCKSTEP_BINARY must name the lockstep binary (bazel test "
             "//client/python:client_test sets it)")
     return path
+
+
+def sanitizer_reports(folder):
+    """The ThreadSanitizer reports in the daemons' logs (*.log and *.txt)
+    under ``folder``, each as "FILE:\\nREPORT" (its first 6,000 characters)."""
+    reports = []
+    for root, _, files in sorted(os.walk(folder)):
+        for name in sorted(files):
+            if not name.endswith((".log", ".txt")):
+                continue
+            path = os.path.join(root, name)
+            with open(path, "rb") as f:
+                text = f.read().decode(errors="replace")
+            at = text.find("WARNING: ThreadSanitizer")
+            if at >= 0:
+                reports.append(f"{os.path.relpath(path, folder)}:\n"
+                               f"{text[at:at + 6000]}")
+    return reports
 
 
 def free_port():
@@ -100,7 +123,7 @@ class Cluster:
         if self.token_file:
             args += ["--token-file", self.token_file]
         self.coordinator = self._spawn("coordinator", args)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 30 * SLOWDOWN
         while time.monotonic() < deadline:
             if self.coordinator.poll() is not None:
                 raise RuntimeError("the coordinator exited: " + self.log(
@@ -109,7 +132,8 @@ class Cluster:
                 if s.connect_ex(("127.0.0.1", self.port)) == 0:
                     return
             time.sleep(0.05)
-        raise RuntimeError("the coordinator did not listen within 30 s")
+        raise RuntimeError(
+            f"the coordinator did not listen within {30 * SLOWDOWN:g} s")
 
     def client(self, **kwargs):
         if self.certs:
@@ -120,6 +144,7 @@ class Cluster:
         return lockstep.Client(self.address, **kwargs)
 
     def wait_workers(self, n, timeout=30):
+        timeout *= SLOWDOWN
         with self.client() as c:
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline:
@@ -129,7 +154,8 @@ class Cluster:
                 except lockstep.Unavailable:
                     pass
                 time.sleep(0.1)
-        raise RuntimeError(f"{n} workers did not register within {timeout} s")
+        raise RuntimeError(
+            f"{n} workers did not register within {timeout:g} s")
 
     def kill_coordinator(self):
         self.coordinator.send_signal(signal.SIGKILL)
@@ -140,9 +166,16 @@ class Cluster:
             return f.read().decode(errors="replace")[-4000:]
 
     def stop(self):
+        """Kills every daemon; raises when a sanitizer reported in a log (a
+        TSan build writes its reports to the process's stderr, and a report
+        ends the process: a test that expects a lost worker would not
+        notice otherwise)."""
         for p in [self.coordinator] + self.workers:
             if p is not None and p.poll() is None:
                 p.send_signal(signal.SIGKILL)
                 p.wait(timeout=10)
         for log in self.logs:
             log.close()
+        reports = sanitizer_reports(self.folder)
+        if reports:
+            raise AssertionError("sanitizer reports:\n" + "\n".join(reports))

@@ -177,6 +177,7 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         return dict(re.findall(r"(\w+)=(\S*)", out))
 
     def wait_state(self, job_id, states, timeout):
+        timeout *= test_cluster.SLOWDOWN
         deadline = time.monotonic() + timeout
         last = {}
         while time.monotonic() < deadline:

@@ -16,6 +16,10 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import slurm_cluster  # noqa: E402
+from slurm_cluster import test_cluster  # noqa: E402
+
+# The daemons' waits, times LOCKSTEP_TEST_SLOWDOWN under --config=tsan.
+SLOWDOWN = test_cluster.SLOWDOWN
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(os.path.dirname(HERE), "lockstep.sbatch")
@@ -66,6 +70,16 @@ def write_job(folder, job):
     with open(path, "w") as f:
         json.dump(job, f)
     return path
+
+
+@pytest.fixture(autouse=True)
+def no_sanitizer_reports(tmp_path):
+    """Fails a test whose daemons (their logs under its folder) reported a
+    race: under TSan a report ends the process, which a drill that kills
+    workers would not notice."""
+    yield
+    reports = test_cluster.sanitizer_reports(str(tmp_path))
+    assert not reports, "sanitizer reports:\n" + "\n".join(reports)
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +136,7 @@ class Batch:
 
     def coordinator(self, timeout=60):
         path = os.path.join(self.run_dir(), "coordinator")
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + timeout * SLOWDOWN
         while time.monotonic() < deadline:
             try:
                 with open(path) as f:
@@ -141,6 +155,7 @@ class Batch:
             capture_output=True, text=True, timeout=timeout)
 
     def wait_step(self, name, step, timeout=90):
+        timeout *= SLOWDOWN
         deadline = time.monotonic() + timeout
         last = ""
         while time.monotonic() < deadline:
@@ -179,7 +194,7 @@ def reference(tmp_path_factory):
             [binary(), "coordinator", "--listen", "127.0.0.1:0", "--storage",
              storage, "--address-file", address_file], stdout=log,
             stderr=log))
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 30 * SLOWDOWN
         while not (os.path.exists(address_file) and
                    os.path.getsize(address_file)):
             assert time.monotonic() < deadline, "the coordinator did not start"
@@ -193,7 +208,7 @@ def reference(tmp_path_factory):
         job = write_job(folder, mlp_job("slurm-mlp"))
         r = subprocess.run([binary(), "submit", job, "--wait",
                             "--coordinator", address], capture_output=True,
-                           text=True, timeout=300)
+                           text=True, timeout=300 * SLOWDOWN)
         assert r.returncode == 0, r.stdout + r.stderr
         with open(os.path.join(storage, "jobs", "slurm-mlp",
                                "result.json")) as f:
@@ -204,6 +219,8 @@ def reference(tmp_path_factory):
         for p in procs:
             p.send_signal(signal.SIGKILL)
             p.wait(timeout=10)
+        reports = test_cluster.sanitizer_reports(folder)
+        assert not reports, "sanitizer reports:\n" + "\n".join(reports)
 
 
 def test_batch_job_trains_to_the_local_clusters_fingerprint(
@@ -329,7 +346,7 @@ def start_requeued(slurm, job_id, timeout=60):
     here): once it is PENDING again, move its start to 3 s from now. (Not
     "now": a start in the very second of the requeue gets the previous run's
     revoked credential and the job FAILS, "Job credential revoked".)"""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + timeout * SLOWDOWN
     moved = False
     while time.monotonic() < deadline:
         info = slurm.job(job_id)
