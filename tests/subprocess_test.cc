@@ -9,7 +9,6 @@
 
 #include <array>
 #include <memory>
-#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
