@@ -44,8 +44,11 @@ usage() {
   cat <<'USAGE'
 usage: bazel run //benchmarks:bert_vs_pytorch -- [options]
   --epochs N      epochs of the learning runs (default 3)
-  --steps N       timed steps of the speed runs (default 40; lockstep's
-                  figure covers every step, PyTorch's skips 5 warm-up steps)
+  --steps N       timed steps of the speed runs (default 40), after 5
+                  untimed warm-up steps on the 2-rank rows of both sides
+                  (the cluster benchmarks' timing rule: bench_lib.sh's
+                  step_times_rate); the one-process lockstep row covers
+                  every step, PyTorch's skips 5 warm-up steps
   --threads T     threads of the one-process rows (default 2)
   --repeat K      run the speed rows K times, round after round, and keep
                   each system's best (default 1; use 3 on a shared machine,
@@ -246,8 +249,12 @@ run_train() {
   rss_mib=$(cat "$dir/rss")
 }
 
-# run_cluster NAME WORKERS: coordinator + WORKERS x 1 thread; sets sps, rss
-# (the largest worker's), job_dir.
+# run_cluster NAME WORKERS [WARMUP]: coordinator + WORKERS x 1 thread; sets
+# sps, rss (the largest worker's), job_dir. With WARMUP, sps is the
+# cluster benchmarks' timing rule, as the DDP peer times itself: global
+# batch 32 x the steps after step WARMUP over the wall time from its end to
+# the last step's end, the slowest rank's (the workers' step times); without,
+# result.json's samples/s over every step's own time.
 run_cluster() {
   local name=$1 w=$2 dir=$tmp/$1 i
   rm -rf "$dir"  # an earlier round's storage, address and logs
@@ -264,6 +271,11 @@ run_cluster() {
   stop_all  # the workers' peak RSS is written as they exit
   job_dir=$dir/storage/jobs/$(json_get "$tmp/jobs/$name.json" name)
   sps=$(json_get "$job_dir/result.json" samples_per_sec)
+  if (($# > 2)); then
+    echo "  (result.json, every step's own time: $(commas "$sps") samples/s;" \
+      "$(step_times_note "$dir" "$3" 32))" >&2
+    sps=$(step_times_rate "$dir" "$3" 32) || exit 1
+  fi
   rss_mib=0
   for ((i = 0; i < w; i++)); do
     rss_mib=$("$PY" -c 'import sys; print(max(map(float, sys.argv[1:])))' \
@@ -334,10 +346,11 @@ if ((speed)) && [[ "$device" != cpu ]]; then
   done
 elif ((speed)); then
   write_job "$tmp/jobs/speed1.json" bert_speed1 1 32 "$steps"
-  write_job "$tmp/jobs/speed2.json" bert_speed2 2 16 "$steps"
+  # The 2-rank rows: 5 warm-up steps then $steps timed, as the DDP peer.
+  write_job "$tmp/jobs/speed2.json" bert_speed2 2 16 "$((steps + 5))"
   if [[ -n "$link" ]]; then  # what a user on a slow link would turn on
     job_compression=bf16
-    write_job "$tmp/jobs/speed2b.json" bert_speed2b 2 16 "$steps"
+    write_job "$tmp/jobs/speed2b.json" bert_speed2b 2 16 "$((steps + 5))"
     job_compression=none
   fi
   for ((round = 1; round <= repeat; round++)); do
@@ -354,10 +367,10 @@ elif ((speed)); then
       run_torch torch1m 1 "$threads" 1 tuned --warmup 5
       row torch1m "PyTorch, 1 process, $threads threads, malloc tuned"
     fi  # one process crosses no link
-    run_cluster speed2 2
+    run_cluster speed2 2 5
     row lockstep2 "lockstep cluster, 2 workers x 1 thread (gRPC ring)"
     if [[ -n "$link" ]]; then
-      run_cluster speed2b 2
+      run_cluster speed2b 2 5
       row lockstep2b "lockstep cluster, 2 workers, bf16 on the wire"
     fi
     run_torch ddp2 2 1 1 default --warmup 5
