@@ -28,6 +28,19 @@ RingSegment RingSegmentBounds(int64_t count, int world, int segment) {
 
 namespace {
 
+// The chunk a collective uses (see RingChunkElements in the header).
+constexpr int64_t kMinSplitChunk = 256 * 1024;  // floats: 1 MiB of float32
+
+}  // namespace
+
+int64_t RingChunkElements(int64_t chunk_elements, int64_t count, int world) {
+  if (chunk_elements <= kMinSplitChunk || world < 1) return chunk_elements;
+  const int64_t half = (RingSegmentBounds(count, world, 0).size + 1) / 2;
+  return std::min(chunk_elements, std::max(kMinSplitChunk, half));
+}
+
+namespace {
+
 // Waits until the transport reads none of the caller's buffers any more:
 // the caller may free or reuse them once the collective returns. After a
 // failure the sends may be stuck behind a silent peer: aborting the
@@ -78,7 +91,8 @@ class RingRun {
         tag_(tag),
         data_(data),
         count_(count),
-        chunk_elements_(options.chunk_elements),
+        chunk_elements_(RingChunkElements(options.chunk_elements, count,
+                                          transport.world_size())),
         world_(transport.world_size()),
         rank_(transport.rank()),
         prev_((rank_ + world_ - 1) % world_),

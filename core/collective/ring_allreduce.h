@@ -15,7 +15,8 @@ struct RingOptions {
   // Max floats per message: the pipelining unit (capped segment size).
   // 4 MiB: over gRPC each message costs a fixed overhead, and on 127.0.0.1
   // smaller chunks (256 KiB, 1 MiB) were no faster at any size and slower
-  // below 16 MiB (benchmarks/README.md, "Ring chunk and streams").
+  // below 16 MiB (benchmarks/README.md, "Ring chunk and streams"). A
+  // collective may use smaller ones (RingChunkElements).
   int64_t chunk_elements = 1024 * 1024;
   // What goes on the wire. kBfloat16 halves the bytes: each partial sum is
   // rounded to bfloat16 (to nearest, ties to even) when sent and widened on
@@ -24,6 +25,16 @@ struct RingOptions {
   // Deadline for the whole collective, measured from the call.
   absl::Duration timeout = absl::Seconds(60);
 };
+
+// The chunk a ring all-reduce of `count` floats over `world` ranks uses:
+// chunk_elements, except that a segment is cut into at least two chunks
+// when each would still hold at least 256 Ki floats (1 MiB): with one
+// chunk per segment a rank can forward nothing of a step until the whole
+// segment has arrived, and the links idle while it sums (world 4, 16 MiB
+// over 1 Gbit/s links: 0.88x Gloo with 4 MiB chunks, the line rate with
+// 2 MiB ones). chunk_elements at or under 256 Ki floats is used as given.
+// The sums do not depend on it (see the summation order below).
+int64_t RingChunkElements(int64_t chunk_elements, int64_t count, int world);
 
 // The slice of the buffer that ring segment `segment` covers. With
 // base = count / world and rem = count % world, segments 0..rem-1 hold

@@ -142,6 +142,42 @@ TEST(RingAllReduceTest, SmallChunksUnevenCounts) {
   }
 }
 
+TEST(RingAllReduceTest, LargeSegmentsAreCutIntoAtLeastTwoChunks) {
+  constexpr int64_t kMi = 1024 * 1024;
+  // The default 4 MiB chunks: world 4, 16 MiB -> 4 MiB segments in 2 chunks.
+  EXPECT_EQ(RingChunkElements(kMi, 4 * kMi, 4), kMi / 2);
+  // 64 MiB: 16 MiB segments, already 4 chunks of 4 MiB.
+  EXPECT_EQ(RingChunkElements(kMi, 16 * kMi, 4), kMi);
+  // World 2, 16 MiB: 8 MiB segments, 2 chunks of 4 MiB.
+  EXPECT_EQ(RingChunkElements(kMi, 4 * kMi, 2), kMi);
+  // Segments up to 2 MiB: never under 1 MiB chunks (256 Ki floats).
+  EXPECT_EQ(RingChunkElements(kMi, kMi, 4), 256 * 1024);
+  EXPECT_EQ(RingChunkElements(kMi, 1000, 2), 256 * 1024);
+  // Odd segments round up: 524,289 floats -> 262,145 per chunk.
+  EXPECT_EQ(RingChunkElements(kMi, 4 * 524289, 4), 262145);
+  // A chunk at or under 256 Ki floats is the caller's.
+  EXPECT_EQ(RingChunkElements(7, 4 * kMi, 4), 7);
+  EXPECT_EQ(RingChunkElements(256 * 1024, 64 * kMi, 2), 256 * 1024);
+
+  // And the split collective sums as the documented ring order, bitwise:
+  // segments of 524,289 floats in two chunks (262,145 and 262,144).
+  RingOptions options;  // default chunk_elements
+  for (int world : {2, 4}) {
+    auto ring = InProcessRing::Create(world);
+    const int64_t count = world * int64_t{524289} - 1;  // uneven segments
+    const Buffers inputs = MakeInputs(world, count, 11);
+    const std::vector<float> expected = RingOrderSum(inputs);
+    Buffers buffers = inputs;
+    const std::vector<absl::Status> statuses =
+        RunAll(*ring, buffers, CollectiveTag{0, 0, 0}, options);
+    for (int r = 0; r < world; ++r) {
+      ASSERT_TRUE(statuses[r].ok()) << statuses[r];
+      EXPECT_TRUE(BitwiseEqual(buffers[r], expected))
+          << "world " << world << " rank " << r;
+    }
+  }
+}
+
 TEST(RingAllReduceTest, TwoBucketsInFlightConcurrently) {
   const int world = 4;
   const int64_t counts[2] = {100003, 77777};
