@@ -17,8 +17,10 @@ namespace lockstep {
 // Bumped on any incompatible change to cluster.proto or collective.proto,
 // or to what a collective carries (2: the loss all-reduce counts leaving
 // ranks; 3: a generation may start from survivors' memory, which an older
-// worker would look for as a checkpoint).
-inline constexpr int kProtocolVersion = 3;
+// worker would look for as a checkpoint; 4: a ring segment is cut into at
+// least two chunks when each holds 1 MiB, RingChunkElements, which an
+// older worker would not number or size alike).
+inline constexpr int kProtocolVersion = 4;
 
 // Same code; the message is prefixed with `what` ("Register with
 // 127.0.0.1:7070") so the caller knows which call failed. An unreachable
