@@ -26,14 +26,8 @@ RingSegment RingSegmentBounds(int64_t count, int world, int segment) {
   return seg;
 }
 
-namespace {
-
-// The chunk a collective uses (see RingChunkElements in the header).
-constexpr int64_t kMinSplitChunk = 256 * 1024;  // floats: 1 MiB of float32
-
-}  // namespace
-
 int64_t RingChunkElements(int64_t chunk_elements, int64_t count, int world) {
+  constexpr int64_t kMinSplitChunk = 256 * 1024;  // floats: 1 MiB of float32
   if (chunk_elements <= kMinSplitChunk || world < 1) return chunk_elements;
   const int64_t half = (RingSegmentBounds(count, world, 0).size + 1) / 2;
   return std::min(chunk_elements, std::max(kMinSplitChunk, half));
