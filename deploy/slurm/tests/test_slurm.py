@@ -287,6 +287,28 @@ def test_a_worker_killed_inside_the_allocation_rejoins(
     assert b.result("slurm-mlp")["fingerprint"] == reference
 
 
+def resumed_step(out):
+    """The step a requeued or resubmitted batch job resumed its lockstep job
+    at. The new coordinator takes the job over from the journal as
+    RECOVERING; `submit --attach` then finds it RECOVERING at the drained
+    step, or, when the new workers (started first) registered before it
+    asked, already RUNNING generation 2 from that step."""
+    resumed = re.search(r"RUNNING generation 2 from step (\d+) \(after a "
+                        r"planned leave, ", out)
+    assert resumed, out
+    drained = int(resumed.group(1))
+    found = re.search(r"job slurm-mlp is already (RECOVERING|RUNNING) at "
+                      r"step (\d+) \(generation (\d)\): following it", out)
+    assert found, out
+    state, step, generation = found.group(1), int(found.group(2)), \
+        found.group(3)
+    if state == "RECOVERING":
+        assert (step, generation) == (drained, "1"), out
+    else:
+        assert step >= drained and generation == "2", out
+    return drained
+
+
 def committed_step(storage, name):
     folder = os.path.join(storage, "jobs", name, "checkpoints")
     with open(os.path.join(folder, "latest")) as f:
@@ -332,10 +354,7 @@ def test_scancel_drains_to_a_checkpoint_that_a_resubmission_resumes(
     second = Batch(slurm, str(tmp_path), [job], storage=first.storage)
     info = second.wait(("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"))
     assert info["JobState"] == "COMPLETED", second.logs()
-    out = second.output()
-    assert f"job slurm-mlp is already RECOVERING at step {drained}" in out, out
-    assert f"RUNNING generation 2 from step {drained} (after a planned " \
-           "leave" in out, out
+    assert resumed_step(second.output()) == drained
     result = second.result("slurm-mlp")
     assert result["resumed_from_step"] == drained
     assert result["fingerprint"] == reference
@@ -372,12 +391,8 @@ def test_a_requeued_batch_job_resumes_from_its_checkpoint(
     assert info["Restarts"] == "1"
     out = b.output()
     assert f"batch job {b.id} (restart 1)" in out, out
-    m = re.search(r"job slurm-mlp is already RECOVERING at step (\d+)", out)
-    assert m, out
-    drained = int(m.group(1))
+    drained = resumed_step(out)
     assert seen <= drained < STEPS
-    assert f"RUNNING generation 2 from step {drained} (after a planned " \
-           "leave, " in out, out
     result = b.result("slurm-mlp")
     assert result["resumed_from_step"] == drained
     assert result["fingerprint"] == reference
@@ -400,9 +415,7 @@ def test_the_time_limit_warning_drains_and_requeues(slurm, reference,
     assert "the time limit is near: the workers drain to a checkpoint" in out
     assert f"requeueing batch job {b.id}: it resumes from the checkpoint" in \
         out, out
-    m = re.search(r"job slurm-mlp is already RECOVERING at step (\d+)", out)
-    assert m, out
-    drained = int(m.group(1))
+    drained = resumed_step(out)
     assert seen <= drained < STEPS
     result = b.result("slurm-mlp")
     assert result["resumed_from_step"] == drained
