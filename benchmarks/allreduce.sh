@@ -45,8 +45,8 @@ usage: bazel run //benchmarks:allreduce -- [options]
   --timeout S            bound on one system's run at one world (default 600)
   --link RATE            every rank in a network namespace of its own, its
                          link shaped to RATE (100mbit, 1gbit, 10gbit) in
-                         both directions with tbf (root; not with mpi, whose
-                         mpirun daemons need one namespace)
+                         both directions with tbf (root); mpirun itself
+                         runs in the switch's namespace (below)
 EOF
 }
 
@@ -115,9 +115,6 @@ for s in "${systems_arr[@]}"; do
     "$s" == lockstep-tls || "$s" == lockstep-bf16 || "$s" == lockstep-checksum ]] ||
     die "--systems: '$s' is not lockstep, gloo, mpi, lockstep-tls, lockstep-bf16 or lockstep-checksum"
 done
-if [[ -n "$link" && ",$systems," == *,mpi,* ]]; then
-  die "--link: mpi cannot run there (mpirun's daemons need one network namespace)"
-fi
 [[ "$sizes" =~ ^[0-9]+[KkMmGg]?(,[0-9]+[KkMmGg]?)*$ ]] ||
   die "--sizes: '$sizes' is not a list like 4K,64K,1M"
 
@@ -158,6 +155,11 @@ extra[mpi]=""
 mpirun_cmd=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   mpirun --oversubscribe --bind-to none --mca pml ob1 --mca btl self,tcp
   --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo)
+# With --link: the ranks' eth0 (each host's shaped link), mpirun's own
+# traffic on the bridge.
+mpirun_link_cmd=(mpirun --oversubscribe --bind-to none --mca pml ob1
+  --mca btl self,tcp --mca btl_tcp_if_include eth0
+  --mca oob_tcp_if_include br0)
 per_op_timeout=$((timeout_s < 120 ? timeout_s : 120))
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/lockstep-allreduce.XXXXXX")
@@ -235,17 +237,31 @@ run_system() {
   mkdir -p "$dir/rendezvous"
   echo "running $sys, world $world ..." >&2
   local -A rank_of=()
+  if [[ -n "$link" ]]; then
+    netns_down
+    netns_up "$world" "$link" || die "--link: could not make the network namespaces"
+  fi
   if [[ $sys == mpi ]]; then  # mpirun starts every rank; rank 0 prints
-    "${mpirun_cmd[@]}" -np "$world" "${bin[mpi]}" --rendezvous "$dir/rendezvous" \
+    local launch=("${mpirun_cmd[@]}") rank_cmd=()
+    if [[ -n "$link" ]]; then
+      # mpirun runs in the switch's namespace, reachable from every host at
+      # 10.213.0.1 on the bridge; its PMIx server listens there (by default
+      # it would listen on a 127.0.0.1 the hosts cannot reach), and each rank
+      # enters its host's namespace (the rank mpirun gave it) before it
+      # starts. The ranks' traffic goes over the hosts' shaped eth0.
+      ip -n "$netns_prefix-sw" addr add 10.213.0.1/24 dev br0 ||
+        die "--link: could not give the bridge an address for mpirun"
+      launch=(ip netns exec "$netns_prefix-sw" env OMPI_ALLOW_RUN_AS_ROOT=1
+        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PMIX_MCA_ptl_tcp_remote_connections=1
+        PMIX_MCA_ptl_tcp_if_include=br0 "${mpirun_link_cmd[@]}")
+      rank_cmd=(bash -c "exec ip netns exec $netns_prefix-h\$OMPI_COMM_WORLD_RANK \"\$@\"" _)
+    fi
+    "${launch[@]}" -np "$world" "${rank_cmd[@]}" "${bin[mpi]}" --rendezvous "$dir/rendezvous" \
       --sizes "$sizes" --iters "$iters" --warmup "$warmup" \
       --timeout-s "$per_op_timeout" --deadline-s $((timeout_s + 30)) \
       >"$dir/out.0" 2>"$dir/err.0" &
     pids+=($!)
     rank_of[$!]="0-$((world - 1)) (mpirun)"
-  fi
-  if [[ -n "$link" && $sys != mpi ]]; then
-    netns_down
-    netns_up "$world" "$link" || die "--link: could not make the network namespaces"
   fi
   for ((r = 0; r < world; r++)); do
     [[ $sys == mpi ]] && break
@@ -327,7 +343,11 @@ if [[ ",$systems," == *,lockstep-checksum,* ]]; then
   echo "lockstep-checksum: allreduce_lockstep ... ${extra[lockstep-checksum]} (cluster.ring_checksum true)"
 fi
 if [[ ",$systems," == *,mpi,* ]]; then
-  echo "mpi: ${mpirun_cmd[*]:3} -np W allreduce_mpi ...; $(mpirun --version 2>/dev/null | head -n 1)"
+  if [[ -n "$link" ]]; then
+    echo "mpi: ip netns exec SWITCH env PMIX_MCA_ptl_tcp_remote_connections=1 PMIX_MCA_ptl_tcp_if_include=br0 ${mpirun_link_cmd[*]} -np W bash -c 'exec ip netns exec HOST-\$OMPI_COMM_WORLD_RANK ...' _ allreduce_mpi ...; $(mpirun --version 2>/dev/null | head -n 1)"
+  else
+    echo "mpi: ${mpirun_cmd[*]:3} -np W allreduce_mpi ...; $(mpirun --version 2>/dev/null | head -n 1)"
+  fi
 fi
 echo "time = median over iterations (after warm-up) of the slowest rank's time$( ((repeat == 1)) || echo ", best of $repeat runs");"
 echo "busbw = size / time x 2(n-1)/n (GB/s = 1e9 B/s); ratio = lockstep busbw / gloo busbw"

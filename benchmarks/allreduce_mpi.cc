@@ -1,5 +1,6 @@
 // One rank of the Open MPI side of benchmarks/allreduce.sh: times
-// MPI_Allreduce (Debian's Open MPI, the TCP BTL on 127.0.0.1, Open MPI's own
+// MPI_Allreduce (Debian's Open MPI, the TCP BTL on the interface mpirun
+// names: 127.0.0.1, or each host's shaped link with --link; Open MPI's own
 // choice of algorithm by size) with the same sizes, iteration counts and
 // timing rule as allreduce_lockstep.cc. Started by mpirun, not one process
 // at a time: the rank and world come from MPI, and the script passes the
@@ -51,7 +52,7 @@ absl::Status Run(const BenchFlags& b) {
 #endif
   return RunSizes(b,
                   absl::StrFormat("# open mpi MPI_Allreduce (Open MPI %d.%d.%d, "
-                                  "btl tcp on 127.0.0.1): world %d, warmup %d",
+                                  "btl tcp): world %d, warmup %d",
                                   major, minor, release, b.world, b.warmup),
                   all_reduce, all_reduce);
 }
