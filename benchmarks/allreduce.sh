@@ -150,16 +150,15 @@ extra[lockstep-checksum]="${extra[lockstep]} --checksum on"
 extra[mpi]=""
 # Open MPI over TCP on the loopback only (no shared memory: every system here
 # crosses process boundaries over 127.0.0.1), its own algorithm choice, no
-# core binding (more ranks than cores at world 4). Root needs the two
-# variables.
-mpirun_cmd=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-  mpirun --oversubscribe --bind-to none --mca pml ob1 --mca btl self,tcp
-  --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo)
-# With --link: the ranks' eth0 (each host's shaped link), mpirun's own
-# traffic on the bridge.
-mpirun_link_cmd=(mpirun --oversubscribe --bind-to none --mca pml ob1
-  --mca btl self,tcp --mca btl_tcp_if_include eth0
-  --mca oob_tcp_if_include br0)
+# core binding (more ranks than cores at world 4). Root needs mpi_env. With
+# --link the ranks use eth0 (each host's shaped link), mpirun's own traffic
+# and its PMIx server the bridge, where every host reaches them (run_system).
+mpi_env=(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
+mpirun_cmd=(mpirun --oversubscribe --bind-to none --mca pml ob1 --mca btl self,tcp)
+mpi_ifs=(--mca btl_tcp_if_include lo --mca oob_tcp_if_include lo)
+mpi_link_env=(PMIX_MCA_ptl_tcp_remote_connections=1 PMIX_MCA_ptl_tcp_if_include=br0)
+[[ -z "$link" ]] ||
+  mpi_ifs=(--mca btl_tcp_if_include eth0 --mca oob_tcp_if_include br0)
 per_op_timeout=$((timeout_s < 120 ? timeout_s : 120))
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/lockstep-allreduce.XXXXXX")
@@ -242,7 +241,7 @@ run_system() {
     netns_up "$world" "$link" || die "--link: could not make the network namespaces"
   fi
   if [[ $sys == mpi ]]; then  # mpirun starts every rank; rank 0 prints
-    local launch=("${mpirun_cmd[@]}") rank_cmd=()
+    local launch=(env "${mpi_env[@]}") rank_cmd=()
     if [[ -n "$link" ]]; then
       # mpirun runs in the switch's namespace, reachable from every host at
       # 10.213.0.1 on the bridge; its PMIx server listens there (by default
@@ -251,12 +250,11 @@ run_system() {
       # starts. The ranks' traffic goes over the hosts' shaped eth0.
       ip -n "$netns_prefix-sw" addr add 10.213.0.1/24 dev br0 ||
         die "--link: could not give the bridge an address for mpirun"
-      launch=(ip netns exec "$netns_prefix-sw" env OMPI_ALLOW_RUN_AS_ROOT=1
-        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PMIX_MCA_ptl_tcp_remote_connections=1
-        PMIX_MCA_ptl_tcp_if_include=br0 "${mpirun_link_cmd[@]}")
+      launch=(ip netns exec "$netns_prefix-sw" "${launch[@]}" "${mpi_link_env[@]}")
       rank_cmd=(bash -c "exec ip netns exec $netns_prefix-h\$OMPI_COMM_WORLD_RANK \"\$@\"" _)
     fi
-    "${launch[@]}" -np "$world" "${rank_cmd[@]}" "${bin[mpi]}" --rendezvous "$dir/rendezvous" \
+    "${launch[@]}" "${mpirun_cmd[@]}" "${mpi_ifs[@]}" -np "$world" "${rank_cmd[@]}" \
+      "${bin[mpi]}" --rendezvous "$dir/rendezvous" \
       --sizes "$sizes" --iters "$iters" --warmup "$warmup" \
       --timeout-s "$per_op_timeout" --deadline-s $((timeout_s + 30)) \
       >"$dir/out.0" 2>"$dir/err.0" &
@@ -343,11 +341,7 @@ if [[ ",$systems," == *,lockstep-checksum,* ]]; then
   echo "lockstep-checksum: allreduce_lockstep ... ${extra[lockstep-checksum]} (cluster.ring_checksum true)"
 fi
 if [[ ",$systems," == *,mpi,* ]]; then
-  if [[ -n "$link" ]]; then
-    echo "mpi: ip netns exec SWITCH env PMIX_MCA_ptl_tcp_remote_connections=1 PMIX_MCA_ptl_tcp_if_include=br0 ${mpirun_link_cmd[*]} -np W bash -c 'exec ip netns exec HOST-\$OMPI_COMM_WORLD_RANK ...' _ allreduce_mpi ...; $(mpirun --version 2>/dev/null | head -n 1)"
-  else
-    echo "mpi: ${mpirun_cmd[*]:3} -np W allreduce_mpi ...; $(mpirun --version 2>/dev/null | head -n 1)"
-  fi
+  echo "mpi: ${link:+ip netns exec SWITCH ${mpi_link_env[*]} }${mpirun_cmd[*]} ${mpi_ifs[*]} -np W${link:+ bash -c 'exec ip netns exec HOST-\$OMPI_COMM_WORLD_RANK ...' _} allreduce_mpi ...; $(mpirun --version 2>/dev/null | head -n 1)"
 fi
 echo "time = median over iterations (after warm-up) of the slowest rank's time$( ((repeat == 1)) || echo ", best of $repeat runs");"
 echo "busbw = size / time x 2(n-1)/n (GB/s = 1e9 B/s); ratio = lockstep busbw / gloo busbw"

@@ -1,7 +1,7 @@
 #!/bin/bash
 # installed_check.sh HEADER PACKAGE OUT: writes OUT (an empty header) when
 # HEADER exists; otherwise fails the build with a message that names Debian's
-# PACKAGE and the script that installs it (benchmarks/BUILD's *_installed).
+# PACKAGE and the script that installs it (installed_check.bzl).
 header=$1 package=$2 out=$3
 if [[ ! -f "$header" ]]; then
   echo "benchmarks: $header is missing: Debian's $package is not installed;" \
