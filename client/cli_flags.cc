@@ -59,7 +59,17 @@ absl::StatusOr<ParsedFlags> ParseFlags(
       }
       out.values[name] = value;
     } else {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name));
+      // Every flag the command takes, so a typo shows the right one (and
+      // the reference test, docs/cli.md, reads the same list).
+      std::set<std::string> known = value_flags;
+      known.insert(bool_flags.begin(), bool_flags.end());
+      std::string list;
+      for (const std::string& k : known) {
+        absl::StrAppend(&list, list.empty() ? "" : ", ", "--", k);
+      }
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown flag --", name, " (this command takes ",
+                       known.empty() ? "no flags" : list, ")"));
     }
   }
   return out;

@@ -7,9 +7,9 @@ namespace lockstep {
 namespace {
 
 TEST(CliFlagsTest, ParsesValuesBooleansAndPositionals) {
-  auto f = ParseFlags({"job.json", "--storage", "/s", "--threads=2",
-                       "--no-resume"},
-                      {"storage", "threads"}, {"no-resume"});
+  auto f =
+      ParseFlags({"job.json", "--storage", "/s", "--threads=2", "--no-resume"},
+                 {"storage", "threads"}, {"no-resume"});
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_EQ(f->positional, std::vector<std::string>{"job.json"});
   EXPECT_EQ(f->Get("storage", ""), "/s");
@@ -19,8 +19,13 @@ TEST(CliFlagsTest, ParsesValuesBooleansAndPositionals) {
 }
 
 TEST(CliFlagsTest, ErrorsNameTheFlag) {
-  EXPECT_EQ(ParseFlags({"--storag", "x"}, {"storage"}, {}).status().message(),
-            "unknown flag --storag");
+  EXPECT_EQ(ParseFlags({"--storag", "x"}, {"storage", "data-dir"}, {"help"})
+                .status()
+                .message(),
+            "unknown flag --storag (this command takes --data-dir, --help, "
+            "--storage)");
+  EXPECT_EQ(ParseFlags({"--x"}, {}, {}).status().message(),
+            "unknown flag --x (this command takes no flags)");
   EXPECT_EQ(ParseFlags({"--storage"}, {"storage"}, {}).status().message(),
             "--storage needs a value");
   EXPECT_EQ(ParseFlags({"--no-resume=1"}, {}, {"no-resume"}).status().message(),

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <iostream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "client/cli_flags.h"
@@ -15,16 +16,18 @@ namespace lockstep {
 int RunHealthCommand(const std::vector<std::string>& args) {
   const std::string usage = absl::StrCat(
       "usage: lockstep health HOST:PORT [--service NAME] [--timeout S] "
-      "[--tls-cert F --tls-key F --tls-ca F]\n"
+      "[--wait] [--tls-cert F --tls-key F --tls-ca F]\n"
       "  asks a coordinator's or worker's grpc.health.v1 service; prints "
       "SERVING or NOT_SERVING\n"
       "  and exits 0 only for SERVING\n"
       "  --service NAME  \"\" (default): ready (the coordinator replayed its "
       "journal; a worker is registered); \"liveness\": not shutting down\n"
-      "  --timeout S     give up after S seconds (default 5)\n",
+      "  --timeout S     give up after S seconds (default 5)\n"
+      "  --wait          ask again until SERVING (a daemon still starting: "
+      "unreachable or NOT_SERVING), up to --timeout\n",
       kDaemonTlsUsage);
   absl::StatusOr<ParsedFlags> f =
-      ParseFlags(args, WithTlsFlags({"service", "timeout"}), {"help"});
+      ParseFlags(args, WithTlsFlags({"service", "timeout"}), {"help", "wait"});
   if (!f.ok() || f->Has("help") || f->positional.size() != 1) {
     if (!f.ok())
       std::cerr << "lockstep health: " << f.status().message() << "\n";
@@ -47,23 +50,37 @@ int RunHealthCommand(const std::vector<std::string>& args) {
   }
   const std::string address = f->positional[0];
   auto stub = grpc::health::v1::Health::NewStub(MakeChannel(address, *tls));
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(*timeout));
-  grpc::health::v1::HealthCheckRequest req;
-  req.set_service(f->Get("service", ""));
-  grpc::health::v1::HealthCheckResponse resp;
-  absl::Status s = FromGrpc(stub->Check(&context, req, &resp),
-                            absl::StrCat("health check of ", address));
-  if (!s.ok()) {
-    std::cerr << "lockstep health: error: " << s.message() << "\n";
-    return 1;
+  const auto give_up =
+      std::chrono::system_clock::now() + std::chrono::seconds(*timeout);
+  const bool wait = f->Has("wait");
+  while (true) {
+    grpc::ClientContext context;
+    context.set_deadline(give_up);
+    grpc::health::v1::HealthCheckRequest req;
+    req.set_service(f->Get("service", ""));
+    grpc::health::v1::HealthCheckResponse resp;
+    absl::Status s = FromGrpc(stub->Check(&context, req, &resp),
+                              absl::StrCat("health check of ", address));
+    const bool serving =
+        s.ok() &&
+        resp.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+    const bool again =
+        wait && !serving && !absl::IsNotFound(s) &&
+        std::chrono::system_clock::now() + std::chrono::milliseconds(100) <
+            give_up;
+    if (again) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      continue;
+    }
+    if (!s.ok()) {
+      std::cerr << "lockstep health: error: " << s.message() << "\n";
+      return 1;
+    }
+    std::cout << grpc::health::v1::HealthCheckResponse::ServingStatus_Name(
+                     resp.status())
+              << std::endl;
+    return serving ? 0 : 1;
   }
-  std::cout << grpc::health::v1::HealthCheckResponse::ServingStatus_Name(
-                   resp.status())
-            << std::endl;
-  return resp.status() == grpc::health::v1::HealthCheckResponse::SERVING ? 0
-                                                                         : 1;
 }
 
 }  // namespace lockstep

@@ -1,6 +1,7 @@
 // JobService calls with deadlines and one status conversion each.
 #include "client/job_client.h"
 
+#include <algorithm>
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
@@ -120,6 +121,54 @@ absl::StatusOr<v1::JobStatus> JobClient::Watch(
     }
     absl::SleepFor(absl::Seconds(1));
   }
+}
+
+absl::StatusOr<v1::ListJobFilesResponse> JobClient::ListFiles(
+    const std::string& job, const std::string& prefix) {
+  grpc::ClientContext c;
+  Prepare(c);
+  v1::ListJobFilesRequest req;
+  req.set_job(job);
+  req.set_prefix(prefix);
+  v1::ListJobFilesResponse resp;
+  absl::Status s =
+      Check(stub_->ListJobFiles(&c, req, &resp), "list files from ");
+  if (!s.ok()) return s;
+  return resp;
+}
+
+absl::Status JobClient::FetchFile(const std::string& job,
+                                  const v1::JobFile& file, FileSink& sink,
+                                  const FetchOptions& options) {
+  ChunkStream stream =
+      [&](int64_t offset, int64_t expect_size,
+          const std::function<bool(const v1::FileChunk&)>& on_chunk) {
+        grpc::ClientContext c;
+        Prepare(c, /*deadline=*/false);
+        const double mib_left =
+            std::max<int64_t>(0, file.size() - offset) / double(1 << 20);
+        c.set_deadline(absl::ToChronoTime(absl::Now() + timeout_ +
+                                          absl::Seconds(mib_left)));
+        v1::ReadJobFileRequest req;
+        req.set_job(job);
+        req.set_path(file.path());
+        req.set_offset(offset);
+        req.set_expect_size(expect_size);
+        auto reader = stub_->ReadJobFile(&c, req);
+        v1::FileChunk chunk;
+        bool stopped = false;
+        while (reader->Read(&chunk)) {
+          if (!on_chunk(chunk)) {
+            stopped = true;
+            c.TryCancel();
+            break;
+          }
+        }
+        absl::Status s = Check(reader->Finish(), "read a file from ");
+        // The stream was cancelled by this side: its status says nothing.
+        return stopped ? absl::OkStatus() : s;
+      };
+  return lockstep::FetchFile(file.path(), stream, sink, options);
 }
 
 }  // namespace lockstep

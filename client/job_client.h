@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "client/file_fetch.h"
 #include "proto/jobs.grpc.pb.h"
 #include "rpc/tls.h"
 
@@ -31,6 +32,15 @@ class JobClient {
   absl::StatusOr<lockstep::v1::JobStatus> Watch(
       const std::string& name,
       const std::function<void(const lockstep::v1::JobStatus&)>& on_update);
+  // The files of a job's folder on the coordinator's storage (under
+  // `prefix`, a folder of it, when not empty).
+  absl::StatusOr<lockstep::v1::ListJobFilesResponse> ListFiles(
+      const std::string& job, const std::string& prefix);
+  // Fetches one of them into `sink` (FetchFile's checks and retries). Each
+  // attempt may take the call timeout plus a second per MiB of `size`.
+  absl::Status FetchFile(const std::string& job,
+                         const lockstep::v1::JobFile& file, FileSink& sink,
+                         const FetchOptions& options);
 
  private:
   // Sets the deadline (unless `deadline` is false) and the token.

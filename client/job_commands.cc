@@ -11,7 +11,9 @@
 #include "absl/strings/str_format.h"
 #include "client/cli_flags.h"
 #include "client/job_client.h"
+#include "client/job_command_util.h"
 #include "client/tls_flags.h"
+#include "core/job/job_fields.h"
 #include "core/job/job_spec.h"
 #include "core/progress.h"
 
@@ -19,20 +21,6 @@ namespace lockstep {
 namespace {
 
 namespace v1 = lockstep::v1;
-
-constexpr char kDefaultCoordinator[] = "127.0.0.1:7070";
-// In every verb's synopsis.
-constexpr char kSecurityFlags[] =
-    "[--tls-ca F [--tls-cert F --tls-key F]] [--token-file F]";
-
-int Fail(const std::string& verb, const absl::Status& status) {
-  std::cerr << "lockstep " << verb << ": error: " << status.message()
-            << std::endl;
-  return absl::IsInvalidArgument(status) || absl::IsNotFound(status) ||
-                 absl::IsAlreadyExists(status)
-             ? 2
-             : 1;
-}
 
 const char* StateName(v1::JobState s) { return v1::JobState_Name(s).c_str(); }
 
@@ -58,9 +46,9 @@ std::string WorkerLine(const v1::WorkerStatus& w) {
     timing = absl::StrFormat("ring in %.1f ms/MiB", w.ring_ms_per_mib());
   }
   if (w.compute_ms_per_step() > 0) {
-    absl::StrAppend(&timing, timing.empty() ? "" : ", ",
-                    absl::StrFormat("own work %.1f ms/step",
-                                    w.compute_ms_per_step()));
+    absl::StrAppend(
+        &timing, timing.empty() ? "" : ", ",
+        absl::StrFormat("own work %.1f ms/step", w.compute_ms_per_step()));
   }
   return absl::StrFormat(
       "  %s %-4s %s pid %d  %s  %s  heartbeat %.1fs ago%s%s%s%s",
@@ -132,7 +120,13 @@ class WatchPrinter {
       last_print_ = now;
     }
     if (IsEnd(s)) {
-      for (const std::string& e : s.events()) std::cout << e << "\n";
+      // The job's closing event ("SUCCEEDED: 1955 steps, ...") is what the
+      // verb's last line says again with the job's name: printed once.
+      const std::string closing = absl::StrCat(
+          StateName(s.state()), s.message().empty() ? "" : ": ", s.message());
+      for (const std::string& e : s.events()) {
+        if (e != closing) std::cout << e << "\n";
+      }
     }
     if ((s.state() == v1::PENDING || s.state() == v1::RECOVERING) &&
         s.message() != last_message_) {
@@ -155,48 +149,19 @@ int WatchToEnd(const std::string& verb, JobClient& client,
   WatchPrinter printer;
   absl::StatusOr<v1::JobStatus> last =
       client.Watch(name, [&](const v1::JobStatus& s) { printer(s); });
-  if (!last.ok()) return Fail(verb, last.status());
+  if (!last.ok()) return FailVerb(verb, last.status());
   std::cout << absl::StrFormat("job %s %s", name, StateName(last->state()))
             << (last->message().empty() ? "" : ": " + last->message())
             << std::endl;
   return last->state() == v1::SUCCEEDED ? 0 : 1;
 }
 
-absl::StatusOr<ParsedFlags> Parse(const std::string& verb,
-                                  const std::vector<std::string>& args,
-                                  std::set<std::string> values,
-                                  std::set<std::string> bools) {
-  values.insert({"coordinator", "token-file"});
-  bools.insert("help");
-  return ParseFlags(args, WithTlsFlags(values), bools);
-}
-
-// The client for --coordinator and the security flags, or nullptr after
-// printing what is wrong with them (the verb then exits 2).
-std::unique_ptr<JobClient> ClientFromFlags(const std::string& verb,
-                                           const ParsedFlags& f) {
-  absl::StatusOr<TlsFiles> tls = TlsFromFlags(f, TlsRole::kClient);
-  absl::StatusOr<std::string> token =
-      tls.ok() ? ClientToken(f) : absl::StatusOr<std::string>("");
-  for (const absl::Status& s : {tls.status(), token.status()}) {
-    if (!s.ok()) {
-      std::cerr << "lockstep " << verb << ": " << s.message() << "\n";
-      return nullptr;
-    }
-  }
-  const std::string address = f.Get("coordinator", kDefaultCoordinator);
-  if (!token->empty() && !tls->enabled() && !IsLoopbackAddress(address)) {
-    std::cerr << "lockstep " << verb << ": warning: sending the bearer token "
-              << "to " << address << " without TLS (pass --tls-ca)\n";
-  }
-  return std::make_unique<JobClient>(address, *tls, *token);
-}
-
 }  // namespace
 
 int RunSubmitCommand(const std::vector<std::string>& args) {
   const std::string usage = absl::StrCat(
-      "usage: lockstep submit JOB.json [--coordinator HOST:PORT] [--wait] [--attach] "
+      "usage: lockstep submit JOB.json [--coordinator HOST:PORT] [--wait] "
+      "[--attach] "
       "[--data-dir DIR] ",
       kSecurityFlags, "\n",
       "  --wait      stream progress until the job ends; exit 0 only if it "
@@ -208,7 +173,7 @@ int RunSubmitCommand(const std::vector<std::string>& args) {
       "(default: the job file's folder); workers read the resolved paths\n",
       kClientSecurityUsage);
   absl::StatusOr<ParsedFlags> f =
-      Parse("submit", args, {"data-dir"}, {"wait", "attach"});
+      ParseJobVerbFlags(args, {"data-dir"}, {"wait", "attach"});
   if (!f.ok() || f->Has("help") || f->positional.size() != 1) {
     if (!f.ok())
       std::cerr << "lockstep submit: " << f.status().message() << "\n";
@@ -217,13 +182,13 @@ int RunSubmitCommand(const std::vector<std::string>& args) {
   }
   absl::StatusOr<JobSpec> spec =
       LoadJobSpec(f->positional[0], f->Get("data-dir", ""));
-  if (!spec.ok()) return Fail("submit", spec.status());
-  std::unique_ptr<JobClient> client = ClientFromFlags("submit", *f);
+  if (!spec.ok()) return FailVerb("submit", spec.status());
+  std::unique_ptr<JobClient> client = JobClientFromFlags("submit", *f);
   if (client == nullptr) return 2;
   absl::StatusOr<v1::JobStatus> s = client->Submit(JobSpecToJson(*spec));
   if (absl::IsAlreadyExists(s.status()) && f->Has("attach")) {
     s = client->Get(spec->name);
-    if (!s.ok()) return Fail("submit", s.status());
+    if (!s.ok()) return FailVerb("submit", s.status());
     std::cout << absl::StrFormat(
                      "job %s is already %s at step %d (generation %d): "
                      "following it",
@@ -233,7 +198,7 @@ int RunSubmitCommand(const std::vector<std::string>& args) {
     if (!f->Has("wait")) return 0;
     return WatchToEnd("submit", *client, s->name());
   }
-  if (!s.ok()) return Fail("submit", s.status());
+  if (!s.ok()) return FailVerb("submit", s.status());
   std::cout << absl::StrFormat("submitted job %s: %s", s->name(),
                                StateName(s->state()))
             << (s->message().empty() ? "" : " (" + s->message() + ")")
@@ -245,14 +210,24 @@ int RunSubmitCommand(const std::vector<std::string>& args) {
 int RunCheckCommand(const std::vector<std::string>& args) {
   const std::string usage =
       "usage: lockstep check JOB.json|- [--data-dir DIR]\n"
+      "       lockstep check --fields\n"
       "  validates a job as submit does (- reads it from stdin) and prints\n"
       "  the JSON submit would send: defaults filled in, relative data\n"
       "  paths resolved against --data-dir (default: the job file's folder;\n"
-      "  for stdin, the working folder). Exit 2 with the error otherwise.\n";
+      "  for stdin, the working folder). Exit 2 with the error otherwise.\n"
+      "  --fields    list every field a job file may hold instead, one per\n"
+      "              line (\"layer dense: units\": a field of one layer type,\n"
+      "              \"data csv: train_path\": of one data format)\n";
   absl::StatusOr<ParsedFlags> f =
-      ParseFlags(args, {"data-dir"}, std::set<std::string>{"help"});
-  if (!f.ok() || f->Has("help") || f->positional.size() != 1) {
-    if (!f.ok()) std::cerr << "lockstep check: " << f.status().message() << "\n";
+      ParseFlags(args, {"data-dir"}, std::set<std::string>{"help", "fields"});
+  if (f.ok() && f->Has("fields") && f->positional.empty()) {
+    for (const std::string& field : JobFieldNames()) std::cout << field << "\n";
+    return 0;
+  }
+  if (!f.ok() || f->Has("help") || f->positional.size() != 1 ||
+      f->Has("fields")) {
+    if (!f.ok())
+      std::cerr << "lockstep check: " << f.status().message() << "\n";
     (f.ok() && f->Has("help") ? std::cout : std::cerr) << usage;
     return f.ok() && f->Has("help") ? 0 : 2;
   }
@@ -264,7 +239,7 @@ int RunCheckCommand(const std::vector<std::string>& args) {
   } else {
     spec = LoadJobSpec(f->positional[0], f->Get("data-dir", ""));
   }
-  if (!spec.ok()) return Fail("check", spec.status());
+  if (!spec.ok()) return FailVerb("check", spec.status());
   std::cout << JobSpecToJson(*spec) << std::endl;
   return 0;
 }
@@ -276,7 +251,7 @@ int RunStatusCommand(const std::vector<std::string>& args) {
       "  one job in detail (state, generation, step, workers with ranks, "
       "hosts, heartbeats, shards), or every job and worker\n",
       kClientSecurityUsage);
-  absl::StatusOr<ParsedFlags> f = Parse("status", args, {}, {});
+  absl::StatusOr<ParsedFlags> f = ParseJobVerbFlags(args, {}, {});
   if (!f.ok() || f->Has("help") || f->positional.size() > 1) {
     if (!f.ok())
       std::cerr << "lockstep status: " << f.status().message() << "\n";
@@ -284,10 +259,10 @@ int RunStatusCommand(const std::vector<std::string>& args) {
     return f.ok() && f->Has("help") ? 0 : 2;
   }
   if (f->positional.empty()) return RunListCommand(args);
-  std::unique_ptr<JobClient> client = ClientFromFlags("status", *f);
+  std::unique_ptr<JobClient> client = JobClientFromFlags("status", *f);
   if (client == nullptr) return 2;
   absl::StatusOr<v1::JobStatus> s = client->Get(f->positional[0]);
-  if (!s.ok()) return Fail("status", s.status());
+  if (!s.ok()) return FailVerb("status", s.status());
   PrintStatus(*s);
   return 0;
 }
@@ -298,14 +273,14 @@ int RunWatchCommand(const std::vector<std::string>& args) {
       "\n"
       "  streams progress until the job ends; exit 0 only if it SUCCEEDED\n",
       kClientSecurityUsage);
-  absl::StatusOr<ParsedFlags> f = Parse("watch", args, {}, {});
+  absl::StatusOr<ParsedFlags> f = ParseJobVerbFlags(args, {}, {});
   if (!f.ok() || f->Has("help") || f->positional.size() != 1) {
     if (!f.ok())
       std::cerr << "lockstep watch: " << f.status().message() << "\n";
     (f.ok() && f->Has("help") ? std::cout : std::cerr) << usage;
     return f.ok() && f->Has("help") ? 0 : 2;
   }
-  std::unique_ptr<JobClient> client = ClientFromFlags("watch", *f);
+  std::unique_ptr<JobClient> client = JobClientFromFlags("watch", *f);
   if (client == nullptr) return 2;
   return WatchToEnd("watch", *client, f->positional[0]);
 }
@@ -314,16 +289,16 @@ int RunListCommand(const std::vector<std::string>& args) {
   const std::string usage =
       absl::StrCat("usage: lockstep list [--coordinator HOST:PORT] ",
                    kSecurityFlags, "\n", kClientSecurityUsage);
-  absl::StatusOr<ParsedFlags> f = Parse("list", args, {}, {});
+  absl::StatusOr<ParsedFlags> f = ParseJobVerbFlags(args, {}, {});
   if (!f.ok() || f->Has("help") || !f->positional.empty()) {
     if (!f.ok()) std::cerr << "lockstep list: " << f.status().message() << "\n";
     (f.ok() && f->Has("help") ? std::cout : std::cerr) << usage;
     return f.ok() && f->Has("help") ? 0 : 2;
   }
-  std::unique_ptr<JobClient> client = ClientFromFlags("list", *f);
+  std::unique_ptr<JobClient> client = JobClientFromFlags("list", *f);
   if (client == nullptr) return 2;
   absl::StatusOr<v1::ListJobsResponse> l = client->List();
-  if (!l.ok()) return Fail("list", l.status());
+  if (!l.ok()) return FailVerb("list", l.status());
   std::cout << absl::StrFormat("%-20s %-10s %4s %15s %9s  %s\n", "JOB", "STATE",
                                "GEN", "STEP", "TEST_ACC", "MESSAGE");
   for (const v1::JobStatus& j : l->jobs()) {
@@ -346,17 +321,17 @@ int RunCancelCommand(const std::vector<std::string>& args) {
   const std::string usage =
       absl::StrCat("usage: lockstep cancel JOB [--coordinator HOST:PORT] ",
                    kSecurityFlags, "\n", kClientSecurityUsage);
-  absl::StatusOr<ParsedFlags> f = Parse("cancel", args, {}, {});
+  absl::StatusOr<ParsedFlags> f = ParseJobVerbFlags(args, {}, {});
   if (!f.ok() || f->Has("help") || f->positional.size() != 1) {
     if (!f.ok())
       std::cerr << "lockstep cancel: " << f.status().message() << "\n";
     (f.ok() && f->Has("help") ? std::cout : std::cerr) << usage;
     return f.ok() && f->Has("help") ? 0 : 2;
   }
-  std::unique_ptr<JobClient> client = ClientFromFlags("cancel", *f);
+  std::unique_ptr<JobClient> client = JobClientFromFlags("cancel", *f);
   if (client == nullptr) return 2;
   absl::StatusOr<v1::JobStatus> s = client->Cancel(f->positional[0]);
-  if (!s.ok()) return Fail("cancel", s.status());
+  if (!s.ok()) return FailVerb("cancel", s.status());
   std::cout << absl::StrFormat("job %s: %s", s->name(), StateName(s->state()))
             << (s->message().empty() ? "" : " (" + s->message() + ")")
             << std::endl;

@@ -1,5 +1,5 @@
 // The one lockstep binary: dispatches to a verb (train, coordinator, worker,
-// submit, status, watch, list, cancel, health, version).
+// submit, check, status, watch, list, cancel, pull, predict, health, version).
 #include <iostream>
 #include <string>
 #include <vector>
@@ -9,6 +9,7 @@
 #include "client/health_command.h"
 #include "client/job_commands.h"
 #include "client/predict_command.h"
+#include "client/pull_command.h"
 #include "client/train_command.h"
 #include "core/version.h"
 
@@ -33,6 +34,8 @@ constexpr char kUsage[] =
     "  watch JOB                        stream a job's progress to its end\n"
     "  list                             every job and worker\n"
     "  cancel JOB                       cancel a pending or running job\n"
+    "  pull JOB DEST [--step N]         fetch a job's result, summaries and "
+    "a checkpoint\n"
     "  health HOST:PORT                 a daemon's grpc.health.v1 status\n"
     "  version                          print the version\n"
     "  help                             this text\n"
@@ -63,6 +66,7 @@ int main(int argc, char** argv) {
   if (verb == "watch") return lockstep::RunWatchCommand(args);
   if (verb == "list") return lockstep::RunListCommand(args);
   if (verb == "cancel") return lockstep::RunCancelCommand(args);
+  if (verb == "pull") return lockstep::RunPullCommand(args);
   if (verb == "health") return lockstep::RunHealthCommand(args);
   if (verb == "version" || verb == "--version") {
     std::cout << "lockstep " << lockstep::kVersion << std::endl;

@@ -49,6 +49,7 @@ absl::Status Coordinator::OpenJobFiles(Job& job) {
   const std::string job_dir =
       JoinPath(JoinPath(options_.storage_dir, "jobs"), job.name);
   job.status.set_storage_path(job_dir);
+  job.status.set_storage_id(options_.storage_id);
   job.checkpoints = std::make_shared<CheckpointStore>(
       JoinPath(job_dir, "checkpoints"), job.spec.checkpoint.keep);
   job.assembler = std::make_shared<CheckpointAssembler>(job.checkpoints);

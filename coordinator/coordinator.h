@@ -41,6 +41,9 @@ inline constexpr double kSurvivorReportSeconds = 5;
 
 struct CoordinatorOptions {
   std::string storage_dir;  // STORAGE/jobs/NAME/{checkpoints,summaries,...}
+  // STORAGE/coordinator/storage_id, told to clients in every JobStatus so
+  // that one which does not see this storage fetches files over the API.
+  std::string storage_id;
   double heartbeat_interval_seconds = 0.5;  // told to workers
   double worker_timeout_seconds = 8;        // no heartbeat this long: lost
   // A rank its ring has waited on this long (while it still heartbeats) is

@@ -9,13 +9,14 @@
 #include <chrono>
 #include <thread>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/file_util.h"
 #include "base/status_macros.h"
+#include "coordinator/job_files.h"
 #include "coordinator/ops_endpoints.h"
 #include "coordinator/services.h"
 #include "rpc/daemon_server.h"
@@ -56,20 +57,18 @@ class StorageLock {
         holder = std::string(absl::StripAsciiWhitespace(*text));
       }
       return absl::FailedPreconditionError(absl::StrCat(
-          "--storage ", storage, " is in use by another coordinator (",
-          holder,
+          "--storage ", storage, " is in use by another coordinator (", holder,
           "): two coordinators on one storage would overwrite each other's "
           "journal; stop that one or give this one its own --storage"));
     }
     char host[256] = {};
     gethostname(host, sizeof(host) - 1);
-    const std::string who = absl::StrFormat(
-        "pid %d on %s since %s", getpid(), host,
-        absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", absl::Now(),
-                         absl::UTCTimeZone()));
-    if (ftruncate(fd_, 0) != 0 ||
-        pwrite(fd_, who.data(), who.size(), 0) !=
-            static_cast<ssize_t>(who.size())) {
+    const std::string who =
+        absl::StrFormat("pid %d on %s since %s", getpid(), host,
+                        absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", absl::Now(),
+                                         absl::UTCTimeZone()));
+    if (ftruncate(fd_, 0) != 0 || pwrite(fd_, who.data(), who.size(), 0) !=
+                                      static_cast<ssize_t>(who.size())) {
       return ErrnoToStatus("write", path, errno);
     }
     return absl::OkStatus();
@@ -87,7 +86,12 @@ absl::Status RunCoordinator(const ServerOptions& options) {
       "--storage"));
   StorageLock storage_lock;
   RETURN_IF_ERROR(storage_lock.Acquire(options.coordinator.storage_dir));
-  Coordinator coordinator(options.coordinator);
+  CoordinatorOptions coordinator_options = options.coordinator;
+  absl::StatusOr<std::string> storage_id =
+      LoadOrCreateStorageId(options.coordinator.storage_dir);
+  if (!storage_id.ok()) return AnnotateStatus(storage_id.status(), "--storage");
+  coordinator_options.storage_id = *storage_id;
+  Coordinator coordinator(coordinator_options);
   HealthService health;
   Authorizer auth(
       {options.tls.enabled(), options.token, options.coordinator.log});

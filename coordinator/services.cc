@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "coordinator/job_files.h"
 #include "rpc/checkpoint_stream.h"
 #include "rpc/rpc_util.h"
 
@@ -76,6 +77,29 @@ grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* context,
                                        v1::JobStatus* resp) {
   LOCKSTEP_AUTHORIZE(auth_->CheckJobClient(*context, "CancelJob"));
   return Fill(c_->Cancel(req->name()), resp);
+}
+
+grpc::Status JobServiceImpl::ListJobFiles(grpc::ServerContext* context,
+                                          const v1::ListJobFilesRequest* req,
+                                          v1::ListJobFilesResponse* resp) {
+  LOCKSTEP_AUTHORIZE(auth_->CheckJobClient(*context, "ListJobFiles"));
+  absl::StatusOr<v1::JobStatus> job = c_->Get(req->job());
+  if (!job.ok()) return ToGrpc(job.status());
+  return Fill(lockstep::ListJobFiles(job->storage_path(), req->prefix()), resp);
+}
+
+grpc::Status JobServiceImpl::ReadJobFile(
+    grpc::ServerContext* context, const v1::ReadJobFileRequest* req,
+    grpc::ServerWriter<v1::FileChunk>* writer) {
+  LOCKSTEP_AUTHORIZE(auth_->CheckJobClient(*context, "ReadJobFile"));
+  absl::StatusOr<v1::JobStatus> job = c_->Get(req->job());
+  if (!job.ok()) return ToGrpc(job.status());
+  return ToGrpc(lockstep::ReadJobFile(
+      job->storage_path(), req->path(), req->offset(), req->expect_size(),
+      kJobFileChunkBytes, [&](const v1::FileChunk& chunk) {
+        return !context->IsCancelled() && !shutdown_->load() &&
+               writer->Write(chunk);
+      }));
 }
 
 grpc::Status ClusterServiceImpl::Register(grpc::ServerContext* context,

@@ -34,6 +34,12 @@ class JobServiceImpl final : public lockstep::v1::JobService::Service {
   grpc::Status CancelJob(grpc::ServerContext*,
                          const lockstep::v1::CancelJobRequest* req,
                          lockstep::v1::JobStatus* resp) override;
+  grpc::Status ListJobFiles(grpc::ServerContext*,
+                            const lockstep::v1::ListJobFilesRequest* req,
+                            lockstep::v1::ListJobFilesResponse* resp) override;
+  grpc::Status ReadJobFile(
+      grpc::ServerContext* context, const lockstep::v1::ReadJobFileRequest* req,
+      grpc::ServerWriter<lockstep::v1::FileChunk>* writer) override;
 
  private:
   Coordinator* const c_;

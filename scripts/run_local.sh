@@ -2,7 +2,8 @@
 # The main command: installs what is missing, builds lockstep, starts a local
 # cluster (a coordinator and two worker daemons on 127.0.0.1) and submits the
 # default job (a learnable built-in synthetic dataset), streaming progress
-# until it ends. The processes are stopped on exit.
+# until it ends. The processes are stopped on exit. Installs only what
+# building and running need (scripts/install_deps.sh --run).
 # Usage: scripts/run_local.sh [JOB.json] [--workers N] [--replicas N] [--resume]
 # Results: ./lockstep_storage/jobs/NAME/{result.json,checkpoints,summaries}
 # (LOCKSTEP_STORAGE overrides the folder); daemon logs in the same folder.
@@ -11,7 +12,7 @@
 # them (the coordinator resumes its journal, the job its checkpoint).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install_deps.sh
+scripts/install_deps.sh --run
 bazel build //client:lockstep
 bin=bazel-bin/client/lockstep
 
@@ -74,8 +75,8 @@ echo "local cluster: coordinator $addr, $workers workers x $replicas replicas" \
   "($threads threads each); logs in $logs/"
 dashboard=$(sed -n 's/.*dashboard on \(http:[^ ]*\).*/\1/p' "$logs/coordinator.log")
 [ -n "$dashboard" ] && echo "dashboard: $dashboard (metrics at ${dashboard}metrics)"
-status=0
-"$bin" submit "$job" --coordinator "$addr" --wait || status=$?
-"$bin" status "$(sed -n 's/.*"name": *"\([^"]*\)".*/\1/p' "$job" | head -1)" \
-  --coordinator "$addr" || true
-exit $status
+# submit --wait ends with the job's result in one line (or why it failed);
+# `lockstep status NAME --coordinator ADDR` would show it again.
+exec_status=0
+"$bin" submit "$job" --coordinator "$addr" --wait || exec_status=$?
+exit $exec_status

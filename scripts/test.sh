@@ -7,7 +7,7 @@
 # (//core/...) for a partial run; by default //... .
 set -uo pipefail
 cd "$(dirname "$0")/.."
-scripts/install_deps.sh || exit 1
+scripts/install_deps.sh --test || exit 1
 
 # Real MNIST for the tests that need it (they skip, saying why, without it).
 if [[ -z "${LOCKSTEP_MNIST_DIR:-}" && -d ../shared/datasets/mnist ]]; then

@@ -31,7 +31,7 @@ INSTANTIATE_TEST_SUITE_P(
     Jobs, ExamplesTest,
     ::testing::Values("default.json", "mnist_mlp.json", "mnist_cnn.json",
                       "mnist_cnn_multiworker.json", "bert_mlm_brown.json",
-                      "mobilenet_finetune.json"),
+                      "mobilenet_finetune.json", "quickstart.json"),
     [](const ::testing::TestParamInfo<std::string>& info) {
       std::string name = info.param.substr(0, info.param.find('.'));
       return name;

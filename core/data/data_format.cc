@@ -24,6 +24,16 @@ std::map<std::string, DataFormatInfo>& Registry() {
 
 }  // namespace
 
+const spec_reader::Keys& DataCommonKeys() {
+  static const Keys* k = new Keys{"format", "shuffle"};
+  return *k;
+}
+
+const spec_reader::Keys& DataClassificationKeys() {
+  static const Keys* k = new Keys{"scale", "num_classes"};
+  return *k;
+}
+
 absl::StatusOr<Shape> DataConfig::FieldShape(const std::string& field) const {
   if (field == "input") {
     return absl::FailedPreconditionError(
@@ -52,8 +62,8 @@ absl::Status ParseDataSpec(const Json& v, absl::string_view base_dir,
                            DataSpec* d) {
   RETURN_IF_ERROR(Reader::CheckObject(v, "data"));
   Reader r(v, "data");
-  const Keys classify = {"scale", "num_classes"};
-  Keys all = {"format", "shuffle"};
+  const Keys& classify = DataClassificationKeys();
+  Keys all = DataCommonKeys();
   spec_reader::Table<const DataFormatInfo*> formats;
   for (const auto& [name, info] : Registry()) {
     formats.emplace_back(name.c_str(), &info);
@@ -65,7 +75,7 @@ absl::Status ParseDataSpec(const Json& v, absl::string_view base_dir,
   const DataFormatInfo* format = nullptr;
   RETURN_IF_ERROR(r.Enum("format", "data format", formats, &format));
   const std::string variant = absl::StrCat("format \"", format->name, "\"");
-  Keys allowed = {"format", "shuffle"};
+  Keys allowed = DataCommonKeys();
   allowed.insert(allowed.end(), format->keys.begin(), format->keys.end());
   if (format->classification) {
     allowed.insert(allowed.end(), classify.begin(), classify.end());

@@ -80,6 +80,10 @@ struct DataFormatInfo {
       parse;
 };
 
+// Fields of every "data" section, and those of a classification format's.
+const spec_reader::Keys& DataCommonKeys();
+const spec_reader::Keys& DataClassificationKeys();
+
 // Adds a format at static-initialization time.
 bool RegisterDataFormat(DataFormatInfo info);
 // Null for an unknown format.

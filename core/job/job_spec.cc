@@ -141,7 +141,7 @@ absl::Status ParseWorkers(const Reader& c, ClusterSpec* cluster) {
     return absl::OkStatus();
   }
   Reader w(c.Get("workers"), "cluster.workers");
-  RETURN_IF_ERROR(w.CheckKeys({"min", "max"}));
+  RETURN_IF_ERROR(w.CheckKeys(job_spec_internal::ElasticWorkersKeys()));
   RETURN_IF_ERROR(w.Require("min"));
   RETURN_IF_ERROR(w.Require("max"));
   RETURN_IF_ERROR(w.Int("min", 1, &cluster->min_workers));
@@ -149,8 +149,7 @@ absl::Status ParseWorkers(const Reader& c, ClusterSpec* cluster) {
   if (cluster->min_workers > cluster->workers) {
     return Bad("cluster.workers.min",
                absl::StrCat("must be <= cluster.workers.max (",
-                            cluster->workers, "), got ",
-                            cluster->min_workers));
+                            cluster->workers, "), got ", cluster->min_workers));
   }
   return absl::OkStatus();
 }
@@ -159,11 +158,7 @@ absl::Status ParseRoot(const Json& v, absl::string_view base_dir,
                        JobSpec* spec) {
   RETURN_IF_ERROR(Reader::CheckObject(v, "job"));
   Reader r(v, "");
-  RETURN_IF_ERROR(
-      r.CheckKeys({"name", "seed", "model", "loss", "optimizer", "lr_schedule",
-                   "data", "batch_size_per_replica",
-                   "gradient_accumulation_steps", "epochs", "steps",
-                   "checkpoint", "summary", "cluster", "restart"}));
+  RETURN_IF_ERROR(r.CheckKeys(job_spec_internal::RootKeys()));
   RETURN_IF_ERROR(r.Require("name"));
   RETURN_IF_ERROR(r.String("name", &spec->name));
   RETURN_IF_ERROR(CheckName(spec->name, "name"));
@@ -200,24 +195,20 @@ absl::Status ParseRoot(const Json& v, absl::string_view base_dir,
   if (r.Has("checkpoint")) {
     RETURN_IF_ERROR(Reader::CheckObject(r.Get("checkpoint"), "checkpoint"));
     Reader c(r.Get("checkpoint"), "checkpoint");
-    RETURN_IF_ERROR(c.CheckKeys({"every_steps", "keep"}));
+    RETURN_IF_ERROR(c.CheckKeys(job_spec_internal::CheckpointKeys()));
     RETURN_IF_ERROR(c.Int("every_steps", 0, &spec->checkpoint.every_steps));
     RETURN_IF_ERROR(c.Int("keep", 1, &spec->checkpoint.keep));
   }
   if (r.Has("summary")) {
     RETURN_IF_ERROR(Reader::CheckObject(r.Get("summary"), "summary"));
     Reader s(r.Get("summary"), "summary");
-    RETURN_IF_ERROR(s.CheckKeys({"every_steps"}));
+    RETURN_IF_ERROR(s.CheckKeys(job_spec_internal::SummaryKeys()));
     RETURN_IF_ERROR(s.Int("every_steps", 1, &spec->summary.every_steps));
   }
   if (r.Has("cluster")) {
     RETURN_IF_ERROR(Reader::CheckObject(r.Get("cluster"), "cluster"));
     Reader c(r.Get("cluster"), "cluster");
-    RETURN_IF_ERROR(
-        c.CheckKeys({"workers", "replicas_per_worker", "collective",
-                     "bucket_kib", "ring_chunk_kib", "ring_streams",
-                     "compression", "ring_checksum", "fingerprint_every_steps", "allow_tf32",
-                     "start_grace_seconds", "rejoin_grace_seconds"}));
+    RETURN_IF_ERROR(c.CheckKeys(job_spec_internal::ClusterKeys()));
     RETURN_IF_ERROR(ParseWorkers(c, &spec->cluster));
     for (const char* grace : {"start_grace_seconds", "rejoin_grace_seconds"}) {
       if (c.Has(grace) && !spec->elastic()) {
@@ -237,8 +228,7 @@ absl::Status ParseRoot(const Json& v, absl::string_view base_dir,
     RETURN_IF_ERROR(c.Enum("collective", "collective", Collectives(),
                            &spec->cluster.collective));
     RETURN_IF_ERROR(c.Int("bucket_kib", 1, &spec->cluster.bucket_kib));
-    RETURN_IF_ERROR(
-        c.Int("ring_chunk_kib", 4, &spec->cluster.ring_chunk_kib));
+    RETURN_IF_ERROR(c.Int("ring_chunk_kib", 4, &spec->cluster.ring_chunk_kib));
     RETURN_IF_ERROR(c.Int("ring_streams", 0, &spec->cluster.ring_streams));
     RETURN_IF_ERROR(c.Enum("compression", "compression", Compressions(),
                            &spec->cluster.compression));
@@ -255,9 +245,9 @@ absl::Status ParseRoot(const Json& v, absl::string_view base_dir,
           spec->cluster.ring_chunk_kib));
     }
     if (spec->cluster.ring_streams > 16) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "cluster.ring_streams: at most 16 streams, got ",
-          spec->cluster.ring_streams));
+      return absl::InvalidArgumentError(
+          absl::StrCat("cluster.ring_streams: at most 16 streams, got ",
+                       spec->cluster.ring_streams));
     }
     RETURN_IF_ERROR(c.Int("fingerprint_every_steps", 0,
                           &spec->cluster.fingerprint_every_steps));
@@ -272,8 +262,8 @@ absl::Status ParseRoot(const Json& v, absl::string_view base_dir,
        spec->cluster.min_workers);
   if (most_micros > kMaxGradientAccumulationSteps) {
     return Bad("cluster.workers.min",
-               absl::StrCat("at ", spec->cluster.min_workers,
-                            " of at most ", spec->cluster.workers,
+               absl::StrCat("at ", spec->cluster.min_workers, " of at most ",
+                            spec->cluster.workers,
                             " workers each replica would take its share of "
                             "the global batch in up to ",
                             most_micros, " micro-batches; at most ",
@@ -282,8 +272,7 @@ absl::Status ParseRoot(const Json& v, absl::string_view base_dir,
   if (r.Has("restart")) {
     RETURN_IF_ERROR(Reader::CheckObject(r.Get("restart"), "restart"));
     Reader c(r.Get("restart"), "restart");
-    RETURN_IF_ERROR(c.CheckKeys(
-        {"max_restarts", "backoff_seconds", "replacement_timeout_seconds"}));
+    RETURN_IF_ERROR(c.CheckKeys(job_spec_internal::RestartKeys()));
     RETURN_IF_ERROR(c.Int("max_restarts", 0, &spec->restart.max_restarts));
     RETURN_IF_ERROR(c.Number("backoff_seconds", job_spec_internal::kNonNegative,
                              &spec->restart.backoff_seconds));

@@ -1,15 +1,16 @@
-// The job file's enum names.
+// The job file's enum names and the keys of its fixed objects.
+#include <initializer_list>
+
 #include "core/job/job_spec_internal.h"
 
 namespace lockstep {
 namespace job_spec_internal {
 const Table<LossType>& Losses() {
-  static const auto* t =
-      new Table<LossType>{{"sparse_categorical_crossentropy",
-                           LossType::kSparseCategoricalCrossentropy},
-                          {"mse", LossType::kMse},
-                          {"binary_crossentropy",
-                           LossType::kBinaryCrossentropy}};
+  static const auto* t = new Table<LossType>{
+      {"sparse_categorical_crossentropy",
+       LossType::kSparseCategoricalCrossentropy},
+      {"mse", LossType::kMse},
+      {"binary_crossentropy", LossType::kBinaryCrossentropy}};
   return *t;
 }
 const Table<OptimizerType>& OptimizerTypes() {
@@ -48,6 +49,73 @@ const Table<ParamNaming>& ParamNamings() {
   static const auto* t = new Table<ParamNaming>{{"keras", ParamNaming::kKeras},
                                                 {"torch", ParamNaming::kTorch}};
   return *t;
+}
+
+namespace {
+const Keys& Listed(std::initializer_list<const char*> keys) {
+  auto* k = new Keys();
+  for (const char* key : keys) k->push_back(key);
+  return *k;
+}
+}  // namespace
+
+const Keys& RootKeys() {
+  static const Keys& k = Listed(
+      {"name", "seed", "model", "loss", "optimizer", "lr_schedule", "data",
+       "batch_size_per_replica", "gradient_accumulation_steps", "epochs",
+       "steps", "checkpoint", "summary", "cluster", "restart"});
+  return k;
+}
+const Keys& CheckpointKeys() {
+  static const Keys& k = Listed({"every_steps", "keep"});
+  return k;
+}
+const Keys& SummaryKeys() {
+  static const Keys& k = Listed({"every_steps"});
+  return k;
+}
+const Keys& ClusterKeys() {
+  static const Keys& k =
+      Listed({"workers", "replicas_per_worker", "collective", "bucket_kib",
+              "ring_chunk_kib", "ring_streams", "compression", "ring_checksum",
+              "fingerprint_every_steps", "allow_tf32", "start_grace_seconds",
+              "rejoin_grace_seconds"});
+  return k;
+}
+const Keys& ElasticWorkersKeys() {
+  static const Keys& k = Listed({"min", "max"});
+  return k;
+}
+const Keys& RestartKeys() {
+  static const Keys& k = Listed(
+      {"max_restarts", "backoff_seconds", "replacement_timeout_seconds"});
+  return k;
+}
+const Keys& ModelKeys() {
+  static const Keys& k = Listed(
+      {"input_shape", "inputs", "layers", "preset", "param_names", "init"});
+  return k;
+}
+const Keys& ModelInputKeys() {
+  static const Keys& k = Listed({"name", "shape"});
+  return k;
+}
+const Keys& ModelInitKeys() {
+  static const Keys& k = Listed({"safetensors", "allow_missing"});
+  return k;
+}
+const Keys& OptimizerKeys() {
+  static const Keys& k =
+      Listed({"type", "learning_rate", "weight_decay", "momentum", "nesterov",
+              "beta_1", "beta_2", "epsilon", "exclude_from_weight_decay",
+              "global_clipnorm", "scale_with_replicas"});
+  return k;
+}
+const Keys& ScheduleKeys() {
+  static const Keys& k =
+      Listed({"type", "warmup_steps", "unit", "boundaries", "values",
+              "decay_steps", "end_learning_rate", "power"});
+  return k;
 }
 
 }  // namespace job_spec_internal

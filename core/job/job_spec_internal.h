@@ -41,6 +41,21 @@ const Table<Collective>& Collectives();
 const Table<Compression>& Compressions();
 const Table<ParamNaming>& ParamNamings();
 
+// The keys each fixed object of the job file may hold: the parser checks
+// objects against these lists and JobFieldNames (job_fields.h) lists them,
+// so a field cannot be accepted without being listed.
+const Keys& RootKeys();
+const Keys& CheckpointKeys();
+const Keys& SummaryKeys();
+const Keys& ClusterKeys();
+const Keys& ElasticWorkersKeys();  // cluster.workers as {"min", "max"}
+const Keys& RestartKeys();
+const Keys& ModelKeys();           // besides a preset's own fields
+const Keys& ModelInputKeys();      // model.inputs[i]
+const Keys& ModelInitKeys();       // model.init
+const Keys& OptimizerKeys();       // every type's (each type takes some)
+const Keys& ScheduleKeys();        // every type's
+
 // Section parsers (job_spec_sections.cc); the schema is in job_spec.cc.
 absl::Status ParseModel(const Json& v, absl::string_view base_dir,
                         ModelSpec* model);

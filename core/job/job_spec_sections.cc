@@ -18,13 +18,6 @@ namespace lockstep {
 namespace job_spec_internal {
 namespace {
 
-// The keys of a model object besides a preset's own fields.
-const Keys& ModelKeys() {
-  static const Keys* k = new Keys{"input_shape", "inputs",      "layers",
-                                  "preset",      "param_names", "init"};
-  return *k;
-}
-
 absl::Status ParseInputs(const Reader& r, ModelSpec* model) {
   if (r.Has("input_shape") == r.Has("inputs")) {
     return Bad(r.At("input_shape"),
@@ -59,7 +52,7 @@ absl::Status ParseInputs(const Reader& r, ModelSpec* model) {
     const std::string path = Index(r.At("inputs"), i);
     RETURN_IF_ERROR(Reader::CheckObject(inputs[i], path));
     Reader in(inputs[i], path);
-    RETURN_IF_ERROR(in.CheckKeys({"name", "shape"}));
+    RETURN_IF_ERROR(in.CheckKeys(ModelInputKeys()));
     ModelInput mi;
     RETURN_IF_ERROR(in.Require("name"));
     RETURN_IF_ERROR(in.String("name", &mi.name));
@@ -182,7 +175,7 @@ absl::Status ParseModel(const Json& v, absl::string_view base_dir,
   if (r.Has("init")) {
     RETURN_IF_ERROR(Reader::CheckObject(r.Get("init"), r.At("init")));
     Reader init(r.Get("init"), r.At("init"));
-    RETURN_IF_ERROR(init.CheckKeys({"safetensors", "allow_missing"}));
+    RETURN_IF_ERROR(init.CheckKeys(ModelInitKeys()));
     RETURN_IF_ERROR(init.Require("safetensors"));
     RETURN_IF_ERROR(
         init.Path("safetensors", base_dir, &model->init_safetensors));
@@ -222,17 +215,7 @@ absl::Status ResolveInputShapes(const DataSpec& data, ModelSpec* model) {
 absl::Status ParseOptimizer(const Json& v, OptimizerSpec* opt) {
   RETURN_IF_ERROR(Reader::CheckObject(v, "optimizer"));
   Reader r(v, "optimizer");
-  const Keys all = {"type",
-                    "learning_rate",
-                    "weight_decay",
-                    "momentum",
-                    "nesterov",
-                    "beta_1",
-                    "beta_2",
-                    "epsilon",
-                    "exclude_from_weight_decay",
-                    "global_clipnorm",
-                    "scale_with_replicas"};
+  const Keys& all = OptimizerKeys();
   RETURN_IF_ERROR(r.CheckKeys(all));
   RETURN_IF_ERROR(r.Require("type"));
   RETURN_IF_ERROR(
@@ -272,9 +255,7 @@ absl::Status ParseOptimizer(const Json& v, OptimizerSpec* opt) {
 absl::Status ParseSchedule(const Json& v, ScheduleSpec* s) {
   RETURN_IF_ERROR(Reader::CheckObject(v, "lr_schedule"));
   Reader r(v, "lr_schedule");
-  const Keys all = {
-      "type",        "warmup_steps",      "unit", "boundaries", "values",
-      "decay_steps", "end_learning_rate", "power"};
+  const Keys& all = ScheduleKeys();
   RETURN_IF_ERROR(r.CheckKeys(all));
   RETURN_IF_ERROR(r.Require("type"));
   RETURN_IF_ERROR(r.Enum("type", "schedule type", ScheduleTypes(), &s->type));

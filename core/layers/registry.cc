@@ -21,12 +21,6 @@ using spec_reader::Json;
 using spec_reader::Keys;
 using spec_reader::Reader;
 
-// Fields every layer object may have besides its type's own.
-const Keys& CommonKeys() {
-  static const Keys* k = new Keys{"type", "name", "inputs", "trainable"};
-  return *k;
-}
-
 std::map<std::string, LayerTypeInfo, std::less<>>& Table() {
   static auto* t = new std::map<std::string, LayerTypeInfo, std::less<>>();
   return *t;
@@ -48,6 +42,11 @@ std::string Joined(absl::string_view name, absl::string_view keras,
 }
 
 }  // namespace
+
+const spec_reader::Keys& CommonLayerKeys() {
+  static const Keys* k = new Keys{"type", "name", "inputs", "trainable"};
+  return *k;
+}
 
 absl::Status LayerBuildContext::Error(absl::string_view msg) const {
   return absl::InvalidArgumentError(absl::StrCat(where, ": ", msg));
@@ -95,7 +94,7 @@ absl::Status ParseLayerSpec(const Json& v, const std::string& path,
                absl::StrCat("unknown layer type ", Got(t), "; expected one of ",
                             absl::StrJoin(LayerTypeNames(), ", ")));
   }
-  Keys allowed = CommonKeys();
+  Keys allowed = CommonLayerKeys();
   allowed.insert(allowed.end(), info->keys.begin(), info->keys.end());
   RETURN_IF_ERROR(r.CheckKeys(allowed, AllKeys(),
                               absl::StrCat("a ", info->type, " layer")));

@@ -80,6 +80,9 @@ struct LayerTypeInfo {
       expand;
 };
 
+// Fields every layer object may have besides its type's own.
+const spec_reader::Keys& CommonLayerKeys();
+
 // Adds a type at static-initialization time (LOCKSTEP_REGISTER_LAYER).
 bool RegisterLayerType(LayerTypeInfo info);
 // Null for an unknown type.

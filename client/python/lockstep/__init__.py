@@ -16,6 +16,7 @@ from lockstep.errors import (CheckpointError, InvalidJob, JobCancelled,
                              JobExists, JobFailed, JobNotFound, LockstepError,
                              Unauthenticated, Unavailable)
 from lockstep.torch_io import WeightsMismatch, to_torch
+from lockstep._transfer import TransferWarning
 from lockstep.types import (Event, Finished, JobStatus, LogLine, Progress,
                             Reconnecting, StateChanged, WorkerStatus)
 from lockstep._files import read_safetensors
@@ -26,6 +27,7 @@ __all__ = [
     "Checkpoint", "CheckpointError", "Client", "Event", "Finished",
     "InvalidJob", "Job", "JobCancelled", "JobExists", "JobFailed",
     "JobNotFound", "JobStatus", "LockstepError", "LogLine", "Progress",
-    "Reconnecting", "StateChanged", "Unauthenticated", "Unavailable",
+    "Reconnecting", "StateChanged", "TransferWarning", "Unauthenticated",
+    "Unavailable",
     "WeightsMismatch", "WorkerStatus", "read_safetensors", "to_torch",
 ]

@@ -14,19 +14,31 @@ _DTYPES = {"F32": "<f4", "F64": "<f8", "F16": "<f2", "I64": "<i8",
 _MAX_HEADER = 100 << 20
 
 
+def read_file(path):
+    """The bytes of a file; CheckpointError naming it when it cannot be
+    read."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise CheckpointError(f"cannot read \"{path}\": {e.strerror}") from None
+
+
 def read_safetensors(path):
-    """{name: numpy array} from a safetensors file, in the file's order.
+    """{name: numpy array} from a safetensors file, in the file's order
+    (see parse_safetensors)."""
+    return parse_safetensors(read_file(path), path)
+
+
+def parse_safetensors(blob, path):
+    """{name: numpy array} from the bytes of a safetensors file (``path``
+    names it in errors), in the file's order.
 
     Checks the header length, the JSON, each dtype, that each tensor's
     byte range matches its shape and lies inside the file, and that the
     ranges tile the data area with no gaps or overlaps."""
     import numpy as np
 
-    try:
-        with open(path, "rb") as f:
-            blob = f.read()
-    except OSError as e:
-        raise CheckpointError(f"cannot read \"{path}\": {e.strerror}") from None
     if len(blob) < 8:
         raise CheckpointError(
             f"\"{path}\": {len(blob)} bytes, shorter than the 8-byte header "
@@ -112,14 +124,15 @@ def _masked(crc):
 
 
 def read_tfrecords(path):
-    """The records of one TFRecord file (TensorBoard's event files), each
-    CRC-checked. A record cut short at the end (a writer still appending)
-    ends the list; a damaged one raises."""
-    try:
-        with open(path, "rb") as f:
-            blob = f.read()
-    except OSError as e:
-        raise CheckpointError(f"cannot read \"{path}\": {e.strerror}") from None
+    """The records of one TFRecord file (see parse_tfrecords)."""
+    return parse_tfrecords(read_file(path), path)
+
+
+def parse_tfrecords(blob, path):
+    """The records of a TFRecord file's bytes (TensorBoard's event files;
+    ``path`` names it in errors), each CRC-checked. A record cut short at
+    the end (a writer still appending) ends the list; a damaged one
+    raises."""
     records = []
     at = 0
     while at < len(blob):
@@ -147,28 +160,38 @@ def read_tfrecords(path):
 def read_scalars(folder):
     """Every scalar in the event files of ``folder``, as dicts
     {"step", "tag", "value", "wall_time"} in file then record order."""
-    from lockstep._generated import tensorboard_pb2
-
-    rows = []
     try:
         names = sorted(n for n in os.listdir(folder)
-                       if n.startswith("events.out.tfevents."))
+                       if n.startswith(EVENT_FILE_PREFIX))
     except OSError as e:
         raise CheckpointError(
             f"cannot list summaries \"{folder}\": {e.strerror}") from None
+    rows = []
     for name in names:
         path = os.path.join(folder, name)
-        for i, payload in enumerate(read_tfrecords(path)):
-            event = tensorboard_pb2.Event()
-            try:
-                event.ParseFromString(payload)
-            except Exception as e:  # protobuf's DecodeError
-                raise CheckpointError(
-                    f"\"{path}\": record {i} is not an Event: {e}") from None
-            if not event.HasField("summary"):
-                continue
-            for v in event.summary.value:
-                rows.append({"step": event.step, "tag": v.tag,
-                             "value": float(v.simple_value),
-                             "wall_time": event.wall_time})
+        rows += scalars_from_events(read_file(path), path)
+    return rows
+
+
+EVENT_FILE_PREFIX = "events.out.tfevents."
+
+
+def scalars_from_events(blob, path):
+    """The scalars of one event file's bytes, as read_scalars gives them."""
+    from lockstep._generated import tensorboard_pb2
+
+    rows = []
+    for i, payload in enumerate(parse_tfrecords(blob, path)):
+        event = tensorboard_pb2.Event()
+        try:
+            event.ParseFromString(payload)
+        except Exception as e:  # protobuf's DecodeError
+            raise CheckpointError(
+                f"\"{path}\": record {i} is not an Event: {e}") from None
+        if not event.HasField("summary"):
+            continue
+        for v in event.summary.value:
+            rows.append({"step": event.step, "tag": v.tag,
+                         "value": float(v.simple_value),
+                         "wall_time": event.wall_time})
     return rows

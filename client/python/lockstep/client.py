@@ -20,8 +20,9 @@ import warnings
 
 import grpc
 
-from lockstep import errors, types
-from lockstep._files import read_safetensors, read_scalars
+from lockstep import _transfer, errors, types
+from lockstep._files import (EVENT_FILE_PREFIX, parse_safetensors, read_file,
+                             read_scalars, scalars_from_events)
 from lockstep._generated import jobs_pb2, jobs_pb2_grpc
 
 DEFAULT_ADDRESS = "127.0.0.1:7070"
@@ -56,12 +57,30 @@ def _step_of(folder_name):
         digits.isdigit() else None
 
 
+def _storage_visible(status):
+    """True when the coordinator's storage is mounted here at the path it
+    uses: the job's folder is STORAGE/jobs/NAME, and STORAGE/coordinator/
+    storage_id holds the id the coordinator reports."""
+    if not status.storage_path:
+        return False
+    if not status.storage_id:  # a coordinator that reports none
+        return os.path.isdir(status.storage_path)
+    marker = os.path.join(status.storage_path, os.pardir, os.pardir,
+                          "coordinator", "storage_id")
+    try:
+        with open(marker) as f:
+            return f.read().strip() == status.storage_id
+    except OSError:
+        return False
+
+
 class Client:
     """A connection to a lockstep coordinator's job service.
 
     Args:
-      address: the coordinator, ``host:port`` (default 127.0.0.1:7070, as
-        the CLI's ``--coordinator``).
+      address: the coordinator, ``host:port`` (default
+        ``$LOCKSTEP_COORDINATOR``, else 127.0.0.1:7070, as the CLI's
+        ``--coordinator``).
       tls_ca: talk TLS, trusting this CA (PEM file), as ``--tls-ca``.
       tls_cert, tls_key: a client certificate and its key (PEM files), both
         or neither, as ``--tls-cert``/``--tls-key``.
@@ -69,6 +88,10 @@ class Client:
         content, else ``$LOCKSTEP_TOKEN`` (as ``--token-file`` and the CLI).
       token_file: a file holding the token.
       timeout: seconds each call (not a watch) may take.
+      files: where a job's result, metrics and checkpoints are read from:
+        "auto" (the coordinator's storage when it is mounted here at the
+        same path, else over the job service, as ``lockstep pull``),
+        "local" or "remote".
       lockstep_binary: the ``lockstep`` executable used to validate jobs
         locally and resolve their relative data paths (``lockstep check``);
         default ``$LOCKSTEP_BINARY``, else ``lockstep`` on PATH; False:
@@ -79,9 +102,14 @@ class Client:
 
     def __init__(self, address=None, *, tls_ca=None, tls_cert=None,
                  tls_key=None, token=None, token_file=None, timeout=30.0,
-                 lockstep_binary=None):
-        self.address = address or DEFAULT_ADDRESS
+                 lockstep_binary=None, files="auto"):
+        self.address = (address or os.environ.get("LOCKSTEP_COORDINATOR")
+                        or DEFAULT_ADDRESS)
         self.timeout = timeout
+        if files not in ("auto", "local", "remote"):
+            raise errors.LockstepError(
+                f"files={files!r}: \"auto\", \"local\" or \"remote\"")
+        self.files = files
         if (tls_cert is None) != (tls_key is None):
             raise errors.LockstepError(
                 "tls_cert and tls_key: give both (a client certificate and "
@@ -225,8 +253,10 @@ class Client:
 
 class Job:
     """A job on the coordinator, by name. Its files (result, metrics,
-    checkpoints) are read from the coordinator's storage, which must be
-    visible here at the same path (shared storage)."""
+    checkpoints) are read from the coordinator's storage when it is mounted
+    here at the same path, else fetched over the job service (chunked,
+    CRC-checked, resumed after a broken or damaged transfer; a
+    ``TransferWarning`` says when one was)."""
 
     def __init__(self, client, name):
         self.client = client
@@ -234,6 +264,19 @@ class Job:
 
     def __repr__(self):
         return f"lockstep.Job({self.name!r})"
+
+    def _local(self, status):
+        """True to read the job's files from the storage, False to fetch
+        them (the client's ``files`` setting)."""
+        if self.client.files == "auto":
+            return _storage_visible(status)
+        return self.client.files == "local"
+
+    def _read(self, status, rel, size=0):
+        """The bytes of the job's file ``rel`` ("result.json")."""
+        if self._local(status):
+            return read_file(os.path.join(status.storage_path, rel))
+        return _transfer.fetch(self.client, self.name, rel, size)
 
     def status(self):
         """The job's JobStatus now. Raises JobNotFound."""
@@ -352,9 +395,10 @@ class Job:
         """result.json of a SUCCEEDED job, as a dict (test accuracy and
         loss, fingerprint, steps, samples/s, checkpoint path, ...)."""
         status = self._ended_status(status, "result")
+        blob = self._read(status, "result.json")
         try:
-            return json.loads(_read("result", status.result_path))
-        except json.JSONDecodeError as e:
+            return json.loads(blob)
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
             raise errors.CheckpointError(
                 f"result \"{status.result_path}\": not JSON: {e}") from None
 
@@ -363,7 +407,16 @@ class Job:
         samples/s, test figures) as rows step, tag, value, wall_time: a
         pandas DataFrame when pandas is installed, else a list of dicts."""
         status = self.status()
-        rows = read_scalars(os.path.join(status.storage_path, "summaries"))
+        if self._local(status):
+            rows = read_scalars(os.path.join(status.storage_path, "summaries"))
+        else:
+            rows = []
+            for rel, size in _transfer.list_files(self.client, self.name,
+                                                  "summaries/"):
+                if os.path.basename(rel).startswith(EVENT_FILE_PREFIX):
+                    rows += scalars_from_events(
+                        _transfer.fetch(self.client, self.name, rel, size),
+                        f"{self.name}:{rel}")
         try:
             import pandas
         except ImportError:
@@ -373,42 +426,86 @@ class Job:
 
     def checkpoints(self):
         """The steps of the job's committed checkpoints, oldest first."""
-        folder = os.path.join(self.status().storage_path, "checkpoints")
-        try:
-            names = os.listdir(folder)
-        except OSError:
-            return []
+        status = self.status()
+        if self._local(status):
+            folder = os.path.join(status.storage_path, "checkpoints")
+            try:
+                names = os.listdir(folder)
+            except FileNotFoundError:
+                return []
+            except OSError as e:
+                raise errors.CheckpointError(
+                    f"cannot list checkpoints \"{folder}\": {e.strerror}") \
+                    from None
+        else:
+            names = {rel.split("/")[1] for rel, _ in _transfer.list_files(
+                self.client, self.name, "checkpoints/") if rel.count("/") >= 2}
         return sorted(step for step in map(_step_of, names)
                       if step is not None)
 
     def checkpoint(self, step=None):
         """The model's parameters at a committed checkpoint (default: the
-        last one) as a ``Checkpoint``: {name: numpy array}, names as the
-        PyTorch / Hugging Face state dict of the same model."""
+        last one) as a ``Checkpoint``: {name: numpy array}, under the
+        names the job's model gives them (PyTorch / Hugging Face
+        state-dict names with ``"param_names": "torch"`` and the presets,
+        Keras names otherwise)."""
         status = self.status()
         if step is None:
-            folder = status.checkpoint_path
-            if not folder:
+            if not status.checkpoint_path:
                 raise errors.CheckpointError(
                     f"job {self.name} ({status.state}) has no committed "
                     "checkpoint yet")
+            folder = os.path.basename(status.checkpoint_path)
         else:
-            folder = os.path.join(status.storage_path, "checkpoints",
-                                  f"step-{int(step):08d}")
-            if not os.path.isdir(folder):
+            folder = f"step-{int(step):08d}"
+            if int(step) not in self.checkpoints():
                 steps = self.checkpoints()
                 raise errors.CheckpointError(
                     f"job {self.name} has no checkpoint at step {step}; "
                     f"committed: {', '.join(map(str, steps)) or 'none'}")
-        return Checkpoint(os.path.join(folder, "model.safetensors"))
+        rel = f"checkpoints/{folder}/model.safetensors"
+        path = os.path.join(status.storage_path, rel)
+        return Checkpoint(path, blob=self._read(status, rel))
+
+    def pull(self, dest, step=None):
+        """Copies the job's result.json, summaries and its last committed
+        checkpoint (or ``step``'s) into the folder ``dest``, laid out as
+        the job's folder (``lockstep pull JOB DEST``). Always over the job
+        service; files already in ``dest`` are checked, not fetched again.
+        Returns the paths written."""
+        status = self.status()
+        if step is not None:
+            folder = f"checkpoints/step-{int(step):08d}/"
+        elif status.checkpoint_path:
+            folder = f"checkpoints/{os.path.basename(status.checkpoint_path)}/"
+        else:
+            folder = None
+        files = _transfer.list_files(self.client, self.name)
+        wanted = [(rel, size) for rel, size in files
+                  if rel == "result.json" or rel.startswith("summaries/")
+                  or (folder and rel.startswith(folder))]
+        if step is not None and not any(rel.startswith(folder)
+                                         for rel, _ in wanted):
+            steps = self.checkpoints()
+            raise errors.CheckpointError(
+                f"job {self.name} has no checkpoint at step {step}; "
+                f"committed: {', '.join(map(str, steps)) or 'none'}")
+        written = []
+        for rel, size in wanted:
+            target = os.path.join(dest, *rel.split("/"))
+            _transfer.fetch_to(self.client, self.name, rel, size, target)
+            written.append(target)
+        return written
 
 
 class Checkpoint(dict):
     """{name: numpy array} read from a checkpoint's model.safetensors.
-    ``step`` and ``path`` say where it came from."""
+    ``step`` and ``path`` (on the coordinator's storage) say where it came
+    from."""
 
-    def __init__(self, path):
-        super().__init__(read_safetensors(path))
+    def __init__(self, path, blob=None):
+        super().__init__(parse_safetensors(
+            read_file(path) if blob is None else blob, path))
         self.path = path
         self.step = _step_of(os.path.basename(os.path.dirname(path)))
 

@@ -82,6 +82,9 @@ class JobStatus:
     max_restarts: int
     membership: List[MembershipChange]  # one per generation so far
     straggler: Optional[Straggler] = None  # while RUNNING with one
+    # The coordinator's storage identity: a client that reads the same id
+    # at storage_path/../../coordinator/storage_id sees its files.
+    storage_id: str = ""
 
     @property
     def done(self):

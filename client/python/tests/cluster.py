@@ -81,9 +81,14 @@ def make_certs(folder):
 class Cluster:
     """``workers`` worker daemons and a coordinator on ``storage``."""
 
-    def __init__(self, folder, workers=2, certs=None, token=None):
+    def __init__(self, folder, workers=2, certs=None, token=None,
+                 private_storage=False):
         self.folder = folder
         self.storage = os.path.join(folder, "storage")
+        # The coordinator's storage in a mount namespace of its own (a
+        # tmpfs over self.storage that only it sees): the clients of the
+        # test stand where the storage is not mounted. Needs root.
+        self.private_storage = private_storage
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.certs = certs
@@ -110,11 +115,18 @@ class Cluster:
         return ["--tls-cert", self.certs[role + ".pem"], "--tls-key",
                 self.certs[role + ".key"], "--tls-ca", self.certs["ca.pem"]]
 
-    def _spawn(self, name, args):
+    def _spawn(self, name, args, prefix=()):
         log = open(os.path.join(self.folder, f"{name}.log"), "ab")
         self.logs.append(log)
-        return subprocess.Popen([binary()] + args, stdout=log, stderr=log,
-                                stdin=subprocess.DEVNULL)
+        return subprocess.Popen(list(prefix) + [binary()] + args, stdout=log,
+                                stderr=log, stdin=subprocess.DEVNULL)
+
+    def coordinator_path(self, path):
+        """``path`` (on the coordinator's storage) as the coordinator sees
+        it: through /proc/PID/root when its storage is private."""
+        if not self.private_storage:
+            return path
+        return f"/proc/{self.coordinator.pid}/root{os.path.abspath(path)}"
 
     def start_coordinator(self):
         args = ["coordinator", "--listen", self.address, "--storage",
@@ -122,7 +134,13 @@ class Cluster:
                     "coordinator")
         if self.token_file:
             args += ["--token-file", self.token_file]
-        self.coordinator = self._spawn("coordinator", args)
+        prefix = []
+        if self.private_storage:
+            os.makedirs(self.storage, exist_ok=True)
+            prefix = ["unshare", "--mount", "--propagation", "private", "--",
+                      "sh", "-c", 'mount -t tmpfs lockstep-storage "$0" && '
+                      'exec "$@"', self.storage]
+        self.coordinator = self._spawn("coordinator", args, prefix)
         deadline = time.monotonic() + 30 * SLOWDOWN
         while time.monotonic() < deadline:
             if self.coordinator.poll() is not None:

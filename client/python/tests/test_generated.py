@@ -31,7 +31,8 @@ def test_the_stubs_know_every_rpc():
     from lockstep._generated import jobs_pb2
     service = jobs_pb2.DESCRIPTOR.services_by_name["JobService"]
     assert sorted(m.name for m in service.methods) == [
-        "CancelJob", "GetJob", "ListJobs", "Submit", "WatchJob"]
+        "CancelJob", "GetJob", "ListJobFiles", "ListJobs", "ReadJobFile",
+        "Submit", "WatchJob"]
     assert "storage_path" in jobs_pb2.JobStatus.DESCRIPTOR.fields_by_name
 
 

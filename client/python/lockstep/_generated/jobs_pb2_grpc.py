@@ -39,6 +39,16 @@ class JobServiceStub(object):
                 request_serializer=lockstep_dot___generated_dot_jobs__pb2.CancelJobRequest.SerializeToString,
                 response_deserializer=lockstep_dot___generated_dot_jobs__pb2.JobStatus.FromString,
                 )
+        self.ListJobFiles = channel.unary_unary(
+                '/lockstep.v1.JobService/ListJobFiles',
+                request_serializer=lockstep_dot___generated_dot_jobs__pb2.ListJobFilesRequest.SerializeToString,
+                response_deserializer=lockstep_dot___generated_dot_jobs__pb2.ListJobFilesResponse.FromString,
+                )
+        self.ReadJobFile = channel.unary_stream(
+                '/lockstep.v1.JobService/ReadJobFile',
+                request_serializer=lockstep_dot___generated_dot_jobs__pb2.ReadJobFileRequest.SerializeToString,
+                response_deserializer=lockstep_dot___generated_dot_jobs__pb2.FileChunk.FromString,
+                )
 
 
 class JobServiceServicer(object):
@@ -79,6 +89,25 @@ class JobServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListJobFiles(self, request, context):
+        """A job's files on the coordinator's storage, for clients that do not
+        mount it (lockstep pull, the Python client). NotFound for an unknown
+        job; InvalidArgument for a path outside the job's folder.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReadJobFile(self, request, context):
+        """The file from `offset` in chunks of at most 1 MiB, each CRC-checked,
+        the last one carrying the whole file's CRC-32. A file is read through
+        one open descriptor, so a checkpoint (never rewritten once committed)
+        or an event file (only appended) is read consistently.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -106,6 +135,16 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.CancelJob,
                     request_deserializer=lockstep_dot___generated_dot_jobs__pb2.CancelJobRequest.FromString,
                     response_serializer=lockstep_dot___generated_dot_jobs__pb2.JobStatus.SerializeToString,
+            ),
+            'ListJobFiles': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListJobFiles,
+                    request_deserializer=lockstep_dot___generated_dot_jobs__pb2.ListJobFilesRequest.FromString,
+                    response_serializer=lockstep_dot___generated_dot_jobs__pb2.ListJobFilesResponse.SerializeToString,
+            ),
+            'ReadJobFile': grpc.unary_stream_rpc_method_handler(
+                    servicer.ReadJobFile,
+                    request_deserializer=lockstep_dot___generated_dot_jobs__pb2.ReadJobFileRequest.FromString,
+                    response_serializer=lockstep_dot___generated_dot_jobs__pb2.FileChunk.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -199,5 +238,39 @@ class JobService(object):
         return grpc.experimental.unary_unary(request, target, '/lockstep.v1.JobService/CancelJob',
             lockstep_dot___generated_dot_jobs__pb2.CancelJobRequest.SerializeToString,
             lockstep_dot___generated_dot_jobs__pb2.JobStatus.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListJobFiles(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/lockstep.v1.JobService/ListJobFiles',
+            lockstep_dot___generated_dot_jobs__pb2.ListJobFilesRequest.SerializeToString,
+            lockstep_dot___generated_dot_jobs__pb2.ListJobFilesResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ReadJobFile(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(request, target, '/lockstep.v1.JobService/ReadJobFile',
+            lockstep_dot___generated_dot_jobs__pb2.ReadJobFileRequest.SerializeToString,
+            lockstep_dot___generated_dot_jobs__pb2.FileChunk.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
