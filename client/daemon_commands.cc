@@ -175,6 +175,8 @@ int RunWorkerCommand(const std::vector<std::string>& args) {
       "  --advertise    the address peers dial (default: --listen's host "
       "and the bound port); HOST alone (or HOST:0) takes the bound port\n"
       "  --threads N    compute threads (default: every core)\n"
+      "  --lanes N      streams (TCP connections) to the next rank on the "
+      "ring, 1..16 (default 2; a job's cluster.ring_streams overrides it)\n"
       "  --name NAME    stable identity (default: the advertised address); a "
       "restarted\n                 process under the same name replaces the "
       "old one\n",
