@@ -81,7 +81,7 @@ Child RunChild(const std::string& mode) {
 
 constexpr char kSkip[] =
     "a ThreadSanitizer check: runs under bazel test --config=tsan (after "
-    "scripts/tsan_abseil.sh), README \"Reliability\"";
+    "scripts/tsan_abseil.sh), docs/testing.md";
 
 TEST(TsanCanaryTest, AnUnguardedCounterIsReportedAsADataRace) {
   if (!kThreadSanitizer) GTEST_SKIP() << kSkip;

@@ -95,13 +95,13 @@ int RunCoordinatorCommand(const std::vector<std::string>& args) {
       kOpsUsage, kDaemonTlsUsage,
       "                 with TLS, every worker call needs a client "
       "certificate signed by --tls-ca\n"
-      "  --token-file F job commands (submit, status, watch, list, cancel) "
-      "must send this bearer token (the file's content, trimmed)\n");
+      "  --token-file F job commands (submit, status, watch, list, cancel, "
+      "pull) must send this bearer token (the file's content, trimmed)\n");
   absl::StatusOr<ParsedFlags> f =
       ParseFlags(args,
-                 WithTlsFlags(WithOpsFlags(
-                     {"listen", "storage", "address-file", "worker-timeout",
-                      "hang-timeout", "shutdown-grace", "token-file"})),
+                 WithTlsFlags(WithOpsFlags({"listen", "storage", "address-file",
+                                            "worker-timeout", "hang-timeout",
+                                            "shutdown-grace", "token-file"})),
                  {"help"});
   if (!f.ok() || f->Has("help") || !f->positional.empty()) {
     return Usage("coordinator", f, usage);
@@ -201,11 +201,10 @@ int RunWorkerCommand(const std::vector<std::string>& args) {
       "must be valid for the --advertise (or --listen) address\n");
   absl::StatusOr<ParsedFlags> f = ParseFlags(
       args,
-      WithTlsFlags(
-          WithOpsFlags({"coordinator", "replicas", "devices", "listen",
-                        "advertise", "threads", "lanes", "name", "step-times",
-                        "ring-keepalive-timeout",
-                        "protocol-version-for-testing"})),
+      WithTlsFlags(WithOpsFlags({"coordinator", "replicas", "devices", "listen",
+                                 "advertise", "threads", "lanes", "name",
+                                 "step-times", "ring-keepalive-timeout",
+                                 "protocol-version-for-testing"})),
       {"help"});
   if (!f.ok() || f->Has("help") || !f->positional.empty() ||
       !f->Has("coordinator")) {

@@ -54,6 +54,13 @@ struct FakeServer {
   }
 };
 
+// Options that keep every retry message in *retries.
+FetchOptions Recording(std::vector<std::string>* retries) {
+  FetchOptions o;
+  o.on_retry = [retries](const std::string& s) { retries->push_back(s); };
+  return o;
+}
+
 std::string Content(int n) {
   std::string s;
   for (int i = 0; i < n; ++i) s += static_cast<char>('a' + (i * 31) % 26);
@@ -64,8 +71,7 @@ TEST(FileFetchTest, ACleanTransferTakesOneAttempt) {
   FakeServer server{Content(350)};
   StringSink sink;
   std::vector<std::string> retries;
-  FetchOptions o;
-  o.on_retry = [&](const std::string& s) { retries.push_back(s); };
+  FetchOptions o = Recording(&retries);
   ASSERT_TRUE(FetchFile("f", server.Stream(), sink, o).ok());
   EXPECT_EQ(sink.data(), server.content);
   EXPECT_EQ(server.attempts, 1);
@@ -80,8 +86,7 @@ TEST(FileFetchTest, ADamagedChunkIsReadAgainFromItsOwnOffset) {
   };
   StringSink sink;
   std::vector<std::string> retries;
-  FetchOptions o;
-  o.on_retry = [&](const std::string& s) { retries.push_back(s); };
+  FetchOptions o = Recording(&retries);
   ASSERT_TRUE(FetchFile("checkpoints/step-1/model.safetensors", server.Stream(),
                         sink, o)
                   .ok());
@@ -115,8 +120,7 @@ TEST(FileFetchTest, AWholeFileThatFailsItsCrcIsReadAgainFromTheStart) {
   };
   StringSink sink;
   std::vector<std::string> retries;
-  FetchOptions o;
-  o.on_retry = [&](const std::string& s) { retries.push_back(s); };
+  FetchOptions o = Recording(&retries);
   ASSERT_TRUE(FetchFile("f", server.Stream(), sink, o).ok());
   EXPECT_EQ(sink.data(), server.content);
   EXPECT_THAT(server.offsets, ElementsAre(0, 0));

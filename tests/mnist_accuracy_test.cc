@@ -4,7 +4,7 @@
 // real binary from examples/. The CNN's floor
 // is 0.98, not the 0.985 goal: PyTorch on the identical recipe
 // (Glorot init, Adam 1e-3 eps 1e-7, batch 64, 3 epochs) ends at
-// 0.9795-0.9824 and lockstep at 0.981-0.984 over seeds; see README.
+// 0.9795-0.9824 and lockstep at 0.981-0.984 over seeds; see docs/performance.md.
 // Needs LOCKSTEP_MNIST_DIR (scripts/test.sh sets it when the data exists).
 #include <cstdlib>
 #include <nlohmann/json.hpp>

@@ -2,7 +2,7 @@
 // bounded waits, kill by PID. Every wait has a deadline; the destructor
 // kills (SIGKILL) and reaps a process still running.
 //
-// Under a sanitizer (README "Reliability") two things change, both here so
+// Under a sanitizer (docs/testing.md) two things change, both here so
 // that every multi-process test gets them: waits are multiplied by
 // Slowdown(), and each process's ThreadSanitizer reports go to a file of
 // its own (TSAN_OPTIONS log_path), which fails the running test when the

@@ -1,7 +1,7 @@
 // Job file parsing and validation: JSON in, a trusted JobSpec out, with every
 // error naming the JSON path of the offending field.
 //
-// Schema (README "Job file"); "?" marks an optional field and its default.
+// Schema (docs/job-file.md); "?" marks an optional field and its default.
 //
 // name                    string, required, [A-Za-z0-9_.-]{1,64}, not . or ..
 // seed                    integer >= 0 ? 0

@@ -1,4 +1,4 @@
-// The job description (README "Job file"): plain structs filled and
+// The job description (docs/job-file.md): plain structs filled and
 // validated by ParseJobSpec. Everything downstream trusts a parsed spec.
 #ifndef LOCKSTEP_CORE_JOB_JOB_SPEC_H_
 #define LOCKSTEP_CORE_JOB_JOB_SPEC_H_
@@ -100,8 +100,8 @@ struct ClusterSpec {
   // which the receiver checks as it sums: a message damaged on the way
   // (a NIC, switch or middlebox; TCP's checksum is weak) fails the step
   // instead of summing into it. It costs a pass over every byte sent and
-  // received, 22-35% of the all-reduce where CPUs are the limit (README
-  // "Real networks"), so it is off unless asked for; TLS's MAC guards the
+  // received, 22-35% of the all-reduce where CPUs are the limit (docs/
+  // failure.md), so it is off unless asked for; TLS's MAC guards the
   // bytes too.
   bool ring_checksum = false;
   // Workers compare parameter fingerprints every this many steps (0: only

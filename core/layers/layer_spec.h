@@ -1,4 +1,4 @@
-// The model part of a job (README "The job file"): the graph's inputs and
+// The model part of a job (docs/job-file.md): the graph's inputs and
 // its layers as the job file names them. Plain structs; the registry
 // (core/layers/registry.h) validates a layer's own fields into `config`,
 // and core/model/graph.h builds the layers.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # fuzz_campaign.sh BIN_DIR CORPUS_ROOT OUT_DIR [TARGET...]: the long fuzz
-# run (README "Reliability"), one target after another, each on a writable
+# run (docs/testing.md), one target after another, each on a writable
 # copy of its corpus (OUT_DIR/corpus/TARGET) until it has run
 # LOCKSTEP_FUZZ_RUNS executions (default 10,000,000) or LOCKSTEP_FUZZ_SECONDS
 # seconds (default 1800) have passed, with LOCKSTEP_FUZZ_JOBS processes

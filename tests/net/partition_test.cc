@@ -5,7 +5,7 @@
 // answering, as in a real partition, not a killed process. Each drill ends
 // with job ft SUCCEEDED on the fingerprint of an uninterrupted
 // `lockstep train`, and prints its figures (detection, steps redone, time
-// to recover) for the README's table.
+// to recover) for the table in docs/failure.md.
 #include <unistd.h>
 
 #include <algorithm>
