@@ -31,12 +31,14 @@ absl::Status JobClient::Check(const grpc::Status& status,
                     "the coordinator", "--tls-ca");
 }
 
-absl::StatusOr<v1::JobStatus> JobClient::Submit(const std::string& job_json) {
+absl::StatusOr<v1::SubmitResponse> JobClient::Submit(
+    const std::string& job_json, v1::SubmitMode mode) {
   grpc::ClientContext c;
   Prepare(c);
   v1::SubmitRequest req;
   req.set_job_json(job_json);
-  v1::JobStatus resp;
+  req.set_mode(mode);
+  v1::SubmitResponse resp;
   absl::Status s = Check(stub_->Submit(&c, req, &resp), "submit to ");
   if (!s.ok()) return s;
   return resp;

@@ -23,7 +23,9 @@ class JobClient {
   JobClient(const std::string& address, const TlsFiles& tls, std::string token,
             absl::Duration timeout = absl::Seconds(30));
 
-  absl::StatusOr<lockstep::v1::JobStatus> Submit(const std::string& job_json);
+  absl::StatusOr<lockstep::v1::SubmitResponse> Submit(
+      const std::string& job_json,
+      lockstep::v1::SubmitMode mode = lockstep::v1::SUBMIT_NEW);
   absl::StatusOr<lockstep::v1::JobStatus> Get(const std::string& name);
   absl::StatusOr<lockstep::v1::ListJobsResponse> List();
   absl::StatusOr<lockstep::v1::JobStatus> Cancel(const std::string& name);

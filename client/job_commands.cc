@@ -161,50 +161,85 @@ int WatchToEnd(const std::string& verb, JobClient& client,
 int RunSubmitCommand(const std::vector<std::string>& args) {
   const std::string usage = absl::StrCat(
       "usage: lockstep submit JOB.json [--coordinator HOST:PORT] [--wait] "
-      "[--attach] "
-      "[--data-dir DIR] ",
+      "[--resume | --restart] [--attach] [--data-dir DIR] ",
       kSecurityFlags, "\n",
+      "  A job's name is its identity: the same spec again returns the job of "
+      "that name; another\n  spec is refused, naming the fields that "
+      "differ, unless --resume or --restart says what to do.\n"
       "  --wait      stream progress until the job ends; exit 0 only if it "
       "SUCCEEDED\n"
+      "  --resume    continue the name's job from its last checkpoint with "
+      "this spec (the same\n              model; more epochs, another "
+      "learning rate or data are fine)\n"
+      "  --restart   start the name's job over; its earlier results are "
+      "moved aside, not deleted\n"
       "  --attach    if the coordinator already runs a job of this name (it "
       "resumed it from its\n              journal: a requeued batch job), "
-      "follow that job instead of failing\n"
+      "follow that job even if its spec differs\n"
       "  --data-dir  resolve the job's relative data paths against DIR "
       "(default: the job file's folder); workers read the resolved paths\n",
       kClientSecurityUsage);
-  absl::StatusOr<ParsedFlags> f =
-      ParseJobVerbFlags(args, {"data-dir"}, {"wait", "attach"});
+  absl::StatusOr<ParsedFlags> f = ParseJobVerbFlags(
+      args, {"data-dir"}, {"wait", "attach", "resume", "restart"});
   if (!f.ok() || f->Has("help") || f->positional.size() != 1) {
     if (!f.ok())
       std::cerr << "lockstep submit: " << f.status().message() << "\n";
     (f.ok() && f->Has("help") ? std::cout : std::cerr) << usage;
     return f.ok() && f->Has("help") ? 0 : 2;
   }
+  if (f->Has("resume") && f->Has("restart")) {
+    std::cerr << "lockstep submit: --resume and --restart: give one (continue "
+                 "from the checkpoint, or start over)\n";
+    return 2;
+  }
+  const v1::SubmitMode mode = f->Has("resume")    ? v1::SUBMIT_RESUME
+                              : f->Has("restart") ? v1::SUBMIT_RESTART
+                                                  : v1::SUBMIT_NEW;
   absl::StatusOr<JobSpec> spec =
       LoadJobSpec(f->positional[0], f->Get("data-dir", ""));
   if (!spec.ok()) return FailVerb("submit", spec.status());
   std::unique_ptr<JobClient> client = JobClientFromFlags("submit", *f);
   if (client == nullptr) return 2;
-  absl::StatusOr<v1::JobStatus> s = client->Submit(JobSpecToJson(*spec));
-  if (absl::IsAlreadyExists(s.status()) && f->Has("attach")) {
-    s = client->Get(spec->name);
-    if (!s.ok()) return FailVerb("submit", s.status());
+  absl::StatusOr<v1::SubmitResponse> r =
+      client->Submit(JobSpecToJson(*spec), mode);
+  if (absl::IsAlreadyExists(r.status()) && f->Has("attach")) {
+    absl::StatusOr<v1::JobStatus> running = client->Get(spec->name);
+    if (!running.ok()) return FailVerb("submit", running.status());
+    if (!WatchPrinter::IsEnd(*running)) {
+      r = v1::SubmitResponse();
+      *r->mutable_status() = *running;
+      r->set_existing(true);
+    }
+  }
+  if (!r.ok()) return FailVerb("submit", r.status());
+  const v1::JobStatus& s = r->status();
+  if (r->existing() && WatchPrinter::IsEnd(s)) {
+    // Submitted before with this very spec and ended: its outcome, once.
+    std::cout << absl::StrFormat(
+                     "job %s was submitted before with this spec and ended "
+                     "%s: %s%s",
+                     s.name(), StateName(s.state()), s.message(),
+                     s.state() == v1::SUCCEEDED
+                         ? ""
+                         : " (--resume continues it from its last checkpoint, "
+                           "--restart starts it over)")
+              << std::endl;
+    return !f->Has("wait") || s.state() == v1::SUCCEEDED ? 0 : 1;
+  }
+  if (r->existing()) {
     std::cout << absl::StrFormat(
                      "job %s is already %s at step %d (generation %d): "
                      "following it",
-                     s->name(), StateName(s->state()), s->step(),
-                     s->generation())
+                     s.name(), StateName(s.state()), s.step(), s.generation())
               << std::endl;
-    if (!f->Has("wait")) return 0;
-    return WatchToEnd("submit", *client, s->name());
+  } else {
+    std::cout << absl::StrFormat("submitted job %s: %s", s.name(),
+                                 StateName(s.state()))
+              << (s.message().empty() ? "" : " (" + s.message() + ")")
+              << std::endl;
   }
-  if (!s.ok()) return FailVerb("submit", s.status());
-  std::cout << absl::StrFormat("submitted job %s: %s", s->name(),
-                               StateName(s->state()))
-            << (s->message().empty() ? "" : " (" + s->message() + ")")
-            << std::endl;
   if (!f->Has("wait")) return 0;
-  return WatchToEnd("submit", *client, s->name());
+  return WatchToEnd("submit", *client, s.name());
 }
 
 int RunCheckCommand(const std::vector<std::string>& args) {

@@ -9,6 +9,8 @@
 #include "absl/strings/str_join.h"
 #include "base/file_util.h"
 #include "base/status_macros.h"
+#include "coordinator/job_files.h"
+#include "core/checkpoint/checkpoint_layout.h"
 #include "core/train/local_training.h"
 #include "core/train/result_file.h"
 #include "rpc/rpc_util.h"
@@ -88,22 +90,52 @@ void Coordinator::Event(Job& job, const std::string& line) {
   Persist();
 }
 
-absl::StatusOr<JobStatus> Coordinator::Submit(const std::string& job_json) {
+absl::StatusOr<JobStatus> Coordinator::Submit(const std::string& job_json,
+                                              SubmitMode mode, bool* existing) {
+  if (existing != nullptr) *existing = false;
   ASSIGN_OR_RETURN(JobSpec spec, ParseJobSpec(job_json));
   const std::string job_dir =
       JoinPath(JoinPath(options_.storage_dir, "jobs"), spec.name);
   RETURN_IF_ERROR(
       AnnotateStatus(MakeDirs(JoinPath(job_dir, "checkpoints")), "--storage"));
+  const std::vector<std::string> steps =
+      CheckpointStore(JoinPath(job_dir, "checkpoints"), 0).ListSteps();
+  const int64_t latest_checkpoint =
+      steps.empty() ? -1 : checkpoint_layout::ParseStepName(steps.back());
   absl::MutexLock lock(&mu_);
   if (shutting_down_) {
     return absl::UnavailableError(
         "the coordinator is shutting down; submit again once it is back");
   }
-  if (Job* old = FindJob(spec.name);
-      old != nullptr && !IsTerminal(old->status.state())) {
-    return absl::AlreadyExistsError(absl::StrFormat(
-        "job \"%s\" is already %s; cancel it first or pick another name",
-        spec.name, JobStateName(old->status.state())));
+  Job* old = FindJob(spec.name);
+  PriorJob prior;
+  if (old != nullptr) {
+    prior.spec = &old->spec;
+    prior.state = JobStateName(old->status.state());
+    prior.ended = IsTerminal(old->status.state());
+    prior.step = old->status.step();
+  }
+  ASSIGN_OR_RETURN(
+      SubmitAction action,
+      DecideSubmit(spec, mode, old ? &prior : nullptr, latest_checkpoint));
+  if (action == SubmitAction::kReturnExisting) {
+    if (existing != nullptr) *existing = true;
+    return Snapshot(*old);
+  }
+  std::string how;
+  if (action == SubmitAction::kRestart) {
+    absl::StatusOr<std::string> aside = MoveJobResultsAside(job_dir);
+    if (!aside.ok()) return AnnotateStatus(aside.status(), "--restart");
+    RETURN_IF_ERROR(AnnotateStatus(MakeDirs(JoinPath(job_dir, "checkpoints")),
+                                   "--storage"));
+    how = aside->empty() ? "; --restart: nothing earlier to move aside"
+                         : absl::StrCat(
+                               "; --restart: the earlier results were "
+                               "moved to ",
+                               *aside);
+  } else if (action == SubmitAction::kResume) {
+    how = absl::StrFormat("; --resume: from its checkpoint at step %d",
+                          latest_checkpoint);
   }
   auto job = std::make_unique<Job>();
   // Generations keep counting across resubmissions of a name, so nothing
@@ -130,21 +162,20 @@ absl::StatusOr<JobStatus> Coordinator::Submit(const std::string& job_json) {
   jobs_[ref.name] = std::move(job);
   ref.status.set_message(PendingReason(ref));
   const ClusterSpec& c = ref.spec.cluster;
-  Event(ref, absl::StrFormat("submitted: %s workers x %d replicas, batch %d "
-                             "per replica%s%s",
-                             ref.spec.elastic()
-                                 ? absl::StrFormat("%d-%d", c.min_workers,
-                                                   c.workers)
-                                 : absl::StrCat(c.workers),
-                             ref.spec.cluster.replicas_per_worker,
-                             ref.spec.batch_size_per_replica,
-                             AccumulationNote(ref.spec),
-                             ref.spec.elastic()
-                                 ? absl::StrFormat(
-                                       "; elastic: global batch %d whatever "
+  Event(ref, absl::StrFormat(
+                 "submitted: %s workers x %d replicas, batch %d "
+                 "per replica%s%s%s",
+                 ref.spec.elastic()
+                     ? absl::StrFormat("%d-%d", c.min_workers, c.workers)
+                     : absl::StrCat(c.workers),
+                 ref.spec.cluster.replicas_per_worker,
+                 ref.spec.batch_size_per_replica, AccumulationNote(ref.spec),
+                 ref.spec.elastic()
+                     ? absl::StrFormat("; elastic: global batch %d whatever "
                                        "the world",
                                        ref.spec.global_batch_size())
-                                 : ""));
+                     : "",
+                 how));
   TryStart(ref);  // the events journal both transitions
   return Snapshot(ref);
 }

@@ -23,6 +23,7 @@
 #include "coordinator/checkpoint_assembler.h"
 #include "coordinator/job_reports.h"
 #include "coordinator/nccl_relay.h"
+#include "coordinator/submit_policy.h"
 #include "core/checkpoint/checkpoint.h"
 #include "core/job/job_spec.h"
 #include "core/log.h"
@@ -93,8 +94,12 @@ class Coordinator {
   };
   OpsView Ops() const;
 
-  // Job service.
-  absl::StatusOr<lockstep::v1::JobStatus> Submit(const std::string& job_json);
+  // Job service. A job's name is its identity (coordinator/submit_policy.h):
+  // the same spec again returns the existing job (*existing set, when not
+  // null); `mode` asks to resume or restart a name whose spec changed.
+  absl::StatusOr<lockstep::v1::JobStatus> Submit(
+      const std::string& job_json, SubmitMode mode = SubmitMode::kNew,
+      bool* existing = nullptr);
   absl::StatusOr<lockstep::v1::JobStatus> Get(const std::string& name) const;
   lockstep::v1::ListJobsResponse List() const;
   absl::StatusOr<lockstep::v1::JobStatus> Cancel(const std::string& name);

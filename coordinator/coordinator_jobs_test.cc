@@ -2,12 +2,11 @@
 // order, assignments through heartbeats, STOP after a cancel, fingerprint
 // mismatches failing the job with the ranks named, an idle worker leaving,
 // and a job that succeeds writing result.json.
-#include "coordinator/coordinator.h"
-
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "coordinator/coordinator.h"
 #include "coordinator/coordinator_test_fixture.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -15,8 +14,8 @@
 namespace lockstep {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::CoordinatorTest;
+using ::testing::HasSubstr;
 using testing::kJob;
 namespace v1 = lockstep::v1;
 
@@ -38,8 +37,21 @@ TEST_F(CoordinatorTest, PendingUntilTwoWorkersThenRanksInRegistrationOrder) {
   EXPECT_EQ(hb.assignment().peers(0), "hosta:1");
   EXPECT_EQ(hb.assignment().peers(1), "hostb:1");
   EXPECT_EQ(Beat(a).assignment().rank(), 0);
-  // A duplicate submit while running is refused.
-  EXPECT_TRUE(absl::IsAlreadyExists(c_->Submit(kJob).status()));
+  // The same spec again returns the running job; another spec is refused.
+  bool existing = false;
+  absl::StatusOr<v1::JobStatus> again =
+      c_->Submit(kJob, SubmitMode::kNew, &existing);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(existing);
+  EXPECT_EQ(again->generation(), 1);
+  EXPECT_EQ(c_->Get("j")->generation(), 1);
+  std::string other = kJob;
+  other.replace(other.find("\"seed\": 1"), 9, "\"seed\": 2");
+  absl::StatusOr<v1::JobStatus> refused = c_->Submit(other);
+  EXPECT_TRUE(absl::IsAlreadyExists(refused.status())) << refused.status();
+  EXPECT_THAT(std::string(refused.status().message()),
+              ::testing::HasSubstr("job \"j\" is already RUNNING at step 0 "
+                                   "with another spec: seed (1 -> 2)"));
 }
 
 TEST_F(CoordinatorTest, CancelSendsStopAndFreesTheWorkers) {
@@ -121,8 +133,9 @@ TEST_F(CoordinatorTest, AllRanksFinishingWithOneFingerprintSucceeds) {
 }
 
 // Reports for a rank outside the ring, or in another worker's name, are
-// refused, naming it, and change nothing: no fingerprint beside the real ones, no finished rank (two such
-// Finish reports used to crash the coordinator in CompleteIfDone).
+// refused, naming it, and change nothing: no fingerprint beside the real ones,
+// no finished rank (two such Finish reports used to crash the coordinator in
+// CompleteIfDone).
 TEST_F(CoordinatorTest, ReportsFromOutsideTheRingAreRefused) {
   Register("hosta");
   Register("hostb");

@@ -2,8 +2,6 @@
 // protocol version check, NCCL jobs waiting for GPU workers, rank 0's NCCL
 // id relayed to the other ranks once per generation, and "auto" picking
 // NCCL only when every rank can run it.
-#include "coordinator/coordinator.h"
-
 #include <string>
 #include <thread>
 #include <vector>
@@ -13,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "coordinator/coordinator.h"
 #include "coordinator/coordinator_test_fixture.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -21,8 +20,8 @@
 namespace lockstep {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::CoordinatorTest;
+using ::testing::HasSubstr;
 using testing::kJob;
 namespace v1 = lockstep::v1;
 
@@ -143,7 +142,9 @@ TEST_F(CoordinatorTest, AutoPicksNcclOnlyWhenEveryRankHasTheGpus) {
   }
   const std::string a = register_with("gpu1", {"cuda:0", "cuda:1"});
   const std::string b = register_with("cpu1", {"cpu:2"});
-  ASSERT_TRUE(c_->Submit(job).ok());
+  // The same name again, run afresh (the same spec alone would return the
+  // cancelled job).
+  ASSERT_TRUE(c_->Submit(job, SubmitMode::kRestart).ok());
   EXPECT_EQ(Beat(a).assignment().collective(), "ring");
   EXPECT_EQ(Beat(b).assignment().collective(), "ring");
   EXPECT_THAT(c_->Get("j")->events(1), HasSubstr("; all-reduce over ring"));
@@ -160,7 +161,7 @@ TEST_F(CoordinatorTest, AutoPicksNcclOnlyWhenEveryRankHasTheGpus) {
                 }())
                   .ok());
   const std::string g = register_with("gpu2", {"cuda:0"});
-  ASSERT_TRUE(c_->Submit(job).ok());
+  ASSERT_TRUE(c_->Submit(job, SubmitMode::kRestart).ok());
   const v1::HeartbeatResponse hb = Beat(g);
   ASSERT_EQ(hb.command(), v1::HeartbeatResponse::RUN);
   EXPECT_EQ(hb.assignment().collective(), "nccl");

@@ -2,8 +2,6 @@
 // replaced and stalled workers (RECOVERING, a new generation, or FAILED
 // with the ranks named), the restart policy, and a restarted coordinator
 // resuming from its journal.
-#include "coordinator/coordinator.h"
-
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -15,6 +13,7 @@
 #include "absl/time/time.h"
 #include "base/crc32c.h"
 #include "base/file_util.h"
+#include "coordinator/coordinator.h"
 #include "coordinator/coordinator_test_fixture.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -24,8 +23,8 @@
 namespace lockstep {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::CoordinatorTest;
+using ::testing::HasSubstr;
 using testing::kJob;
 namespace v1 = lockstep::v1;
 
@@ -189,8 +188,7 @@ TEST_F(CoordinatorTest, APlannedLeaveSurvivesACoordinatorRestartAndShutdown) {
   c_->BeginShutdown();
   EXPECT_EQ(c_->RunningJobs(), 1);
   absl::StatusOr<v1::JobStatus> refused = c_->Submit(
-      std::string(kJob).replace(std::string(kJob).find("\"j\""), 3,
-                                "\"k\""));
+      std::string(kJob).replace(std::string(kJob).find("\"j\""), 3, "\"k\""));
   EXPECT_TRUE(absl::IsUnavailable(refused.status())) << refused.status();
   EXPECT_THAT(refused.status().message(), HasSubstr("shutting down"));
   for (const std::string& w : {a, b}) {
@@ -208,9 +206,9 @@ TEST_F(CoordinatorTest, APlannedLeaveSurvivesACoordinatorRestartAndShutdown) {
   EXPECT_EQ(c_->Get("j")->state(), v1::RECOVERING);  // not while stopping
   ASSERT_TRUE(c_->SaveJournal().ok());
   CoordinatorOptions o;
-  o.storage_dir = JoinPath(
-      ::testing::TempDir(),
-      "APlannedLeaveSurvivesACoordinatorRestartAndShutdown");
+  o.storage_dir =
+      JoinPath(::testing::TempDir(),
+               "APlannedLeaveSurvivesACoordinatorRestartAndShutdown");
   o.worker_timeout_seconds = 0.3;
   c_ = std::make_unique<Coordinator>(o);
   ASSERT_TRUE(c_->LoadJournal().ok());
@@ -324,9 +322,9 @@ TEST_F(CoordinatorTest, ASurvivorsMemoryStartsTheNextGeneration) {
   // goes back to the checkpoint (none: step 0), not to an older memory.
   f = Failed(c, 2, 1, "out of memory", absl::StatusCode::kResourceExhausted);
   ASSERT_TRUE(c_->Finish(f).ok());
-  ASSERT_TRUE(c_->Finish(Failed(a, 2, 0, "stopped",
-                                absl::StatusCode::kCancelled))
-                  .ok());
+  ASSERT_TRUE(
+      c_->Finish(Failed(a, 2, 0, "stopped", absl::StatusCode::kCancelled))
+          .ok());
   Register("hostd");
   s = c_->Get("j");
   ASSERT_EQ(s->state(), v1::RUNNING);
@@ -375,9 +373,9 @@ TEST_F(CoordinatorTest, WorkersDroppedWhileTrainingOnOfferWhatTheyKept) {
   late.set_held_step(99);
   late.set_held_fingerprint(std::string(32, 'c'));
   ASSERT_TRUE(c_->Register(late, "peer").ok());
-  ASSERT_TRUE(c_->Finish(Failed("w3", 2, 0, "stopped",
-                                absl::StatusCode::kCancelled))
-                  .ok());
+  ASSERT_TRUE(
+      c_->Finish(Failed("w3", 2, 0, "stopped", absl::StatusCode::kCancelled))
+          .ok());
   s = c_->Get("j");
   ASSERT_EQ(s->state(), v1::RUNNING) << s->message();
   EXPECT_EQ(s->generation(), 3);
@@ -439,7 +437,10 @@ TEST_F(CoordinatorTest, ARestartedCoordinatorResumesFromTheJournal) {
   // Its workers go on heartbeating under their ids, nothing is stopped.
   EXPECT_EQ(Beat(a, "j", 1).command(), v1::HeartbeatResponse::NONE);
   EXPECT_EQ(Beat(b, "j", 1).command(), v1::HeartbeatResponse::NONE);
-  EXPECT_TRUE(absl::IsAlreadyExists(c_->Submit(kJob).status()));
+  // The journaled job is the name's: the same spec returns it.
+  bool existing = false;
+  ASSERT_TRUE(c_->Submit(kJob, SubmitMode::kNew, &existing).ok());
+  EXPECT_TRUE(existing);
   // A new worker gets the next id, not a reused one.
   EXPECT_EQ(Register("hostc"), "w3");
   // A damaged journal is refused, naming the file.
@@ -465,7 +466,8 @@ void EditJournal(const std::string& path, Edit edit) {
   const std::string payload = j.SerializeAsString();
   const uint32_t crc = Crc32c(payload.data(), payload.size());
   bytes.resize(8);
-  for (int i = 0; i < 4; ++i) bytes.push_back(static_cast<char>(crc >> (8 * i)));
+  for (int i = 0; i < 4; ++i)
+    bytes.push_back(static_cast<char>(crc >> (8 * i)));
   ASSERT_TRUE(WriteFileAtomic(path, bytes + payload).ok());
 }
 

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <random>
 #include <vector>
 
@@ -196,6 +197,28 @@ absl::StatusOr<std::string> LoadOrCreateStorageId(const std::string& storage) {
   }
   RETURN_IF_ERROR(WriteFileAtomic(path, id + "\n"));
   return id;
+}
+
+absl::StatusOr<std::string> MoveJobResultsAside(const std::string& job_dir) {
+  std::string aside;
+  for (const char* name : {"checkpoints", "summaries", "result.json"}) {
+    const std::string from = JoinPath(job_dir, name);
+    struct stat st;
+    if (lstat(from.c_str(), &st) != 0) continue;
+    if (aside.empty()) {
+      aside = JoinPath(job_dir, absl::StrCat("previous-", time(nullptr)));
+      for (int i = 1; access(aside.c_str(), F_OK) == 0; ++i) {
+        aside =
+            JoinPath(job_dir, absl::StrCat("previous-", time(nullptr), "-", i));
+      }
+      RETURN_IF_ERROR(MakeDirs(aside));
+    }
+    const std::string to = JoinPath(aside, name);
+    if (rename(from.c_str(), to.c_str()) != 0) {
+      return ErrnoToStatus("move aside", from, errno);
+    }
+  }
+  return aside;
 }
 
 absl::StatusOr<v1::ListJobFilesResponse> ListJobFiles(

@@ -24,6 +24,11 @@ inline constexpr int64_t kJobFileChunkBytes = int64_t{1} << 20;
 // system sees the coordinator's storage and reads files directly.
 absl::StatusOr<std::string> LoadOrCreateStorageId(const std::string& storage);
 
+// Moves the job's results (checkpoints/, summaries/, result.json) into
+// `job_dir`/previous-<unix seconds>/ so a restarted job begins with none
+// and nothing is deleted; returns that folder ("" when there was nothing).
+absl::StatusOr<std::string> MoveJobResultsAside(const std::string& job_dir);
+
 // Every regular file under `job_dir` (relative '/'-separated paths, sorted),
 // or under its folder `prefix` ("checkpoints/step-00000100/"). Names that
 // begin with '.' (a checkpoint still being written) and symbolic links are

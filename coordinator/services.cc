@@ -33,9 +33,16 @@ grpc::Status Fill(absl::StatusOr<T> result, T* out) {
 
 grpc::Status JobServiceImpl::Submit(grpc::ServerContext* context,
                                     const v1::SubmitRequest* req,
-                                    v1::JobStatus* resp) {
+                                    v1::SubmitResponse* resp) {
   LOCKSTEP_AUTHORIZE(auth_->CheckJobClient(*context, "Submit"));
-  return Fill(c_->Submit(req->job_json()), resp);
+  SubmitMode mode = SubmitMode::kNew;
+  if (req->mode() == v1::SUBMIT_RESUME) mode = SubmitMode::kResume;
+  if (req->mode() == v1::SUBMIT_RESTART) mode = SubmitMode::kRestart;
+  bool existing = false;
+  grpc::Status s = Fill(c_->Submit(req->job_json(), mode, &existing),
+                        resp->mutable_status());
+  resp->set_existing(existing);
+  return s;
 }
 
 grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* context,

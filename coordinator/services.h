@@ -21,7 +21,7 @@ class JobServiceImpl final : public lockstep::v1::JobService::Service {
       : c_(c), auth_(auth), shutdown_(shutdown) {}
   grpc::Status Submit(grpc::ServerContext*,
                       const lockstep::v1::SubmitRequest* req,
-                      lockstep::v1::JobStatus* resp) override;
+                      lockstep::v1::SubmitResponse* resp) override;
   grpc::Status GetJob(grpc::ServerContext*,
                       const lockstep::v1::GetJobRequest* req,
                       lockstep::v1::JobStatus* resp) override;

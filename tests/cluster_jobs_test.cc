@@ -3,14 +3,13 @@
 // cancelled (its workers free again), and refusals (unknown job, nccl on
 // CPU workers, a bad job, another protocol version, no coordinator, a
 // duplicate submit). The fixture is in cluster_fixture.h.
-#include "tests/cluster_fixture.h"
-
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
 
 #include "gtest/gtest.h"
 #include "rpc/rpc_util.h"
+#include "tests/cluster_fixture.h"
 #include "tests/subprocess.h"
 
 namespace lockstep {
@@ -75,11 +74,23 @@ TEST_F(ClusterTest, CancelStopsARunningJobAndFreesTheWorkers) {
                       "batch of 32"),
             std::string::npos)
       << last;
-  // A second submit of a running job's name is refused.
+  // The running job's name with the same spec again: that job, nothing
+  // new; with another spec: refused, naming the field.
   RunResult dup = Client({"submit", WriteJob(slow, "dup.json")});
-  EXPECT_EQ(dup.exit.exit_code, 2);
-  EXPECT_NE(dup.err.find("job \"slow\" is already RUNNING"), std::string::npos)
-      << dup.err;
+  EXPECT_EQ(dup.exit.exit_code, 0) << dup.err;
+  EXPECT_TRUE(std::regex_search(
+      dup.out, std::regex(R"(job slow is already RUNNING at step \d+ )"
+                          R"(\(generation 1\): following it)")))
+      << dup.out;
+  nlohmann::json changed = slow;
+  changed["seed"] = 99;
+  RunResult other = Client({"submit", WriteJob(changed, "other.json")});
+  EXPECT_EQ(other.exit.exit_code, 2);
+  EXPECT_TRUE(std::regex_search(
+      other.err,
+      std::regex(R"(job "slow" is already RUNNING at step \d+ with another )"
+                 R"(spec: seed \(\d+ -> 99\); cancel it first)")))
+      << other.err;
 
   RunResult c = Client({"cancel", "slow"});
   EXPECT_EQ(c.exit.exit_code, 0) << c.err;

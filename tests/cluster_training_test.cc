@@ -5,8 +5,6 @@
 // that resumes), the job's ring settings, bf16 compression, batch norm
 // statistics across workers, and image_folder data with a damaged file.
 // The fixture is in cluster_fixture.h.
-#include "tests/cluster_fixture.h"
-
 #include <dirent.h>
 #include <sys/stat.h>
 
@@ -20,6 +18,7 @@
 #include "core/checkpoint/checkpoint.h"
 #include "core/summary/event_file_reader.h"
 #include "gtest/gtest.h"
+#include "tests/cluster_fixture.h"
 #include "tests/png_writer.h"
 #include "tests/subprocess.h"
 
@@ -111,11 +110,18 @@ TEST_F(ClusterTest, TwoWorkersTrainLikeOneProcessAndLeaveVerifiedFiles) {
     EXPECT_LE(wait, allreduce[step] + 0.02) << step;
   }
 
-  // Submitted again with more epochs, the job resumes from its last
-  // checkpoint (the workers fetch it from the coordinator) and ends with the
-  // bytes of an uninterrupted 6-epoch run.
+  // Submitted again with more epochs, the name's job is refused naming the
+  // field; with --resume it continues from its last checkpoint (the
+  // workers fetch it from the coordinator) and ends with the bytes of an
+  // uninterrupted 6-epoch run.
   const std::string longer = WriteJob(TinyJob({{"epochs", 6}}), "longer.json");
-  RunResult again = Client({"submit", longer, "--wait"});
+  RunResult refused = Client({"submit", longer});
+  EXPECT_EQ(refused.exit.exit_code, 2);
+  EXPECT_NE(refused.err.find("job \"tiny\" already exists (SUCCEEDED at step "
+                             "96) with another spec: epochs (3 -> 6)"),
+            std::string::npos)
+      << refused.err;
+  RunResult again = Client({"submit", longer, "--resume", "--wait"});
   ASSERT_EQ(again.exit.exit_code, 0) << again.out << again.err;
   EXPECT_NE(again.out.find("RUNNING generation 2 from step 96"),
             std::string::npos)
@@ -173,8 +179,8 @@ TEST_F(ClusterTest, TheJobsRingSettingsChangeTheMessagesNotTheBytes) {
 // the model learns as well.
 TEST_F(ClusterTest, CompressedGradientsTrainAndTheWorkersStillAgree) {
   StartWorkers(2);
-  const std::string job = WriteJob(TinyJob(nlohmann::json::parse(
-      R"({"cluster": {"compression": "bf16"}})")));
+  const std::string job = WriteJob(TinyJob(
+      nlohmann::json::parse(R"({"cluster": {"compression": "bf16"}})")));
   RunResult r = Client({"submit", job, "--wait"});
   ASSERT_TRUE(r.exit.exited);
   ASSERT_EQ(r.exit.exit_code, 0) << r.out << r.err;
@@ -225,8 +231,7 @@ TEST_F(ClusterTest, BatchNormRunningStatisticsAgreeAcrossWorkers) {
                                  dir_, kTimeout);
     ASSERT_EQ(local.exit.exit_code, 0) << local.err;
     const nlohmann::json res = Result(storage_, name);
-    EXPECT_EQ(res["fingerprint"],
-              Result(dir_ + "/local", name)["fingerprint"])
+    EXPECT_EQ(res["fingerprint"], Result(dir_ + "/local", name)["fingerprint"])
         << name;
     EXPECT_GT(res["test_accuracy"].get<double>(), 0.5) << name;
     fingerprints[sync] = res["fingerprint"];

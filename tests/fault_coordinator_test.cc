@@ -4,8 +4,6 @@
 // checkpoint writes. Each test asserts the job's outcome, the reason the
 // coordinator reports and that the final parameters are byte-identical to
 // an uninterrupted run of the same job. The fixture is in fault_fixture.h.
-#include "tests/fault_fixture.h"
-
 #include <dirent.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -18,6 +16,7 @@
 
 #include "core/checkpoint/checkpoint.h"
 #include "gtest/gtest.h"
+#include "tests/fault_fixture.h"
 #include "tests/subprocess.h"
 
 namespace lockstep {
@@ -77,14 +76,22 @@ TEST_F(FaultTest, CoordinatorKilledAndRestartedResumesItsJob) {
   ASSERT_TRUE(latest.ok()) << latest.status();
   EXPECT_EQ(latest->state.step, 1000);
   EXPECT_TRUE(warnings.empty());
-  // A second coordinator on the same storage refuses nothing and
-  // duplicates nothing: submitting the finished name again resumes at
-  // its last step and ends at once with the same bytes.
+  // The restarted coordinator knows the finished job from its journal:
+  // submitting its name with the same spec again returns that job and runs
+  // nothing; --resume resumes at its last step and ends at once with the
+  // same bytes.
   RunResult again = Client({"submit", WriteJob(FaultJob()), "--wait"});
   EXPECT_EQ(again.exit.exit_code, 0) << again.out << again.err;
-  EXPECT_NE(again.out.find("RUNNING generation 2 from step 1000"),
+  EXPECT_NE(again.out.find("job ft was submitted before with this spec and "
+                           "ended SUCCEEDED: 1000 steps"),
             std::string::npos)
       << again.out;
+  RunResult resumed =
+      Client({"submit", WriteJob(FaultJob()), "--resume", "--wait"});
+  EXPECT_EQ(resumed.exit.exit_code, 0) << resumed.out << resumed.err;
+  EXPECT_NE(resumed.out.find("RUNNING generation 2 from step 1000"),
+            std::string::npos)
+      << resumed.out;
   EXPECT_EQ(Result()["fingerprint"], reference);
 }
 
@@ -103,7 +110,8 @@ TEST_F(FaultTest, DamagedLatestCheckpointFallsBackToThePreviousOne) {
   WriteStringToFile(model, bytes);
   // The full job resumes from step 700, says why, and ends with the bytes
   // of the uninterrupted run.
-  RunResult second = Client({"submit", WriteJob(FaultJob()), "--wait"});
+  RunResult second =
+      Client({"submit", WriteJob(FaultJob()), "--resume", "--wait"});
   ASSERT_EQ(second.exit.exit_code, 0) << second.out << second.err;
   EXPECT_TRUE(std::regex_search(
       second.out,

@@ -213,12 +213,22 @@ class Client:
                 f"{run.stderr.strip()}")
         return run.stdout
 
-    def submit(self, job, data_dir=None):
+    def submit(self, job, data_dir=None, resume=False, restart=False):
         """Submits a job: a dict, or the path of a JSON file. It is
         validated here first (see ``check``) when a lockstep binary is at
-        hand. Returns the ``Job``. Raises InvalidJob (``.field`` names the
-        field), JobExists while a job of that name is PENDING or RUNNING,
+        hand. Returns the ``Job``.
+
+        A job's name is its identity: the same spec again returns the job
+        of that name (running or ended) and submits nothing; another spec
+        raises JobExists naming the fields that differ, unless ``resume``
+        (continue the job from its last checkpoint: the model must be the
+        same) or ``restart`` (start over; its earlier results are moved
+        aside). Raises InvalidJob (``.field`` names the field), JobExists,
         Unauthenticated, Unavailable."""
+        if resume and restart:
+            raise errors.LockstepError(
+                "resume and restart: give one (continue from the checkpoint, "
+                "or start over)")
         if self._binary is not None:
             text = self.check(job, data_dir)
         elif data_dir is not None:
@@ -229,10 +239,12 @@ class Client:
             text = json.dumps(job)
         else:
             text = _read("job file", os.fspath(job)).decode("utf-8", "replace")
-        status = self._call(self._stub.Submit,
-                            jobs_pb2.SubmitRequest(job_json=text),
-                            "submit to")
-        return Job(self, status.name)
+        mode = (jobs_pb2.SUBMIT_RESUME if resume else
+                jobs_pb2.SUBMIT_RESTART if restart else jobs_pb2.SUBMIT_NEW)
+        reply = self._call(self._stub.Submit,
+                           jobs_pb2.SubmitRequest(job_json=text, mode=mode),
+                           "submit to")
+        return Job(self, reply.status.name)
 
     def job(self, name):
         """The ``Job`` of that name (not checked until used)."""

@@ -17,7 +17,7 @@ class JobServiceStub(object):
         self.Submit = channel.unary_unary(
                 '/lockstep.v1.JobService/Submit',
                 request_serializer=lockstep_dot___generated_dot_jobs__pb2.SubmitRequest.SerializeToString,
-                response_deserializer=lockstep_dot___generated_dot_jobs__pb2.JobStatus.FromString,
+                response_deserializer=lockstep_dot___generated_dot_jobs__pb2.SubmitResponse.FromString,
                 )
         self.GetJob = channel.unary_unary(
                 '/lockstep.v1.JobService/GetJob',
@@ -55,8 +55,8 @@ class JobServiceServicer(object):
     """Missing associated documentation comment in .proto file."""
 
     def Submit(self, request, context):
-        """InvalidArgument naming the field for a bad job; AlreadyExists while a
-        job of that name is PENDING or RUNNING.
+        """InvalidArgument naming the field for a bad job; AlreadyExists for a
+        name whose job has another spec (see SubmitMode).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -114,7 +114,7 @@ def add_JobServiceServicer_to_server(servicer, server):
             'Submit': grpc.unary_unary_rpc_method_handler(
                     servicer.Submit,
                     request_deserializer=lockstep_dot___generated_dot_jobs__pb2.SubmitRequest.FromString,
-                    response_serializer=lockstep_dot___generated_dot_jobs__pb2.JobStatus.SerializeToString,
+                    response_serializer=lockstep_dot___generated_dot_jobs__pb2.SubmitResponse.SerializeToString,
             ),
             'GetJob': grpc.unary_unary_rpc_method_handler(
                     servicer.GetJob,
@@ -169,7 +169,7 @@ class JobService(object):
             metadata=None):
         return grpc.experimental.unary_unary(request, target, '/lockstep.v1.JobService/Submit',
             lockstep_dot___generated_dot_jobs__pb2.SubmitRequest.SerializeToString,
-            lockstep_dot___generated_dot_jobs__pb2.JobStatus.FromString,
+            lockstep_dot___generated_dot_jobs__pb2.SubmitResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
