@@ -5,6 +5,7 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "core/layers/registry.h"
+#include "kernels/cpu/conv.h"
 #include "kernels/cpu/dropout.h"
 
 namespace lockstep {
@@ -79,16 +80,20 @@ absl::StatusOr<std::unique_ptr<Layer>> CreateGlobalAvgPool(
       ctx.name, ctx.inputs[0], c.keepdims));
 }
 
-LOCKSTEP_REGISTER_LAYER(
-    global_average_pooling2d,
-    MakeLayerType<GlobalAvgPoolConfig>(
-        "global_average_pooling2d", "global_average_pooling2d", {"keepdims"},
-        1, 1, &ReadGlobalAvgPool, &GlobalAvgPoolToJson, &CreateGlobalAvgPool));
+LOCKSTEP_REGISTER_LAYER(global_average_pooling2d,
+                        MakeLayerType<GlobalAvgPoolConfig>(
+                            "global_average_pooling2d",
+                            "global_average_pooling2d", {"keepdims"}, 1, 1,
+                            &ReadGlobalAvgPool, &GlobalAvgPoolToJson,
+                            &CreateGlobalAvgPool));
 
 absl::StatusOr<std::unique_ptr<Layer>> CreateFlatten(
     const NoConfig&, const LayerBuildContext& ctx) {
+  const Shape& in = ctx.inputs[0];
+  const bool channels_first = ctx.naming == ParamNaming::kTorch &&
+                              in.size() == 3 && in[2] > 1 && in[0] * in[1] > 1;
   return std::unique_ptr<Layer>(
-      std::make_unique<FlattenLayer>(ctx.name, ctx.inputs[0]));
+      std::make_unique<FlattenLayer>(ctx.name, in, channels_first));
 }
 
 LOCKSTEP_REGISTER_LAYER(flatten,
@@ -168,8 +173,20 @@ void GlobalAvgPool2DLayer::Backward(const LayerIO& io, const PassContext&) {
   }
 }
 
-FlattenLayer::FlattenLayer(const std::string& name, const Shape& input_shape)
-    : Layer("flatten", name, {input_shape}, {NumElements(input_shape)}) {}
+FlattenLayer::FlattenLayer(const std::string& name, const Shape& input_shape,
+                           bool channels_first)
+    : Layer("flatten", name, {input_shape}, {NumElements(input_shape)}),
+      channels_first_(channels_first) {}
+
+void FlattenLayer::Forward(const LayerIO& io, const PassContext&) {
+  NhwcToNchw(io.n, positions(), channels(), io.x[0], io.y);
+}
+
+void FlattenLayer::Backward(const LayerIO& io, const PassContext&) {
+  if (io.dx[0] != nullptr) {
+    NchwToNhwc(io.n, positions(), channels(), io.dy, io.dx[0]);
+  }
+}
 
 DropoutLayer::DropoutLayer(const std::string& name, const Shape& input_shape,
                            double rate)

@@ -46,13 +46,26 @@ class GlobalAvgPool2DLayer : public Layer {
   int64_t channels() const { return input_shape()[2]; }
 };
 
-// A reshape to [prod(input_shape)]: no copy.
+// A reshape to [prod(input_shape)]: no copy. Under param_names "torch" a
+// feature map [H, W, C] (C and H*W both > 1) is flattened in PyTorch's
+// order, channel by channel (nn.Flatten of an NCHW tensor), so the dense
+// layer after it holds the weights a torch module holds and a checkpoint
+// loads into the torch model users write; then it is a transpose.
 class FlattenLayer : public Layer {
  public:
-  FlattenLayer(const std::string& name, const Shape& input_shape);
-  bool PassesThrough(const PassContext&) const override { return true; }
-  void Forward(const LayerIO&, const PassContext&) override {}
-  void Backward(const LayerIO&, const PassContext&) override {}
+  FlattenLayer(const std::string& name, const Shape& input_shape,
+               bool channels_first);
+  bool PassesThrough(const PassContext&) const override {
+    return !channels_first_;
+  }
+  void Forward(const LayerIO& io, const PassContext&) override;
+  void Backward(const LayerIO& io, const PassContext&) override;
+  bool channels_first() const { return channels_first_; }
+  int64_t positions() const { return input_shape()[0] * input_shape()[1]; }
+  int64_t channels() const { return input_shape()[2]; }
+
+ private:
+  const bool channels_first_;
 };
 
 // Inverted dropout in training (the mask a pure function of the pass's

@@ -5,6 +5,7 @@
 #include "core/layers/device_layer.h"
 #include "core/layers/simple_layers.h"
 #include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/layers/conv_transform.h"
 #include "kernels/cuda/layers/device_context.h"
 #include "kernels/cuda/layers/dropout.h"
 #include "kernels/cuda/pool.h"
@@ -57,13 +58,25 @@ DeviceLayer GlobalAvgPool() {
   return d;
 }
 
-// Flatten always passes its input through: nothing is ever called.
+// Flatten passes its input through unless it flattens channels first
+// (param_names "torch"): then the CPU's transpose.
 DeviceLayer Flatten() {
   DeviceLayer d;
-  auto none = [](Layer&, DeviceLayerState*, const LayerIO&, const PassContext&,
-                 cuda::DeviceContext&) { return absl::OkStatus(); };
-  d.forward = none;
-  d.backward = none;
+  d.forward = [](Layer& layer, DeviceLayerState*, const LayerIO& io,
+                 const PassContext&, cuda::DeviceContext& dc) -> absl::Status {
+    const auto& l = static_cast<const FlattenLayer&>(layer);
+    CUDA_RETURN_IF_ERROR(cuda::NhwcToNchw(io.n, l.positions(), l.channels(),
+                                          io.x[0], io.y, dc.stream));
+    return absl::OkStatus();
+  };
+  d.backward = [](Layer& layer, DeviceLayerState*, const LayerIO& io,
+                  const PassContext&, cuda::DeviceContext& dc) -> absl::Status {
+    if (io.dx[0] == nullptr) return absl::OkStatus();
+    const auto& l = static_cast<const FlattenLayer&>(layer);
+    CUDA_RETURN_IF_ERROR(cuda::NchwToNhwc(io.n, l.positions(), l.channels(),
+                                          io.dy, io.dx[0], dc.stream));
+    return absl::OkStatus();
+  };
   return d;
 }
 

@@ -247,4 +247,16 @@ void KerasToTorchConvKernel(int64_t f, int64_t c, int64_t kh, int64_t kw,
       }
 }
 
+void NhwcToNchw(int64_t n, int64_t hw, int64_t c, const float* x, float* y) {
+  for (int64_t s = 0; s < n; ++s, x += hw * c, y += hw * c)
+    for (int64_t p = 0; p < hw; ++p)
+      for (int64_t ci = 0; ci < c; ++ci) y[ci * hw + p] = x[p * c + ci];
+}
+
+void NchwToNhwc(int64_t n, int64_t hw, int64_t c, const float* x, float* y) {
+  for (int64_t s = 0; s < n; ++s, x += hw * c, y += hw * c)
+    for (int64_t p = 0; p < hw; ++p)
+      for (int64_t ci = 0; ci < c; ++ci) y[p * c + ci] = x[ci * hw + p];
+}
+
 }  // namespace lockstep

@@ -66,6 +66,12 @@ void TorchToKerasConvKernel(int64_t f, int64_t c, int64_t kh, int64_t kw,
 void KerasToTorchConvKernel(int64_t f, int64_t c, int64_t kh, int64_t kw,
                             const float* keras, float* torch);
 
+// Feature maps from lockstep's NHWC to PyTorch's NCHW and back: y [N, C,
+// HW] from x [N, HW, C] (flatten under param_names "torch", so a dense layer
+// after it sees torch's feature order). On the calling thread.
+void NhwcToNchw(int64_t n, int64_t hw, int64_t c, const float* x, float* y);
+void NchwToNhwc(int64_t n, int64_t hw, int64_t c, const float* x, float* y);
+
 // y [N, OH, OW, F] = act(conv(x [N, H, W, C], kernel [KH, KW, C, F]) + bias).
 // bias may be null. Works in blocks of output rows small enough that each
 // block's patches and outputs stay in cache from im2col to the activation.

@@ -138,5 +138,23 @@ TEST(ConvGeometryTest, KerasOutputSizesAndPadding) {
   EXPECT_EQ(ConvPadBefore(5, 3, 1, false), 0);
 }
 
+TEST(FeatureMapLayoutTest, NhwcToNchwAndBack) {
+  // 2 samples of 2x3 positions x 4 channels: x[s][p][c] = 100s + 10p + c.
+  const int64_t n = 2, hw = 6, c = 4;
+  std::vector<float> x(n * hw * c), y(x.size()), back(x.size());
+  for (int64_t s = 0; s < n; ++s)
+    for (int64_t p = 0; p < hw; ++p)
+      for (int64_t ci = 0; ci < c; ++ci)
+        x[(s * hw + p) * c + ci] = 100 * s + 10 * p + ci;
+  NhwcToNchw(n, hw, c, x.data(), y.data());
+  for (int64_t s = 0; s < n; ++s)
+    for (int64_t ci = 0; ci < c; ++ci)
+      for (int64_t p = 0; p < hw; ++p) {
+        EXPECT_EQ(y[(s * c + ci) * hw + p], 100 * s + 10 * p + ci);
+      }
+  NchwToNhwc(n, hw, c, y.data(), back.data());
+  EXPECT_EQ(back, x);
+}
+
 }  // namespace
 }  // namespace lockstep

@@ -21,7 +21,17 @@ class WeightsMismatch(LockstepError):
         if mismatched:
             parts.append("shapes differ (checkpoint vs module): " + ", ".join(
                 f"{n} {list(a)} vs {list(b)}" for n, a, b in mismatched))
-        super().__init__("cannot load into the module: " + "; ".join(parts))
+        text = "cannot load into the module: " + "; ".join(parts)
+        # Keras names ("dense/kernel") where a torch module has dotted ones
+        # ("dense.weight"): the job's naming mode, not the module, is wrong.
+        if any("/" in n for n in unexpected) and missing and \
+                not any("/" in n for n in missing):
+            text += ('. The checkpoint has Keras names ("' + min(
+                n for n in unexpected if "/" in n) + '") and layouts: give '
+                'the job\'s model "param_names": "torch" for PyTorch\'s '
+                'state-dict names and layouts (train it again, or start a '
+                'new job from this checkpoint with "init")')
+        super().__init__(text)
         self.missing = missing
         self.unexpected = unexpected
         self.mismatched = mismatched

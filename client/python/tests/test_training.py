@@ -38,15 +38,20 @@ class Mlp(torch.nn.Module):
 
 
 class Cnn(torch.nn.Module):
+    """The CNN a PyTorch user writes: NCHW images, nn.Flatten. With
+    "param_names": "torch" lockstep flattens its feature maps channel by
+    channel too, so the dense layer's weights mean the same here."""
+
     def __init__(self):
         super().__init__()
         self.conv2d = torch.nn.Conv2d(1, 4, 3, padding=1)
+        self.flatten = torch.nn.Flatten()
         self.dense = torch.nn.Linear(64, 3)
 
     def forward(self, x):
-        # lockstep's images are NHWC and it flattens in that order.
-        h = torch.relu(self.conv2d(x.reshape(-1, 4, 4, 1).permute(0, 3, 1, 2)))
-        return self.dense(h.permute(0, 2, 3, 1).reshape(x.shape[0], -1))
+        # The CSV rows are 4x4 one-channel images.
+        h = torch.relu(self.conv2d(x.reshape(-1, 1, 4, 4)))
+        return self.dense(self.flatten(h))
 
 
 @pytest.mark.parametrize("kind", ["mlp", "cnn"])
@@ -129,3 +134,21 @@ def test_to_torch_names_what_does_not_match(cluster, tmp_path):
     assert ("dense.weight", (16, 8), (32, 8)) in e.value.mismatched
     assert "missing in the checkpoint (2): head.weight, head.bias" in str(
         e.value)
+    assert "param_names" not in str(e.value)  # the names are torch's
+
+
+def test_a_keras_named_checkpoint_says_which_naming_torch_needs(cluster,
+                                                                tmp_path):
+    jobs.write_csv(str(tmp_path), 8)
+    spec = jobs.mlp_job("py-keras-names", str(tmp_path), epochs=1)
+    del spec["model"]["param_names"]  # Keras names: dense/kernel [in, out]
+    job = cluster.client().submit(spec, data_dir=str(tmp_path))
+    job.wait(progress=False, timeout=120)
+    ckpt = job.checkpoint()
+    assert "dense/kernel" in ckpt and ckpt["dense/kernel"].shape == (8, 16)
+    with pytest.raises(lockstep.WeightsMismatch) as e:
+        ckpt.to_torch(Mlp())
+    assert sorted(e.value.missing) == [
+        "dense.bias", "dense.weight", "dense_1.bias", "dense_1.weight"]
+    assert ('The checkpoint has Keras names ("dense/bias") and layouts: '
+            'give the job\'s model "param_names": "torch"') in str(e.value)

@@ -124,11 +124,32 @@ TEST(ConvKernelLayoutTest, TorchAndKerasLayoutsMatchCpu) {
     ASSERT_EQ(TorchToKerasConvKernel(f, c, kh * kw, d_torch.get(),
                                      d_keras.get(), nullptr),
               cudaSuccess);
-    ASSERT_EQ(KerasToTorchConvKernel(f, c, kh * kw, d_keras.get(),
-                                     d_back.get(), nullptr),
+    ASSERT_EQ(KerasToTorchConvKernel(f, c, kh * kw, d_keras.get(), d_back.get(),
+                                     nullptr),
               cudaSuccess);
     EXPECT_EQ(d_keras.ToHost(), keras);
     EXPECT_EQ(d_back.ToHost(), torch);
+  }
+}
+
+// Feature maps NHWC to NCHW and back (flatten under torch naming), as the
+// CPU's helpers.
+TEST(FeatureMapLayoutTest, NhwcToNchwAndBackMatchCpu) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  for (const auto& [n, hw, c] : std::vector<std::array<int64_t, 3>>{
+           {2, 6, 4}, {3, 49, 64}, {1, 1, 8}, {0, 4, 4}}) {
+    const std::vector<float> x = RandomVector(n * hw * c, 43);
+    std::vector<float> nchw(x.size()), back(x.size());
+    lockstep::NhwcToNchw(n, hw, c, x.data(), nchw.data());
+    lockstep::NchwToNhwc(n, hw, c, nchw.data(), back.data());
+    ASSERT_EQ(back, x);
+    DeviceArray<float> d_x(x), d_nchw(x.size()), d_back(x.size());
+    ASSERT_EQ(NhwcToNchw(n, hw, c, d_x.get(), d_nchw.get(), nullptr),
+              cudaSuccess);
+    ASSERT_EQ(NchwToNhwc(n, hw, c, d_nchw.get(), d_back.get(), nullptr),
+              cudaSuccess);
+    EXPECT_EQ(d_nchw.ToHost(), nchw);
+    EXPECT_EQ(d_back.ToHost(), x);
   }
 }
 

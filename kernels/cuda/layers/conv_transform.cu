@@ -32,6 +32,18 @@ __global__ void ConvKernelLayout(int64_t f, int64_t c, int64_t khw,
   }
 }
 
+// Per sample, out [cols, rows] = in [rows, cols]^T; indexed by the output.
+__global__ void BatchedTransposeKernel(int64_t batch, int64_t rows,
+                                       int64_t cols, const float* in,
+                                       float* out) {
+  const int64_t per = rows * cols, n = batch * per;
+  for (int64_t i = FirstIndex(); i < n; i += Stride()) {
+    const int64_t s = i / per, j = i % per;
+    const int64_t c = j / rows, r = j % rows;
+    out[i] = in[s * per + r * cols + c];
+  }
+}
+
 __global__ void PadKernel(int64_t total, int64_t h, int64_t w, int64_t c,
                           int64_t top, int64_t left, int64_t out_h,
                           int64_t out_w, const float* x, float* out) {
@@ -77,6 +89,27 @@ cudaError_t KerasToCudnnFilter(int64_t khwc, int64_t filters, const float* in,
 cudaError_t CudnnToKerasFilter(int64_t khwc, int64_t filters, const float* in,
                                float* out, cudaStream_t stream) {
   return Transpose(filters, khwc, in, out, stream);
+}
+
+namespace {
+cudaError_t BatchedTranspose(int64_t batch, int64_t rows, int64_t cols,
+                             const float* in, float* out, cudaStream_t stream) {
+  const int64_t n = batch * rows * cols;
+  if (n <= 0) return cudaSuccess;
+  BatchedTransposeKernel<<<Blocks(n), kThreads, 0, stream>>>(batch, rows, cols,
+                                                             in, out);
+  return cudaGetLastError();
+}
+}  // namespace
+
+cudaError_t NhwcToNchw(int64_t n, int64_t hw, int64_t c, const float* x,
+                       float* y, cudaStream_t stream) {
+  return BatchedTranspose(n, hw, c, x, y, stream);
+}
+
+cudaError_t NchwToNhwc(int64_t n, int64_t hw, int64_t c, const float* x,
+                       float* y, cudaStream_t stream) {
+  return BatchedTranspose(n, c, hw, x, y, stream);
 }
 
 cudaError_t PadNhwc(int64_t n, int64_t h, int64_t w, int64_t c, int64_t top,

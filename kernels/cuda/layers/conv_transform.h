@@ -30,6 +30,13 @@ cudaError_t KerasToTorchConvKernel(int64_t f, int64_t c, int64_t khw,
                                    const float* keras, float* torch,
                                    cudaStream_t stream);
 
+// Feature maps NHWC to NCHW and back, as kernels/cpu/conv.h's NhwcToNchw /
+// NchwToNhwc (flatten under param_names "torch").
+cudaError_t NhwcToNchw(int64_t n, int64_t hw, int64_t c, const float* x,
+                       float* y, cudaStream_t stream);
+cudaError_t NchwToNhwc(int64_t n, int64_t hw, int64_t c, const float* x,
+                       float* y, cudaStream_t stream);
+
 // out [N, H + top + bottom, W + left + right, C] = x [N, H, W, C] surrounded
 // by zeros (bottom/right are whatever is left of the output's size).
 cudaError_t PadNhwc(int64_t n, int64_t h, int64_t w, int64_t c, int64_t top,
