@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/cli_flags.h"
+#include "client/coordinator_address.h"
 #include "client/device_flags.h"
 #include "client/tls_flags.h"
 #include "coordinator/server.h"
@@ -217,7 +218,10 @@ int RunWorkerCommand(const std::vector<std::string>& args) {
   if (!tls.ok()) return FlagError("worker", tls.status());
   WorkerOptions o;
   o.tls = *tls;
-  o.coordinator = f->Get("coordinator", "");
+  absl::StatusOr<std::string> coordinator =
+      NormalizeCoordinatorAddress(f->Get("coordinator", ""));
+  if (!coordinator.ok()) return FlagError("worker", coordinator.status());
+  o.coordinator = *coordinator;
   o.listen = f->Get("listen", "127.0.0.1:0");
   o.advertise = f->Get("advertise", "");
   o.name = f->Get("name", "");

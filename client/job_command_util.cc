@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "client/coordinator_address.h"
 #include "client/tls_flags.h"
 #include "rpc/tls.h"
 
@@ -39,9 +40,15 @@ std::unique_ptr<JobClient> JobClientFromFlags(const std::string& verb,
   }
   // --coordinator, else $LOCKSTEP_COORDINATOR, else the default.
   const char* env = std::getenv("LOCKSTEP_COORDINATOR");
-  const std::string address =
+  absl::StatusOr<std::string> parsed = NormalizeCoordinatorAddress(
       f.Get("coordinator",
-            env != nullptr && *env != '\0' ? env : kDefaultCoordinator);
+            env != nullptr && *env != '\0' ? env : kDefaultCoordinator));
+  if (!parsed.ok()) {
+    std::cerr << "lockstep " << verb << ": " << parsed.status().message()
+              << "\n";
+    return nullptr;
+  }
+  const std::string& address = *parsed;
   if (!token->empty() && !tls->enabled() && !IsLoopbackAddress(address)) {
     std::cerr << "lockstep " << verb << ": warning: sending the bearer token "
               << "to " << address << " without TLS (pass --tls-ca)\n";

@@ -14,6 +14,7 @@
 #include "client/job_command_util.h"
 #include "client/tls_flags.h"
 #include "core/job/job_fields.h"
+#include "core/job/job_paths.h"
 #include "core/job/job_spec.h"
 #include "core/progress.h"
 
@@ -156,12 +157,37 @@ int WatchToEnd(const std::string& verb, JobClient& client,
   return last->state() == v1::SUCCEEDED ? 0 : 1;
 }
 
+// `lockstep check` and `submit` look for the job's files here unless told
+// only the workers see them; then each unchecked path is named on stderr.
+absl::Status CheckPaths(const std::string& verb, const JobSpec& spec,
+                        const ParsedFlags& f) {
+  if (!f.Has("data-on-workers")) return CheckJobPaths(spec);
+  std::string unchecked;
+  for (const DataPath& p : JobPaths(spec)) {
+    absl::StrAppend(&unchecked, unchecked.empty() ? "" : ", ", p.field, " \"",
+                    p.path, "\"");
+  }
+  if (!unchecked.empty()) {
+    std::cerr << "lockstep " << verb
+              << ": not checked here (--data-on-workers: the workers read "
+                 "them): "
+              << unchecked << std::endl;
+  }
+  return absl::OkStatus();
+}
+
+constexpr char kDataOnWorkersUsage[] =
+    "  --data-on-workers  the job's data paths are the workers' alone: do "
+    "not look for them here\n              (they are named as not checked); "
+    "by default a path missing here is refused\n";
+
 }  // namespace
 
 int RunSubmitCommand(const std::vector<std::string>& args) {
   const std::string usage = absl::StrCat(
       "usage: lockstep submit JOB.json [--coordinator HOST:PORT] [--wait] "
-      "[--resume | --restart] [--attach] [--data-dir DIR] ",
+      "[--resume | --restart] [--attach] [--data-dir DIR] "
+      "[--data-on-workers] ",
       kSecurityFlags, "\n",
       "  A job's name is its identity: the same spec again returns the job of "
       "that name; another\n  spec is refused, naming the fields that "
@@ -178,9 +204,10 @@ int RunSubmitCommand(const std::vector<std::string>& args) {
       "follow that job even if its spec differs\n"
       "  --data-dir  resolve the job's relative data paths against DIR "
       "(default: the job file's folder); workers read the resolved paths\n",
-      kClientSecurityUsage);
+      kDataOnWorkersUsage, kClientSecurityUsage);
   absl::StatusOr<ParsedFlags> f = ParseJobVerbFlags(
-      args, {"data-dir"}, {"wait", "attach", "resume", "restart"});
+      args, {"data-dir"},
+      {"wait", "attach", "resume", "restart", "data-on-workers"});
   if (!f.ok() || f->Has("help") || f->positional.size() != 1) {
     if (!f.ok())
       std::cerr << "lockstep submit: " << f.status().message() << "\n";
@@ -198,6 +225,9 @@ int RunSubmitCommand(const std::vector<std::string>& args) {
   absl::StatusOr<JobSpec> spec =
       LoadJobSpec(f->positional[0], f->Get("data-dir", ""));
   if (!spec.ok()) return FailVerb("submit", spec.status());
+  if (absl::Status s = CheckPaths("submit", *spec, *f); !s.ok()) {
+    return FailVerb("submit", s);
+  }
   std::unique_ptr<JobClient> client = JobClientFromFlags("submit", *f);
   if (client == nullptr) return 2;
   absl::StatusOr<v1::SubmitResponse> r =
@@ -244,17 +274,20 @@ int RunSubmitCommand(const std::vector<std::string>& args) {
 
 int RunCheckCommand(const std::vector<std::string>& args) {
   const std::string usage =
-      "usage: lockstep check JOB.json|- [--data-dir DIR]\n"
+      "usage: lockstep check JOB.json|- [--data-dir DIR] [--data-on-workers]\n"
       "       lockstep check --fields\n"
       "  validates a job as submit does (- reads it from stdin) and prints\n"
       "  the JSON submit would send: defaults filled in, relative data\n"
       "  paths resolved against --data-dir (default: the job file's folder;\n"
-      "  for stdin, the working folder). Exit 2 with the error otherwise.\n"
+      "  for stdin, the working folder); every data path must exist here.\n"
+      "  Exit 2 with the error otherwise.\n"
       "  --fields    list every field a job file may hold instead, one per\n"
       "              line (\"layer dense: units\": a field of one layer type,\n"
-      "              \"data csv: train_path\": of one data format)\n";
+      "              \"data csv: train_path\": of one data format)\n" +
+      std::string(kDataOnWorkersUsage);
   absl::StatusOr<ParsedFlags> f =
-      ParseFlags(args, {"data-dir"}, std::set<std::string>{"help", "fields"});
+      ParseFlags(args, {"data-dir"},
+                 std::set<std::string>{"help", "fields", "data-on-workers"});
   if (f.ok() && f->Has("fields") && f->positional.empty()) {
     for (const std::string& field : JobFieldNames()) std::cout << field << "\n";
     return 0;
@@ -275,6 +308,9 @@ int RunCheckCommand(const std::vector<std::string>& args) {
     spec = LoadJobSpec(f->positional[0], f->Get("data-dir", ""));
   }
   if (!spec.ok()) return FailVerb("check", spec.status());
+  if (absl::Status s = CheckPaths("check", *spec, *f); !s.ok()) {
+    return FailVerb("check", s);
+  }
   std::cout << JobSpecToJson(*spec) << std::endl;
   return 0;
 }

@@ -19,6 +19,9 @@ class CsvData final : public DataConfig, public CsvConfig {
     (*d)["test_path"] = test_path;
     (*d)["header"] = header;
   }
+  std::vector<DataPath> Paths() const override {
+    return {{"data.train_path", train_path}, {"data.test_path", test_path}};
+  }
   absl::StatusOr<Dataset> Load(const DataSpec& data, Split split,
                                const DataOptions& options) const override {
     RETURN_IF_ERROR(CheckOneInputField(options));

@@ -23,11 +23,21 @@ namespace lockstep {
 
 struct DataSpec;
 
+// A file or folder a format reads, by the field that names it.
+struct DataPath {
+  std::string field;  // "data.train_path", "data.train_path[1]"
+  std::string path;   // resolved against the job file's folder
+  bool folder = false;
+};
+
 // A format's own fields, parsed and validated. Immutable once made, so
 // specs share it.
 class DataConfig {
  public:
   virtual ~DataConfig() = default;
+  // Every file and folder it reads (`lockstep check` and `submit` look for
+  // them before a job starts). None by default: the synthetic data.
+  virtual std::vector<DataPath> Paths() const { return {}; }
   // Its fields into the "data" object, in canonical order and form.
   virtual void ToJson(spec_reader::Json* data) const = 0;
   // The per-sample shape of the data field a model input names. NotFound

@@ -23,6 +23,12 @@ class IdxData final : public DataConfig, public IdxConfig {
     (*d)["test_images"] = test_images;
     (*d)["test_labels"] = test_labels;
   }
+  std::vector<DataPath> Paths() const override {
+    return {{"data.train_images", train_images},
+            {"data.train_labels", train_labels},
+            {"data.test_images", test_images},
+            {"data.test_labels", test_labels}};
+  }
   absl::StatusOr<Dataset> Load(const DataSpec& data, Split split,
                                const DataOptions& options) const override {
     RETURN_IF_ERROR(CheckOneInputField(options));

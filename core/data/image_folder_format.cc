@@ -41,6 +41,13 @@ class ImageFolderData final : public DataConfig, public ImageFolderConfig {
     (*d)["random_flip"] = random_flip;
     (*d)["random_crop"] = random_crop;
   }
+  std::vector<DataPath> Paths() const override {
+    std::vector<DataPath> out = {{"data.train_path", train_path, true}};
+    if (validation_split <= 0) {
+      out.push_back({"data.test_path", test_path, true});
+    }
+    return out;
+  }
   absl::StatusOr<Shape> FieldShape(const std::string& field) const override {
     if (field == "input") return Shape{image_height, image_width, 3};
     return DataConfig::FieldShape(field);

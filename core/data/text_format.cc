@@ -35,6 +35,20 @@ class TextData final : public DataConfig, public TextConfig {
     (*d)["mask_token_rate"] = mask_token_rate;
     (*d)["random_token_rate"] = random_token_rate;
   }
+  std::vector<DataPath> Paths() const override {
+    std::vector<DataPath> out;
+    for (const auto& [field, files] :
+         {std::pair{"data.train_path", &train_files},
+          std::pair{"data.test_path", &test_files}}) {
+      for (size_t i = 0; i < files->size(); ++i) {
+        out.push_back({files->size() == 1 ? std::string(field)
+                                          : spec_reader::Index(field, i),
+                       (*files)[i]});
+      }
+    }
+    if (!vocab_path.empty()) out.push_back({"data.vocab", vocab_path});
+    return out;
+  }
   absl::StatusOr<Shape> FieldShape(const std::string& field) const override {
     if (field == "token_ids" || field == "segment_ids" ||
         field == "padding_mask") {

@@ -12,13 +12,15 @@ See help(lockstep.Client) and help(lockstep.Job).
 """
 
 from lockstep.client import Checkpoint, Client, Job
+from lockstep.client import normalize_address
 from lockstep.errors import (CheckpointError, InvalidJob, JobCancelled,
-                             JobExists, JobFailed, JobNotFound, LockstepError,
-                             Unauthenticated, Unavailable)
+                             JobExists, JobFailed, JobNotFinished, JobNotFound,
+                             LockstepError, Unauthenticated, Unavailable)
 from lockstep.torch_io import WeightsMismatch, to_torch
 from lockstep._transfer import TransferWarning
-from lockstep.types import (Event, Finished, JobStatus, LogLine, Progress,
-                            Reconnecting, StateChanged, WorkerStatus)
+from lockstep.types import (Event, Finished, JobStatus, LogLine,
+                            MembershipChange, Progress, Reconnecting,
+                            StateChanged, Straggler, WorkerStatus)
 from lockstep._files import read_safetensors
 
 __version__ = "0.1.0"
@@ -26,7 +28,8 @@ __version__ = "0.1.0"
 __all__ = [
     "Checkpoint", "CheckpointError", "Client", "Event", "Finished",
     "InvalidJob", "Job", "JobCancelled", "JobExists", "JobFailed",
-    "JobNotFound", "JobStatus", "LockstepError", "LogLine", "Progress",
+    "JobNotFinished", "JobNotFound", "JobStatus", "LockstepError", "LogLine",
+    "MembershipChange", "Progress", "Straggler", "normalize_address",
     "Reconnecting", "StateChanged", "TransferWarning", "Unauthenticated",
     "Unavailable",
     "WeightsMismatch", "WorkerStatus", "read_safetensors", "to_torch",

@@ -40,6 +40,53 @@ def _read(what, path):
             f"{what} \"{path}\": cannot read: {e.strerror}") from None
 
 
+DEFAULT_PORT = 7070
+
+
+def normalize_address(address):
+    """A coordinator address as the CLI reads --coordinator: "host:port",
+    "host" (port 7070), "[v6]:port"; an "http://" or "grpc://" in front is
+    dropped, TLS's "https://"/"grpcs://" and anything else refused (TLS is
+    tls_ca=, not a scheme). LockstepError says what is wrong."""
+    text = address.strip()
+    if "://" in text:
+        scheme, text = text.split("://", 1)
+        if scheme.lower() in ("https", "grpcs"):
+            raise errors.LockstepError(
+                f"coordinator address {address!r}: give host:port, and "
+                "tls_ca= (--tls-ca) for TLS, not a scheme")
+        if scheme.lower() not in ("http", "grpc"):
+            raise errors.LockstepError(
+                f"coordinator address {address!r}: unknown scheme "
+                f"{scheme!r}; give host:port")
+        text = text.rstrip("/")
+        if "/" in text:
+            raise errors.LockstepError(
+                f"coordinator address {address!r}: give host:port, without "
+                "a path")
+    if not text:
+        raise errors.LockstepError("coordinator address is empty: give "
+                                   "host:port")
+    if text.startswith("["):
+        host, _, rest = text.partition("]")
+        host += "]"
+        port = rest[1:] if rest.startswith(":") else None
+        if rest and not rest.startswith(":"):
+            port = ""
+    elif text.count(":") > 1:  # a bare IPv6 address
+        host, port = f"[{text}]", None
+    else:
+        host, _, port = text.partition(":")
+        port = port if ":" in text else None
+    if port is None:
+        port = str(DEFAULT_PORT)
+    if not port.isdigit() or not 0 < int(port) < 65536 or not host.strip("[]"):
+        raise errors.LockstepError(
+            f"coordinator address {address!r}: give host:port with a port "
+            "from 1 to 65535")
+    return f"{host}:{int(port)}"
+
+
 def _is_loopback(address):
     host = address.rsplit(":", 1)[0].strip("[]")
     if host == "localhost":
@@ -80,7 +127,8 @@ class Client:
     Args:
       address: the coordinator, ``host:port`` (default
         ``$LOCKSTEP_COORDINATOR``, else 127.0.0.1:7070, as the CLI's
-        ``--coordinator``).
+        ``--coordinator``); a host alone takes port 7070, an ``http://``
+        in front is dropped (see ``normalize_address``).
       tls_ca: talk TLS, trusting this CA (PEM file), as ``--tls-ca``.
       tls_cert, tls_key: a client certificate and its key (PEM files), both
         or neither, as ``--tls-cert``/``--tls-key``.
@@ -103,8 +151,9 @@ class Client:
     def __init__(self, address=None, *, tls_ca=None, tls_cert=None,
                  tls_key=None, token=None, token_file=None, timeout=30.0,
                  lockstep_binary=None, files="auto"):
-        self.address = (address or os.environ.get("LOCKSTEP_COORDINATOR")
-                        or DEFAULT_ADDRESS)
+        self.address = normalize_address(
+            address or os.environ.get("LOCKSTEP_COORDINATOR")
+            or DEFAULT_ADDRESS)
         self.timeout = timeout
         if files not in ("auto", "local", "remote"):
             raise errors.LockstepError(
@@ -142,6 +191,7 @@ class Client:
                     "(pass tls_ca)")
             self._channel = grpc.insecure_channel(self.address)
         self._stub = jobs_pb2_grpc.JobServiceStub(self._channel)
+        self._warned_unchecked = False
         if lockstep_binary is False:
             self._binary = None
         else:
@@ -179,12 +229,14 @@ class Client:
             err.message += " (does the coordinator use TLS? pass tls_ca)"
         return err
 
-    def check(self, job, data_dir=None):
+    def check(self, job, data_dir=None, data_on_workers=False):
         """The JSON ``submit`` would send for ``job`` (a dict or a path),
         validated by ``lockstep check``: defaults filled in, relative data
         paths resolved (against ``data_dir``; default the job file's
-        folder, or the working folder for a dict). Raises InvalidJob with
-        the validator's message, naming the field."""
+        folder, or the working folder for a dict) and looked for here
+        (``data_on_workers=True``: the paths are the workers' alone, not
+        looked for). Raises InvalidJob with the validator's message, naming
+        the field."""
         if self._binary is None:
             raise errors.LockstepError(
                 "no lockstep binary to validate with: pass lockstep_binary=, "
@@ -196,6 +248,8 @@ class Client:
             args = [os.fspath(job)] + (["--data-dir", data_dir]
                                        if data_dir else [])
             stdin = ""
+        if data_on_workers:
+            args.append("--data-on-workers")
         try:
             run = subprocess.run([self._binary, "check"] + args, input=stdin,
                                  capture_output=True, text=True, timeout=60)
@@ -211,9 +265,14 @@ class Client:
             raise errors.LockstepError(
                 f"{self._binary} check exited {run.returncode}: "
                 f"{run.stderr.strip()}")
+        for line in run.stderr.splitlines():
+            if "not checked here" in line:  # data_on_workers: named, not hid
+                warnings.warn(line.replace("lockstep check: ", ""),
+                              stacklevel=2)
         return run.stdout
 
-    def submit(self, job, data_dir=None, resume=False, restart=False):
+    def submit(self, job, data_dir=None, resume=False, restart=False,
+               data_on_workers=False):
         """Submits a job: a dict, or the path of a JSON file. It is
         validated here first (see ``check``) when a lockstep binary is at
         hand. Returns the ``Job``.
@@ -223,22 +282,40 @@ class Client:
         raises JobExists naming the fields that differ, unless ``resume``
         (continue the job from its last checkpoint: the model must be the
         same) or ``restart`` (start over; its earlier results are moved
-        aside). Raises InvalidJob (``.field`` names the field), JobExists,
+        aside). Every data path must exist here unless ``data_on_workers``
+        (see ``check``). Raises InvalidJob (``.field`` names the field: a
+        missing data file is ``data.train_path``'s), JobExists,
         Unauthenticated, Unavailable."""
         if resume and restart:
             raise errors.LockstepError(
                 "resume and restart: give one (continue from the checkpoint, "
                 "or start over)")
         if self._binary is not None:
-            text = self.check(job, data_dir)
+            text = self.check(job, data_dir, data_on_workers)
         elif data_dir is not None:
             raise errors.LockstepError(
                 "data_dir needs a lockstep binary to resolve the job's paths "
                 "(pass lockstep_binary= or put lockstep on PATH)")
-        elif isinstance(job, dict):
-            text = json.dumps(job)
         else:
-            text = _read("job file", os.fspath(job)).decode("utf-8", "replace")
+            if not self._warned_unchecked:
+                self._warned_unchecked = True
+                warnings.warn(
+                    "no lockstep binary here (lockstep_binary=, "
+                    "$LOCKSTEP_BINARY or PATH): jobs go to the coordinator, "
+                    "which validates them, but their data paths are not "
+                    "looked for before they start", stacklevel=2)
+            if isinstance(job, dict):
+                text = json.dumps(job)
+            else:
+                path = os.fspath(job)
+                try:
+                    with open(path, "rb") as f:
+                        text = f.read().decode("utf-8", "replace")
+                except OSError as e:
+                    # The CLI's words and the same class as with a binary.
+                    raise errors.InvalidJob(
+                        f"cannot read job file \"{path}\": "
+                        f"{e.strerror}") from None
         mode = (jobs_pb2.SUBMIT_RESUME if resume else
                 jobs_pb2.SUBMIT_RESTART if restart else jobs_pb2.SUBMIT_NEW)
         reply = self._call(self._stub.Submit,
@@ -397,15 +474,22 @@ class Job:
 
     def _ended_status(self, status, what):
         status = status or self.status()
+        if status.state == "FAILED":
+            raise errors.JobFailed(status)
+        if status.state == "CANCELLED":
+            raise errors.JobCancelled(status)
         if not status.result_path:
-            raise errors.LockstepError(
-                f"job {self.name} is {status.state}: no {what} "
-                "(only a SUCCEEDED job has one)")
+            raise errors.JobNotFinished(
+                f"job {self.name} is {status.state}: no {what} yet (a "
+                "SUCCEEDED job has one; wait() waits for it)")
         return status
 
     def result(self, status=None):
         """result.json of a SUCCEEDED job, as a dict (test accuracy and
-        loss, fingerprint, steps, samples/s, checkpoint path, ...)."""
+        loss, fingerprint, steps, samples/s, checkpoint path, ...). Raises
+        JobFailed or JobCancelled for a job that ended so, JobNotFinished
+        for one still running, CheckpointError for a file that cannot be
+        read."""
         status = self._ended_status(status, "result")
         blob = self._read(status, "result.json")
         try:

@@ -67,6 +67,10 @@ class JobCancelled(LockstepError):
         self.status = status
 
 
+class JobNotFinished(LockstepError):
+    """The job has not ended yet, so it has no result (``wait()`` waits)."""
+
+
 class CheckpointError(LockstepError):
     """A checkpoint, result or summary file is missing or damaged (the
     message names the file and what is wrong)."""

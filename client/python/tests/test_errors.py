@@ -1,6 +1,7 @@
 """Every error class, with the message the user sees."""
 
 import json
+import warnings
 
 import pytest
 
@@ -39,12 +40,80 @@ def test_invalid_job_file_is_named(cluster, tmp_path):
         client.submit(bad)
 
 
+def test_a_missing_data_file_is_refused_at_submit_naming_the_field(
+        cluster, tmp_path):
+    jobs.write_csv(str(tmp_path), 8)
+    (tmp_path / "test.csv").unlink()
+    client = cluster.client()
+    job = jobs.mlp_job("py-no-data", str(tmp_path))
+    with pytest.raises(lockstep.InvalidJob) as e:
+        client.submit(job, data_dir=str(tmp_path))
+    assert e.value.field == "data.test_path"
+    assert str(e.value).startswith(
+        f'data.test_path: no such file "{tmp_path / "test.csv"}" (looked for '
+        'from this machine: if only the workers see the job\'s data, submit '
+        'with --data-on-workers)')
+    assert "py-no-data" not in [j.name for j in client.jobs()]
+    # The workers' own paths: not looked for here, but named.
+    with pytest.warns(UserWarning, match=r"not checked here .*data\.test_path "
+                      f'"{tmp_path / "test.csv"}"'):
+        text = client.check(job, data_dir=str(tmp_path), data_on_workers=True)
+    assert json.loads(text)["name"] == "py-no-data"
+
+
+def test_an_error_has_one_class_with_or_without_the_binary(cluster, tmp_path):
+    missing = tmp_path / "nope.json"
+    for binary in (None, False):
+        client = cluster.client(lockstep_binary=binary)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with pytest.raises(lockstep.InvalidJob) as e:
+                client.submit(missing)
+        assert str(e.value).startswith(
+            f'cannot read job file "{missing}": No such file or directory')
+    # Without a binary, submit says once that data paths go unchecked.
+    client = cluster.client(lockstep_binary=False)
+    with pytest.warns(UserWarning, match="their data paths are not looked for"):
+        with pytest.raises(lockstep.InvalidJob):
+            client.submit(missing)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a second warning would raise
+        with pytest.raises(lockstep.InvalidJob):
+            client.submit(missing)
+
+
+def test_addresses_are_read_as_the_cli_reads_them():
+    # The same cases as client/coordinator_address_test.cc's.
+    for given, want in [("127.0.0.1:7071", "127.0.0.1:7071"),
+                        ("127.0.0.1", "127.0.0.1:7070"),
+                        (" chief ", "chief:7070"),
+                        ("http://chief:9000", "chief:9000"),
+                        ("http://chief:9000/", "chief:9000"),
+                        ("grpc://chief", "chief:7070"),
+                        ("[::1]:7071", "[::1]:7071"), ("[::1]", "[::1]:7070"),
+                        ("::1", "[::1]:7070")]:
+        assert lockstep.normalize_address(given) == want, given
+        assert lockstep.Client(given, lockstep_binary=False).address == want
+    for given, why in [("https://chief:7070", "not a scheme"),
+                       ("ftp://chief", "unknown scheme 'ftp'"),
+                       ("http://chief:7070/jobs", "without a path"),
+                       ("chief:0", "a port from 1 to 65535"),
+                       ("chief:70000", "a port from 1 to 65535"),
+                       ("chief:http", "a port from 1 to 65535"),
+                       (":7070", "a port from 1 to 65535")]:
+        with pytest.raises(lockstep.LockstepError) as e:
+            lockstep.normalize_address(given)
+        assert why in str(e.value), (given, str(e.value))
+        assert str(e.value).startswith(f"coordinator address {given!r}: ")
+
+
 def test_without_the_binary_the_coordinator_refuses_with_the_same_text(
         cluster, tmp_path):
     job = jobs.mlp_job("py-bad-remote", str(tmp_path))
     del job["data"]["test_path"]
     client = cluster.client(lockstep_binary=False)
-    with pytest.raises(lockstep.InvalidJob) as e:
+    with pytest.raises(lockstep.InvalidJob) as e, \
+            pytest.warns(UserWarning, match="not looked for"):
         client.submit(job)
     assert e.value.code == "INVALID_ARGUMENT"
     assert e.value.field == "data.test_path", str(e.value)
@@ -75,8 +144,19 @@ def test_a_running_name_cannot_be_submitted_twice(cluster, tmp_path):
         with pytest.raises(lockstep.JobExists, match="py-twice"):
             client.submit(jobs.mlp_job("py-twice", str(tmp_path)),
                           data_dir=str(tmp_path))
+        # The same spec again is that job.
+        same = client.submit(
+            jobs.mlp_job("py-twice", str(tmp_path), epochs=400),
+            data_dir=str(tmp_path))
+        assert same.status().generation == job.status().generation == 1
+        with pytest.raises(lockstep.JobNotFinished,
+                           match="job py-twice is (PENDING|RUNNING): no "
+                           "result yet"):
+            job.result()
     finally:
         job.cancel()
+    with pytest.raises(lockstep.JobCancelled, match="job py-twice CANCELLED"):
+        job.result()
 
 
 def test_a_failed_job_raises_with_its_own_message(cluster, tmp_path):
@@ -90,8 +170,8 @@ def test_a_failed_job_raises_with_its_own_message(cluster, tmp_path):
     assert e.value.status.state == "FAILED"
     assert str(tmp_path / "test.csv") in e.value.status.message
     assert str(e.value).startswith("job py-fails FAILED: ")
-    with pytest.raises(lockstep.LockstepError,
-                       match="job py-fails is FAILED: no result"):
+    # Its result, too, is the job's failure.
+    with pytest.raises(lockstep.JobFailed, match="job py-fails FAILED: "):
         job.result()
 
 

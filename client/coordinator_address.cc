@@ -1,0 +1,68 @@
+// Coordinator address parsing (see the header).
+#include "client/coordinator_address.h"
+
+#include <algorithm>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace lockstep {
+
+absl::StatusOr<std::string> NormalizeCoordinatorAddress(
+    const std::string& address) {
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("coordinator address \"", address, "\": ", why));
+  };
+  std::string text(absl::StripAsciiWhitespace(address));
+  if (const size_t at = text.find("://"); at != std::string::npos) {
+    const std::string scheme = absl::AsciiStrToLower(text.substr(0, at));
+    if (scheme == "https" || scheme == "grpcs") {
+      return bad("give host:port, and --tls-ca for TLS, not a scheme");
+    }
+    if (scheme != "http" && scheme != "grpc") {
+      return bad(absl::StrCat("unknown scheme \"", text.substr(0, at),
+                              "\"; give host:port"));
+    }
+    text = text.substr(at + 3);
+    while (!text.empty() && text.back() == '/') text.pop_back();
+    if (text.find('/') != std::string::npos) {
+      return bad("give host:port, without a path");
+    }
+  }
+  if (text.empty()) return bad("empty; give host:port");
+  std::string host, port;
+  bool has_port = false;
+  if (text[0] == '[') {
+    const size_t close = text.find(']');
+    if (close == std::string::npos) return bad("an unclosed [");
+    host = text.substr(0, close + 1);
+    const std::string rest = text.substr(close + 1);
+    if (!rest.empty()) {
+      if (rest[0] != ':') return bad("give host:port");
+      port = rest.substr(1);
+      has_port = true;
+    }
+  } else if (std::count(text.begin(), text.end(), ':') > 1) {
+    host = absl::StrCat("[", text, "]");  // a bare IPv6 address
+  } else if (const size_t colon = text.find(':'); colon != std::string::npos) {
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+    has_port = true;
+  } else {
+    host = text;
+  }
+  int value = kDefaultCoordinatorPort;
+  if (has_port &&
+      (!absl::SimpleAtoi(port, &value) || value < 1 || value > 65535 ||
+       port.find_first_not_of("0123456789") != std::string::npos)) {
+    return bad("give host:port with a port from 1 to 65535");
+  }
+  if (host.empty() || host == "[]") return bad("no host; give host:port");
+  return absl::StrCat(host, ":", value);
+}
+
+}  // namespace lockstep

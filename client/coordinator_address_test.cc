@@ -1,0 +1,55 @@
+#include "client/coordinator_address.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace lockstep {
+namespace {
+
+// The same cases as client/python/tests/test_errors.py's.
+TEST(CoordinatorAddressTest, AddsTheDefaultPortAndDropsAPlainScheme) {
+  const std::vector<std::pair<std::string, std::string>> ok = {
+      {"127.0.0.1:7071", "127.0.0.1:7071"},
+      {"127.0.0.1", "127.0.0.1:7070"},
+      {" chief ", "chief:7070"},
+      {"http://chief:9000", "chief:9000"},
+      {"http://chief:9000/", "chief:9000"},
+      {"grpc://chief", "chief:7070"},
+      {"[::1]:7071", "[::1]:7071"},
+      {"[::1]", "[::1]:7070"},
+      {"::1", "[::1]:7070"},
+  };
+  for (const auto& [in, want] : ok) {
+    absl::StatusOr<std::string> got = NormalizeCoordinatorAddress(in);
+    ASSERT_TRUE(got.ok()) << in << ": " << got.status();
+    EXPECT_EQ(*got, want) << in;
+  }
+}
+
+TEST(CoordinatorAddressTest, RefusesWhatIsNotAnAddressSayingWhy) {
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"https://chief:7070", "--tls-ca for TLS, not a scheme"},
+      {"ftp://chief", "unknown scheme \"ftp\""},
+      {"http://chief:7070/jobs", "without a path"},
+      {"chief:0", "a port from 1 to 65535"},
+      {"chief:70000", "a port from 1 to 65535"},
+      {"chief:http", "a port from 1 to 65535"},
+      {"", "empty"},
+      {":7070", "no host"},
+  };
+  for (const auto& [in, why] : bad) {
+    absl::StatusOr<std::string> got = NormalizeCoordinatorAddress(in);
+    EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument) << in;
+    EXPECT_THAT(std::string(got.status().message()), ::testing::HasSubstr(why))
+        << in;
+    EXPECT_THAT(std::string(got.status().message()),
+                ::testing::StartsWith("coordinator address \"" + in + "\": "));
+  }
+}
+
+}  // namespace
+}  // namespace lockstep
