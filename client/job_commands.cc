@@ -2,6 +2,7 @@
 #include "client/job_commands.h"
 
 #include <chrono>
+#include <cmath>
 #include <iostream>
 #include <memory>
 #include <set>
@@ -62,8 +63,35 @@ std::string WorkerLine(const v1::WorkerStatus& w) {
       timing.empty() ? "" : "\n      recently: " + timing);
 }
 
+bool Waiting(const v1::JobStatus& s) {
+  return s.state() == v1::PENDING || s.state() == v1::RECOVERING;
+}
+
+// The state as a person reads it: a planned grow is not a failure.
+std::string StateWords(const v1::JobStatus& s) {
+  if (s.state() == v1::RECOVERING && s.recovery() == "grow") {
+    return "RECOVERING (growing)";
+  }
+  if (s.state() == v1::RECOVERING && s.recovery() == "leave") {
+    return "RECOVERING (after a planned leave)";
+  }
+  return StateName(s.state());
+}
+
+// "waiting for the restart back-off: 3 s left" ("" when it waits for
+// nothing in particular).
+std::string WaitingLine(const v1::JobStatus& s) {
+  if (!Waiting(s) || s.waiting_for().empty()) return "";
+  return absl::StrCat(
+      "waiting for ", s.waiting_for(),
+      s.waiting_seconds_left() >= 0
+          ? absl::StrFormat(": %d s left", static_cast<int64_t>(std::ceil(
+                                               s.waiting_seconds_left())))
+          : "");
+}
+
 void PrintStatus(const v1::JobStatus& s) {
-  std::cout << absl::StrFormat("job %s: %s", s.name(), StateName(s.state()));
+  std::cout << absl::StrFormat("job %s: %s", s.name(), StateWords(s));
   if (s.generation() > 0) {
     std::cout << absl::StrFormat(" (generation %d)", s.generation());
   }
@@ -73,11 +101,21 @@ void PrintStatus(const v1::JobStatus& s) {
   }
   std::cout << "\n";
   if (!s.message().empty()) std::cout << "  " << s.message() << "\n";
+  if (const std::string w = WaitingLine(s); !w.empty()) {
+    std::cout << "  " << w << "\n";
+  }
   if (s.has_straggler()) {
     std::cout << "  straggler: " << s.straggler().text() << "\n";
   }
-  if (s.state() == v1::RUNNING || s.step() > 0) {
+  if (s.state() == v1::RUNNING || (!Waiting(s) && s.step() > 0)) {
     std::cout << "  " << ProgressLine(s) << "\n";
+  } else if (s.step() > 0) {
+    // Generation g's figures while none runs: no speed, no ETA.
+    std::cout << absl::StrFormat(
+        "  last progress (generation %d, not running now): [%s] step %d/%d  "
+        "loss %.4f  acc %.4f\n",
+        s.generation(), s.name(), s.step(), s.total_steps(), s.loss(),
+        s.accuracy());
   }
   if (!s.checkpoint_path().empty()) {
     std::cout << "  last checkpoint: " << s.checkpoint_path() << "\n";
@@ -89,6 +127,12 @@ void PrintStatus(const v1::JobStatus& s) {
     std::cout << absl::StrFormat(
         "  test accuracy %.4f  test loss %.4f  fingerprint %s\n  result: %s\n",
         s.test_accuracy(), s.test_loss(), s.fingerprint(), s.result_path());
+  }
+  for (const v1::MembershipChange& m : s.membership()) {
+    std::cout << absl::StrFormat(
+        "  membership: generation %d from step %d: %d workers (%d "
+        "replicas): %s\n",
+        m.generation(), m.from_step(), m.workers(), m.replicas(), m.why());
   }
   for (const v1::WorkerStatus& w : s.workers()) {
     std::cout << WorkerLine(w) << "\n";
@@ -129,11 +173,36 @@ class WatchPrinter {
         if (e != closing) std::cout << e << "\n";
       }
     }
-    if ((s.state() == v1::PENDING || s.state() == v1::RECOVERING) &&
-        s.message() != last_message_) {
-      std::cout << "[" << s.name() << "] " << StateName(s.state()) << ": "
-                << s.message() << "\n";
-      last_message_ = s.message();
+    // A waiting job: each change once, then a countdown of what it waits
+    // for (every second in its last ten, else every ten).
+    if (Waiting(s)) {
+      // A state change: the state, why (the message up to what the job
+      // waits for, which may change as workers come and go) and the
+      // generation.
+      const std::string why =
+          s.message().substr(0, s.message().find("; recovering: "));
+      const std::string key =
+          absl::StrCat(StateWords(s), "|", why, "|", s.generation());
+      if (key != last_head_) {
+        std::cout << "[" << s.name() << "] " << StateWords(s) << ": "
+                  << s.message() << "\n";
+        last_head_ = key;
+        last_left_ = -1;
+        last_waiting_.clear();
+      }
+      if (!s.waiting_for().empty() && s.waiting_seconds_left() >= 0) {
+        const int64_t left =
+            static_cast<int64_t>(std::ceil(s.waiting_seconds_left()));
+        if (s.waiting_for() != last_waiting_ ||
+            (left != last_left_ && (left <= 10 || left % 10 == 0))) {
+          std::cout << "[" << s.name() << "] " << WaitingLine(s) << "\n";
+          last_waiting_ = s.waiting_for();
+          last_left_ = left;
+        }
+      }
+    } else {
+      last_head_.clear();
+      last_waiting_.clear();
     }
     std::cout.flush();
   }
@@ -141,7 +210,8 @@ class WatchPrinter {
  private:
   int64_t last_step_ = -1;
   int64_t last_epoch_ = -1;
-  std::string last_message_;
+  std::string last_head_, last_waiting_;
+  int64_t last_left_ = -1;
   std::chrono::steady_clock::time_point last_print_;
 };
 

@@ -39,6 +39,11 @@ inline constexpr int kFailuresBeforeExclusion = 2;
 // reports (what they kept in memory) before it starts from the latest
 // checkpoint without them.
 inline constexpr double kSurvivorReportSeconds = 5;
+// A reason in a status message, an event or the membership history is cut
+// to about this many characters (the whole text goes to the log).
+inline constexpr size_t kBriefReasonChars = 160;
+// `text` as it is, or cut at a word near kBriefReasonChars, saying so.
+std::string BriefReason(const std::string& text);
 
 struct CoordinatorOptions {
   std::string storage_dir;  // STORAGE/jobs/NAME/{checkpoints,summaries,...}
@@ -52,6 +57,10 @@ struct CoordinatorOptions {
   // status and logged.
   double hang_timeout_seconds = 30;
   double hang_report_seconds = 5;
+  // A lost worker is listed (status, list, the dashboard, /metrics) this
+  // long after it was lost, then forgotten, unless a job that has not
+  // ended still ranks it.
+  double lost_workers_listed_seconds = 60;
   // STORAGE/coordinator/journal.pb is written before every job or
   // membership transition takes effect, and read back by LoadJournal.
   bool journal = true;
@@ -149,6 +158,9 @@ class Coordinator {
     int64_t order = 0;  // registration order (rank assignment order)
     absl::Time last_heartbeat;
     bool lost = false;
+    // When it was lost; lost_workers_listed_seconds later it is forgotten
+    // (no longer listed) unless a job that has not ended still ranks it.
+    absl::Time lost_at = absl::InfiniteFuture();
     // Set when a newer registration took its name: its heartbeats are told
     // to exit.
     std::string replaced_by;
@@ -186,7 +198,18 @@ class Coordinator {
     // Recovery (DESIGN "Failure and rejoin").
     std::map<std::string, int> failures;  // by worker name
     absl::Time recovering_since, next_start;
+    // Why the generation ended, in one short sentence (status, events,
+    // membership; the whole text is in the coordinator's log).
     std::string lost_reason;
+    // What a PENDING or RECOVERING job waits for, and until when at most
+    // (InfiniteFuture: no bound): JobStatus.waiting_for/_seconds_left.
+    std::string waiting_for;
+    absl::Time waiting_until = absl::InfiniteFuture();
+    // A failure with no restart left in an elastic job: the survivors go
+    // on as a smaller world, no replacement is taken.
+    bool shrink_only = false;
+    // Idle workers an elastic job's regroup lets join (MaybeGrow).
+    int64_t growing_by = 0;
     int64_t step_at_failure = 0;
     bool planned_recovery = false;  // see Recover's `planned`
     // The next generation waits (up to kSurvivorReportSeconds) for every
@@ -239,6 +262,9 @@ class Coordinator {
   // next step boundary when idle workers could join it (and no other job
   // waits for workers).
   void MaybeGrow(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops workers lost lost_workers_listed_seconds ago that no job which
+  // has not ended still ranks.
+  void ForgetLostWorkers(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The idle workers that could take a rank of `job`, registration order.
   std::vector<Worker*> IdleFor(const Job& job)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -17,8 +17,8 @@
 namespace lockstep {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::CoordinatorTest;
+using ::testing::HasSubstr;
 namespace v1 = lockstep::v1;
 
 // kTwoWorkerJob as {"min": 2, "max": 3} workers, graces of 0.5 s, no
@@ -110,8 +110,17 @@ TEST_F(ElasticTest, StartsWithMinAfterTheGraceAndGrowsAtAStepBoundary) {
   ASSERT_TRUE(c_->Finish(Regrouped(a, 0, 5)).ok());
   EXPECT_EQ(Job().state(), v1::RECOVERING);
   BeatAndTick({a, b, c});
-  EXPECT_THAT(Job().message(), HasSubstr("waiting for 1 surviving rank to "
-                                         "report what it kept in memory"));
+  // A planned grow, not a failure, and what it waits for, counted down.
+  EXPECT_EQ(Job().recovery(), "grow");
+  EXPECT_EQ(Job().message(), "1 idle worker joins, from 2 to 3 workers");
+  EXPECT_EQ(Job().waiting_for(),
+            "1 surviving rank to report what it kept in memory");
+  EXPECT_GT(Job().waiting_seconds_left(), 0);
+  EXPECT_LE(Job().waiting_seconds_left(), kSurvivorReportSeconds);
+  EXPECT_THAT(LastEvents(1),
+              HasSubstr("growing: generation 1 ended after step 5: 1 idle "
+                        "worker joins, from 2 to 3 workers (no restart "
+                        "counted; nothing is done again)"));
   ASSERT_TRUE(c_->Finish(Regrouped(b, 1, 5)).ok());
   const v1::JobStatus s = Job();
   ASSERT_EQ(s.state(), v1::RUNNING);
@@ -125,8 +134,7 @@ TEST_F(ElasticTest, StartsWithMinAfterTheGraceAndGrowsAtAStepBoundary) {
                         "again): rank 0 = w1"));
   EXPECT_THAT(LastEvents(1),
               HasSubstr("membership: 2 -> 3 workers (of 2-3) from step 5: "
-                        "generation 1 ended after step 5 for workers to "
-                        "join"));
+                        "1 idle worker joins, from 2 to 3 workers"));
   const v1::HeartbeatResponse hc = Beat(c);
   ASSERT_EQ(hc.command(), v1::HeartbeatResponse::RUN);
   EXPECT_EQ(hc.assignment().world_size(), 3);
@@ -170,13 +178,23 @@ TEST_F(ElasticTest, ALostWorkerLeavesTheSurvivorsAfterTheRejoinGrace) {
     BeatAndTick({a, b});
   }
   EXPECT_EQ(Job().state(), v1::RECOVERING);  // the rejoin grace runs
+  EXPECT_EQ(Job().recovery(), "failure");
   EXPECT_THAT(Job().message(), HasSubstr("needs 2 (up to 3, within 0.5 s)"));
+  EXPECT_EQ(Job().waiting_for(),
+            "a replacement worker: the rejoin grace, then 2 go on");
+  EXPECT_LE(Job().waiting_seconds_left(), 0.5);
   PassGrace({a, b});
   BeatAndTick({a, b});
   const v1::JobStatus s = Job();
   ASSERT_EQ(s.state(), v1::RUNNING);
   EXPECT_EQ(s.generation(), 2);
-  EXPECT_EQ(s.restarts(), 1);
+  // The elastic contract, not a restart: no restart is counted.
+  EXPECT_EQ(s.restarts(), 0);
+  EXPECT_THAT(LastEvents(3), HasSubstr("(the world shrinks from 3 to 2 "
+                                       "workers "));
+  EXPECT_EQ(s.waiting_for(), "");
+  EXPECT_GT(s.membership(1).started_unix_seconds(),
+            s.membership(0).started_unix_seconds());
   EXPECT_THAT(LastEvents(1),
               HasSubstr("membership: 3 -> 2 workers (of 2-3) from step 7: "
                         "rank 2 (w3 on hostc pid 100, hostc:1) lost"));
@@ -196,8 +214,8 @@ TEST_F(ElasticTest, AReplacementWithinTheGraceKeepsTheWorld) {
                                absl::StatusCode::kUnavailable);
   f.add_suspect_ranks(2);
   ASSERT_TRUE(c_->Finish(f).ok());
-  ASSERT_TRUE(c_->Finish(Failed(b, 1, 1, "aborted", absl::StatusCode::kAborted))
-                  .ok());
+  ASSERT_TRUE(
+      c_->Finish(Failed(b, 1, 1, "aborted", absl::StatusCode::kAborted)).ok());
   for (int i = 0; i < 2; ++i) {  // rank 2 silent: lost after 0.3 s
     absl::SleepFor(absl::Milliseconds(200));
     BeatAndTick({a, b});

@@ -199,7 +199,9 @@ absl::Status Coordinator::LoadJournal() {
     job->started = FromUnixSeconds(in.started_unix());
     job->submitted = FromUnixSeconds(in.status().submitted_unix_seconds());
     job->events.assign(in.events().begin(), in.events().end());
-    job->lost_reason = in.status().message();
+    // The message is "<reason>; recovering: <what it waits for>".
+    job->lost_reason = in.status().message().substr(
+        0, in.status().message().find("; recovering"));
     if (job->status.state() == lockstep::v1::RECOVERING) {
       job->recovering_since = now;  // the replacement wait starts again
     }
@@ -210,6 +212,7 @@ absl::Status Coordinator::LoadJournal() {
         Worker gone;
         gone.id = id;
         gone.lost = true;
+        gone.lost_at = now;
         workers_[id] = std::move(gone);
       }
     }

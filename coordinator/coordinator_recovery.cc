@@ -3,6 +3,7 @@
 // the restart policy.
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -73,16 +74,30 @@ bool Coordinator::BlameChain(Job& job, absl::Duration patience) {
   return true;
 }
 
+std::string BriefReason(const std::string& text) {
+  if (text.size() <= kBriefReasonChars) return text;
+  size_t cut = text.rfind(' ', kBriefReasonChars);
+  if (cut == std::string::npos || cut < kBriefReasonChars / 2) {
+    cut = kBriefReasonChars;
+  }
+  return absl::StrCat(text.substr(0, cut),
+                      " … (the coordinator's log has the "
+                      "rest)");
+}
+
 void Coordinator::MarkLost(Worker& w, const std::string& why) {
   if (w.lost) return;
   w.lost = true;
+  w.lost_at = absl::Now();
+  // The whole story here; the job's status and events get one sentence.
   Log(absl::StrFormat("worker %s (\"%s\") lost: %s", Describe(w), w.name, why));
   Job* job = w.job.empty() ? nullptr : FindJob(w.job);
   if (job != nullptr && job->status.state() == lockstep::v1::RUNNING) {
     // Frees every rank of the job, this one included, and journals.
     Recover(*job, &w,
-            absl::StrFormat("rank %d (%s, %s) lost: %s", w.rank, Describe(w),
-                            w.info.collective_address(), why));
+            BriefReason(absl::StrFormat("rank %d (%s, %s) lost: %s", w.rank,
+                                        Describe(w),
+                                        w.info.collective_address(), why)));
     return;
   }
   w.job.clear();
@@ -96,7 +111,9 @@ void Coordinator::Recover(Job& job, Worker* blamed, const std::string& reason,
   nccl_ids_.EndGeneration(job.name, job.status.generation());
   if (blamed != nullptr) ++job.failures[blamed->name];
   job.lost_reason = reason;
-  job.step_at_failure = job.status.step();
+  // A regroup's step is the ranks' own (their Finish reports); otherwise
+  // the last step reported.
+  if (!regroup) job.step_at_failure = job.status.step();
   // Every rank's part of this generation is over: survivors get STOP at
   // their next heartbeat (their generation is no longer current) and are
   // idle again, first in line for the next generation.
@@ -111,39 +128,78 @@ void Coordinator::Recover(Job& job, Worker* blamed, const std::string& reason,
   job.planned_recovery = planned || regroup;
   // A planned leave checkpointed the last step: nothing to wait for.
   job.await_reports = !planned || regroup;
+  job.shrink_only = false;
+  job.status.set_recovery(regroup ? "grow" : planned ? "leave" : "failure");
   if (planned || regroup) {
     job.status.set_state(lockstep::v1::RECOVERING);
     job.recovering_since = absl::Now();
     job.next_start = job.recovering_since;
-    job.status.set_message(absl::StrCat(reason, "; recovering"));
-    Event(job, absl::StrFormat(
-                   "RECOVERING from generation %d at step %d: %s; %s",
-                   job.status.generation(), job.step_at_failure, reason,
-                   regroup ? "the world grows (no restart counted), from the "
-                             "ranks' memory"
-                           : "a planned leave (no restart counted), from the "
-                             "latest checkpoint once workers are there"));
+    job.status.set_message(regroup ? reason
+                                   : absl::StrCat(reason, "; recovering"));
+    // Both stop at a step every rank completed: that step is exact.
+    Event(job, regroup
+                   ? absl::StrFormat(
+                         "growing: generation %d ended after step %d: %s (no "
+                         "restart counted; nothing is done again)",
+                         job.status.generation(), job.step_at_failure, reason)
+                   : absl::StrFormat(
+                         "RECOVERING from generation %d at step %d: %s; a "
+                         "planned leave (no restart counted), from the latest "
+                         "checkpoint once workers are there",
+                         job.status.generation(), job.step_at_failure, reason));
     return;
   }
-  if (job.status.restarts() >= max) {
+  // An elastic job whose survivors are enough goes on as a smaller world
+  // (no restart is counted for a shrink); with restarts left a replacement
+  // within the rejoin grace keeps the world instead.
+  int64_t survivors = 0;
+  for (const std::string& id : job.ranks) {
+    auto w = workers_.find(id);
+    if (w != workers_.end() && !w->second.lost) ++survivors;
+  }
+  const bool can_shrink =
+      job.spec.elastic() && survivors >= job.spec.cluster.min_workers;
+  if (job.status.restarts() >= max && !can_shrink) {
     EndJob(job, lockstep::v1::FAILED,
            absl::StrFormat("%s; no restart left (restart.max_restarts = %d)",
                            reason, max));
     return;
   }
+  job.shrink_only = job.status.restarts() >= max;
   const absl::Time now = absl::Now();
   job.status.set_state(lockstep::v1::RECOVERING);
   job.recovering_since = now;
-  const double backoff = std::min(
-      60.0, job.spec.restart.backoff_seconds *
-                std::pow(2.0, static_cast<double>(job.status.restarts())));
+  const double backoff =
+      job.shrink_only
+          ? 0.0
+          : std::min(
+                60.0,
+                job.spec.restart.backoff_seconds *
+                    std::pow(2.0, static_cast<double>(job.status.restarts())));
   job.next_start = now + absl::Seconds(backoff);
   job.status.set_message(absl::StrCat(reason, "; recovering"));
-  Event(job, absl::StrFormat(
-                 "RECOVERING from generation %d at step %d: %s; restart %d "
-                 "of %d after %.1f s back-off, from the latest checkpoint",
-                 job.status.generation(), job.step_at_failure, reason,
-                 job.status.restarts() + 1, max, backoff));
+  // The step the ranks reached is known once the survivors report it: the
+  // RUNNING line of the next generation says which step it starts from.
+  std::string next;
+  if (job.shrink_only) {
+    next = absl::StrFormat(
+        "no restart left (restart.max_restarts = %d): the %d surviving "
+        "workers go on without a replacement (a shrink counts no restart)",
+        max, survivors);
+  } else if (can_shrink) {
+    next = absl::StrFormat(
+        "a replacement within %g s (cluster.rejoin_grace_seconds) keeps %d "
+        "workers as restart %d of %d, after %.1f s back-off; else the %d "
+        "survivors go on (a shrink counts no restart)",
+        job.spec.cluster.rejoin_grace_seconds, job.ranks.size(),
+        job.status.restarts() + 1, max, backoff, survivors);
+  } else {
+    next = absl::StrFormat("restart %d of %d after %.1f s back-off",
+                           job.status.restarts() + 1, max, backoff);
+  }
+  Event(job, absl::StrFormat("RECOVERING from generation %d: %s; %s, from "
+                             "the survivors' memory or the latest checkpoint",
+                             job.status.generation(), reason, next));
 }
 
 void Coordinator::DiagnoseHangs(Job& job) {
@@ -188,17 +244,42 @@ void Coordinator::UpdateStraggler(Job& job) {
   job.straggler.set_worker_id(job.ranks[found.rank]);
   job.straggler.set_cause(found.cause);
   job.straggler.set_text(found.text);
-  const std::string key = absl::StrFormat(
-      "%d/%s/%s", job.status.generation(), found.cause, found.subject);
+  const std::string key = absl::StrFormat("%d/%s/%s", job.status.generation(),
+                                          found.cause, found.subject);
   if (job.straggler_logged != key) {
     job.straggler_logged = key;
     Event(job, absl::StrCat("straggler: ", found.text));
   }
 }
 
+void Coordinator::ForgetLostWorkers(absl::Time now) {
+  std::set<std::string> ranked;
+  for (const auto& [name, job] : jobs_) {
+    if (IsTerminal(job->status.state())) continue;
+    ranked.insert(job->ranks.begin(), job->ranks.end());
+  }
+  bool forgot = false;
+  for (auto it = workers_.begin(); it != workers_.end();) {
+    const Worker& w = it->second;
+    if (w.lost && w.lost_at != absl::InfiniteFuture() &&
+        now - w.lost_at >=
+            absl::Seconds(options_.lost_workers_listed_seconds) &&
+        ranked.count(it->first) == 0) {
+      Log(absl::StrFormat("worker %s forgotten: lost %.0f s ago", Describe(w),
+                          absl::ToDoubleSeconds(now - w.lost_at)));
+      it = workers_.erase(it);
+      forgot = true;
+    } else {
+      ++it;
+    }
+  }
+  if (forgot) Persist();
+}
+
 void Coordinator::Tick() {
   absl::MutexLock lock(&mu_);
   const absl::Time now = absl::Now();
+  ForgetLostWorkers(now);
   for (auto& [id, w] : workers_) {
     if (w.lost) continue;
     const double age = absl::ToDoubleSeconds(now - w.last_heartbeat);

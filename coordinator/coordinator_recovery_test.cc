@@ -24,6 +24,7 @@ namespace lockstep {
 namespace {
 
 using testing::CoordinatorTest;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using testing::kJob;
 namespace v1 = lockstep::v1;
@@ -80,6 +81,43 @@ TEST_F(CoordinatorTest, LostWorkerRecoversAtTheNextGenerationWithANewWorker) {
               HasSubstr("RUNNING generation 2 from step 0 (restart 1 of 2"));
 }
 
+TEST_F(CoordinatorTest, ALostWorkerIsListedForAStatedTimeThenForgotten) {
+  CoordinatorOptions o;
+  o.storage_dir = JoinPath(::testing::TempDir(), "ForgottenLostWorker");
+  o.worker_timeout_seconds = 0.3;
+  o.lost_workers_listed_seconds = 0.5;
+  c_ = std::make_unique<Coordinator>(o);
+  const std::string a = Register("hosta");
+  Register("hostb");
+  ASSERT_TRUE(c_->Submit(JobWithRestarts(2)).ok());
+  auto listed = [&] {
+    std::vector<std::string> ids;
+    const v1::ListJobsResponse all = c_->List();
+    for (const v1::WorkerStatus& w : all.workers()) {
+      ids.push_back(w.worker_id() + (w.alive() ? "" : " lost"));
+    }
+    return ids;
+  };
+  absl::SleepFor(absl::Milliseconds(400));  // hostb silent past 0.3 s
+  Beat(a, "j", 1);
+  c_->Tick();
+  ASSERT_EQ(c_->Get("j")->state(), v1::RECOVERING);
+  // While the job that ranks it waits for a replacement, it stays listed
+  // (its status names the lost rank), however long that takes.
+  absl::SleepFor(absl::Milliseconds(600));
+  Beat(a, "j", 1);
+  c_->Tick();
+  EXPECT_THAT(listed(), ElementsAre("w1", "w2 lost"));
+  EXPECT_EQ(c_->Get("j")->workers_size(), 2);
+  // The job ends: no job ranks it any more, and its time is up.
+  ASSERT_TRUE(c_->Cancel("j").ok());
+  Beat(a, "j", 1);
+  c_->Tick();
+  EXPECT_THAT(listed(), ElementsAre("w1"));
+  // Its old job's status still answers (no rank table lookup fails).
+  EXPECT_EQ(c_->Get("j")->state(), v1::CANCELLED);
+}
+
 TEST_F(CoordinatorTest, BrokenStreamBlamesTheNeighbourAtOnce) {
   const std::string a = Register("hosta");
   const std::string b = Register("hostb");
@@ -93,7 +131,8 @@ TEST_F(CoordinatorTest, BrokenStreamBlamesTheNeighbourAtOnce) {
   EXPECT_EQ(s->state(), v1::RECOVERING);
   EXPECT_THAT(s->message(),
               HasSubstr("rank 1 (w2 on hostb pid 100, hostb:1) lost: rank 0 "
-                        "reports: the stream from rank 1 (hostb:1) broke"));
+                        "reports: the stream from rank 1 broke (the "
+                        "coordinator's log has its words); recovering"));
   v1::HeartbeatRequest r;
   r.set_worker_id(b);
   EXPECT_TRUE(absl::IsNotFound(c_->Heartbeat(r).status()));
@@ -265,9 +304,9 @@ TEST_F(CoordinatorTest, ARestartedProcessUnderTheSameNameReplacesTheOld) {
   ASSERT_TRUE(s.ok()) << s.status();
   // Waits for what the survivor kept in memory (its Finish report).
   EXPECT_EQ(s->state(), v1::RECOVERING);
-  EXPECT_THAT(s->message(),
-              HasSubstr("(waiting for 1 surviving rank to report what it "
-                        "kept in memory)"));
+  EXPECT_EQ(s->waiting_for(),
+            "1 surviving rank to report what it kept in memory");
+  EXPECT_THAT(s->message(), HasSubstr("; recovering: "));
   ASSERT_TRUE(c_->Finish(Failed(a, 1, 0, "stopped by the coordinator",
                                 absl::StatusCode::kCancelled))
                   .ok());

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -15,6 +16,37 @@
 
 namespace lockstep {
 
+namespace {
+
+// A ring neighbour's report of a suspect, in one sentence: who reports
+// what about whom, and at which step ("rank 0 reports: the stream from
+// rank 1 broke at step 141"); the worker's whole text goes to the log.
+std::string RingReportBrief(int reporter, int suspect,
+                            const std::string& error) {
+  std::string what;
+  if (error.find("broke") != std::string::npos) {
+    what = absl::StrFormat("the stream from rank %d broke", suspect);
+  } else if (error.find("nothing came") != std::string::npos) {
+    what = absl::StrFormat("rank %d sent nothing in time", suspect);
+  } else if (error.find("is closed") != std::string::npos) {
+    what = absl::StrFormat("its stream to rank %d closed", suspect);
+  } else {
+    what = absl::StrFormat("rank %d failed it", suspect);
+  }
+  std::string step;
+  if (const size_t at = error.find("step "); at != std::string::npos) {
+    size_t end = at + 5;
+    while (end < error.size() && absl::ascii_isdigit(error[end])) ++end;
+    if (end > at + 5) step = absl::StrCat(" at ", error.substr(at, end - at));
+  }
+  return absl::StrFormat(
+      "rank %d reports: %s%s (the coordinator's log has "
+      "its words)",
+      reporter, what, step);
+}
+
+}  // namespace
+
 using lockstep::v1::JobStatus;
 
 absl::Status Coordinator::CheckReporter(const Job& job, int rank,
@@ -26,8 +58,8 @@ absl::Status Coordinator::CheckReporter(const Job& job, int rank,
   // as that rank's.
   if (rank < 0 || rank >= static_cast<int>(job.ranks.size())) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("%s for rank %d of job %s, which has ranks 0..%d",
-                        what, rank, job.name, job.ranks.size() - 1));
+        absl::StrFormat("%s for rank %d of job %s, which has ranks 0..%d", what,
+                        rank, job.name, job.ranks.size() - 1));
   }
   if (job.ranks[rank] == worker_id) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrFormat(
@@ -217,6 +249,7 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
     auto w = workers_.find(req.worker_id());
     if (w != workers_.end() && !w->second.lost) {
       w->second.lost = true;
+      w->second.lost_at = absl::Now();
       Log(absl::StrCat("worker ", Describe(w->second), " left"));
       Persist();
     }
@@ -273,16 +306,23 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
     }
     // Every rank ended after the same step, keeping its state: the next
     // generation, with the workers that join, starts from it.
+    job->step_at_failure = req.steps();
     Recover(*job, nullptr,
-            absl::StrFormat("generation %d ended after step %d for workers "
-                            "to join",
-                            req.generation(), req.steps()),
+            absl::StrFormat("%d idle worker%s join%s, from %d to %d workers",
+                            job->growing_by, job->growing_by == 1 ? "" : "s",
+                            job->growing_by == 1 ? "s" : "", job->ranks.size(),
+                            job->ranks.size() + job->growing_by),
             /*planned=*/false, /*regroup=*/true);
     return absl::OkStatus();
   }
   if (!req.error().empty()) {
+    // The job's own error ends it with the whole text (it names the file or
+    // field to fix); a recoverable one is one sentence (the log has it).
     const std::string what = absl::StrFormat("rank %d (%s) failed: %s",
                                              req.rank(), who, req.error());
+    Log(absl::StrFormat("job %s generation %d: rank %d (%s) failed: %s",
+                        job->name, req.generation(), req.rank(), who,
+                        req.error()));
     const auto code = static_cast<absl::StatusCode>(req.error_code());
     if (req.leaving()) {
       // A planned departure: recover without blaming the worker, which is
@@ -291,6 +331,7 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
           "rank %d (%s) left: the worker is shutting down", req.rank(), who);
       if (w != workers_.end()) {
         w->second.lost = true;
+        w->second.lost_at = absl::Now();
         Log(absl::StrCat("worker ", who, " left"));
       }
       Recover(*job, nullptr, reason, /*planned=*/true);
@@ -301,9 +342,15 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
       // A neighbour's stream broke or it went silent: the rank at the end
       // of the chain of suspects is lost.
       if (job->suspects.empty()) job->suspected_since = absl::Now();
+      // The whole report to the log; one sentence to the job's status.
+      Log(
+          absl::StrFormat("job %s generation %d: rank %d (%s) reports rank "
+                          "%d: %s",
+                          job->name, req.generation(), req.rank(), who,
+                          req.suspect_ranks(0), req.error()));
       job->suspects[req.rank()] = {
           req.suspect_ranks(0),
-          absl::StrCat("rank ", req.rank(), " reports: ", req.error())};
+          RingReportBrief(req.rank(), req.suspect_ranks(0), req.error())};
       BlameChain(*job, absl::Seconds(1));
       return absl::OkStatus();
     }
@@ -320,7 +367,8 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
       case absl::StatusCode::kInternal:
       case absl::StatusCode::kUnknown:
         // Something about this worker or its link, not the job itself.
-        Recover(*job, w == workers_.end() ? nullptr : &w->second, what);
+        Recover(*job, w == workers_.end() ? nullptr : &w->second,
+                BriefReason(what));
         break;
       default:
         // The job's own fault (data, model, divergence): a restart would
@@ -347,13 +395,21 @@ void Coordinator::CompleteIfDone(Job& job) {
   result.steps = chief.steps();
   result.total_steps = std::max(job.status.total_steps(), chief.steps());
   result.epochs = chief.epochs();
-  result.resumed_from_step = job.start_step;
+  // The whole job's, whatever generations it took: the first generation's
+  // start step and the time since it started.
+  const auto& history = job.status.membership();
+  result.resumed_from_step =
+      history.empty() ? job.start_step : history.Get(0).from_step();
   result.train_loss = chief.train_loss();
   result.train_accuracy = chief.train_accuracy();
   result.test_loss = chief.test_loss();
   result.test_accuracy = chief.test_accuracy();
   result.samples_per_sec = chief.samples_per_sec();
-  result.wall_seconds = absl::ToDoubleSeconds(absl::Now() - job.started);
+  result.wall_seconds =
+      history.empty() || history.Get(0).started_unix_seconds() <= 0
+          ? absl::ToDoubleSeconds(absl::Now() - job.started)
+          : absl::ToUnixMicros(absl::Now()) / 1e6 -
+                history.Get(0).started_unix_seconds();
   result.num_parameters = chief.num_parameters();
   result.fingerprint = chief.fingerprint();
   std::set<std::string> skipped;
@@ -368,8 +424,9 @@ void Coordinator::CompleteIfDone(Job& job) {
   }
   result.checkpoint_path = job.status.checkpoint_path();
   for (const lockstep::v1::MembershipChange& m : job.status.membership()) {
-    result.membership.push_back(
-        {m.generation(), m.from_step(), m.workers(), m.replicas(), m.why()});
+    result.membership.push_back({m.generation(), m.from_step(), m.workers(),
+                                 m.replicas(), m.why(),
+                                 m.started_unix_seconds()});
   }
   const std::string dir =
       JoinPath(JoinPath(options_.storage_dir, "jobs"), job.name);
@@ -439,12 +496,29 @@ JobStatus Coordinator::Snapshot(const Job& job) const {
   s.set_epochs(job.spec.epochs);
   int alive = 0;
   for (const std::string& id : job.ranks) {
-    const Worker& w = workers_.at(id);
+    auto it = workers_.find(id);  // a finished job's may be forgotten
+    if (it == workers_.end()) continue;
+    const Worker& w = it->second;
     if (!w.lost) ++alive;
     // A finished job's workers may already run something else.
     if (!IsTerminal(job.status.state())) *s.add_workers() = WorkerView(w);
   }
   s.set_workers_alive(alive);
+  const bool waiting = job.status.state() == lockstep::v1::PENDING ||
+                       job.status.state() == lockstep::v1::RECOVERING;
+  if (waiting) {
+    // The last generation's speed and ETA say nothing while it waits.
+    s.set_samples_per_sec(0);
+    s.set_eta_seconds(-1);
+    s.set_waiting_for(job.waiting_for);
+    s.set_waiting_seconds_left(
+        job.waiting_until == absl::InfiniteFuture()
+            ? -1
+            : std::max(0.0,
+                       absl::ToDoubleSeconds(job.waiting_until - absl::Now())));
+  } else {
+    s.clear_recovery();
+  }
   if (job.status.state() == lockstep::v1::RUNNING &&
       !job.straggler.text().empty()) {
     *s.mutable_straggler() = job.straggler;

@@ -83,13 +83,17 @@ std::vector<Coordinator::Worker*> Coordinator::IdleFor(const Job& job) {
   return idle;
 }
 
-int64_t Coordinator::WorldToStart(Job& job, int64_t available,
-                                  absl::Time now) {
+int64_t Coordinator::WorldToStart(Job& job, int64_t available, absl::Time now) {
   const ClusterSpec& c = job.spec.cluster;
   const int64_t n = std::min(available, c.workers);
   if (n < c.min_workers) {
     job.quorum_since = absl::InfiniteFuture();
     return 0;
+  }
+  // No restart left: the survivors go on alone, at once (a replacement
+  // would be a restart).
+  if (job.shrink_only && job.status.state() == lockstep::v1::RECOVERING) {
+    return std::min<int64_t>(n, static_cast<int64_t>(job.ranks.size()) - 1);
   }
   if (n == c.workers) return n;
   // An elastic job with at least its min: more may come within the grace.
@@ -101,8 +105,7 @@ int64_t Coordinator::WorldToStart(Job& job, int64_t available,
                : 0;
   }
   if (job.quorum_since == absl::InfiniteFuture()) job.quorum_since = now;
-  return now >= job.quorum_since + absl::Seconds(c.start_grace_seconds) ? n
-                                                                         : 0;
+  return now >= job.quorum_since + absl::Seconds(c.start_grace_seconds) ? n : 0;
 }
 
 void Coordinator::MaybeGrow(Job& job) {
@@ -118,11 +121,12 @@ void Coordinator::MaybeGrow(Job& job) {
       return;
     }
   }
-  const int64_t joining = std::min<int64_t>(
-      static_cast<int64_t>(IdleFor(job).size()),
-      job.spec.cluster.workers - world);
+  const int64_t joining =
+      std::min<int64_t>(static_cast<int64_t>(IdleFor(job).size()),
+                        job.spec.cluster.workers - world);
   if (joining <= 0) return;
   job.regroup_generation = job.status.generation();
+  job.growing_by = joining;
   Event(job, absl::StrFormat(
                  "%d idle worker%s can join: generation %d ends at the next "
                  "step boundary to grow from %d to %d workers",
@@ -162,14 +166,13 @@ std::string Coordinator::PendingReason(const Job& job) const {
       "waiting for workers: needs %s with >= %d %s each; %d idle "
       "qualify, %d busy, %d offer too few %s%s",
       job.spec.elastic()
-          ? absl::StrFormat("%d (up to %d, within %g s)", c.min_workers,
-                            need,
+          ? absl::StrFormat("%d (up to %d, within %g s)", c.min_workers, need,
                             job.status.state() == lockstep::v1::RECOVERING
                                 ? c.rejoin_grace_seconds
                                 : c.start_grace_seconds)
           : absl::StrCat(need),
-      r, nccl ? "GPUs (cluster.collective \"nccl\")" : "replicas", idle,
-      busy, small, nccl ? "GPUs that can run NCCL" : "replicas",
+      r, nccl ? "GPUs (cluster.collective \"nccl\")" : "replicas", idle, busy,
+      small, nccl ? "GPUs that can run NCCL" : "replicas",
       excluded > 0 ? absl::StrFormat(", %d excluded after failing this job "
                                      "%d times",
                                      excluded, kFailuresBeforeExclusion)
@@ -210,28 +213,52 @@ bool Coordinator::TryStart(Job& job) {
   const int64_t world =
       WorldToStart(job, static_cast<int64_t>(idle.size()), now);
   if (world == 0 || (recovering && (now < job.next_start || awaited > 0))) {
+    // The message says why it waits and stays put while it does; what it
+    // waits for and the time left are fields a watch counts down.
     std::string reason = PendingReason(job);
-    if (recovering) {
-      reason = absl::StrCat(
-          job.lost_reason, "; recovering",
-          now < job.next_start
-              ? absl::StrFormat(" (back-off %.1f s left)",
-                                absl::ToDoubleSeconds(job.next_start - now))
-              : "",
-          awaited > 0 ? absl::StrFormat(" (waiting for %d surviving %s "
-                                        "what it kept in memory)",
-                                        awaited,
-                                        awaited == 1 ? "rank to report"
-                                                     : "ranks to report")
-                      : "",
-          ": ", reason);
+    std::string what = "workers";
+    absl::Time until = absl::InfiniteFuture();
+    const ClusterSpec& c = job.spec.cluster;
+    if (recovering && now < job.next_start) {
+      what = "the restart back-off";
+      until = job.next_start;
+    } else if (recovering && awaited > 0) {
+      what =
+          absl::StrFormat("%d surviving %s what %s kept in memory", awaited,
+                          awaited == 1 ? "rank to report" : "ranks to report",
+                          awaited == 1 ? "it" : "they");
+      until = job.recovering_since + absl::Seconds(kSurvivorReportSeconds);
+    } else if (recovering && job.spec.elastic() &&
+               static_cast<int64_t>(idle.size()) >= c.min_workers) {
+      what = absl::StrFormat(
+          "a replacement worker: the rejoin grace, then %d go on",
+          std::min<int64_t>(static_cast<int64_t>(idle.size()), c.workers));
+      until = job.recovering_since + absl::Seconds(c.rejoin_grace_seconds);
+    } else if (recovering) {
+      what = "a replacement worker (restart.replacement_timeout_seconds)";
+      until = job.recovering_since +
+              absl::Seconds(job.spec.restart.replacement_timeout_seconds);
+    } else if (job.quorum_since != absl::InfiniteFuture()) {
+      what = absl::StrFormat(
+          "more workers: the start grace, then %d start",
+          std::min<int64_t>(static_cast<int64_t>(idle.size()), c.workers));
+      until = job.quorum_since + absl::Seconds(c.start_grace_seconds);
     }
-    if (reason != job.status.message()) {
+    if (recovering) {
+      reason = job.status.recovery() == "grow"
+                   ? job.lost_reason
+                   : absl::StrCat(job.lost_reason, "; recovering: ", reason);
+    }
+    job.waiting_until = until;
+    if (reason != job.status.message() || what != job.waiting_for) {
       job.status.set_message(reason);
+      job.waiting_for = what;
       Changed(job);
     }
     return false;
   }
+  job.waiting_for.clear();
+  job.waiting_until = absl::InfiniteFuture();
   idle.resize(world);
   const int64_t old_world = static_cast<int64_t>(job.ranks.size());
   // Resume from the latest good checkpoint of this job name, if any.
@@ -298,10 +325,10 @@ bool Coordinator::TryStart(Job& job) {
     // From memory only the step the failure broke (never completed
     // anywhere) is done again.
     const std::string recomputed =
-        job.memory_step > 0
-            ? absl::StrFormat("only step %d, which the failure broke, is "
-                              "done again",
-                              job.memory_step + 1)
+        job.memory_step > 0 ? absl::StrFormat(
+                                  "only step %d, which the failure broke, is "
+                                  "done again",
+                                  job.memory_step + 1)
         : lost > 0 ? absl::StrFormat("steps %d..%d are recomputed",
                                      job.start_step, job.step_at_failure)
                    : std::string("no step is recomputed");
@@ -314,6 +341,13 @@ bool Coordinator::TryStart(Job& job) {
       restart = absl::StrFormat(
           " (after a planned leave, %.1f s later, no restart counted; %s)",
           absl::ToDoubleSeconds(now - job.recovering_since), recomputed);
+    } else if (job.spec.elastic() && world < old_world) {
+      // The elastic contract, not a restart: the survivors go on.
+      restart = absl::StrFormat(
+          " (the world shrinks from %d to %d workers %.1f s after the "
+          "failure, no restart counted; %s)",
+          old_world, world, absl::ToDoubleSeconds(now - job.recovering_since),
+          recomputed);
     } else {
       job.status.set_restarts(job.status.restarts() + 1);
       restart = absl::StrFormat(
@@ -322,6 +356,7 @@ bool Coordinator::TryStart(Job& job) {
           absl::ToDoubleSeconds(now - job.recovering_since), recomputed);
     }
     job.planned_recovery = false;
+    job.shrink_only = false;
   }
   // The membership history (result.json): which world runs from which
   // step, and why it changed.
@@ -332,12 +367,13 @@ bool Coordinator::TryStart(Job& job) {
   m->set_replicas(
       static_cast<int32_t>(world * job.spec.cluster.replicas_per_worker));
   m->set_why(!recovering ? "start" : job.lost_reason);
+  m->set_started_unix_seconds(absl::ToUnixMicros(now) / 1e6);
   const std::string from =
-      job.memory_step > 0
-          ? absl::StrFormat(" (rank %d's memory; the latest checkpoint is "
-                            "step %d)",
-                            job.memory_donor, checkpoint_step)
-          : "";
+      job.memory_step > 0 ? absl::StrFormat(
+                                " (rank %d's memory; the latest checkpoint is "
+                                "step %d)",
+                                job.memory_donor, checkpoint_step)
+                          : "";
   Event(job, absl::StrFormat(
                  "RUNNING generation %d from step %d%s%s: %s%s",
                  job.status.generation(), job.start_step, from, restart,

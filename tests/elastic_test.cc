@@ -10,7 +10,9 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "tests/fault_fixture.h"
 #include "tests/subprocess.h"
@@ -27,11 +29,28 @@ using testing::Subprocess;
 
 // FaultJob (8,000 samples, 4 epochs) as 2 to 3 workers: a global batch of
 // 3 x 16 whatever the world (at 2 workers each replica takes 24 samples in
-// micro-batches of 16 and 8), 668 steps; a rejoin grace of 1 s.
+// micro-batches of 16 and 8), 668 steps; a rejoin grace of 2 s.
+constexpr double kRejoinGrace = 2;
 nlohmann::json ElasticJob() {
   return FaultJob(nlohmann::json::parse(R"({
-    "cluster": {"workers": {"min": 2, "max": 3}, "rejoin_grace_seconds": 1,
+    "cluster": {"workers": {"min": 2, "max": 3}, "rejoin_grace_seconds": 2,
                 "start_grace_seconds": 30}})"));
+}
+
+// How many lines of `text` match `re`.
+int CountLines(const std::string& text, const std::string& re) {
+  const std::regex r(re);
+  int n = 0;
+  std::string line;
+  for (size_t at = 0; at < text.size();) {
+    const size_t end = text.find('\n', at);
+    line = text.substr(at,
+                       end == std::string::npos ? std::string::npos : end - at);
+    if (std::regex_search(line, r)) ++n;
+    if (end == std::string::npos) break;
+    at = end + 1;
+  }
+  return n;
 }
 
 TEST_F(FaultTest, ElasticJobShrinksOnAKillAndGrowsWhenAWorkerJoins) {
@@ -47,6 +66,10 @@ TEST_F(FaultTest, ElasticJobShrinksOnAKillAndGrowsWhenAWorkerJoins) {
   std::string why;
   ASSERT_TRUE(cluster_->StartWorkers(1, 1, 1, &why)) << why;
   ASSERT_EQ(Client({"submit", WriteJob(ElasticJob())}).exit.exit_code, 0);
+  // What a user watching the job sees, from before the change to the end.
+  Subprocess watch({testing::Runfile("client/lockstep"), "watch", "ft",
+                    "--coordinator", cluster_->address()},
+                   testing::NewTempDir("elastic_watch"));
   std::string last;
   // All 3 registered: it starts with its max at once (no start grace).
   ASSERT_TRUE(WaitForStatus("rank 2 ", 20, &last)) << last;
@@ -55,12 +78,30 @@ TEST_F(FaultTest, ElasticJobShrinksOnAKillAndGrowsWhenAWorkerJoins) {
   ASSERT_NE(victim, nullptr);
   victim->Signal(SIGKILL);
   const Clock::time_point killed = Clock::now();
-  ASSERT_TRUE(WaitForStatus("RUNNING.*generation 2|generation 2.*RUNNING", 20,
-                            &last))
+  // `status` while it waits for a replacement within the rejoin grace:
+  // what it waits for and how long, the last progress without a speed or
+  // an ETA (none runs), and the membership so far.
+  ASSERT_TRUE(
+      WaitForStatus("waiting for a replacement worker: the rejoin "
+                    "grace, then 2 go on: \\d s left",
+                    20, &last))
       << last;
-  // Detection (a broken stream) + the 1 s rejoin grace + the start.
+  EXPECT_TRUE(std::regex_search(
+      last, std::regex(R"(last progress \(generation 1, not running now\): )"
+                       R"(\[ft\] step \d+/668)")))
+      << last;
+  EXPECT_EQ(last.find("ETA"), std::string::npos) << last;
+  EXPECT_EQ(last.find("samples/s"), std::string::npos) << last;
+  EXPECT_NE(last.find("  membership: generation 1 from step 0: 3 workers (3 "
+                      "replicas): start"),
+            std::string::npos)
+      << last;
+  ASSERT_TRUE(
+      WaitForStatus("RUNNING.*generation 2|generation 2.*RUNNING", 20, &last))
+      << last;
+  // Detection (a broken stream) + the rejoin grace + the start.
   const double resumed_after = Since(killed);
-  EXPECT_LT(resumed_after, testing::Scaled(1.0 + 2.0)) << last;
+  EXPECT_LT(resumed_after, testing::Scaled(kRejoinGrace + 2.0)) << last;
   printf("generation 2 (2 workers) running %.2f s after the kill\n",
          resumed_after);
   // Grow: a fresh worker registers once the two have trained a while.
@@ -83,9 +124,10 @@ TEST_F(FaultTest, ElasticJobShrinksOnAKillAndGrowsWhenAWorkerJoins) {
   // The grow: at a step boundary, from the ranks' memory, no restart.
   ASSERT_TRUE(std::regex_search(
       w.out, m,
-      std::regex(R"(RUNNING generation 3 from step (\d+) \(rank \d's memory; )"
-                 R"(the latest checkpoint is step \d+\) \(the world grows, )"
-                 R"([\d.]+ s later, no restart counted; no step is done again)")))
+      std::regex(
+          R"(RUNNING generation 3 from step (\d+) \(rank \d's memory; )"
+          R"(the latest checkpoint is step \d+\) \(the world grows, )"
+          R"([\d.]+ s later, no restart counted; no step is done again)")))
       << w.out;
   const int grow_step = std::stoi(m[1]);
   EXPECT_GE(grow_step, 300);
@@ -95,10 +137,53 @@ TEST_F(FaultTest, ElasticJobShrinksOnAKillAndGrowsWhenAWorkerJoins) {
       << w.out;
   EXPECT_NE(w.out.find("membership: 2 -> 3 workers (of 2-3) from step " +
                        std::to_string(grow_step) +
-                       ": generation 2 ended after step " +
-                       std::to_string(grow_step) + " for workers to join"),
+                       ": 1 idle worker joins, from 2 to 3 workers"),
             std::string::npos)
       << w.out;
+  // The shrink counted no restart, nor did the grow.
+  EXPECT_NE(w.out.find("(the world shrinks from 3 to 2 workers "),
+            std::string::npos)
+      << w.out;
+
+  // The watch that ran through both changes: each state change once (no
+  // line repeated while the job waits), a countdown, no progress line while
+  // nothing runs, the grow worded as a grow.
+  ASSERT_TRUE(watch.Wait(60).exited);
+  const std::string seen = watch.Stdout();
+  printf("what lockstep watch printed:\n%s", seen.c_str());
+  EXPECT_EQ(CountLines(seen, R"(^\[ft\] RECOVERING: rank 2 )"), 1) << seen;
+  // The grow is worded as a grow: its event, once; its RECOVERING
+  // (growing) state may pass between two snapshots of the watch.
+  EXPECT_EQ(CountLines(seen, R"(^growing: generation 2 ended after step \d+: )"
+                             R"(1 idle worker joins, from 2 to 3 workers \(no )"
+                             R"(restart counted)"),
+            1)
+      << seen;
+  EXPECT_LE(CountLines(seen, R"(^\[ft\] RECOVERING \(growing\): )"), 1) << seen;
+  EXPECT_GE(CountLines(seen, R"(^\[ft\] waiting for a replacement worker: )"
+                             R"(the rejoin grace, then 2 go on: \d s left$)"),
+            1)
+      << seen;
+  EXPECT_EQ(CountLines(seen, R"(RECOVERING.*(failed|lost).*grow)"), 0) << seen;
+  std::vector<std::string> lines = absl::StrSplit(seen, '\n');
+  for (size_t i = 1; i < lines.size(); ++i) {
+    if (lines[i].rfind("[ft] ", 0) == 0) {
+      EXPECT_NE(lines[i], lines[i - 1]) << "repeated: " << lines[i];
+    }
+  }
+  // `status` after the end: the whole membership history.
+  const std::string st = Client({"status", "ft"}).out;
+  EXPECT_NE(st.find("  membership: generation 2 from step " +
+                    std::to_string(shrink_step) +
+                    ": 2 workers (2 replicas): rank 2 "),
+            std::string::npos)
+      << st;
+  EXPECT_NE(st.find("  membership: generation 3 from step " +
+                    std::to_string(grow_step) +
+                    ": 3 workers (3 replicas): 1 idle worker joins"),
+            std::string::npos)
+      << st;
+  EXPECT_EQ(st.find(" restarts"), std::string::npos) << st;
   EXPECT_NE(w.out.find("job ft SUCCEEDED: 668 steps"), std::string::npos)
       << w.out;
   const nlohmann::json res = Result();
@@ -112,8 +197,16 @@ TEST_F(FaultTest, ElasticJobShrinksOnAKillAndGrowsWhenAWorkerJoins) {
   EXPECT_EQ(history[1]["workers"], 2);
   EXPECT_EQ(history[2]["from_step"], grow_step);
   EXPECT_EQ(history[2]["workers"], 3);
-  printf("elastic: %s\nfixed world: test accuracy %.4f\n",
-         res.dump(2).c_str(), alone["test_accuracy"].get<double>());
+  // The whole job's wall time (generation 1 started before the kill; the
+  // last generation only began after the grow), and each generation's
+  // start.
+  EXPECT_GT(res["wall_seconds"].get<double>(), Since(killed)) << res.dump(2);
+  EXPECT_EQ(res["resumed_from_step"], 0);
+  for (const nlohmann::json& g : history) {
+    EXPECT_TRUE(g["started_at"].is_string()) << g;
+  }
+  printf("elastic: %s\nfixed world: test accuracy %.4f\n", res.dump(2).c_str(),
+         alone["test_accuracy"].get<double>());
   EXPECT_NEAR(res["test_accuracy"].get<double>(),
               alone["test_accuracy"].get<double>(), 0.005)
       << res.dump(2);

@@ -61,7 +61,7 @@ TEST_F(FaultTest, KilledWorkerIsReplacedAndTheRunEndsWithTheSameBytes) {
   EXPECT_EQ(w.exit.exit_code, 0) << w.out << w.err;
   EXPECT_TRUE(std::regex_search(
       w.out,
-      std::regex(R"(RECOVERING from generation 1 at step \d+: rank 1 )")))
+      std::regex(R"(RECOVERING from generation 1: rank 1 )")))
       << w.out;
   // Generation 2 starts from the step the survivor kept in memory, not
   // from the checkpoint before it: only the step the kill broke is redone.
@@ -100,7 +100,12 @@ TEST_F(FaultTest, KilledWorkerIsReplacedAndTheRunEndsWithTheSameBytes) {
   nlohmann::json res = Result();
   ASSERT_TRUE(res.is_object());
   EXPECT_EQ(res["fingerprint"], reference);
-  EXPECT_EQ(res["resumed_from_step"], resumed);
+  // The whole job's history: generation 1 from step 0, then 2 from there.
+  EXPECT_EQ(res["resumed_from_step"], 0);
+  ASSERT_EQ(res["membership"].size(), 2u);
+  EXPECT_EQ(res["membership"][1]["from_step"], resumed);
+  EXPECT_TRUE(res["membership"][0]["started_at"].is_string()) << res;
+  EXPECT_TRUE(res["membership"][1]["started_at"].is_string()) << res;
 }
 
 // The same guarantee for a text model: a BERT masked-LM job (embeddings,
@@ -302,7 +307,7 @@ TEST_F(FaultTest, WorkerStoppedWithSigtermFinishesItsStepAndLosesNothing) {
   EXPECT_NE(w.out.find("; no step is recomputed)"), std::string::npos) << w.out;
   nlohmann::json res = Result();
   EXPECT_EQ(res["fingerprint"], reference);
-  EXPECT_EQ(res["resumed_from_step"], drained);
+  EXPECT_EQ(res["membership"].back()["from_step"], drained);
 }
 
 TEST_F(FaultTest, BothWorkersStoppedWithSigtermLeaveAndNewOnesLoseNothing) {

@@ -42,6 +42,7 @@ struct WorldSpan {
   int64_t workers = 0;
   int64_t replicas = 0;
   std::string why;
+  double started_unix_seconds = 0;  // 0: not recorded
 };
 
 struct TrainResult {

@@ -35,6 +35,13 @@ std::string ResultToJson(const JobSpec& spec, const TrainResult& r) {
       e["workers"] = w.workers;
       e["replicas"] = w.replicas;
       e["why"] = w.why;
+      if (w.started_unix_seconds > 0) {
+        e["started_at"] = absl::FormatTime(
+            absl::RFC3339_full,
+            absl::FromUnixMicros(
+                static_cast<int64_t>(w.started_unix_seconds * 1e6)),
+            absl::UTCTimeZone());
+      }
       spans.push_back(std::move(e));
     }
     j["membership"] = std::move(spans);

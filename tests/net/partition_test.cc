@@ -189,7 +189,8 @@ TEST_F(NetDrillTest, AWorkerCutOffForLessThanTheTimeoutLosesNothing) {
   Finish();
   nlohmann::json res = Result();
   EXPECT_EQ(res["fingerprint"], reference);
-  const int resumed = res["resumed_from_step"].get<int>();
+  // The last generation's start (resumed_from_step is the first's).
+  const int resumed = res["membership"].back()["from_step"].get<int>();
   EXPECT_GE(resumed, 350);
   status = Client({"status", "ft"}).out;
   EXPECT_NE(status.find("SUCCEEDED (generation 2) after 1 of 3 restarts"),
@@ -201,7 +202,7 @@ TEST_F(NetDrillTest, AWorkerCutOffForLessThanTheTimeoutLosesNothing) {
              std::to_string(short_resume).substr(0, 4) +
              " s after healing; 6.5 s cut: stall reported, generation 2 from "
              "step " +
-             std::to_string(resumed) + " (result.json resumed_from_step)");
+             std::to_string(resumed) + " (result.json membership)");
 }
 
 TEST_F(NetDrillTest, WithALongerRingKeepaliveA6sCutRidesThrough) {
@@ -295,7 +296,8 @@ TEST_F(NetDrillTest, TheCoordinatorCutOffFromEveryWorkerForAWhile) {
   const double finished = Since(healed);
   nlohmann::json res = Result();
   EXPECT_EQ(res["fingerprint"], reference);
-  const int resumed = res["resumed_from_step"].get<int>();
+  // The last generation's start (resumed_from_step is the first's).
+  const int resumed = res["membership"].back()["from_step"].get<int>();
   EXPECT_LE(resumed, cut_at + 250);
   // The journal agrees with what status says after the end.
   EXPECT_NE(Client({"status", "ft"}).out.find("SUCCEEDED"),

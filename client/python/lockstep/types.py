@@ -49,6 +49,7 @@ class MembershipChange:
     workers: int
     replicas: int       # workers x replicas_per_worker
     why: str            # "start", or the loss or growth that changed it
+    started_unix_seconds: float = 0.0  # when the generation started
 
 
 @dataclasses.dataclass
@@ -85,6 +86,13 @@ class JobStatus:
     # The coordinator's storage identity: a client that reads the same id
     # at storage_path/../../coordinator/storage_id sees its files.
     storage_id: str = ""
+    # While RECOVERING: "failure", "leave" (planned) or "grow"; while
+    # PENDING or RECOVERING: what the job waits for and how long at most
+    # (< 0: no bound). A running job's last speed and ETA are not shown
+    # while it waits (samples_per_sec 0, eta_seconds -1).
+    recovery: str = ""
+    waiting_for: str = ""
+    waiting_seconds_left: float = -1.0
 
     @property
     def done(self):

@@ -356,7 +356,7 @@ def test_scancel_drains_to_a_checkpoint_that_a_resubmission_resumes(
     assert info["JobState"] == "COMPLETED", second.logs()
     assert resumed_step(second.output()) == drained
     result = second.result("slurm-mlp")
-    assert result["resumed_from_step"] == drained
+    assert result["membership"][-1]["from_step"] == drained
     assert result["fingerprint"] == reference
 
 
@@ -394,7 +394,7 @@ def test_a_requeued_batch_job_resumes_from_its_checkpoint(
     drained = resumed_step(out)
     assert seen <= drained < STEPS
     result = b.result("slurm-mlp")
-    assert result["resumed_from_step"] == drained
+    assert result["membership"][-1]["from_step"] == drained
     assert result["fingerprint"] == reference
 
 
@@ -418,7 +418,7 @@ def test_the_time_limit_warning_drains_and_requeues(slurm, reference,
     drained = resumed_step(out)
     assert seen <= drained < STEPS
     result = b.result("slurm-mlp")
-    assert result["resumed_from_step"] == drained
+    assert result["membership"][-1]["from_step"] == drained
     assert result["fingerprint"] == reference
 
 
