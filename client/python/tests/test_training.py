@@ -152,3 +152,40 @@ def test_a_keras_named_checkpoint_says_which_naming_torch_needs(cluster,
         "dense.bias", "dense.weight", "dense_1.bias", "dense_1.weight"]
     assert ('The checkpoint has Keras names ("dense/bias") and layouts: '
             'give the job\'s model "param_names": "torch"') in str(e.value)
+
+
+def write_safetensors(path, tensors):
+    """A torch state dict as safetensors (F32), with numpy alone."""
+    import json
+    import struct
+    header, blobs, at = {}, [], 0
+    for name, t in tensors.items():
+        data = t.detach().numpy().astype("<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(t.shape),
+                        "data_offsets": [at, at + len(data)]}
+        blobs.append(data)
+        at += len(data)
+    head = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(head)) + head + b"".join(blobs))
+
+
+def test_a_torch_state_dict_starts_a_torch_named_cnn(cluster, tmp_path):
+    """The other direction: the weights of the torch CNN users write (NCHW,
+    nn.Flatten) as a job's initial weights mean the same in lockstep. With
+    a learning rate too small to move them, the job's test loss and
+    accuracy are torch's on the same samples."""
+    paths = jobs.write_csv(str(tmp_path), 16)
+    torch.manual_seed(5)
+    model = Cnn()
+    write_safetensors(str(tmp_path / "init.safetensors"), model.state_dict())
+    spec = jobs.cnn_job("py-cnn-init", str(tmp_path))
+    spec["epochs"] = 1
+    spec["optimizer"] = {"type": "sgd", "learning_rate": 1e-30}
+    spec["model"]["init"] = {"safetensors": "init.safetensors"}
+    result = cluster.client().submit(spec, data_dir=str(tmp_path)).wait(
+        progress=False, timeout=120)
+    x, y = jobs.read_csv(paths["test"])
+    loss, acc = torch_eval(model, x, y)
+    assert result["test_accuracy"] == pytest.approx(acc, abs=1e-6)
+    assert result["test_loss"] == pytest.approx(loss, rel=1e-5)
