@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "client/cli_flags.h"
 #include "client/job_client.h"
 #include "client/job_command_util.h"
@@ -17,6 +18,7 @@
 #include "core/job/job_fields.h"
 #include "core/job/job_paths.h"
 #include "core/job/job_spec.h"
+#include "core/onnx/onnx_import.h"
 #include "core/progress.h"
 
 namespace lockstep {
@@ -231,7 +233,15 @@ int WatchToEnd(const std::string& verb, JobClient& client,
 // only the workers see them; then each unchecked path is named on stderr.
 absl::Status CheckPaths(const std::string& verb, const JobSpec& spec,
                         const ParsedFlags& f) {
-  if (!f.Has("data-on-workers")) return CheckJobPaths(spec);
+  if (!f.Has("data-on-workers")) {
+    RETURN_IF_ERROR(CheckJobPaths(spec));
+    // A model brought as ONNX is imported here too, so an op it cannot
+    // train is refused now, not on the workers.
+    if (!spec.model.onnx_path.empty()) {
+      RETURN_IF_ERROR(ImportOnnxModel(spec.model).status());
+    }
+    return absl::OkStatus();
+  }
   std::string unchecked;
   for (const DataPath& p : JobPaths(spec)) {
     absl::StrAppend(&unchecked, unchecked.empty() ? "" : ", ", p.field, " \"",

@@ -21,6 +21,8 @@ run_packages=(
   libjpeg62-turbo-dev libpng-dev
   libssl-dev openssl
   libcpp-httplib-dev prometheus-cpp-dev
+  # Imported models (core/onnx): ONNX's protobuf, checker, shape inference.
+  libonnx-dev
 )
 # The documentation site (docs/, mkdocs.yml) and its plots.
 docs_packages=(mkdocs python3-matplotlib)

@@ -107,10 +107,8 @@ TEST_P(ImageHeadTorchTest, LossLogitsAndEveryGradientAgree) {
   ASSERT_EQ(images.shape(), (Shape{kBatch, kHeight, kWidth, kChannels}));
   Tensor x({kBatch, kHeight, kWidth, kChannels});
   std::copy(images.data(), images.data() + images.size(), x.data());
-  std::vector<int32_t> labels;
-  for (float v : batch.at("labels").values()) {
-    labels.push_back(static_cast<int32_t>(v));
-  }
+  const std::vector<int32_t> labels =
+      testing::IntLabels(batch.at("labels"));
 
   const BatchLoss loss =
       m.TrainStep(x, labels.data(), loss_type, 1.0f / kBatch, 0);

@@ -118,10 +118,8 @@ TEST_P(MobileNetTorchTest, InferenceTrainingStepStatisticsAndCheckpoint) {
   const Tensor& images = batch.at("x");
   ASSERT_EQ(images.shape(), (Shape{c.batch, c.size, c.size, 3}));
   Tensor x = images;
-  std::vector<int32_t> labels;
-  for (float v : batch.at("labels").values()) {
-    labels.push_back(static_cast<int32_t>(v));
-  }
+  const std::vector<int32_t> labels =
+      testing::IntLabels(batch.at("labels"));
 
   // 1. Inference.
   const Tensor& eval_logits = want.at("eval_logits");

@@ -72,6 +72,13 @@ inline std::map<std::string, Tensor> ReadTensors(const std::string& path) {
   return out;
 }
 
+// A reference's labels (written as float32) as the class ids a step takes.
+inline std::vector<int32_t> IntLabels(const Tensor& labels) {
+  std::vector<int32_t> out;
+  for (float v : labels.values()) out.push_back(static_cast<int32_t>(v));
+  return out;
+}
+
 inline double MaxAbs(const float* a, int64_t n) {
   double m = 0;
   for (int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(double{a[i]}));

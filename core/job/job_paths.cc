@@ -16,6 +16,9 @@ namespace lockstep {
 std::vector<DataPath> JobPaths(const JobSpec& spec) {
   std::vector<DataPath> out;
   if (spec.data.config != nullptr) out = spec.data.config->Paths();
+  if (!spec.model.onnx_path.empty()) {
+    out.push_back({"model.onnx", spec.model.onnx_path});
+  }
   if (!spec.model.init_safetensors.empty()) {
     out.push_back({"model.init.safetensors", spec.model.init_safetensors});
   }

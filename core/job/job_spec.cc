@@ -322,7 +322,8 @@ absl::StatusOr<ModelSpec> ParseModelSpec(absl::string_view json_text) {
   ModelSpec model;
   RETURN_IF_ERROR(ParseModel(doc, "", &model));
   for (size_t i = 0; i < model.inputs.size(); ++i) {
-    if (model.inputs[i].shape.empty()) {
+    // An ONNX graph gives its input's shape when built.
+    if (model.inputs[i].shape.empty() && model.onnx_path.empty()) {
       return Bad(absl::StrCat("model.inputs[", i, "].shape"), "required");
     }
   }

@@ -92,8 +92,9 @@ const Keys& RestartKeys() {
   return k;
 }
 const Keys& ModelKeys() {
-  static const Keys& k = Listed(
-      {"input_shape", "inputs", "layers", "preset", "param_names", "init"});
+  static const Keys& k =
+      Listed({"input_shape", "inputs", "layers", "preset", "onnx", "input",
+              "output", "param_names", "init"});
   return k;
 }
 const Keys& ModelInputKeys() {

@@ -155,6 +155,18 @@ bool operator==(const JobSpec& a, const JobSpec& b) {
 namespace job_spec_internal {
 
 Json ModelToJson(const ModelSpec& m) {
+  if (!m.onnx_path.empty()) {
+    Json j;
+    j["onnx"] = m.onnx_path;
+    if (!m.onnx_input.empty()) j["input"] = m.onnx_input;
+    if (!m.onnx_output.empty()) j["output"] = m.onnx_output;
+    j["param_names"] = NameOf(ParamNamings(), m.param_names);
+    if (!m.init_safetensors.empty()) {
+      j["init"] = {{"safetensors", m.init_safetensors}};
+      if (m.init_allow_missing) j["init"]["allow_missing"] = true;
+    }
+    return j;
+  }
   Json layers = Json::array();
   for (const LayerSpec& l : m.layers) layers.push_back(LayerSpecToJson(l));
   Json j;

@@ -1,5 +1,6 @@
 // Job file parsing: a full spec, defaults, generated layer names, the
-// bert_mlm preset over text data, and loading a job file from disk.
+// bert_mlm preset over text data, an ONNX model's fields, and loading a job
+// file from disk.
 #include "core/job/job_spec.h"
 
 #include <cstdio>
@@ -248,6 +249,51 @@ TEST(JobSpecTest, BertPresetErrors) {
             "data.vocab is not given)");
   EXPECT_EQ(error([](Json& j) { j["data"]["max_predictions"] = 31; }),
             "data.max_predictions: must be an integer in [1, 30], got 31");
+}
+
+// "model": {"onnx": PATH, "input", "output"}: the path resolves as the
+// data's, the data's field "input" feeds the graph (its shape the data's),
+// the naming is torch's, and the canonical form parses back to it. The
+// graph itself is read when the model is built (core/onnx, tests/onnx_*).
+TEST(JobSpecTest, OnnxModel) {
+  Json j = Json::parse(kMinimal);
+  j["model"] = {{"onnx", "cnn.onnx"}, {"input", "pixels"}};
+  JobSpec spec = MustParse(j.dump(), "/models");
+  EXPECT_EQ(spec.model.onnx_path, "/models/cnn.onnx");
+  EXPECT_EQ(spec.model.onnx_input, "pixels");
+  EXPECT_EQ(spec.model.onnx_output, "");
+  EXPECT_TRUE(spec.model.layers.empty());
+  ASSERT_EQ(spec.model.inputs.size(), 1u);
+  EXPECT_EQ(spec.model.inputs[0].name, "input");
+  EXPECT_EQ(spec.model.inputs[0].shape, (Shape{8, 8, 1}));  // synthetic's
+  EXPECT_EQ(spec.model.param_names, ParamNaming::kTorch);
+  const Json canonical = Json::parse(JobSpecToJson(spec));
+  EXPECT_EQ(canonical["model"],
+            Json::parse(R"({"onnx": "/models/cnn.onnx", "input": "pixels",
+                            "param_names": "torch"})"));
+  EXPECT_EQ(MustParse(JobSpecToJson(spec)).model, spec.model);
+
+  auto error = [&](const std::function<void(Json&)>& mutate) {
+    Json bad = j;
+    mutate(bad);
+    absl::StatusOr<JobSpec> s = ParseJobSpec(bad.dump());
+    EXPECT_FALSE(s.ok());
+    return std::string(s.status().message());
+  };
+  EXPECT_EQ(error([](Json& b) { b["model"]["layers"] = Json::array(); }),
+            "model.layers: unknown field for an ONNX model (its graph "
+            "declares its input and layers)");
+  EXPECT_EQ(error([](Json& b) { b["model"]["onnx"] = 3; }),
+            "model.onnx: must be a string, got 3");
+  EXPECT_EQ(error([](Json& b) { b["model"]["param_names"] = "keras"; }),
+            "model.param_names: an ONNX model's parameters are its "
+            "initializers' names (the torch state dict's): only \"torch\"");
+  EXPECT_EQ(error([](Json& b) {
+              b["model"] = Json::parse(kMinimal)["model"];
+              b["model"]["output"] = "logits";
+            }),
+            "model.output: only with model.onnx (the name of the graph's "
+            "input or output)");
 }
 
 class LoadJobSpecTest : public ::testing::Test {

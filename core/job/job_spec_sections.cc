@@ -129,7 +129,8 @@ absl::Status ParsePreset(const Reader& r, ModelSpec* model) {
   }
   // "layers" is a preset's own field when it is a number (bert_mlm's
   // encoder layers); a list of layers beside a preset is a mistake.
-  for (const char* key : {"input_shape", "inputs", "layers"}) {
+  for (const char* key :
+       {"input_shape", "inputs", "layers", "onnx", "input", "output"}) {
     if (r.Has(key) &&
         (std::string(key) != "layers" || r.Get("layers").is_array())) {
       return Bad(r.At(key), absl::StrCat("unknown field for a preset model (",
@@ -157,6 +158,29 @@ absl::Status ParsePreset(const Reader& r, ModelSpec* model) {
   return absl::OkStatus();
 }
 
+// "model": {"onnx": PATH, "input": ..., "output": ...}: the graph is read
+// when the model is built (Graph::Build) and by check and submit
+// (ImportOnnxModel); here only its fields.
+absl::Status ParseOnnx(const Reader& r, absl::string_view base_dir,
+                       ModelSpec* model) {
+  for (const char* key : {"input_shape", "inputs", "layers", "preset"}) {
+    if (r.Has(key)) {
+      return Bad(r.At(key),
+                 "unknown field for an ONNX model (its graph declares its "
+                 "input and layers)");
+    }
+  }
+  RETURN_IF_ERROR(r.CheckKeys(ModelKeys()));
+  RETURN_IF_ERROR(r.Path("onnx", base_dir, &model->onnx_path));
+  RETURN_IF_ERROR(r.String("input", &model->onnx_input));
+  RETURN_IF_ERROR(r.String("output", &model->onnx_output));
+  // The graph's input is fed by the data's field "input" (an image, a CSV
+  // row); its shape is the data's, checked against the graph's on import.
+  model->inputs.push_back(ModelInput{"input", {}});
+  model->param_names = ParamNaming::kTorch;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ParseModel(const Json& v, absl::string_view base_dir,
@@ -165,13 +189,27 @@ absl::Status ParseModel(const Json& v, absl::string_view base_dir,
   Reader r(v, "model");
   if (r.Has("preset")) {
     RETURN_IF_ERROR(ParsePreset(r, model));
+  } else if (r.Has("onnx")) {
+    RETURN_IF_ERROR(ParseOnnx(r, base_dir, model));
   } else {
     RETURN_IF_ERROR(r.CheckKeys(ModelKeys()));
+    for (const char* key : {"input", "output"}) {
+      if (r.Has(key)) {
+        return Bad(r.At(key),
+                   "only with model.onnx (the name of the graph's input or "
+                   "output)");
+      }
+    }
     RETURN_IF_ERROR(ParseInputs(r, model));
     RETURN_IF_ERROR(ParseLayers(r, model));
   }
   RETURN_IF_ERROR(r.Enum("param_names", "parameter naming", ParamNamings(),
                          &model->param_names));
+  if (!model->onnx_path.empty() && model->param_names != ParamNaming::kTorch) {
+    return Bad(r.At("param_names"),
+               "an ONNX model's parameters are its initializers' names (the "
+               "torch state dict's): only \"torch\"");
+  }
   if (r.Has("init")) {
     RETURN_IF_ERROR(Reader::CheckObject(r.Get("init"), r.At("init")));
     Reader init(r.Get("init"), r.At("init"));

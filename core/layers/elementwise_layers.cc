@@ -1,10 +1,12 @@
-// add and gelu: their fields (none) and CPU passes.
+// add, gelu and activation: their fields and CPU passes.
 #include "core/layers/elementwise_layers.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "core/layers/common.h"
 #include "core/layers/registry.h"
 #include "kernels/cpu/gelu.h"
 #include "kernels/cpu/threading.h"
@@ -41,6 +43,32 @@ absl::StatusOr<std::unique_ptr<Layer>> CreateGelu(
       std::make_unique<GeluLayer>(ctx.name, ctx.inputs[0]));
 }
 
+struct ActivationConfig {
+  Activation activation = Activation::kRelu;
+};
+
+absl::Status ReadActivation(const Reader& r, ActivationConfig* c) {
+  RETURN_IF_ERROR(r.Require("activation"));
+  RETURN_IF_ERROR(
+      r.Enum("activation", "activation", Activations(), &c->activation));
+  if (c->activation == Activation::kGelu) {
+    return spec_reader::Bad(r.At("activation"), "use the gelu layer for GELU");
+  }
+  return absl::OkStatus();
+}
+
+Json ActivationToJson(const ActivationConfig& c) {
+  Json j;
+  j["activation"] = spec_reader::NameOf(Activations(), c.activation);
+  return j;
+}
+
+absl::StatusOr<std::unique_ptr<Layer>> CreateActivation(
+    const ActivationConfig& c, const LayerBuildContext& ctx) {
+  return std::unique_ptr<Layer>(std::make_unique<ActivationLayer>(
+      ctx.name, ctx.inputs[0], ToActivationKind(c.activation)));
+}
+
 LOCKSTEP_REGISTER_LAYER(add,
                         MakeLayerType<NoFields>("add", "add", {}, 2, -1,
                                                 &ReadNothing, &NothingToJson,
@@ -49,6 +77,10 @@ LOCKSTEP_REGISTER_LAYER(gelu,
                         MakeLayerType<NoFields>("gelu", "gelu", {}, 1, 1,
                                                 &ReadNothing, &NothingToJson,
                                                 &CreateGelu));
+LOCKSTEP_REGISTER_LAYER(activation, MakeLayerType<ActivationConfig>(
+                                        "activation", "activation",
+                                        {"activation"}, 1, 1, &ReadActivation,
+                                        &ActivationToJson, &CreateActivation));
 
 }  // namespace
 
@@ -85,6 +117,31 @@ void GeluLayer::Forward(const LayerIO& io, const PassContext&) {
 void GeluLayer::Backward(const LayerIO& io, const PassContext&) {
   if (io.dx[0] != nullptr) {
     GeluBackward(io.n * output_size(), io.x[0], io.dy, io.dx[0]);
+  }
+}
+
+ActivationLayer::ActivationLayer(const std::string& name, const Shape& input,
+                                 ActivationKind act)
+    : Layer("activation", name, {input}, input), act_(act) {}
+
+void ActivationLayer::Forward(const LayerIO& io, const PassContext& ctx) {
+  const int64_t n = io.n * output_size();
+  if (io.y != io.x[0]) std::copy(io.x[0], io.x[0] + n, io.y);
+  // A final softmax or sigmoid the loss fuses is left out, as dense does.
+  const bool skip =
+      ctx.skip_output_activation &&
+      (act_ == ActivationKind::kSoftmax || act_ == ActivationKind::kSigmoid);
+  if (!skip) BiasActivationForward(Rows(io.n), Cols(), nullptr, act_, io.y);
+}
+
+void ActivationLayer::Backward(const LayerIO& io, const PassContext& ctx) {
+  if (io.dx[0] == nullptr) return;
+  const bool skip =
+      ctx.skip_output_activation &&
+      (act_ == ActivationKind::kSoftmax || act_ == ActivationKind::kSigmoid);
+  if (!skip) ActivationBackward(Rows(io.n), Cols(), act_, io.y, io.dy);
+  if (io.dx[0] != io.dy) {
+    std::copy(io.dy, io.dy + io.n * output_size(), io.dx[0]);
   }
 }
 

@@ -1,5 +1,6 @@
 // add (the sum of inputs of one shape: residual connections, BERT's three
-// embeddings) and gelu (the activation as a layer of its own).
+// embeddings), gelu and activation (an activation as a layer of its own,
+// Keras' Activation: a ReLU after a residual add, an imported graph's).
 #ifndef LOCKSTEP_CORE_LAYERS_ELEMENTWISE_LAYERS_H_
 #define LOCKSTEP_CORE_LAYERS_ELEMENTWISE_LAYERS_H_
 
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "core/layers/layer.h"
+#include "kernels/cpu/elementwise.h"
 
 namespace lockstep {
 
@@ -22,6 +24,30 @@ class GeluLayer : public Layer {
   GeluLayer(const std::string& name, const Shape& input);
   void Forward(const LayerIO& io, const PassContext& ctx) override;
   void Backward(const LayerIO& io, const PassContext& ctx) override;
+};
+
+// relu, relu6, tanh, sigmoid or softmax (over the last axis) of its input.
+class ActivationLayer : public Layer {
+ public:
+  ActivationLayer(const std::string& name, const Shape& input,
+                  ActivationKind act);
+  ActivationKind act() const { return act_; }
+  // The rows and columns the activation sees (softmax runs along a row).
+  int64_t Rows(int64_t n) const { return n * output_size() / Cols(); }
+  int64_t Cols() const {
+    return output_shape().empty() ? 1 : output_shape().back();
+  }
+  bool HasSoftmaxOutput() const override {
+    return act_ == ActivationKind::kSoftmax;
+  }
+  bool HasSigmoidOutput() const override {
+    return act_ == ActivationKind::kSigmoid;
+  }
+  void Forward(const LayerIO& io, const PassContext& ctx) override;
+  void Backward(const LayerIO& io, const PassContext& ctx) override;
+
+ private:
+  const ActivationKind act_;
 };
 
 }  // namespace lockstep

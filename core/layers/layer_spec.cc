@@ -16,7 +16,9 @@ bool operator==(const ModelSpec& a, const ModelSpec& b) {
   return a.inputs == b.inputs && a.layers == b.layers &&
          a.param_names == b.param_names &&
          a.init_safetensors == b.init_safetensors &&
-         a.init_allow_missing == b.init_allow_missing;
+         a.init_allow_missing == b.init_allow_missing &&
+         a.onnx_path == b.onnx_path && a.onnx_input == b.onnx_input &&
+         a.onnx_output == b.onnx_output;
 }
 
 }  // namespace lockstep

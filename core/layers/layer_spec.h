@@ -53,6 +53,15 @@ struct ModelSpec {
   // Parameters the file lacks keep their layers' initializers (a new head
   // over a pretrained base) instead of being an error.
   bool init_allow_missing = false;
+  // A model exported as ONNX (model.onnx, model.input, model.output;
+  // core/onnx/onnx_import.h): its
+  // graph becomes the layers and its initializers the initial weights
+  // when the graph is built, so `layers` stays empty and `inputs` holds
+  // the one data field it reads ("input"). `onnx_input` and `onnx_output`
+  // name the graph's input and output ("" when it has one).
+  std::string onnx_path;
+  std::string onnx_input;
+  std::string onnx_output;
 
   // The single input's shape (a stack model's "input_shape"), or empty.
   Shape single_input_shape() const {

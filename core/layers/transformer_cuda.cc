@@ -1,6 +1,7 @@
-// The text-model layers on a GPU: add, gelu, embedding, position_embedding,
-// layer_norm and gather_positions, with their CPU passes' semantics through
-// kernels/cuda/transformer.h (multi_head_attention is attention_cuda.cc).
+// The text-model layers on a GPU: add, gelu, activation, embedding,
+// position_embedding, layer_norm and gather_positions, with their CPU passes'
+// semantics through kernels/cuda/transformer.h (multi_head_attention is
+// attention_cuda.cc).
 #include <algorithm>
 #include <cstdint>
 
@@ -14,6 +15,7 @@
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/gelu.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/layers/activation.h"
 #include "kernels/cuda/layers/device_context.h"
 #include "kernels/cuda/transformer.h"
 
@@ -41,6 +43,47 @@ DeviceLayer Add() {
       if (dx == nullptr || dx == io.dy || bytes == 0) continue;
       CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
           dx, io.dy, bytes, cudaMemcpyDeviceToDevice, dc.stream));
+    }
+    return absl::OkStatus();
+  };
+  return d;
+}
+
+// activation: the kernels' in-place pass on a copy of its input.
+DeviceLayer ActivationOnGpu() {
+  DeviceLayer d;
+  d.forward = [](Layer& layer, DeviceLayerState*, const LayerIO& io,
+                 const PassContext& ctx, DeviceContext& dc) -> absl::Status {
+    const auto& l = static_cast<const ActivationLayer&>(layer);
+    const size_t bytes = io.n * l.output_size() * sizeof(float);
+    if (bytes > 0 && io.y != io.x[0]) {
+      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+          io.y, io.x[0], bytes, cudaMemcpyDeviceToDevice, dc.stream));
+    }
+    const bool skip =
+        ctx.skip_output_activation && (l.act() == ActivationKind::kSoftmax ||
+                                       l.act() == ActivationKind::kSigmoid);
+    if (!skip) {
+      CUDA_RETURN_IF_ERROR(cuda::BiasActivationForward(
+          l.Rows(io.n), l.Cols(), nullptr, l.act(), io.y, dc.stream));
+    }
+    return absl::OkStatus();
+  };
+  d.backward = [](Layer& layer, DeviceLayerState*, const LayerIO& io,
+                  const PassContext& ctx, DeviceContext& dc) -> absl::Status {
+    if (io.dx[0] == nullptr) return absl::OkStatus();
+    const auto& l = static_cast<const ActivationLayer&>(layer);
+    const bool skip =
+        ctx.skip_output_activation && (l.act() == ActivationKind::kSoftmax ||
+                                       l.act() == ActivationKind::kSigmoid);
+    if (!skip) {
+      CUDA_RETURN_IF_ERROR(cuda::ActivationBackwardBiasGrad(
+          l.Rows(io.n), l.Cols(), l.act(), io.y, io.dy, nullptr, dc.stream));
+    }
+    const size_t bytes = io.n * l.output_size() * sizeof(float);
+    if (bytes > 0 && io.dx[0] != io.dy) {
+      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+          io.dx[0], io.dy, bytes, cudaMemcpyDeviceToDevice, dc.stream));
     }
     return absl::OkStatus();
   };
@@ -173,6 +216,7 @@ DeviceLayer GatherPositions() {
 
 LOCKSTEP_REGISTER_DEVICE_LAYER(add, "add", Add());
 LOCKSTEP_REGISTER_DEVICE_LAYER(gelu, "gelu", Gelu());
+LOCKSTEP_REGISTER_DEVICE_LAYER(activation, "activation", ActivationOnGpu());
 LOCKSTEP_REGISTER_DEVICE_LAYER(embedding, "embedding", Embedding());
 LOCKSTEP_REGISTER_DEVICE_LAYER(position_embedding, "position_embedding",
                                Embedding());

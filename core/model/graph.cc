@@ -13,6 +13,7 @@
 #include "core/checkpoint/safetensors.h"
 #include "core/json_util.h"
 #include "core/layers/registry.h"
+#include "core/onnx/onnx_import.h"
 #include "core/param_init.h"
 
 namespace lockstep {
@@ -201,6 +202,7 @@ class GraphBuilder {
 
 absl::StatusOr<std::unique_ptr<Graph>> Graph::Build(const ModelSpec& spec,
                                                     uint64_t seed) {
+  if (!spec.onnx_path.empty()) return BuildOnnx(spec, seed);
   std::unique_ptr<Graph> g(new Graph());
   GraphBuilder builder(spec, seed, g.get());
   RETURN_IF_ERROR(builder.Run());
@@ -208,6 +210,43 @@ absl::StatusOr<std::unique_ptr<Graph>> Graph::Build(const ModelSpec& spec,
   if (!spec.init_safetensors.empty()) {
     RETURN_IF_ERROR(g->LoadInitialWeights(spec.init_safetensors,
                                           spec.init_allow_missing));
+  }
+  return g;
+}
+
+absl::StatusOr<std::unique_ptr<Graph>> Graph::BuildOnnx(const ModelSpec& spec,
+                                                        uint64_t seed) {
+  ASSIGN_OR_RETURN(OnnxImport imported, ImportOnnxModel(spec));
+  ModelSpec model = std::move(imported.model);
+  const Shape graph = model.single_input_shape();
+  model.init_safetensors = spec.init_safetensors;
+  model.init_allow_missing = spec.init_allow_missing;
+  std::unique_ptr<Graph> g(new Graph());
+  GraphBuilder builder(model, seed, g.get());
+  RETURN_IF_ERROR(builder.Run());
+  RETURN_IF_ERROR(g->Plan());
+  // The graph's initializers are every parameter's initial value.
+  std::map<std::string, const Tensor*> by_name;
+  for (const auto& [name, t] : imported.initial) by_name[name] = &t;
+  for (Param* p : g->params_) {
+    auto it = by_name.find(p->name);
+    if (it == by_name.end() || it->second->shape() != p->value.shape()) {
+      return absl::InternalError(
+          absl::StrCat("model.onnx: \"", spec.onnx_path,
+                       "\" was imported with no initializer ",
+                       ShapeToString(p->value.shape()), " for the parameter \"",
+                       p->name, "\""));
+    }
+    p->value.values() = it->second->values();
+  }
+  g->import_summary_ = absl::StrCat(
+      "model: ", spec.onnx_path, ": ", imported.nodes, " ONNX nodes as ",
+      g->layers_.size(), " layers, input ", ShapeToString(graph),
+      " (channels last), ", g->params_.size(),
+      " parameter tensors from its initializers");
+  if (!spec.init_safetensors.empty()) {
+    RETURN_IF_ERROR(
+        g->LoadInitialWeights(spec.init_safetensors, spec.init_allow_missing));
   }
   return g;
 }

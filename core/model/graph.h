@@ -93,6 +93,9 @@ class Graph {
   // One line for the log: where the initial weights came from, what the
   // file lacked and what it held besides; "" without an init file.
   std::string InitSummary(const std::string& path) const;
+  // For a model.onnx, one line for the log: the file, its nodes and the
+  // layers and parameters they became; "" otherwise.
+  const std::string& import_summary() const { return import_summary_; }
 
   // Parameters no planned step touches (their gradient stays zero): final
   // before backward starts.
@@ -101,6 +104,10 @@ class Graph {
  private:
   Graph() = default;
   absl::Status Plan();
+  // Build for a model.onnx: the imported graph's layers, its initializers
+  // as the parameters' values (then model.init over them).
+  static absl::StatusOr<std::unique_ptr<Graph>> BuildOnnx(const ModelSpec& spec,
+                                                          uint64_t seed);
   // Overwrites every parameter with the tensor of its name in `path`:
   // InvalidArgument naming the file and the tensor when one is missing or
   // of another shape.
@@ -114,6 +121,7 @@ class Graph {
   std::vector<int64_t> input_offsets_;
   std::vector<Param*> params_;
   int64_t num_parameters_ = 0;
+  std::string import_summary_;
   std::vector<BackwardStep> plan_;
   std::vector<int> slot_of_;
   std::vector<int64_t> slot_size_;

@@ -81,6 +81,8 @@ absl::Status TrainingSession::Setup(
   ASSIGN_OR_RETURN(LrSchedule schedule,
                    LrSchedule::ForJob(spec, plan_->steps_per_epoch()));
   schedule_ = std::make_unique<LrSchedule>(std::move(schedule));
+  const std::string& imported = replicas_->primary().graph().import_summary();
+  if (!imported.empty()) host_->Log(imported);
   const std::string init =
       replicas_->primary().graph().InitSummary(spec.model.init_safetensors);
   if (!init.empty()) host_->Log(init);

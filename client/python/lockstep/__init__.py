@@ -8,6 +8,9 @@ data-parallel training jobs on a lockstep cluster, from Python.
     job.result()["test_accuracy"]
     job.checkpoint().to_torch(torch_model)
 
+A torch model of your own: lockstep.export(module, example,
+"model.onnx"), then "model": {"onnx": "model.onnx"} in the job.
+
 See help(lockstep.Client) and help(lockstep.Job).
 """
 
@@ -16,7 +19,7 @@ from lockstep.client import normalize_address
 from lockstep.errors import (CheckpointError, InvalidJob, JobCancelled,
                              JobExists, JobFailed, JobNotFinished, JobNotFound,
                              LockstepError, Unauthenticated, Unavailable)
-from lockstep.torch_io import WeightsMismatch, to_torch
+from lockstep.torch_io import WeightsMismatch, export, to_torch
 from lockstep._transfer import TransferWarning
 from lockstep.types import (Event, Finished, JobStatus, LogLine,
                             MembershipChange, Progress, Reconnecting,
@@ -32,5 +35,6 @@ __all__ = [
     "MembershipChange", "Progress", "Straggler", "normalize_address",
     "Reconnecting", "StateChanged", "TransferWarning", "Unauthenticated",
     "Unavailable",
-    "WeightsMismatch", "WorkerStatus", "read_safetensors", "to_torch",
+    "WeightsMismatch", "WorkerStatus", "export", "read_safetensors",
+    "to_torch",
 ]

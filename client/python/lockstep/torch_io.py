@@ -72,3 +72,43 @@ def to_torch(params, module, strict=True):
            for k, v in params.items() if k in state}
     module.load_state_dict(new, strict=False)
     return module
+
+
+def export(module, example, path, input_name="input",
+                output_name="output", opset=17):
+    """Writes ``module`` as an ONNX graph lockstep can train
+    (``"model": {"onnx": path}``) and returns ``path``.
+
+    ``example`` is one batch of the input as the module takes it (NCHW for
+    images); its first dimension becomes the graph's batch dimension. The
+    graph is exported in training mode without constant folding, so batch
+    norms stay batch norms (not folded into the convolutions), dropout stays
+    in the graph and every parameter keeps its state-dict name: a lockstep
+    checkpoint of the job then loads back with ``to_torch(params, module)``.
+    The module's train/eval mode is restored afterwards."""
+    import warnings
+
+    import torch
+
+    was_training = module.training
+    module.train()
+    try:
+        with warnings.catch_warnings():
+            # What the trace says of every batch norm in training mode: its
+            # num_batches_tracked counter (lockstep keeps none) and its
+            # one-sample check are left out of the graph.
+            warnings.filterwarnings(
+                "ignore", message="ONNX Preprocess - Removing mutation")
+            warnings.filterwarnings(
+                "ignore", message="Converting a tensor to a Python boolean")
+            torch.onnx.export(
+                module, example, path, input_names=[input_name],
+                output_names=[output_name],
+                dynamic_axes={input_name: {0: "batch"},
+                              output_name: {0: "batch"}},
+                opset_version=opset,
+                training=torch.onnx.TrainingMode.TRAINING,
+                do_constant_folding=False)
+    finally:
+        module.train(was_training)
+    return path

@@ -1,6 +1,9 @@
-"""to_torch without a cluster: tied weights, strictness, dtype."""
+"""to_torch without a cluster: tied weights, strictness, dtype; export
+and a job trained on its graph by `lockstep train`."""
 
+import json
 import os
+import subprocess
 
 import numpy as np
 import pytest
@@ -57,3 +60,55 @@ def test_strict_names_what_is_missing_and_loose_loads_the_rest():
                        match=r"shapes differ \(checkpoint vs module\): "
                        r"emb.weight \[5, 4\] vs \[5, 3\]"):
         lockstep.to_torch(p, Tied(), strict=False)
+
+
+class SmallCnn(torch.nn.Module):
+    """A user's own CNN: conv, batch norm, ReLU, pooling, dropout, linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(1, 6, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(6)
+        self.pool = torch.nn.MaxPool2d(2)
+        self.drop = torch.nn.Dropout(0.1)
+        self.fc = torch.nn.Linear(6 * 4 * 4, 10)
+
+    def forward(self, x):
+        h = self.pool(torch.relu(self.bn(self.conv(x))))
+        return self.fc(self.drop(torch.flatten(h, 1)))
+
+
+def test_an_exported_module_trains_and_its_checkpoint_loads_back(tmp_path):
+    import cluster
+
+    torch.manual_seed(0)
+    module = SmallCnn().eval()
+    path = lockstep.export(module, torch.zeros(2, 1, 8, 8),
+                                str(tmp_path / "cnn.onnx"))
+    assert path == str(tmp_path / "cnn.onnx")
+    assert not module.training  # its mode is restored
+    job = {"name": "own", "seed": 1,
+           "model": {"onnx": "cnn.onnx"},
+           "loss": "sparse_categorical_crossentropy",
+           "optimizer": {"type": "adam", "learning_rate": 0.003},
+           "data": {"format": "synthetic", "train_samples": 1024,
+                    "test_samples": 256},
+           "batch_size_per_replica": 32, "epochs": 3,
+           "checkpoint": {"every_steps": 0}}
+    (tmp_path / "job.json").write_text(json.dumps(job))
+    r = subprocess.run([cluster.binary(), "train", "job.json", "--storage",
+                        "storage", "--threads", "1"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "cnn.onnx: " in r.stdout + r.stderr
+    result = json.loads(
+        (tmp_path / "storage/jobs/own/result.json").read_text())
+    assert result["test_accuracy"] > 0.5, r.stdout  # chance is 0.1
+    ckpt = tmp_path / "storage/jobs/own/checkpoints"
+    step = (ckpt / "latest").read_text().strip()
+    params = lockstep.read_safetensors(str(ckpt / step / "model.safetensors"))
+    before = module.fc.weight.detach().clone()
+    lockstep.to_torch(params, module)  # strict: every name and shape
+    assert not torch.equal(before, module.fc.weight.detach())
+    np.testing.assert_array_equal(module.bn.running_var.numpy(),
+                                  params["bn.running_var"])

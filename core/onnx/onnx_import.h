@@ -1,0 +1,66 @@
+// A graph exported as ONNX (torch.onnx.export, opsets 13 to 17) imported as
+// a lockstep model: the file is parsed and checked with Debian's libonnx
+// (its checker and shape inference), and each node becomes a layer of the
+// registry under PyTorch naming, so the initializers' names (the torch
+// state-dict names) are the model's parameter names and the imported
+// initial values load into it by name. Activations keep lockstep's layout
+// (a feature map [C, H, W] is held channels-last, as the data decodes it;
+// a flatten orders it as torch's), so every layer runs the kernels the
+// native ones do, on the CPU and on GPUs.
+//
+// This first importer maps the nodes a torch CNN or MLP exports: Conv
+// (groups, strides, symmetric pads; depthwise), BatchNormalization
+// (training mode: the running statistics are moving averages),
+// Relu/Clip/Sigmoid/Tanh/Softmax (fused into the layer before them when
+// they can be), MaxPool (no padding), GlobalAveragePool, Flatten, Gemm (a
+// torch Linear), Add (residuals), Dropout, Identity and Constant. Any other
+// op, attribute or layout is refused naming the node, the op and what to
+// do.
+#ifndef LOCKSTEP_CORE_ONNX_ONNX_IMPORT_H_
+#define LOCKSTEP_CORE_ONNX_ONNX_IMPORT_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/layers/layer_spec.h"
+#include "core/tensor.h"
+
+namespace lockstep {
+
+// The opsets of the default domain an importer accepts.
+inline constexpr int kMinOnnxOpset = 13;
+inline constexpr int kMaxOnnxOpset = 17;
+// A file larger than this is refused before it is read.
+inline constexpr int64_t kMaxOnnxFileBytes = int64_t{2} << 30;
+
+struct OnnxImport {
+  // One input ("input", the data's field) whose per-sample shape is the
+  // graph input's without its batch dimension, channels-last for a
+  // [C, H, W] image; the layers in the graph's order, the last one its
+  // output; PyTorch naming.
+  ModelSpec model;
+  // Every parameter's initial value, by name (the graph's initializers).
+  std::vector<std::pair<std::string, Tensor>> initial;
+  // How many nodes were read, and how many layers they became.
+  int nodes = 0;
+};
+
+// Reads and imports `path`. `input` and `output` name the graph input the
+// data feeds and the output the loss reads; either may be "" when the
+// graph has exactly one. Errors (InvalidArgument, NotFound for a missing
+// file) start with "model.onnx" and name the node and op.
+absl::StatusOr<OnnxImport> ImportOnnx(const std::string& path,
+                                      const std::string& input,
+                                      const std::string& output);
+
+// Imports `model.onnx_path` as ImportOnnx does, with the spec's input and
+// output names, and checks that its input holds as many values per sample
+// as the spec's (the data's) shape when that is known: a CSV row of 784
+// values feeds a [1, 28, 28] graph input; an 8x8 image does not.
+absl::StatusOr<OnnxImport> ImportOnnxModel(const ModelSpec& model);
+
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_CORE_ONNX_ONNX_IMPORT_H_

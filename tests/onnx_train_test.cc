@@ -1,0 +1,116 @@
+// A torch model brought as ONNX trained as a job: `lockstep train` on a
+// residual CNN with dropout exported by tests/torch_onnx_reference.py, on
+// the built-in synthetic data. It must learn, log what it imported, and
+// checkpoint every tensor under the torch state dict's name and shape, so
+// the weights load back into the torch module.
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "tests/subprocess.h"
+#include "tests/test_jobs.h"
+#include "tests/torch_util.h"
+#include "tests/train_cli_fixture.h"
+
+namespace lockstep {
+namespace {
+
+using testing::ReadFileOrEmpty;
+using testing::Runfile;
+using testing::RunResult;
+using testing::TinyJob;
+using testing::TorchMissing;
+using train_cli_fixture::TrainCliTest;
+
+TEST_F(TrainCliTest, AnExportedTorchCnnTrainsAndCheckpointsUnderItsNames) {
+  LOCKSTEP_SKIP_OR_FAIL_IF_MISSING(TorchMissing());
+  RunResult ref = testing::RunProcess(
+      {"/usr/bin/python3", Runfile("tests/torch_onnx_reference.py"), "--out",
+       dir_, "--channels", "1", "--height", "8", "--width", "8", "--filters",
+       "8", "--hidden", "32", "--classes", "10", "--dropout", "0.2"},
+      dir_, 180);
+  ASSERT_TRUE(ref.exit.exited && ref.exit.exit_code == 0) << ref.err;
+
+  nlohmann::json job = TinyJob({{"name", "onnx"}, {"epochs", 4}});
+  job["model"] = {{"onnx", "model.onnx"}};
+  const std::string storage = dir_ + "/storage";
+  RunResult r = Train(WriteJob(job), storage, {"--threads", "2"});
+  ASSERT_TRUE(r.exit.exited);
+  ASSERT_EQ(r.exit.exit_code, 0) << r.out << r.err;
+  const std::string all = r.out + r.err;
+  // 15 nodes: 2 Conv, 2 BatchNormalization, 3 Relu, Add, MaxPool, Flatten,
+  // 2 Gemm, Dropout and its 2 Constants (ratio, training mode); the relus
+  // after bn1 and fc1 fuse into them, the one after the add is a layer;
+  // the batch norms' running statistics are parameters (moving averages).
+  EXPECT_NE(all.find("/model.onnx: 15 ONNX nodes as 11 layers, input "
+                     "[8, 8, 1] (channels last), 16 parameter tensors from "
+                     "its initializers"),
+            std::string::npos)
+      << all;
+  nlohmann::json res = Result(storage, "onnx");
+  ASSERT_TRUE(res.is_object()) << all;
+  EXPECT_GT(res["test_accuracy"].get<double>(), 0.6) << all;  // chance 0.1
+
+  const nlohmann::json want =
+      nlohmann::json::parse(ReadFileOrEmpty(dir_ + "/state_dict.json"));
+  ASSERT_EQ(want.size(), 16u);  // 6 weights, 6 biases, 4 running statistics
+  std::map<std::string, Tensor> ckpt = testing::ReadTensors(
+      storage + "/jobs/onnx/checkpoints/" +
+      ReadFileOrEmpty(storage + "/jobs/onnx/checkpoints/latest").substr(0, 13) +
+      "/model.safetensors");
+  ASSERT_EQ(ckpt.size(), want.size());
+  for (auto it = want.begin(); it != want.end(); ++it) {
+    ASSERT_EQ(ckpt.count(it.key()), 1u) << it.key();
+    EXPECT_EQ(nlohmann::json(ckpt.at(it.key()).shape()), it.value())
+        << it.key();
+  }
+}
+
+// `lockstep check` (as submit) imports the graph: a truncated file, and a
+// graph whose input does not fit the data, are refused before any job
+// starts, naming the file.
+TEST_F(TrainCliTest, CheckRefusesAGraphItCannotTrain) {
+  LOCKSTEP_SKIP_OR_FAIL_IF_MISSING(TorchMissing());
+  RunResult ref = testing::RunProcess(
+      {"/usr/bin/python3", Runfile("tests/torch_onnx_reference.py"), "--out",
+       dir_, "--channels", "3", "--height", "8", "--width", "6"},
+      dir_, 180);
+  ASSERT_TRUE(ref.exit.exited && ref.exit.exit_code == 0) << ref.err;
+  nlohmann::json job = TinyJob({{"name", "onnx"}});
+  job["model"] = {{"onnx", "model.onnx"}};
+  auto check = [&](const std::string& file) {
+    return testing::RunProcess(
+        {train_cli_fixture::Binary(), "check", WriteJob(job, file)}, dir_, 60);
+  };
+  RunResult r = check("fits_not.json");
+  EXPECT_EQ(r.exit.exit_code, 2);
+  EXPECT_NE(r.err.find("lockstep check: error: model.onnx: \"" + dir_ +
+                       "/model.onnx\" takes [8, 6, 3] per sample (144 values, "
+                       "channels last) but a data sample is [8, 8, 1] (64 "
+                       "values)"),
+            std::string::npos)
+      << r.err;
+
+  const std::string bytes = ReadFileOrEmpty(dir_ + "/model.onnx");
+  ASSERT_GT(bytes.size(), 1000u);
+  testing::WriteStringToFile(dir_ + "/cut.onnx", bytes.substr(0, 500));
+  job["model"]["onnx"] = "cut.onnx";
+  r = check("cut.json");
+  EXPECT_EQ(r.exit.exit_code, 2);
+  EXPECT_NE(r.err.find("lockstep check: error: model.onnx: \"" + dir_ +
+                       "/cut.onnx\" is not an ONNX model (500 bytes that do "
+                       "not parse as a ModelProto with a graph; truncated?)"),
+            std::string::npos)
+      << r.err;
+  job["model"]["onnx"] = "missing.onnx";
+  r = check("missing.json");
+  EXPECT_EQ(r.exit.exit_code, 2);
+  EXPECT_NE(
+      r.err.find("model.onnx: no such file \"" + dir_ + "/missing.onnx\""),
+      std::string::npos)
+      << r.err;
+}
+
+}  // namespace
+}  // namespace lockstep

@@ -1,0 +1,127 @@
+#!/usr/bin/python3
+"""PyTorch reference for lockstep's ONNX import agreement test.
+
+A small residual CNN, as a user would write it in torch:
+  conv 3x3 (pad 1) -> batch norm -> ReLU
+  -> conv 3x3 (pad 1) -> batch norm, added to its input -> ReLU
+  -> max pool 2x2 -> flatten (NCHW order) -> linear -> ReLU -> linear
+with seeded weights, exported by torch.onnx.export in training mode
+(opset 17, no constant folding) so the batch norms and the parameters keep
+their state-dict names. One training step's loss (sparse categorical
+cross-entropy, mean), logits and every parameter's gradient are written for
+the test to compare with lockstep's step on the imported graph.
+
+Outputs (in --out DIR):
+  model.onnx            the exported graph
+  state_dict.json       the state dict's tensors' shapes by name (less
+                        num_batches_tracked)
+  batch.safetensors     x [N, H, W, C] (NHWC: lockstep's images) and
+                        labels [N] (float32)
+  expected.safetensors  loss [1], logits [N, K] (the training pass's: batch
+                        statistics), inference_logits [N, K] (running
+                        statistics), grad.<state-dict name> for
+                        trainable parameter
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_bert_reference import write_safetensors  # noqa: E402
+
+
+class Net(nn.Module):
+    def __init__(self, channels, height, width, filters, hidden, classes,
+                 dropout):
+        super().__init__()
+        self.conv1 = nn.Conv2d(channels, filters, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(filters)
+        self.conv2 = nn.Conv2d(filters, filters, 3, padding=1)
+        self.bn2 = nn.BatchNorm2d(filters)
+        self.pool = nn.MaxPool2d(2)
+        self.drop = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
+        self.fc1 = nn.Linear(filters * (height // 2) * (width // 2), hidden)
+        self.fc2 = nn.Linear(hidden, classes)
+
+    def forward(self, x):
+        h = F.relu(self.bn1(self.conv1(x)))
+        h = F.relu(h + self.bn2(self.conv2(h)))
+        h = torch.flatten(self.pool(h), 1)
+        return self.fc2(self.drop(F.relu(self.fc1(h))))
+
+
+def main(argv):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=True)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--height", type=int, default=8)
+    p.add_argument("--width", type=int, default=6)
+    p.add_argument("--channels", type=int, default=3)
+    p.add_argument("--filters", type=int, default=4)
+    p.add_argument("--hidden", type=int, default=16)
+    p.add_argument("--classes", type=int, default=5)
+    p.add_argument("--dropout", type=float, default=0.0,
+                   help="a dropout before the last linear (then no "
+                        "reference step: its mask is random)")
+    a = p.parse_args(argv)
+    torch.manual_seed(a.seed)
+    net = Net(a.channels, a.height, a.width, a.filters, a.hidden, a.classes,
+              a.dropout)
+    # Non-trivial batch norm parameters and running statistics.
+    with torch.no_grad():
+        for bn in (net.bn1, net.bn2):
+            bn.weight.uniform_(0.5, 1.5)
+            bn.bias.uniform_(-0.2, 0.2)
+            bn.running_mean.uniform_(-0.1, 0.1)
+            bn.running_var.uniform_(0.8, 1.2)
+    os.makedirs(a.out, exist_ok=True)
+    net.train()
+    example = torch.zeros(2, a.channels, a.height, a.width)
+    torch.onnx.export(net, example, os.path.join(a.out, "model.onnx"),
+                      input_names=["pixels"], output_names=["logits"],
+                      dynamic_axes={"pixels": {0: "batch"},
+                                    "logits": {0: "batch"}},
+                      opset_version=17,
+                      training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False)
+    # What a lockstep checkpoint of it must hold to load back into torch:
+    # every parameter and running statistic by name and shape.
+    with open(os.path.join(a.out, "state_dict.json"), "w") as f:
+        json.dump({k: list(v.shape) for k, v in net.state_dict().items()
+                   if not k.endswith("num_batches_tracked")}, f)
+    if a.dropout > 0:
+        return 0
+
+    gen = torch.Generator().manual_seed(a.seed + 1)
+    x = torch.rand(a.batch, a.height, a.width, a.channels, generator=gen)
+    x = x * 2 - 1
+    labels = torch.randint(a.classes, (a.batch,), generator=gen)
+    # Inference first (the batch norms on their running statistics, which
+    # the training pass below moves).
+    net.eval()
+    with torch.no_grad():
+        inference = net(x.permute(0, 3, 1, 2))
+    net.train()
+    logits = net(x.permute(0, 3, 1, 2))
+    loss = F.cross_entropy(logits, labels)
+    loss.backward()
+    write_safetensors(os.path.join(a.out, "batch.safetensors"),
+                      {"x": x, "labels": labels.float()})
+    expected = {"grad." + name: p.grad.contiguous()
+                for name, p in net.named_parameters()}
+    expected["loss"] = loss.detach().reshape(1)
+    expected["logits"] = logits.detach()
+    expected["inference_logits"] = inference
+    write_safetensors(os.path.join(a.out, "expected.safetensors"), expected)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
