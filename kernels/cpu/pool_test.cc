@@ -11,6 +11,7 @@ namespace {
 
 struct Case {
   int64_t n, h, w, c, ph, pw, sh, sw;
+  int64_t pad_h = 0, pad_w = 0;  // cells on each side that never win
 };
 
 class PoolTest : public ::testing::TestWithParam<std::tuple<Case, int>> {};
@@ -18,8 +19,8 @@ class PoolTest : public ::testing::TestWithParam<std::tuple<Case, int>> {};
 TEST_P(PoolTest, MatchesNaive) {
   const auto [cs, threads] = GetParam();
   SetNumThreads(threads);
-  const Pool2DGeometry g =
-      Pool2DGeometry::Make(cs.n, cs.h, cs.w, cs.c, cs.ph, cs.pw, cs.sh, cs.sw);
+  const Pool2DGeometry g = Pool2DGeometry::Make(
+      cs.n, cs.h, cs.w, cs.c, cs.ph, cs.pw, cs.sh, cs.sw, cs.pad_h, cs.pad_w);
   std::vector<float> x = RandomVector(cs.n * g.in_size(), 1);
   std::vector<float> y(cs.n * g.out_size());
   std::vector<int32_t> arg(y.size());
@@ -34,9 +35,10 @@ TEST_P(PoolTest, MatchesNaive) {
           int64_t where = -1;
           for (int64_t i = 0; i < cs.ph; ++i)
             for (int64_t j = 0; j < cs.pw; ++j) {
-              const int64_t idx =
-                  ((n * cs.h + oh * cs.sh + i) * cs.w + ow * cs.sw + j) * cs.c +
-                  c;
+              const int64_t ih = oh * cs.sh - cs.pad_h + i;
+              const int64_t iw = ow * cs.sw - cs.pad_w + j;
+              if (ih < 0 || ih >= cs.h || iw < 0 || iw >= cs.w) continue;
+              const int64_t idx = ((n * cs.h + ih) * cs.w + iw) * cs.c + c;
               if (x[idx] > best) best = x[idx], where = idx;
             }
           const int64_t o = ((n * g.out_h + oh) * g.out_w + ow) * cs.c + c;
@@ -58,6 +60,13 @@ INSTANTIATE_TEST_SUITE_P(
                                          Case{2, 7, 9, 5, 3, 3, 2, 2},
                                          Case{2, 8, 8, 6, 2, 2, 3, 3},
                                          Case{0, 4, 4, 2, 2, 2, 2, 2},
+                                         // PyTorch's padded windows
+                                         // (ResNet's stem: 3x3, stride 2,
+                                         // padding 1).
+                                         Case{2, 8, 8, 5, 3, 3, 2, 2, 1, 1},
+                                         Case{1, 7, 6, 4, 3, 3, 2, 2, 1, 1},
+                                         Case{2, 5, 9, 3, 2, 3, 1, 2, 1, 1},
+                                         Case{1, 6, 6, 8, 2, 2, 2, 2, 1, 0},
                                          Case{2, 1, 1, 3, 1, 1, 1, 1}),
                        ::testing::Values(1, 3)));
 

@@ -10,12 +10,13 @@ namespace {
 
 // The geometry's fields, by value (Pool2DGeometry has a host-only static).
 struct Geo {
-  int64_t in_h, in_w, c, pool_h, pool_w, stride_h, stride_w, out_h, out_w;
+  int64_t in_h, in_w, c, pool_h, pool_w, stride_h, stride_w, pad_h, pad_w,
+      out_h, out_w;
 };
 
 Geo ToGeo(const Pool2DGeometry& g) {
-  return Geo{g.in_h,     g.in_w,     g.channels, g.pool_h, g.pool_w,
-             g.stride_h, g.stride_w, g.out_h,    g.out_w};
+  return Geo{g.in_h,     g.in_w,  g.channels, g.pool_h, g.pool_w, g.stride_h,
+             g.stride_w, g.pad_h, g.pad_w,    g.out_h,  g.out_w};
 }
 
 __global__ void ForwardKernel(Geo g, int64_t total, const float* x, float* y,
@@ -27,13 +28,17 @@ __global__ void ForwardKernel(Geo g, int64_t total, const float* x, float* y,
     const int64_t oh = (i / (g.c * g.out_w)) % g.out_h;
     const int64_t n = i / (g.c * g.out_w * g.out_h);
     const float* img = x + n * g.in_h * g.in_w * g.c;
-    const int64_t ih0 = oh * g.stride_h, iw0 = ow * g.stride_w;
+    // The window's cells inside the input (padded cells never win), in
+    // the CPU's order.
+    const int64_t h = oh * g.stride_h - g.pad_h, w = ow * g.stride_w - g.pad_w;
+    const int64_t ih0 = h < 0 ? 0 : h, iw0 = w < 0 ? 0 : w;
+    const int64_t ih1 = h + g.pool_h < g.in_h ? h + g.pool_h : g.in_h;
+    const int64_t iw1 = w + g.pool_w < g.in_w ? w + g.pool_w : g.in_w;
     int32_t where = static_cast<int32_t>((ih0 * g.in_w + iw0) * g.c + ch);
     float best = img[where];
-    for (int64_t ph = 0; ph < g.pool_h; ++ph) {
-      for (int64_t pw = 0; pw < g.pool_w; ++pw) {
-        const int32_t at =
-            static_cast<int32_t>(((ih0 + ph) * g.in_w + iw0 + pw) * g.c + ch);
+    for (int64_t ih = ih0; ih < ih1; ++ih) {
+      for (int64_t iw = iw0; iw < iw1; ++iw) {
+        const int32_t at = static_cast<int32_t>((ih * g.in_w + iw) * g.c + ch);
         if (img[at] > best) best = img[at], where = at;
       }
     }
@@ -56,8 +61,9 @@ __global__ void BackwardKernel(Geo g, int64_t total, bool disjoint,
     const int64_t n = i / in_size;
     const int64_t within = i % in_size;
     const int64_t ch = within % g.c;
-    const int64_t iw = (within / g.c) % g.in_w;
-    const int64_t ih = within / (g.c * g.in_w);
+    // In padded coordinates (the window of oh starts at oh * stride_h).
+    const int64_t iw = (within / g.c) % g.in_w + g.pad_w;
+    const int64_t ih = within / (g.c * g.in_w) + g.pad_h;
     // Windows oh with oh * stride_h <= ih < oh * stride_h + pool_h.
     int64_t oh0 = ih - g.pool_h + 1 > 0
                       ? (ih - g.pool_h + 1 + g.stride_h - 1) / g.stride_h
@@ -145,7 +151,7 @@ cudaError_t MaxPool2DBackward(const Pool2DGeometry& g, const float* dy,
                               cudaStream_t stream) {
   const int64_t total = g.batch * g.in_size();
   if (total <= 0) return cudaSuccess;
-  const bool disjoint = g.stride_h >= g.pool_h && g.stride_w >= g.pool_w;
+  const bool disjoint = g.disjoint();
   BackwardKernel<<<Blocks(total), kThreads, 0, stream>>>(
       ToGeo(g), total, disjoint, dy, argmax, dx);
   return cudaGetLastError();

@@ -1,5 +1,5 @@
 // GPU max pooling against kernels/cpu, bit for bit, over disjoint,
-// overlapping and gapped windows.
+// overlapping, gapped and padded windows.
 #include "kernels/cuda/pool.h"
 
 #include <array>
@@ -17,6 +17,7 @@ namespace {
 
 struct Case {
   int64_t n, h, w, c, ph, pw, sh, sw;
+  int64_t pad_h = 0, pad_w = 0;
 };
 
 class PoolTest : public ::testing::TestWithParam<Case> {};
@@ -24,8 +25,8 @@ class PoolTest : public ::testing::TestWithParam<Case> {};
 TEST_P(PoolTest, ForwardAndBackwardMatchCpu) {
   SKIP_WITHOUT_CUDA_DEVICE();
   const Case p = GetParam();
-  const Pool2DGeometry g =
-      Pool2DGeometry::Make(p.n, p.h, p.w, p.c, p.ph, p.pw, p.sh, p.sw);
+  const Pool2DGeometry g = Pool2DGeometry::Make(p.n, p.h, p.w, p.c, p.ph, p.pw,
+                                                p.sh, p.sw, p.pad_h, p.pad_w);
   std::vector<float> x = RandomVector(g.batch * g.in_size(), 21);
   for (size_t i = 0; i < x.size(); i += 5) x[i] = 0.5f;  // ties
   const int64_t out_n = g.batch * g.out_size();
@@ -61,8 +62,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{1, 5, 5, 2, 2, 2, 3, 3},  // stride > pool
                       Case{0, 4, 4, 3, 2, 2, 2, 2},  // empty batch
                       Case{1, 1, 1, 1, 2, 2, 2, 2},  // pool larger than input
-                      Case{16, 28, 28, 32, 2, 2, 2, 2}  // a CNN layer
-                      ));
+                      Case{16, 28, 28, 32, 2, 2, 2, 2},  // a CNN layer
+                      // PyTorch's padded windows (ResNet's stem).
+                      Case{2, 16, 16, 8, 3, 3, 2, 2, 1, 1},
+                      Case{1, 7, 6, 5, 3, 3, 2, 2, 1, 1},
+                      Case{2, 6, 6, 4, 2, 2, 2, 2, 1, 0}));
 
 // Global average pooling sums each channel in the CPU's order: the same
 // bits, forward and backward.
