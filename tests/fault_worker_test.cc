@@ -1,10 +1,10 @@
 // Fault injection on a worker of a real local cluster (DESIGN "Failure and
-// rejoin"): kill -9 a worker (of a convolutional job, a BERT masked-LM job
-// and one with sync batch norm) and start another, SIGTERM one or both
-// workers (a node drain), and SIGSTOP a worker (then SIGCONT). Each test
-// asserts the job's outcome, the reason the coordinator reports and that
-// the final parameters are byte-identical to an uninterrupted run of the
-// same job (`lockstep train` with the same two replicas: for two ranks the
+// rejoin"): kill -9 a worker (of a convolutional job, a BERT masked-LM job,
+// one with sync batch norm and a torch model brought as ONNX) and start
+// another, SIGTERM one or both workers (a node drain), and SIGSTOP a worker
+// (then SIGCONT). Each test asserts the job's outcome, the reason the
+// coordinator reports and that the final parameters are byte-identical to
+// an uninterrupted run of the same job (`lockstep train` with the same two replicas: for two ranks the
 // ring sum is the local sum). The fixture is in fault_fixture.h.
 #include "tests/fault_fixture.h"
 
@@ -19,6 +19,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/subprocess.h"
+#include "tests/torch_util.h"
 
 namespace lockstep {
 namespace {
@@ -248,6 +249,42 @@ TEST_F(FaultTest, SyncBatchNormKilledWorkerRejoinsWithTheSameBytes) {
   EXPECT_NE(w.out.find("RUNNING generation 2 from step"), std::string::npos)
       << w.out;
   EXPECT_NE(w.out.find("job ft SUCCEEDED: 1000 steps"), std::string::npos)
+      << w.out;
+  EXPECT_EQ(Result()["fingerprint"], reference["fingerprint"]);
+}
+
+// A torch CNN exported as ONNX (batch norms, a residual add, dropout):
+// the same guarantee as a native model's. The replacement imports the graph
+// again, resumes from the checkpoint (running statistics and the dropout
+// stream included) and the run ends with the bytes of an uninterrupted one.
+TEST_F(FaultTest, OnnxModelKilledWorkerRejoinsWithTheSameBytes) {
+  LOCKSTEP_SKIP_OR_FAIL_IF_MISSING(testing::TorchMissing());
+  const std::string graph = NewTempDir("onnx_graph");
+  RunResult ref = testing::RunProcess(
+      {"/usr/bin/python3", testing::Runfile("tests/torch_onnx_reference.py"),
+       "--out", graph, "--channels", "1", "--height", "8", "--width", "8",
+       "--filters", "16", "--hidden", "32", "--classes", "10", "--dropout",
+       "0.2"},
+      graph, 180);
+  ASSERT_EQ(ref.exit.exit_code, 0) << ref.err;
+  nlohmann::json job = FaultJob();
+  job["model"] = {{"onnx", graph + "/model.onnx"}};
+  const nlohmann::json reference = TrainAlone(job, NewTempDir("onnx_ref"));
+  ASSERT_TRUE(reference.is_object());
+  EXPECT_GT(reference["test_accuracy"].get<double>(), 0.6);  // chance 0.1
+  Start();
+  ASSERT_EQ(Client({"submit", WriteJob(job)}).exit.exit_code, 0);
+  WaitForStep(120);
+  Subprocess* victim = RankProcess(1);
+  ASSERT_NE(victim, nullptr);
+  victim->Signal(SIGKILL);
+  std::string last;
+  ASSERT_TRUE(WaitForStatus("RECOVERING", 10, &last)) << last;
+  std::string why;
+  ASSERT_TRUE(cluster_->StartWorkers(1, 1, 1, &why)) << why;
+  RunResult w = WatchToEnd();
+  EXPECT_EQ(w.exit.exit_code, 0) << w.out << w.err;
+  EXPECT_NE(w.out.find("RUNNING generation 2 from step"), std::string::npos)
       << w.out;
   EXPECT_EQ(Result()["fingerprint"], reference["fingerprint"]);
 }

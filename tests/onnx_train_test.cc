@@ -8,6 +8,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tests/png_writer.h"
 #include "tests/subprocess.h"
 #include "tests/test_jobs.h"
 #include "tests/torch_util.h"
@@ -65,6 +66,71 @@ TEST_F(TrainCliTest, AnExportedTorchCnnTrainsAndCheckpointsUnderItsNames) {
     EXPECT_EQ(nlohmann::json(ckpt.at(it.key()).shape()), it.value())
         << it.key();
   }
+}
+
+// An image-folder job (RGB, NHWC as decoded; the graph was exported NCHW)
+// and `lockstep predict --image` with its checkpoint: the graph is imported
+// again and classifies files by the folders' class names. Two classes:
+// images brighter on the left or on the right.
+TEST_F(TrainCliTest, AnExportedCnnLearnsAnImageFolderAndPredicts) {
+  LOCKSTEP_SKIP_OR_FAIL_IF_MISSING(TorchMissing());
+  RunResult ref = testing::RunProcess(
+      {"/usr/bin/python3", Runfile("tests/torch_onnx_reference.py"), "--out",
+       dir_, "--channels", "3", "--height", "8", "--width", "8", "--filters",
+       "4", "--hidden", "8", "--classes", "2"},
+      dir_, 180);
+  ASSERT_TRUE(ref.exit.exited && ref.exit.exit_code == 0) << ref.err;
+  uint32_t rng = 7;
+  auto noise = [&rng]() {
+    rng = rng * 1664525u + 1013904223u;
+    return static_cast<int>((rng >> 24) % 64);
+  };
+  for (const char* split : {"train", "test"}) {
+    for (const char* side : {"left", "right"}) {
+      const std::string folder = dir_ + "/" + split + "/" + side;
+      ASSERT_EQ(system(("mkdir -p " + folder).c_str()), 0);
+      for (int i = 0; i < (std::string(split) == "train" ? 40 : 10); ++i) {
+        std::vector<uint8_t> rgb(8 * 8 * 3);
+        for (int y = 0; y < 8; ++y) {
+          for (int x = 0; x < 8; ++x) {
+            const bool lit = (x < 4) == (std::string(side) == "left");
+            for (int c = 0; c < 3; ++c) {
+              rgb[(y * 8 + x) * 3 + c] =
+                  static_cast<uint8_t>((lit ? 150 : 40) + noise());
+            }
+          }
+        }
+        testing::WritePng(folder + "/" + std::to_string(i) + ".png", 8, 8, rgb);
+      }
+    }
+  }
+  nlohmann::json job = TinyJob({{"name", "sides"}, {"epochs", 6}});
+  job["model"] = {{"onnx", "model.onnx"}};
+  job["data"] = {{"format", "image_folder"},
+                 {"train_path", "train"},
+                 {"test_path", "test"},
+                 {"image_size", 8}};
+  const std::string storage = dir_ + "/storage";
+  const std::string path = WriteJob(job);
+  RunResult r = Train(path, storage);
+  ASSERT_EQ(r.exit.exit_code, 0) << r.out << r.err;
+  nlohmann::json res = Result(storage, "sides");
+  ASSERT_TRUE(res.is_object()) << r.out;
+  EXPECT_GE(res["test_accuracy"].get<double>(), 0.95) << r.out;
+
+  RunResult p = testing::RunProcess(
+      {train_cli_fixture::Binary(), "predict", path, "--image",
+       dir_ + "/test/right", "--storage", storage, "--top-k", "1"},
+      dir_, 60);
+  ASSERT_EQ(p.exit.exit_code, 0) << p.out << p.err;
+  int right = 0;
+  for (size_t at = 0;
+       (at = p.out.find(".png: right ", at)) != std::string::npos; ++at) {
+    ++right;
+  }
+  EXPECT_GE(right, 9) << p.out;
+  EXPECT_NE(p.out.find("classes from " + dir_ + "/train"), std::string::npos)
+      << p.out;
 }
 
 // `lockstep check` (as submit) imports the graph: a truncated file, and a
