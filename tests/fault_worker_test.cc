@@ -4,8 +4,9 @@
 // another, SIGTERM one or both workers (a node drain), and SIGSTOP a worker
 // (then SIGCONT). Each test asserts the job's outcome, the reason the
 // coordinator reports and that the final parameters are byte-identical to
-// an uninterrupted run of the same job (`lockstep train` with the same two replicas: for two ranks the
-// ring sum is the local sum). The fixture is in fault_fixture.h.
+// an uninterrupted run of the same job (`lockstep train` with the same two
+// replicas: for two ranks the ring sum is the local sum). The fixture is in
+// fault_fixture.h.
 #include "tests/fault_fixture.h"
 
 #include <signal.h>
