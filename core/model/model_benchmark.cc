@@ -5,6 +5,9 @@
 //   bazel run -c opt //core:model_benchmark -- [threads] [steps]
 //   bazel run -c opt //core:model_benchmark -- THREADS STEPS mobilenet_v2 \
 //       ALPHA SIZE BATCH [frozen]
+//   bazel run -c opt //core:model_benchmark -- THREADS STEPS onnx PATH BATCH
+// (a graph exported from torch, imported as a job's "model": {"onnx"}: the
+// peer of benchmarks/onnx_vs_torch.sh; 10 or more classes)
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -75,6 +78,20 @@ int main(int argc, char** argv) {
       return 1;
     }
     Run(frozen ? "mnv2 frozen" : "mnv2", *spec, steps, std::atoi(argv[6]), 2);
+    return 0;
+  }
+  if (argc > 5 && std::string(argv[3]) == "onnx") {
+    ModelSpec spec;
+    spec.onnx_path = argv[4];
+    spec.inputs.push_back(ModelInput{"input", {}});
+    spec.param_names = ParamNaming::kTorch;
+    absl::StatusOr<std::unique_ptr<Model>> probe = Model::Build(spec, 1);
+    if (!probe.ok()) {
+      std::fprintf(stderr, "%s\n", probe.status().ToString().c_str());
+      return 1;
+    }
+    probe->reset();
+    Run("onnx", spec, steps, std::atoi(argv[5]), 2);
     return 0;
   }
   const ModelSpec mlp = *ParseModelSpec(R"({"input_shape": [784], "layers": [

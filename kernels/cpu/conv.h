@@ -60,7 +60,7 @@ void Col2Im(const Conv2DGeometry& g, const float* dpatches, int64_t row_begin,
 
 // Kernel layouts: PyTorch's [F, C, KH, KW] to Keras' [KH, KW, C, F] and
 // back (a depthwise kernel: torch [C*M, 1, KH, KW], Keras [KH, KW, C, M],
-// which is c = 1, f = C*M here). On the calling thread.
+// which is c = 1, f = C*M here). Split over ParallelFor's threads.
 void TorchToKerasConvKernel(int64_t f, int64_t c, int64_t kh, int64_t kw,
                             const float* torch, float* keras);
 void KerasToTorchConvKernel(int64_t f, int64_t c, int64_t kh, int64_t kw,

@@ -156,5 +156,35 @@ TEST(FeatureMapLayoutTest, NhwcToNchwAndBack) {
   EXPECT_EQ(back, x);
 }
 
+// The kernel layout permutations (torch [F, C, KH, KW] <-> Keras [KH, KW,
+// C, F]) against the definition, over tile edges (sizes around 32) and a
+// depthwise kernel (c = 1), on 1 and 3 threads; and back to the bytes.
+TEST(ConvKernelLayoutTest, TorchToKerasAndBackAreTheDefinedPermutation) {
+  struct Dims {
+    int64_t f, c, kh, kw;
+  };
+  for (int threads : {1, 3}) {
+    SetNumThreads(threads);
+    for (const Dims& d :
+         {Dims{6, 3, 3, 3}, Dims{33, 31, 3, 3}, Dims{64, 65, 1, 1},
+          Dims{96, 1, 3, 3}, Dims{70, 40, 7, 7}, Dims{1, 1, 1, 1}}) {
+      const int64_t n = d.f * d.c * d.kh * d.kw, taps = d.kh * d.kw;
+      std::vector<float> torch(n);
+      for (int64_t i = 0; i < n; ++i) torch[i] = static_cast<float>(i);
+      std::vector<float> keras(n, -1.0f), back(n, -1.0f);
+      TorchToKerasConvKernel(d.f, d.c, d.kh, d.kw, torch.data(), keras.data());
+      for (int64_t fi = 0; fi < d.f; ++fi)
+        for (int64_t ci = 0; ci < d.c; ++ci)
+          for (int64_t t = 0; t < taps; ++t)
+            ASSERT_EQ(keras[(t * d.c + ci) * d.f + fi],
+                      torch[(fi * d.c + ci) * taps + t])
+                << d.f << "x" << d.c << "x" << taps << " threads " << threads;
+      KerasToTorchConvKernel(d.f, d.c, d.kh, d.kw, keras.data(), back.data());
+      ASSERT_EQ(back, torch) << d.f << "x" << d.c << "x" << taps;
+    }
+  }
+  SetNumThreads(1);
+}
+
 }  // namespace
 }  // namespace lockstep
