@@ -178,6 +178,116 @@ INSTANTIATE_TEST_SUITE_P(
       return info.param.model;
     });
 
+// The BERT masked language model of benchmarks/torch_bert.py exported with
+// its four text inputs (tests/torch_onnx_text_reference.py): op-level nodes
+// (MatMul of activations, Reshape/Transpose, Div, Erf, Softmax, the mask's
+// Unsqueeze/Sub/Mul, GatherElements of the masked positions), its shape
+// sub-graphs folded at import, Linears as dense layers, the decoder tied to
+// the word embeddings. One training step against torch's float64 step: loss
+// within 1e-5 relative, each gradient within max(1e-4 of its tensor's
+// largest entry, 4x torch's own fp32 error).
+TEST(OnnxBertTest, OneTrainingStepAgreesWithTorch) {
+  LOCKSTEP_SKIP_OR_FAIL_IF_MISSING(TorchMissing());
+  constexpr int kBatch = 3, kLength = 10, kPredictions = 3, kVocab = 50;
+  const std::string dir = NewTempDir("onnx_bert_ref");
+  testing::RunResult ref = RunProcess(
+      {"/usr/bin/python3", Runfile("tests/torch_onnx_text_reference.py"),
+       "--out", dir, "--model", "bert", "--seed", "3"},
+      dir, 300);
+  ASSERT_TRUE(ref.exit.exited && ref.exit.exit_code == 0) << ref.err;
+  absl::StatusOr<ModelSpec> spec = ParseModelSpec(absl::StrFormat(
+      R"({"onnx": "%s/model.onnx", "input": ["token_ids", "segment_ids",
+          "padding_mask", "mask_positions"]})",
+      dir));
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  absl::StatusOr<std::unique_ptr<Model>> built = Model::Build(*spec, 1);
+  ASSERT_TRUE(built.ok()) << built.status();
+  Model& m = **built;
+  std::printf("%s\n", m.graph().import_summary().c_str());
+  // The graph's inputs are the model's, in order, named as the data's.
+  ASSERT_EQ(m.graph().num_inputs(), 4);
+  EXPECT_EQ(m.graph().node(0).name, "token_ids");
+  EXPECT_EQ(m.graph().node(3).name, "mask_positions");
+
+  std::map<std::string, Tensor> in = ReadTensors(dir + "/batch.safetensors");
+  std::map<std::string, Tensor> want =
+      ReadTensors(dir + "/expected.safetensors");
+  const int per = 3 * kLength + kPredictions;
+  Tensor x({kBatch, per});
+  for (int s = 0; s < kBatch; ++s) {
+    int at = 0;
+    for (const char* field :
+         {"token_ids", "segment_ids", "padding_mask", "mask_positions"}) {
+      const Tensor& t = in.at(field);
+      const int64_t w = t.shape()[1];
+      std::copy(t.data() + s * w, t.data() + (s + 1) * w,
+                x.data() + s * per + at);
+      at += static_cast<int>(w);
+    }
+  }
+  const std::vector<int32_t> labels = testing::IntLabels(in.at("labels"));
+  const int used = static_cast<int>(std::count_if(
+      labels.begin(), labels.end(), [](int v) { return v >= 0; }));
+  ASSERT_EQ(used, kBatch * kPredictions - 1);
+  const BatchLoss loss =
+      m.TrainStep(x, labels.data(), LossType::kSparseCategoricalCrossentropy,
+                  1.0f / used, 0);
+  EXPECT_EQ(loss.count, used);
+  const double torch_loss = want.at("loss").data()[0];
+  EXPECT_NEAR(loss.loss_sum / used, torch_loss, 1e-5 * torch_loss);
+
+  int checked = 0;
+  double worst = 0;
+  std::string worst_name;
+  for (Param* p : m.params()) {
+    auto it = want.find("grad64." + p->name);
+    ASSERT_NE(it, want.end()) << p->name;
+    ASSERT_EQ(it->second.shape(), p->grad.shape()) << p->name;
+    const double scale = MaxAbs(it->second.data(), it->second.size());
+    const double diff =
+        MaxDiff(p->grad.data(), it->second.data(), p->grad.size());
+    const double torch_error = want.at("torch_fp32_error." + p->name).data()[0];
+    // The key bias's gradient is zero in exact arithmetic (a softmax does
+    // not see a shift every key shares): rounding on both sides.
+    const double bound = p->name.find("key.bias") != std::string::npos
+                             ? 1e-6
+                             : std::max(1e-4 * scale, 4 * torch_error);
+    EXPECT_LE(diff, bound) << p->name << ": largest " << scale;
+    if (p->name.find("key.bias") == std::string::npos) {
+      EXPECT_GT(scale, 1e-4) << p->name;
+      if (diff / bound > worst) worst = diff / bound, worst_name = p->name;
+    }
+    ++checked;
+  }
+  // Every parameter of the 2-layer model (16 a layer, 10 besides; the
+  // decoder's weight is the word embeddings').
+  EXPECT_EQ(checked, 16 * 2 + 10);
+  std::printf(
+      "imported bert: loss %.8f (torch %.8f), %d gradients against torch's "
+      "float64 step, the nearest its bound at %.2f of it (%s)\n",
+      loss.loss_sum / used, torch_loss, checked, worst, worst_name.c_str());
+
+  // Without model.input the graph's four inputs are not fed: the error
+  // lists them as the field wants them.
+  absl::StatusOr<ModelSpec> unnamed =
+      ParseModelSpec(absl::StrFormat(R"({"onnx": "%s/model.onnx"})", dir));
+  ASSERT_TRUE(unnamed.ok()) << unnamed.status();
+  absl::StatusOr<std::unique_ptr<Model>> refused = Model::Build(*unnamed, 1);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(),
+            "model.onnx: the graph has 4 inputs (token_ids, segment_ids, "
+            "padding_mask, mask_positions); list those the data feeds in "
+            "model.input, each fed by the data field of its name: "
+            "[\"token_ids\", \"segment_ids\", \"padding_mask\", "
+            "\"mask_positions\"]");
+
+  // Inference (no dropout in this export): the logits of the used slots.
+  const float* logits = m.Logits(x);
+  const Tensor& want_logits = want.at("logits");
+  ASSERT_EQ(want_logits.size(), kBatch * kPredictions * kVocab);
+  EXPECT_LE(MaxDiff(logits, want_logits.data(), want_logits.size()), 1e-4);
+}
+
 // The data's sample must hold as many values as the graph's input: the
 // error names both and the file.
 TEST(OnnxShapeTest, ADataShapeThatDoesNotFitTheGraphIsNamed) {

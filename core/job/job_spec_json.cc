@@ -159,6 +159,12 @@ Json ModelToJson(const ModelSpec& m) {
     Json j;
     j["onnx"] = m.onnx_path;
     if (!m.onnx_input.empty()) j["input"] = m.onnx_input;
+    if (m.inputs.size() > 1 ||
+        (m.inputs.size() == 1 && m.inputs[0].name != "input")) {
+      Json names = Json::array();
+      for (const ModelInput& in : m.inputs) names.push_back(in.name);
+      j["input"] = names;
+    }
     if (!m.onnx_output.empty()) j["output"] = m.onnx_output;
     j["param_names"] = NameOf(ParamNamings(), m.param_names);
     if (!m.init_safetensors.empty()) {

@@ -296,6 +296,41 @@ TEST(JobSpecTest, OnnxModel) {
             "input or output)");
 }
 
+// A graph with several inputs (an exported BERT): model.input lists them,
+// each fed by the data field of its name (its shape the field's).
+TEST(JobSpecTest, OnnxModelWithNamedInputs) {
+  Json j = Json::parse(kBert);
+  j["model"] = Json::parse(R"({"onnx": "bert.onnx", "input": ["token_ids",
+      "segment_ids", "padding_mask", "mask_positions"]})");
+  JobSpec spec = MustParse(j.dump(), "/models");
+  ASSERT_EQ(spec.model.inputs.size(), 4u);
+  EXPECT_EQ(spec.model.inputs[0].name, "token_ids");
+  EXPECT_EQ(spec.model.inputs[0].shape, (Shape{32}));
+  EXPECT_EQ(spec.model.inputs[3].name, "mask_positions");
+  EXPECT_EQ(spec.model.inputs[3].shape, (Shape{5}));
+  EXPECT_EQ(spec.model.onnx_input, "");
+  const Json canonical = Json::parse(JobSpecToJson(spec));
+  EXPECT_EQ(canonical["model"]["input"],
+            Json::parse(R"(["token_ids", "segment_ids", "padding_mask",
+                            "mask_positions"])"));
+  EXPECT_EQ(MustParse(JobSpecToJson(spec)).model, spec.model);
+
+  auto error = [&](const Json& input) {
+    Json bad = j;
+    bad["model"]["input"] = input;
+    absl::StatusOr<JobSpec> s = ParseJobSpec(bad.dump());
+    EXPECT_FALSE(s.ok());
+    return std::string(s.status().message());
+  };
+  EXPECT_EQ(error(Json::array()), "model.input: an empty list");
+  EXPECT_EQ(error(Json::parse(R"(["token_ids", 3])")),
+            "model.input[1]: must be a graph input's name, got 3");
+  EXPECT_EQ(error(Json::parse(R"(["token_ids", "token_ids"])")),
+            "model.input[1]: \"token_ids\" is named twice");
+  EXPECT_TRUE(absl::StrContains(error(Json::parse(R"(["token_ids", "words"])")),
+                                "has no field named \"words\""));
+}
+
 class LoadJobSpecTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -172,11 +172,32 @@ absl::Status ParseOnnx(const Reader& r, absl::string_view base_dir,
   }
   RETURN_IF_ERROR(r.CheckKeys(ModelKeys()));
   RETURN_IF_ERROR(r.Path("onnx", base_dir, &model->onnx_path));
-  RETURN_IF_ERROR(r.String("input", &model->onnx_input));
+  if (r.Has("input") && r.Get("input").is_array()) {
+    // Several graph inputs (a text model's token ids, segments, mask...):
+    // each is fed by the data field of its name, in this order.
+    const Json& list = r.Get("input");
+    if (list.empty()) return Bad(r.At("input"), "an empty list");
+    for (size_t i = 0; i < list.size(); ++i) {
+      const std::string at = absl::StrCat(r.At("input"), "[", i, "]");
+      if (!list[i].is_string() || list[i].get<std::string>().empty()) {
+        return Bad(at, absl::StrCat("must be a graph input's name, got ",
+                                    Got(list[i])));
+      }
+      for (const ModelInput& seen : model->inputs) {
+        if (seen.name == list[i].get<std::string>()) {
+          return Bad(at, absl::StrCat("\"", seen.name, "\" is named twice"));
+        }
+      }
+      model->inputs.push_back(ModelInput{list[i].get<std::string>(), {}});
+    }
+  } else {
+    RETURN_IF_ERROR(r.String("input", &model->onnx_input));
+    // The graph's input is fed by the data's field "input" (an image, a
+    // CSV row); its shape is the data's, checked against the graph's on
+    // import.
+    model->inputs.push_back(ModelInput{"input", {}});
+  }
   RETURN_IF_ERROR(r.String("output", &model->onnx_output));
-  // The graph's input is fed by the data's field "input" (an image, a CSV
-  // row); its shape is the data's, checked against the graph's on import.
-  model->inputs.push_back(ModelInput{"input", {}});
   model->param_names = ParamNaming::kTorch;
   return absl::OkStatus();
 }

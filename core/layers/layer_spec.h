@@ -57,8 +57,10 @@ struct ModelSpec {
   // core/onnx/onnx_import.h): its
   // graph becomes the layers and its initializers the initial weights
   // when the graph is built, so `layers` stays empty and `inputs` holds
-  // the one data field it reads ("input"). `onnx_input` and `onnx_output`
-  // name the graph's input and output ("" when it has one).
+  // the data fields it reads: "input" (one graph input: `onnx_input` names
+  // it, "" when the graph has one), or the graph inputs' own names (a list
+  // model.input: each fed by the data field of its name). `onnx_output`
+  // names the graph's output ("" when it has one).
   std::string onnx_path;
   std::string onnx_input;
   std::string onnx_output;

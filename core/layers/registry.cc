@@ -75,7 +75,9 @@ const LayerTypeInfo* FindLayerType(absl::string_view type) {
 
 std::vector<std::string> LayerTypeNames() {
   std::vector<std::string> names;
-  for (const auto& [type, info] : Table()) names.push_back(type);
+  for (const auto& [type, info] : Table()) {
+    if (!info.internal) names.push_back(type);
+  }
   return names;
 }
 
@@ -89,7 +91,7 @@ absl::Status ParseLayerSpec(const Json& v, const std::string& path,
     return Bad(r.At("type"), absl::StrCat("must be a string, got ", Got(t)));
   }
   const LayerTypeInfo* info = FindLayerType(t.get<std::string>());
-  if (info == nullptr) {
+  if (info == nullptr || info->internal) {
     return Bad(r.At("type"),
                absl::StrCat("unknown layer type ", Got(t), "; expected one of ",
                             absl::StrJoin(LayerTypeNames(), ", ")));

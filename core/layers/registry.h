@@ -65,6 +65,10 @@ struct LayerTypeInfo {
   // "bert_mlm", ...}) names the data fields it takes as model inputs; a
   // preset's parameters have PyTorch names unless the model says otherwise.
   std::vector<std::string> preset_inputs;
+  // Made by an importer only (an ONNX graph's op-level nodes,
+  // core/onnx/ops/): a job file cannot name it, and LayerTypeNames leaves
+  // it out.
+  bool internal = false;
   // Validates the fields (the caller has refused keys outside `keys`) and
   // fills *config with every field, defaults included.
   std::function<absl::Status(const spec_reader::Reader&,
@@ -87,7 +91,7 @@ const spec_reader::Keys& CommonLayerKeys();
 bool RegisterLayerType(LayerTypeInfo info);
 // Null for an unknown type.
 const LayerTypeInfo* FindLayerType(absl::string_view type);
-// Every registered type, sorted.
+// Every registered type a job file may name, sorted.
 std::vector<std::string> LayerTypeNames();
 
 namespace registry_internal {

@@ -239,10 +239,20 @@ absl::StatusOr<std::unique_ptr<Graph>> Graph::BuildOnnx(const ModelSpec& spec,
     }
     p->value.values() = it->second->values();
   }
+  std::string inputs;
+  if (model.inputs.size() == 1) {
+    inputs = absl::StrCat("input ", ShapeToString(graph),
+                          graph.size() == 3 ? " (channels last)" : "");
+  } else {
+    std::vector<std::string> each;
+    for (const ModelInput& in : model.inputs) {
+      each.push_back(absl::StrCat(in.name, " ", ShapeToString(in.shape)));
+    }
+    inputs = absl::StrCat("inputs ", absl::StrJoin(each, ", "));
+  }
   g->import_summary_ = absl::StrCat(
       "model: ", spec.onnx_path, ": ", imported.nodes, " ONNX nodes as ",
-      g->layers_.size(), " layers, input ", ShapeToString(graph),
-      " (channels last), ", g->params_.size(),
+      g->layers_.size(), " layers, ", inputs, ", ", g->params_.size(),
       " parameter tensors from its initializers");
   if (!spec.init_safetensors.empty()) {
     RETURN_IF_ERROR(

@@ -17,6 +17,7 @@
 #include "base/file_util.h"
 #include "base/status_macros.h"
 #include "core/layers/registry.h"
+#include "core/onnx/onnx_fold.h"
 #include "onnx/checker.h"
 #include "onnx/onnx_pb.h"
 #include "onnx/shape_inference/implementation.h"
@@ -27,21 +28,58 @@ namespace {
 using Json = spec_reader::Json;
 
 // The ops a node may have here, for the refusal of any other.
-constexpr const char* kSupported[] = {"Add",
-                                      "BatchNormalization",
-                                      "Clip",
-                                      "Constant",
-                                      "Conv",
-                                      "Dropout",
-                                      "Flatten",
-                                      "Gemm",
-                                      "GlobalAveragePool",
-                                      "Identity",
-                                      "MaxPool",
-                                      "Relu",
-                                      "Sigmoid",
-                                      "Softmax",
-                                      "Tanh"};
+// The ops a node may have here, for the refusal of any other.
+constexpr const char* kSupported[] = {
+    "Abs",
+    "Add",
+    "BatchNormalization",
+    "Cast",
+    "Clip",
+    "Concat",
+    "Constant",
+    "ConstantOfShape",
+    "Conv",
+    "Div",
+    "Dropout",
+    "Equal",
+    "Erf",
+    "Exp",
+    "Expand",
+    "Flatten",
+    "Gather",
+    "GatherElements",
+    "Gemm",
+    "GlobalAveragePool",
+    "Greater",
+    "GreaterOrEqual",
+    "Identity",
+    "LayerNormalization",
+    "Less",
+    "LessOrEqual",
+    "Log",
+    "MatMul",
+    "MaxPool",
+    "Mul",
+    "Neg",
+    "Not",
+    "Pow",
+    "Range",
+    "Reciprocal",
+    "Relu",
+    "Reshape",
+    "Shape",
+    "Sigmoid",
+    "Slice",
+    "Softmax",
+    "Sqrt",
+    "Squeeze",
+    "Sub",
+    "Tanh",
+    "Transpose",
+    "Trilu",
+    "Unsqueeze",
+    "Where",
+};
 
 // An ONNX tensor as the layers hold it.
 struct Value {
@@ -114,7 +152,8 @@ class Importer {
       : model_(model), graph_(*model.mutable_graph()), path_(std::move(path)) {}
 
   absl::StatusOr<OnnxImport> Run(const std::string& input,
-                                 const std::string& output);
+                                 const std::string& output,
+                                 const std::vector<std::string>& named);
 
  private:
   absl::Status CheckOpsets();
@@ -147,6 +186,25 @@ class Importer {
   // that one can take it, else a layer of its own.
   absl::Status Activation(const onnx::NodeProto& n, const char* activation);
   absl::Status OnlyUsed(const onnx::NodeProto& n, int from_output) const;
+  // Op-level nodes (core/onnx/ops/): the ops no layer is.
+  absl::Status OpNode(const onnx::NodeProto& n);
+  absl::Status MatMul(const onnx::NodeProto& n);
+  absl::Status Binary(const onnx::NodeProto& n, const char* op);
+  absl::Status Unary(const onnx::NodeProto& n, const char* op, Json fields);
+  absl::Status ReshapeTo(const onnx::NodeProto& n, const Value& x, Shape shape);
+  // The config operand of node input i for an onnx_binary whose batch
+  // inputs are *inputs (added to when it is one); `rank` is the per-sample
+  // rank of the op's output.
+  absl::StatusOr<Json> Operand(const onnx::NodeProto& n, int i,
+                               const std::string& layer, size_t rank,
+                               std::vector<std::string>* inputs);
+  // A parameter operand {"param", "shape", "owner"}: the first layer to
+  // use it owns it (its initial value recorded), later ones tie to it.
+  absl::StatusOr<Json> ParamRef(const onnx::NodeProto& n,
+                                const onnx::TensorProto& t,
+                                const std::string& layer);
+  // The folded value of node input i, or null.
+  const Folded* FoldedIn(const onnx::NodeProto& n, int i) const;
   static int64_t IntAttr(const onnx::NodeProto& n, const char* name,
                          int64_t fallback);
   static float FloatAttr(const onnx::NodeProto& n, const char* name,
@@ -160,7 +218,20 @@ class Importer {
   onnx::GraphProto& graph_;
   const std::string path_;
   std::map<std::string, const onnx::TensorProto*> inits_;
-  std::map<std::string, std::vector<double>> consts_;
+  // Values known at import (onnx_fold.h), by tensor name.
+  std::map<std::string, Folded> folded_;
+  // A parameter's name -> the layer that owns it (the first to use it).
+  std::map<std::string, std::string> owner_;
+  // Transpose [1, 0] of a parameter, by output name: a torch Linear's
+  // weight as MatMul takes it.
+  std::map<std::string, const onnx::TensorProto*> transposed_;
+  // Outputs of nodes a layer made before them (a bias Add fused into the
+  // dense layer of its MatMul): those nodes are skipped.
+  std::set<std::string> fused_;
+  // Tensor name -> the nodes that read it.
+  std::map<std::string, std::vector<const onnx::NodeProto*>> consumers_;
+  // The graph inputs the data feeds, in order; the first names the batch.
+  std::vector<std::string> model_inputs_;
   std::map<std::string, const onnx::ValueInfoProto*> infos_;
   std::map<std::string, int> uses_;
   std::map<std::string, Value> values_;
@@ -233,7 +304,10 @@ absl::Status Importer::Index() {
   for (const auto& v : graph_.output()) infos_[v.name()] = &v;
   for (const auto& n : graph_.node()) {
     for (const auto& i : n.input()) {
-      if (!i.empty()) ++uses_[i];
+      if (!i.empty()) {
+        ++uses_[i];
+        consumers_[i].push_back(&n);
+      }
     }
   }
   for (const auto& o : graph_.output()) ++uses_[o.name()];
@@ -255,9 +329,12 @@ absl::StatusOr<std::string> Importer::PickInput(const std::string& wanted) {
                             absl::StrJoin(inputs, ", ")));
   }
   if (inputs.size() != 1) {
-    return Bad(absl::StrCat("the graph has ", inputs.size(), " inputs (",
-                            absl::StrJoin(inputs, ", "),
-                            "); say which the data feeds in model.input"));
+    return Bad(absl::StrCat(
+        "the graph has ", inputs.size(), " inputs (",
+        absl::StrJoin(inputs, ", "),
+        "); list those the data feeds in model.input, each fed by the data "
+        "field of its name: [\"",
+        absl::StrJoin(inputs, "\", \""), "\"]"));
   }
   return inputs[0];
 }
@@ -312,7 +389,7 @@ absl::StatusOr<Value> Importer::In(const onnx::NodeProto& n, int i) const {
   if (it == values_.end()) {
     return Bad(
         absl::StrCat(NodeName(n), ": input \"", n.input(i), "\" is ",
-                     inits_.count(n.input(i)) || consts_.count(n.input(i))
+                     inits_.count(n.input(i)) || folded_.count(n.input(i))
                          ? "a constant where this op takes a batch of values"
                          : "not made by an earlier node"));
   }
@@ -328,12 +405,9 @@ const onnx::TensorProto* Importer::Init(const onnx::NodeProto& n, int i) const {
 absl::StatusOr<double> Importer::Scalar(const onnx::NodeProto& n, int i,
                                         double fallback) const {
   if (i >= n.input_size() || n.input(i).empty()) return fallback;
-  auto c = consts_.find(n.input(i));
-  if (c != consts_.end() && c->second.size() == 1) return c->second[0];
-  const onnx::TensorProto* t = Init(n, i);
-  if (t != nullptr) {
-    auto v = consts_.find(t->name());
-    if (v != consts_.end() && v->second.size() == 1) return v->second[0];
+  const Folded* c = FoldedIn(n, i);
+  if (c != nullptr && c->v.size() == 1 && c->v[0] != kBatchSize) {
+    return c->v[0];
   }
   return Bad(absl::StrCat(NodeName(n), ": input ", i, " (\"", n.input(i),
                           "\") must be a constant of one value"));
@@ -374,10 +448,11 @@ absl::Status Importer::UseParam(const onnx::NodeProto& n,
                             ShapeToString(shape), ", expected ",
                             ShapeToString(want)));
   }
-  if (!params_.insert(t.name()).second) {
+  if (!params_.insert(t.name()).second || owner_.count(t.name())) {
     return Bad(absl::StrCat(NodeName(n), ": parameter \"", t.name(),
-                            "\" is used by two nodes (tied weights are not "
-                            "imported yet)"));
+                            "\" is used by two nodes (tied weights are "
+                            "imported for embeddings, Linears and "
+                            "element-wise ops only)"));
   }
   const int64_t count = NumElements(shape);
   Tensor value(shape);
@@ -473,32 +548,43 @@ absl::Status Importer::Node(const onnx::NodeProto& n) {
                             "\" is not supported (only the default domain)"));
   }
   const std::string base = LayerName(n.name().empty() ? n.output(0) : n.name());
+  if (fused_.count(n.output(0))) return absl::OkStatus();
+  if (op == "Shape") {
+    auto v = values_.find(n.input(0));
+    if (v != values_.end()) {
+      Shape full = {-1};
+      full.insert(full.end(), v->second.shape.begin(), v->second.shape.end());
+      folded_[n.output(0)] = ShapeOf(n, full);
+      return absl::OkStatus();
+    }
+  }
+  if (Foldable(op) && n.input_size() > 0) {
+    std::vector<const Folded*> in;
+    bool all = true;
+    for (int i = 0; i < n.input_size(); ++i) {
+      const Folded* f = FoldedIn(n, i);
+      if (!n.input(i).empty() && f == nullptr) all = false;
+      in.push_back(f);
+    }
+    if (all) {
+      absl::StatusOr<Folded> f = FoldNode(n, in);
+      if (!f.ok()) {
+        return Bad(absl::StrCat(NodeName(n), ": ", f.status().message(),
+                                "; a shape that cannot be made static is "
+                                "not imported"));
+      }
+      folded_[n.output(0)] = *std::move(f);
+      return absl::OkStatus();
+    }
+  }
   if (op == "Constant") {
     for (const auto& a : n.attribute()) {
       if (a.name() != "value") continue;
-      const onnx::TensorProto& t = a.t();
-      std::vector<double> v;
-      if (t.data_type() == onnx::TensorProto::FLOAT) {
-        if (!t.raw_data().empty()) {
-          std::vector<float> f(t.raw_data().size() / 4);
-          std::memcpy(f.data(), t.raw_data().data(), f.size() * 4);
-          v.assign(f.begin(), f.end());
-        } else {
-          v.assign(t.float_data().begin(), t.float_data().end());
-        }
-      } else if (t.data_type() == onnx::TensorProto::INT64) {
-        if (!t.raw_data().empty()) {
-          std::vector<int64_t> f(t.raw_data().size() / 8);
-          std::memcpy(f.data(), t.raw_data().data(), f.size() * 8);
-          v.assign(f.begin(), f.end());
-        } else {
-          v.assign(t.int64_data().begin(), t.int64_data().end());
-        }
-      } else if (t.data_type() == onnx::TensorProto::BOOL) {
-        for (char c : t.raw_data()) v.push_back(c != 0);
-        for (int32_t b : t.int32_data()) v.push_back(b != 0);
+      absl::StatusOr<Folded> f = FoldTensor(a.t());
+      if (!f.ok()) {
+        return Bad(absl::StrCat(NodeName(n), ": ", f.status().message()));
       }
-      consts_[n.output(0)] = std::move(v);
+      folded_[n.output(0)] = *std::move(f);
       return absl::OkStatus();
     }
     return Bad(absl::StrCat(NodeName(n),
@@ -506,10 +592,6 @@ absl::Status Importer::Node(const onnx::NodeProto& n) {
                             "is imported"));
   }
   if (op == "Identity") {
-    if (consts_.count(n.input(0))) {
-      consts_[n.output(0)] = consts_[n.input(0)];
-      return absl::OkStatus();
-    }
     ASSIGN_OR_RETURN(Value x, In(n, 0));
     values_[n.output(0)] = x;
     return absl::OkStatus();
@@ -759,15 +841,15 @@ absl::Status Importer::Node(const onnx::NodeProto& n) {
     return absl::OkStatus();
   }
   if (op == "Add") {
-    ASSIGN_OR_RETURN(Value a, In(n, 0));
-    ASSIGN_OR_RETURN(Value b, In(n, 1));
-    if (a.shape != b.shape || a.channels_last != b.channels_last) {
-      return Bad(absl::StrCat(NodeName(n), ": an add of ",
-                              ShapeToString(a.shape), " and ",
-                              ShapeToString(b.shape),
-                              " (only two batches of one shape are "
-                              "imported)"));
+    auto va = values_.find(n.input(0));
+    auto vb = values_.find(n.input_size() > 1 ? n.input(1) : "");
+    if (va == values_.end() || vb == values_.end() ||
+        va->second.shape != vb->second.shape ||
+        va->second.channels_last != vb->second.channels_last) {
+      // A bias, a constant or a broadcast: the element-wise op.
+      return Binary(n, "add");
     }
+    const Value a = va->second, b = vb->second;
     AddLayer("add", UniqueName(base), {a.node, b.node}, Json::object(),
              n.output(0), a.shape, a.channels_last);
     return absl::OkStatus();
@@ -786,13 +868,628 @@ absl::Status Importer::Node(const onnx::NodeProto& n) {
              x.shape, x.channels_last);
     return absl::OkStatus();
   }
+  return OpNode(n);
+}
+
+const Folded* Importer::FoldedIn(const onnx::NodeProto& n, int i) const {
+  if (i >= n.input_size() || n.input(i).empty()) return nullptr;
+  auto it = folded_.find(n.input(i));
+  return it == folded_.end() ? nullptr : &it->second;
+}
+
+absl::StatusOr<Json> Importer::ParamRef(const onnx::NodeProto& n,
+                                        const onnx::TensorProto& t,
+                                        const std::string& layer) {
+  Json ref = Json::object();
+  ref["param"] = t.name();
+  ref["shape"] = std::vector<int64_t>(t.dims().begin(), t.dims().end());
+  auto owned = owner_.find(t.name());
+  if (owned != owner_.end()) {
+    ref["owner"] = owned->second;
+    return ref;
+  }
+  RETURN_IF_ERROR(UseParam(n, t, Shape(t.dims().begin(), t.dims().end())));
+  owner_[t.name()] = layer;
+  return ref;
+}
+
+absl::StatusOr<Json> Importer::Operand(const onnx::NodeProto& n, int i,
+                                       const std::string& layer, size_t rank,
+                                       std::vector<std::string>* inputs) {
+  Json o = Json::object();
+  auto v = values_.find(n.input(i));
+  if (v != values_.end()) {
+    if (v->second.channels_last) {
+      return Bad(absl::StrCat(NodeName(n), ": ", n.op_type(),
+                              " of a feature map is not imported yet"));
+    }
+    auto at = std::find(inputs->begin(), inputs->end(), v->second.node);
+    o["input"] = at - inputs->begin();
+    if (at == inputs->end()) inputs->push_back(v->second.node);
+    return o;
+  }
+  // A constant or a parameter: the same for every sample. Its ONNX shape
+  // lines up with the batch's last axes; an axis over the batch's must be 1.
+  auto per_sample = [&](Shape dims) -> absl::StatusOr<Shape> {
+    while (dims.size() > rank) {
+      if (dims[0] != 1) {
+        return Bad(absl::StrCat(NodeName(n), ": input \"", n.input(i), "\" ",
+                                ShapeToString(dims),
+                                " varies along the batch's axis"));
+      }
+      dims.erase(dims.begin());
+    }
+    return dims;
+  };
+  if (const Folded* f = FoldedIn(n, i)) {
+    for (double x : f->v) {
+      if (x == kBatchSize) {
+        return Bad(absl::StrCat(NodeName(n),
+                                ": computes with the batch size; "
+                                "a shape that cannot be made static is not "
+                                "imported"));
+      }
+    }
+    ASSIGN_OR_RETURN(Shape dims, per_sample(f->dims));
+    o["shape"] = dims;
+    o["const"] = f->v;
+    return o;
+  }
+  if (const onnx::TensorProto* t = Init(n, i)) {
+    if (static_cast<size_t>(t->dims_size()) > rank) {
+      return Bad(absl::StrCat(NodeName(n), ": parameter \"", t->name(),
+                              "\" has more axes than a sample"));
+    }
+    return ParamRef(n, *t, layer);
+  }
+  return Bad(absl::StrCat(NodeName(n), ": input \"", n.input(i),
+                          "\" is not made by an earlier node"));
+}
+
+absl::Status Importer::Binary(const onnx::NodeProto& n, const char* op) {
+  // The output's per-sample rank: the batch inputs' largest, or the
+  // constants' (less the batch axis) when they have more.
+  size_t rank = 0;
+  bool batch = false;
+  for (int i = 0; i < 2 && i < n.input_size(); ++i) {
+    auto v = values_.find(n.input(i));
+    if (v != values_.end()) {
+      rank = std::max(rank, v->second.shape.size());
+      batch = true;
+    }
+  }
+  if (!batch) {
+    return Bad(absl::StrCat(NodeName(n), ": ", n.op_type(),
+                            " of parameters alone (no batch) is not "
+                            "imported yet"));
+  }
+  for (int i = 0; i < 2 && i < n.input_size(); ++i) {
+    if (const Folded* f = FoldedIn(n, i)) {
+      if (f->dims.size() > rank + 1) rank = f->dims.size() - 1;
+    }
+  }
+  const std::string name =
+      UniqueName(LayerName(n.name().empty() ? n.output(0) : n.name()));
+  std::vector<std::string> inputs;
+  Json fields = Json::object();
+  fields["op"] = op;
+  ASSIGN_OR_RETURN(fields["a"], Operand(n, 0, name, rank, &inputs));
+  ASSIGN_OR_RETURN(fields["b"], Operand(n, 1, name, rank, &inputs));
+  // The output shape, as the op will work it out.
+  Shape shapes[2];
+  for (int k = 0; k < 2; ++k) {
+    const Json& o = fields[k == 0 ? "a" : "b"];
+    if (o.contains("input")) {
+      shapes[k] = values_[n.input(k)].shape;
+    } else {
+      shapes[k] = o["shape"].get<Shape>();
+    }
+  }
+  const size_t r = std::max(shapes[0].size(), shapes[1].size());
+  Shape out(r);
+  for (size_t i = 0; i < r; ++i) {
+    const int64_t a =
+        i < r - shapes[0].size() ? 1 : shapes[0][i - (r - shapes[0].size())];
+    const int64_t b =
+        i < r - shapes[1].size() ? 1 : shapes[1][i - (r - shapes[1].size())];
+    if (a != b && a != 1 && b != 1) {
+      return Bad(absl::StrCat(NodeName(n), ": shapes ",
+                              ShapeToString(shapes[0]), " and ",
+                              ShapeToString(shapes[1]), " do not broadcast"));
+    }
+    out[i] = a == 1 ? b : a;
+  }
+  AddLayer("onnx_binary", name, inputs, fields, n.output(0), out, false);
+  return absl::OkStatus();
+}
+
+absl::Status Importer::Unary(const onnx::NodeProto& n, const char* op,
+                             Json fields) {
+  ASSIGN_OR_RETURN(Value x, In(n, 0));
+  if (x.channels_last) {
+    return Bad(absl::StrCat(NodeName(n), ": ", n.op_type(),
+                            " of a feature map is not imported yet"));
+  }
+  fields["op"] = op;
+  AddLayer("onnx_unary",
+           UniqueName(LayerName(n.name().empty() ? n.output(0) : n.name())),
+           {x.node}, fields, n.output(0), x.shape, false);
+  return absl::OkStatus();
+}
+
+absl::Status Importer::ReshapeTo(const onnx::NodeProto& n, const Value& x,
+                                 Shape shape) {
+  if (NumElements(shape) != NumElements(x.shape)) {
+    return Bad(absl::StrCat(NodeName(n), ": cannot reshape ",
+                            ShapeToString(x.shape), " per sample to ",
+                            ShapeToString(shape)));
+  }
+  if (x.channels_last) {
+    // A feature map flattened (torch's x.view(n, -1)): channel by channel.
+    if (shape.size() != 1) {
+      return Bad(absl::StrCat(NodeName(n),
+                              ": a reshape of a feature map "
+                              "other than a flatten is not imported yet"));
+    }
+    AddLayer("flatten",
+             UniqueName(LayerName(n.name().empty() ? n.output(0) : n.name())),
+             {x.node}, Json::object(), n.output(0), shape, false);
+    return absl::OkStatus();
+  }
+  if (shape == x.shape) {
+    values_[n.output(0)] = x;
+    return absl::OkStatus();
+  }
+  Json fields = Json::object();
+  fields["shape"] = shape;
+  AddLayer("onnx_reshape",
+           UniqueName(LayerName(n.name().empty() ? n.output(0) : n.name())),
+           {x.node}, fields, n.output(0), shape, false);
+  return absl::OkStatus();
+}
+
+absl::Status Importer::MatMul(const onnx::NodeProto& n) {
+  ASSIGN_OR_RETURN(Value a, In(n, 0));
+  if (a.channels_last) {
+    return Bad(absl::StrCat(NodeName(n),
+                            ": MatMul of a feature map is not "
+                            "imported yet"));
+  }
+  auto t =
+      n.input_size() > 1 ? transposed_.find(n.input(1)) : transposed_.end();
+  if (t == transposed_.end()) {
+    auto b = values_.find(n.input_size() > 1 ? n.input(1) : "");
+    if (b == values_.end()) {
+      return Bad(absl::StrCat(
+          NodeName(n),
+          ": a MatMul by a weight is imported as a torch Linear's (the "
+          "weight transposed, x @ W.T); this one multiplies by \"",
+          n.input_size() > 1 ? n.input(1) : "", "\""));
+    }
+    AddLayer(
+        "onnx_matmul",
+        UniqueName(LayerName(n.name().empty() ? n.output(0) : n.name())),
+        {a.node, b->second.node}, Json::object(), n.output(0),
+        [&] {
+          // Shapes are checked by the op; the output's is worked out
+          // here for the nodes after it.
+          const Shape& x = a.shape;
+          const Shape& y = b->second.shape;
+          Shape lead_x(x.begin(), x.end() - std::min<size_t>(2, x.size()));
+          Shape lead_y(y.begin(), y.end() - std::min<size_t>(2, y.size()));
+          Shape out = lead_x.size() >= lead_y.size() ? lead_x : lead_y;
+          const size_t r = out.size();
+          for (size_t i = 0; i < r; ++i) {
+            const int64_t p =
+                i < r - lead_x.size() ? 1 : lead_x[i - (r - lead_x.size())];
+            const int64_t q =
+                i < r - lead_y.size() ? 1 : lead_y[i - (r - lead_y.size())];
+            out[i] = p == 1 ? q : p;
+          }
+          if (x.size() >= 2) out.push_back(x[x.size() - 2]);
+          if (!y.empty()) out.push_back(y.back());
+          return out;
+        }(),
+        false);
+    return absl::OkStatus();
+  }
+  // x @ W.T (+ b): a torch Linear, the dense layer.
+  const onnx::TensorProto& w = *t->second;
+  const int64_t units = w.dims(0), in = w.dims(1);
+  if (a.shape.empty() || a.shape.back() != in) {
+    return Bad(absl::StrCat(NodeName(n), ": weight \"", w.name(), "\" ",
+                            ShapeToString({units, in}), " does not take ",
+                            ShapeToString(a.shape)));
+  }
+  const onnx::TensorProto* bias = nullptr;
+  const onnx::NodeProto* add = nullptr;
+  auto readers = consumers_.find(n.output(0));
+  if (uses_[n.output(0)] == 1 && readers != consumers_.end() &&
+      readers->second.size() == 1 && readers->second[0]->op_type() == "Add") {
+    add = readers->second[0];
+    const int other = add->input(0) == n.output(0) ? 1 : 0;
+    auto b = inits_.find(add->input(other));
+    if (b != inits_.end() && b->second->dims_size() == 1 &&
+        b->second->dims(0) == units && !owner_.count(b->first) &&
+        b->second->data_type() == onnx::TensorProto::FLOAT) {
+      bias = b->second;
+    } else {
+      add = nullptr;
+    }
+  }
+  Json fields = Json::object();
+  fields["units"] = units;
+  fields["use_bias"] = bias != nullptr;
+  fields["activation"] = "linear";
+  std::string name;
+  auto tied = owner_.find(w.name());
+  if (tied == owner_.end()) {
+    ASSIGN_OR_RETURN(name, Prefix(n, w.name(), "weight"));
+    if (bias != nullptr && bias->name() != name + ".bias") {
+      return Bad(absl::StrCat(NodeName(n), ": its bias \"", bias->name(),
+                              "\" should be named \"", name, ".bias\""));
+    }
+    RETURN_IF_ERROR(UseParam(n, w, {units, in}));
+  } else {
+    // The weight of an earlier layer (a decoder tied to the word
+    // embeddings): a dense layer that reads that layer's table.
+    auto owner = layer_index_.find(tied->second);
+    if (owner == layer_index_.end() ||
+        layers_[owner->second]["type"] != "embedding") {
+      return Bad(absl::StrCat(NodeName(n), ": weight \"", w.name(),
+                              "\" is tied to \"", tied->second,
+                              "\", which is no embedding"));
+    }
+    fields["tied_to"] = tied->second;
+    if (bias != nullptr) {
+      ASSIGN_OR_RETURN(name, Prefix(n, bias->name(), "bias"));
+    } else {
+      name = LayerName(n.name().empty() ? n.output(0) : n.name());
+    }
+  }
+  if (!names_.insert(name).second) {
+    return Bad(absl::StrCat(NodeName(n), ": the name \"", name,
+                            "\" is taken by another node"));
+  }
+  if (bias != nullptr) RETURN_IF_ERROR(UseParam(n, *bias, {units}));
+  if (bias != nullptr) owner_[bias->name()] = name;
+  if (tied == owner_.end()) owner_[w.name()] = name;
+  Shape out = a.shape;
+  out.back() = units;
+  const std::string produced = add != nullptr ? add->output(0) : n.output(0);
+  if (add != nullptr) fused_.insert(produced);
+  AddLayer("dense", name, {a.node}, fields, produced, out, false);
+  return absl::OkStatus();
+}
+
+absl::Status Importer::OpNode(const onnx::NodeProto& n) {
+  const std::string& op = n.op_type();
+  const std::string base = LayerName(n.name().empty() ? n.output(0) : n.name());
+  if (op == "Transpose") {
+    const onnx::TensorProto* w = Init(n, 0);
+    std::vector<int64_t> perm = IntsAttr(n, "perm", {});
+    if (w != nullptr) {
+      if (w->dims_size() != 2 ||
+          (perm != std::vector<int64_t>{1, 0} && !perm.empty())) {
+        return Bad(absl::StrCat(NodeName(n), ": a transpose of parameter \"",
+                                w->name(), "\" other than a matrix's"));
+      }
+      transposed_[n.output(0)] = w;
+      return absl::OkStatus();
+    }
+    ASSIGN_OR_RETURN(Value x, In(n, 0));
+    if (x.channels_last) {
+      return Bad(absl::StrCat(NodeName(n),
+                              ": Transpose of a feature map is "
+                              "not imported yet"));
+    }
+    if (perm.empty()) {
+      for (size_t i = x.shape.size() + 1; i-- > 0;) perm.push_back(i);
+    }
+    if (perm.size() != x.shape.size() + 1 || perm[0] != 0) {
+      return Bad(absl::StrCat(NodeName(n),
+                              ": a transpose that moves the "
+                              "batch axis (perm ",
+                              absl::StrJoin(perm, ", "), ")"));
+    }
+    Json fields = Json::object();
+    std::vector<int64_t> p;
+    Shape out;
+    for (size_t i = 1; i < perm.size(); ++i) {
+      if (perm[i] < 1 || perm[i] > static_cast<int64_t>(x.shape.size())) {
+        return Bad(
+            absl::StrCat(NodeName(n), ": perm ", absl::StrJoin(perm, ", ")));
+      }
+      p.push_back(perm[i] - 1);
+      out.push_back(x.shape[perm[i] - 1]);
+    }
+    fields["perm"] = p;
+    AddLayer("onnx_transpose", UniqueName(base), {x.node}, fields, n.output(0),
+             out, false);
+    return absl::OkStatus();
+  }
+  if (op == "MatMul") return MatMul(n);
+  if (op == "Sub") return Binary(n, "sub");
+  if (op == "Mul") return Binary(n, "mul");
+  if (op == "Div") return Binary(n, "div");
+  if (op == "Pow") return Binary(n, "pow");
+  if (op == "Equal") return Binary(n, "equal");
+  if (op == "Less") return Binary(n, "less");
+  if (op == "Greater") return Binary(n, "greater");
+  if (op == "LessOrEqual") return Binary(n, "less_equal");
+  if (op == "GreaterOrEqual") return Binary(n, "greater_equal");
+  if (op == "Erf") return Unary(n, "erf", Json::object());
+  if (op == "Sqrt") return Unary(n, "sqrt", Json::object());
+  if (op == "Neg") return Unary(n, "neg", Json::object());
+  if (op == "Exp") return Unary(n, "exp", Json::object());
+  if (op == "Log") return Unary(n, "log", Json::object());
+  if (op == "Reciprocal") return Unary(n, "reciprocal", Json::object());
+  if (op == "Abs") return Unary(n, "abs", Json::object());
+  if (op == "Not") return Unary(n, "not", Json::object());
+  if (op == "Cast") {
+    const int64_t to = IntAttr(n, "to", onnx::TensorProto::FLOAT);
+    if (to == onnx::TensorProto::FLOAT || to == onnx::TensorProto::DOUBLE) {
+      ASSIGN_OR_RETURN(Value x, In(n, 0));
+      values_[n.output(0)] = x;
+      return absl::OkStatus();
+    }
+    if (to == onnx::TensorProto::BOOL)
+      return Unary(n, "nonzero", Json::object());
+    if (to == onnx::TensorProto::INT64 || to == onnx::TensorProto::INT32) {
+      return Unary(n, "trunc", Json::object());
+    }
+    return Bad(absl::StrCat(NodeName(n), ": a cast to type ", to,
+                            " (float, int and bool are imported)"));
+  }
+  if (op == "Reshape" || op == "Unsqueeze" || op == "Squeeze") {
+    ASSIGN_OR_RETURN(Value x, In(n, 0));
+    const Folded* arg = FoldedIn(n, 1);
+    if (n.input_size() > 1 && !n.input(1).empty() && arg == nullptr) {
+      return Bad(absl::StrCat(NodeName(n), ": its ",
+                              op == "Reshape" ? "shape" : "axes",
+                              " must be known at import (a constant or a "
+                              "shape sub-graph)"));
+    }
+    Shape full = {-1};
+    full.insert(full.end(), x.shape.begin(), x.shape.end());
+    Shape shape;
+    if (op == "Reshape") {
+      if (arg == nullptr) return Bad(absl::StrCat(NodeName(n), ": no shape"));
+      std::vector<double> s = arg->v;
+      int infer = -1;
+      for (size_t i = 0; i < s.size(); ++i) {
+        if (s[i] == kBatchSize || (i == 0 && s[i] == 0)) {
+          if (i != 0) {
+            return Bad(absl::StrCat(NodeName(n),
+                                    ": a reshape that moves the "
+                                    "batch size off the first axis"));
+          }
+          continue;
+        }
+        if (s[i] == 0 && IntAttr(n, "allowzero", 0) == 0) {
+          if (i >= full.size())
+            return Bad(absl::StrCat(NodeName(n), ": 0 past the input's axes"));
+          s[i] = full[i];
+        }
+        if (s[i] == -1) {
+          if (infer >= 0)
+            return Bad(absl::StrCat(NodeName(n), ": two -1 in its shape"));
+          infer = static_cast<int>(i);
+        }
+      }
+      if (s.empty())
+        return Bad(absl::StrCat(NodeName(n), ": a reshape to a scalar"));
+      // The first axis is the batch's: kBatchSize, 0, or -1 with the rest
+      // known.
+      if (s[0] != kBatchSize && s[0] != 0 && !(s[0] == -1 && infer == 0)) {
+        return Bad(absl::StrCat(NodeName(n), ": a reshape whose first axis is ",
+                                s[0],
+                                ", not the batch's; a shape that cannot "
+                                "be made static is not imported"));
+      }
+      int64_t known = 1;
+      for (size_t i = 1; i < s.size(); ++i) {
+        if (s[i] != -1) known *= static_cast<int64_t>(s[i]);
+      }
+      for (size_t i = 1; i < s.size(); ++i) {
+        shape.push_back(s[i] == -1 && known > 0 ? NumElements(x.shape) / known
+                                                : static_cast<int64_t>(s[i]));
+      }
+    } else {
+      std::vector<int64_t> axes;
+      if (arg != nullptr) {
+        for (double a : arg->v) axes.push_back(static_cast<int64_t>(a));
+      }
+      if (op == "Unsqueeze") {
+        const int64_t rank = static_cast<int64_t>(full.size() + axes.size());
+        for (int64_t& a : axes) a = a < 0 ? a + rank : a;
+        std::sort(axes.begin(), axes.end());
+        shape = full;
+        for (int64_t a : axes) {
+          if (a <= 0 || a > static_cast<int64_t>(shape.size())) {
+            return Bad(absl::StrCat(NodeName(n), ": unsqueezes axis ", a,
+                                    " (the batch's is 0)"));
+          }
+          shape.insert(shape.begin() + a, 1);
+        }
+      } else {
+        const int64_t rank = static_cast<int64_t>(full.size());
+        for (int64_t& a : axes) a = a < 0 ? a + rank : a;
+        for (int64_t i = 0; i < rank; ++i) {
+          const bool drop = axes.empty()
+                                ? (i > 0 && full[i] == 1)
+                                : std::count(axes.begin(), axes.end(), i) > 0;
+          if (drop && i == 0) {
+            return Bad(absl::StrCat(NodeName(n), ": squeezes the batch axis"));
+          }
+          if (!drop) shape.push_back(full[i]);
+        }
+      }
+      shape.erase(shape.begin());
+    }
+    return ReshapeTo(n, x, shape);
+  }
+  if (op == "Expand") {
+    ASSIGN_OR_RETURN(Value x, In(n, 0));
+    const Folded* arg = FoldedIn(n, 1);
+    if (arg == nullptr) {
+      return Bad(absl::StrCat(NodeName(n),
+                              ": its shape must be known at "
+                              "import"));
+    }
+    Shape to;
+    for (size_t i = 0; i < arg->v.size(); ++i) {
+      const double v = arg->v[i];
+      if (v == kBatchSize) {
+        if (i + x.shape.size() + 1 != arg->v.size()) {
+          return Bad(absl::StrCat(NodeName(n), ": expands along the batch"));
+        }
+        continue;
+      }
+      if (i + x.shape.size() + 1 == arg->v.size() && v == 1) continue;
+      to.push_back(static_cast<int64_t>(v));
+    }
+    // The target as a shape of zeros the input broadcasts against.
+    Json fields = Json::object();
+    fields["op"] = "add";
+    Json a = Json::object();
+    a["input"] = 0;
+    Json b = Json::object();
+    b["zeros"] = to;
+    fields["a"] = a;
+    fields["b"] = b;
+    Shape out = x.shape;
+    {
+      const size_t r = std::max(out.size(), to.size());
+      Shape o(r);
+      for (size_t i = 0; i < r; ++i) {
+        const int64_t p = i < r - out.size() ? 1 : out[i - (r - out.size())];
+        const int64_t q = i < r - to.size() ? 1 : to[i - (r - to.size())];
+        if (p != q && p != 1 && q != 1) {
+          return Bad(absl::StrCat(NodeName(n), ": cannot expand ",
+                                  ShapeToString(x.shape), " to ",
+                                  ShapeToString(to)));
+        }
+        o[i] = p == 1 ? q : p;
+      }
+      out = o;
+    }
+    if (out == x.shape) {
+      values_[n.output(0)] = x;
+      return absl::OkStatus();
+    }
+    AddLayer("onnx_binary", UniqueName(base), {x.node}, fields, n.output(0),
+             out, false);
+    return absl::OkStatus();
+  }
+  if (op == "Gather") {
+    const onnx::TensorProto* table = Init(n, 0);
+    if (table != nullptr && table->dims_size() == 2 &&
+        IntAttr(n, "axis", 0) == 0) {
+      const int64_t rows = table->dims(0), width = table->dims(1);
+      auto ids = values_.find(n.input(1));
+      if (ids != values_.end()) {
+        // A table looked up by a batch of ids: an embedding.
+        if (owner_.count(table->name())) {
+          return Bad(absl::StrCat(NodeName(n), ": table \"", table->name(),
+                                  "\" is looked up by two nodes (not "
+                                  "imported yet)"));
+        }
+        ASSIGN_OR_RETURN(std::string name, Prefix(n, table->name(), "weight"));
+        if (!names_.insert(name).second) {
+          return Bad(absl::StrCat(NodeName(n), ": the name \"", name,
+                                  "\" is taken by another node"));
+        }
+        RETURN_IF_ERROR(UseParam(n, *table, {rows, width}));
+        owner_[table->name()] = name;
+        Json fields = Json::object();
+        fields["input_dim"] = rows;
+        fields["output_dim"] = width;
+        Shape out = ids->second.shape;
+        out.push_back(width);
+        AddLayer("embedding", name, {ids->second.node}, fields, n.output(0),
+                 out, false);
+        return absl::OkStatus();
+      }
+      if (const Folded* idx = FoldedIn(n, 1)) {
+        // Rows at constant indices (positions 0..L-1): the same rows for
+        // every sample.
+        const std::string name = UniqueName(base);
+        ASSIGN_OR_RETURN(Json fields, ParamRef(n, *table, name));
+        fields["indices"] = idx->v;
+        fields["indices_shape"] = idx->dims;
+        Shape out = idx->dims;
+        out.push_back(width);
+        AddLayer("onnx_gather_rows", name, {model_inputs_[0]}, fields,
+                 n.output(0), out, false);
+        return absl::OkStatus();
+      }
+    }
+    return Bad(absl::StrCat(NodeName(n),
+                            ": a Gather is imported for a parameter table's "
+                            "rows (an embedding) or constants"));
+  }
+  if (op == "GatherElements") {
+    ASSIGN_OR_RETURN(Value x, In(n, 0));
+    ASSIGN_OR_RETURN(Value idx, In(n, 1));
+    int64_t axis = IntAttr(n, "axis", 0);
+    if (axis < 0) axis += static_cast<int64_t>(x.shape.size()) + 1;
+    if (axis <= 0 || x.channels_last || idx.channels_last) {
+      return Bad(absl::StrCat(NodeName(n),
+                              ": GatherElements along the batch "
+                              "axis or of a feature map"));
+    }
+    Json fields = Json::object();
+    fields["axis"] = axis - 1;
+    AddLayer("onnx_gather_elements", UniqueName(base), {x.node, idx.node},
+             fields, n.output(0), idx.shape, false);
+    return absl::OkStatus();
+  }
+  if (op == "LayerNormalization") {
+    ASSIGN_OR_RETURN(Value x, In(n, 0));
+    const onnx::TensorProto* scale = Init(n, 1);
+    const onnx::TensorProto* bias = Init(n, 2);
+    const int64_t axis = IntAttr(n, "axis", -1);
+    if (x.channels_last || x.shape.empty() ||
+        (axis != -1 && axis != static_cast<int64_t>(x.shape.size())) ||
+        scale == nullptr || bias == nullptr) {
+      return Bad(absl::StrCat(NodeName(n),
+                              ": a LayerNormalization is imported over the "
+                              "last axis with a weight and a bias "
+                              "(torch's LayerNorm)"));
+    }
+    const int64_t width = x.shape.back();
+    ASSIGN_OR_RETURN(std::string name, Prefix(n, scale->name(), "weight"));
+    if (bias->name() != name + ".bias") {
+      return Bad(absl::StrCat(NodeName(n), ": its bias \"", bias->name(),
+                              "\" should be named \"", name, ".bias\""));
+    }
+    if (!names_.insert(name).second) {
+      return Bad(absl::StrCat(NodeName(n), ": the name \"", name,
+                              "\" is taken by another node"));
+    }
+    RETURN_IF_ERROR(UseParam(n, *scale, {width}));
+    RETURN_IF_ERROR(UseParam(n, *bias, {width}));
+    owner_[scale->name()] = name;
+    owner_[bias->name()] = name;
+    Json fields = Json::object();
+    fields["epsilon"] = FloatAttr(n, "epsilon", 1e-5f);
+    AddLayer("layer_norm", name, {x.node}, fields, n.output(0), x.shape, false);
+    return absl::OkStatus();
+  }
+  if (Foldable(op)) {
+    return Bad(absl::StrCat(NodeName(n), ": op ", op,
+                            " is imported on constants only (its inputs "
+                            "known at import), not on a batch"));
+  }
   return Bad(absl::StrCat(
       NodeName(n), ": op ", op,
       " is not supported yet; supported: ", absl::StrJoin(kSupported, ", ")));
 }
 
-absl::StatusOr<OnnxImport> Importer::Run(const std::string& input,
-                                         const std::string& output) {
+absl::StatusOr<OnnxImport> Importer::Run(
+    const std::string& input, const std::string& output,
+    const std::vector<std::string>& named) {
   RETURN_IF_ERROR(CheckOpsets());
   // Before the checker, whose message about a branch would say less.
   for (const auto& n : graph_.node()) {
@@ -834,30 +1531,55 @@ absl::StatusOr<OnnxImport> Importer::Run(const std::string& input,
         absl::StrCat("\"", path_, "\": ONNX's shape inference: ", e.what()));
   }
   RETURN_IF_ERROR(Index());
-  ASSIGN_OR_RETURN(const std::string in, PickInput(input));
   ASSIGN_OR_RETURN(const std::string out, PickOutput(output));
-  ASSIGN_OR_RETURN(Shape in_shape, PerSample(in));
-  // Small float initializers (a dropout ratio, clip bounds) are constants.
+  // Float scalars (a dropout ratio, clip bounds) and integer tensors are
+  // constants; float tensors are the parameters and buffers.
   for (const auto& [name, t] : inits_) {
-    if (t->data_type() == onnx::TensorProto::FLOAT && t->dims_size() == 0) {
-      float v = 0;
-      if (t->raw_data().size() == 4) {
-        std::memcpy(&v, t->raw_data().data(), 4);
-      } else if (t->float_data_size() == 1) {
-        v = t->float_data(0);
-      }
-      consts_[name] = {v};
+    if (t->data_type() != onnx::TensorProto::FLOAT || t->dims_size() == 0) {
+      absl::StatusOr<Folded> f = FoldTensor(*t);
+      if (!f.ok()) return Bad(std::string(f.status().message()));
+      folded_[name] = *std::move(f);
     }
   }
   OnnxImport result;
-  ModelInput model_input{"input", in_shape};
-  const bool image = in_shape.size() == 3;
-  if (image) {
-    // The data decodes images channels-last: [C, H, W] arrives [H, W, C].
-    model_input.shape = {in_shape[1], in_shape[2], in_shape[0]};
+  std::vector<std::string> feeds = named;
+  std::vector<std::string> graph_inputs;
+  for (const auto& v : graph_.input()) {
+    if (!inits_.count(v.name())) graph_inputs.push_back(v.name());
   }
-  names_.insert("input");
-  values_[in] = Value{"input", in_shape, image};
+  for (const std::string& in : named) {
+    if (std::find(graph_inputs.begin(), graph_inputs.end(), in) ==
+        graph_inputs.end()) {
+      return Bad(absl::StrCat("model.input \"", in,
+                              "\" is not an input of the graph; its inputs: ",
+                              absl::StrJoin(graph_inputs, ", ")));
+    }
+  }
+  if (feeds.empty()) {
+    ASSIGN_OR_RETURN(std::string in, PickInput(input));
+    feeds.push_back(in);
+  }
+  for (const std::string& in : feeds) {
+    ASSIGN_OR_RETURN(Shape in_shape, PerSample(in));
+    // One input is the data's field "input"; named ones are fed by the
+    // data fields of their names.
+    const std::string node = named.empty() ? "input" : in;
+    if (!named.empty() && LayerName(in) != in) {
+      return Bad(
+          absl::StrCat("graph input \"", in,
+                       "\" is not a data field's name ([A-Za-z0-9_.-])"));
+    }
+    ModelInput model_input{node, in_shape};
+    const bool image = in_shape.size() == 3 && feeds.size() == 1;
+    if (image) {
+      // The data decodes images channels-last: [C, H, W] arrives [H, W, C].
+      model_input.shape = {in_shape[1], in_shape[2], in_shape[0]};
+    }
+    names_.insert(node);
+    values_[in] = Value{node, in_shape, image};
+    model_inputs_.push_back(node);
+    result.model.inputs.push_back(model_input);
+  }
   for (const onnx::NodeProto& n : graph_.node()) {
     RETURN_IF_ERROR(Node(n));
     ++result.nodes;
@@ -873,14 +1595,30 @@ absl::StatusOr<OnnxImport> Importer::Run(const std::string& input,
                             "\", which is not the graph's last node; nodes "
                             "after it are not imported yet"));
   }
-  if (last->second.shape.size() != 1) {
+  if (last->second.shape.empty() || last->second.channels_last) {
     return Bad(absl::StrCat("the output \"", out, "\" is ",
                             ShapeToString(last->second.shape),
-                            " per sample; the loss reads a vector of logits"));
+                            " per sample; the loss reads logits along its "
+                            "last axis"));
   }
-  result.model.inputs.push_back(model_input);
   result.model.param_names = ParamNaming::kTorch;
   for (size_t i = 0; i < layers_.size(); ++i) {
+    const LayerTypeInfo* info =
+        FindLayerType(layers_[i]["type"].get<std::string>());
+    if (info != nullptr && info->internal) {
+      // An op-level node: its config is what the importer wrote.
+      LayerSpec layer;
+      Json config = layers_[i];
+      layer.type = config["type"].get<std::string>();
+      layer.name = config["name"].get<std::string>();
+      layer.inputs = config["inputs"].get<std::vector<std::string>>();
+      config.erase("type");
+      config.erase("name");
+      config.erase("inputs");
+      layer.config = config.dump();
+      result.model.layers.push_back(std::move(layer));
+      continue;
+    }
     LayerSpec layer;
     RETURN_IF_ERROR(
         ParseLayerSpec(layers_[i],
@@ -897,7 +1635,8 @@ absl::StatusOr<OnnxImport> Importer::Run(const std::string& input,
 
 absl::StatusOr<OnnxImport> ImportOnnx(const std::string& path,
                                       const std::string& input,
-                                      const std::string& output) {
+                                      const std::string& output,
+                                      const std::vector<std::string>& named) {
   auto fail = [&path](int err) {
     const std::string msg =
         absl::StrCat("model.onnx: cannot read \"", path, "\": ", strerror(err));
@@ -919,13 +1658,39 @@ absl::StatusOr<OnnxImport> ImportOnnx(const std::string& path,
                             "graph; truncated?)"));
   }
   Importer importer(model, path);
-  return importer.Run(input, output);
+  return importer.Run(input, output, named);
+}
+
+std::vector<std::string> OnnxFeeds(const ModelSpec& model) {
+  std::vector<std::string> names;
+  if (model.inputs.size() == 1 && model.inputs[0].name == "input") {
+    return names;
+  }
+  for (const ModelInput& in : model.inputs) names.push_back(in.name);
+  return names;
 }
 
 absl::StatusOr<OnnxImport> ImportOnnxModel(const ModelSpec& model) {
-  ASSIGN_OR_RETURN(
-      OnnxImport imported,
-      ImportOnnx(model.onnx_path, model.onnx_input, model.onnx_output));
+  ASSIGN_OR_RETURN(OnnxImport imported,
+                   ImportOnnx(model.onnx_path, model.onnx_input,
+                              model.onnx_output, OnnxFeeds(model)));
+  if (model.inputs.size() == imported.model.inputs.size() &&
+      model.inputs.size() > 1) {
+    // Named inputs: each data field's shape against its graph input's.
+    for (size_t i = 0; i < model.inputs.size(); ++i) {
+      const Shape& data = model.inputs[i].shape;
+      const Shape& graph = imported.model.inputs[i].shape;
+      if (!data.empty() && data != graph) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "model.onnx: \"", model.onnx_path, "\" input \"",
+            model.inputs[i].name, "\" is ", ShapeToString(graph),
+            " per sample but the data's field is ", ShapeToString(data),
+            " (export the model with an example of the data's shape, e.g. "
+            "its sequence_length)"));
+      }
+    }
+    return imported;
+  }
   const Shape data = model.single_input_shape();
   const Shape graph = imported.model.single_input_shape();
   if (!data.empty() && NumElements(data) != NumElements(graph)) {

@@ -49,11 +49,18 @@ struct OnnxImport {
 
 // Reads and imports `path`. `input` and `output` name the graph input the
 // data feeds and the output the loss reads; either may be "" when the
-// graph has exactly one. Errors (InvalidArgument, NotFound for a missing
-// file) start with "model.onnx" and name the node and op.
-absl::StatusOr<OnnxImport> ImportOnnx(const std::string& path,
-                                      const std::string& input,
-                                      const std::string& output);
+// graph has exactly one. `named`, when not empty, lists graph inputs
+// instead (a text model's token_ids, segment_ids, ...): each becomes a
+// model input of its own name, fed by the data field of that name, in
+// this order. Errors (InvalidArgument, NotFound for a missing file) start
+// with "model.onnx" and name the node and op.
+absl::StatusOr<OnnxImport> ImportOnnx(
+    const std::string& path, const std::string& input,
+    const std::string& output, const std::vector<std::string>& named = {});
+
+// The graph inputs a model names (its inputs' names when model.input is a
+// list), or none (one input, the data's "input").
+std::vector<std::string> OnnxFeeds(const ModelSpec& model);
 
 // Imports `model.onnx_path` as ImportOnnx does, with the spec's input and
 // output names, and checks that its input holds as many values per sample

@@ -69,6 +69,37 @@ class Builder {
     a->set_type(onnx::AttributeProto::INT);
     a->set_i(v);
   }
+  // A Constant node of int64 values (shape [values] or a scalar).
+  void Ints64(const std::string& out, std::vector<int64_t> v,
+              bool scalar = false) {
+    auto* n = Node("Constant", {}, {out});
+    auto* a = n->add_attribute();
+    a->set_name("value");
+    a->set_type(onnx::AttributeProto::TENSOR);
+    auto* t = a->mutable_t();
+    t->set_data_type(onnx::TensorProto::INT64);
+    if (!scalar) t->add_dims(static_cast<int64_t>(v.size()));
+    for (int64_t x : v) t->add_int64_data(x);
+  }
+  // torch's x.view(x.size(0), k * -1...): Shape -> Gather(0) -> [times
+  // `batch_times`] -> Unsqueeze -> Concat with [-1] -> Reshape of `in`.
+  void ViewBatchByRest(const std::string& in, const std::string& out,
+                       int64_t batch_times) {
+    Node("Shape", {in}, {"shape"});
+    Ints64("zero", {0}, true);
+    Builder::Int(Node("Gather", {"shape", "zero"}, {"batch"}), "axis", 0);
+    std::string b = "batch";
+    if (batch_times != 1) {
+      Ints64("times", {batch_times}, true);
+      Node("Mul", {"batch", "times"}, {"batch2"});
+      b = "batch2";
+    }
+    Ints64("axes", {0});
+    Node("Unsqueeze", {b, "axes"}, {"batch1"});
+    Ints64("rest", {-1});
+    Builder::Int(Node("Concat", {"batch1", "rest"}, {"target"}), "axis", 0);
+    Node("Reshape", {in, "target"}, {out});
+  }
   void Output(const std::string& name) {
     auto* o = g_->add_output();
     o->set_name(name);
@@ -103,6 +134,43 @@ class Builder {
   onnx::ModelProto m_;
   onnx::GraphProto* g_;
 };
+
+// x.view(x.size(0), -1) after a conv: the shape sub-graph folds at import
+// (the batch size read by Shape stays the batch's axis) and the reshape of
+// the feature map is a flatten in torch's order.
+TEST(OnnxImportTest, AShapeSubGraphFoldsIntoAFlatten) {
+  Builder b;
+  b.Init("conv.weight", {2, 1, 3, 3});
+  b.Init("fc.weight", {3, 32});
+  auto* conv = b.Node("Conv", {"x", "conv.weight"}, {"c"});
+  Builder::Ints(conv, "pads", {1, 1, 1, 1});
+  Builder::Ints(conv, "kernel_shape", {3, 3});
+  b.ViewBatchByRest("c", "f", 1);
+  Builder::Int(b.Node("Gemm", {"f", "fc.weight"}, {"logits"}), "transB", 1);
+  b.Output("logits");
+  absl::StatusOr<OnnxImport> imp = ImportOnnx(b.Write("view"), "", "");
+  ASSERT_TRUE(imp.ok()) << imp.status();
+  std::vector<std::string> types;
+  for (const LayerSpec& l : imp->model.layers) types.push_back(l.type);
+  EXPECT_THAT(types, ElementsAre("conv2d", "flatten", "dense"));
+}
+
+// A reshape whose shape computes with the batch size (x.view(2 * n, -1))
+// cannot be made static: refused, naming the node.
+TEST(OnnxImportTest, AShapeThatComputesWithTheBatchSizeIsRefused) {
+  Builder b;
+  b.Init("fc.weight", {3, 8});
+  b.ViewBatchByRest("x", "f", 2);
+  Builder::Int(b.Node("Gemm", {"f", "fc.weight"}, {"logits"}), "transB", 1);
+  b.Output("logits");
+  absl::StatusOr<OnnxImport> imp = ImportOnnx(b.Write("batch2"), "", "");
+  ASSERT_FALSE(imp.ok());
+  EXPECT_THAT(imp.status().message(),
+              HasSubstr("Mul computes with the batch size; a shape that "
+                        "cannot be made static is not imported"));
+  EXPECT_THAT(std::string(imp.status().message()),
+              StartsWith("model.onnx: node \"/Mul_"));
+}
 
 TEST(OnnxImportTest, ATorchCnnBecomesLayersUnderItsStateDictNames) {
   Builder b;
@@ -145,11 +213,11 @@ TEST(OnnxImportTest, WhatItCannotTrainIsRefusedNamingNodeOpAndWhatToDo) {
       {"an unsupported op",
        [](Builder& b) {
          b.Cnn();
-         b.Node("Neg", {"logits"}, {"e"});
+         b.Node("Det", {"logits"}, {"e"});
        },
        "", "logits",
-       "node \"/Neg_5\" (Neg): op Neg is not supported yet; "
-       "supported: Add, BatchNormalization"},
+       "node \"/Det_5\" (Det): op Det is not supported yet; "
+       "supported: Abs, Add, BatchNormalization"},
       {"a weight without a state-dict name",
        [](Builder& b) { b.Cnn("onnx::Conv_7"); }, "", "",
        "node \"/Conv_1\" (Conv): its parameter \"onnx::Conv_7\" is not "

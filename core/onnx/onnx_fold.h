@@ -1,0 +1,49 @@
+// Constant folding at import: the values an imported graph knows before
+// any data arrives — initializers that are no parameter, Constant nodes,
+// and what the shape sub-graphs torch exports (Shape, Gather, Unsqueeze,
+// Concat, Reshape, ConstantOfShape, Equal, Where, Range...) compute from
+// them and from the static per-sample shapes. The batch size is unknown
+// until a step: a Shape of a batch reads it as kBatchSize, which may be
+// moved about (gathered, concatenated, compared with -1 or itself) but not
+// computed with; an op that would is refused as depending on the batch.
+#ifndef LOCKSTEP_CORE_ONNX_ONNX_FOLD_H_
+#define LOCKSTEP_CORE_ONNX_ONNX_FOLD_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/tensor.h"
+#include "onnx/onnx_pb.h"
+
+namespace lockstep {
+
+// The batch size where a shape holds it (not a number any tensor holds).
+inline constexpr double kBatchSize = -4.5e15;
+
+struct Folded {
+  Shape dims;             // the ONNX shape; {} for a scalar
+  std::vector<double> v;  // row-major
+  bool integer = false;   // an integer or bool tensor
+};
+
+// An initializer's or a Constant's tensor; error for a type not read
+// (float, double, int64, int32, bool are) or data that does not fit.
+absl::StatusOr<Folded> FoldTensor(const onnx::TensorProto& t);
+
+// True when `op` can be folded given folded inputs.
+bool Foldable(const std::string& op);
+
+// Folds node n whose inputs (those present) are all `in` (null for an
+// absent optional input). Errors (without the "model.onnx: node" prefix,
+// which the caller adds) say what cannot be folded.
+absl::StatusOr<Folded> FoldNode(const onnx::NodeProto& n,
+                                const std::vector<const Folded*>& in);
+
+// The shape a Shape node gives for a batch of per-sample shape `s`
+// (kBatchSize first), honouring its start and end attributes.
+Folded ShapeOf(const onnx::NodeProto& n, const Shape& full);
+
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_CORE_ONNX_ONNX_FOLD_H_

@@ -1,0 +1,343 @@
+#include "core/onnx/ops/elementwise_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "core/onnx/ops/op_util.h"
+
+namespace lockstep {
+namespace onnx_ops {
+namespace {
+
+const std::map<std::string, UnaryKind>& UnaryKinds() {
+  static const auto* kinds = new std::map<std::string, UnaryKind>{
+      {"erf", UnaryKind::kErf},     {"sqrt", UnaryKind::kSqrt},
+      {"neg", UnaryKind::kNeg},     {"exp", UnaryKind::kExp},
+      {"log", UnaryKind::kLog},     {"reciprocal", UnaryKind::kReciprocal},
+      {"abs", UnaryKind::kAbs},     {"clip", UnaryKind::kClip},
+      {"trunc", UnaryKind::kTrunc}, {"nonzero", UnaryKind::kNonzero},
+      {"not", UnaryKind::kNot}};
+  return *kinds;
+}
+
+const std::map<std::string, BinaryKind>& BinaryKinds() {
+  static const auto* kinds = new std::map<std::string, BinaryKind>{
+      {"add", BinaryKind::kAdd},
+      {"sub", BinaryKind::kSub},
+      {"mul", BinaryKind::kMul},
+      {"div", BinaryKind::kDiv},
+      {"pow", BinaryKind::kPow},
+      {"equal", BinaryKind::kEqual},
+      {"less", BinaryKind::kLess},
+      {"greater", BinaryKind::kGreater},
+      {"less_equal", BinaryKind::kLessEqual},
+      {"greater_equal", BinaryKind::kGreaterEqual}};
+  return *kinds;
+}
+
+bool Differentiable(BinaryKind k) {
+  return k == BinaryKind::kAdd || k == BinaryKind::kSub ||
+         k == BinaryKind::kMul || k == BinaryKind::kDiv ||
+         k == BinaryKind::kPow;
+}
+
+inline float Apply(BinaryKind k, float a, float b) {
+  switch (k) {
+    case BinaryKind::kAdd:
+      return a + b;
+    case BinaryKind::kSub:
+      return a - b;
+    case BinaryKind::kMul:
+      return a * b;
+    case BinaryKind::kDiv:
+      return a / b;
+    case BinaryKind::kPow:
+      return std::pow(a, b);
+    case BinaryKind::kEqual:
+      return a == b;
+    case BinaryKind::kLess:
+      return a < b;
+    case BinaryKind::kGreater:
+      return a > b;
+    case BinaryKind::kLessEqual:
+      return a <= b;
+    case BinaryKind::kGreaterEqual:
+      return a >= b;
+  }
+  return 0;
+}
+
+absl::StatusOr<std::unique_ptr<Layer>> CreateUnary(
+    const Json& c, const LayerBuildContext& ctx) {
+  auto kind = UnaryKinds().find(c.value("op", std::string()));
+  if (kind == UnaryKinds().end()) return ctx.Error("unknown unary op");
+  const float lo = c.value("min", -INFINITY), hi = c.value("max", INFINITY);
+  return std::unique_ptr<Layer>(
+      new UnaryOp(ctx.name, ctx.inputs[0], kind->second, lo, hi));
+}
+
+absl::StatusOr<std::unique_ptr<Layer>> CreateBinary(
+    const Json& c, const LayerBuildContext& ctx) {
+  auto kind = BinaryKinds().find(c.value("op", std::string()));
+  if (kind == BinaryKinds().end()) return ctx.Error("unknown binary op");
+  BinaryOp::Operand ops[2];
+  Param own;
+  bool has_own = false;
+  for (int k = 0; k < 2; ++k) {
+    const char* key = k == 0 ? "a" : "b";
+    auto it = c.find(key);
+    if (it == c.end() || !it->is_object()) {
+      return ctx.Error(absl::StrCat("needs an operand \"", key, "\""));
+    }
+    const Json& o = *it;
+    BinaryOp::Operand& op = ops[k];
+    if (o.contains("input")) {
+      op.input = o["input"].get<int>();
+      if (op.input < 0 || op.input >= static_cast<int>(ctx.inputs.size())) {
+        return ctx.Error(
+            absl::StrCat("operand ", key, ": no input ", op.input));
+      }
+      op.shape = ctx.inputs[op.input];
+    } else if (o.contains("const")) {
+      ASSIGN_OR_RETURN(op.shape, ShapeField(o, "shape", ctx));
+      ASSIGN_OR_RETURN(std::vector<double> v, NumbersField(o, "const", ctx));
+      if (static_cast<int64_t>(v.size()) != NumElements(op.shape)) {
+        return ctx.Error(absl::StrCat("operand ", key, ": ", v.size(),
+                                      " values for ", ShapeToString(op.shape)));
+      }
+      op.values.assign(v.begin(), v.end());
+    } else if (o.contains("zeros")) {
+      ASSIGN_OR_RETURN(op.shape, ShapeField(o, "zeros", ctx));
+      op.values.assign(NumElements(op.shape), 0.0f);
+    } else if (o.contains("param")) {
+      if (has_own) return ctx.Error("two parameter operands");
+      ASSIGN_OR_RETURN(op.param, ResolveParam(o, ctx, &own));
+      has_own = op.own_param = op.param == &own;
+      op.shape = op.param->value.shape();
+    } else {
+      return ctx.Error(absl::StrCat("operand ", key,
+                                    " is none of input, "
+                                    "const, zeros, param"));
+    }
+  }
+  ASSIGN_OR_RETURN(Shape out, BroadcastShapes(ops[0].shape, ops[1].shape, ctx));
+  return std::unique_ptr<Layer>(
+      new BinaryOp(ctx.name, ctx.inputs, out, kind->second, std::move(ops[0]),
+                   std::move(ops[1]), std::move(own)));
+}
+
+LOCKSTEP_REGISTER_ONNX_OP(unary, "onnx_unary", 1, 1, &CreateUnary);
+LOCKSTEP_REGISTER_ONNX_OP(binary, "onnx_binary", 0, 2, &CreateBinary);
+
+}  // namespace
+
+UnaryOp::UnaryOp(const std::string& name, const Shape& shape, UnaryKind kind,
+                 float lo, float hi)
+    : Layer("onnx_unary", name, {shape}, shape),
+      kind_(kind),
+      lo_(lo),
+      hi_(hi) {}
+
+void UnaryOp::Forward(const LayerIO& io, const PassContext&) {
+  const int64_t count = io.n * output_size();
+  const float* x = io.x[0];
+  float* y = io.y;
+  for (int64_t i = 0; i < count; ++i) {
+    const float v = x[i];
+    float r = 0;
+    switch (kind_) {
+      case UnaryKind::kErf:
+        r = std::erf(v);
+        break;
+      case UnaryKind::kSqrt:
+        r = std::sqrt(v);
+        break;
+      case UnaryKind::kNeg:
+        r = -v;
+        break;
+      case UnaryKind::kExp:
+        r = std::exp(v);
+        break;
+      case UnaryKind::kLog:
+        r = std::log(v);
+        break;
+      case UnaryKind::kReciprocal:
+        r = 1.0f / v;
+        break;
+      case UnaryKind::kAbs:
+        r = std::fabs(v);
+        break;
+      case UnaryKind::kClip:
+        r = std::min(std::max(v, lo_), hi_);
+        break;
+      case UnaryKind::kTrunc:
+        r = std::trunc(v);
+        break;
+      case UnaryKind::kNonzero:
+        r = v != 0;
+        break;
+      case UnaryKind::kNot:
+        r = v == 0;
+        break;
+    }
+    y[i] = r;
+  }
+}
+
+void UnaryOp::Backward(const LayerIO& io, const PassContext&) {
+  float* dx = io.dx[0];
+  if (dx == nullptr) return;
+  const int64_t count = io.n * output_size();
+  const float* x = io.x[0];
+  const float* y = io.y;
+  const float* dy = io.dy;
+  const float two_over_sqrt_pi = 1.1283791670955126f;
+  for (int64_t i = 0; i < count; ++i) {
+    const float v = x[i];
+    float d = 0;
+    switch (kind_) {
+      case UnaryKind::kErf:
+        d = two_over_sqrt_pi * std::exp(-v * v);
+        break;
+      case UnaryKind::kSqrt:
+        d = 0.5f / y[i];
+        break;
+      case UnaryKind::kNeg:
+        d = -1;
+        break;
+      case UnaryKind::kExp:
+        d = y[i];
+        break;
+      case UnaryKind::kLog:
+        d = 1.0f / v;
+        break;
+      case UnaryKind::kReciprocal:
+        d = -y[i] * y[i];
+        break;
+      case UnaryKind::kAbs:
+        d = v > 0 ? 1.0f : (v < 0 ? -1.0f : 0.0f);
+        break;
+      // torch's clamp passes the gradient where lo <= x <= hi.
+      case UnaryKind::kClip:
+        d = v >= lo_ && v <= hi_;
+        break;
+      case UnaryKind::kTrunc:
+      case UnaryKind::kNonzero:
+      case UnaryKind::kNot:
+        d = 0;
+        break;
+    }
+    dx[i] = dy[i] * d;
+  }
+}
+
+BinaryOp::BinaryOp(const std::string& name, std::vector<Shape> inputs,
+                   Shape out, BinaryKind kind, Operand a, Operand b, Param own)
+    : Layer("onnx_binary", name, std::move(inputs), std::move(out)),
+      kind_(kind),
+      own_(std::move(own)) {
+  op_[0] = std::move(a);
+  op_[1] = std::move(b);
+  for (int k = 0; k < 2; ++k) {
+    if (op_[k].own_param) op_[k].param = &own_;
+    stride_[k] = BroadcastStrides(op_[k].shape, output_shape());
+  }
+}
+
+std::vector<Param*> BinaryOp::params() {
+  for (const Operand& o : op_) {
+    if (o.param != nullptr) return {o.param};
+  }
+  return {};
+}
+
+const float* BinaryOp::Values(const LayerIO& io, int k, int64_t s) const {
+  const Operand& o = op_[k];
+  if (o.input >= 0) return io.x[o.input] + s * NumElements(o.shape);
+  if (o.param != nullptr) return io.w[0];
+  return o.values.data();
+}
+
+void BinaryOp::Forward(const LayerIO& io, const PassContext&) {
+  const int64_t size = output_size();
+  for (int64_t s = 0; s < io.n; ++s) {
+    const float* a = Values(io, 0, s);
+    const float* b = Values(io, 1, s);
+    float* y = io.y + s * size;
+    ForEachBroadcast(output_shape(), stride_[0], stride_[1],
+                     [&](int64_t o, int64_t ia, int64_t ib) {
+                       y[o] = Apply(kind_, a[ia], b[ib]);
+                     });
+  }
+}
+
+void BinaryOp::Backward(const LayerIO& io, const PassContext&) {
+  // Where each operand's gradient goes: an input's dx (overwritten: zeroed
+  // first) or the parameter's gradient (accumulated over the batch).
+  float* to[2] = {nullptr, nullptr};
+  for (int k = 0; k < 2; ++k) {
+    const Operand& o = op_[k];
+    if (o.input >= 0 && o.input < static_cast<int>(io.dx.size())) {
+      to[k] = io.dx[o.input];
+      if (to[k] != nullptr) {
+        std::fill(to[k], to[k] + io.n * NumElements(o.shape), 0.0f);
+      }
+    } else if (o.param != nullptr && !io.dw.empty()) {
+      to[k] = io.dw[0];
+    }
+  }
+  // The same input on both sides (x * x): both halves add into one dx.
+  if (op_[0].input >= 0 && op_[0].input == op_[1].input) to[1] = to[0];
+  if (!Differentiable(kind_) || (to[0] == nullptr && to[1] == nullptr)) return;
+  const int64_t size = output_size();
+  for (int64_t s = 0; s < io.n; ++s) {
+    const float* a = Values(io, 0, s);
+    const float* b = Values(io, 1, s);
+    const float* y = io.y + s * size;
+    const float* dy = io.dy + s * size;
+    float* da =
+        to[0] == nullptr
+            ? nullptr
+            : to[0] + (op_[0].input >= 0 ? s * NumElements(op_[0].shape) : 0);
+    float* db =
+        to[1] == nullptr
+            ? nullptr
+            : to[1] + (op_[1].input >= 0 ? s * NumElements(op_[1].shape) : 0);
+    ForEachBroadcast(output_shape(), stride_[0], stride_[1],
+                     [&](int64_t o, int64_t ia, int64_t ib) {
+                       const float g = dy[o], va = a[ia], vb = b[ib];
+                       switch (kind_) {
+                         case BinaryKind::kAdd:
+                           if (da) da[ia] += g;
+                           if (db) db[ib] += g;
+                           break;
+                         case BinaryKind::kSub:
+                           if (da) da[ia] += g;
+                           if (db) db[ib] -= g;
+                           break;
+                         case BinaryKind::kMul:
+                           if (da) da[ia] += g * vb;
+                           if (db) db[ib] += g * va;
+                           break;
+                         case BinaryKind::kDiv:
+                           if (da) da[ia] += g / vb;
+                           if (db) db[ib] -= g * va / (vb * vb);
+                           break;
+                         case BinaryKind::kPow:
+                           if (da) da[ia] += g * vb * std::pow(va, vb - 1);
+                           if (db && va > 0) db[ib] += g * y[o] * std::log(va);
+                           break;
+                         default:
+                           break;
+                       }
+                     });
+  }
+}
+
+}  // namespace onnx_ops
+}  // namespace lockstep

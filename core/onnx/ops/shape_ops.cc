@@ -1,0 +1,102 @@
+#include "core/onnx/ops/shape_ops.h"
+
+#include <algorithm>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "core/onnx/ops/op_util.h"
+
+namespace lockstep {
+namespace onnx_ops {
+namespace {
+
+Shape Permuted(const Shape& in, const std::vector<int64_t>& perm) {
+  Shape out;
+  for (int64_t p : perm) out.push_back(in[p]);
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<Layer>> CreateReshape(
+    const Json& c, const LayerBuildContext& ctx) {
+  ASSIGN_OR_RETURN(Shape out, ShapeField(c, "shape", ctx));
+  if (NumElements(out) != NumElements(ctx.inputs[0])) {
+    return ctx.Error(absl::StrCat("cannot reshape ",
+                                  ShapeToString(ctx.inputs[0]), " to ",
+                                  ShapeToString(out)));
+  }
+  return std::unique_ptr<Layer>(new ReshapeOp(ctx.name, ctx.inputs[0], out));
+}
+
+absl::StatusOr<std::unique_ptr<Layer>> CreateTranspose(
+    const Json& c, const LayerBuildContext& ctx) {
+  ASSIGN_OR_RETURN(Shape perm, ShapeField(c, "perm", ctx));
+  std::vector<int64_t> sorted = perm;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    if (sorted[i] != static_cast<int64_t>(i) ||
+        sorted.size() != ctx.inputs[0].size()) {
+      return ctx.Error(absl::StrCat("perm ", ShapeToString(perm),
+                                    " is no permutation of the axes of ",
+                                    ShapeToString(ctx.inputs[0])));
+    }
+  }
+  return std::unique_ptr<Layer>(
+      new TransposeOp(ctx.name, ctx.inputs[0], std::move(perm)));
+}
+
+LOCKSTEP_REGISTER_ONNX_OP(reshape, "onnx_reshape", 1, 1, &CreateReshape);
+LOCKSTEP_REGISTER_ONNX_OP(transpose, "onnx_transpose", 1, 1, &CreateTranspose);
+
+}  // namespace
+
+ReshapeOp::ReshapeOp(const std::string& name, const Shape& in, const Shape& out)
+    : Layer("onnx_reshape", name, {in}, out) {}
+
+void ReshapeOp::Forward(const LayerIO& io, const PassContext&) {
+  std::copy(io.x[0], io.x[0] + io.n * output_size(), io.y);
+}
+
+void ReshapeOp::Backward(const LayerIO& io, const PassContext&) {
+  if (io.dx[0] != nullptr) {
+    std::copy(io.dy, io.dy + io.n * output_size(), io.dx[0]);
+  }
+}
+
+TransposeOp::TransposeOp(const std::string& name, const Shape& in,
+                         std::vector<int64_t> perm)
+    : Layer("onnx_transpose", name, {in}, Permuted(in, perm)) {
+  // The input's strides seen along the output's axes.
+  const Shape& out = output_shape();
+  std::vector<int64_t> in_stride(in.size(), 1);
+  for (size_t i = in.size(); i-- > 1;) in_stride[i - 1] = in_stride[i] * in[i];
+  std::vector<int64_t> stride;
+  for (int64_t p : perm) stride.push_back(in_stride[p]);
+  std::vector<int64_t> zero(out.size(), 0);
+  source_.resize(NumElements(out));
+  ForEachBroadcast(out, stride, zero,
+                   [&](int64_t o, int64_t a, int64_t) { source_[o] = a; });
+}
+
+void TransposeOp::Forward(const LayerIO& io, const PassContext&) {
+  const int64_t size = output_size();
+  for (int64_t s = 0; s < io.n; ++s) {
+    const float* x = io.x[0] + s * size;
+    float* y = io.y + s * size;
+    for (int64_t o = 0; o < size; ++o) y[o] = x[source_[o]];
+  }
+}
+
+void TransposeOp::Backward(const LayerIO& io, const PassContext&) {
+  if (io.dx[0] == nullptr) return;
+  const int64_t size = output_size();
+  for (int64_t s = 0; s < io.n; ++s) {
+    const float* dy = io.dy + s * size;
+    float* dx = io.dx[0] + s * size;
+    for (int64_t o = 0; o < size; ++o) dx[source_[o]] = dy[o];
+  }
+}
+
+}  // namespace onnx_ops
+}  // namespace lockstep
