@@ -50,7 +50,11 @@ if rows:
              ddp2, 1.2),
             ("lockstep 2 workers, bf16 on the wire / PyTorch DDP's fastest",
              "lockstep2b", ddp2, 1.2),
-            ("lockstep 2 workers / lockstep 1 process", "lockstep2", "lockstep1", None)] + [
+            ("lockstep 2 workers / lockstep 1 process", "lockstep2", "lockstep1", None),
+            ("lockstep, imported from ONNX / lockstep's own layers",
+             "onnx1", "lockstep1", 0.9),
+            ("lockstep, imported from ONNX / PyTorch's fastest 1-process",
+             "onnx1", torch1, 1.0)] + [
             (f"lockstep / PyTorch eager on the GPU, global batch {b}",
              f"lockstep_b{b}", f"torch_b{b}", 1.0) for b in gpu_batches]:
         if a in rows and b in rows:

@@ -9,6 +9,9 @@
 #
 #   Speed: training samples/s and peak RSS, the same global batch (32)
 #     lockstep train, 1 process, T threads    PyTorch, 1 process, T threads
+#     lockstep train of the same module
+#       exported as ONNX (torch_bert.py,
+#       torch.onnx.export), 1 process
 #                                             (OpenBLAS on 1 thread and on T;
 #                                             glibc malloc tuned)
 #     lockstep cluster, 2 workers x 1 thread  PyTorch DDP (Gloo), 2 ranks x 1
@@ -153,6 +156,8 @@ lockstep=$(runfile client/lockstep) ||
     "'bazel run //benchmarks:bert_vs_pytorch'"
 batches_tool=$(runfile benchmarks/text_batches) || die "text_batches not in the runfiles"
 peer=$(runfile benchmarks/bert_peer.py) || die "bert_peer.py not in the runfiles"
+exporter=$(runfile tests/torch_onnx_text_reference.py) ||
+  die "torch_onnx_text_reference.py not in the runfiles"
 rss=$(runfile benchmarks/peak_rss.py) || die "peak_rss.py not in the runfiles"
 summaries=$(runfile benchmarks/summaries.py) || die "summaries.py not in the runfiles"
 tables=$(runfile benchmarks/bert_tables.py) || die "bert_tables.py not in the runfiles"
@@ -346,6 +351,21 @@ if ((speed)) && [[ "$device" != cpu ]]; then
   done
 elif ((speed)); then
   write_job "$tmp/jobs/speed1.json" bert_speed1 1 32 "$steps"
+  # The same model as torch_bert.py exports it (the example's sizes): the
+  # job's model is the graph, its four inputs fed by the text fields.
+  "$PY" "$exporter" --out "$tmp/onnx" --export-only --vocab 8192 \
+    --hidden 128 --layers 2 --heads 2 --intermediate 512 --length 128 \
+    --predictions 20 --max-positions 128 --dropout 0.1 --std 0.02 \
+    >"$tmp/onnx_export.log" 2>&1 ||
+    { show_logs "$tmp/onnx_export.log"; die "the ONNX export failed"; }
+  "$PY" - "$tmp/jobs/speed1.json" "$tmp/jobs/speed1_onnx.json" "$tmp/onnx/model.onnx" <<'PYEOF'
+import json, sys
+job = json.load(open(sys.argv[1]))
+job["name"] = "bert_speed1_onnx"
+job["model"] = {"onnx": sys.argv[3], "input": [
+    "token_ids", "segment_ids", "padding_mask", "mask_positions"]}
+json.dump(job, open(sys.argv[2], "w"), indent=1)
+PYEOF
   # The 2-rank rows: 5 warm-up steps then $steps timed, as the DDP peer.
   write_job "$tmp/jobs/speed2.json" bert_speed2 2 16 "$((steps + 5))"
   if [[ -n "$link" ]]; then  # what a user on a slow link would turn on
@@ -358,6 +378,8 @@ elif ((speed)); then
     if [[ -z "$link" ]]; then
       run_train speed1 "$threads"
       row lockstep1 "lockstep train, 1 process, $threads threads"
+      run_train speed1_onnx "$threads"
+      row onnx1 "lockstep train, the module imported from ONNX, 1 process"
       run_torch torch1 1 "$threads" 1 default --warmup 5
       row torch1 "PyTorch, 1 process, $threads threads (OpenBLAS 1 thread)"
       if ((threads > 1)); then

@@ -13,6 +13,10 @@ scripts/install_deps.sh --test || exit 1
 if [[ -z "${LOCKSTEP_MNIST_DIR:-}" && -d ../shared/datasets/mnist ]]; then
   export LOCKSTEP_MNIST_DIR="$(cd ../shared/datasets/mnist && pwd)"
 fi
+# And the Brown corpus (train.txt, valid.txt) for the text-model tests.
+if [[ -z "${LOCKSTEP_BROWN_DIR:-}" && -d ../shared/datasets/brown ]]; then
+  export LOCKSTEP_BROWN_DIR="$(cd ../shared/datasets/brown && pwd)"
+fi
 
 # The CUDA code is built and its device-free tests run wherever the toolkit
 # is (CI has it); tests that need a GPU skip, saying why.

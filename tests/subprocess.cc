@@ -204,6 +204,22 @@ std::string MnistDir() {
   return dir;
 }
 
+std::string BrownDir() {
+  const char* dir = std::getenv("LOCKSTEP_BROWN_DIR");
+  if (dir == nullptr || *dir == '\0' ||
+      ReadFileOrEmpty(std::string(dir) + "/valid.txt").empty() ||
+      ReadFileOrEmpty(std::string(dir) + "/train.txt").empty()) {
+    return "";
+  }
+  return dir;
+}
+
+std::string BrownMissing() {
+  return "the Brown corpus not found: set LOCKSTEP_BROWN_DIR to a folder "
+         "with its train.txt and valid.txt (scripts/test.sh uses "
+         "../shared/datasets/brown when present)";
+}
+
 std::string MnistMissing() {
   return "real MNIST not found: set LOCKSTEP_MNIST_DIR to a folder with the "
          "four IDX .gz files (scripts/test.sh uses ../shared/datasets/mnist "

@@ -85,6 +85,10 @@ void WriteStringToFile(const std::string& path, const std::string& content);
 // tests that need real MNIST skip with MnistMissing()'s reason).
 std::string MnistDir();
 std::string MnistMissing();
+// $LOCKSTEP_BROWN_DIR when it holds the Brown corpus' train.txt and
+// valid.txt; else "" (the tests that need it skip with BrownMissing()).
+std::string BrownDir();
+std::string BrownMissing();
 
 }  // namespace testing
 }  // namespace lockstep

@@ -188,6 +188,14 @@ class Importer {
   absl::Status OnlyUsed(const onnx::NodeProto& n, int from_output) const;
   // Op-level nodes (core/onnx/ops/): the ops no layer is.
   absl::Status OpNode(const onnx::NodeProto& n);
+  // torch's exact GELU as exported, x * 0.5 * (1 + erf(x / sqrt 2)) in
+  // five nodes from this Div: one gelu (fused into the dense layer before
+  // it when that one has no other reader). False when n does not start
+  // that pattern.
+  absl::StatusOr<bool> Gelu(const onnx::NodeProto& n);
+  // The one node that reads output 0 of n (and nothing else does), or
+  // null.
+  const onnx::NodeProto* SoleReader(const onnx::NodeProto& n) const;
   absl::Status MatMul(const onnx::NodeProto& n);
   absl::Status Binary(const onnx::NodeProto& n, const char* op);
   absl::Status Unary(const onnx::NodeProto& n, const char* op, Json fields);
@@ -1162,8 +1170,74 @@ absl::Status Importer::MatMul(const onnx::NodeProto& n) {
   return absl::OkStatus();
 }
 
+const onnx::NodeProto* Importer::SoleReader(const onnx::NodeProto& n) const {
+  auto it = consumers_.find(n.output(0));
+  auto uses = uses_.find(n.output(0));
+  if (it == consumers_.end() || it->second.size() != 1 || uses == uses_.end() ||
+      uses->second != 1) {
+    return nullptr;
+  }
+  return it->second[0];
+}
+
+absl::StatusOr<bool> Importer::Gelu(const onnx::NodeProto& div) {
+  auto x = values_.find(div.input(0));
+  if (x == values_.end() || x->second.channels_last) return false;
+  // A scalar constant input of node m other than `of`, or NaN.
+  auto scalar = [this](const onnx::NodeProto& m, const std::string& of) {
+    for (int i = 0; i < m.input_size() && i < 2; ++i) {
+      if (m.input(i) == of) continue;
+      const Folded* f = FoldedIn(m, i);
+      if (f != nullptr && f->v.size() == 1) return f->v[0];
+    }
+    return std::nan("");
+  };
+  if (div.input_size() < 2 ||
+      std::fabs(scalar(div, div.input(0)) - std::sqrt(2.0)) > 1e-6) {
+    return false;
+  }
+  const onnx::NodeProto* erf = SoleReader(div);
+  if (erf == nullptr || erf->op_type() != "Erf") return false;
+  const onnx::NodeProto* add = SoleReader(*erf);
+  if (add == nullptr || add->op_type() != "Add" ||
+      scalar(*add, erf->output(0)) != 1.0) {
+    return false;
+  }
+  const onnx::NodeProto* mul = SoleReader(*add);
+  if (mul == nullptr || mul->op_type() != "Mul" || mul->input_size() != 2 ||
+      !((mul->input(0) == div.input(0) && mul->input(1) == add->output(0)) ||
+        (mul->input(1) == div.input(0) && mul->input(0) == add->output(0)))) {
+    return false;
+  }
+  const onnx::NodeProto* half = SoleReader(*mul);
+  if (half == nullptr || half->op_type() != "Mul" ||
+      scalar(*half, mul->output(0)) != 0.5) {
+    return false;
+  }
+  for (const onnx::NodeProto* m : {erf, add, mul, half}) {
+    fused_.insert(m->output(0));
+  }
+  const std::string out = half->output(0);
+  auto at = layer_index_.find(x->second.node);
+  if (at != layer_index_.end() && uses_[div.input(0)] == 2) {
+    Json& producer = layers_[at->second];
+    if (producer["type"] == "dense" && producer["activation"] == "linear") {
+      producer["activation"] = "gelu";
+      values_[out] = x->second;
+      return true;
+    }
+  }
+  AddLayer("gelu", UniqueName(LayerName(div.name().empty() ? out : div.name())),
+           {x->second.node}, Json::object(), out, x->second.shape, false);
+  return true;
+}
+
 absl::Status Importer::OpNode(const onnx::NodeProto& n) {
   const std::string& op = n.op_type();
+  if (op == "Div") {
+    ASSIGN_OR_RETURN(bool gelu, Gelu(n));
+    if (gelu) return absl::OkStatus();
+  }
   const std::string base = LayerName(n.name().empty() ? n.output(0) : n.name());
   if (op == "Transpose") {
     const onnx::TensorProto* w = Init(n, 0);
@@ -1579,6 +1653,16 @@ absl::StatusOr<OnnxImport> Importer::Run(
     values_[in] = Value{node, in_shape, image};
     model_inputs_.push_back(node);
     result.model.inputs.push_back(model_input);
+  }
+  // Constant nodes' values are known before the nodes run, so a pattern
+  // seen from its first node (a GELU) can read the constants after it.
+  for (const onnx::NodeProto& n : graph_.node()) {
+    if (n.op_type() != "Constant" || n.output_size() != 1) continue;
+    for (const auto& a : n.attribute()) {
+      if (a.name() != "value") continue;
+      absl::StatusOr<Folded> f = FoldTensor(a.t());
+      if (f.ok()) folded_[n.output(0)] = *std::move(f);
+    }
   }
   for (const onnx::NodeProto& n : graph_.node()) {
     RETURN_IF_ERROR(Node(n));

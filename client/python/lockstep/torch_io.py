@@ -80,7 +80,11 @@ def export(module, example, path, input_name="input",
     (``"model": {"onnx": path}``) and returns ``path``.
 
     ``example`` is one batch of the input as the module takes it (NCHW for
-    images); its first dimension becomes the graph's batch dimension. The
+    images); its first dimension becomes the graph's batch dimension. A
+    module of several inputs takes a tuple of them and ``input_name`` a
+    list of as many names: name them as the data's fields (a text model's
+    ``["token_ids", "segment_ids", "padding_mask", "mask_positions"]``)
+    and list them in the job's ``model.input``. The
     graph is exported in training mode without constant folding, so batch
     norms stay batch norms (not folded into the convolutions), dropout stays
     in the graph and every parameter keeps its state-dict name: a lockstep
@@ -90,6 +94,11 @@ def export(module, example, path, input_name="input",
 
     import torch
 
+    names = [input_name] if isinstance(input_name, str) else list(input_name)
+    if len(names) > 1 and (not isinstance(example, tuple)
+                           or len(example) != len(names)):
+        raise ValueError(f"export: {len(names)} input names need a tuple of "
+                         f"as many example inputs")
     was_training = module.training
     module.train()
     try:
@@ -101,11 +110,14 @@ def export(module, example, path, input_name="input",
                 "ignore", message="ONNX Preprocess - Removing mutation")
             warnings.filterwarnings(
                 "ignore", message="Converting a tensor to a Python boolean")
+            # A clamp with one bound (positions.clamp(min=0)): torch's own
+            # shape inference of the absent bound.
+            warnings.filterwarnings(
+                "ignore", message="The shape inference of prim::Constant")
             torch.onnx.export(
-                module, example, path, input_names=[input_name],
+                module, example, path, input_names=names,
                 output_names=[output_name],
-                dynamic_axes={input_name: {0: "batch"},
-                              output_name: {0: "batch"}},
+                dynamic_axes={n: {0: "batch"} for n in names + [output_name]},
                 opset_version=opset,
                 training=torch.onnx.TrainingMode.TRAINING,
                 do_constant_folding=False)

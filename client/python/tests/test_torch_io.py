@@ -112,3 +112,63 @@ def test_an_exported_module_trains_and_its_checkpoint_loads_back(tmp_path):
     assert not torch.equal(before, module.fc.weight.detach())
     np.testing.assert_array_equal(module.bn.running_var.numpy(),
                                   params["bn.running_var"])
+
+
+class TinyMlm(torch.nn.Module):
+    """A masked-LM head over embeddings, of the text format's four fields."""
+
+    def __init__(self, vocab, width):
+        super().__init__()
+        self.words = torch.nn.Embedding(vocab, width)
+        self.segments = torch.nn.Embedding(2, width)
+        self.out = torch.nn.Linear(width, vocab)
+
+    def forward(self, ids, segments, mask, positions):
+        h = self.words(ids) * mask.unsqueeze(-1) + self.segments(segments)
+        index = positions.clamp(min=0).unsqueeze(-1).expand(-1, -1,
+                                                            h.shape[-1])
+        return self.out(torch.gather(h, 1, index))
+
+
+def test_a_module_of_several_inputs_exports_and_trains_on_text(tmp_path):
+    import cluster
+
+    torch.manual_seed(0)
+    module = TinyMlm(64, 16)
+    names = ["token_ids", "segment_ids", "padding_mask", "mask_positions"]
+    example = (torch.zeros(2, 16, dtype=torch.long),
+               torch.zeros(2, 16, dtype=torch.long), torch.ones(2, 16),
+               torch.zeros(2, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match="4 input names need a tuple"):
+        lockstep.export(module, example[0], str(tmp_path / "x.onnx"), names)
+    lockstep.export(module, example, str(tmp_path / "mlm.onnx"), names,
+                    "logits")
+    sentences = ["the cat sat on the mat and looked at the dog",
+                 "a dog ran after the cat in the garden today",
+                 "we read the book on the table in the evening"]
+    (tmp_path / "train.txt").write_text(
+        "\n".join(sentences[i % 3] for i in range(300)) + "\n")
+    (tmp_path / "valid.txt").write_text("\n".join(sentences) + "\n")
+    job = {"name": "mlm", "seed": 1,
+           "model": {"onnx": "mlm.onnx", "input": names},
+           "loss": "sparse_categorical_crossentropy",
+           "optimizer": {"type": "adam", "learning_rate": 0.01},
+           "data": {"format": "text", "train_path": "train.txt",
+                    "test_path": "valid.txt", "vocab_size": 64,
+                    "sequence_length": 16, "max_predictions": 3},
+           "batch_size_per_replica": 16, "epochs": 2,
+           "checkpoint": {"every_steps": 0}}
+    (tmp_path / "job.json").write_text(json.dumps(job))
+    r = subprocess.run([cluster.binary(), "train", "job.json", "--storage",
+                        "storage", "--threads", "1"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "inputs token_ids [16], segment_ids [16], padding_mask [16], " \
+        "mask_positions [3]" in r.stdout + r.stderr
+    ckpt = tmp_path / "storage/jobs/mlm/checkpoints"
+    step = (ckpt / "latest").read_text().strip()
+    params = lockstep.read_safetensors(str(ckpt / step / "model.safetensors"))
+    assert sorted(params) == sorted(k for k, _ in module.named_parameters())
+    before = module.out.weight.detach().clone()
+    lockstep.to_torch(params, module)  # strict: every name and shape
+    assert not torch.equal(before, module.out.weight.detach())

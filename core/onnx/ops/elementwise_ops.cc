@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "core/onnx/ops/op_util.h"
+#include "kernels/cpu/threading.h"
 
 namespace lockstep {
 namespace onnx_ops {
@@ -144,96 +145,98 @@ UnaryOp::UnaryOp(const std::string& name, const Shape& shape, UnaryKind kind,
       hi_(hi) {}
 
 void UnaryOp::Forward(const LayerIO& io, const PassContext&) {
-  const int64_t count = io.n * output_size();
   const float* x = io.x[0];
   float* y = io.y;
-  for (int64_t i = 0; i < count; ++i) {
-    const float v = x[i];
-    float r = 0;
-    switch (kind_) {
-      case UnaryKind::kErf:
-        r = std::erf(v);
-        break;
-      case UnaryKind::kSqrt:
-        r = std::sqrt(v);
-        break;
-      case UnaryKind::kNeg:
-        r = -v;
-        break;
-      case UnaryKind::kExp:
-        r = std::exp(v);
-        break;
-      case UnaryKind::kLog:
-        r = std::log(v);
-        break;
-      case UnaryKind::kReciprocal:
-        r = 1.0f / v;
-        break;
-      case UnaryKind::kAbs:
-        r = std::fabs(v);
-        break;
-      case UnaryKind::kClip:
-        r = std::min(std::max(v, lo_), hi_);
-        break;
-      case UnaryKind::kTrunc:
-        r = std::trunc(v);
-        break;
-      case UnaryKind::kNonzero:
-        r = v != 0;
-        break;
-      case UnaryKind::kNot:
-        r = v == 0;
-        break;
+  ParallelFor(io.n * output_size(), 4096, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const float v = x[i];
+      float r = 0;
+      switch (kind_) {
+        case UnaryKind::kErf:
+          r = std::erf(v);
+          break;
+        case UnaryKind::kSqrt:
+          r = std::sqrt(v);
+          break;
+        case UnaryKind::kNeg:
+          r = -v;
+          break;
+        case UnaryKind::kExp:
+          r = std::exp(v);
+          break;
+        case UnaryKind::kLog:
+          r = std::log(v);
+          break;
+        case UnaryKind::kReciprocal:
+          r = 1.0f / v;
+          break;
+        case UnaryKind::kAbs:
+          r = std::fabs(v);
+          break;
+        case UnaryKind::kClip:
+          r = std::min(std::max(v, lo_), hi_);
+          break;
+        case UnaryKind::kTrunc:
+          r = std::trunc(v);
+          break;
+        case UnaryKind::kNonzero:
+          r = v != 0;
+          break;
+        case UnaryKind::kNot:
+          r = v == 0;
+          break;
+      }
+      y[i] = r;
     }
-    y[i] = r;
-  }
+  });
 }
 
 void UnaryOp::Backward(const LayerIO& io, const PassContext&) {
   float* dx = io.dx[0];
   if (dx == nullptr) return;
-  const int64_t count = io.n * output_size();
   const float* x = io.x[0];
   const float* y = io.y;
   const float* dy = io.dy;
   const float two_over_sqrt_pi = 1.1283791670955126f;
-  for (int64_t i = 0; i < count; ++i) {
-    const float v = x[i];
-    float d = 0;
-    switch (kind_) {
-      case UnaryKind::kErf:
-        d = two_over_sqrt_pi * std::exp(-v * v);
-        break;
-      case UnaryKind::kSqrt:
-        d = 0.5f / y[i];
-        break;
-      case UnaryKind::kNeg:
-        d = -1;
-        break;
-      case UnaryKind::kExp:
-        d = y[i];
-        break;
-      case UnaryKind::kLog:
-        d = 1.0f / v;
-        break;
-      case UnaryKind::kReciprocal:
-        d = -y[i] * y[i];
-        break;
-      case UnaryKind::kAbs:
-        d = v > 0 ? 1.0f : (v < 0 ? -1.0f : 0.0f);
-        break;
-      // torch's clamp passes the gradient where lo <= x <= hi.
-      case UnaryKind::kClip:
-        d = v >= lo_ && v <= hi_;
-        break;
-      case UnaryKind::kTrunc:
-      case UnaryKind::kNonzero:
-      case UnaryKind::kNot:
-        d = 0;
-        break;
+  ParallelFor(io.n * output_size(), 4096, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const float v = x[i];
+      float d = 0;
+      switch (kind_) {
+        case UnaryKind::kErf:
+          d = two_over_sqrt_pi * std::exp(-v * v);
+          break;
+        case UnaryKind::kSqrt:
+          d = 0.5f / y[i];
+          break;
+        case UnaryKind::kNeg:
+          d = -1;
+          break;
+        case UnaryKind::kExp:
+          d = y[i];
+          break;
+        case UnaryKind::kLog:
+          d = 1.0f / v;
+          break;
+        case UnaryKind::kReciprocal:
+          d = -y[i] * y[i];
+          break;
+        case UnaryKind::kAbs:
+          d = v > 0 ? 1.0f : (v < 0 ? -1.0f : 0.0f);
+          break;
+        // torch's clamp passes the gradient where lo <= x <= hi.
+        case UnaryKind::kClip:
+          d = v >= lo_ && v <= hi_;
+          break;
+        case UnaryKind::kTrunc:
+        case UnaryKind::kNonzero:
+        case UnaryKind::kNot:
+          d = 0;
+          break;
+      }
+      dx[i] = dy[i] * d;
     }
-    dx[i] = dy[i] * d;
-  }
+  });
 }
 
 BinaryOp::BinaryOp(const std::string& name, std::vector<Shape> inputs,
@@ -263,23 +266,146 @@ const float* BinaryOp::Values(const LayerIO& io, int k, int64_t s) const {
   return o.values.data();
 }
 
+namespace {
+
+template <BinaryKind K>
+void ForwardRuns(const Shape& out, const std::vector<int64_t>& sa,
+                 const std::vector<int64_t>& sb, const float* a, const float* b,
+                 float* y) {
+  ForEachRun(out, sa, sb,
+             [&](int64_t o, int64_t ia, int64_t ib, int64_t count, int64_t da,
+                 int64_t db) {
+               const float* pa = a + ia;
+               const float* pb = b + ib;
+               float* py = y + o;
+               if (da == 1 && db == 1) {
+                 for (int64_t j = 0; j < count; ++j) {
+                   py[j] = Apply(K, pa[j], pb[j]);
+                 }
+               } else if (da == 1 && db == 0) {
+                 const float vb = *pb;
+                 for (int64_t j = 0; j < count; ++j) {
+                   py[j] = Apply(K, pa[j], vb);
+                 }
+               } else if (da == 0 && db == 1) {
+                 const float va = *pa;
+                 for (int64_t j = 0; j < count; ++j) {
+                   py[j] = Apply(K, va, pb[j]);
+                 }
+               } else {
+                 for (int64_t j = 0; j < count; ++j) {
+                   py[j] = Apply(K, pa[j * da], pb[j * db]);
+                 }
+               }
+             });
+}
+
+// d(loss)/da and d(loss)/db of one element, given dy = g.
+template <BinaryKind K>
+inline void Grads(float g, float va, float vb, float y, float* ga, float* gb) {
+  switch (K) {
+    case BinaryKind::kAdd:
+      *ga = g;
+      *gb = g;
+      break;
+    case BinaryKind::kSub:
+      *ga = g;
+      *gb = -g;
+      break;
+    case BinaryKind::kMul:
+      *ga = g * vb;
+      *gb = g * va;
+      break;
+    case BinaryKind::kDiv:
+      *ga = g / vb;
+      *gb = -g * va / (vb * vb);
+      break;
+    case BinaryKind::kPow:
+      *ga = g * vb * std::pow(va, vb - 1);
+      *gb = va > 0 ? g * y * std::log(va) : 0.0f;
+      break;
+    default:
+      *ga = 0;
+      *gb = 0;
+      break;
+  }
+}
+
+template <BinaryKind K>
+void BackwardRuns(const Shape& out, const std::vector<int64_t>& sa,
+                  const std::vector<int64_t>& sb, const float* a,
+                  const float* b, const float* y, const float* dy, float* ga,
+                  float* gb) {
+  ForEachRun(out, sa, sb,
+             [&](int64_t o, int64_t ia, int64_t ib, int64_t count, int64_t da,
+                 int64_t db) {
+               for (int64_t j = 0; j < count; ++j) {
+                 float fa, fb;
+                 Grads<K>(dy[o + j], a[ia + j * da], b[ib + j * db], y[o + j],
+                          &fa, &fb);
+                 if (ga != nullptr) ga[ia + j * da] += fa;
+                 if (gb != nullptr) gb[ib + j * db] += fb;
+               }
+             });
+}
+
+#define LOCKSTEP_BINARY_DISPATCH(kind, call) \
+  switch (kind) {                            \
+    case BinaryKind::kAdd:                   \
+      call(BinaryKind::kAdd);                \
+      break;                                 \
+    case BinaryKind::kSub:                   \
+      call(BinaryKind::kSub);                \
+      break;                                 \
+    case BinaryKind::kMul:                   \
+      call(BinaryKind::kMul);                \
+      break;                                 \
+    case BinaryKind::kDiv:                   \
+      call(BinaryKind::kDiv);                \
+      break;                                 \
+    case BinaryKind::kPow:                   \
+      call(BinaryKind::kPow);                \
+      break;                                 \
+    case BinaryKind::kEqual:                 \
+      call(BinaryKind::kEqual);              \
+      break;                                 \
+    case BinaryKind::kLess:                  \
+      call(BinaryKind::kLess);               \
+      break;                                 \
+    case BinaryKind::kGreater:               \
+      call(BinaryKind::kGreater);            \
+      break;                                 \
+    case BinaryKind::kLessEqual:             \
+      call(BinaryKind::kLessEqual);          \
+      break;                                 \
+    case BinaryKind::kGreaterEqual:          \
+      call(BinaryKind::kGreaterEqual);       \
+      break;                                 \
+  }
+
+}  // namespace
+
 void BinaryOp::Forward(const LayerIO& io, const PassContext&) {
   const int64_t size = output_size();
-  for (int64_t s = 0; s < io.n; ++s) {
-    const float* a = Values(io, 0, s);
-    const float* b = Values(io, 1, s);
-    float* y = io.y + s * size;
-    ForEachBroadcast(output_shape(), stride_[0], stride_[1],
-                     [&](int64_t o, int64_t ia, int64_t ib) {
-                       y[o] = Apply(kind_, a[ia], b[ib]);
-                     });
-  }
+  // Samples are independent: split over the threads.
+  ParallelFor(io.n, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t s = begin; s < end; ++s) {
+      const float* a = Values(io, 0, s);
+      const float* b = Values(io, 1, s);
+      float* y = io.y + s * size;
+#define LOCKSTEP_BINARY_FORWARD(K) \
+  ForwardRuns<K>(output_shape(), stride_[0], stride_[1], a, b, y)
+      LOCKSTEP_BINARY_DISPATCH(kind_, LOCKSTEP_BINARY_FORWARD)
+#undef LOCKSTEP_BINARY_FORWARD
+    }
+  });
 }
 
 void BinaryOp::Backward(const LayerIO& io, const PassContext&) {
   // Where each operand's gradient goes: an input's dx (overwritten: zeroed
   // first) or the parameter's gradient (accumulated over the batch).
   float* to[2] = {nullptr, nullptr};
+  bool param = false;
   for (int k = 0; k < 2; ++k) {
     const Operand& o = op_[k];
     if (o.input >= 0 && o.input < static_cast<int>(io.dx.size())) {
@@ -289,53 +415,38 @@ void BinaryOp::Backward(const LayerIO& io, const PassContext&) {
       }
     } else if (o.param != nullptr && !io.dw.empty()) {
       to[k] = io.dw[0];
+      param = to[k] != nullptr;
     }
   }
   // The same input on both sides (x * x): both halves add into one dx.
   if (op_[0].input >= 0 && op_[0].input == op_[1].input) to[1] = to[0];
   if (!Differentiable(kind_) || (to[0] == nullptr && to[1] == nullptr)) return;
   const int64_t size = output_size();
-  for (int64_t s = 0; s < io.n; ++s) {
-    const float* a = Values(io, 0, s);
-    const float* b = Values(io, 1, s);
-    const float* y = io.y + s * size;
-    const float* dy = io.dy + s * size;
-    float* da =
-        to[0] == nullptr
-            ? nullptr
-            : to[0] + (op_[0].input >= 0 ? s * NumElements(op_[0].shape) : 0);
-    float* db =
-        to[1] == nullptr
-            ? nullptr
-            : to[1] + (op_[1].input >= 0 ? s * NumElements(op_[1].shape) : 0);
-    ForEachBroadcast(output_shape(), stride_[0], stride_[1],
-                     [&](int64_t o, int64_t ia, int64_t ib) {
-                       const float g = dy[o], va = a[ia], vb = b[ib];
-                       switch (kind_) {
-                         case BinaryKind::kAdd:
-                           if (da) da[ia] += g;
-                           if (db) db[ib] += g;
-                           break;
-                         case BinaryKind::kSub:
-                           if (da) da[ia] += g;
-                           if (db) db[ib] -= g;
-                           break;
-                         case BinaryKind::kMul:
-                           if (da) da[ia] += g * vb;
-                           if (db) db[ib] += g * va;
-                           break;
-                         case BinaryKind::kDiv:
-                           if (da) da[ia] += g / vb;
-                           if (db) db[ib] -= g * va / (vb * vb);
-                           break;
-                         case BinaryKind::kPow:
-                           if (da) da[ia] += g * vb * std::pow(va, vb - 1);
-                           if (db && va > 0) db[ib] += g * y[o] * std::log(va);
-                           break;
-                         default:
-                           break;
-                       }
-                     });
+  auto samples = [&](int64_t begin, int64_t end) {
+    for (int64_t s = begin; s < end; ++s) {
+      const float* a = Values(io, 0, s);
+      const float* b = Values(io, 1, s);
+      float* ga =
+          to[0] == nullptr
+              ? nullptr
+              : to[0] + (op_[0].input >= 0 ? s * NumElements(op_[0].shape) : 0);
+      float* gb =
+          to[1] == nullptr
+              ? nullptr
+              : to[1] + (op_[1].input >= 0 ? s * NumElements(op_[1].shape) : 0);
+#define LOCKSTEP_BINARY_BACKWARD(K)                             \
+  BackwardRuns<K>(output_shape(), stride_[0], stride_[1], a, b, \
+                  io.y + s * size, io.dy + s * size, ga, gb)
+      LOCKSTEP_BINARY_DISPATCH(kind_, LOCKSTEP_BINARY_BACKWARD)
+#undef LOCKSTEP_BINARY_BACKWARD
+    }
+  };
+  // A parameter's gradient sums over the samples in order (the same bits
+  // whatever the threads); inputs' gradients are per sample.
+  if (param) {
+    samples(0, io.n);
+  } else {
+    ParallelFor(io.n, 1, samples);
   }
 }
 

@@ -80,6 +80,54 @@ void ForEachBroadcast(const Shape& out, const std::vector<int64_t>& sa,
   }
 }
 
+// The same walk by runs along the last axis: f(o, a, b, count, ia, ib)
+// for each run of `count` output elements from o, the inputs from a and b
+// with steps ia and ib (0 where one is broadcast along the axis). Axes
+// both inputs hold contiguously are merged first, so a same-shape walk is
+// one run.
+template <typename F>
+void ForEachRun(const Shape& out, const std::vector<int64_t>& sa,
+                const std::vector<int64_t>& sb, F&& f) {
+  // Merge trailing axes while both inputs are contiguous (or both fixed)
+  // across them.
+  Shape dims = out;
+  std::vector<int64_t> a = sa, b = sb;
+  while (dims.size() >= 2) {
+    const size_t r = dims.size();
+    const bool a_joins = a[r - 2] == a[r - 1] * dims[r - 1];
+    const bool b_joins = b[r - 2] == b[r - 1] * dims[r - 1];
+    if (!a_joins || !b_joins) break;
+    dims[r - 2] *= dims[r - 1];
+    a[r - 2] = a[r - 1];
+    b[r - 2] = b[r - 1];
+    dims.pop_back();
+    a.pop_back();
+    b.pop_back();
+  }
+  const int r = static_cast<int>(dims.size());
+  if (r == 0) {
+    f(int64_t{0}, int64_t{0}, int64_t{0}, int64_t{1}, int64_t{0}, int64_t{0});
+    return;
+  }
+  const int64_t inner = dims[r - 1];
+  if (inner == 0) return;
+  const int64_t outer = NumElements(dims) / inner;
+  std::vector<int64_t> idx(r, 0);
+  int64_t oa = 0, ob = 0, o = 0;
+  for (int64_t q = 0; q < outer; ++q, o += inner) {
+    f(o, oa, ob, inner, a[r - 1], b[r - 1]);
+    for (int d = r - 2; d >= 0; --d) {
+      ++idx[d];
+      oa += a[d];
+      ob += b[d];
+      if (idx[d] < dims[d]) break;
+      oa -= a[d] * dims[d];
+      ob -= b[d] * dims[d];
+      idx[d] = 0;
+    }
+  }
+}
+
 // A parameter an op reads, from its config object {"param": NAME,
 // "shape": [...], "owner": LAYER}: with an owner, that earlier layer's
 // parameter of the name (a tied weight); without, *own, made here (the

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "core/onnx/ops/op_util.h"
+#include "kernels/cpu/threading.h"
 
 namespace lockstep {
 namespace onnx_ops {
@@ -73,29 +74,45 @@ TransposeOp::TransposeOp(const std::string& name, const Shape& in,
   for (size_t i = in.size(); i-- > 1;) in_stride[i - 1] = in_stride[i] * in[i];
   std::vector<int64_t> stride;
   for (int64_t p : perm) stride.push_back(in_stride[p]);
-  std::vector<int64_t> zero(out.size(), 0);
-  source_.resize(NumElements(out));
-  ForEachBroadcast(out, stride, zero,
+  // Trailing axes the perm keeps in place move as whole runs.
+  size_t kept = out.size();
+  while (kept > 0 && perm[kept - 1] == static_cast<int64_t>(kept - 1)) {
+    run_ *= out[kept - 1];
+    --kept;
+  }
+  Shape runs(out.begin(), out.begin() + kept);
+  stride.resize(kept);
+  std::vector<int64_t> zero(kept, 0);
+  source_.resize(NumElements(runs));
+  ForEachBroadcast(runs, stride, zero,
                    [&](int64_t o, int64_t a, int64_t) { source_[o] = a; });
 }
 
 void TransposeOp::Forward(const LayerIO& io, const PassContext&) {
-  const int64_t size = output_size();
-  for (int64_t s = 0; s < io.n; ++s) {
-    const float* x = io.x[0] + s * size;
-    float* y = io.y + s * size;
-    for (int64_t o = 0; o < size; ++o) y[o] = x[source_[o]];
-  }
+  const int64_t size = output_size(), run = run_;
+  ParallelFor(io.n, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t s = begin; s < end; ++s) {
+      const float* x = io.x[0] + s * size;
+      float* y = io.y + s * size;
+      for (size_t r = 0; r < source_.size(); ++r) {
+        std::copy(x + source_[r], x + source_[r] + run, y + r * run);
+      }
+    }
+  });
 }
 
 void TransposeOp::Backward(const LayerIO& io, const PassContext&) {
   if (io.dx[0] == nullptr) return;
-  const int64_t size = output_size();
-  for (int64_t s = 0; s < io.n; ++s) {
-    const float* dy = io.dy + s * size;
-    float* dx = io.dx[0] + s * size;
-    for (int64_t o = 0; o < size; ++o) dx[source_[o]] = dy[o];
-  }
+  const int64_t size = output_size(), run = run_;
+  ParallelFor(io.n, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t s = begin; s < end; ++s) {
+      const float* dy = io.dy + s * size;
+      float* dx = io.dx[0] + s * size;
+      for (size_t r = 0; r < source_.size(); ++r) {
+        std::copy(dy + r * run, dy + (r + 1) * run, dx + source_[r]);
+      }
+    }
+  });
 }
 
 }  // namespace onnx_ops

@@ -32,7 +32,9 @@ class TransposeOp : public Layer {
   void Backward(const LayerIO& io, const PassContext& ctx) override;
 
  private:
-  // Output element o (row-major) reads input element source_[o].
+  // The output in runs of run_ elements (the trailing axes the perm keeps
+  // in place): run r copies from input element source_[r].
+  int64_t run_ = 1;
   std::vector<int64_t> source_;
 };
 
