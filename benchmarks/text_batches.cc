@@ -9,7 +9,8 @@
 // OUT_DIR/meta.json names the fields and sizes; train_eK.x / train_eK.y and
 // test.x / test.y are little-endian int32: x is [samples, sum of the
 // fields' sizes] (the model inputs one after the other), y is [samples,
-// max_predictions] (-1 where nothing is predicted).
+// labels_per_sample] (max_predictions, or sequence_length for a causal_lm
+// task; -1 where nothing is predicted).
 #include <cstdint>
 #include <iostream>
 #include <string>
@@ -77,6 +78,8 @@ absl::Status Run(const std::string& job_path, const std::string& out,
   meta["fields"] = DataOptionsFor(spec).fields;
   meta["sequence_length"] = text->sequence_length;
   meta["max_predictions"] = text->max_predictions;
+  meta["labels_per_sample"] = data.train.labels_per_sample;
+  meta["task"] = text->causal ? "causal_lm" : "masked_lm";
   meta["vocab_size"] = data.train.vocab->size();
   meta["train_samples"] = data.train.num_samples;
   meta["test_samples"] = data.test.num_samples;

@@ -288,6 +288,75 @@ TEST(OnnxBertTest, OneTrainingStepAgreesWithTorch) {
   EXPECT_LE(MaxDiff(logits, want_logits.data(), want_logits.size()), 1e-4);
 }
 
+// A 2-layer GPT-style causal language model as nanoGPT writes one
+// (tests/torch_onnx_text_reference.py --model gpt): the fused q/k/v linear
+// split in three (Split), the causal mask a buffer sliced and applied with
+// masked_fill (Slice, Equal folded; Where on the scores), the head tied to
+// the token embedding. One training step, each position's label the next
+// token, against torch's float64 step: loss within 1e-5 relative, each
+// gradient within max(1e-4 of its largest entry, 4x torch's fp32 error).
+TEST(OnnxGptTest, OneTrainingStepAgreesWithTorch) {
+  LOCKSTEP_SKIP_OR_FAIL_IF_MISSING(TorchMissing());
+  constexpr int kBatch = 3, kLength = 10, kVocab = 50;
+  const std::string dir = NewTempDir("onnx_gpt_ref");
+  testing::RunResult ref = RunProcess(
+      {"/usr/bin/python3", Runfile("tests/torch_onnx_text_reference.py"),
+       "--out", dir, "--model", "gpt", "--seed", "3", "--batch",
+       std::to_string(kBatch), "--length", std::to_string(kLength), "--vocab",
+       std::to_string(kVocab)},
+      dir, 300);
+  ASSERT_TRUE(ref.exit.exited && ref.exit.exit_code == 0) << ref.err;
+  absl::StatusOr<ModelSpec> spec = ParseModelSpec(absl::StrFormat(
+      R"({"onnx": "%s/model.onnx", "input": ["token_ids"]})", dir));
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  absl::StatusOr<std::unique_ptr<Model>> built = Model::Build(*spec, 1);
+  ASSERT_TRUE(built.ok()) << built.status();
+  Model& m = **built;
+  std::printf("%s\n", m.graph().import_summary().c_str());
+
+  std::map<std::string, Tensor> in = ReadTensors(dir + "/batch.safetensors");
+  std::map<std::string, Tensor> want =
+      ReadTensors(dir + "/expected.safetensors");
+  const Tensor& x = in.at("token_ids");
+  ASSERT_EQ(x.shape(), (Shape{kBatch, kLength}));
+  const std::vector<int32_t> labels = testing::IntLabels(in.at("labels"));
+  const int used = kBatch * (kLength - 1);
+  const BatchLoss loss =
+      m.TrainStep(x, labels.data(), LossType::kSparseCategoricalCrossentropy,
+                  1.0f / used, 0);
+  EXPECT_EQ(loss.count, used);
+  const double torch_loss = want.at("loss").data()[0];
+  EXPECT_NEAR(loss.loss_sum / used, torch_loss, 1e-5 * torch_loss);
+
+  int checked = 0;
+  double worst = 0;
+  std::string worst_name;
+  for (Param* p : m.params()) {
+    auto it = want.find("grad64." + p->name);
+    ASSERT_NE(it, want.end()) << p->name;
+    ASSERT_EQ(it->second.shape(), p->grad.shape()) << p->name;
+    const double scale = MaxAbs(it->second.data(), it->second.size());
+    const double diff =
+        MaxDiff(p->grad.data(), it->second.data(), p->grad.size());
+    const double torch_error = want.at("torch_fp32_error." + p->name).data()[0];
+    const double bound = std::max(1e-4 * scale, 4 * torch_error);
+    EXPECT_LE(diff, bound) << p->name << ": largest " << scale;
+    EXPECT_GT(scale, 1e-4) << p->name;
+    if (diff / bound > worst) worst = diff / bound, worst_name = p->name;
+    ++checked;
+  }
+  // wte, wpe, 12 a block, ln_f's 2 (the head is wte).
+  EXPECT_EQ(checked, 2 + 12 * 2 + 2);
+  std::printf(
+      "imported gpt: loss %.8f (torch %.8f), %d gradients against torch's "
+      "float64 step, the nearest its bound at %.2f of it (%s)\n",
+      loss.loss_sum / used, torch_loss, checked, worst, worst_name.c_str());
+  const float* logits = m.Logits(x);
+  const Tensor& want_logits = want.at("logits");
+  ASSERT_EQ(want_logits.size(), kBatch * kLength * kVocab);
+  EXPECT_LE(MaxDiff(logits, want_logits.data(), want_logits.size()), 1e-4);
+}
+
 // The data's sample must hold as many values as the graph's input: the
 // error names both and the file.
 TEST(OnnxShapeTest, ADataShapeThatDoesNotFitTheGraphIsNamed) {

@@ -9,6 +9,13 @@ fields: token_ids, segment_ids, padding_mask [N, L] and mask_positions
 [N, P] (-1: an unused slot), the output "logits" [N, P, V]. Dropout is off
 (a random mask no reference step could share).
 
+--model gpt: a 2-layer GPT-style causal language model as nanoGPT writes
+one (its module names: transformer.wte, transformer.h.0.attn.c_attn, ...;
+pre-LayerNorm blocks, the causal mask a non-persistent buffer applied with
+masked_fill, exact GELU, the head tied to the token embedding), one input
+token_ids [N, L] and "logits" [N, L, V]; each position's label is the
+next token (the last position's -1).
+
 One training step on a seeded batch (padding in one sample, an unused slot):
 the loss (cross-entropy, the mean over the used slots), the logits and
 every parameter's gradient, in float32 and float64.
@@ -28,8 +35,11 @@ import copy
 import os
 import sys
 
+import math
+
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
@@ -38,10 +48,74 @@ from torch_bert_reference import write_safetensors  # noqa: E402
 import torch_bert  # noqa: E402
 
 
+class CausalSelfAttention(nn.Module):
+    def __init__(self, width, heads, length):
+        super().__init__()
+        self.heads = heads
+        self.c_attn = nn.Linear(width, 3 * width)
+        self.c_proj = nn.Linear(width, width)
+        self.register_buffer(
+            "bias", torch.tril(torch.ones(length, length)).view(
+                1, 1, length, length), persistent=False)
+
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = self.c_attn(x).split(c, dim=2)
+        q = q.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+        k = k.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+        v = v.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.bias[:, :, :t, :t] == 0, float("-inf"))
+        y = F.softmax(att, dim=-1) @ v
+        return self.c_proj(y.transpose(1, 2).contiguous().view(b, t, c))
+
+
+class Mlp(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.c_fc = nn.Linear(width, 4 * width)
+        self.c_proj = nn.Linear(4 * width, width)
+
+    def forward(self, x):
+        return self.c_proj(F.gelu(self.c_fc(x)))
+
+
+class Block(nn.Module):
+    def __init__(self, width, heads, length):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(width)
+        self.attn = CausalSelfAttention(width, heads, length)
+        self.ln_2 = nn.LayerNorm(width)
+        self.mlp = Mlp(width)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class Gpt(nn.Module):
+    def __init__(self, vocab, width, heads, layers, length):
+        super().__init__()
+        self.transformer = nn.ModuleDict(dict(
+            wte=nn.Embedding(vocab, width),
+            wpe=nn.Embedding(length, width),
+            h=nn.ModuleList([Block(width, heads, length)
+                             for _ in range(layers)]),
+            ln_f=nn.LayerNorm(width)))
+
+    def forward(self, ids):
+        t = self.transformer
+        x = t.wte(ids) + t.wpe(torch.arange(ids.shape[1]))
+        for block in t.h:
+            x = block(x)
+        # The head tied to the token embedding (nanoGPT's, GPT-2's).
+        return F.linear(t.ln_f(x), t.wte.weight)
+
+
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True)
-    p.add_argument("--model", default="bert", choices=["bert"])
+    p.add_argument("--model", default="bert", choices=["bert", "gpt"])
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--batch", type=int, default=3)
     p.add_argument("--length", type=int, default=10)
@@ -63,6 +137,8 @@ def main(argv):
                         "reference step): a model to train")
     a = p.parse_args(argv)
     torch.manual_seed(a.seed)
+    if a.model == "gpt":
+        return gpt(a)
     cfg = torch_bert.Config({
         "vocab_size": a.vocab, "hidden": a.hidden, "layers": a.layers,
         "heads": a.heads, "intermediate": a.intermediate or 2 * a.hidden,
@@ -121,6 +197,59 @@ def main(argv):
         "token_ids": ids.float(), "segment_ids": segments.float(),
         "padding_mask": mask, "mask_positions": positions.float(),
         "labels": labels.float()})
+    expected = {"loss": loss.detach().reshape(1), "logits": logits.detach()}
+    for (name, t), t64 in zip(net.named_parameters(), net64.parameters()):
+        expected["grad." + name] = t.grad.contiguous()
+        expected["grad64." + name] = t64.grad.float().contiguous()
+        expected["torch_fp32_error." + name] = (
+            (t.grad.double() - t64.grad).abs().max().float().reshape(1))
+    write_safetensors(os.path.join(a.out, "expected.safetensors"), expected)
+    return 0
+
+
+def gpt(a):
+    net = Gpt(a.vocab, a.hidden, a.heads, a.layers, a.length)
+    with torch.no_grad():
+        for name, t in net.named_parameters():
+            if t.dim() >= 2:
+                t.normal_(0, a.std)
+            elif "ln" in name:
+                t.copy_(1 + torch.empty_like(t).uniform_(-0.2, 0.2)
+                        if name.endswith("weight")
+                        else torch.empty_like(t).uniform_(-0.2, 0.2))
+            else:
+                t.uniform_(-0.2, 0.2)
+    os.makedirs(a.out, exist_ok=True)
+    write_safetensors(os.path.join(a.out, "init.safetensors"),
+                      {k: v.detach().contiguous()
+                       for k, v in net.named_parameters()})
+    gen = torch.Generator().manual_seed(a.seed + 1)
+    ids = torch.randint(a.vocab, (a.batch, a.length), generator=gen)
+    labels = torch.full_like(ids, -1)
+    labels[:, :-1] = ids[:, 1:]
+    net.train()
+    torch.onnx.export(net, (ids,), os.path.join(a.out, "model.onnx"),
+                      input_names=["token_ids"], output_names=["logits"],
+                      dynamic_axes={"token_ids": {0: "batch"},
+                                    "logits": {0: "batch"}},
+                      opset_version=17,
+                      training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False)
+    if a.export_only:
+        return 0
+
+    def step(model):
+        logits = model(ids)
+        used = labels >= 0
+        loss = F.cross_entropy(logits[used], labels[used])
+        loss.backward()
+        return loss, logits
+
+    net64 = copy.deepcopy(net).double()
+    step(net64)
+    loss, logits = step(net)
+    write_safetensors(os.path.join(a.out, "batch.safetensors"), {
+        "token_ids": ids.float(), "labels": labels.float()})
     expected = {"loss": loss.detach().reshape(1), "logits": logits.detach()}
     for (name, t), t64 in zip(net.named_parameters(), net64.parameters()):
         expected["grad." + name] = t.grad.contiguous()

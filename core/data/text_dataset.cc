@@ -111,7 +111,7 @@ void WriteInputs(const std::vector<Field>& fields, const MaskedSequence& m,
 
 // The text fields a model's inputs name, in order.
 absl::StatusOr<std::vector<Field>> ParseFields(
-    const std::vector<std::string>& names) {
+    const std::vector<std::string>& names, bool causal) {
   std::vector<Field> fields;
   for (const std::string& name : names) {
     if (name == "token_ids") {
@@ -120,8 +120,13 @@ absl::StatusOr<std::vector<Field>> ParseFields(
       fields.push_back(Field::kSegmentIds);
     } else if (name == "padding_mask") {
       fields.push_back(Field::kPaddingMask);
-    } else if (name == "mask_positions") {
+    } else if (name == "mask_positions" && !causal) {
       fields.push_back(Field::kMaskPositions);
+    } else if (causal) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model.inputs: causal_lm text data has no field \"", name,
+          "\" (its fields: token_ids, segment_ids, "
+          "padding_mask)"));
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("model.inputs: text data has no field \"", name,
@@ -181,6 +186,38 @@ class MlmSampleMaker : public SampleMaker {
   const uint64_t seed_;
   const std::vector<Field> fields_;
   std::vector<int64_t> counts_;
+};
+
+// A causal language model's samples: the sequence as it is, each
+// position's label the next token.
+class CausalSampleMaker : public SampleMaker {
+ public:
+  CausalSampleMaker(std::vector<std::vector<int32_t>> sequences, int64_t length,
+                    int32_t pad, std::vector<Field> fields)
+      : sequences_(std::move(sequences)),
+        length_(length),
+        pad_(pad),
+        fields_(std::move(fields)) {}
+
+  void Make(int64_t, int64_t index, float* x, int32_t* labels) const override {
+    MaskedSequence m;
+    m.tokens = sequences_[index];
+    WriteInputs(fields_, m, length_, 0, pad_, x);
+    const int64_t n = static_cast<int64_t>(m.tokens.size());
+    for (int64_t i = 0; i < length_; ++i) {
+      labels[i] = i + 1 < n ? m.tokens[i + 1] : -1;
+    }
+  }
+
+  int64_t LabelCount(int64_t index) const override {
+    return static_cast<int64_t>(sequences_[index].size()) - 1;
+  }
+
+ private:
+  std::vector<std::vector<int32_t>> sequences_;
+  const int64_t length_;
+  const int32_t pad_;
+  const std::vector<Field> fields_;
 };
 
 }  // namespace
@@ -282,7 +319,8 @@ absl::StatusOr<std::shared_ptr<const WordPieceVocab>> LoadOrLearnVocab(
 
 absl::StatusOr<Dataset> LoadTextDataset(const TextConfig& spec, Split split,
                                         const DataOptions& options) {
-  ASSIGN_OR_RETURN(std::vector<Field> fields, ParseFields(options.fields));
+  ASSIGN_OR_RETURN(std::vector<Field> fields,
+                   ParseFields(options.fields, spec.causal));
   Shape shape;
   int64_t per = 0;
   for (Field f : fields) {
@@ -322,11 +360,18 @@ absl::StatusOr<Dataset> LoadTextDataset(const TextConfig& spec, Split split,
   d.sample_shape = shape;
   d.num_samples = static_cast<int64_t>(sequences.size());
   d.num_classes = vocab->size();
-  d.labels_per_sample = spec.max_predictions;
+  d.labels_per_sample =
+      spec.causal ? spec.sequence_length : spec.max_predictions;
   d.vocab = vocab;
   d.source = absl::StrCat(absl::StrJoin(files, ", "), " (", sequences.size(),
                           " sequences of up to ", spec.sequence_length,
                           " tokens, vocabulary ", vocab->size(), ")");
+  if (spec.causal) {
+    d.maker = std::make_shared<CausalSampleMaker>(
+        std::move(sequences), spec.sequence_length, vocab->pad(),
+        std::move(fields));
+    return d;
+  }
   d.maker = std::make_shared<MlmSampleMaker>(vocab, std::move(sequences),
                                              spec.sequence_length, masking,
                                              options.seed, std::move(fields));
@@ -337,7 +382,7 @@ absl::StatusOr<MlmQuery> MakeMlmQuery(const TextConfig& spec,
                                       const std::vector<std::string>& fields,
                                       const WordPieceVocab& vocab,
                                       absl::string_view text) {
-  ASSIGN_OR_RETURN(std::vector<Field> parsed, ParseFields(fields));
+  ASSIGN_OR_RETURN(std::vector<Field> parsed, ParseFields(fields, false));
   WordPieceTokenizer tokenizer(&vocab, spec.lowercase);
   MlmQuery q;
   q.tokens.push_back(vocab.cls());

@@ -13,6 +13,11 @@
 // [sequence_length], and mask_positions [max_predictions] (-1 for an unused
 // slot); its labels are the original ids at those positions (-1 where fewer
 // were masked).
+//
+// With data.task "causal_lm" nothing is masked: a sample's labels are its
+// next tokens (label i is token i + 1; -1 at the last token and on
+// padding), sequence_length of them, and its fields token_ids,
+// segment_ids and padding_mask (a GPT-style model's).
 #ifndef LOCKSTEP_CORE_DATA_TEXT_DATASET_H_
 #define LOCKSTEP_CORE_DATA_TEXT_DATASET_H_
 
@@ -37,6 +42,9 @@ struct TextConfig {
   std::string vocab_path;      // a vocab.txt, or "": learned from train_files
   int64_t vocab_size = 0;      // the size to learn (required then)
   int64_t sequence_length = 128;
+  // Each position's label is the next token (a causal language model),
+  // instead of masked tokens' labels.
+  bool causal = false;
   // Consecutive lines fill a sequence (each ends with [SEP]) instead of one
   // line per sequence.
   bool pack_lines = true;

@@ -229,5 +229,47 @@ TEST_F(TextFilesTest, BadFilesAreErrorsNamingTheFile) {
   EXPECT_THAT(error(spec), HasSubstr(spec.vocab_path));
 }
 
+// task causal_lm: the sequence as it is (nothing masked), each position's
+// label the next token, -1 at the last token and on padding; the same in
+// every epoch; mask_positions is no field of it.
+TEST_F(TextFilesTest, CausalSamplesAreLabelledWithTheNextToken) {
+  std::string text;
+  for (int i = 0; i < 20; ++i) {
+    text += "The big red cat sat on the mat in the sun, and a dog ran.\n";
+  }
+  const std::string train = Write("causal.txt", text);
+  const std::string test = Write("causal_valid.txt", "A cat sat on a hat.\n");
+  TextConfig spec = Spec(train, test);
+  spec.causal = true;
+  DataOptions o = Options();
+  o.fields = {"token_ids", "padding_mask"};
+  absl::StatusOr<Dataset> ds = LoadTextDataset(spec, Split::kTrain, o);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ(ds->labels_per_sample, 16);
+  EXPECT_EQ(ds->sample_shape, Shape{2 * 16});
+  std::vector<float> x(32), x2(32);
+  std::vector<int32_t> y(16), y2(16);
+  for (int64_t i = 0; i < ds->num_samples; ++i) {
+    ds->Fill(0, i, x.data(), y.data());
+    ds->Fill(3, i, x2.data(), y2.data());
+    EXPECT_EQ(x, x2);
+    EXPECT_EQ(y, y2);
+    int tokens = 0;
+    while (tokens < 16 && x[16 + tokens] == 1.0f) ++tokens;
+    ASSERT_GE(tokens, 3) << i;
+    EXPECT_EQ(x[0], ds->vocab->cls());
+    EXPECT_EQ(ds->LabelCount(i), tokens - 1);
+    for (int k = 0; k < 16; ++k) {
+      EXPECT_EQ(y[k], k + 1 < tokens ? static_cast<int32_t>(x[k + 1]) : -1)
+          << i << " " << k;
+    }
+  }
+  o.fields = {"token_ids", "mask_positions"};
+  absl::StatusOr<Dataset> bad = LoadTextDataset(spec, Split::kTrain, o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()),
+              HasSubstr("causal_lm text data has no field \"mask_positions\""));
+}
+
 }  // namespace
 }  // namespace lockstep

@@ -30,6 +30,8 @@ class TextData final : public DataConfig, public TextConfig {
     (*d)["vocab_size"] = vocab_size;
     (*d)["sequence_length"] = sequence_length;
     (*d)["pack_lines"] = pack_lines;
+    (*d)["task"] = causal ? "causal_lm" : "masked_lm";
+    if (causal) return;
     (*d)["mask_rate"] = mask_rate;
     (*d)["max_predictions"] = max_predictions;
     (*d)["mask_token_rate"] = mask_token_rate;
@@ -54,12 +56,19 @@ class TextData final : public DataConfig, public TextConfig {
         field == "padding_mask") {
       return Shape{sequence_length};
     }
-    if (field == "mask_positions") return Shape{max_predictions};
+    if (field == "mask_positions" && !causal) return Shape{max_predictions};
+    if (causal) {
+      return absl::NotFoundError(
+          "its fields are token_ids, segment_ids and padding_mask (task "
+          "causal_lm)");
+    }
     return absl::NotFoundError(
         "its fields are token_ids, segment_ids, padding_mask and "
         "mask_positions");
   }
-  int64_t LabelsPerSample() const override { return max_predictions; }
+  int64_t LabelsPerSample() const override {
+    return causal ? sequence_length : max_predictions;
+  }
   absl::StatusOr<Dataset> Load(const DataSpec& data, Split split,
                                const DataOptions& options) const override {
     return LoadTextDataset(*this, split, options);
@@ -98,6 +107,26 @@ absl::StatusOr<std::shared_ptr<const DataConfig>> Parse(
   RETURN_IF_ERROR(r.Int("vocab_size", 8, &c.vocab_size, 1 << 24));
   RETURN_IF_ERROR(r.Int("sequence_length", 4, &c.sequence_length, 1 << 16));
   RETURN_IF_ERROR(r.Bool("pack_lines", &c.pack_lines));
+  std::string task = "masked_lm";
+  RETURN_IF_ERROR(r.String("task", &task));
+  if (task != "masked_lm" && task != "causal_lm") {
+    return Bad(r.At("task"), absl::StrCat("must be \"masked_lm\" or "
+                                          "\"causal_lm\", got ",
+                                          Got(r.Get("task"))));
+  }
+  c.causal = task == "causal_lm";
+  if (c.causal) {
+    // Nothing is masked: each position's label is the next token.
+    for (const char* key : {"mask_rate", "max_predictions", "mask_token_rate",
+                            "random_token_rate"}) {
+      if (r.Has(key)) {
+        return Bad(r.At(key),
+                   "only with task \"masked_lm\" (a causal "
+                   "language model's labels are the next tokens)");
+      }
+    }
+    return std::make_shared<const TextData>(std::move(c));
+  }
   RETURN_IF_ERROR(r.Number("mask_rate", kPositive, &c.mask_rate));
   if (c.mask_rate > 1) {
     return Bad(r.At("mask_rate"), absl::StrCat("must be in (0, 1], got ",
@@ -121,7 +150,7 @@ absl::StatusOr<std::shared_ptr<const DataConfig>> Parse(
 DataFormatInfo Info() {
   return {"text",
           {"train_path", "test_path", "min_line_chars", "lowercase", "vocab",
-           "vocab_size", "sequence_length", "pack_lines", "mask_rate",
+           "vocab_size", "sequence_length", "pack_lines", "task", "mask_rate",
            "max_predictions", "mask_token_rate", "random_token_rate"},
           false,
           &Parse};

@@ -331,6 +331,40 @@ TEST(JobSpecTest, OnnxModelWithNamedInputs) {
                                 "has no field named \"words\""));
 }
 
+// data.task "causal_lm": the labels are the next tokens (sequence_length a
+// sample), the fields lose mask_positions, the masking fields are refused.
+TEST(JobSpecTest, CausalLanguageModelText) {
+  Json j = Json::parse(kBert);
+  j["data"].erase("max_predictions");
+  j["data"]["task"] = "causal_lm";
+  j["model"] = Json::parse(R"({"onnx": "gpt.onnx", "input": ["token_ids"]})");
+  JobSpec spec = MustParse(j.dump(), "/models");
+  ASSERT_EQ(spec.model.inputs.size(), 1u);
+  EXPECT_EQ(spec.model.inputs[0].shape, (Shape{32}));
+  EXPECT_EQ(spec.data.config->LabelsPerSample(), 32);
+  const Json canonical = Json::parse(JobSpecToJson(spec));
+  EXPECT_EQ(canonical["data"]["task"], "causal_lm");
+  EXPECT_FALSE(canonical["data"].contains("mask_rate"));
+  EXPECT_EQ(MustParse(JobSpecToJson(spec)).data.config->LabelsPerSample(), 32);
+
+  auto error = [&](const std::function<void(Json&)>& mutate) {
+    Json bad = j;
+    mutate(bad);
+    absl::StatusOr<JobSpec> s = ParseJobSpec(bad.dump());
+    EXPECT_FALSE(s.ok());
+    return std::string(s.status().message());
+  };
+  EXPECT_EQ(error([](Json& b) { b["data"]["mask_rate"] = 0.2; }),
+            "data.mask_rate: only with task \"masked_lm\" (a causal language "
+            "model's labels are the next tokens)");
+  EXPECT_EQ(error([](Json& b) { b["data"]["task"] = "gpt"; }),
+            "data.task: must be \"masked_lm\" or \"causal_lm\", got \"gpt\"");
+  EXPECT_TRUE(absl::StrContains(
+      error([](Json& b) { b["model"]["input"] = {"mask_positions"}; }),
+      "its fields are token_ids, segment_ids and padding_mask (task "
+      "causal_lm)"));
+}
+
 class LoadJobSpecTest : public ::testing::Test {
  protected:
   void SetUp() override {

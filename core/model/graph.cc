@@ -241,7 +241,9 @@ absl::StatusOr<std::unique_ptr<Graph>> Graph::BuildOnnx(const ModelSpec& spec,
   }
   std::string inputs;
   if (model.inputs.size() == 1) {
-    inputs = absl::StrCat("input ", ShapeToString(graph),
+    const std::string& name = model.inputs[0].name;
+    inputs = absl::StrCat("input ", name == "input" ? "" : name + " ",
+                          ShapeToString(graph),
                           graph.size() == 3 ? " (channels last)" : "");
   } else {
     std::vector<std::string> each;

@@ -71,6 +71,7 @@ constexpr const char* kSupported[] = {
     "Sigmoid",
     "Slice",
     "Softmax",
+    "Split",
     "Sqrt",
     "Squeeze",
     "Sub",
@@ -198,6 +199,12 @@ class Importer {
   const onnx::NodeProto* SoleReader(const onnx::NodeProto& n) const;
   absl::Status MatMul(const onnx::NodeProto& n);
   absl::Status Binary(const onnx::NodeProto& n, const char* op);
+  // An element-wise op node of `type` over the node's first inputs as the
+  // config operands `keys`, broadcast as numpy's ("op" set when op is not
+  // null).
+  absl::Status Broadcasting(const onnx::NodeProto& n, const char* type,
+                            const char* op,
+                            const std::vector<const char*>& keys);
   absl::Status Unary(const onnx::NodeProto& n, const char* op, Json fields);
   absl::Status ReshapeTo(const onnx::NodeProto& n, const Value& x, Shape shape);
   // The config operand of node input i for an onnx_binary whose batch
@@ -940,7 +947,16 @@ absl::StatusOr<Json> Importer::Operand(const onnx::NodeProto& n, int i,
     }
     ASSIGN_OR_RETURN(Shape dims, per_sample(f->dims));
     o["shape"] = dims;
-    o["const"] = f->v;
+    // JSON has no infinities (a mask's -inf): those are strings.
+    Json values = Json::array();
+    for (double x : f->v) {
+      if (std::isfinite(x)) {
+        values.push_back(x);
+      } else {
+        values.push_back(std::isnan(x) ? "nan" : x > 0 ? "inf" : "-inf");
+      }
+    }
+    o["const"] = std::move(values);
     return o;
   }
   if (const onnx::TensorProto* t = Init(n, i)) {
@@ -955,11 +971,18 @@ absl::StatusOr<Json> Importer::Operand(const onnx::NodeProto& n, int i,
 }
 
 absl::Status Importer::Binary(const onnx::NodeProto& n, const char* op) {
+  return Broadcasting(n, "onnx_binary", op, {"a", "b"});
+}
+
+absl::Status Importer::Broadcasting(const onnx::NodeProto& n, const char* type,
+                                    const char* op,
+                                    const std::vector<const char*>& keys) {
+  const int count = static_cast<int>(keys.size());
   // The output's per-sample rank: the batch inputs' largest, or the
   // constants' (less the batch axis) when they have more.
   size_t rank = 0;
   bool batch = false;
-  for (int i = 0; i < 2 && i < n.input_size(); ++i) {
+  for (int i = 0; i < count && i < n.input_size(); ++i) {
     auto v = values_.find(n.input(i));
     if (v != values_.end()) {
       rank = std::max(rank, v->second.shape.size());
@@ -971,7 +994,7 @@ absl::Status Importer::Binary(const onnx::NodeProto& n, const char* op) {
                             " of parameters alone (no batch) is not "
                             "imported yet"));
   }
-  for (int i = 0; i < 2 && i < n.input_size(); ++i) {
+  for (int i = 0; i < count && i < n.input_size(); ++i) {
     if (const Folded* f = FoldedIn(n, i)) {
       if (f->dims.size() > rank + 1) rank = f->dims.size() - 1;
     }
@@ -980,34 +1003,30 @@ absl::Status Importer::Binary(const onnx::NodeProto& n, const char* op) {
       UniqueName(LayerName(n.name().empty() ? n.output(0) : n.name()));
   std::vector<std::string> inputs;
   Json fields = Json::object();
-  fields["op"] = op;
-  ASSIGN_OR_RETURN(fields["a"], Operand(n, 0, name, rank, &inputs));
-  ASSIGN_OR_RETURN(fields["b"], Operand(n, 1, name, rank, &inputs));
+  if (op != nullptr) fields["op"] = op;
   // The output shape, as the op will work it out.
-  Shape shapes[2];
-  for (int k = 0; k < 2; ++k) {
-    const Json& o = fields[k == 0 ? "a" : "b"];
-    if (o.contains("input")) {
-      shapes[k] = values_[n.input(k)].shape;
-    } else {
-      shapes[k] = o["shape"].get<Shape>();
+  Shape out;
+  for (int k = 0; k < count; ++k) {
+    ASSIGN_OR_RETURN(fields[keys[k]], Operand(n, k, name, rank, &inputs));
+    const Json& o = fields[keys[k]];
+    const Shape shape = o.contains("input") ? values_[n.input(k)].shape
+                                            : o["shape"].get<Shape>();
+    const size_t r = std::max(out.size(), shape.size());
+    Shape merged(r);
+    for (size_t i = 0; i < r; ++i) {
+      const int64_t a = i < r - out.size() ? 1 : out[i - (r - out.size())];
+      const int64_t b =
+          i < r - shape.size() ? 1 : shape[i - (r - shape.size())];
+      if (a != b && a != 1 && b != 1) {
+        return Bad(absl::StrCat(NodeName(n), ": shapes ", ShapeToString(out),
+                                " and ", ShapeToString(shape),
+                                " do not broadcast"));
+      }
+      merged[i] = a == 1 ? b : a;
     }
+    out = merged;
   }
-  const size_t r = std::max(shapes[0].size(), shapes[1].size());
-  Shape out(r);
-  for (size_t i = 0; i < r; ++i) {
-    const int64_t a =
-        i < r - shapes[0].size() ? 1 : shapes[0][i - (r - shapes[0].size())];
-    const int64_t b =
-        i < r - shapes[1].size() ? 1 : shapes[1][i - (r - shapes[1].size())];
-    if (a != b && a != 1 && b != 1) {
-      return Bad(absl::StrCat(NodeName(n), ": shapes ",
-                              ShapeToString(shapes[0]), " and ",
-                              ShapeToString(shapes[1]), " do not broadcast"));
-    }
-    out[i] = a == 1 ? b : a;
-  }
-  AddLayer("onnx_binary", name, inputs, fields, n.output(0), out, false);
+  AddLayer(type, name, inputs, fields, n.output(0), out, false);
   return absl::OkStatus();
 }
 
@@ -1074,31 +1093,36 @@ absl::Status Importer::MatMul(const onnx::NodeProto& n) {
           "weight transposed, x @ W.T); this one multiplies by \"",
           n.input_size() > 1 ? n.input(1) : "", "\""));
     }
-    AddLayer(
-        "onnx_matmul",
-        UniqueName(LayerName(n.name().empty() ? n.output(0) : n.name())),
-        {a.node, b->second.node}, Json::object(), n.output(0),
-        [&] {
-          // Shapes are checked by the op; the output's is worked out
-          // here for the nodes after it.
-          const Shape& x = a.shape;
-          const Shape& y = b->second.shape;
-          Shape lead_x(x.begin(), x.end() - std::min<size_t>(2, x.size()));
-          Shape lead_y(y.begin(), y.end() - std::min<size_t>(2, y.size()));
-          Shape out = lead_x.size() >= lead_y.size() ? lead_x : lead_y;
-          const size_t r = out.size();
-          for (size_t i = 0; i < r; ++i) {
-            const int64_t p =
-                i < r - lead_x.size() ? 1 : lead_x[i - (r - lead_x.size())];
-            const int64_t q =
-                i < r - lead_y.size() ? 1 : lead_y[i - (r - lead_y.size())];
-            out[i] = p == 1 ? q : p;
-          }
-          if (x.size() >= 2) out.push_back(x[x.size() - 2]);
-          if (!y.empty()) out.push_back(y.back());
-          return out;
-        }(),
-        false);
+    const Shape& x = a.shape;
+    const Shape& y = b->second.shape;
+    if (x.size() < 2 || y.size() < 2 || x.back() != y[y.size() - 2] ||
+        b->second.channels_last) {
+      return Bad(absl::StrCat(NodeName(n), ": a MatMul of ", ShapeToString(x),
+                              " and ", ShapeToString(y),
+                              " per sample (each needs 2 axes or more, the "
+                              "first's last the second's next to last)"));
+    }
+    // The leading axes broadcast as numpy's.
+    Shape lead_x(x.begin(), x.end() - 2), lead_y(y.begin(), y.end() - 2);
+    const size_t r = std::max(lead_x.size(), lead_y.size());
+    Shape out(r);
+    for (size_t i = 0; i < r; ++i) {
+      const int64_t p =
+          i < r - lead_x.size() ? 1 : lead_x[i - (r - lead_x.size())];
+      const int64_t q =
+          i < r - lead_y.size() ? 1 : lead_y[i - (r - lead_y.size())];
+      if (p != q && p != 1 && q != 1) {
+        return Bad(absl::StrCat(NodeName(n), ": a MatMul of ", ShapeToString(x),
+                                " and ", ShapeToString(y),
+                                ": leading axes do not broadcast"));
+      }
+      out[i] = p == 1 ? q : p;
+    }
+    out.push_back(x[x.size() - 2]);
+    out.push_back(y.back());
+    AddLayer("onnx_matmul",
+             UniqueName(LayerName(n.name().empty() ? n.output(0) : n.name())),
+             {a.node, b->second.node}, Json::object(), n.output(0), out, false);
     return absl::OkStatus();
   }
   // x @ W.T (+ b): a torch Linear, the dense layer.
@@ -1488,6 +1512,13 @@ absl::Status Importer::OpNode(const onnx::NodeProto& n) {
       if (const Folded* idx = FoldedIn(n, 1)) {
         // Rows at constant indices (positions 0..L-1): the same rows for
         // every sample.
+        for (double v : idx->v) {
+          if (!(v >= -rows && v < rows)) {
+            return Bad(absl::StrCat(NodeName(n), ": index ", v,
+                                    " is outside the ", rows, " rows of \"",
+                                    table->name(), "\""));
+          }
+        }
         const std::string name = UniqueName(base);
         ASSIGN_OR_RETURN(Json fields, ParamRef(n, *table, name));
         fields["indices"] = idx->v;
@@ -1512,6 +1543,15 @@ absl::Status Importer::OpNode(const onnx::NodeProto& n) {
       return Bad(absl::StrCat(NodeName(n),
                               ": GatherElements along the batch "
                               "axis or of a feature map"));
+    }
+    bool fits = x.shape.size() == idx.shape.size();
+    for (size_t d = 0; fits && d < x.shape.size(); ++d) {
+      fits = static_cast<int64_t>(d) == axis - 1 || idx.shape[d] <= x.shape[d];
+    }
+    if (!fits) {
+      return Bad(absl::StrCat(NodeName(n), ": gathers ",
+                              ShapeToString(idx.shape), " from ",
+                              ShapeToString(x.shape), " along axis ", axis));
     }
     Json fields = Json::object();
     fields["axis"] = axis - 1;
@@ -1549,6 +1589,120 @@ absl::Status Importer::OpNode(const onnx::NodeProto& n) {
     Json fields = Json::object();
     fields["epsilon"] = FloatAttr(n, "epsilon", 1e-5f);
     AddLayer("layer_norm", name, {x.node}, fields, n.output(0), x.shape, false);
+    return absl::OkStatus();
+  }
+  if (op == "Where") {
+    return Broadcasting(n, "onnx_where", nullptr, {"cond", "a", "b"});
+  }
+  if (op == "Split" || op == "Slice") {
+    ASSIGN_OR_RETURN(Value x, In(n, 0));
+    if (x.channels_last) {
+      return Bad(absl::StrCat(NodeName(n), ": ", op,
+                              " of a feature map is not imported yet"));
+    }
+    const int64_t rank = static_cast<int64_t>(x.shape.size()) + 1;
+    // (per-sample axis, start, end) of each output.
+    struct Part {
+      int64_t axis, start, end;
+    };
+    std::vector<Part> parts;
+    if (op == "Split") {
+      int64_t axis = IntAttr(n, "axis", 0);
+      if (axis < 0) axis += rank;
+      if (axis < 1 || axis >= rank) {
+        return Bad(absl::StrCat(NodeName(n), ": a split along the batch axis"));
+      }
+      const int64_t dim = x.shape[axis - 1];
+      std::vector<int64_t> sizes = IntsAttr(n, "split", {});
+      if (const Folded* f = FoldedIn(n, 1)) {
+        sizes.clear();
+        for (double v : f->v) sizes.push_back(static_cast<int64_t>(v));
+      } else if (n.input_size() > 1 && !n.input(1).empty()) {
+        return Bad(absl::StrCat(NodeName(n),
+                                ": its sizes must be known at "
+                                "import"));
+      }
+      if (sizes.empty()) {
+        const int64_t k = n.output_size();
+        if (k == 0 || dim % k != 0) {
+          return Bad(absl::StrCat(NodeName(n), ": ", dim,
+                                  " does not split "
+                                  "into ",
+                                  k, " equal parts"));
+        }
+        sizes.assign(k, dim / k);
+      }
+      int64_t at = 0;
+      for (int64_t size : sizes) {
+        parts.push_back({axis - 1, at, at + size});
+        at += size;
+      }
+      if (at != dim || static_cast<int>(sizes.size()) != n.output_size()) {
+        return Bad(absl::StrCat(
+            NodeName(n), ": sizes ", absl::StrJoin(sizes, ", "),
+            " do not split ", dim, " into its ", n.output_size(), " outputs"));
+      }
+    } else {
+      const Folded* starts = FoldedIn(n, 1);
+      const Folded* ends = FoldedIn(n, 2);
+      const Folded* axes = FoldedIn(n, 3);
+      const Folded* steps = FoldedIn(n, 4);
+      const bool unknown =
+          starts == nullptr || ends == nullptr ||
+          (n.input_size() > 3 && !n.input(3).empty() && axes == nullptr) ||
+          (n.input_size() > 4 && !n.input(4).empty() && steps == nullptr);
+      if (unknown || starts->v.size() != 1 || ends->v.size() != 1 ||
+          (axes != nullptr && axes->v.size() != 1) ||
+          (steps != nullptr && (steps->v.size() != 1 || steps->v[0] != 1))) {
+        return Bad(absl::StrCat(NodeName(n),
+                                ": a slice of a batch is "
+                                "imported along one axis with step 1, its "
+                                "bounds known at import"));
+      }
+      int64_t axis = axes == nullptr ? 0 : static_cast<int64_t>(axes->v[0]);
+      if (axis < 0) axis += rank;
+      if (axis < 0 || axis >= rank) {
+        return Bad(absl::StrCat(NodeName(n), ": slices axis ", axis));
+      }
+      double start = starts->v[0], end = ends->v[0];
+      if (axis == 0) {
+        if (start == 0 && (end == kBatchSize || end >= INT32_MAX)) {
+          values_[n.output(0)] = x;
+          return absl::OkStatus();
+        }
+        return Bad(absl::StrCat(NodeName(n), ": slices the batch axis"));
+      }
+      const double dim = static_cast<double>(x.shape[axis - 1]);
+      if (start == kBatchSize || end == kBatchSize) {
+        return Bad(absl::StrCat(NodeName(n),
+                                ": its bounds depend on the "
+                                "batch size"));
+      }
+      if (start < 0) start += dim;
+      if (end < 0) end += dim;
+      start = std::clamp(start, 0.0, dim);
+      end = std::clamp(end, 0.0, dim);
+      if (end <= start) {
+        return Bad(absl::StrCat(NodeName(n), ": an empty slice"));
+      }
+      if (start == 0 && end == dim) {
+        values_[n.output(0)] = x;
+        return absl::OkStatus();
+      }
+      parts.push_back(
+          {axis - 1, static_cast<int64_t>(start), static_cast<int64_t>(end)});
+    }
+    for (size_t i = 0; i < parts.size(); ++i) {
+      Json fields = Json::object();
+      fields["axis"] = parts[i].axis;
+      fields["start"] = parts[i].start;
+      fields["end"] = parts[i].end;
+      Shape shape = x.shape;
+      shape[parts[i].axis] = parts[i].end - parts[i].start;
+      AddLayer("onnx_slice",
+               UniqueName(LayerName(n.output(static_cast<int>(i)))), {x.node},
+               fields, n.output(static_cast<int>(i)), shape, false);
+    }
     return absl::OkStatus();
   }
   if (Foldable(op)) {

@@ -82,6 +82,62 @@ absl::StatusOr<std::unique_ptr<Layer>> CreateUnary(
       new UnaryOp(ctx.name, ctx.inputs[0], kind->second, lo, hi));
 }
 
+// Operand `key` of config c into *op: a parameter operand is made in
+// *own (*has_own set) unless tied; own == null refuses parameters.
+absl::Status ReadOperand(const Json& c, const char* key,
+                         const LayerBuildContext& ctx, Param* own,
+                         bool* has_own, BinaryOp::Operand* op) {
+  auto it = c.find(key);
+  if (it == c.end() || !it->is_object()) {
+    return ctx.Error(absl::StrCat("needs an operand \"", key, "\""));
+  }
+  const Json& o = *it;
+  if (o.contains("input")) {
+    op->input = o["input"].get<int>();
+    if (op->input < 0 || op->input >= static_cast<int>(ctx.inputs.size())) {
+      return ctx.Error(absl::StrCat("operand ", key, ": no input ", op->input));
+    }
+    op->shape = ctx.inputs[op->input];
+  } else if (o.contains("const")) {
+    ASSIGN_OR_RETURN(op->shape, ShapeField(o, "shape", ctx));
+    ASSIGN_OR_RETURN(std::vector<double> v, NumbersField(o, "const", ctx));
+    if (static_cast<int64_t>(v.size()) != NumElements(op->shape)) {
+      return ctx.Error(absl::StrCat("operand ", key, ": ", v.size(),
+                                    " values for ", ShapeToString(op->shape)));
+    }
+    op->values.assign(v.begin(), v.end());
+  } else if (o.contains("zeros")) {
+    ASSIGN_OR_RETURN(op->shape, ShapeField(o, "zeros", ctx));
+    op->values.assign(NumElements(op->shape), 0.0f);
+  } else if (o.contains("param") && own != nullptr) {
+    if (*has_own) return ctx.Error("two parameter operands");
+    ASSIGN_OR_RETURN(op->param, ResolveParam(o, ctx, own));
+    *has_own = op->own_param = op->param == own;
+    op->shape = op->param->value.shape();
+  } else {
+    return ctx.Error(absl::StrCat("operand ", key,
+                                  " is none of input, const, "
+                                  "zeros",
+                                  own != nullptr ? ", param" : ""));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Layer>> CreateWhere(
+    const Json& c, const LayerBuildContext& ctx) {
+  BinaryOp::Operand ops[3];
+  bool unused = false;
+  const char* keys[3] = {"cond", "a", "b"};
+  for (int k = 0; k < 3; ++k) {
+    RETURN_IF_ERROR(ReadOperand(c, keys[k], ctx, nullptr, &unused, &ops[k]));
+  }
+  ASSIGN_OR_RETURN(Shape ab, BroadcastShapes(ops[1].shape, ops[2].shape, ctx));
+  ASSIGN_OR_RETURN(Shape out, BroadcastShapes(ops[0].shape, ab, ctx));
+  return std::unique_ptr<Layer>(
+      new WhereOp(ctx.name, ctx.inputs, out, std::move(ops[0]),
+                  std::move(ops[1]), std::move(ops[2])));
+}
+
 absl::StatusOr<std::unique_ptr<Layer>> CreateBinary(
     const Json& c, const LayerBuildContext& ctx) {
   auto kind = BinaryKinds().find(c.value("op", std::string()));
@@ -90,41 +146,8 @@ absl::StatusOr<std::unique_ptr<Layer>> CreateBinary(
   Param own;
   bool has_own = false;
   for (int k = 0; k < 2; ++k) {
-    const char* key = k == 0 ? "a" : "b";
-    auto it = c.find(key);
-    if (it == c.end() || !it->is_object()) {
-      return ctx.Error(absl::StrCat("needs an operand \"", key, "\""));
-    }
-    const Json& o = *it;
-    BinaryOp::Operand& op = ops[k];
-    if (o.contains("input")) {
-      op.input = o["input"].get<int>();
-      if (op.input < 0 || op.input >= static_cast<int>(ctx.inputs.size())) {
-        return ctx.Error(
-            absl::StrCat("operand ", key, ": no input ", op.input));
-      }
-      op.shape = ctx.inputs[op.input];
-    } else if (o.contains("const")) {
-      ASSIGN_OR_RETURN(op.shape, ShapeField(o, "shape", ctx));
-      ASSIGN_OR_RETURN(std::vector<double> v, NumbersField(o, "const", ctx));
-      if (static_cast<int64_t>(v.size()) != NumElements(op.shape)) {
-        return ctx.Error(absl::StrCat("operand ", key, ": ", v.size(),
-                                      " values for ", ShapeToString(op.shape)));
-      }
-      op.values.assign(v.begin(), v.end());
-    } else if (o.contains("zeros")) {
-      ASSIGN_OR_RETURN(op.shape, ShapeField(o, "zeros", ctx));
-      op.values.assign(NumElements(op.shape), 0.0f);
-    } else if (o.contains("param")) {
-      if (has_own) return ctx.Error("two parameter operands");
-      ASSIGN_OR_RETURN(op.param, ResolveParam(o, ctx, &own));
-      has_own = op.own_param = op.param == &own;
-      op.shape = op.param->value.shape();
-    } else {
-      return ctx.Error(absl::StrCat("operand ", key,
-                                    " is none of input, "
-                                    "const, zeros, param"));
-    }
+    RETURN_IF_ERROR(
+        ReadOperand(c, k == 0 ? "a" : "b", ctx, &own, &has_own, &ops[k]));
   }
   ASSIGN_OR_RETURN(Shape out, BroadcastShapes(ops[0].shape, ops[1].shape, ctx));
   return std::unique_ptr<Layer>(
@@ -134,6 +157,7 @@ absl::StatusOr<std::unique_ptr<Layer>> CreateBinary(
 
 LOCKSTEP_REGISTER_ONNX_OP(unary, "onnx_unary", 1, 1, &CreateUnary);
 LOCKSTEP_REGISTER_ONNX_OP(binary, "onnx_binary", 0, 2, &CreateBinary);
+LOCKSTEP_REGISTER_ONNX_OP(where, "onnx_where", 1, 3, &CreateWhere);
 
 }  // namespace
 
@@ -448,6 +472,76 @@ void BinaryOp::Backward(const LayerIO& io, const PassContext&) {
   } else {
     ParallelFor(io.n, 1, samples);
   }
+}
+
+WhereOp::WhereOp(const std::string& name, std::vector<Shape> inputs, Shape out,
+                 BinaryOp::Operand cond, BinaryOp::Operand a,
+                 BinaryOp::Operand b)
+    : Layer("onnx_where", name, std::move(inputs), std::move(out)) {
+  op_[0] = std::move(cond);
+  op_[1] = std::move(a);
+  op_[2] = std::move(b);
+  const Shape& o = output_shape();
+  for (int k = 0; k < 3; ++k) {
+    const std::vector<int64_t> s = BroadcastStrides(op_[k].shape, o);
+    at_[k].resize(NumElements(o));
+    ForEachBroadcast(o, s, s,
+                     [&](int64_t e, int64_t i, int64_t) { at_[k][e] = i; });
+  }
+}
+
+const float* WhereOp::Values(const LayerIO& io, int k, int64_t s) const {
+  const BinaryOp::Operand& o = op_[k];
+  if (o.input >= 0) return io.x[o.input] + s * NumElements(o.shape);
+  return o.values.data();
+}
+
+void WhereOp::Forward(const LayerIO& io, const PassContext&) {
+  const int64_t size = output_size();
+  ParallelFor(io.n, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t s = begin; s < end; ++s) {
+      const float* c = Values(io, 0, s);
+      const float* a = Values(io, 1, s);
+      const float* b = Values(io, 2, s);
+      float* y = io.y + s * size;
+      for (int64_t e = 0; e < size; ++e) {
+        y[e] = c[at_[0][e]] != 0 ? a[at_[1][e]] : b[at_[2][e]];
+      }
+    }
+  });
+}
+
+void WhereOp::Backward(const LayerIO& io, const PassContext&) {
+  float* to[3] = {nullptr, nullptr, nullptr};
+  for (int k = 0; k < 3; ++k) {
+    const BinaryOp::Operand& o = op_[k];
+    if (o.input >= 0 && o.input < static_cast<int>(io.dx.size()) &&
+        io.dx[o.input] != nullptr) {
+      to[k] = io.dx[o.input];
+      std::fill(to[k], to[k] + io.n * NumElements(o.shape), 0.0f);
+    }
+  }
+  if (to[1] == nullptr && to[2] == nullptr) return;
+  const int64_t size = output_size();
+  // Inputs the same on both sides add into one gradient: serial then.
+  auto samples = [&](int64_t begin, int64_t end) {
+    for (int64_t s = begin; s < end; ++s) {
+      const float* c = Values(io, 0, s);
+      const float* dy = io.dy + s * size;
+      float* da =
+          to[1] == nullptr ? nullptr : to[1] + s * NumElements(op_[1].shape);
+      float* db =
+          to[2] == nullptr ? nullptr : to[2] + s * NumElements(op_[2].shape);
+      for (int64_t e = 0; e < size; ++e) {
+        if (c[at_[0][e]] != 0) {
+          if (da != nullptr) da[at_[1][e]] += dy[e];
+        } else if (db != nullptr) {
+          db[at_[2][e]] += dy[e];
+        }
+      }
+    }
+  };
+  ParallelFor(io.n, 1, samples);
 }
 
 }  // namespace onnx_ops

@@ -10,6 +10,9 @@
 //   (op_util.h). Shapes broadcast as numpy's, per sample: a constant or a
 //   parameter is the same for every sample. Comparisons give 1 or 0 and no
 //   gradient; integer values ride in floats (exact below 2^24).
+//   onnx_where  {"cond": OPERAND, "a": OPERAND, "b": OPERAND}: a where cond
+//               is not 0, else b (a causal mask: masked_fill), the
+//               gradient to whichever was taken; no parameter operands.
 #ifndef LOCKSTEP_CORE_ONNX_OPS_ELEMENTWISE_OPS_H_
 #define LOCKSTEP_CORE_ONNX_OPS_ELEMENTWISE_OPS_H_
 
@@ -82,6 +85,22 @@ class BinaryOp : public Layer {
   Operand op_[2];
   std::vector<int64_t> stride_[2];
   Param own_;
+};
+
+class WhereOp : public Layer {
+ public:
+  WhereOp(const std::string& name, std::vector<Shape> inputs, Shape out,
+          BinaryOp::Operand cond, BinaryOp::Operand a, BinaryOp::Operand b);
+  void Forward(const LayerIO& io, const PassContext& ctx) override;
+  void Backward(const LayerIO& io, const PassContext& ctx) override;
+
+ private:
+  const float* Values(const LayerIO& io, int k, int64_t s) const;
+
+  // cond, a, b.
+  BinaryOp::Operand op_[3];
+  // Per output element: its offset in each operand.
+  std::vector<int64_t> at_[3];
 };
 
 }  // namespace onnx_ops

@@ -1,5 +1,6 @@
 #include "core/onnx/ops/op_util.h"
 
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -52,6 +53,13 @@ absl::StatusOr<std::vector<double>> NumbersField(const Json& config,
   std::vector<double> v;
   v.reserve(it->size());
   for (const Json& x : *it) {
+    // JSON has no infinities: the importer writes them as strings.
+    if (x.is_string() && (x == "inf" || x == "-inf" || x == "nan")) {
+      v.push_back(x == "inf"    ? HUGE_VAL
+                  : x == "-inf" ? -HUGE_VAL
+                                : std::nan(""));
+      continue;
+    }
     if (!x.is_number()) {
       return ctx.Error(absl::StrCat("\"", key, "\" holds ", x.dump()));
     }

@@ -47,7 +47,22 @@ absl::StatusOr<std::unique_ptr<Layer>> CreateTranspose(
       new TransposeOp(ctx.name, ctx.inputs[0], std::move(perm)));
 }
 
+absl::StatusOr<std::unique_ptr<Layer>> CreateSlice(
+    const Json& c, const LayerBuildContext& ctx) {
+  const Shape& in = ctx.inputs[0];
+  const int axis = c.value("axis", -1);
+  const int64_t start = c.value("start", int64_t{-1});
+  const int64_t end = c.value("end", int64_t{-1});
+  if (axis < 0 || axis >= static_cast<int>(in.size()) || start < 0 ||
+      end <= start || end > in[axis]) {
+    return ctx.Error(absl::StrCat("slice [", start, ", ", end, ") of axis ",
+                                  axis, " of ", ShapeToString(in)));
+  }
+  return std::unique_ptr<Layer>(new SliceOp(ctx.name, in, axis, start, end));
+}
+
 LOCKSTEP_REGISTER_ONNX_OP(reshape, "onnx_reshape", 1, 1, &CreateReshape);
+LOCKSTEP_REGISTER_ONNX_OP(slice, "onnx_slice", 1, 1, &CreateSlice);
 LOCKSTEP_REGISTER_ONNX_OP(transpose, "onnx_transpose", 1, 1, &CreateTranspose);
 
 }  // namespace
@@ -113,6 +128,42 @@ void TransposeOp::Backward(const LayerIO& io, const PassContext&) {
       }
     }
   });
+}
+
+namespace {
+Shape Sliced(Shape in, int axis, int64_t start, int64_t end) {
+  in[axis] = end - start;
+  return in;
+}
+}  // namespace
+
+SliceOp::SliceOp(const std::string& name, const Shape& in, int axis,
+                 int64_t start, int64_t end)
+    : Layer("onnx_slice", name, {in}, Sliced(in, axis, start, end)),
+      size_(in[axis]),
+      start_(start),
+      count_(end - start) {
+  for (int d = 0; d < axis; ++d) outer_ *= in[d];
+  for (size_t d = axis + 1; d < in.size(); ++d) inner_ *= in[d];
+}
+
+void SliceOp::Forward(const LayerIO& io, const PassContext&) {
+  const int64_t rows = io.n * outer_, run = count_ * inner_;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* x = io.x[0] + (r * size_ + start_) * inner_;
+    std::copy(x, x + run, io.y + r * run);
+  }
+}
+
+void SliceOp::Backward(const LayerIO& io, const PassContext&) {
+  float* dx = io.dx[0];
+  if (dx == nullptr) return;
+  std::fill(dx, dx + io.n * input_size(), 0.0f);
+  const int64_t rows = io.n * outer_, run = count_ * inner_;
+  for (int64_t r = 0; r < rows; ++r) {
+    std::copy(io.dy + r * run, io.dy + (r + 1) * run,
+              dx + (r * size_ + start_) * inner_);
+  }
 }
 
 }  // namespace onnx_ops
