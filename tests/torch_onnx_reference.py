@@ -60,6 +60,30 @@ class Net(nn.Module):
         return self.fc2(self.drop(F.relu(self.fc1(h))))
 
 
+class Ops(nn.Module):
+    """What hand-written torch code exports beyond layers: a linear, a
+    view, an RMSNorm written out (pow, mean, rsqrt, a weight), a softmax
+    along the middle axis, concatenations, a sum and a mean over axes,
+    a log-softmax."""
+
+    def __init__(self, channels, height, width, hidden, classes):
+        super().__init__()
+        self.fc1 = nn.Linear(channels * height * width, 4 * hidden)
+        self.g = nn.Parameter(torch.ones(hidden))
+        self.fc2 = nn.Linear(3 * hidden + 4, classes)
+        self.hidden = hidden
+
+    def forward(self, x):
+        h = self.fc1(torch.flatten(x, 1)).view(-1, 4, self.hidden)
+        r = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6) * self.g
+        s = torch.softmax(r, dim=1)
+        c = torch.cat([r, s], dim=-1)                   # [4, 2h]
+        z = torch.cat([c.sum(dim=1), c.mean(dim=-1), r.mean(dim=1)],
+                      dim=-1)                            # [2h + 4 + h]
+        z = torch.log_softmax(z, dim=-1) + z
+        return self.fc2(torch.tanh(z))
+
+
 def build(a):
     """The module --model names, seeded; its dropout off unless --dropout
     (a random mask no reference step could share)."""
@@ -68,6 +92,11 @@ def build(a):
         net = Net(a.channels, a.height, a.width, a.filters, a.hidden,
                   a.classes, a.dropout)
         bns = (net.bn1, net.bn2)
+    elif a.model == "ops":
+        net = Ops(a.channels, a.height, a.width, a.hidden, a.classes)
+        with torch.no_grad():
+            net.g.uniform_(0.5, 1.5)
+        bns = ()
     else:
         import torchvision
         net = getattr(torchvision.models, a.model)(num_classes=a.classes)
@@ -96,7 +125,8 @@ def main(argv):
     p.add_argument("--hidden", type=int, default=16)
     p.add_argument("--classes", type=int, default=5)
     p.add_argument("--model", default="residual_cnn",
-                   choices=["residual_cnn", "resnet18", "mobilenet_v2"],
+                   choices=["residual_cnn", "resnet18", "mobilenet_v2",
+                            "ops"],
                    help="the small residual CNN above, or torchvision's "
                         "(random weights, --classes outputs)")
     p.add_argument("--dropout", type=float, default=0.0,

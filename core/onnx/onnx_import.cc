@@ -57,6 +57,7 @@ constexpr const char* kSupported[] = {
     "Less",
     "LessOrEqual",
     "Log",
+    "LogSoftmax",
     "MatMul",
     "MaxPool",
     "Mul",
@@ -64,6 +65,8 @@ constexpr const char* kSupported[] = {
     "Not",
     "Pow",
     "Range",
+    "ReduceMean",
+    "ReduceSum",
     "Reciprocal",
     "Relu",
     "Reshape",
@@ -614,15 +617,25 @@ absl::Status Importer::Node(const onnx::NodeProto& n) {
   if (op == "Relu") return Activation(n, "relu");
   if (op == "Sigmoid") return Activation(n, "sigmoid");
   if (op == "Tanh") return Activation(n, "tanh");
-  if (op == "Softmax") {
+  if (op == "Softmax" || op == "LogSoftmax") {
     ASSIGN_OR_RETURN(Value x, In(n, 0));
-    const int64_t axis = IntAttr(n, "axis", -1);
+    int64_t axis = IntAttr(n, "axis", -1);
     const int64_t rank = static_cast<int64_t>(x.shape.size()) + 1;
-    if (axis != -1 && axis != rank - 1) {
-      return Bad(absl::StrCat(NodeName(n), ": a softmax over axis ", axis,
-                              " (only the last axis is imported)"));
+    if (axis < 0) axis += rank;
+    if (op == "Softmax" && axis == rank - 1) return Activation(n, "softmax");
+    if (axis < 1 || axis >= rank || x.channels_last) {
+      return Bad(absl::StrCat(NodeName(n), ": a ", op, " over axis ", axis,
+                              x.channels_last ? " of a feature map" : "",
+                              " (the batch axis or a feature map's are not "
+                              "imported)"));
     }
-    return Activation(n, "softmax");
+    // Along another axis, or a log-softmax: the op node.
+    Json fields = Json::object();
+    fields["axis"] = axis - 1;
+    fields["log"] = op == "LogSoftmax";
+    AddLayer("onnx_softmax", UniqueName(base), {x.node}, fields, n.output(0),
+             x.shape, false);
+    return absl::OkStatus();
   }
   if (op == "Clip") {
     ASSIGN_OR_RETURN(double lo, Scalar(n, 1, -INFINITY));
@@ -1593,6 +1606,104 @@ absl::Status Importer::OpNode(const onnx::NodeProto& n) {
   }
   if (op == "Where") {
     return Broadcasting(n, "onnx_where", nullptr, {"cond", "a", "b"});
+  }
+  if (op == "ReduceSum" || op == "ReduceMean") {
+    ASSIGN_OR_RETURN(Value x, In(n, 0));
+    const int64_t rank = static_cast<int64_t>(x.shape.size()) + 1;
+    // opset 13's ReduceSum takes its axes as an input, ReduceMean (to 17)
+    // as an attribute; none: every axis.
+    std::vector<int64_t> axes = IntsAttr(n, "axes", {});
+    if (const Folded* f = FoldedIn(n, 1)) {
+      for (double v : f->v) axes.push_back(static_cast<int64_t>(v));
+    } else if (n.input_size() > 1 && !n.input(1).empty()) {
+      return Bad(absl::StrCat(NodeName(n),
+                              ": its axes must be known at "
+                              "import"));
+    }
+    const bool noop = IntAttr(n, "noop_with_empty_axes", 0) != 0;
+    if (axes.empty() && noop) {
+      values_[n.output(0)] = x;
+      return absl::OkStatus();
+    }
+    if (axes.empty()) {
+      for (int64_t a = 0; a < rank; ++a) axes.push_back(a);
+    }
+    std::vector<int64_t> per_sample;
+    for (int64_t a : axes) {
+      if (a < 0) a += rank;
+      if (a < 1 || a >= rank || x.channels_last) {
+        return Bad(absl::StrCat(NodeName(n), ": reduces axis ", a,
+                                a == 0 ? " (the batch's)" : "",
+                                x.channels_last ? " of a feature map" : "",
+                                "; only a sample's own axes are imported"));
+      }
+      per_sample.push_back(a - 1);
+    }
+    std::sort(per_sample.begin(), per_sample.end());
+    per_sample.erase(std::unique(per_sample.begin(), per_sample.end()),
+                     per_sample.end());
+    const bool keep = IntAttr(n, "keepdims", 1) != 0;
+    Shape out;
+    for (size_t d = 0; d < x.shape.size(); ++d) {
+      const bool reduced = std::count(per_sample.begin(), per_sample.end(),
+                                      static_cast<int64_t>(d)) > 0;
+      if (!reduced) out.push_back(x.shape[d]);
+      if (reduced && keep) out.push_back(1);
+    }
+    if (out.empty()) out.push_back(1);  // a scalar a sample, held as [1]
+    Json fields = Json::object();
+    fields["op"] = op == "ReduceSum" ? "sum" : "mean";
+    fields["axes"] = per_sample;
+    fields["keepdims"] = keep;
+    AddLayer("onnx_reduce", UniqueName(base), {x.node}, fields, n.output(0),
+             out, false);
+    return absl::OkStatus();
+  }
+  if (op == "Concat") {
+    std::vector<std::string> inputs;
+    Shape out;
+    int64_t axis = IntAttr(n, "axis", 0);
+    for (int i = 0; i < n.input_size(); ++i) {
+      ASSIGN_OR_RETURN(Value v, In(n, i));
+      if (v.channels_last) {
+        return Bad(absl::StrCat(NodeName(n),
+                                ": a Concat of feature maps is "
+                                "not imported yet"));
+      }
+      if (std::find(inputs.begin(), inputs.end(), v.node) != inputs.end()) {
+        return Bad(absl::StrCat(NodeName(n),
+                                ": a Concat of a tensor with "
+                                "itself is not imported yet"));
+      }
+      const int64_t rank = static_cast<int64_t>(v.shape.size()) + 1;
+      if (i == 0) {
+        if (axis < 0) axis += rank;
+        if (axis < 1 || axis >= rank) {
+          return Bad(absl::StrCat(NodeName(n),
+                                  ": a Concat along the batch "
+                                  "axis"));
+        }
+        out = v.shape;
+        out[axis - 1] = 0;
+      }
+      Shape a = v.shape;
+      if (a.size() != out.size()) {
+        return Bad(absl::StrCat(NodeName(n), ": inputs of different ranks"));
+      }
+      const int64_t size = a[axis - 1];
+      a[axis - 1] = out[axis - 1];
+      if (a != out) {
+        return Bad(absl::StrCat(NodeName(n), ": cannot concatenate ",
+                                ShapeToString(v.shape), " along axis ", axis));
+      }
+      out[axis - 1] += size;
+      inputs.push_back(v.node);
+    }
+    Json fields = Json::object();
+    fields["axis"] = axis - 1;
+    AddLayer("onnx_concat", UniqueName(base), inputs, fields, n.output(0), out,
+             false);
+    return absl::OkStatus();
   }
   if (op == "Split" || op == "Slice") {
     ASSIGN_OR_RETURN(Value x, In(n, 0));
