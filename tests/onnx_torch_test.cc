@@ -182,6 +182,39 @@ INSTANTIATE_TEST_SUITE_P(
       return info.param.model;
     });
 
+// A text model's gradients against the reference's float64 step: each
+// within max(1e-4 of its tensor's largest entry, 4x torch's own fp32
+// error), and not vanishing (largest entry > 1e-4); a parameter whose name
+// contains `zero_in_exact` (non-empty) has a gradient that is zero in exact
+// arithmetic: within 1e-6 instead. Returns how many were checked; *worst
+// the largest fraction of its bound (of the others), *worst_name whose.
+int CheckTextGradients(Model& m, const std::map<std::string, Tensor>& want,
+                       const std::string& zero_in_exact, double* worst,
+                       std::string* worst_name) {
+  int checked = 0;
+  for (Param* p : m.params()) {
+    auto it = want.find("grad64." + p->name);
+    if (it == want.end() || it->second.shape() != p->grad.shape()) {
+      ADD_FAILURE() << p->name << ": no gradient of its shape";
+      continue;
+    }
+    const double scale = MaxAbs(it->second.data(), it->second.size());
+    const double diff =
+        MaxDiff(p->grad.data(), it->second.data(), p->grad.size());
+    const double torch_error = want.at("torch_fp32_error." + p->name).data()[0];
+    const bool zero = !zero_in_exact.empty() &&
+                      p->name.find(zero_in_exact) != std::string::npos;
+    const double bound = zero ? 1e-6 : std::max(1e-4 * scale, 4 * torch_error);
+    EXPECT_LE(diff, bound) << p->name << ": largest " << scale;
+    if (!zero) {
+      EXPECT_GT(scale, 1e-4) << p->name;
+      if (diff / bound > *worst) *worst = diff / bound, *worst_name = p->name;
+    }
+    ++checked;
+  }
+  return checked;
+}
+
 // The BERT masked language model of benchmarks/torch_bert.py exported with
 // its four text inputs (tests/torch_onnx_text_reference.py): op-level nodes
 // (MatMul of activations, Reshape/Transpose, Div, Erf, Softmax, the mask's
@@ -240,29 +273,12 @@ TEST(OnnxBertTest, OneTrainingStepAgreesWithTorch) {
   const double torch_loss = want.at("loss").data()[0];
   EXPECT_NEAR(loss.loss_sum / used, torch_loss, 1e-5 * torch_loss);
 
-  int checked = 0;
   double worst = 0;
   std::string worst_name;
-  for (Param* p : m.params()) {
-    auto it = want.find("grad64." + p->name);
-    ASSERT_NE(it, want.end()) << p->name;
-    ASSERT_EQ(it->second.shape(), p->grad.shape()) << p->name;
-    const double scale = MaxAbs(it->second.data(), it->second.size());
-    const double diff =
-        MaxDiff(p->grad.data(), it->second.data(), p->grad.size());
-    const double torch_error = want.at("torch_fp32_error." + p->name).data()[0];
-    // The key bias's gradient is zero in exact arithmetic (a softmax does
-    // not see a shift every key shares): rounding on both sides.
-    const double bound = p->name.find("key.bias") != std::string::npos
-                             ? 1e-6
-                             : std::max(1e-4 * scale, 4 * torch_error);
-    EXPECT_LE(diff, bound) << p->name << ": largest " << scale;
-    if (p->name.find("key.bias") == std::string::npos) {
-      EXPECT_GT(scale, 1e-4) << p->name;
-      if (diff / bound > worst) worst = diff / bound, worst_name = p->name;
-    }
-    ++checked;
-  }
+  // The key bias's gradient is zero in exact arithmetic (a softmax does not
+  // see a shift every key shares): rounding on both sides.
+  const int checked =
+      CheckTextGradients(m, want, "key.bias", &worst, &worst_name);
   // Every parameter of the 2-layer model (16 a layer, 10 besides; the
   // decoder's weight is the word embeddings').
   EXPECT_EQ(checked, 16 * 2 + 10);
@@ -332,23 +348,9 @@ TEST(OnnxGptTest, OneTrainingStepAgreesWithTorch) {
   const double torch_loss = want.at("loss").data()[0];
   EXPECT_NEAR(loss.loss_sum / used, torch_loss, 1e-5 * torch_loss);
 
-  int checked = 0;
   double worst = 0;
   std::string worst_name;
-  for (Param* p : m.params()) {
-    auto it = want.find("grad64." + p->name);
-    ASSERT_NE(it, want.end()) << p->name;
-    ASSERT_EQ(it->second.shape(), p->grad.shape()) << p->name;
-    const double scale = MaxAbs(it->second.data(), it->second.size());
-    const double diff =
-        MaxDiff(p->grad.data(), it->second.data(), p->grad.size());
-    const double torch_error = want.at("torch_fp32_error." + p->name).data()[0];
-    const double bound = std::max(1e-4 * scale, 4 * torch_error);
-    EXPECT_LE(diff, bound) << p->name << ": largest " << scale;
-    EXPECT_GT(scale, 1e-4) << p->name;
-    if (diff / bound > worst) worst = diff / bound, worst_name = p->name;
-    ++checked;
-  }
+  const int checked = CheckTextGradients(m, want, "", &worst, &worst_name);
   // wte, wpe, 12 a block, ln_f's 2 (the head is wte).
   EXPECT_EQ(checked, 2 + 12 * 2 + 2);
   std::printf(

@@ -190,20 +190,28 @@ def main(argv):
         loss.backward()
         return loss, logits
 
-    net64 = copy.deepcopy(net).double()
-    step(net64, torch.float64)
-    loss, logits = step(net, torch.float32)
-    write_safetensors(os.path.join(a.out, "batch.safetensors"), {
+    return write_step(a.out, net, step, {
         "token_ids": ids.float(), "segment_ids": segments.float(),
         "padding_mask": mask, "mask_positions": positions.float(),
         "labels": labels.float()})
+
+
+def write_step(out, net, step, batch):
+    """Runs step(model, dtype) -> (loss, logits) on net in float32 and on a
+    float64 copy, and writes batch.safetensors (`batch`) and
+    expected.safetensors (loss, logits, every parameter's gradient in both
+    precisions and torch's own fp32 error)."""
+    net64 = copy.deepcopy(net).double()
+    step(net64, torch.float64)
+    loss, logits = step(net, torch.float32)
+    write_safetensors(os.path.join(out, "batch.safetensors"), batch)
     expected = {"loss": loss.detach().reshape(1), "logits": logits.detach()}
     for (name, t), t64 in zip(net.named_parameters(), net64.parameters()):
         expected["grad." + name] = t.grad.contiguous()
         expected["grad64." + name] = t64.grad.float().contiguous()
         expected["torch_fp32_error." + name] = (
             (t.grad.double() - t64.grad).abs().max().float().reshape(1))
-    write_safetensors(os.path.join(a.out, "expected.safetensors"), expected)
+    write_safetensors(os.path.join(out, "expected.safetensors"), expected)
     return 0
 
 
@@ -238,26 +246,15 @@ def gpt(a):
     if a.export_only:
         return 0
 
-    def step(model):
+    def step(model, dtype):
         logits = model(ids)
         used = labels >= 0
         loss = F.cross_entropy(logits[used], labels[used])
         loss.backward()
         return loss, logits
 
-    net64 = copy.deepcopy(net).double()
-    step(net64)
-    loss, logits = step(net)
-    write_safetensors(os.path.join(a.out, "batch.safetensors"), {
-        "token_ids": ids.float(), "labels": labels.float()})
-    expected = {"loss": loss.detach().reshape(1), "logits": logits.detach()}
-    for (name, t), t64 in zip(net.named_parameters(), net64.parameters()):
-        expected["grad." + name] = t.grad.contiguous()
-        expected["grad64." + name] = t64.grad.float().contiguous()
-        expected["torch_fp32_error." + name] = (
-            (t.grad.double() - t64.grad).abs().max().float().reshape(1))
-    write_safetensors(os.path.join(a.out, "expected.safetensors"), expected)
-    return 0
+    return write_step(a.out, net, step,
+                      {"token_ids": ids.float(), "labels": labels.float()})
 
 
 if __name__ == "__main__":

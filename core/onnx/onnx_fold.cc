@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <set>
 
 #include "absl/status/status.h"
@@ -60,19 +61,13 @@ void Append(const std::string& raw, std::vector<double>* v) {
 
 absl::StatusOr<Shape> BroadcastDims(const Shape& a, const Shape& b,
                                     const std::string& op) {
-  const size_t r = std::max(a.size(), b.size());
-  Shape out(r);
-  for (size_t i = 0; i < r; ++i) {
-    const int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
-    const int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
-    if (da != db && da != 1 && db != 1) {
-      return Unfoldable(absl::StrCat(op, " of ", ShapeToString(a), " and ",
-                                     ShapeToString(b),
-                                     ": shapes do not broadcast"));
-    }
-    out[i] = da == 1 ? db : da;
+  std::optional<Shape> out = onnx_ops::Broadcast(a, b);
+  if (!out) {
+    return Unfoldable(absl::StrCat(op, " of ", ShapeToString(a), " and ",
+                                   ShapeToString(b),
+                                   ": shapes do not broadcast"));
   }
-  return out;
+  return *out;
 }
 
 absl::StatusOr<Folded> Elementwise(const std::string& op, const Folded& a,

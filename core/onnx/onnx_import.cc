@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "absl/strings/match.h"
@@ -18,6 +19,7 @@
 #include "base/status_macros.h"
 #include "core/layers/registry.h"
 #include "core/onnx/onnx_fold.h"
+#include "core/onnx/ops/op_util.h"
 #include "onnx/checker.h"
 #include "onnx/onnx_pb.h"
 #include "onnx/shape_inference/implementation.h"
@@ -1024,20 +1026,13 @@ absl::Status Importer::Broadcasting(const onnx::NodeProto& n, const char* type,
     const Json& o = fields[keys[k]];
     const Shape shape = o.contains("input") ? values_[n.input(k)].shape
                                             : o["shape"].get<Shape>();
-    const size_t r = std::max(out.size(), shape.size());
-    Shape merged(r);
-    for (size_t i = 0; i < r; ++i) {
-      const int64_t a = i < r - out.size() ? 1 : out[i - (r - out.size())];
-      const int64_t b =
-          i < r - shape.size() ? 1 : shape[i - (r - shape.size())];
-      if (a != b && a != 1 && b != 1) {
-        return Bad(absl::StrCat(NodeName(n), ": shapes ", ShapeToString(out),
-                                " and ", ShapeToString(shape),
-                                " do not broadcast"));
-      }
-      merged[i] = a == 1 ? b : a;
+    std::optional<Shape> merged = onnx_ops::Broadcast(out, shape);
+    if (!merged) {
+      return Bad(absl::StrCat(NodeName(n), ": shapes ", ShapeToString(out),
+                              " and ", ShapeToString(shape),
+                              " do not broadcast"));
     }
-    out = merged;
+    out = *merged;
   }
   AddLayer(type, name, inputs, fields, n.output(0), out, false);
   return absl::OkStatus();
@@ -1116,21 +1111,14 @@ absl::Status Importer::MatMul(const onnx::NodeProto& n) {
                               "first's last the second's next to last)"));
     }
     // The leading axes broadcast as numpy's.
-    Shape lead_x(x.begin(), x.end() - 2), lead_y(y.begin(), y.end() - 2);
-    const size_t r = std::max(lead_x.size(), lead_y.size());
-    Shape out(r);
-    for (size_t i = 0; i < r; ++i) {
-      const int64_t p =
-          i < r - lead_x.size() ? 1 : lead_x[i - (r - lead_x.size())];
-      const int64_t q =
-          i < r - lead_y.size() ? 1 : lead_y[i - (r - lead_y.size())];
-      if (p != q && p != 1 && q != 1) {
-        return Bad(absl::StrCat(NodeName(n), ": a MatMul of ", ShapeToString(x),
-                                " and ", ShapeToString(y),
-                                ": leading axes do not broadcast"));
-      }
-      out[i] = p == 1 ? q : p;
+    std::optional<Shape> lead = onnx_ops::Broadcast(
+        Shape(x.begin(), x.end() - 2), Shape(y.begin(), y.end() - 2));
+    if (!lead) {
+      return Bad(absl::StrCat(NodeName(n), ": a MatMul of ", ShapeToString(x),
+                              " and ", ShapeToString(y),
+                              ": leading axes do not broadcast"));
     }
+    Shape out = *lead;
     out.push_back(x[x.size() - 2]);
     out.push_back(y.back());
     AddLayer("onnx_matmul",
@@ -1469,22 +1457,13 @@ absl::Status Importer::OpNode(const onnx::NodeProto& n) {
     b["zeros"] = to;
     fields["a"] = a;
     fields["b"] = b;
-    Shape out = x.shape;
-    {
-      const size_t r = std::max(out.size(), to.size());
-      Shape o(r);
-      for (size_t i = 0; i < r; ++i) {
-        const int64_t p = i < r - out.size() ? 1 : out[i - (r - out.size())];
-        const int64_t q = i < r - to.size() ? 1 : to[i - (r - to.size())];
-        if (p != q && p != 1 && q != 1) {
-          return Bad(absl::StrCat(NodeName(n), ": cannot expand ",
-                                  ShapeToString(x.shape), " to ",
-                                  ShapeToString(to)));
-        }
-        o[i] = p == 1 ? q : p;
-      }
-      out = o;
+    std::optional<Shape> expanded = onnx_ops::Broadcast(x.shape, to);
+    if (!expanded) {
+      return Bad(absl::StrCat(NodeName(n), ": cannot expand ",
+                              ShapeToString(x.shape), " to ",
+                              ShapeToString(to)));
     }
+    const Shape out = *expanded;
     if (out == x.shape) {
       values_[n.output(0)] = x;
       return absl::OkStatus();

@@ -1,5 +1,6 @@
 #include "core/onnx/ops/op_util.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -68,20 +69,26 @@ absl::StatusOr<std::vector<double>> NumbersField(const Json& config,
   return v;
 }
 
-absl::StatusOr<Shape> BroadcastShapes(const Shape& a, const Shape& b,
-                                      const LayerBuildContext& ctx) {
+std::optional<Shape> Broadcast(const Shape& a, const Shape& b) {
   const size_t r = std::max(a.size(), b.size());
   Shape out(r);
   for (size_t i = 0; i < r; ++i) {
     const int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
     const int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
-    if (da != db && da != 1 && db != 1) {
-      return ctx.Error(absl::StrCat("shapes ", ShapeToString(a), " and ",
-                                    ShapeToString(b), " do not broadcast"));
-    }
+    if (da != db && da != 1 && db != 1) return std::nullopt;
     out[i] = da == 1 ? db : da;
   }
   return out;
+}
+
+absl::StatusOr<Shape> BroadcastShapes(const Shape& a, const Shape& b,
+                                      const LayerBuildContext& ctx) {
+  std::optional<Shape> out = Broadcast(a, b);
+  if (!out) {
+    return ctx.Error(absl::StrCat("shapes ", ShapeToString(a), " and ",
+                                  ShapeToString(b), " do not broadcast"));
+  }
+  return *out;
 }
 
 std::vector<int64_t> BroadcastStrides(const Shape& in, const Shape& out) {

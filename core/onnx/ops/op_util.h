@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,8 +43,10 @@ absl::StatusOr<std::vector<double>> NumbersField(const Json& config,
                                                  const char* key,
                                                  const LayerBuildContext& ctx);
 
-// numpy's broadcast of two shapes (aligned at their last axes), or an
-// error naming both.
+// numpy's broadcast of two shapes (aligned at their last axes); nullopt
+// when an axis differs and neither is 1.
+std::optional<Shape> Broadcast(const Shape& a, const Shape& b);
+// The same, or an error naming both.
 absl::StatusOr<Shape> BroadcastShapes(const Shape& a, const Shape& b,
                                       const LayerBuildContext& ctx);
 // The strides of `in` (row-major) over the axes of `out` it broadcasts to:
