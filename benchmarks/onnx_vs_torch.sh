@@ -7,6 +7,9 @@
 #   lockstep: //core/model:model_benchmark's onnx mode on that file
 #     (Model::TrainStep of the imported graph and an SGD update; no data
 #     pipeline), the same batch and image size
+#   native:   for mobilenet_v2, the same network from lockstep's own layers
+#     (the mobilenet_v2 preset with its classifier, 10 classes:
+#     model_benchmark's mobilenet_v2 ... top), the same way
 #
 #   bazel run //benchmarks:onnx_vs_torch [-- --threads 2 --batch 32
 #       --steps 5 --repeat 1 --cases resnet18x64,resnet18x128,mobilenet_v2x96]
@@ -52,14 +55,15 @@ trap 'rm -rf "$tmp"' EXIT
 # samples/s of one run's output (the number before "samples/s").
 rate() { awk '{for (i = 2; i <= NF; ++i) if ($i == "samples/s") print $(i - 1)}' | tail -1; }
 
-printf '%-16s %12s %12s %7s\n' case "lockstep/s" "torch/s" ratio
+printf '%-16s %12s %12s %12s %9s %9s\n' case "imported/s" "native/s" "torch/s" \
+  "/torch" "/native"
 IFS=, read -ra list <<<"$cases"
 for c in "${list[@]}"; do
   model=${c%x*}
   size=${c#*x}
   n=$(( steps * 64 * 64 / (size * size) ))
   ((n >= 2)) || n=2
-  best_ls=0 best_pt=0
+  best_ls=0 best_pt=0 best_nat=0
   for ((k = 0; k < repeat; ++k)); do
     rc=0
     "$PY" "$peer" "$threads" "$n" "$model" "$size" "$batch" "$tmp/model.onnx" \
@@ -73,8 +77,19 @@ for c in "${list[@]}"; do
     "$bench" "$threads" "$n" onnx "$tmp/model.onnx" "$batch" >"$tmp/ls" ||
       die "model_benchmark on the exported $model failed"
     best_ls=$(best "$best_ls" "$(rate <"$tmp/ls")")
+    if [[ "$model" == mobilenet_v2 ]]; then
+      "$bench" "$threads" "$n" mobilenet_v2 1.0 "$size" "$batch" top \
+        >"$tmp/nat" || die "model_benchmark's native mobilenet_v2 failed"
+      best_nat=$(best "$best_nat" "$(rate <"$tmp/nat")")
+    fi
   done
-  ratio=$("$PY" -c 'import sys; print("%.2fx" % (float(sys.argv[1]) / float(sys.argv[2])))' "$best_ls" "$best_pt")
-  printf '%-16s %12.0f %12.0f %7s\n' "$model@$size" "$best_ls" "$best_pt" "$ratio"
+  ratio() { "$PY" -c 'import sys; print("%.2fx" % (float(sys.argv[1]) / float(sys.argv[2])))' "$1" "$2"; }
+  native="—" vs_native="—"
+  if [[ "$best_nat" != 0 ]]; then
+    native=$(printf '%.0f' "$best_nat")
+    vs_native=$(ratio "$best_ls" "$best_nat")
+  fi
+  printf '%-16s %12.0f %12s %12.0f %9s %9s\n' "$model@$size" "$best_ls" \
+    "$native" "$best_pt" "$(ratio "$best_ls" "$best_pt")" "$vs_native"
 done
 echo "batch $batch, $threads threads (PyTorch: OMP_NUM_THREADS=$threads and OpenBLAS ${OPENBLAS_NUM_THREADS:-1} thread(s), set before torch loads); samples/s over the timed steps after 2 warm-up steps; best of $repeat run(s)"

@@ -4,7 +4,9 @@
 // data set.
 //   bazel run -c opt //core:model_benchmark -- [threads] [steps]
 //   bazel run -c opt //core:model_benchmark -- THREADS STEPS mobilenet_v2 \
-//       ALPHA SIZE BATCH [frozen]
+//       ALPHA SIZE BATCH [frozen | top]
+// (top: the preset with its own classifier, 10 classes: torchvision's
+// mobilenet_v2(num_classes=10), the native peer of an exported one)
 //   bazel run -c opt //core:model_benchmark -- THREADS STEPS onnx PATH BATCH
 // (a graph exported from torch, imported as a job's "model": {"onnx"}: the
 // peer of benchmarks/onnx_vs_torch.sh; 10 or more classes)
@@ -61,6 +63,21 @@ int main(int argc, char** argv) {
   const int threads = argc > 1 ? std::atoi(argv[1]) : 1;
   const int steps = argc > 2 ? std::atoi(argv[2]) : 300;
   SetNumThreads(threads);
+  if (argc > 7 && std::string(argv[3]) == "mobilenet_v2" &&
+      std::string(argv[7]) == "top") {
+    const std::string json = absl::StrFormat(
+        R"({"input_shape": [%s, %s, 3], "param_names": "torch", "layers": [
+          {"type": "mobilenet_v2", "alpha": %s, "include_top": true,
+           "classes": 10}]})",
+        argv[5], argv[5], argv[4]);
+    absl::StatusOr<ModelSpec> spec = ParseModelSpec(json);
+    if (!spec.ok()) {
+      std::fprintf(stderr, "%s\n", spec.status().ToString().c_str());
+      return 1;
+    }
+    Run("mnv2 top", *spec, steps, std::atoi(argv[6]), 2);
+    return 0;
+  }
   if (argc > 6 && std::string(argv[3]) == "mobilenet_v2") {
     // The base, then the seed's head (GAP, dense 512, one logit per class).
     const bool frozen = argc > 7 && std::string(argv[7]) == "frozen";
