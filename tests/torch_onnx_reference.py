@@ -64,13 +64,14 @@ class Ops(nn.Module):
     """What hand-written torch code exports beyond layers: a linear, a
     view, an RMSNorm written out (pow, mean, rsqrt, a weight), a softmax
     along the middle axis, concatenations, a sum and a mean over axes,
-    a log-softmax."""
+    the first and last place along an axis (x[:, 0], x[:, -1]), a
+    log-softmax."""
 
     def __init__(self, channels, height, width, hidden, classes):
         super().__init__()
         self.fc1 = nn.Linear(channels * height * width, 4 * hidden)
         self.g = nn.Parameter(torch.ones(hidden))
-        self.fc2 = nn.Linear(3 * hidden + 4, classes)
+        self.fc2 = nn.Linear(5 * hidden + 4, classes)
         self.hidden = hidden
 
     def forward(self, x):
@@ -78,8 +79,9 @@ class Ops(nn.Module):
         r = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6) * self.g
         s = torch.softmax(r, dim=1)
         c = torch.cat([r, s], dim=-1)                   # [4, 2h]
-        z = torch.cat([c.sum(dim=1), c.mean(dim=-1), r.mean(dim=1)],
-                      dim=-1)                            # [2h + 4 + h]
+        # x[:, 0] and x[:, -1]: one place along an axis.
+        z = torch.cat([c.sum(dim=1), c.mean(dim=-1), r.mean(dim=1),
+                       h[:, 0], s[:, -1]], dim=-1)       # [2h + 4 + 3h]
         z = torch.log_softmax(z, dim=-1) + z
         return self.fc2(torch.tanh(z))
 

@@ -1522,9 +1522,52 @@ absl::Status Importer::OpNode(const onnx::NodeProto& n) {
         return absl::OkStatus();
       }
     }
+    // One place along a sample's axis (x[:, 0]: BERT's pooler reads the
+    // first token, a classifier the last): a slice there, the axis dropped.
+    auto x = values_.find(n.input(0));
+    const Folded* at = FoldedIn(n, 1);
+    if (x != values_.end() && at != nullptr && at->v.size() == 1 &&
+        !x->second.channels_last) {
+      const Value& v = x->second;
+      const int64_t rank = static_cast<int64_t>(v.shape.size()) + 1;
+      int64_t axis = IntAttr(n, "axis", 0);
+      if (axis < 0) axis += rank;
+      if (axis >= 1 && axis < rank && at->v[0] != kBatchSize) {
+        const int64_t dim = v.shape[axis - 1];
+        int64_t i = static_cast<int64_t>(at->v[0]);
+        if (i < 0) i += dim;
+        if (i < 0 || i >= dim) {
+          return Bad(absl::StrCat(NodeName(n), ": index ", at->v[0],
+                                  " is outside axis ", axis, "'s ", dim));
+        }
+        Shape sliced = v.shape;
+        sliced[axis - 1] = 1;
+        Shape out = v.shape;
+        out.erase(out.begin() + (axis - 1));
+        if (at->dims.size() == 1) out = sliced;  // an index [1] keeps it
+        Json fields = Json::object();
+        fields["axis"] = axis - 1;
+        fields["start"] = i;
+        fields["end"] = i + 1;
+        const std::string slice = UniqueName(base);
+        const std::string slice_out = n.output(0) + "#slice";
+        AddLayer("onnx_slice", slice, {v.node}, fields, slice_out, sliced,
+                 false);
+        if (out == sliced) {
+          values_[n.output(0)] = values_[slice_out];
+          return absl::OkStatus();
+        }
+        Json shape = Json::object();
+        shape["shape"] = out.empty() ? Shape{1} : out;
+        AddLayer("onnx_reshape", UniqueName(base + "_squeeze"), {slice}, shape,
+                 n.output(0), out.empty() ? Shape{1} : out, false);
+        return absl::OkStatus();
+      }
+    }
     return Bad(absl::StrCat(NodeName(n),
                             ": a Gather is imported for a parameter table's "
-                            "rows (an embedding) or constants"));
+                            "rows (an embedding), one place along a "
+                            "sample's axis, or constants"));
   }
   if (op == "GatherElements") {
     ASSIGN_OR_RETURN(Value x, In(n, 0));
