@@ -1,21 +1,17 @@
 // A graph exported as ONNX (torch.onnx.export, opsets 13 to 17) imported as
 // a lockstep model: the file is parsed and checked with Debian's libonnx
-// (its checker and shape inference), and each node becomes a layer of the
-// registry under PyTorch naming, so the initializers' names (the torch
-// state-dict names) are the model's parameter names and the imported
-// initial values load into it by name. Activations keep lockstep's layout
-// (a feature map [C, H, W] is held channels-last, as the data decodes it;
-// a flatten orders it as torch's), so every layer runs the kernels the
-// native ones do, on the CPU and on GPUs.
-//
-// This first importer maps the nodes a torch CNN or MLP exports: Conv
-// (groups, strides, symmetric pads; depthwise), BatchNormalization
-// (training mode: the running statistics are moving averages),
-// Relu/Clip/Sigmoid/Tanh/Softmax (fused into the layer before them when
-// they can be), MaxPool (PyTorch's padding), GlobalAveragePool, Flatten, Gemm
-// (a torch Linear), Add (residuals), Dropout, Identity and Constant. Any other
-// op, attribute or layout is refused naming the node, the op and what to
-// do.
+// (its checker and shape inference); a node, or a run of nodes, that is a
+// registry layer becomes that layer (Conv, BatchNormalization, MaxPool,
+// Gemm and x @ W.T as dense, Gather of a table as an embedding,
+// LayerNormalization, torch's GELU, activations fused; onnx_layers.cc) and
+// runs the native kernels on the CPU and on GPUs; what no layer is becomes
+// an op-level node (core/onnx/ops/, CPU only; onnx_op_nodes.cc); shape
+// sub-graphs fold at import (onnx_fold.h). Parameters keep the
+// initializers' names (the torch state dict's) and start from their
+// values. Activations keep lockstep's layout (a feature map [C, H, W] is
+// held channels-last, as the data decodes it; a flatten orders it as
+// torch's). Any other op, attribute or layout is refused naming the node,
+// the op and what to do.
 #ifndef LOCKSTEP_CORE_ONNX_ONNX_IMPORT_H_
 #define LOCKSTEP_CORE_ONNX_ONNX_IMPORT_H_
 
