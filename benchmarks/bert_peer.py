@@ -2,7 +2,7 @@
 # The PyTorch side of benchmarks/bert_vs_pytorch.sh: the BERT masked-LM of a
 # lockstep job (model.preset "bert_mlm", torch_bert.py) trained with the
 # job's recipe on the very batches lockstep trains on (written by
-# //benchmarks:text_batches: the same masks, in the same order).
+# //benchmarks:data_batches: the same masks, in the same order).
 #
 #   bert_peer.py --job JOB.json --batches DIR --learn --epochs E
 #       [--init model.safetensors]
@@ -40,7 +40,7 @@ import time
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--job", help="lockstep job file (model.preset bert_mlm)")
-    p.add_argument("--batches", help="text_batches output folder")
+    p.add_argument("--batches", help="data_batches output folder")
     p.add_argument("--learn", action="store_true",
                    help="train --epochs epochs, evaluate after each")
     p.add_argument("--epochs", type=int, default=1)
@@ -96,7 +96,7 @@ def die(msg):
 
 
 class Split:
-    """One file pair of text_batches: int32 inputs and labels, on `device`."""
+    """One file pair of data_batches: int32 inputs and labels, on `device`."""
 
     def __init__(self, folder, name, meta, device="cpu"):
         per, p = meta["sample_values"], meta["max_predictions"]

@@ -3,7 +3,7 @@
 # (BERT-tiny size: 2 layers, hidden 128, 2 heads, intermediate 512,
 # sequence 128, a vocabulary of 8192 learned from the Brown corpus' train.txt,
 # AdamW with clipping and polynomial decay after warm-up), on the same
-# batches: //benchmarks:text_batches writes the samples lockstep trains on
+# batches: //benchmarks:data_batches writes the samples lockstep trains on
 # (masks and order) and the PyTorch peer (bert_peer.py, torch_bert.py) reads
 # them.
 #
@@ -154,7 +154,7 @@ fi
 lockstep=$(runfile client/lockstep) ||
   die "client/lockstep not found in the runfiles; run through" \
     "'bazel run //benchmarks:bert_vs_pytorch'"
-batches_tool=$(runfile benchmarks/text_batches) || die "text_batches not in the runfiles"
+batches_tool=$(runfile benchmarks/data_batches) || die "data_batches not in the runfiles"
 peer=$(runfile benchmarks/bert_peer.py) || die "bert_peer.py not in the runfiles"
 exporter=$(runfile tests/torch_onnx_text_reference.py) ||
   die "torch_onnx_text_reference.py not in the runfiles"
@@ -228,7 +228,7 @@ make_batches() {
   mkdir -p "$tmp/batches_b$1" "$tmp/jobs"
   write_job "$tmp/jobs/data_b$1.json" bert_data 1 "$1" 1
   "$batches_tool" "$tmp/jobs/data_b$1.json" "$tmp/batches_b$1" "$epochs" ||
-    die "text_batches failed (batch $1)"
+    die "data_batches failed (batch $1)"
 }
 make_batches 32
 ln -s "$tmp/batches_b32" "$tmp/batches"
@@ -411,7 +411,7 @@ learn_seed() {
   mkdir -p "$tmp/batches_s$s"
   write_job "$tmp/jobs/data_s$s.json" "bert_data_s$s" 1 32 1
   "$batches_tool" "$tmp/jobs/data_s$s.json" "$tmp/batches_s$s" "$epochs" ||
-    die "text_batches failed (seed $s)"
+    die "data_batches failed (seed $s)"
   write_job "$tmp/jobs/learn1_s$s.json" "bert_learn1_s$s" 1 32 epochs
   write_job "$tmp/jobs/learn2_s$s.json" "bert_learn2_s$s" 2 16 epochs
   job_seed=

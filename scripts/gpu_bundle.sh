@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packs what a GPU machine without Bazel or Debian's libraries needs to run
 # the CUDA tests and the BERT GPU benchmark: every CUDA test binary,
-# lockstep, text_batches, and the shared libraries they load that are not
+# lockstep, data_batches, and the shared libraries they load that are not
 # glibc's, libstdc++'s or CUDA's (those come from the GPU machine), into
 # OUT/bundle.tar.xz, with scripts/gpu_run.sh beside it and the Brown corpus
 # when it is there. Usage: scripts/gpu_bundle.sh [OUT] (default .devcarry,
@@ -21,7 +21,7 @@ if [[ "${LOCKSTEP_BUNDLE_FUZZ:-0}" == 1 ]]; then
 fi
 bazel build --config=cuda //kernels/cuda/... //core/gpu/... \
   //core/layers:transformer_cuda_test //tests:gpu_cluster_test \
-  //client:lockstep //benchmarks:text_batches
+  //client:lockstep //benchmarks:data_batches
 bin=$(bazel info --config=cuda bazel-bin 2>/dev/null)
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
@@ -31,7 +31,7 @@ for p in kernels/cuda kernels/cuda/layers core/gpu; do
   for f in "$bin/$p"/*_test; do [[ -f $f && -x $f ]] && list+=("${f#$bin/}"); done
 done
 list+=(core/layers/transformer_cuda_test tests/gpu_cluster_test client/lockstep
-  benchmarks/text_batches)
+  benchmarks/data_batches)
 for rel in "${list[@]}"; do
   mkdir -p "$stage/bin/$(dirname "$rel")"
   cp -L "$bin/$rel" "$stage/bin/$rel"

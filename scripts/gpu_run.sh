@@ -19,13 +19,13 @@ for n in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcudnn.so.9 libnccl
   [[ -n "$p" ]] && libs="$libs:$(dirname "$p")"
 done
 # Where bert_vs_pytorch.sh looks for its binaries (RUNFILES_DIR below).
-for f in client/lockstep benchmarks/text_batches; do
+for f in client/lockstep benchmarks/data_batches; do
   printf '#!/bin/bash\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$libs" "$b/bin/$f" >"$root/$f"
   chmod +x "$root/$f"
 done
 # Runfiles as Bazel lays them out (TEST_SRCDIR/lockstep/...): the checkout,
 # where the wrappers above stand for client/lockstep (the cluster tests
-# start it) and benchmarks/text_batches.
+# start it) and benchmarks/data_batches.
 rf=$(mktemp -d) && ln -s "$root" "$rf/lockstep"
 while read -r t; do
   [[ "$t" == *_test ]] || continue

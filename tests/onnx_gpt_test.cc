@@ -2,7 +2,7 @@
 // corpus by a coordinator and 2 workers with the text format's causal_lm
 // task (each position's label the next token), beside PyTorch training the
 // module it was exported from on the same batches from the same weights
-// (tests/torch_gpt_steps.py on benchmarks/text_batches' samples). After 100
+// (tests/torch_gpt_steps.py on benchmarks/data_batches' samples). After 100
 // steps of Adam the test loss of lockstep's model (its checkpoint, loaded
 // into the torch module by name and evaluated by torch) is within 2% of
 // torch's own, both fell by more than 0.5 from the initial model's, and
@@ -77,7 +77,7 @@ TEST_F(FaultTest, AnExportedGptLearnsOnBrownAsTorchDoes) {
   testing::WriteStringToFile(graph + "/job.json", job.dump(2));
   const std::string batches = graph + "/batches";
   RunResult b = RunProcess(
-      {Runfile("benchmarks/text_batches"), graph + "/job.json", batches, "2"},
+      {Runfile("benchmarks/data_batches"), graph + "/job.json", batches, "2"},
       graph, 120);
   ASSERT_EQ(b.exit.exit_code, 0) << b.out << b.err;
 

@@ -2,7 +2,7 @@
 """The PyTorch side of lockstep's causal-LM test (tests/onnx_gpt_test.cc):
 the GPT of torch_onnx_text_reference.py from its initial weights
 (init.safetensors), trained on the batches lockstep trains on
-(benchmarks/text_batches: each epoch in the job's global order) for --steps
+(benchmarks/data_batches: each epoch in the job's global order) for --steps
 steps of Adam (Keras' epsilon, as lockstep's), each step's loss the mean
 over the global batch's labelled positions (each one's next token); then
 the test split's loss of three models: the initial one, torch's after the

@@ -16,6 +16,8 @@ Outputs (in --out DIR):
   model.onnx            the exported graph
   state_dict.json       the state dict's tensors' shapes by name (less
                         num_batches_tracked)
+  init.safetensors      those tensors as exported (a peer that trains the
+                        module from the graph's initial weights)
   batch.safetensors     x [N, H, W, C] (NHWC: lockstep's images) and
                         labels [N] (float32)
   expected.safetensors  loss [1], logits [N, K] (the training pass's: batch
@@ -151,6 +153,9 @@ def main(argv):
     with open(os.path.join(a.out, "state_dict.json"), "w") as f:
         json.dump({k: list(v.shape) for k, v in net.state_dict().items()
                    if not k.endswith("num_batches_tracked")}, f)
+    write_safetensors(os.path.join(a.out, "init.safetensors"),
+                      {k: v.contiguous() for k, v in net.state_dict().items()
+                       if not k.endswith("num_batches_tracked")})
     if a.dropout > 0:
         return 0
 
