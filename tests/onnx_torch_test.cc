@@ -166,8 +166,10 @@ TEST_P(OnnxTorchTest, OneTrainingStepAgreesWithTorch) {
 }
 
 // "ops": hand-written torch beyond layers (an RMSNorm written out, a
-// softmax along the middle axis, Concat, ReduceSum, ReduceMean,
-// LogSoftmax) as op nodes, within 1e-5 as the small CNN.
+// softmax along the middle axis, Concat, ReduceSum, ReduceMean, Trilu,
+// LogSoftmax) as op nodes, within 1e-5 as the small CNN; "branches":
+// feature maps split, sliced and concatenated along their channels, and
+// average pools with padding counted and not.
 // torchvision's resnet18 (padded max pool, 1x1 downsampling, 20 batch
 // norms) at 64x64 and mobilenet_v2 (depthwise, ReLU6 as Clip, 52 batch
 // norms) at 96x96 (its last stages normalize 4 * 3 * 3 values a channel;
@@ -176,6 +178,7 @@ INSTANTIATE_TEST_SUITE_P(
     Models, OnnxTorchTest,
     ::testing::Values(
         ResidualCnn(), Case{"ops", 4, 8, 6, 3, 5, 1e-5, 1e-5, 5, {}},
+        Case{"branches", 4, 8, 6, 3, 5, 1e-5, 1e-5, 8, {}},
         Case{"resnet18", 4, 64, 64, 3, 10, 1e-4, 1e-4, 62, {}},
         Case{"mobilenet_v2", 4, 96, 96, 3, 10, 1e-4, 1e-4, 158, {}}),
     [](const ::testing::TestParamInfo<Case>& info) {

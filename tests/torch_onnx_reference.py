@@ -66,14 +66,14 @@ class Ops(nn.Module):
     """What hand-written torch code exports beyond layers: a linear, a
     view, an RMSNorm written out (pow, mean, rsqrt, a weight), a softmax
     along the middle axis, concatenations, a sum and a mean over axes,
-    the first and last place along an axis (x[:, 0], x[:, -1]), a
-    log-softmax."""
+    the first and last place along an axis (x[:, 0], x[:, -1]), an upper
+    triangle (torch.triu: Trilu on a batch), a log-softmax."""
 
     def __init__(self, channels, height, width, hidden, classes):
         super().__init__()
         self.fc1 = nn.Linear(channels * height * width, 4 * hidden)
         self.g = nn.Parameter(torch.ones(hidden))
-        self.fc2 = nn.Linear(5 * hidden + 4, classes)
+        self.fc2 = nn.Linear(6 * hidden + 4, classes)
         self.hidden = hidden
 
     def forward(self, x):
@@ -83,9 +83,41 @@ class Ops(nn.Module):
         c = torch.cat([r, s], dim=-1)                   # [4, 2h]
         # x[:, 0] and x[:, -1]: one place along an axis.
         z = torch.cat([c.sum(dim=1), c.mean(dim=-1), r.mean(dim=1),
-                       h[:, 0], s[:, -1]], dim=-1)       # [2h + 4 + 3h]
+                       h[:, 0], s[:, -1],
+                       torch.triu(s, diagonal=1).sum(dim=1)],
+                      dim=-1)                            # [2h + 4 + 4h]
         z = torch.log_softmax(z, dim=-1) + z
         return self.fc2(torch.tanh(z))
+
+
+class Branches(nn.Module):
+    """Feature maps split, concatenated and averaged (Inception- and
+    ShuffleNet-like): a conv, its channels split in two (torch.chunk),
+    a conv on each half, the halves and the input concatenated along the
+    channels with a slice of the first half (a[:, 1:]), an average pool of
+    3 with stride 2 and padding 1 (the pads
+    counted, PyTorch's default), one of 2 with the pads not counted, and
+    a linear."""
+
+    def __init__(self, channels, height, width, filters, classes):
+        super().__init__()
+        self.conv1 = nn.Conv2d(channels, 2 * filters, 3, padding=1)
+        self.left = nn.Conv2d(filters, filters, 3, padding=1)
+        self.right = nn.Conv2d(filters, filters, 1)
+        self.pool1 = nn.AvgPool2d(3, stride=2, padding=1)
+        self.pool2 = nn.AvgPool2d(2, stride=1, padding=1,
+                                  count_include_pad=False)
+        h = (height + 1) // 2 + 1
+        w = (width + 1) // 2 + 1
+        self.fc = nn.Linear((3 * filters - 1 + channels) * h * w, classes)
+
+    def forward(self, x):
+        h = F.relu(self.conv1(x))
+        a, b = torch.chunk(h, 2, dim=1)
+        h = torch.cat([F.relu(self.left(a)), x, torch.tanh(self.right(b)),
+                       a[:, 1:]], dim=1)
+        h = self.pool2(self.pool1(h))
+        return self.fc(torch.flatten(h, 1))
 
 
 def build(a):
@@ -96,6 +128,9 @@ def build(a):
         net = Net(a.channels, a.height, a.width, a.filters, a.hidden,
                   a.classes, a.dropout)
         bns = (net.bn1, net.bn2)
+    elif a.model == "branches":
+        net = Branches(a.channels, a.height, a.width, a.filters, a.classes)
+        bns = ()
     elif a.model == "ops":
         net = Ops(a.channels, a.height, a.width, a.hidden, a.classes)
         with torch.no_grad():
@@ -130,7 +165,7 @@ def main(argv):
     p.add_argument("--classes", type=int, default=5)
     p.add_argument("--model", default="residual_cnn",
                    choices=["residual_cnn", "resnet18", "mobilenet_v2",
-                            "ops"],
+                            "ops", "branches"],
                    help="the small residual CNN above, or torchvision's "
                         "(random weights, --classes outputs)")
     p.add_argument("--dropout", type=float, default=0.0,

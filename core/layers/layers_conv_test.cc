@@ -9,6 +9,7 @@
 
 #include "core/layers/registry.h"
 #include "core/layers/test_util.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/threading.h"
 
@@ -293,6 +294,45 @@ TEST(LayersTest, MaxPoolGradientsAndStrides) {
   EXPECT_EQ(o->output_shape(), (Shape{3, 3, 1}));
   GradCheck(*o, 2, PassContext(), {RandomVector(50, 4, -2, 2)}, {true}, 2e-3,
             5e-4f);
+}
+
+// average_pooling2d: its output shape, finite-difference gradients with
+// the pads counted in the divisor and not, its fields written back, and
+// the refusals it shares with max_pool2d naming it.
+TEST(LayersTest, AveragePoolGradientsPaddingAndRefusals) {
+  std::unique_ptr<Layer> l = BuildLayer(
+      R"({"type": "average_pooling2d", "pool_size": 3, "strides": 2,
+          "padding": 1})",
+      {{6, 5, 2}});
+  EXPECT_EQ(l->output_shape(), (Shape{3, 3, 2}));
+  GradCheck(*l, 2, PassContext());
+  std::unique_ptr<Layer> e = BuildLayer(
+      R"({"type": "average_pooling2d", "pool_size": 2, "strides": 1,
+          "padding": [1, 0], "count_include_pad": false})",
+      {{4, 4, 3}});
+  EXPECT_EQ(e->output_shape(), (Shape{5, 3, 3}));
+  GradCheck(*e, 2, PassContext());
+  // The first window (a padded row over two real cells) is their mean when
+  // the pads do not count, and a quarter of their sum when they do.
+  std::vector<float> x(16 * 3, 0.0f);
+  x[0] = 8.0f;
+  EXPECT_FLOAT_EQ(RunForward(*e, 1, PassContext(), {x})[0], 4.0f);
+  std::unique_ptr<Layer> counted = BuildLayer(
+      R"({"type": "average_pooling2d", "pool_size": 2, "strides": 1,
+          "padding": [1, 0]})",
+      {{4, 4, 3}});
+  EXPECT_FLOAT_EQ(RunForward(*counted, 1, PassContext(), {x})[0], 2.0f);
+  EXPECT_THAT(BuildError(R"({"type": "average_pooling2d", "padding": "same"})",
+                         {{4, 4, 1}}),
+              ::testing::HasSubstr("padding \"same\" is not implemented for "
+                                   "average_pooling2d"));
+  EXPECT_THAT(BuildError(R"({"type": "average_pooling2d", "pool_size": 2,
+                             "padding": 2})",
+                         {{4, 4, 1}}),
+              ::testing::HasSubstr("more than half of pool_size"));
+  EXPECT_THAT(BuildError(R"({"type": "max_pool2d", "count_include_pad": true})",
+                         {{4, 4, 1}}),
+              ::testing::HasSubstr("count_include_pad"));
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// max_pool2d, global_average_pooling2d, flatten and dropout: their fields
-// and their CPU passes.
+// max_pool2d, average_pooling2d, global_average_pooling2d, flatten and
+// dropout: their fields and their CPU passes.
 #include "core/layers/simple_layers.h"
 
 #include "absl/strings/str_format.h"
@@ -14,7 +14,7 @@ namespace {
 using spec_reader::Json;
 using spec_reader::Reader;
 
-absl::Status ReadPool(const Reader& r, MaxPool2DConfig* c) {
+absl::Status ReadPool(const Reader& r, Pool2DConfig* c) {
   RETURN_IF_ERROR(r.Pair("pool_size", &c->pool_h, &c->pool_w));
   c->stride_h = c->pool_h;  // Keras: strides default to pool_size
   c->stride_w = c->pool_w;
@@ -23,7 +23,12 @@ absl::Status ReadPool(const Reader& r, MaxPool2DConfig* c) {
   return absl::OkStatus();
 }
 
-Json PoolToJson(const MaxPool2DConfig& c) {
+absl::Status ReadAvgPool(const Reader& r, Pool2DConfig* c) {
+  RETURN_IF_ERROR(ReadPool(r, c));
+  return r.Bool("count_include_pad", &c->count_include_pad);
+}
+
+Json PoolToJson(const Pool2DConfig& c) {
   Json j;
   j["pool_size"] = {c.pool_h, c.pool_w};
   j["strides"] = {c.stride_h, c.stride_w};
@@ -31,14 +36,22 @@ Json PoolToJson(const MaxPool2DConfig& c) {
   return j;
 }
 
-absl::StatusOr<std::unique_ptr<Layer>> CreatePool(
-    const MaxPool2DConfig& c, const LayerBuildContext& ctx) {
+Json AvgPoolToJson(const Pool2DConfig& c) {
+  Json j = PoolToJson(c);
+  j["count_include_pad"] = c.count_include_pad;
+  return j;
+}
+
+// The checks both pools make of their window and padding.
+absl::Status CheckPool(const char* type, const Pool2DConfig& c,
+                       const LayerBuildContext& ctx) {
   const Shape& in = ctx.inputs[0];
   RETURN_IF_ERROR(CheckImageInput(ctx));
   if (c.padding.mode == Padding::kSame) {
-    return ctx.Error(
-        "padding \"same\" is not implemented for max_pool2d; use \"valid\" "
-        "or cells on each side (N or [H, W])");
+    return ctx.Error(absl::StrFormat(
+        "padding \"same\" is not implemented for %s; use \"valid\" "
+        "or cells on each side (N or [H, W])",
+        type));
   }
   if (2 * c.padding.h > c.pool_h || 2 * c.padding.w > c.pool_w) {
     return ctx.Error(absl::StrFormat(
@@ -52,15 +65,47 @@ absl::StatusOr<std::unique_ptr<Layer>> CreatePool(
         absl::StrFormat("pool_size [%d, %d] is larger than its input %s",
                         c.pool_h, c.pool_w, ShapeToString(in)));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Layer>> CreatePool(
+    const Pool2DConfig& c, const LayerBuildContext& ctx) {
+  RETURN_IF_ERROR(CheckPool("max_pool2d", c, ctx));
   return std::unique_ptr<Layer>(
-      std::make_unique<MaxPool2DLayer>(c, ctx.name, in));
+      std::make_unique<MaxPool2DLayer>(c, ctx.name, ctx.inputs[0]));
+}
+
+absl::StatusOr<std::unique_ptr<Layer>> CreateAvgPool(
+    const Pool2DConfig& c, const LayerBuildContext& ctx) {
+  RETURN_IF_ERROR(CheckPool("average_pooling2d", c, ctx));
+  return std::unique_ptr<Layer>(
+      std::make_unique<AvgPool2DLayer>(c, ctx.name, ctx.inputs[0]));
+}
+
+// [out_h, out_w, C] of a pool over `in`.
+Shape PoolOutput(const Pool2DConfig& c, const Shape& in) {
+  return {(in[0] + 2 * c.padding.h - c.pool_h) / c.stride_h + 1,
+          (in[1] + 2 * c.padding.w - c.pool_w) / c.stride_w + 1, in[2]};
+}
+
+Pool2DGeometry PoolGeometry(const Pool2DConfig& c, const Shape& in, int64_t n) {
+  return Pool2DGeometry::Make(n, in[0], in[1], in[2], c.pool_h, c.pool_w,
+                              c.stride_h, c.stride_w, c.padding.h, c.padding.w);
 }
 
 LOCKSTEP_REGISTER_LAYER(
     max_pool2d,
-    MakeLayerType<MaxPool2DConfig>("max_pool2d", "max_pooling2d",
-                                   {"pool_size", "strides", "padding"}, 1, 1,
-                                   &ReadPool, &PoolToJson, &CreatePool));
+    MakeLayerType<Pool2DConfig>("max_pool2d", "max_pooling2d",
+                                {"pool_size", "strides", "padding"}, 1, 1,
+                                &ReadPool, &PoolToJson, &CreatePool));
+
+LOCKSTEP_REGISTER_LAYER(
+    average_pooling2d,
+    MakeLayerType<Pool2DConfig>("average_pooling2d", "average_pooling2d",
+                                {"pool_size", "strides", "padding",
+                                 "count_include_pad"},
+                                1, 1, &ReadAvgPool, &AvgPoolToJson,
+                                &CreateAvgPool));
 
 struct NoConfig {};
 
@@ -137,24 +182,14 @@ LOCKSTEP_REGISTER_LAYER(
 
 }  // namespace
 
-MaxPool2DLayer::MaxPool2DLayer(const MaxPool2DConfig& config,
+MaxPool2DLayer::MaxPool2DLayer(const Pool2DConfig& config,
                                const std::string& name,
                                const Shape& input_shape)
-    : Layer("max_pool2d", name, {input_shape},
-            {(input_shape[0] + 2 * config.padding.h - config.pool_h) /
-                     config.stride_h +
-                 1,
-             (input_shape[1] + 2 * config.padding.w - config.pool_w) /
-                     config.stride_w +
-                 1,
-             input_shape[2]}),
+    : Layer("max_pool2d", name, {input_shape}, PoolOutput(config, input_shape)),
       config_(config) {}
 
 Pool2DGeometry MaxPool2DLayer::Geometry(int64_t n) const {
-  const Shape& in = input_shape();
-  return Pool2DGeometry::Make(
-      n, in[0], in[1], in[2], config_.pool_h, config_.pool_w, config_.stride_h,
-      config_.stride_w, config_.padding.h, config_.padding.w);
+  return PoolGeometry(config_, input_shape(), n);
 }
 
 void MaxPool2DLayer::Forward(const LayerIO& io, const PassContext&) {
@@ -166,6 +201,28 @@ void MaxPool2DLayer::Forward(const LayerIO& io, const PassContext&) {
 void MaxPool2DLayer::Backward(const LayerIO& io, const PassContext&) {
   if (io.dx[0] != nullptr) {
     MaxPool2DBackward(Geometry(io.n), io.dy, argmax_.data(), io.dx[0]);
+  }
+}
+
+AvgPool2DLayer::AvgPool2DLayer(const Pool2DConfig& config,
+                               const std::string& name,
+                               const Shape& input_shape)
+    : Layer("average_pooling2d", name, {input_shape},
+            PoolOutput(config, input_shape)),
+      config_(config) {}
+
+Pool2DGeometry AvgPool2DLayer::Geometry(int64_t n) const {
+  return PoolGeometry(config_, input_shape(), n);
+}
+
+void AvgPool2DLayer::Forward(const LayerIO& io, const PassContext&) {
+  AvgPool2DForward(Geometry(io.n), config_.count_include_pad, io.x[0], io.y);
+}
+
+void AvgPool2DLayer::Backward(const LayerIO& io, const PassContext&) {
+  if (io.dx[0] != nullptr) {
+    AvgPool2DBackward(Geometry(io.n), config_.count_include_pad, io.dy,
+                      io.dx[0]);
   }
 }
 

@@ -1,5 +1,5 @@
-// The parameter-free stack layers: max pooling, global average pooling,
-// flatten, dropout.
+// The parameter-free stack layers: max and average pooling, global average
+// pooling, flatten, dropout.
 #ifndef LOCKSTEP_CORE_LAYERS_SIMPLE_LAYERS_H_
 #define LOCKSTEP_CORE_LAYERS_SIMPLE_LAYERS_H_
 
@@ -13,26 +13,43 @@
 
 namespace lockstep {
 
-struct MaxPool2DConfig {
+struct Pool2DConfig {
   int64_t pool_h = 2, pool_w = 2;
   int64_t stride_h = 2, stride_w = 2;  // default: the pool size (Keras)
-  // "valid", or N / [H, W] cells on each side that never win (PyTorch's
-  // MaxPool2d(padding=N)); "same" is refused.
+  // "valid", or N / [H, W] cells on each side (PyTorch's padding=N): cells
+  // that never win a max; zeros in an average (counted in its divisor
+  // when count_include_pad); "same" is refused.
   ConvPadding padding;
+  bool count_include_pad = true;  // average_pooling2d only (PyTorch's)
 };
 
 // Max pooling over [H, W, C].
 class MaxPool2DLayer : public Layer {
  public:
-  MaxPool2DLayer(const MaxPool2DConfig& config, const std::string& name,
+  MaxPool2DLayer(const Pool2DConfig& config, const std::string& name,
                  const Shape& input_shape);
   void Forward(const LayerIO& io, const PassContext& ctx) override;
   void Backward(const LayerIO& io, const PassContext& ctx) override;
   Pool2DGeometry Geometry(int64_t n) const;
 
  private:
-  const MaxPool2DConfig config_;
+  const Pool2DConfig config_;
   std::vector<int32_t> argmax_;
+};
+
+// Average pooling over [H, W, C] (Keras AveragePooling2D, PyTorch
+// AvgPool2d).
+class AvgPool2DLayer : public Layer {
+ public:
+  AvgPool2DLayer(const Pool2DConfig& config, const std::string& name,
+                 const Shape& input_shape);
+  void Forward(const LayerIO& io, const PassContext& ctx) override;
+  void Backward(const LayerIO& io, const PassContext& ctx) override;
+  Pool2DGeometry Geometry(int64_t n) const;
+  bool count_include_pad() const { return config_.count_include_pad; }
+
+ private:
+  const Pool2DConfig config_;
 };
 
 // The mean of each channel over H and W: [H, W, C] -> [C] (Keras

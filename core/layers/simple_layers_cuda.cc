@@ -1,6 +1,7 @@
-// max_pool2d, global_average_pooling2d, flatten and dropout on a GPU: the
-// CPU's masks and argmax semantics, through kernels/cuda (the argmax in the
-// layer's scratch); the pooling mean in the CPU's order.
+// max_pool2d, average_pooling2d, global_average_pooling2d, flatten and
+// dropout on a GPU: the CPU's masks and argmax semantics, through
+// kernels/cuda (the argmax in the layer's scratch); the pooling means in the
+// CPU's order.
 #include "base/status_macros.h"
 #include "core/layers/device_layer.h"
 #include "core/layers/simple_layers.h"
@@ -33,6 +34,26 @@ DeviceLayer Pool() {
     CUDA_RETURN_IF_ERROR(cuda::MaxPool2DBackward(
         l.Geometry(io.n), io.dy, static_cast<const int32_t*>(io.scratch),
         io.dx[0], dc.stream));
+    return absl::OkStatus();
+  };
+  return d;
+}
+
+DeviceLayer AvgPool() {
+  DeviceLayer d;
+  d.forward = [](Layer& layer, DeviceLayerState*, const LayerIO& io,
+                 const PassContext&, cuda::DeviceContext& dc) -> absl::Status {
+    const auto& l = static_cast<const AvgPool2DLayer&>(layer);
+    CUDA_RETURN_IF_ERROR(cuda::AvgPool2DForward(
+        l.Geometry(io.n), l.count_include_pad(), io.x[0], io.y, dc.stream));
+    return absl::OkStatus();
+  };
+  d.backward = [](Layer& layer, DeviceLayerState*, const LayerIO& io,
+                  const PassContext&, cuda::DeviceContext& dc) -> absl::Status {
+    if (io.dx[0] == nullptr) return absl::OkStatus();
+    const auto& l = static_cast<const AvgPool2DLayer&>(layer);
+    CUDA_RETURN_IF_ERROR(cuda::AvgPool2DBackward(
+        l.Geometry(io.n), l.count_include_pad(), io.dy, io.dx[0], dc.stream));
     return absl::OkStatus();
   };
   return d;
@@ -105,6 +126,8 @@ DeviceLayer Dropout() {
 }
 
 LOCKSTEP_REGISTER_DEVICE_LAYER(max_pool2d, "max_pool2d", Pool());
+LOCKSTEP_REGISTER_DEVICE_LAYER(average_pooling2d, "average_pooling2d",
+                               AvgPool());
 LOCKSTEP_REGISTER_DEVICE_LAYER(global_average_pooling2d,
                                "global_average_pooling2d", GlobalAvgPool());
 LOCKSTEP_REGISTER_DEVICE_LAYER(flatten, "flatten", Flatten());

@@ -32,6 +32,7 @@ namespace {
 constexpr const char* kSupported[] = {
     "Abs",
     "Add",
+    "AveragePool",
     "BatchNormalization",
     "Cast",
     "Clip",
@@ -63,6 +64,7 @@ constexpr const char* kSupported[] = {
     "Mul",
     "Neg",
     "Not",
+    "Pad",
     "Pow",
     "Range",
     "ReduceMean",

@@ -217,7 +217,15 @@ TEST(OnnxImportTest, WhatItCannotTrainIsRefusedNamingNodeOpAndWhatToDo) {
        },
        "", "logits",
        "node \"/Det_5\" (Det): op Det is not supported yet; "
-       "supported: Abs, Add, BatchNormalization"},
+       "supported: Abs, Add, AveragePool, BatchNormalization"},
+      {"a Trilu of a feature map",
+       [](Builder& b) {
+         b.Cnn();
+         b.Node("Trilu", {"r"}, {"t"});
+       },
+       "", "logits",
+       "node \"/Trilu_5\" (Trilu): a Trilu of a batch is imported on "
+       "matrices (2 axes or more a sample, not a feature map)"},
       {"a weight without a state-dict name",
        [](Builder& b) { b.Cnn("onnx::Conv_7"); }, "", "",
        "node \"/Conv_1\" (Conv): its parameter \"onnx::Conv_7\" is not "

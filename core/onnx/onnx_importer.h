@@ -97,6 +97,14 @@ class Importer {
   // null.
   const onnx::NodeProto* SoleReader(const onnx::NodeProto& n) const;
   absl::Status MatMul(const onnx::NodeProto& n);
+  // Nodes that move a batch's values (onnx_shape_nodes.cc).
+  absl::Status Transpose(const onnx::NodeProto& n);
+  absl::Status Reshape(const onnx::NodeProto& n);  // and (Un)Squeeze
+  absl::Status Expand(const onnx::NodeProto& n);
+  absl::Status Concat(const onnx::NodeProto& n);
+  absl::Status SplitOrSlice(const onnx::NodeProto& n);
+  // A Trilu of a batch of matrices: a product with its constant mask.
+  absl::Status Trilu(const onnx::NodeProto& n);
   absl::Status Binary(const onnx::NodeProto& n, const char* op);
   // An element-wise op node of `type` over the node's first inputs as the
   // config operands `keys`, broadcast as numpy's ("op" set when op is not
@@ -139,6 +147,14 @@ class Importer {
   // Transpose [1, 0] of a parameter, by output name: a torch Linear's
   // weight as MatMul takes it.
   std::map<std::string, const onnx::TensorProto*> transposed_;
+  // A Pad's output an AveragePool reads (torch's AvgPool2d(padding=N)
+  // exports the padding as a Pad): the map padded, and the rows and
+  // columns of zeros on each side.
+  struct Padded {
+    Value x;
+    int64_t rows = 0, cols = 0;
+  };
+  std::map<std::string, Padded> padded_;
   // Outputs of nodes a layer made before them (a bias Add fused into the
   // dense layer of its MatMul): those nodes are skipped.
   std::set<std::string> fused_;

@@ -16,6 +16,28 @@
 
 namespace lockstep {
 namespace onnx_internal {
+namespace {
+
+// The [channels, h, w] a 2-D window (a conv's or a pool's: kernel k,
+// strides, pads the same on both sides) makes of a [C, H, W] map. Worked
+// out here, not read from shape inference, which loses the shapes after
+// slices whose bounds come from Shape nodes (torch.chunk).
+absl::StatusOr<Shape> WindowOutput(const onnx::NodeProto& n, const Shape& x,
+                                   int64_t channels,
+                                   const std::vector<int64_t>& k,
+                                   const std::vector<int64_t>& strides,
+                                   const std::vector<int64_t>& pads) {
+  const int64_t h = x[1] + 2 * pads[0] - k[0];
+  const int64_t w = x[2] + 2 * pads[1] - k[1];
+  if (h < 0 || w < 0) {
+    return Bad(absl::StrCat(NodeName(n), ": its window [", k[0], ", ", k[1],
+                            "] is larger than its padded input [",
+                            x[1] + 2 * pads[0], ", ", x[2] + 2 * pads[1], "]"));
+  }
+  return Shape{channels, h / strides[0] + 1, w / strides[1] + 1};
+}
+
+}  // namespace
 
 absl::Status Importer::Activation(const onnx::NodeProto& n,
                                   const char* activation) {
@@ -200,7 +222,8 @@ absl::Status Importer::Node(const onnx::NodeProto& n) {
       fields["filters"] = f;
       fields["groups"] = group;
     }
-    ASSIGN_OR_RETURN(Shape out, PerSample(n.output(0)));
+    ASSIGN_OR_RETURN(Shape out,
+                     WindowOutput(n, x.shape, f, {kh, kw}, strides, pads));
     if (!names_.insert(prefix).second) {
       return Bad(absl::StrCat(NodeName(n), ": the name \"", prefix,
                               "\" is taken by another node"));
@@ -250,19 +273,64 @@ absl::Status Importer::Node(const onnx::NodeProto& n) {
              x.channels_last);
     return absl::OkStatus();
   }
-  if (op == "MaxPool") {
+  if (op == "Pad") {
+    // Only as torch exports AvgPool2d(padding=N): zeros on both sides of H
+    // and W that one AveragePool reads (the pads counted in its divisor).
     ASSIGN_OR_RETURN(Value x, In(n, 0));
-    RETURN_IF_ERROR(OnlyUsed(n, 1));
+    const onnx::NodeProto* reader = SoleReader(n);
+    const Folded* pads = FoldedIn(n, 1);
+    const Folded* fill = FoldedIn(n, 2);
+    const std::string mode = StringAttr(n, "mode");
+    const bool zeros =
+        n.input_size() < 3 || n.input(2).empty() ||
+        (fill != nullptr && fill->v.size() == 1 && fill->v[0] == 0);
+    const std::vector<double> v =
+        pads != nullptr ? pads->v : std::vector<double>{};
+    if (reader == nullptr || reader->op_type() != "AveragePool" ||
+        !x.channels_last || !zeros || n.input_size() > 3 ||
+        (!mode.empty() && mode != "constant") || v.size() != 8 || v[0] != 0 ||
+        v[1] != 0 || v[4] != 0 || v[5] != 0 || v[2] != v[6] || v[3] != v[7] ||
+        v[2] < 0 || v[3] < 0) {
+      return Bad(absl::StrCat(
+          NodeName(n),
+          ": a Pad is imported only as the zero padding of the one average "
+          "pool that reads it (torch's AvgPool2d(padding=N)): constant 0, "
+          "the same rows on both sides of H and columns of W"));
+    }
+    padded_[n.output(0)] = {x, static_cast<int64_t>(v[2]),
+                            static_cast<int64_t>(v[3])};
+    return absl::OkStatus();
+  }
+  if (op == "MaxPool" || op == "AveragePool") {
+    const bool max = op == "MaxPool";
+    auto pad = padded_.find(n.input(0));
+    Value x;
+    if (!max && pad != padded_.end()) {
+      x = pad->second.x;
+    } else {
+      ASSIGN_OR_RETURN(x, In(n, 0));
+    }
+    if (max) RETURN_IF_ERROR(OnlyUsed(n, 1));
     const std::vector<int64_t> k = IntsAttr(n, "kernel_shape", {});
-    const std::vector<int64_t> pads = IntsAttr(n, "pads", {0, 0, 0, 0});
+    std::vector<int64_t> pads = IntsAttr(n, "pads", {0, 0, 0, 0});
+    bool count_pads = IntAttr(n, "count_include_pad", 0) != 0;
+    if (!max && pad != padded_.end()) {
+      if (pads != std::vector<int64_t>{0, 0, 0, 0}) {
+        return Bad(
+            absl::StrCat(NodeName(n), ": pads of its own after a Pad node"));
+      }
+      pads = {pad->second.rows, pad->second.cols, pad->second.rows,
+              pad->second.cols};
+      count_pads = true;  // the Pad's zeros are cells of its input
+    }
     const std::string auto_pad = StringAttr(n, "auto_pad");
     if (!x.channels_last || x.shape.size() != 3 || k.size() != 2 ||
         IntAttr(n, "ceil_mode", 0) != 0 ||
         IntsAttr(n, "dilations", {1, 1}) != std::vector<int64_t>{1, 1} ||
         (!auto_pad.empty() && auto_pad != "NOTSET")) {
-      return Bad(absl::StrCat(NodeName(n),
-                              ": a 2-D max pool of a feature map without "
-                              "dilation, ceil_mode or auto_pad is imported"));
+      return Bad(absl::StrCat(NodeName(n), ": a 2-D ", max ? "max" : "average",
+                              " pool of a feature map without dilation, "
+                              "ceil_mode or auto_pad is imported"));
     }
     // PyTorch's padding: the same on both sides, at most half the window.
     if (pads.size() != 4 || pads[0] != pads[2] || pads[1] != pads[3] ||
@@ -280,9 +348,12 @@ absl::Status Importer::Node(const onnx::NodeProto& n) {
     } else {
       fields["padding"] = {pads[0], pads[1]};
     }
-    ASSIGN_OR_RETURN(Shape out, PerSample(n.output(0)));
-    AddLayer("max_pool2d", UniqueName(base), {x.node}, fields, n.output(0), out,
-             true);
+    if (!max) fields["count_include_pad"] = count_pads;
+    ASSIGN_OR_RETURN(Shape out,
+                     WindowOutput(n, x.shape, x.shape[0], k,
+                                  IntsAttr(n, "strides", {1, 1}), pads));
+    AddLayer(max ? "max_pool2d" : "average_pooling2d", UniqueName(base),
+             {x.node}, fields, n.output(0), out, true);
     return absl::OkStatus();
   }
   if (op == "GlobalAveragePool") {

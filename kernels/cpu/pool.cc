@@ -160,6 +160,68 @@ void MaxPool2DBackward(const Pool2DGeometry& g, const float* dy,
       });
 }
 
+void AvgPool2DForward(const Pool2DGeometry& g, bool count_include_pad,
+                      const float* x, float* y) {
+  const int64_t c = g.channels, rows = g.batch * g.out_h;
+  if (g.out_size() == 0) return;
+  const int64_t grain = std::max<int64_t>(
+      1, kGrain / std::max<int64_t>(g.out_w * g.pool_h * g.pool_w * c, 1));
+  // One range item is one output row; a window's C sums stay in y's row.
+  ParallelFor(rows, grain, [&](int64_t b, int64_t e) {
+    for (int64_t row = b; row < e; ++row) {
+      const int64_t n = row / g.out_h, oh = row % g.out_h;
+      const float* img = x + n * g.in_size();
+      for (int64_t ow = 0; ow < g.out_w; ++ow) {
+        float* __restrict out = y + (row * g.out_w + ow) * c;
+        const int64_t ih0 = g.row_begin(oh), ih1 = g.row_end(oh);
+        const int64_t iw0 = g.col_begin(ow), iw1 = g.col_end(ow);
+        std::fill(out, out + c, 0.0f);
+        for (int64_t ih = ih0; ih < ih1; ++ih) {
+          for (int64_t iw = iw0; iw < iw1; ++iw) {
+            const float* __restrict at = img + (ih * g.in_w + iw) * c;
+            for (int64_t ch = 0; ch < c; ++ch) out[ch] += at[ch];
+          }
+        }
+        const float count =
+            static_cast<float>(count_include_pad ? g.pool_h * g.pool_w
+                                                 : (ih1 - ih0) * (iw1 - iw0));
+        for (int64_t ch = 0; ch < c; ++ch) out[ch] /= count;
+      }
+    }
+  });
+}
+
+void AvgPool2DBackward(const Pool2DGeometry& g, bool count_include_pad,
+                       const float* dy, float* dx) {
+  const int64_t in = g.in_size(), out = g.out_size(), c = g.channels;
+  if (g.batch * in == 0) return;
+  ParallelFor(g.batch, std::max<int64_t>(1, kGrain / std::max<int64_t>(in, 1)),
+              [&](int64_t b, int64_t e) {
+                std::fill(dx + b * in, dx + e * in, 0.0f);
+                for (int64_t n = b; n < e; ++n) {
+                  float* d = dx + n * in;
+                  for (int64_t oh = 0; oh < g.out_h; ++oh) {
+                    for (int64_t ow = 0; ow < g.out_w; ++ow) {
+                      const float* __restrict gy =
+                          dy + n * out + (oh * g.out_w + ow) * c;
+                      const int64_t ih0 = g.row_begin(oh), ih1 = g.row_end(oh);
+                      const int64_t iw0 = g.col_begin(ow), iw1 = g.col_end(ow);
+                      const float count = static_cast<float>(
+                          count_include_pad ? g.pool_h * g.pool_w
+                                            : (ih1 - ih0) * (iw1 - iw0));
+                      for (int64_t ih = ih0; ih < ih1; ++ih) {
+                        for (int64_t iw = iw0; iw < iw1; ++iw) {
+                          float* __restrict at = d + (ih * g.in_w + iw) * c;
+                          for (int64_t ch = 0; ch < c; ++ch)
+                            at[ch] += gy[ch] / count;
+                        }
+                      }
+                    }
+                  }
+                }
+              });
+}
+
 void GlobalAvgPool2DForward(int64_t n, int64_t hw, int64_t c, const float* x,
                             float* y) {
   if (n * c == 0) return;

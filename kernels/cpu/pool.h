@@ -57,6 +57,17 @@ void MaxPool2DForward(const Pool2DGeometry& g, const float* x, float* y,
 void MaxPool2DBackward(const Pool2DGeometry& g, const float* dy,
                        const int32_t* argmax, float* dx);
 
+// y [N, OH, OW, C] = window means of x [N, H, W, C]: each window's cells
+// summed in row-major order, then divided by the window's size
+// (count_include_pad: pool_h * pool_w, padded cells counting as zeros,
+// PyTorch's AvgPool2d default) or by its cells inside the input.
+void AvgPool2DForward(const Pool2DGeometry& g, bool count_include_pad,
+                      const float* x, float* y);
+// Overwrites dx [N, H, W, C] with each window's dy / its divisor added to
+// its cells, windows in (oh, ow) order.
+void AvgPool2DBackward(const Pool2DGeometry& g, bool count_include_pad,
+                       const float* dy, float* dx);
+
 // y [N, C] = the mean over the `hw` positions of x [N, hw, C]: each channel
 // summed in position order in float, then divided by hw (kernels/cuda/pool.h
 // sums in the same order, so both give the same bits).

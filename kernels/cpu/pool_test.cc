@@ -51,6 +51,49 @@ TEST_P(PoolTest, MatchesNaive) {
   for (size_t i = 0; i < dx.size(); ++i) ASSERT_NEAR(dx[i], want_dx[i], 1e-6);
 }
 
+// Average pooling against a double-precision naive loop, with the pads
+// counted in the divisor and not: forward, and backward (each window's
+// dy / divisor added to its cells) from a dx holding garbage.
+TEST_P(PoolTest, AverageMatchesNaive) {
+  const auto [cs, threads] = GetParam();
+  SetNumThreads(threads);
+  const Pool2DGeometry g = Pool2DGeometry::Make(
+      cs.n, cs.h, cs.w, cs.c, cs.ph, cs.pw, cs.sh, cs.sw, cs.pad_h, cs.pad_w);
+  std::vector<float> x = RandomVector(cs.n * g.in_size(), 3);
+  std::vector<float> dy = RandomVector(cs.n * g.out_size(), 4);
+  for (bool include : {true, false}) {
+    std::vector<float> y(dy.size(), 9);
+    AvgPool2DForward(g, include, x.data(), y.data());
+    std::vector<double> want_dx(x.size(), 0);
+    for (int64_t n = 0; n < cs.n; ++n)
+      for (int64_t oh = 0; oh < g.out_h; ++oh)
+        for (int64_t ow = 0; ow < g.out_w; ++ow)
+          for (int64_t c = 0; c < cs.c; ++c) {
+            double sum = 0;
+            int64_t cells = 0;
+            std::vector<int64_t> at;
+            for (int64_t i = 0; i < cs.ph; ++i)
+              for (int64_t j = 0; j < cs.pw; ++j) {
+                const int64_t ih = oh * cs.sh - cs.pad_h + i;
+                const int64_t iw = ow * cs.sw - cs.pad_w + j;
+                if (ih < 0 || ih >= cs.h || iw < 0 || iw >= cs.w) continue;
+                at.push_back(((n * cs.h + ih) * cs.w + iw) * cs.c + c);
+                sum += x[at.back()];
+                ++cells;
+              }
+            const double count = include ? cs.ph * cs.pw : cells;
+            const int64_t o = ((n * g.out_h + oh) * g.out_w + ow) * cs.c + c;
+            ASSERT_NEAR(y[o], sum / count, 1e-6) << include;
+            for (int64_t i : at) want_dx[i] += dy[o] / count;
+          }
+    std::vector<float> dx(x.size(), 9);
+    AvgPool2DBackward(g, include, dy.data(), dx.data());
+    for (size_t i = 0; i < dx.size(); ++i) {
+      ASSERT_NEAR(dx[i], want_dx[i], 1e-6) << include << " at " << i;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Shapes, PoolTest,
     ::testing::Combine(::testing::Values(Case{2, 6, 6, 3, 2, 2, 2, 2},

@@ -1,6 +1,7 @@
-// Max pooling: one thread per output element forward, one per input element
-// backward (a gather over the windows that contain it). Global average
-// pooling: one thread per (sample, channel) forward, per element backward.
+// Max and average pooling: one thread per output element forward, one per
+// input element backward (a gather over the windows that contain it). Global
+// average pooling: one thread per (sample, channel) forward, per element
+// backward.
 #include "kernels/cuda/pool.h"
 #include "kernels/cuda/grid_stride.cuh"
 
@@ -92,6 +93,79 @@ __global__ void BackwardKernel(Geo g, int64_t total, bool disjoint,
   }
 }
 
+// The window of output (oh, ow) clipped to the input, and its divisor.
+struct Window {
+  int64_t ih0, ih1, iw0, iw1;
+  float count;
+};
+
+__device__ Window WindowAt(const Geo& g, bool count_include_pad, int64_t oh,
+                           int64_t ow) {
+  const int64_t h = oh * g.stride_h - g.pad_h, w = ow * g.stride_w - g.pad_w;
+  Window win;
+  win.ih0 = h < 0 ? 0 : h;
+  win.iw0 = w < 0 ? 0 : w;
+  win.ih1 = h + g.pool_h < g.in_h ? h + g.pool_h : g.in_h;
+  win.iw1 = w + g.pool_w < g.in_w ? w + g.pool_w : g.in_w;
+  win.count = static_cast<float>(count_include_pad ? g.pool_h * g.pool_w
+                                                   : (win.ih1 - win.ih0) *
+                                                         (win.iw1 - win.iw0));
+  return win;
+}
+
+__global__ void AvgForwardKernel(Geo g, bool count_include_pad, int64_t total,
+                                 const float* x, float* y) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       i < total; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t ch = i % g.c;
+    const int64_t ow = (i / g.c) % g.out_w;
+    const int64_t oh = (i / (g.c * g.out_w)) % g.out_h;
+    const int64_t n = i / (g.c * g.out_w * g.out_h);
+    const float* img = x + n * g.in_h * g.in_w * g.c + ch;
+    const Window win = WindowAt(g, count_include_pad, oh, ow);
+    float acc = 0.0f;
+    for (int64_t ih = win.ih0; ih < win.ih1; ++ih) {
+      for (int64_t iw = win.iw0; iw < win.iw1; ++iw) {
+        acc = __fadd_rn(acc, img[(ih * g.in_w + iw) * g.c]);
+      }
+    }
+    y[i] = __fdiv_rn(acc, win.count);
+  }
+}
+
+__global__ void AvgBackwardKernel(Geo g, bool count_include_pad, int64_t total,
+                                  const float* dy, float* dx) {
+  const int64_t in_size = g.in_h * g.in_w * g.c;
+  const int64_t out_size = g.out_h * g.out_w * g.c;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       i < total; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t n = i / in_size;
+    const int64_t within = i % in_size;
+    const int64_t ch = within % g.c;
+    const int64_t iw = (within / g.c) % g.in_w + g.pad_w;  // padded
+    const int64_t ih = within / (g.c * g.in_w) + g.pad_h;
+    int64_t oh0 = ih - g.pool_h + 1 > 0
+                      ? (ih - g.pool_h + 1 + g.stride_h - 1) / g.stride_h
+                      : 0;
+    int64_t oh1 = ih / g.stride_h;
+    if (oh1 > g.out_h - 1) oh1 = g.out_h - 1;
+    int64_t ow0 = iw - g.pool_w + 1 > 0
+                      ? (iw - g.pool_w + 1 + g.stride_w - 1) / g.stride_w
+                      : 0;
+    int64_t ow1 = iw / g.stride_w;
+    if (ow1 > g.out_w - 1) ow1 = g.out_w - 1;
+    float acc = 0.0f;
+    for (int64_t oh = oh0; oh <= oh1; ++oh) {
+      for (int64_t ow = ow0; ow <= ow1; ++ow) {
+        const Window win = WindowAt(g, count_include_pad, oh, ow);
+        const float v = dy[n * out_size + (oh * g.out_w + ow) * g.c + ch];
+        acc = __fadd_rn(acc, __fdiv_rn(v, win.count));
+      }
+    }
+    dx[i] = acc;
+  }
+}
+
 __global__ void GlobalAvgForwardKernel(int64_t hw, int64_t c, int64_t total,
                                        const float* x, float* y) {
   const float count = static_cast<float>(hw);
@@ -134,6 +208,24 @@ cudaError_t GlobalAvgPool2DBackward(int64_t n, int64_t hw, int64_t c,
   if (total <= 0) return cudaSuccess;
   GlobalAvgBackwardKernel<<<Blocks(total), kThreads, 0, stream>>>(
       hw, c, total, dy, dx);
+  return cudaGetLastError();
+}
+
+cudaError_t AvgPool2DForward(const Pool2DGeometry& g, bool count_include_pad,
+                             const float* x, float* y, cudaStream_t stream) {
+  const int64_t total = g.batch * g.out_size();
+  if (total <= 0) return cudaSuccess;
+  AvgForwardKernel<<<Blocks(total), kThreads, 0, stream>>>(
+      ToGeo(g), count_include_pad, total, x, y);
+  return cudaGetLastError();
+}
+
+cudaError_t AvgPool2DBackward(const Pool2DGeometry& g, bool count_include_pad,
+                              const float* dy, float* dx, cudaStream_t stream) {
+  const int64_t total = g.batch * g.in_size();
+  if (total <= 0) return cudaSuccess;
+  AvgBackwardKernel<<<Blocks(total), kThreads, 0, stream>>>(
+      ToGeo(g), count_include_pad, total, dy, dx);
   return cudaGetLastError();
 }
 

@@ -1,4 +1,4 @@
-// NHWC 2-D max pooling (valid padding) and global average pooling on the GPU
+// NHWC 2-D max and average pooling and global average pooling on the GPU
 // with the exact semantics of kernels/cpu/pool.h: the same outputs, argmax
 // indices (first maximum within the sample's H*W*C values) and input
 // gradients, bit for bit.
@@ -25,6 +25,16 @@ cudaError_t MaxPool2DForward(const Pool2DGeometry& g, const float* x, float* y,
 cudaError_t MaxPool2DBackward(const Pool2DGeometry& g, const float* dy,
                               const int32_t* argmax, float* dx,
                               cudaStream_t stream);
+
+// Average pooling as kernels/cpu/pool.h's AvgPool2DForward/Backward, bit
+// for bit: forward one thread per output element summing its window in
+// the CPU's order; backward one thread per input element adding
+// dy / divisor of the windows that hold it in increasing (oh, ow), the
+// order of the CPU's scatter.
+cudaError_t AvgPool2DForward(const Pool2DGeometry& g, bool count_include_pad,
+                             const float* x, float* y, cudaStream_t stream);
+cudaError_t AvgPool2DBackward(const Pool2DGeometry& g, bool count_include_pad,
+                              const float* dy, float* dx, cudaStream_t stream);
 
 // y [N, C] = the mean over hw positions of x [N, hw, C]; one thread per
 // (sample, channel) sums in position order, as the CPU does.

@@ -1,4 +1,4 @@
-// GPU max pooling against kernels/cpu, bit for bit, over disjoint,
+// GPU max and average pooling against kernels/cpu, bit for bit, over disjoint,
 // overlapping, gapped and padded windows.
 #include "kernels/cuda/pool.h"
 
@@ -51,6 +51,31 @@ TEST_P(PoolTest, ForwardAndBackwardMatchCpu) {
       cuda::MaxPool2DBackward(g, d_dy.get(), d_arg.get(), d_dx.get(), nullptr),
       cudaSuccess);
   ExpectSameBits(want_dx, d_dx.ToHost());
+}
+
+// Average pooling, pads counted and not: the CPU's bits both ways.
+TEST_P(PoolTest, AverageMatchesCpu) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const Case p = GetParam();
+  const Pool2DGeometry g = Pool2DGeometry::Make(p.n, p.h, p.w, p.c, p.ph, p.pw,
+                                                p.sh, p.sw, p.pad_h, p.pad_w);
+  const std::vector<float> x = RandomVector(g.batch * g.in_size(), 23);
+  const int64_t out_n = g.batch * g.out_size();
+  const std::vector<float> dy = RandomVector(out_n, 24);
+  for (bool include : {true, false}) {
+    std::vector<float> want_y(out_n), want_dx(x.size());
+    lockstep::AvgPool2DForward(g, include, x.data(), want_y.data());
+    lockstep::AvgPool2DBackward(g, include, dy.data(), want_dx.data());
+    DeviceArray<float> d_x(x), d_y(out_n), d_dy(dy),
+        d_dx(std::vector<float>(x.size(), 9.0f));
+    ASSERT_EQ(cuda::AvgPool2DForward(g, include, d_x.get(), d_y.get(), nullptr),
+              cudaSuccess);
+    ASSERT_EQ(
+        cuda::AvgPool2DBackward(g, include, d_dy.get(), d_dx.get(), nullptr),
+        cudaSuccess);
+    ExpectSameBits(want_y, d_y.ToHost());
+    ExpectSameBits(want_dx, d_dx.ToHost());
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
