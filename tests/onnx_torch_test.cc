@@ -180,7 +180,8 @@ INSTANTIATE_TEST_SUITE_P(
         ResidualCnn(), Case{"ops", 4, 8, 6, 3, 5, 1e-5, 1e-5, 5, {}},
         Case{"branches", 4, 8, 6, 3, 5, 1e-5, 1e-5, 8, {}},
         Case{"resnet18", 4, 64, 64, 3, 10, 1e-4, 1e-4, 62, {}},
-        Case{"mobilenet_v2", 4, 96, 96, 3, 10, 1e-4, 1e-4, 158, {}}),
+        Case{"mobilenet_v2", 4, 96, 96, 3, 10, 1e-4, 1e-4, 158, {}},
+        Case{"mobilenet_v3_small", 4, 96, 96, 3, 10, 1e-4, 1e-4, 142, {}}),
     [](const ::testing::TestParamInfo<Case>& info) {
       return info.param.model;
     });

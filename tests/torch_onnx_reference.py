@@ -141,6 +141,8 @@ def build(a):
         net = getattr(torchvision.models, a.model)(num_classes=a.classes)
         if a.model == "mobilenet_v2":
             net.classifier[0].p = a.dropout
+        if a.model == "mobilenet_v3_small":
+            net.classifier[2].p = a.dropout
         bns = [m for m in net.modules() if isinstance(m, nn.BatchNorm2d)]
     # Non-trivial batch norm parameters and running statistics.
     with torch.no_grad():
@@ -165,7 +167,7 @@ def main(argv):
     p.add_argument("--classes", type=int, default=5)
     p.add_argument("--model", default="residual_cnn",
                    choices=["residual_cnn", "resnet18", "mobilenet_v2",
-                            "ops", "branches"],
+                            "mobilenet_v3_small", "ops", "branches"],
                    help="the small residual CNN above, or torchvision's "
                         "(random weights, --classes outputs)")
     p.add_argument("--dropout", type=float, default=0.0,

@@ -53,6 +53,8 @@ constexpr const char* kSupported[] = {
     "GlobalAveragePool",
     "Greater",
     "GreaterOrEqual",
+    "HardSigmoid",
+    "HardSwish",
     "Identity",
     "LayerNormalization",
     "Less",

@@ -116,9 +116,10 @@ class Importer {
   absl::Status ReshapeTo(const onnx::NodeProto& n, const Value& x, Shape shape);
   // The config operand of node input i for an onnx_binary whose batch
   // inputs are *inputs (added to when it is one); `rank` is the per-sample
-  // rank of the op's output.
+  // rank of the op's output. With `maps` the batch inputs are feature maps
+  // (held [H, W, C]) and a constant is laid out as they are.
   absl::StatusOr<Json> Operand(const onnx::NodeProto& n, int i,
-                               const std::string& layer, size_t rank,
+                               const std::string& layer, size_t rank, bool maps,
                                std::vector<std::string>* inputs);
   // A parameter operand {"param", "shape", "owner"}: the first layer to
   // use it owns it (its initial value recorded), later ones tie to it.

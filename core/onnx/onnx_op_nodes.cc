@@ -19,13 +19,15 @@ namespace onnx_internal {
 
 absl::StatusOr<Json> Importer::Operand(const onnx::NodeProto& n, int i,
                                        const std::string& layer, size_t rank,
+                                       bool maps,
                                        std::vector<std::string>* inputs) {
   Json o = Json::object();
   auto v = values_.find(n.input(i));
   if (v != values_.end()) {
-    if (v->second.channels_last) {
+    if (v->second.channels_last != maps) {
       return Bad(absl::StrCat(NodeName(n), ": ", n.op_type(),
-                              " of a feature map is not imported yet"));
+                              " of a feature map and a tensor that is not "
+                              "one is not imported yet"));
     }
     auto at = std::find(inputs->begin(), inputs->end(), v->second.node);
     o["input"] = at - inputs->begin();
@@ -55,10 +57,20 @@ absl::StatusOr<Json> Importer::Operand(const onnx::NodeProto& n, int i,
       }
     }
     ASSIGN_OR_RETURN(Shape dims, per_sample(f->dims));
+    std::vector<double> held = f->v;
+    if (maps) {
+      // [C, H, W] (leading axes of 1 added) as the maps hold it: [H, W, C].
+      while (dims.size() < 3) dims.insert(dims.begin(), 1);
+      const int64_t c = dims[0], hw = dims[1] * dims[2];
+      for (int64_t ch = 0; ch < c; ++ch) {
+        for (int64_t p = 0; p < hw; ++p) held[p * c + ch] = f->v[ch * hw + p];
+      }
+      dims = {dims[1], dims[2], c};
+    }
     o["shape"] = dims;
     // JSON has no infinities (a mask's -inf): those are strings.
     Json values = Json::array();
-    for (double x : f->v) {
+    for (double x : held) {
       if (std::isfinite(x)) {
         values.push_back(x);
       } else {
@@ -69,6 +81,10 @@ absl::StatusOr<Json> Importer::Operand(const onnx::NodeProto& n, int i,
     return o;
   }
   if (const onnx::TensorProto* t = Init(n, i)) {
+    if (maps) {
+      return Bad(absl::StrCat(NodeName(n), ": parameter \"", t->name(),
+                              "\" with a feature map is not imported yet"));
+    }
     if (static_cast<size_t>(t->dims_size()) > rank) {
       return Bad(absl::StrCat(NodeName(n), ": parameter \"", t->name(),
                               "\" has more axes than a sample"));
@@ -90,12 +106,13 @@ absl::Status Importer::Broadcasting(const onnx::NodeProto& n, const char* type,
   // The output's per-sample rank: the batch inputs' largest, or the
   // constants' (less the batch axis) when they have more.
   size_t rank = 0;
-  bool batch = false;
+  bool batch = false, maps = false;
   for (int i = 0; i < count && i < n.input_size(); ++i) {
     auto v = values_.find(n.input(i));
     if (v != values_.end()) {
       rank = std::max(rank, v->second.shape.size());
       batch = true;
+      maps = maps || v->second.channels_last;
     }
   }
   if (!batch) {
@@ -116,10 +133,13 @@ absl::Status Importer::Broadcasting(const onnx::NodeProto& n, const char* type,
   // The output shape, as the op will work it out.
   Shape out;
   for (int k = 0; k < count; ++k) {
-    ASSIGN_OR_RETURN(fields[keys[k]], Operand(n, k, name, rank, &inputs));
+    ASSIGN_OR_RETURN(fields[keys[k]], Operand(n, k, name, rank, maps, &inputs));
     const Json& o = fields[keys[k]];
-    const Shape shape = o.contains("input") ? values_[n.input(k)].shape
-                                            : o["shape"].get<Shape>();
+    Shape shape = o.contains("input") ? values_[n.input(k)].shape
+                                      : o["shape"].get<Shape>();
+    if (maps && !o.contains("input")) {
+      shape = {shape[2], shape[0], shape[1]};  // held [H, W, C] -> [C, H, W]
+    }
     std::optional<Shape> merged = onnx_ops::Broadcast(out, shape);
     if (!merged) {
       return Bad(absl::StrCat(NodeName(n), ": shapes ", ShapeToString(out),
@@ -128,21 +148,18 @@ absl::Status Importer::Broadcasting(const onnx::NodeProto& n, const char* type,
     }
     out = *merged;
   }
-  AddLayer(type, name, inputs, fields, n.output(0), out, false);
+  AddLayer(type, name, inputs, fields, n.output(0), out, maps);
   return absl::OkStatus();
 }
 
 absl::Status Importer::Unary(const onnx::NodeProto& n, const char* op,
                              Json fields) {
   ASSIGN_OR_RETURN(Value x, In(n, 0));
-  if (x.channels_last) {
-    return Bad(absl::StrCat(NodeName(n), ": ", n.op_type(),
-                            " of a feature map is not imported yet"));
-  }
   fields["op"] = op;
+  // Element by element: a feature map stays one.
   AddLayer("onnx_unary",
            UniqueName(LayerName(n.name().empty() ? n.output(0) : n.name())),
-           {x.node}, fields, n.output(0), x.shape, false);
+           {x.node}, fields, n.output(0), x.shape, x.channels_last);
   return absl::OkStatus();
 }
 
@@ -203,6 +220,13 @@ absl::Status Importer::OpNode(const onnx::NodeProto& n) {
   if (op == "Reciprocal") return Unary(n, "reciprocal", Json::object());
   if (op == "Abs") return Unary(n, "abs", Json::object());
   if (op == "Not") return Unary(n, "not", Json::object());
+  if (op == "HardSwish") return Unary(n, "hard_swish", Json::object());
+  if (op == "HardSigmoid") {
+    Json fields = Json::object();
+    fields["alpha"] = FloatAttr(n, "alpha", 0.2f);
+    fields["beta"] = FloatAttr(n, "beta", 0.5f);
+    return Unary(n, "hard_sigmoid", fields);
+  }
   if (op == "Cast") {
     const int64_t to = IntAttr(n, "to", onnx::TensorProto::FLOAT);
     if (to == onnx::TensorProto::FLOAT || to == onnx::TensorProto::DOUBLE) {

@@ -17,12 +17,19 @@ namespace {
 
 const std::map<std::string, UnaryKind>& UnaryKinds() {
   static const auto* kinds = new std::map<std::string, UnaryKind>{
-      {"erf", UnaryKind::kErf},     {"sqrt", UnaryKind::kSqrt},
-      {"neg", UnaryKind::kNeg},     {"exp", UnaryKind::kExp},
-      {"log", UnaryKind::kLog},     {"reciprocal", UnaryKind::kReciprocal},
-      {"abs", UnaryKind::kAbs},     {"clip", UnaryKind::kClip},
-      {"trunc", UnaryKind::kTrunc}, {"nonzero", UnaryKind::kNonzero},
-      {"not", UnaryKind::kNot}};
+      {"erf", UnaryKind::kErf},
+      {"sqrt", UnaryKind::kSqrt},
+      {"neg", UnaryKind::kNeg},
+      {"exp", UnaryKind::kExp},
+      {"log", UnaryKind::kLog},
+      {"reciprocal", UnaryKind::kReciprocal},
+      {"abs", UnaryKind::kAbs},
+      {"clip", UnaryKind::kClip},
+      {"trunc", UnaryKind::kTrunc},
+      {"nonzero", UnaryKind::kNonzero},
+      {"not", UnaryKind::kNot},
+      {"hard_sigmoid", UnaryKind::kHardSigmoid},
+      {"hard_swish", UnaryKind::kHardSwish}};
   return *kinds;
 }
 
@@ -77,7 +84,9 @@ absl::StatusOr<std::unique_ptr<Layer>> CreateUnary(
     const Json& c, const LayerBuildContext& ctx) {
   auto kind = UnaryKinds().find(c.value("op", std::string()));
   if (kind == UnaryKinds().end()) return ctx.Error("unknown unary op");
-  const float lo = c.value("min", -INFINITY), hi = c.value("max", INFINITY);
+  const bool hard = kind->second == UnaryKind::kHardSigmoid;
+  const float lo = hard ? c.value("alpha", 0.2f) : c.value("min", -INFINITY);
+  const float hi = hard ? c.value("beta", 0.5f) : c.value("max", INFINITY);
   return std::unique_ptr<Layer>(
       new UnaryOp(ctx.name, ctx.inputs[0], kind->second, lo, hi));
 }
@@ -209,6 +218,12 @@ void UnaryOp::Forward(const LayerIO& io, const PassContext&) {
         case UnaryKind::kNot:
           r = v == 0;
           break;
+        case UnaryKind::kHardSigmoid:
+          r = std::min(std::max(lo_ * v + hi_, 0.0f), 1.0f);
+          break;
+        case UnaryKind::kHardSwish:
+          r = v * std::min(std::max(v + 3.0f, 0.0f), 6.0f) / 6.0f;
+          break;
       }
       y[i] = r;
     }
@@ -256,6 +271,16 @@ void UnaryOp::Backward(const LayerIO& io, const PassContext&) {
         case UnaryKind::kNonzero:
         case UnaryKind::kNot:
           d = 0;
+          break;
+        // torch's: alpha strictly inside the ramp; hardswish's x / 3 + 1/2
+        // on [-3, 3].
+        case UnaryKind::kHardSigmoid: {
+          const float t = lo_ * v + hi_;
+          d = t > 0 && t < 1 ? lo_ : 0.0f;
+          break;
+        }
+        case UnaryKind::kHardSwish:
+          d = v < -3 ? 0.0f : (v <= 3 ? v / 3.0f + 0.5f : 1.0f);
           break;
       }
       dx[i] = dy[i] * d;

@@ -1,7 +1,9 @@
 // Element-wise ONNX ops as op-level nodes, forward and backward on the CPU:
 //   onnx_unary  {"op": erf | sqrt | neg | exp | log | reciprocal | abs |
 //                clip (with "min", "max") | trunc (a cast to an integer
-//                type) | nonzero (a cast to bool) | not}
+//                type) | nonzero (a cast to bool) | not | hard_sigmoid
+//                (clip(alpha x + beta, 0, 1), with "alpha", "beta") |
+//                hard_swish (x relu6(x + 3) / 6)}
 //   onnx_binary {"op": add | sub | mul | div | pow | equal | less | greater
 //                | less_equal | greater_equal, "a": OPERAND, "b": OPERAND}
 //   where an OPERAND is {"input": i} (the layer's input i, a batch),
@@ -35,7 +37,9 @@ enum class UnaryKind {
   kClip,
   kTrunc,
   kNonzero,
-  kNot
+  kNot,
+  kHardSigmoid,
+  kHardSwish
 };
 enum class BinaryKind {
   kAdd,
@@ -52,6 +56,7 @@ enum class BinaryKind {
 
 class UnaryOp : public Layer {
  public:
+  // lo and hi: clip's bounds, or hard_sigmoid's alpha and beta.
   UnaryOp(const std::string& name, const Shape& shape, UnaryKind kind, float lo,
           float hi);
   void Forward(const LayerIO& io, const PassContext& ctx) override;
