@@ -7,8 +7,9 @@ left in TMP:
 
 Speed: ROWS (key, label, samples/s, peak RSS MiB per run; each key's best
 run is kept) and the ratios against PyTorch's fastest rows. Learning: for
-each seed of SEEDS (comma-separated), TMP/learn1_sS.json and
-TMP/learn2_sS.json (lockstep's eval/accuracy by step, summaries.py) and
+each seed of SEEDS (comma-separated), TMP/learn1_sS.json,
+TMP/learn2_sS.json and TMP/learn1o_sS.json (the imported module; lockstep's
+eval/accuracy by step, summaries.py) and
 TMP/torch_learn_sS.jsonl (bert_peer.py --learn); each figure's mean and
 (min to max) range over the seeds, the goals judged on the mean. BATCHES
 (comma-separated) names the GPU rows' global batches (keys lockstep_bB,
@@ -77,6 +78,7 @@ if learning == "1":
     # per system: one list of per-epoch accuracies per seed
     runs = {"one": [lockstep_epochs(f"learn1_s{s}") for s in seeds],
             "two": [lockstep_epochs(f"learn2_s{s}") for s in seeds],
+            "onnx": [lockstep_epochs(f"learn1o_s{s}") for s in seeds],
             "torch": [torch_epochs(s) for s in seeds]}
 
     def spread(values, signed=False):
@@ -94,19 +96,22 @@ if learning == "1":
           "seed both sides start from lockstep's initial weights and train on "
           "the same batches and masks")
     print(f"seeds {','.join(map(str, seeds))}: mean (min to max) over seeds")
-    fmt = "{:>5}  {:<28} {:<28} {:<28}"
+    fmt = "{:>5}  {:<28} {:<28} {:<28} {:<28}"
     print(fmt.format("epoch", "lockstep 1 worker", "lockstep 2 workers",
-                     "PyTorch"))
+                     "imported from ONNX, 1 worker", "PyTorch"))
     for e in range(epochs):
         print(fmt.format(e + 1, *(spread([r[e] for r in runs[k]])[0]
-                                  for k in ("one", "two", "torch"))))
+                                  for k in ("one", "two", "onnx", "torch"))))
     last = epochs - 1
     d1 = [o[last] - t[last] if None not in (o[last], t[last]) else None
           for o, t in zip(runs["one"], runs["torch"])]
     d2 = [w[last] - o[last] if None not in (w[last], o[last]) else None
           for w, o in zip(runs["two"], runs["one"])]
+    d3 = [i[last] - o[last] if None not in (i[last], o[last]) else None
+          for i, o in zip(runs["onnx"], runs["one"])]
     text1, m1 = spread(d1, signed=True)
     text2, m2 = spread(d2, signed=True)
+    text3, m3 = spread(d3, signed=True)
     if m1 is not None:
         print(f"lockstep 1 worker - PyTorch after epoch {epochs}: {text1}  "
               f"(goal, on the mean: >= -0.01: "
@@ -115,7 +120,13 @@ if learning == "1":
         print(f"2 workers - 1 worker after epoch {epochs}: {text2}  "
               f"(goal, on the mean: within 0.01: "
               f"{'MET' if abs(m2) <= 0.01 else 'NOT MET'})")
+    if m3 is not None:
+        print(f"imported from ONNX - lockstep's own layers (1 worker) after "
+              f"epoch {epochs}: {text3}  (goal, on the mean: within 0.01: "
+              f"{'MET' if abs(m3) <= 0.01 else 'NOT MET'})")
     f = lambda v: "-" if v is None else f"{v:.4f}"
-    for s, one, two, t in zip(seeds, runs["one"], runs["two"], runs["torch"]):
+    for s, one, two, o, t in zip(seeds, runs["one"], runs["two"],
+                                 runs["onnx"], runs["torch"]):
         print(f"  seed {s}, epoch {epochs}: lockstep 1 worker {f(one[last])}, "
-              f"2 workers {f(two[last])}, PyTorch {f(t[last])}")
+              f"2 workers {f(two[last])}, imported {f(o[last])}, "
+              f"PyTorch {f(t[last])}")

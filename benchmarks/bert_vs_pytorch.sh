@@ -20,7 +20,9 @@
 #   of each process; the largest worker or rank)
 #   Learning: masked-token accuracy on valid.txt after each epoch
 #     lockstep cluster 1 worker (batch 32), lockstep cluster 2 workers (16
-#     each: the same global batch), PyTorch (one process), for each seed of
+#     each: the same global batch), lockstep cluster 1 worker training the
+#     module exported as ONNX from lockstep's initial weights (its dropout
+#     masks its own), PyTorch (one process), for each seed of
 #     --seeds: the job's seed (initial weights, data order, masks, dropout);
 #     lockstep writes its initial weights (`lockstep train --stop-after-steps
 #     0`: a step-0 checkpoint) and PyTorch starts from them (bert_peer.py
@@ -204,6 +206,31 @@ with open(path, "w") as f:
 PYEOF
 }
 
+# export_onnx DIR [--init MODEL.safetensors]: torch_bert.py's module at the
+# example's sizes (seeded, or from those weights by name) as DIR/model.onnx.
+export_onnx() {
+  local out=$1
+  shift
+  "$PY" "$exporter" --out "$out" --export-only --vocab 8192 \
+    --hidden 128 --layers 2 --heads 2 --intermediate 512 --length 128 \
+    --predictions 20 --max-positions 128 --dropout 0.1 --std 0.02 "$@" \
+    >"$out.log" 2>&1 ||
+    { show_logs "$out.log"; die "the ONNX export failed"; }
+}
+
+# onnx_job JOB OUT NAME GRAPH: JOB with the graph as its model, its four
+# inputs fed by the text fields of their names.
+onnx_job() {
+  "$PY" - "$@" <<'PYEOF'
+import json, sys
+job = json.load(open(sys.argv[1]))
+job["name"] = sys.argv[3]
+job["model"] = {"onnx": sys.argv[4], "input": [
+    "token_ids", "segment_ids", "padding_mask", "mask_positions"]}
+json.dump(job, open(sys.argv[2], "w"), indent=1)
+PYEOF
+}
+
 cpu=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -n 1)
 # Exits 3 (a slow BLAS: the comparison would be invalid) before anything runs.
 info=$("$PY" "$peer" --info --device "$device") ||
@@ -353,19 +380,8 @@ elif ((speed)); then
   write_job "$tmp/jobs/speed1.json" bert_speed1 1 32 "$steps"
   # The same model as torch_bert.py exports it (the example's sizes): the
   # job's model is the graph, its four inputs fed by the text fields.
-  "$PY" "$exporter" --out "$tmp/onnx" --export-only --vocab 8192 \
-    --hidden 128 --layers 2 --heads 2 --intermediate 512 --length 128 \
-    --predictions 20 --max-positions 128 --dropout 0.1 --std 0.02 \
-    >"$tmp/onnx_export.log" 2>&1 ||
-    { show_logs "$tmp/onnx_export.log"; die "the ONNX export failed"; }
-  "$PY" - "$tmp/jobs/speed1.json" "$tmp/jobs/speed1_onnx.json" "$tmp/onnx/model.onnx" <<'PYEOF'
-import json, sys
-job = json.load(open(sys.argv[1]))
-job["name"] = "bert_speed1_onnx"
-job["model"] = {"onnx": sys.argv[3], "input": [
-    "token_ids", "segment_ids", "padding_mask", "mask_positions"]}
-json.dump(job, open(sys.argv[2], "w"), indent=1)
-PYEOF
+  export_onnx "$tmp/onnx"
+  onnx_job "$tmp/jobs/speed1.json" "$tmp/jobs/speed1_onnx.json" bert_speed1_onnx "$tmp/onnx/model.onnx"
   # The 2-rank rows: 5 warm-up steps then $steps timed, as the DDP peer.
   write_job "$tmp/jobs/speed2.json" bert_speed2 2 16 "$((steps + 5))"
   if [[ -n "$link" ]]; then  # what a user on a slow link would turn on
@@ -403,8 +419,10 @@ PYEOF
 fi
 
 # learn_seed SEED: the learning runs of one seed: its batches, lockstep's
-# initial weights, lockstep's cluster of 1 and of 2 workers, and PyTorch
-# from those weights on those batches; figures in $tmp/*_sSEED.json(l).
+# initial weights, lockstep's cluster of 1 and of 2 workers, 1 worker
+# training torch_bert.py's module exported with those weights as ONNX, and
+# PyTorch from those weights on those batches; figures in
+# $tmp/*_sSEED.json(l).
 learn_seed() {
   local s=$1 rc=0
   job_seed=$s
@@ -431,6 +449,13 @@ learn_seed() {
   run_cluster "learn2_s$s" 2
   "$summaries" "$job_dir/summaries" eval/accuracy eval/loss >"$tmp/learn2_s$s.json"
   echo "  seed $s: lockstep 2 workers: $(commas "$sps") samples/s" >&2
+  # The module torch_bert.py exports, from the same weights, imported.
+  export_onnx "$tmp/onnx_s$s" --init "$init"
+  onnx_job "$tmp/jobs/learn1_s$s.json" "$tmp/jobs/learn1o_s$s.json" \
+    "bert_learn1o_s$s" "$tmp/onnx_s$s/model.onnx"
+  run_cluster "learn1o_s$s" 1
+  "$summaries" "$job_dir/summaries" eval/accuracy eval/loss >"$tmp/learn1o_s$s.json"
+  echo "  seed $s: lockstep 1 worker, imported from ONNX: $(commas "$sps") samples/s" >&2
   start_bg "$tmp/torch_learn_s$s.log" env OPENBLAS_NUM_THREADS=1 "$PY" "$peer" \
     --job "$tmp/jobs/learn1_s$s.json" --batches "$tmp/batches_s$s" --learn \
     --epochs "$epochs" --threads "$threads" --init "$init"

@@ -44,6 +44,7 @@ from torch import nn
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
 sys.path.insert(0, os.path.join(os.path.dirname(here), "benchmarks"))
+from torch_bert_reference import read_safetensors  # noqa: E402
 from torch_bert_reference import write_safetensors  # noqa: E402
 import torch_bert  # noqa: E402
 
@@ -132,6 +133,9 @@ def main(argv):
     p.add_argument("--std", type=float, default=0.3,
                    help="weights' scale (at BERT's 0.02 attention is nearly "
                         "uniform and its gradients nearly vanish)")
+    p.add_argument("--init", help="bert: start from these parameters "
+                   "(a safetensors file: a lockstep checkpoint's "
+                   "model.safetensors), each by name, all of them")
     p.add_argument("--export-only", action="store_true",
                    help="write model.onnx and init.safetensors only (no "
                         "reference step): a model to train")
@@ -145,7 +149,16 @@ def main(argv):
         "max_positions": a.max_positions or a.length + 6,
         "dropout": a.dropout, "initializer_stddev": a.std})
     net = torch_bert.BertForMaskedLM(cfg)
-    if not a.export_only:
+    if a.init:
+        state = {k: torch.as_tensor(v) for k, v in
+                 read_safetensors(a.init)[0].items()}
+        missing, unexpected = net.load_state_dict(state, strict=False)
+        # The decoder's weight is the word embeddings' (tied): one name.
+        missing = [k for k in missing if k != "cls.predictions.decoder.weight"]
+        if missing or unexpected:
+            raise SystemExit(f"{a.init}: missing {missing}, "
+                             f"unexpected {unexpected}")
+    elif not a.export_only:
         # LayerNorms and biases away from 1 and 0, so their gradients count.
         with torch.no_grad():
             for name, t in net.named_parameters():
