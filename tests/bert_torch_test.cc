@@ -133,9 +133,9 @@ Batch ReadBatch(const std::string& path) {
 
 // One training step; the reference's loss is the mean over labelled slots.
 double Step(Model& m, const Batch& b, uint64_t dropout_seed) {
-  const BatchLoss loss =
-      m.TrainStep(b.x, b.labels.data(), LossType::kSparseCategoricalCrossentropy,
-                  1.0f / b.count, dropout_seed);
+  const BatchLoss loss = m.TrainStep(
+      b.x, b.labels.data(), LossNamed("sparse_categorical_crossentropy"),
+      1.0f / b.count, dropout_seed);
   EXPECT_EQ(loss.count, b.count);
   return loss.loss_sum / b.count;
 }

@@ -57,8 +57,8 @@ TEST_P(ImageHeadTorchTest, LossLogitsAndEveryGradientAgree) {
   const bool depthwise = GetParam().depthwise;
   const bool torch_names = GetParam().torch_names;
   const int outputs = binary ? 1 : kClasses;
-  const LossType loss_type = binary ? LossType::kBinaryCrossentropy
-                                    : LossType::kSparseCategoricalCrossentropy;
+  const Loss& loss_type = binary ? LossNamed("binary_crossentropy")
+                                 : LossNamed("sparse_categorical_crossentropy");
   const std::string dir = NewTempDir("image_head_ref");
   std::vector<std::string> argv = {
       "/usr/bin/python3", Runfile("tests/torch_image_head_reference.py"),

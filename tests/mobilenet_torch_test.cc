@@ -130,9 +130,9 @@ TEST_P(MobileNetTorchTest, InferenceTrainingStepStatisticsAndCheckpoint) {
   EXPECT_LE(eval_diff, 2e-5 * logit_scale);
 
   // 2. One training step.
-  const BatchLoss loss = m.TrainStep(x, labels.data(),
-                                     LossType::kSparseCategoricalCrossentropy,
-                                     1.0f / c.batch, 0);
+  const BatchLoss loss = m.TrainStep(
+      x, labels.data(), LossNamed("sparse_categorical_crossentropy"),
+      1.0f / c.batch, 0);
   const double torch_loss = want.at("loss").data()[0];
   EXPECT_NEAR(loss.loss_sum / c.batch, torch_loss, 1e-5 * torch_loss);
   // Against torch's float64 step. A deep net in training mode amplifies

@@ -114,9 +114,9 @@ TEST_P(OnnxTorchTest, OneTrainingStepAgreesWithTorch) {
   ASSERT_EQ(x.shape(), (Shape{c.batch, c.height, c.width, c.channels}));
   const std::vector<int32_t> labels = testing::IntLabels(batch.at("labels"));
 
-  const BatchLoss loss =
-      m.TrainStep(x, labels.data(), LossType::kSparseCategoricalCrossentropy,
-                  1.0f / c.batch, 0);
+  const BatchLoss loss = m.TrainStep(
+      x, labels.data(), LossNamed("sparse_categorical_crossentropy"),
+      1.0f / c.batch, 0);
   const double torch_loss = want.at("loss").data()[0];
   EXPECT_NEAR(loss.loss_sum / c.batch, torch_loss, 1e-5 * torch_loss);
 
@@ -271,8 +271,8 @@ TEST(OnnxBertTest, OneTrainingStepAgreesWithTorch) {
       labels.begin(), labels.end(), [](int v) { return v >= 0; }));
   ASSERT_EQ(used, kBatch * kPredictions - 1);
   const BatchLoss loss =
-      m.TrainStep(x, labels.data(), LossType::kSparseCategoricalCrossentropy,
-                  1.0f / used, 0);
+      m.TrainStep(x, labels.data(),
+                  LossNamed("sparse_categorical_crossentropy"), 1.0f / used, 0);
   EXPECT_EQ(loss.count, used);
   const double torch_loss = want.at("loss").data()[0];
   EXPECT_NEAR(loss.loss_sum / used, torch_loss, 1e-5 * torch_loss);
@@ -346,8 +346,8 @@ TEST(OnnxGptTest, OneTrainingStepAgreesWithTorch) {
   const std::vector<int32_t> labels = testing::IntLabels(in.at("labels"));
   const int used = kBatch * (kLength - 1);
   const BatchLoss loss =
-      m.TrainStep(x, labels.data(), LossType::kSparseCategoricalCrossentropy,
-                  1.0f / used, 0);
+      m.TrainStep(x, labels.data(),
+                  LossNamed("sparse_categorical_crossentropy"), 1.0f / used, 0);
   EXPECT_EQ(loss.count, used);
   const double torch_loss = want.at("loss").data()[0];
   EXPECT_NEAR(loss.loss_sum / used, torch_loss, 1e-5 * torch_loss);

@@ -110,11 +110,12 @@ class CudaDeviceDataParallel final : public DeviceDataParallel {
   CudaDeviceDataParallel(const DeviceDataParallelConfig& config,
                          std::vector<Lane> lanes, PinnedHostBuffer host_sum);
 
-  absl::StatusOr<BatchLoss> Step(Batch& batch, const Batch* next, LossType loss,
-                                 uint64_t seed, double lr) override;
+  absl::StatusOr<BatchLoss> Step(Batch& batch, const Batch* next,
+                                 const Loss& loss, uint64_t seed,
+                                 double lr) override;
 
   absl::StatusOr<BatchLoss> Evaluate(const Dataset& data,
-                                     LossType loss) override;
+                                     const Loss& loss) override;
 
   absl::Status PullState(const std::vector<Param*>& params,
                          Optimizer& optimizer) override;
@@ -141,7 +142,7 @@ class CudaDeviceDataParallel final : public DeviceDataParallel {
   // stream.
   absl::Status LaneCompute(Lane& lane, ReplicaBatch& rb, int64_t step,
                            const ReplicaBatch* next, int64_t next_step,
-                           LossType loss, float scale, uint64_t seed);
+                           const Loss& loss, float scale, uint64_t seed);
 
   // Enqueues the update at `*lr` (none when null), then waits for the
   // lane's stream: the step's end, the all-reduce's included, so a peer

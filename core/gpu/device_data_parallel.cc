@@ -66,8 +66,11 @@ CudaDeviceDataParallel::CudaDeviceDataParallel(
   }
 }
 
-absl::StatusOr<BatchLoss> CudaDeviceDataParallel::Step(
-    Batch& batch, const Batch* next, LossType loss, uint64_t seed, double lr) {
+absl::StatusOr<BatchLoss> CudaDeviceDataParallel::Step(Batch& batch,
+                                                       const Batch* next,
+                                                       const Loss& loss,
+                                                       uint64_t seed,
+                                                       double lr) {
   RETURN_IF_ERROR(Usable());
   if (!broken_.ok()) return broken_;
   if (batch.replicas.size() != lanes_.size()) {
@@ -145,7 +148,7 @@ absl::StatusOr<BatchLoss> CudaDeviceDataParallel::Step(
 }
 
 absl::StatusOr<BatchLoss> CudaDeviceDataParallel::Evaluate(const Dataset& data,
-                                                           LossType loss) {
+                                                           const Loss& loss) {
   RETURN_IF_ERROR(Usable());
   GpuModel& model = *lanes_[0].model;
   // Evaluation stages its chunks through the same slots: a batch staged
@@ -221,7 +224,7 @@ absl::StatusOr<GpuModel::StagedInput> CudaDeviceDataParallel::Stage(
 
 absl::Status CudaDeviceDataParallel::LaneCompute(
     Lane& lane, ReplicaBatch& rb, int64_t step, const ReplicaBatch* next,
-    int64_t next_step, LossType loss, float scale, uint64_t seed) {
+    int64_t next_step, const Loss& loss, float scale, uint64_t seed) {
   GpuModel& model = *lane.model;
   GpuModel::StagedInput in = lane.staged;
   if (lane.staged_step != step) {

@@ -171,10 +171,10 @@ TEST_P(DeviceDataParallelStepTest, OneRankStepsLikeTheCpu) {
     next = MakeTestBatch(step + 1);
     Batch cb = MakeTestBatch(step);
     absl::StatusOr<BatchLoss> lg =
-        (*gpu)->Step(gb, step < 4 ? &next : nullptr, spec.loss, seed, lr);
+        (*gpu)->Step(gb, step < 4 ? &next : nullptr, *spec.loss, seed, lr);
     ASSERT_TRUE(lg.ok()) << lg.status();
     absl::StatusOr<BatchLoss> lc =
-        (*cpu)->ComputeGradients(cb, spec.loss, seed);
+        (*cpu)->ComputeGradients(cb, *spec.loss, seed);
     ASSERT_TRUE(lc.ok()) << lc.status();
     (*cpu_opt)->Apply(lr);
     if (c.global_clipnorm > 0) {
@@ -206,8 +206,8 @@ TEST_P(DeviceDataParallelStepTest, OneRankStepsLikeTheCpu) {
     }
     if (step == 2) {
       // Evaluation on the device agrees with the CPU model's.
-      absl::StatusOr<BatchLoss> eg = (*gpu)->Evaluate(eval_data, spec.loss);
-      absl::StatusOr<BatchLoss> ec = (*cpu)->Evaluate(eval_data, spec.loss);
+      absl::StatusOr<BatchLoss> eg = (*gpu)->Evaluate(eval_data, *spec.loss);
+      absl::StatusOr<BatchLoss> ec = (*cpu)->Evaluate(eval_data, *spec.loss);
       ASSERT_TRUE(eg.ok()) << eg.status();
       ASSERT_TRUE(ec.ok()) << ec.status();
       EXPECT_EQ(eg->count, ec->count);
@@ -217,7 +217,7 @@ TEST_P(DeviceDataParallelStepTest, OneRankStepsLikeTheCpu) {
 
   (*gpu)->Abort();
   Batch gb = MakeTestBatch(5);
-  EXPECT_EQ((*gpu)->Step(gb, nullptr, spec.loss, seed, 0.01).status().code(),
+  EXPECT_EQ((*gpu)->Step(gb, nullptr, *spec.loss, seed, 0.01).status().code(),
             absl::StatusCode::kCancelled);
 }
 
@@ -343,9 +343,9 @@ TEST(DeviceDataParallelTest, HostAllReduceSeesTheSumAndItsResultIsApplied) {
   for (int step = 0; step < 3; ++step) {
     Batch a = MakeTestBatch(step), b = MakeTestBatch(step),
           c = MakeTestBatch(step);
-    ASSERT_TRUE(plain->Step(a, nullptr, spec.loss, 1, 0.05).ok());
-    ASSERT_TRUE(identity->Step(b, nullptr, spec.loss, 1, 0.05).ok());
-    ASSERT_TRUE(doubled->Step(c, nullptr, spec.loss, 1, 0.025).ok());
+    ASSERT_TRUE(plain->Step(a, nullptr, *spec.loss, 1, 0.05).ok());
+    ASSERT_TRUE(identity->Step(b, nullptr, *spec.loss, 1, 0.05).ok());
+    ASSERT_TRUE(doubled->Step(c, nullptr, *spec.loss, 1, 0.025).ok());
   }
   EXPECT_EQ(seen_steps, (std::vector<int64_t>{0, 1, 2}));
   EXPECT_GE(seen_floats, 12 * 16 + 16 + 16 * 4 + 4);  // padded flat layout
@@ -379,10 +379,11 @@ TEST(DeviceDataParallelTest, HostAllReduceSeesTheSumAndItsResultIsApplied) {
       });
   ASSERT_TRUE(failing);
   Batch e = MakeTestBatch(0), f = MakeTestBatch(1);
-  absl::StatusOr<BatchLoss> r = failing->Step(e, nullptr, spec.loss, 1, 0.05);
+  absl::StatusOr<BatchLoss> r = failing->Step(e, nullptr, *spec.loss, 1, 0.05);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
   EXPECT_EQ(r.status().message(), "ring peer gone");
-  EXPECT_EQ(failing->Step(f, nullptr, spec.loss, 1, 0.05).status(), r.status());
+  EXPECT_EQ(failing->Step(f, nullptr, *spec.loss, 1, 0.05).status(),
+            r.status());
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "core/gpu/device_loss.h"
 #include "core/gpu/gpu_model_internal.h"
 #include "core/layers/device_layer.h"
 #include "kernels/cpu/dropout.h"
@@ -23,7 +24,6 @@
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/layers/conv.h"
 #include "kernels/cuda/layers/device_context.h"
-#include "kernels/cuda/layers/mse.h"
 #include "kernels/cuda/softmax_xent.h"
 
 namespace lockstep {
@@ -202,10 +202,7 @@ absl::Status GpuModel::Reserve(int64_t n) {
   if (n <= capacity_) return absl::OkStatus();
   const Graph& g = *graph_;
   const int64_t rows = n * host_->labels_per_sample();
-  RETURN_IF_ERROR(Grow(
-      &loss_ws_,
-      std::max<size_t>({SoftmaxCrossEntropyWorkspaceBytes(rows),
-                        MeanSquaredErrorWorkspaceBytes(rows), size_t{256}})));
+  RETURN_IF_ERROR(Grow(&loss_ws_, DeviceLossWorkspaceBytes(rows)));
   PassContext training, inference;
   training.training = true;
   int64_t widest = 1;

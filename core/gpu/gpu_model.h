@@ -82,7 +82,7 @@ class GpuModel {
   // FinishStep.
   absl::StatusOr<BatchLoss> TrainStep(const float* host_x,
                                       const int32_t* host_labels, int64_t n,
-                                      LossType loss, float grad_scale,
+                                      const Loss& loss, float grad_scale,
                                       uint64_t dropout_seed);
 
   // Input staging, so a batch's host-to-device copy overlaps the step
@@ -103,7 +103,7 @@ class GpuModel {
   // Enqueues TrainStep's work for a staged batch on stream() (behind its
   // copy) without waiting for it, the loss's copy to the host included.
   // kInvalidArgument when `in` was restaged since (the slot was reused).
-  absl::Status EnqueueTrainStep(const StagedInput& in, LossType loss,
+  absl::Status EnqueueTrainStep(const StagedInput& in, const Loss& loss,
                                 float grad_scale, uint64_t dropout_seed);
   // Waits for stream() and returns the enqueued step's loss.
   absl::StatusOr<BatchLoss> FinishStep();
@@ -114,7 +114,7 @@ class GpuModel {
   // Forward in inference mode, loss and accuracy; gradients untouched.
   absl::StatusOr<BatchLoss> Evaluate(const float* host_x,
                                      const int32_t* host_labels, int64_t n,
-                                     LossType loss);
+                                     const Loss& loss);
 
   // Replace the device parameters with `params`' values (same count and
   // sizes as Model::params(), e.g. another replica's or the host optimizer's
@@ -161,8 +161,8 @@ class GpuModel {
   absl::StatusOr<const float*> Forward(int64_t n, bool training, bool fuse,
                                        uint64_t dropout_seed);
   absl::Status Backward(int64_t n);
-  absl::Status Loss(int64_t n, const float* out, LossType loss, float scale,
-                    float* grad);
+  absl::Status ComputeLoss(int64_t n, const float* out, const Loss& loss,
+                           float scale, float* grad);
   void Ready(int param) const {
     if (grad_ready_) grad_ready_(param);
   }

@@ -6,31 +6,26 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "core/gpu/device_loss.h"
 #include "core/gpu/gpu_model.h"
 #include "core/gpu/gpu_model_internal.h"
 #include "kernels/cuda/cuda_status.h"
-#include "kernels/cuda/layers/mse.h"
-#include "kernels/cuda/softmax_xent.h"
 
 namespace lockstep {
 namespace cuda {
 
-absl::Status GpuModel::Loss(int64_t n, const float* out, LossType loss,
-                            float scale, float* grad) {
+absl::Status GpuModel::ComputeLoss(int64_t n, const float* out,
+                                   const Loss& loss, float scale, float* grad) {
   const int64_t rows = n * host_->labels_per_sample();
   const int64_t classes = host_->classes();
   auto* sums = static_cast<DeviceLossSums*>(sums_.ptr);
-  if (loss == LossType::kMse) {
-    CUDA_RETURN_IF_ERROR(MeanSquaredError(rows, classes, out, in_labels_, scale,
-                                          grad, loss_ws_.ptr, sums, stream_));
-  } else if (loss == LossType::kBinaryCrossentropy) {  // one logit per row
-    CUDA_RETURN_IF_ERROR(BinaryCrossEntropy(rows, out, in_labels_, scale, grad,
-                                            loss_ws_.ptr, sums, stream_));
-  } else {
-    CUDA_RETURN_IF_ERROR(SoftmaxCrossEntropy(rows, classes, out, in_labels_,
-                                             scale, grad, nullptr, loss_ws_.ptr,
-                                             sums, stream_));
+  const DeviceLoss* device = FindDeviceLoss(loss.name);
+  if (device == nullptr) {
+    return absl::UnimplementedError(absl::StrCat(
+        "loss ", loss.name, " has no GPU pass; train this job on CPUs"));
   }
+  CUDA_RETURN_IF_ERROR(device->compute(rows, classes, out, in_labels_, scale,
+                                       grad, loss_ws_.ptr, sums, stream_));
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_->sums.data(), sums,
                                        sizeof(DeviceLossSums),
                                        cudaMemcpyDeviceToHost, stream_));
@@ -56,7 +51,7 @@ BatchLoss GpuModel::LossAfterSync() const {
 
 absl::StatusOr<BatchLoss> GpuModel::TrainStep(const float* host_x,
                                               const int32_t* host_labels,
-                                              int64_t n, LossType loss,
+                                              int64_t n, const Loss& loss,
                                               float grad_scale,
                                               uint64_t dropout_seed) {
   if (n < 0) {
@@ -68,7 +63,7 @@ absl::StatusOr<BatchLoss> GpuModel::TrainStep(const float* host_x,
   return FinishStep();
 }
 
-absl::Status GpuModel::EnqueueTrainStep(const StagedInput& in, LossType loss,
+absl::Status GpuModel::EnqueueTrainStep(const StagedInput& in, const Loss& loss,
                                         float grad_scale,
                                         uint64_t dropout_seed) {
   CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
@@ -98,8 +93,8 @@ absl::Status GpuModel::EnqueueTrainStep(const StagedInput& in, LossType loss,
   ASSIGN_OR_RETURN(const float* out,
                    Forward(n, /*training=*/true, fuse, dropout_seed));
   RETURN_IF_ERROR(
-      Loss(n, out, loss, grad_scale,
-           static_cast<float*>(grads_[g.grad_slot(g.output())].ptr)));
+      ComputeLoss(n, out, loss, grad_scale,
+                  static_cast<float*>(grads_[g.grad_slot(g.output())].ptr)));
   RETURN_IF_ERROR(Backward(n));
   CUDA_RETURN_IF_ERROR(cudaEventRecord(slot.consumed, stream_));
   return absl::OkStatus();
@@ -135,7 +130,7 @@ absl::Status GpuModel::JoinPassSums() {
 
 absl::StatusOr<BatchLoss> GpuModel::Evaluate(const float* host_x,
                                              const int32_t* host_labels,
-                                             int64_t n, LossType loss) {
+                                             int64_t n, const Loss& loss) {
   if (n < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("GpuModel::Evaluate: negative batch ", n));
@@ -147,7 +142,7 @@ absl::StatusOr<BatchLoss> GpuModel::Evaluate(const float* host_x,
   RETURN_IF_ERROR(Reserve(n));
   const bool fuse = LossFusesOutputActivation(*graph_, loss);
   ASSIGN_OR_RETURN(const float* out, Forward(n, /*training=*/false, fuse, 0));
-  RETURN_IF_ERROR(Loss(n, out, loss, 0.0f, nullptr));
+  RETURN_IF_ERROR(ComputeLoss(n, out, loss, 0.0f, nullptr));
   CUDA_RETURN_IF_ERROR(cudaEventRecord(slots_[in.slot]->consumed, stream_));
   return FinishStep();
 }

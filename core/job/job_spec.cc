@@ -127,7 +127,7 @@ using job_spec_internal::CheckName;
 using job_spec_internal::Collectives;
 using job_spec_internal::Compressions;
 using job_spec_internal::Json;
-using job_spec_internal::Losses;
+using job_spec_internal::LossTable;
 using job_spec_internal::ParseModel;
 using job_spec_internal::ParseOptimizer;
 using job_spec_internal::ParseSchedule;
@@ -165,7 +165,7 @@ absl::Status ParseRoot(const Json& v, absl::string_view base_dir,
   RETURN_IF_ERROR(r.Uint("seed", &spec->seed));
   RETURN_IF_ERROR(r.Require("model"));
   RETURN_IF_ERROR(ParseModel(r.Get("model"), base_dir, &spec->model));
-  RETURN_IF_ERROR(r.Enum("loss", "loss", Losses(), &spec->loss));
+  RETURN_IF_ERROR(r.Enum("loss", "loss", LossTable(), &spec->loss));
   if (r.Has("optimizer")) {
     RETURN_IF_ERROR(ParseOptimizer(r.Get("optimizer"), &spec->optimizer));
   }

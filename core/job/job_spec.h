@@ -11,14 +11,10 @@
 #include "absl/strings/string_view.h"
 #include "core/data/data_format.h"
 #include "core/layers/layer_spec.h"
+#include "core/loss/loss.h"
 
 namespace lockstep {
 
-enum class LossType {
-  kSparseCategoricalCrossentropy,
-  kMse,
-  kBinaryCrossentropy
-};
 enum class OptimizerType { kSgd, kAdam, kAdamW };
 enum class ScheduleType { kConstant, kPiecewise, kPolynomial };
 enum class ScheduleUnit { kStep, kEpoch };
@@ -131,7 +127,8 @@ struct JobSpec {
   std::string name;
   uint64_t seed = 0;
   ModelSpec model;
-  LossType loss = LossType::kSparseCategoricalCrossentropy;
+  // A registered loss (core/loss/loss.h), by the job's "loss".
+  const Loss* loss = &LossNamed("sparse_categorical_crossentropy");
   OptimizerSpec optimizer;
   ScheduleSpec lr_schedule;
   DataSpec data;

@@ -5,12 +5,12 @@
 
 namespace lockstep {
 namespace job_spec_internal {
-const Table<LossType>& Losses() {
-  static const auto* t = new Table<LossType>{
-      {"sparse_categorical_crossentropy",
-       LossType::kSparseCategoricalCrossentropy},
-      {"mse", LossType::kMse},
-      {"binary_crossentropy", LossType::kBinaryCrossentropy}};
+const Table<const Loss*>& LossTable() {
+  static const auto* t = [] {
+    auto* table = new Table<const Loss*>;
+    for (const Loss* l : Losses()) table->push_back({l->name.c_str(), l});
+    return table;
+  }();
   return *t;
 }
 const Table<OptimizerType>& OptimizerTypes() {

@@ -33,7 +33,8 @@ using spec_reader::PairValue;
 using spec_reader::Reader;
 using spec_reader::Table;
 
-const Table<LossType>& Losses();
+// The registered losses by name (core/loss/loss.h).
+const Table<const Loss*>& LossTable();
 const Table<OptimizerType>& OptimizerTypes();
 const Table<ScheduleType>& ScheduleTypes();
 const Table<ScheduleUnit>& ScheduleUnits();

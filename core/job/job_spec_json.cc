@@ -14,7 +14,7 @@ namespace {
 using job_spec_internal::Collectives;
 using job_spec_internal::Compressions;
 using job_spec_internal::Json;
-using job_spec_internal::Losses;
+using job_spec_internal::LossTable;
 using job_spec_internal::NameOf;
 using job_spec_internal::OptimizerTypes;
 using job_spec_internal::ParamNamings;
@@ -26,7 +26,7 @@ Json SpecToJson(const JobSpec& s) {
   j["name"] = s.name;
   j["seed"] = s.seed;
   j["model"] = job_spec_internal::ModelToJson(s.model);
-  j["loss"] = NameOf(Losses(), s.loss);
+  j["loss"] = s.loss->name;
 
   const OptimizerSpec& o = s.optimizer;
   Json opt;

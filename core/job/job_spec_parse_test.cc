@@ -64,7 +64,7 @@ TEST(JobSpecTest, FullSpec) {
   EXPECT_DOUBLE_EQ(Config(s.model.layers[5])["rate"].get<double>(), 0.2);
   EXPECT_EQ(s.model.layers[6].name, "dense");
   EXPECT_EQ(Config(s.model.layers[6])["activation"], "softmax");
-  EXPECT_EQ(s.loss, LossType::kSparseCategoricalCrossentropy);
+  EXPECT_EQ(s.loss, &LossNamed("sparse_categorical_crossentropy"));
   EXPECT_EQ(s.optimizer.type, OptimizerType::kAdam);
   EXPECT_DOUBLE_EQ(s.optimizer.learning_rate, 0.001);
   EXPECT_DOUBLE_EQ(s.optimizer.weight_decay, 0.0);
@@ -133,7 +133,7 @@ TEST(JobSpecTest, Defaults) {
   JobSpec s = MustParse(kMinimal);
   EXPECT_EQ(s.seed, 0u);
   EXPECT_EQ(s.model.layers[0].name, "dense");
-  EXPECT_EQ(s.loss, LossType::kSparseCategoricalCrossentropy);
+  EXPECT_EQ(s.loss, &LossNamed("sparse_categorical_crossentropy"));
   EXPECT_EQ(s.optimizer.type, OptimizerType::kAdam);
   EXPECT_DOUBLE_EQ(s.optimizer.learning_rate, 1e-3);
   EXPECT_DOUBLE_EQ(s.optimizer.epsilon, 1e-7);

@@ -244,35 +244,17 @@ const float* Model::Forward(int64_t n, const float* x, bool training,
   return outs_[output];
 }
 
-bool LossFusesOutputActivation(const Graph& graph, LossType loss) {
-  switch (loss) {
-    case LossType::kSparseCategoricalCrossentropy:
-      return graph.output_has_softmax();
-    case LossType::kBinaryCrossentropy:
-      return graph.output_has_sigmoid();
-    case LossType::kMse:
-      break;
-  }
-  return false;
+bool LossFusesOutputActivation(const Graph& graph, const Loss& loss) {
+  return FusesOutputActivation(loss, graph.output_has_softmax(),
+                               graph.output_has_sigmoid());
 }
 
-BatchLoss Model::Loss(int64_t n, const float* out, const int32_t* labels,
-                      LossType loss, float grad_scale, float* grad) const {
-  const int64_t rows = n * labels_per_sample_;
-  LossSums s;
-  switch (loss) {
-    case LossType::kMse:
-      s = MeanSquaredError(rows, classes_, out, labels, grad_scale, grad);
-      break;
-    case LossType::kBinaryCrossentropy:  // one logit per label (the trainer
-                                         // checks)
-      s = BinaryCrossEntropy(rows, out, labels, grad_scale, grad);
-      break;
-    case LossType::kSparseCategoricalCrossentropy:
-      s = SoftmaxCrossEntropy(rows, classes_, out, labels, grad_scale, grad,
-                              nullptr);
-      break;
-  }
+BatchLoss Model::ComputeLoss(int64_t n, const float* out, const int32_t* labels,
+                             const Loss& loss, float grad_scale,
+                             float* grad) const {
+  // Binary cross-entropy reads one logit per label (the trainer checks).
+  const LossSums s = loss.compute(n * labels_per_sample_, classes_, out, labels,
+                                  grad_scale, grad);
   BatchLoss b;
   b.loss_sum = s.loss_sum;
   b.correct = s.correct;
@@ -281,7 +263,7 @@ BatchLoss Model::Loss(int64_t n, const float* out, const int32_t* labels,
 }
 
 BatchLoss Model::TrainStep(const Tensor& x, const int32_t* labels,
-                           LossType loss, float grad_scale,
+                           const Loss& loss, float grad_scale,
                            uint64_t dropout_seed) {
   const Graph& g = *graph_;
   const int64_t n = BatchSize(x);
@@ -325,8 +307,8 @@ BatchLoss Model::TrainStep(const Tensor& x, const int32_t* labels,
   for (size_t b = 0; b < grads_.size(); ++b) {
     Grow(&grads_[b], n * buffer_floats_[b]);
   }
-  const BatchLoss result = Loss(n, out, labels, loss, grad_scale,
-                                SlotBuffer(g.grad_slot(g.output())));
+  const BatchLoss result = ComputeLoss(n, out, labels, loss, grad_scale,
+                                       SlotBuffer(g.grad_slot(g.output())));
   for (const BackwardStep& step : g.backward_plan()) {
     const GraphNode& node = g.node(step.node);
     LayerIO& io = io_[step.node];
@@ -356,12 +338,12 @@ BatchLoss Model::TrainStep(const Tensor& x, const int32_t* labels,
 }
 
 BatchLoss Model::Evaluate(const Tensor& x, const int32_t* labels,
-                          LossType loss) {
+                          const Loss& loss) {
   const int64_t n = BatchSize(x);
   if (n == 0) return BatchLoss();
   const bool fuse = LossFusesOutputActivation(*graph_, loss);
   const float* out = Forward(n, x.data(), /*training=*/false, fuse, 0);
-  return Loss(n, out, labels, loss, 0.0f, nullptr);
+  return ComputeLoss(n, out, labels, loss, 0.0f, nullptr);
 }
 
 const float* Model::Predict(const Tensor& x) {

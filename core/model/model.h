@@ -40,7 +40,7 @@ struct BatchLoss {
 // True when `loss` is computed from the logits under the output layer's
 // activation, which the forward pass then leaves out: a softmax with sparse
 // categorical cross-entropy, a sigmoid with binary cross-entropy.
-bool LossFusesOutputActivation(const Graph& graph, LossType loss);
+bool LossFusesOutputActivation(const Graph& graph, const Loss& loss);
 
 class Model {
  public:
@@ -72,11 +72,11 @@ class Model {
   // has n * labels_per_sample() entries in [0, classes), or negative for
   // "no label here". Gradients are OVERWRITTEN with d(grad_scale * sum of
   // per-label losses)/dparam. Dropout masks derive from dropout_seed.
-  BatchLoss TrainStep(const Tensor& x, const int32_t* labels, LossType loss,
+  BatchLoss TrainStep(const Tensor& x, const int32_t* labels, const Loss& loss,
                       float grad_scale, uint64_t dropout_seed);
   // Forward in inference mode (no dropout), loss and accuracy; no gradients
   // touched.
-  BatchLoss Evaluate(const Tensor& x, const int32_t* labels, LossType loss);
+  BatchLoss Evaluate(const Tensor& x, const int32_t* labels, const Loss& loss);
   // Forward in inference mode: the output [n, output_shape] (softmax or
   // sigmoid applied where the last layer has it), valid until the next call.
   const float* Predict(const Tensor& x);
@@ -102,8 +102,8 @@ class Model {
   // Runs every layer; returns the output [n, output size].
   const float* Forward(int64_t n, const float* x, bool training,
                        bool fuse_output, uint64_t dropout_seed);
-  BatchLoss Loss(int64_t n, const float* out, const int32_t* labels,
-                 LossType loss, float grad_scale, float* grad) const;
+  BatchLoss ComputeLoss(int64_t n, const float* out, const int32_t* labels,
+                        const Loss& loss, float grad_scale, float* grad) const;
   void Ready(int param) const {
     if (grad_ready_) grad_ready_(param);
   }

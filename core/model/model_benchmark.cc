@@ -37,7 +37,7 @@ void Run(const char* label, const ModelSpec& spec, int steps,
   std::vector<int32_t> y(batch);
   for (int64_t i = 0; i < batch; ++i) y[i] = i % 10;
   auto step = [&](int s) {
-    m->TrainStep(x, y.data(), LossType::kSparseCategoricalCrossentropy,
+    m->TrainStep(x, y.data(), LossNamed("sparse_categorical_crossentropy"),
                  1.0f / batch, s);
     for (Param* p : m->params()) {
       float* v = p->value.data();

@@ -20,12 +20,12 @@ using testing::BuildOrDie;
 using testing::Conv;
 using testing::Dense;
 using testing::Dropout;
-using testing::kXent;
 using testing::Of;
 using testing::RandomInput;
 using testing::Spec;
 using testing::Stack;
 using testing::TinyBert;
+using testing::Xent;
 
 TEST(ModelTest, BuildErrorsNameTheLayer) {
   auto error = [](const ModelSpec& spec) {
@@ -126,8 +126,8 @@ TEST(ModelTest, FrozenLayersRunAsInferenceWithNoBackward) {
   std::vector<int32_t> y = {0, 1, 2, 0, 1};
   // The training step's output is the inference output (no dropout, the
   // running statistics), so its loss is Evaluate's.
-  const BatchLoss eval = m->Evaluate(x, y.data(), kXent);
-  const BatchLoss train = m->TrainStep(x, y.data(), kXent, 1.0f / 5, 9);
+  const BatchLoss eval = m->Evaluate(x, y.data(), Xent());
+  const BatchLoss train = m->TrainStep(x, y.data(), Xent(), 1.0f / 5, 9);
   EXPECT_DOUBLE_EQ(train.loss_sum, eval.loss_sum);
   for (int i = 0; i < 6; ++i) {
     EXPECT_EQ(p[i]->grad.values(), std::vector<float>(p[i]->grad.size(), 0))

@@ -21,19 +21,19 @@ using testing::BuildOrDie;
 using testing::Conv;
 using testing::Dense;
 using testing::Dropout;
-using testing::kXent;
 using testing::Labels;
 using testing::Of;
 using testing::RandomInput;
 using testing::Stack;
 using testing::TinyBert;
+using testing::Xent;
 
 // Checks every parameter's gradient from TrainStep against central
 // differences of grad_scale * loss_sum (TrainStep's own loss, so dropout
 // uses the same mask).
 void CheckGradients(Model& m, const Tensor& x, const std::vector<int32_t>& y,
-                    LossType loss, uint64_t dropout_seed = 5, float eps = 2e-3f,
-                    double tol = 3e-3) {
+                    const Loss& loss, uint64_t dropout_seed = 5,
+                    float eps = 2e-3f, double tol = 3e-3) {
   const float scale = 0.5f;
   m.TrainStep(x, y.data(), loss, scale, dropout_seed);
   std::vector<std::vector<float>> grads;
@@ -75,7 +75,7 @@ TEST(ModelTest, DenseTanhGradients) {
   spec.inputs = {{"input", {6}}};
   spec.layers = {Dense(8, "tanh"), Dense(4)};
   auto m = BuildOrDie(spec);
-  CheckGradients(*m, RandomInput(*m, 5, 1), Labels(5, 4), kXent);
+  CheckGradients(*m, RandomInput(*m, 5, 1), Labels(5, 4), Xent());
 }
 
 TEST(ModelTest, ConvPoolFlattenDenseSoftmaxGradients) {
@@ -91,7 +91,7 @@ TEST(ModelTest, ConvPoolFlattenDenseSoftmaxGradients) {
     auto m = BuildOrDie(spec);
     EXPECT_EQ(m->output_shape(), (Shape{3}));
     // Small steps: max-pool near-ties would otherwise flip within +-eps.
-    CheckGradients(*m, RandomInput(*m, 3, 2), Labels(3, 3), kXent, 5,
+    CheckGradients(*m, RandomInput(*m, 3, 2), Labels(3, 3), Xent(), 5,
                    /*eps=*/5e-4f);
   }
 }
@@ -101,7 +101,7 @@ TEST(ModelTest, SoftmaxWithMseGradients) {
   spec.inputs = {{"input", {4}}};
   spec.layers = {Dense(5, "sigmoid"), Dense(3, "softmax")};
   auto m = BuildOrDie(spec);
-  CheckGradients(*m, RandomInput(*m, 4, 3), Labels(4, 3), LossType::kMse);
+  CheckGradients(*m, RandomInput(*m, 4, 3), Labels(4, 3), LossNamed("mse"));
 }
 
 TEST(ModelTest, MseOnASingleUnitGradients) {
@@ -109,7 +109,7 @@ TEST(ModelTest, MseOnASingleUnitGradients) {
   spec.inputs = {{"input", {3}}};
   spec.layers = {Dense(4, "relu"), Dense(1)};
   auto m = BuildOrDie(spec);
-  CheckGradients(*m, RandomInput(*m, 6, 4), Labels(6, 2), LossType::kMse);
+  CheckGradients(*m, RandomInput(*m, 6, 4), Labels(6, 2), LossNamed("mse"));
 }
 
 TEST(ModelTest, DropoutGradientsWithAFixedSeed) {
@@ -119,15 +119,15 @@ TEST(ModelTest, DropoutGradientsWithAFixedSeed) {
   auto m = BuildOrDie(spec);
   Tensor x = RandomInput(*m, 4, 5);
   std::vector<int32_t> y = Labels(4, 3);
-  CheckGradients(*m, x, y, kXent, /*dropout_seed=*/77);
+  CheckGradients(*m, x, y, Xent(), /*dropout_seed=*/77);
   // The mask is a pure function of the seed: same seed, same loss; a new
   // seed, a new mask; inference uses no dropout.
-  const double a = m->TrainStep(x, y.data(), kXent, 1, 77).loss_sum;
-  const double b = m->TrainStep(x, y.data(), kXent, 1, 77).loss_sum;
-  const double c = m->TrainStep(x, y.data(), kXent, 1, 78).loss_sum;
+  const double a = m->TrainStep(x, y.data(), Xent(), 1, 77).loss_sum;
+  const double b = m->TrainStep(x, y.data(), Xent(), 1, 77).loss_sum;
+  const double c = m->TrainStep(x, y.data(), Xent(), 1, 78).loss_sum;
   EXPECT_EQ(a, b);
   EXPECT_NE(a, c);
-  const double e1 = m->Evaluate(x, y.data(), kXent).loss_sum;
+  const double e1 = m->Evaluate(x, y.data(), Xent()).loss_sum;
   EXPECT_NE(e1, a);
 }
 
@@ -138,7 +138,7 @@ TEST(ModelTest, FusedSoftmaxLossMatchesExplicitCrossEntropy) {
   auto m = BuildOrDie(spec);
   Tensor x = RandomInput(*m, 2, 6);
   std::vector<int32_t> y = Labels(2, 3);
-  BatchLoss got = m->Evaluate(x, y.data(), kXent);
+  BatchLoss got = m->Evaluate(x, y.data(), Xent());
   const float* k = m->params()[0]->value.data();
   double want = 0;
   for (int r = 0; r < 2; ++r) {
@@ -160,7 +160,7 @@ TEST(ModelTest, DenseOnPositionsAppliesToTheLastAxis) {
       BuildOrDie(Stack({4, 3}, {Dense(2, "tanh"), Of("flatten"), Dense(3)}));
   EXPECT_EQ(m->params()[0]->value.shape(), (Shape{3, 2}));
   EXPECT_EQ(m->output_shape(), (Shape{3}));
-  CheckGradients(*m, RandomInput(*m, 3, 9), Labels(3, 3), kXent);
+  CheckGradients(*m, RandomInput(*m, 3, 9), Labels(3, 3), Xent());
 }
 
 // Two samples: [CLS] a b [MASK] [SEP] pad, and a full one; the second
@@ -191,10 +191,10 @@ TEST(ModelTest, BertMlmGradientsThroughTheWholeGraph) {
       for (float& v : p->value.values()) v = d(gen);
     }
     const std::vector<int32_t> labels = {6, 5, 10, -1};
-    CheckGradients(*m, TinyBertBatch(), labels, kXent, /*dropout_seed=*/9,
+    CheckGradients(*m, TinyBertBatch(), labels, Xent(), /*dropout_seed=*/9,
                    /*eps=*/1e-3f);
     // The unused slot counts for nothing: 3 labels.
-    EXPECT_EQ(m->Evaluate(TinyBertBatch(), labels.data(), kXent).count, 3);
+    EXPECT_EQ(m->Evaluate(TinyBertBatch(), labels.data(), Xent()).count, 3);
   }
 }
 

@@ -15,7 +15,9 @@
 namespace lockstep {
 namespace testing {
 
-inline constexpr LossType kXent = LossType::kSparseCategoricalCrossentropy;
+inline const Loss& Xent() {
+  return LossNamed("sparse_categorical_crossentropy");
+}
 
 // The layer `json` (a layer object) describes; fails the test and returns
 // an empty LayerSpec when it does not parse.

@@ -16,10 +16,10 @@ namespace {
 using testing::BuildOrDie;
 using testing::Conv;
 using testing::Dense;
-using testing::kXent;
 using testing::Labels;
 using testing::Of;
 using testing::RandomInput;
+using testing::Xent;
 
 TEST(ModelTest, EmptySliceZeroesGradientsAndReportsThem) {
   ModelSpec spec;
@@ -32,7 +32,7 @@ TEST(ModelTest, EmptySliceZeroesGradientsAndReportsThem) {
   std::vector<int> ready;
   m->SetGradReadyCallback([&](int i) { ready.push_back(i); });
   Tensor x({0, 3});
-  BatchLoss r = m->TrainStep(x, nullptr, kXent, 1.0f, 1);
+  BatchLoss r = m->TrainStep(x, nullptr, Xent(), 1.0f, 1);
   EXPECT_EQ(r.count, 0);
   EXPECT_EQ(r.loss_sum, 0);
   EXPECT_EQ(r.correct, 0);
@@ -40,8 +40,8 @@ TEST(ModelTest, EmptySliceZeroesGradientsAndReportsThem) {
     for (float g : p->grad.values()) ASSERT_EQ(g, 0.0f);
   }
   EXPECT_EQ(ready, (std::vector<int>{2, 3, 0, 1}));
-  EXPECT_EQ(m->Evaluate(x, nullptr, kXent).count, 0);
-  EXPECT_EQ(m->Evaluate(Tensor(), nullptr, kXent).count, 0);
+  EXPECT_EQ(m->Evaluate(x, nullptr, Xent()).count, 0);
+  EXPECT_EQ(m->Evaluate(Tensor(), nullptr, Xent()).count, 0);
 }
 
 TEST(ModelTest, GradientsAreOverwrittenAndScaleLinearly) {
@@ -53,18 +53,18 @@ TEST(ModelTest, GradientsAreOverwrittenAndScaleLinearly) {
   std::vector<int32_t> y = Labels(7, 3);
   std::vector<int> ready;
   m->SetGradReadyCallback([&](int i) { ready.push_back(i); });
-  BatchLoss r1 = m->TrainStep(x, y.data(), kXent, 1.0f, 1);
+  BatchLoss r1 = m->TrainStep(x, y.data(), Xent(), 1.0f, 1);
   EXPECT_EQ(ready, (std::vector<int>{2, 3, 0, 1}));
   std::vector<float> g1 = m->params()[0]->grad.values();
-  m->TrainStep(x, y.data(), kXent, 1.0f, 1);
+  m->TrainStep(x, y.data(), Xent(), 1.0f, 1);
   EXPECT_EQ(m->params()[0]->grad.values(), g1);  // not accumulated
-  m->TrainStep(x, y.data(), kXent, 0.25f, 1);
+  m->TrainStep(x, y.data(), Xent(), 0.25f, 1);
   for (size_t i = 0; i < g1.size(); ++i) {
     EXPECT_NEAR(m->params()[0]->grad.values()[i], 0.25f * g1[i], 1e-7);
   }
   // Evaluate: same loss without dropout, grads untouched.
   std::vector<float> before = m->params()[0]->grad.values();
-  BatchLoss e = m->Evaluate(x, y.data(), kXent);
+  BatchLoss e = m->Evaluate(x, y.data(), Xent());
   EXPECT_NEAR(e.loss_sum, r1.loss_sum, 1e-6);
   EXPECT_EQ(e.correct, r1.correct);
   EXPECT_EQ(e.count, 7);
@@ -79,11 +79,11 @@ TEST(ModelTest, ChangingBatchSizesGiveTheSameResultsAsAFreshModel) {
   auto m = BuildOrDie(spec);
   Tensor big = RandomInput(*m, 9, 9), small = RandomInput(*m, 4, 10);
   std::vector<int32_t> y = Labels(9, 3);
-  m->TrainStep(big, y.data(), kXent, 1.0f, 1);
-  BatchLoss a = m->TrainStep(small, y.data(), kXent, 1.0f, 1);
+  m->TrainStep(big, y.data(), Xent(), 1.0f, 1);
+  BatchLoss a = m->TrainStep(small, y.data(), Xent(), 1.0f, 1);
   std::vector<float> ga = m->params()[0]->grad.values();
   auto fresh = BuildOrDie(spec);
-  BatchLoss b = fresh->TrainStep(small, y.data(), kXent, 1.0f, 1);
+  BatchLoss b = fresh->TrainStep(small, y.data(), Xent(), 1.0f, 1);
   EXPECT_EQ(a.loss_sum, b.loss_sum);
   EXPECT_EQ(ga, fresh->params()[0]->grad.values());
 }
@@ -105,16 +105,16 @@ TEST(ModelTest, SgdLearnsASeparableProblem) {
     x.data()[2 * i] = cx[y[i]] + noise(gen);
     x.data()[2 * i + 1] = cy[y[i]] + noise(gen);
   }
-  const double first = m->Evaluate(x, y.data(), kXent).loss_sum / n;
+  const double first = m->Evaluate(x, y.data(), Xent()).loss_sum / n;
   for (int step = 0; step < 300; ++step) {
-    m->TrainStep(x, y.data(), kXent, 1.0f / n, step);
+    m->TrainStep(x, y.data(), Xent(), 1.0f / n, step);
     for (Param* p : m->params()) {
       for (int64_t i = 0; i < p->value.size(); ++i) {
         p->value.data()[i] -= 0.1f * p->grad.data()[i];
       }
     }
   }
-  BatchLoss last = m->Evaluate(x, y.data(), kXent);
+  BatchLoss last = m->Evaluate(x, y.data(), Xent());
   EXPECT_LT(last.loss_sum / n, 0.1 * first);
   EXPECT_GE(last.correct, n - 2);
 }

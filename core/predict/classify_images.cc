@@ -48,8 +48,10 @@ absl::StatusOr<ImageClassification> ClassifyImages(
                    Model::Build(model_spec, spec.seed));
   RETURN_IF_ERROR(ApplyCheckpointModel(checkpoint, model->params(),
                                        " (is it this job's checkpoint?)"));
-  const bool binary = spec.loss == LossType::kBinaryCrossentropy;
-  const int64_t classes = binary ? 2 : model->classes();
+  const Loss& loss = *spec.loss;
+  const int64_t outputs = model->classes();
+  const int64_t classes =
+      loss.predicted_classes ? loss.predicted_classes(outputs) : outputs;
   ImageClassification result;
   std::vector<std::string> names;
   absl::StatusOr<ImageFolderListing> listing =
@@ -97,9 +99,8 @@ absl::StatusOr<ImageClassification> ClassifyImages(
                   x.data());
     const float* logits = model->Logits(x);
     std::vector<double> prob(classes);
-    if (binary) {
-      prob[1] = 1.0 / (1.0 + std::exp(-static_cast<double>(logits[0])));
-      prob[0] = 1.0 - prob[1];
+    if (loss.probabilities) {
+      loss.probabilities(logits, outputs, prob.data());
     } else {
       const double max = *std::max_element(logits, logits + classes);
       double sum = 0;

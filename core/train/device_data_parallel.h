@@ -43,11 +43,11 @@ class DeviceDataParallel {
   // remote and system errors are Aborted or Unavailable: a peer is gone),
   // Cancelled after Abort().
   virtual absl::StatusOr<BatchLoss> Step(Batch& batch, const Batch* next,
-                                         LossType loss, uint64_t seed,
+                                         const Loss& loss, uint64_t seed,
                                          double lr) = 0;
   // Loss and accuracy of `data` on the first local device (no collective).
   virtual absl::StatusOr<BatchLoss> Evaluate(const Dataset& data,
-                                             LossType loss) = 0;
+                                             const Loss& loss) = 0;
   // The first device's parameters into `params` (host, model order) and
   // its optimizer state into `optimizer`'s StateTensors and iterations: for
   // checkpoints and fingerprints.

@@ -13,12 +13,12 @@ class CpuReplica final : public Replica {
   Model& host() override { return *model_; }
   std::string device() const override { return "cpu"; }
   absl::StatusOr<BatchLoss> TrainStep(const Tensor& x, const int32_t* labels,
-                                      LossType loss, float grad_scale,
+                                      const Loss& loss, float grad_scale,
                                       uint64_t dropout_seed) override {
     return model_->TrainStep(x, labels, loss, grad_scale, dropout_seed);
   }
   absl::StatusOr<BatchLoss> Evaluate(const Tensor& x, const int32_t* labels,
-                                     LossType loss) override {
+                                     const Loss& loss) override {
     return model_->Evaluate(x, labels, loss);
   }
   absl::Status ParamsChanged() override { return absl::OkStatus(); }

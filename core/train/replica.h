@@ -28,11 +28,12 @@ class Replica {
   // Model::TrainStep's contract; the gradients land in host() params.
   virtual absl::StatusOr<BatchLoss> TrainStep(const Tensor& x,
                                               const int32_t* labels,
-                                              LossType loss, float grad_scale,
+                                              const Loss& loss,
+                                              float grad_scale,
                                               uint64_t dropout_seed) = 0;
   virtual absl::StatusOr<BatchLoss> Evaluate(const Tensor& x,
                                              const int32_t* labels,
-                                             LossType loss) = 0;
+                                             const Loss& loss) = 0;
   // host() params' values changed (an update, a restore, a mirror): a
   // device replica takes them before its next step.
   virtual absl::Status ParamsChanged() = 0;

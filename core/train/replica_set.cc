@@ -88,7 +88,7 @@ void ReplicaSet::OnGradReady(int i) {
 }
 
 absl::StatusOr<BatchLoss> ReplicaSet::ComputeGradients(
-    Batch& batch, LossType loss, uint64_t seed,
+    Batch& batch, const Loss& loss, uint64_t seed,
     const std::function<void(int param_index)>& on_param_summed) {
   const int lanes = pool_->lanes();
   const int64_t n = size();
@@ -180,7 +180,7 @@ absl::Status ReplicaSet::MirrorParams() {
 }
 
 absl::StatusOr<BatchLoss> ReplicaSet::Evaluate(const Dataset& data,
-                                               LossType loss) {
+                                               const Loss& loss) {
   const int64_t n = data.num_samples;
   const int64_t per = NumElements(data.sample_shape);
   const int64_t lps = data.labels_per_sample;

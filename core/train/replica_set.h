@@ -59,7 +59,7 @@ class ReplicaSet {
   // while backward continues.
   // Errors: a replica's (a CUDA error, say), naming its device.
   absl::StatusOr<BatchLoss> ComputeGradients(
-      Batch& batch, LossType loss, uint64_t seed,
+      Batch& batch, const Loss& loss, uint64_t seed,
       const std::function<void(int param_index)>& on_param_summed = nullptr);
   // Copies params() values to every other replica and hands the new values
   // to every device replica (after an update or a restore).
@@ -72,7 +72,7 @@ class ReplicaSet {
   void SetWorkerSum(WorkerSum sum) { worker_sum_ = std::move(sum); }
   // Loss and accuracy over a whole dataset, chunks spread over the lanes
   // and summed in chunk order.
-  absl::StatusOr<BatchLoss> Evaluate(const Dataset& data, LossType loss);
+  absl::StatusOr<BatchLoss> Evaluate(const Dataset& data, const Loss& loss);
 
  private:
   ReplicaSet() = default;

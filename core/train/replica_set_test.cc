@@ -50,8 +50,8 @@ TEST(ReplicaSetTest, ReplicasSumToTheGlobalBatchGradient) {
   Batch b3 = MakeBatch(data, plan3, {0, 1, 2}, {8, 8, 1}, 2);
   Batch b1 = MakeBatch(data, plan1, {0}, {8, 8, 1}, 2);
   ASSERT_EQ(b3.global_count, 21);
-  BatchLoss l3 = *(*set3)->ComputeGradients(b3, spec.loss, spec.seed);
-  BatchLoss l1 = *(*set1)->ComputeGradients(b1, spec.loss, spec.seed);
+  BatchLoss l3 = *(*set3)->ComputeGradients(b3, *spec.loss, spec.seed);
+  BatchLoss l1 = *(*set1)->ComputeGradients(b1, *spec.loss, spec.seed);
   EXPECT_EQ(l3.count, 21);
   EXPECT_NEAR(l3.loss_sum, l1.loss_sum, 1e-4);
   EXPECT_EQ(l3.correct, l1.correct);
@@ -110,8 +110,8 @@ TEST(ReplicaSetTest, SyncBatchNormReplicasComputeTheGlobalBatch) {
     auto set3 = ReplicaSet::Create(spec, {0, 1, 2}, 1);
     auto set1 = ReplicaSet::Create(spec, {0}, 1);
     ASSERT_TRUE(set3.ok() && set1.ok());
-    BatchLoss l3 = *(*set3)->ComputeGradients(b3, spec.loss, spec.seed);
-    BatchLoss l1 = *(*set1)->ComputeGradients(b1, spec.loss, spec.seed);
+    BatchLoss l3 = *(*set3)->ComputeGradients(b3, *spec.loss, spec.seed);
+    BatchLoss l1 = *(*set1)->ComputeGradients(b1, *spec.loss, spec.seed);
     const float diff = MaxDifference(Grads(**set3), Grads(**set1));
     if (sync) {
       EXPECT_NEAR(l3.loss_sum, l1.loss_sum, 1e-4);
@@ -135,14 +135,14 @@ TEST(ReplicaSetTest, SyncBatchNormWithAnEmptySliceNeitherHangsNorDiffers) {
   Batch b1 = MakeBatch(data, plan1, {0}, {8, 8, 1}, 2);
   auto set1 = ReplicaSet::Create(spec, {0}, 1);
   ASSERT_TRUE(set1.ok());
-  ASSERT_EQ((*set1)->ComputeGradients(b1, spec.loss, spec.seed)->count, 8);
+  ASSERT_EQ((*set1)->ComputeGradients(b1, *spec.loss, spec.seed)->count, 8);
   std::vector<std::vector<std::vector<float>>> grads;
   for (int threads : {1, 3}) {
     auto set = ReplicaSet::Create(spec, {0, 1, 2}, threads);
     ASSERT_TRUE(set.ok());
     Batch b = MakeBatch(data, plan3, {0, 1, 2}, {8, 8, 1}, 2);
     ASSERT_EQ(b.replicas[2].x.shape()[0], 0);
-    EXPECT_EQ((*set)->ComputeGradients(b, spec.loss, spec.seed)->count, 8);
+    EXPECT_EQ((*set)->ComputeGradients(b, *spec.loss, spec.seed)->count, 8);
     grads.push_back(Grads(**set));
   }
   EXPECT_EQ(grads[0], grads[1]);
@@ -160,7 +160,7 @@ TEST(ReplicaSetTest, LaneCountDoesNotChangeTheBits) {
     // The last batch of the epoch: 50 = 2*21 + 8, so slices of 7, 1, 0.
     Batch b = MakeBatch(data, plan, {0, 1, 2}, {8, 8, 1}, 2);
     ASSERT_EQ(b.global_count, 8);
-    BatchLoss l = *(*set)->ComputeGradients(b, spec.loss, spec.seed);
+    BatchLoss l = *(*set)->ComputeGradients(b, *spec.loss, spec.seed);
     EXPECT_EQ(l.count, 8);
     grads.push_back(Grads(**set));
   }
@@ -176,13 +176,13 @@ TEST(ReplicaSetTest, MirrorAndEvaluate) {
   for (Param* p : (*set)->params()) p->value.values()[0] += 1.0f;
   ASSERT_TRUE((*set)->MirrorParams().ok());
   Dataset test = MakeSyntheticDataset(1, Split::kTest, 2500, 10, 1.0);
-  BatchLoss all = *(*set)->Evaluate(test, spec.loss);
+  BatchLoss all = *(*set)->Evaluate(test, *spec.loss);
   EXPECT_EQ(all.count, 2500);
   // Lane 1's replica evaluates chunk 1: had it not been mirrored, the sum
   // would differ from replica 0 evaluating everything alone.
   auto one = ReplicaSet::Create(spec, {0}, 1);
   for (Param* p : (*one)->params()) p->value.values()[0] += 1.0f;
-  BatchLoss ref = *(*one)->Evaluate(test, spec.loss);
+  BatchLoss ref = *(*one)->Evaluate(test, *spec.loss);
   EXPECT_EQ(all.correct, ref.correct);
   EXPECT_NEAR(all.loss_sum, ref.loss_sum, 1e-6 * std::abs(ref.loss_sum));
 }

@@ -189,7 +189,7 @@ absl::Status TrainingSession::Step(Batch& batch, const Batch* next,
   if (ddp_ != nullptr) {
     // Gradients summed over the GPUs and the update applied on each, by
     // NCCL and the devices; the host optimizer only counts the iteration.
-    ASSIGN_OR_RETURN(local, ddp_->Step(batch, next, spec.loss, spec.seed, lr));
+    ASSIGN_OR_RETURN(local, ddp_->Step(batch, next, *spec.loss, spec.seed, lr));
   } else {
     ASSIGN_OR_RETURN(local, ComputeGradients(batch));
   }
@@ -229,7 +229,7 @@ absl::StatusOr<BatchLoss> TrainingSession::ComputeGradients(Batch& batch) {
   for (int32_t k = 0; k + 1 < micros; ++k) {
     Batch micro = MicroBatch(batch, k, micros, spec.batch_size_per_replica);
     ASSIGN_OR_RETURN(BatchLoss part,
-                     replicas_->ComputeGradients(micro, spec.loss, spec.seed));
+                     replicas_->ComputeGradients(micro, *spec.loss, spec.seed));
     local += part;
   }
   Batch last_micro;
@@ -243,19 +243,19 @@ absl::StatusOr<BatchLoss> TrainingSession::ComputeGradients(Batch& batch) {
     // Each bucket's all-reduce starts as soon as backward produced it.
     buckets_->BeginStep(config_.peers.generation, batch.global_step);
     ASSIGN_OR_RETURN(part, replicas_->ComputeGradients(
-                               last, spec.loss, spec.seed,
+                               last, *spec.loss, spec.seed,
                                [this](int i) { buckets_->ParamReady(i); }));
     RETURN_IF_ERROR(buckets_->FinishStep());
   } else {
     ASSIGN_OR_RETURN(part,
-                     replicas_->ComputeGradients(last, spec.loss, spec.seed));
+                     replicas_->ComputeGradients(last, *spec.loss, spec.seed));
   }
   local += part;
   return local;
 }
 
 absl::StatusOr<BatchLoss> TrainingSession::Evaluate() {
-  const LossType loss = config_.spec.loss;
+  const Loss& loss = *config_.spec.loss;
   ASSIGN_OR_RETURN(BatchLoss local, ddp_ != nullptr
                                         ? ddp_->Evaluate(test_, loss)
                                         : replicas_->Evaluate(test_, loss));
@@ -354,28 +354,17 @@ absl::Status CheckDataFitsModel(const JobSpec& spec, const Model& model,
   const Shape& out = model.output_shape();
   const int64_t classes = train.num_classes;
   const int64_t lps = train.labels_per_sample;
-  if (spec.loss == LossType::kBinaryCrossentropy) {
-    // One logit (or sigmoid probability) per sample, labels 0 and 1.
-    if (classes != 2 || lps != 1) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "loss: binary_crossentropy needs two classes (labels 0 and 1), "
-          "one per sample; the data (%s) has %d label(s) of %d classes per "
-          "sample",
-          train.source, lps, classes));
-    }
-    if (model.classes() != 1 || model.labels_per_sample() != 1) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "model: binary_crossentropy reads one logit per sample (a last "
-          "dense layer of 1 unit, linear or sigmoid), but the model outputs "
-          "%s per sample",
-          ShapeToString(out)));
-    }
-  }
+  LossFit fit;
+  fit.model_outputs = model.classes();
+  fit.model_labels = model.labels_per_sample();
+  fit.model_shape = ShapeToString(out);
+  fit.classes = classes;
+  fit.labels = lps;
+  fit.source = train.source;
+  if (spec.loss->check) RETURN_IF_ERROR(spec.loss->check(fit));
   const bool fits =
       model.labels_per_sample() == lps &&
-      (model.classes() == classes ||
-       (spec.loss == LossType::kMse && model.classes() == 1 && lps == 1) ||
-       spec.loss == LossType::kBinaryCrossentropy);
+      (spec.loss->fits ? spec.loss->fits(fit) : model.classes() == classes);
   if (!fits && lps == 1) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "model: the model outputs %s per sample but the data has %d classes "
