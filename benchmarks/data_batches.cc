@@ -66,8 +66,7 @@ absl::Status Run(const std::string& job_path, const std::string& out,
                  int64_t epochs) {
   ASSIGN_OR_RETURN(JobSpec spec, LoadJobSpec(job_path, ""));
   const TextConfig* text = spec.data.As<TextConfig>();
-  ASSIGN_OR_RETURN(JobData data,
-                   LoadJobData(spec.data, DataOptionsFor(spec), "", ""));
+  ASSIGN_OR_RETURN(JobData data, LoadJobData(spec.data, DataOptionsFor(spec)));
   RETURN_IF_ERROR(MakeDirs(out));
   const ShardPlan plan(data.train.num_samples, spec.global_batch_size(),
                        spec.total_replicas(), spec.seed, spec.data.shuffle);

@@ -83,10 +83,11 @@ absl::StatusOr<CommitInfo> CheckpointAssembler::Add(
         head.rank(), head.world_size(), expected, total));
   }
   if (head.rank() == 0 || p.ranks.empty()) {
-    // The job JSON and vocabulary ride on rank 0's first message only.
+    // The job JSON and the data's artifacts ride on rank 0's first message
+    // only.
     CheckpointState state = CheckpointStateFromSlice(head);
     if (state.job_json.empty()) state.job_json = p.state.job_json;
-    if (state.vocab.empty()) state.vocab = p.state.vocab;
+    if (state.artifacts.empty()) state.artifacts = p.state.artifacts;
     p.state = std::move(state);
   }
   for (auto& [data, tensor] : got) {

@@ -23,7 +23,7 @@ bool WriteCheckpointStream(const LoadedCheckpoint& c, const std::string& job,
       TensorToWire(name, part == 1, t, m.mutable_tensor());
       if (!writer->Write(m)) return false;
       m.clear_job_json();
-      m.clear_vocab();
+      m.clear_artifacts();
     }
   }
   return true;

@@ -13,7 +13,9 @@ void CheckpointStateToSlice(const CheckpointState& state,
   msg->set_optimizer_iterations(state.optimizer_iterations);
   msg->set_job_json(state.job_json);
   msg->set_train_loss(state.train_loss);
-  msg->set_vocab(state.vocab);
+  for (const auto& [name, bytes] : state.artifacts) {
+    (*msg->mutable_artifacts())[name] = bytes;
+  }
 }
 
 CheckpointState CheckpointStateFromSlice(
@@ -27,7 +29,7 @@ CheckpointState CheckpointStateFromSlice(
   state.optimizer_iterations = msg.optimizer_iterations();
   state.job_json = msg.job_json();
   state.train_loss = msg.train_loss();
-  state.vocab = msg.vocab();
+  state.artifacts.insert(msg.artifacts().begin(), msg.artifacts().end());
   return state;
 }
 

@@ -10,12 +10,13 @@
 namespace lockstep {
 
 // Sets msg's step, generation, epoch, data position, seed, optimizer
-// iterations, job JSON, train loss and vocabulary from `state`; the other
+// iterations, job JSON, train loss and data artifacts from `state`; the other
 // fields are left alone.
 void CheckpointStateToSlice(const CheckpointState& state,
                             lockstep::v1::CheckpointSlice* msg);
-// The state a slice message carries (job JSON and vocabulary "" where this
-// message does not carry them: they ride on a slice's first message only).
+// The state a slice message carries (job JSON "" and no artifacts where
+// this message does not carry them: they ride on a slice's first message
+// only).
 CheckpointState CheckpointStateFromSlice(
     const lockstep::v1::CheckpointSlice& msg);
 

@@ -30,7 +30,7 @@ absl::Status UploadCheckpointSlice(lockstep::v1::Coordinator::Stub* stub,
   msg.set_world_size(info.world_size);
   msg.set_model_tensors(static_cast<int32_t>(model.size()));
   msg.set_optimizer_tensors(static_cast<int32_t>(optimizer.size()));
-  if (info.rank != 0) msg.clear_vocab();  // one copy is enough
+  if (info.rank != 0) msg.clear_artifacts();  // one copy is enough
   const size_t total = model.size() + optimizer.size();
   bool sent_any = false;
   for (size_t i = info.rank; i < total; i += info.world_size) {
@@ -42,7 +42,7 @@ absl::Status UploadCheckpointSlice(lockstep::v1::Coordinator::Stub* stub,
     sent_any = true;
     // Header fields ride on the first message only.
     msg.clear_job_json();
-    msg.clear_vocab();
+    msg.clear_artifacts();
   }
   if (!sent_any) {
     msg.clear_tensor();

@@ -25,7 +25,7 @@ LoadedCheckpoint State(int64_t step) {
   c.state.generation = 3;
   c.state.optimizer_iterations = step;
   c.state.job_json = R"({"name": "j"})";
-  c.state.vocab = "[PAD]\n[UNK]\n";
+  c.state.artifacts["vocab.txt"] = "[PAD]\n[UNK]\n";
   c.state.train_loss = 0.25;
   c.model.emplace_back("dense/kernel",
                        Tensor({2, 3}, {1, -2, 3.5f, -0.0f, 1e-30f, 7}));
@@ -79,7 +79,7 @@ TEST(KeptStateTest, ServedByteForByteOnlyForItsJobAndStep) {
   EXPECT_EQ(got->state.seed, 99u);
   EXPECT_EQ(got->state.optimizer_iterations, 7);
   EXPECT_EQ(got->state.job_json, want.state.job_json);
-  EXPECT_EQ(got->state.vocab, want.state.vocab);
+  EXPECT_EQ(got->state.artifacts, want.state.artifacts);
   ASSERT_EQ(got->model.size(), 2u);
   ASSERT_EQ(got->optimizer.size(), 1u);
   for (size_t i = 0; i < 2; ++i) {

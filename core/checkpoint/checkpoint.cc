@@ -33,15 +33,15 @@ namespace lockstep {
 namespace {
 
 namespace fs = std::filesystem;
+using checkpoint_layout::IsArtifactName;
+using checkpoint_layout::kLatest;
 using checkpoint_layout::kModelFile;
 using checkpoint_layout::kOptimizerFile;
 using checkpoint_layout::kStateFile;
-using checkpoint_layout::kVocabFile;
-using checkpoint_layout::kLatest;
 using checkpoint_layout::kTempPrefix;
-using checkpoint_layout::RemoveTree;
 using checkpoint_layout::ParseStepName;
 using checkpoint_layout::ReadLatest;
+using checkpoint_layout::RemoveTree;
 
 std::string RandomHex() {
   std::random_device rd;
@@ -133,13 +133,17 @@ absl::Status CheckpointStore::CommitInto(const std::string& tmp,
     files[file] = {{"bytes", info.file_bytes}, {"crc32c", info.file_crc32c}};
     TensorRecords(*list, info, file, &tensors);
   }
-  if (!state.vocab.empty()) {
-    const std::string path = JoinPath(tmp, kVocabFile);
-    RETURN_IF_ERROR(Fault(kVocabFile, path));
-    RETURN_IF_ERROR(WriteFileAtomic(path, state.vocab));
-    files[kVocabFile] = {
-        {"bytes", state.vocab.size()},
-        {"crc32c", Crc32c(state.vocab.data(), state.vocab.size())}};
+  for (const auto& [file, bytes] : state.artifacts) {
+    if (!IsArtifactName(file)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint: data artifact name \"", file,
+                       "\" is not a plain file name"));
+    }
+    const std::string path = JoinPath(tmp, file);
+    RETURN_IF_ERROR(Fault(file, path));
+    RETURN_IF_ERROR(WriteFileAtomic(path, bytes));
+    files[file] = {{"bytes", bytes.size()},
+                   {"crc32c", Crc32c(bytes.data(), bytes.size())}};
   }
   nlohmann::ordered_json j;
   j["step"] = state.step;

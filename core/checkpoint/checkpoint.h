@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,10 +30,12 @@ struct CheckpointState {
   int64_t optimizer_iterations = 0;
   std::string job_json;   // canonical job spec (to notice a different job)
   double train_loss = 0;  // last reported loss, informative
-  // Text jobs: the vocabulary the token ids index (vocab.txt, one token per
-  // line), so a resumed or rejoined job, and `lockstep predict`, use the one
-  // it was trained with. Empty for other data.
-  std::string vocab;
+  // What the job's data format keeps beside the model (DataConfig::
+  // Artifacts: a text job's vocab.txt), file name -> bytes, so a resumed
+  // or rejoined job, and `lockstep predict`, read the data as the run that
+  // wrote them did. Names are plain file names (checkpoint_layout.h's
+  // IsArtifactName).
+  std::map<std::string, std::string> artifacts;
 };
 
 // Borrowed tensors to write; the caller keeps them alive during Commit.
@@ -53,7 +56,7 @@ class CheckpointStore {
   CheckpointStore(std::string dir, int64_t keep);
 
   // Blocks while it writes DIR/.tmp-step-XXXXXXXX-<random>/{model.safetensors,
-  // optimizer.safetensors, state.json, vocab.txt if state.vocab is set},
+  // optimizer.safetensors, state.json, each of state.artifacts},
   // fsyncs them and the folder, renames
   // it to DIR/step-XXXXXXXX, fsyncs DIR, then replaces DIR/latest atomically.
   // Afterwards it deletes the oldest checkpoints beyond `keep` and any newer

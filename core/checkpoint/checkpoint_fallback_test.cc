@@ -24,15 +24,16 @@ using ::testing::HasSubstr;
 TEST_F(CheckpointTest, VocabularyRoundTripsAndADamagedOneFallsBack) {
   CheckpointStore store(dir_, 3);
   CheckpointState s = State(10);
-  s.vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n##s\n";
+  s.artifacts["vocab.txt"] = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n##s\n";
   ASSERT_TRUE(store.Commit(s, {{"w", &bias_}}, {}).ok());
   s = State(20);
-  s.vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n##ed\n";
+  s.artifacts["vocab.txt"] = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n##ed\n";
   ASSERT_TRUE(store.Commit(s, {{"w", &bias_}}, {}).ok());
-  EXPECT_EQ(*ReadFile(Path("step-00000020/vocab.txt")), s.vocab);
+  EXPECT_EQ(*ReadFile(Path("step-00000020/vocab.txt")),
+            s.artifacts["vocab.txt"]);
   auto loaded = store.LoadLatest(nullptr);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  EXPECT_EQ(loaded->state.vocab, s.vocab);
+  EXPECT_EQ(loaded->state.artifacts, s.artifacts);
 
   // The same length, one byte different: the recorded CRC catches it.
   FlipByte(Path("step-00000020/vocab.txt"), 30);
@@ -40,7 +41,7 @@ TEST_F(CheckpointTest, VocabularyRoundTripsAndADamagedOneFallsBack) {
   loaded = store.LoadLatest(&warnings);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(loaded->state.step, 10);
-  EXPECT_EQ(loaded->state.vocab,
+  EXPECT_EQ(loaded->state.artifacts.at("vocab.txt"),
             "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n##s\n");
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_THAT(warnings[0], HasSubstr("(vocab.txt: 40 bytes with CRC32C 0x"));
@@ -50,13 +51,47 @@ TEST_F(CheckpointTest, VocabularyRoundTripsAndADamagedOneFallsBack) {
   EXPECT_FALSE(fs::exists(Path("step-00000030/vocab.txt")));
   loaded = store.LoadLatest(nullptr);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  EXPECT_EQ(loaded->state.vocab, "");
+  EXPECT_TRUE(loaded->state.artifacts.empty());
+}
+
+// A data artifact is a plain file beside the tensors: a name that is a
+// path, or one of the checkpoint's own files, is refused when written, and
+// a state.json that records one is damage (a read outside the folder never
+// happens).
+TEST_F(CheckpointTest, ArtifactNamesArePlainFileNames) {
+  CheckpointStore store(dir_, 5);
+  for (const char* bad : {"../vocab.txt", "a/b", ".hidden", "state.json",
+                          "model.safetensors", ""}) {
+    CheckpointState s = State(1);
+    s.artifacts[bad] = "x";
+    absl::Status st = store.Commit(s, {{"w", &bias_}}, {});
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(std::string(st.message()),
+                HasSubstr(std::string("data artifact name \"") + bad +
+                          "\" is not a plain file name"));
+  }
+  ASSERT_TRUE(Commit(store, 1).ok());
+  CheckpointState s = State(2);
+  s.artifacts["vocab.txt"] = "[PAD]\n";
+  ASSERT_TRUE(store.Commit(s, {{"w", &bias_}}, {}).ok());
+  std::string state = *ReadFile(Path("step-00000002/state.json"));
+  const size_t at = state.find("\"vocab.txt\"");
+  ASSERT_NE(at, std::string::npos) << state;
+  state.replace(at, 11, "\"../v.txt\"");
+  std::ofstream(Path("step-00000002/state.json")) << state;
+  std::vector<std::string> warnings;
+  auto loaded = store.LoadLatest(&warnings);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->state.step, 1);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0],
+              HasSubstr("records \"../v.txt\", not a plain file name"));
 }
 
 TEST_F(CheckpointTest, MissingVocabularyFallsBack) {
   CheckpointStore store(dir_, 3);
   CheckpointState s = State(10);
-  s.vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
+  s.artifacts["vocab.txt"] = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
   ASSERT_TRUE(store.Commit(s, {{"w", &bias_}}, {}).ok());
   s.step = 20;
   ASSERT_TRUE(store.Commit(s, {{"w", &bias_}}, {}).ok());

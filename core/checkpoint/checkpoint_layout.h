@@ -1,6 +1,7 @@
 // A checkpoint folder's layout, shared by the commit (checkpoint.cc) and
 // the restore (checkpoint_load.cc): DIR/step-00001200/{model,optimizer}.
-// safetensors, state.json, vocab.txt, and DIR/latest naming the newest.
+// safetensors, state.json, the data's artifacts (a text job's vocab.txt),
+// and DIR/latest naming the newest.
 #ifndef LOCKSTEP_CORE_CHECKPOINT_CHECKPOINT_LAYOUT_H_
 #define LOCKSTEP_CORE_CHECKPOINT_CHECKPOINT_LAYOUT_H_
 
@@ -21,9 +22,22 @@ namespace checkpoint_layout {
 inline constexpr char kModelFile[] = "model.safetensors";
 inline constexpr char kOptimizerFile[] = "optimizer.safetensors";
 inline constexpr char kStateFile[] = "state.json";
-inline constexpr char kVocabFile[] = "vocab.txt";
 inline constexpr char kLatest[] = "latest";
 inline constexpr char kTempPrefix[] = ".tmp-";
+
+// A data artifact's file name: letters, digits, '.', '_' and '-', not
+// starting with '.', and none of the checkpoint's own files.
+inline bool IsArtifactName(const std::string& name) {
+  if (name.empty() || name.size() > 128 || name[0] == '.') return false;
+  for (char c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' &&
+        c != '_' && c != '-') {
+      return false;
+    }
+  }
+  return name != kModelFile && name != kOptimizerFile && name != kStateFile &&
+         name != kLatest;
+}
 
 inline void RemoveTree(const std::string& path) {
   std::error_code ec;

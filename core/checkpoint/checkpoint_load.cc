@@ -21,14 +21,14 @@ namespace lockstep {
 namespace {
 
 namespace fs = std::filesystem;
+using checkpoint_layout::Hex;
+using checkpoint_layout::IsArtifactName;
+using checkpoint_layout::kLatest;
 using checkpoint_layout::kModelFile;
 using checkpoint_layout::kOptimizerFile;
 using checkpoint_layout::kStateFile;
-using checkpoint_layout::kVocabFile;
-using checkpoint_layout::kLatest;
 using checkpoint_layout::ParseStepName;
 using checkpoint_layout::ReadLatest;
-using checkpoint_layout::Hex;
 
 // A checksum recorded in state.json for a file or a tensor.
 struct Record {
@@ -159,24 +159,28 @@ absl::StatusOr<LoadedCheckpoint> CheckpointStore::LoadStep(
     }
     (file == kModelFile ? out.model : out.optimizer) = std::move(*loaded);
   }
-  if (auto rec = files.find(kVocabFile); rec != files.end()) {
-    absl::StatusOr<std::string> vocab =
-        ReadFile(JoinPath(out.path, kVocabFile));
-    if (!vocab.ok()) {
+  // Every other file recorded is a data artifact (a text job's vocab.txt).
+  for (const auto& [file, rec] : files) {
+    if (file == kModelFile || file == kOptimizerFile) continue;
+    if (!IsArtifactName(file)) {
+      return absl::DataLossError(absl::StrCat(kStateFile, ": records \"", file,
+                                              "\", not a plain file name"));
+    }
+    absl::StatusOr<std::string> bytes = ReadFile(JoinPath(out.path, file));
+    if (!bytes.ok()) {
       return absl::DataLossError(
-          absl::StrCat(kVocabFile, ": ",
-                       absl::IsNotFound(vocab.status())
+          absl::StrCat(file, ": ",
+                       absl::IsNotFound(bytes.status())
                            ? "missing"
-                           : std::string(vocab.status().message())));
+                           : std::string(bytes.status().message())));
     }
-    const uint32_t crc = Crc32c(vocab->data(), vocab->size());
-    if (vocab->size() != rec->second.bytes || crc != rec->second.crc) {
-      return absl::DataLossError(
-          absl::StrCat(kVocabFile, ": ", vocab->size(), " bytes with CRC32C ",
-                       Hex(crc), ", recorded ", rec->second.bytes,
-                       " bytes with ", Hex(rec->second.crc)));
+    const uint32_t crc = Crc32c(bytes->data(), bytes->size());
+    if (bytes->size() != rec.bytes || crc != rec.crc) {
+      return absl::DataLossError(absl::StrCat(
+          file, ": ", bytes->size(), " bytes with CRC32C ", Hex(crc),
+          ", recorded ", rec.bytes, " bytes with ", Hex(rec.crc)));
     }
-    out.state.vocab = std::move(*vocab);
+    out.state.artifacts[file] = std::move(*bytes);
   }
   return out;
 }

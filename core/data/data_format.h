@@ -51,6 +51,13 @@ class DataConfig {
   // corrupt stream or a read error).
   virtual absl::StatusOr<Dataset> Load(const DataSpec& data, Split split,
                                        const DataOptions& options) const = 0;
+  // What a checkpoint keeps beside the model for data loaded from `train`
+  // (a text job's vocabulary), read back through DataOptions::restored.
+  // None by default.
+  virtual DataArtifacts Artifacts(const Dataset& train) const {
+    (void)train;
+    return {};
+  }
 };
 
 // The job file's "data" section.

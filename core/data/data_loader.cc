@@ -20,16 +20,7 @@ absl::StatusOr<Dataset> LoadDataset(const DataSpec& data, Split split,
   return data.config->Load(data, split, options);
 }
 
-absl::StatusOr<JobData> LoadJobData(const DataSpec& data, DataOptions options,
-                                    const std::string& checkpoint_vocab,
-                                    const std::string& checkpoint_path) {
-  if (!checkpoint_vocab.empty()) {
-    ASSIGN_OR_RETURN(
-        WordPieceVocab vocab,
-        WordPieceVocab::FromText(checkpoint_vocab,
-                                 JoinPath(checkpoint_path, "vocab.txt")));
-    options.vocab = std::make_shared<const WordPieceVocab>(std::move(vocab));
-  }
+absl::StatusOr<JobData> LoadJobData(const DataSpec& data, DataOptions options) {
   JobData d;
   ASSIGN_OR_RETURN(d.train, LoadDataset(data, Split::kTrain, options));
   options.vocab = d.train.vocab;
@@ -37,8 +28,9 @@ absl::StatusOr<JobData> LoadJobData(const DataSpec& data, DataOptions options,
   return d;
 }
 
-std::string VocabText(const Dataset& train) {
-  return train.vocab != nullptr ? train.vocab->ToText() : std::string();
+DataArtifacts JobDataArtifacts(const DataSpec& data, const Dataset& train) {
+  return data.config != nullptr ? data.config->Artifacts(train)
+                                : DataArtifacts();
 }
 
 }  // namespace lockstep

@@ -18,21 +18,16 @@ absl::StatusOr<Dataset> LoadDataset(const DataSpec& data, Split split,
                                     const DataOptions& options = {});
 
 // A job's train and test splits (the test split with the train split's
-// vocabulary). `checkpoint_vocab` is a checkpoint's vocab.txt text
-// (CheckpointState::vocab; empty for none): when set, text data uses it
-// instead of data.vocab or learning one, so a resumed or rejoined job
-// tokenizes exactly as the run that wrote the checkpoint;
-// `checkpoint_path` names it in errors.
+// vocabulary); options.restored holds a checkpoint's artifacts when a
+// resumed or rejoined job reads the data as the run that wrote it did.
 struct JobData {
   Dataset train, test;
 };
-absl::StatusOr<JobData> LoadJobData(const DataSpec& data, DataOptions options,
-                                    const std::string& checkpoint_vocab,
-                                    const std::string& checkpoint_path);
+absl::StatusOr<JobData> LoadJobData(const DataSpec& data, DataOptions options);
 
-// What a checkpoint records of `train`'s vocabulary: its vocab.txt text,
-// empty for data without one.
-std::string VocabText(const Dataset& train);
+// What a checkpoint keeps for the data of `data` loaded as `train`
+// (DataConfig::Artifacts; none without a config).
+DataArtifacts JobDataArtifacts(const DataSpec& data, const Dataset& train);
 
 }  // namespace lockstep
 

@@ -6,6 +6,7 @@
 #define LOCKSTEP_CORE_DATA_DATASET_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -74,14 +75,23 @@ struct Dataset {
 
 enum class Split { kTrain, kTest };
 
+// What a data format keeps beside a checkpoint (a text job's vocabulary:
+// "vocab.txt"), by file name: the bytes a resumed run reads back.
+using DataArtifacts = std::map<std::string, std::string>;
+
 struct DataOptions {
   // The model's inputs, in order: a sample holds these data fields'
   // values one after the other ({"input"} for image and CSV data).
   std::vector<std::string> fields = {"input"};
   uint64_t seed = 0;  // the job's: text masks derive from it
-  // Text: this vocabulary (a checkpoint's, or the train split's for the
-  // test split) instead of data.vocab or learning one.
+  // Text: this vocabulary (the train split's, for the test split) instead
+  // of a restored one, data.vocab or learning one.
   std::shared_ptr<const WordPieceVocab> vocab;
+  // A checkpoint's artifacts (DataConfig::Artifacts): a resumed or
+  // rejoined job reads its data as the run that wrote them did;
+  // `restored_from` (the checkpoint's folder) names them in errors.
+  DataArtifacts restored;
+  std::string restored_from;
 };
 
 // The names of the samples the datasets' makers skipped (undecodable

@@ -331,6 +331,15 @@ absl::StatusOr<Dataset> LoadTextDataset(const TextConfig& spec, Split split,
   }
   if (fields.size() != 1) shape = {per};
   std::shared_ptr<const WordPieceVocab> vocab = options.vocab;
+  auto restored = options.restored.find(kVocabArtifact);
+  if (vocab == nullptr && restored != options.restored.end()) {
+    // A checkpoint's vocabulary tokenizes as the run that wrote it did.
+    ASSIGN_OR_RETURN(
+        WordPieceVocab v,
+        WordPieceVocab::FromText(
+            restored->second, JoinPath(options.restored_from, kVocabArtifact)));
+    vocab = std::make_shared<const WordPieceVocab>(std::move(v));
+  }
   if (vocab == nullptr) {
     ASSIGN_OR_RETURN(vocab, LoadOrLearnVocab(spec));
   }

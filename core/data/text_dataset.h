@@ -59,10 +59,14 @@ struct TextConfig {
 absl::StatusOr<std::shared_ptr<const WordPieceVocab>> LoadOrLearnVocab(
     const TextConfig& spec);
 
-// The split's sequences with their masking (options.vocab, else
-// LoadOrLearnVocab). Errors name the field and the file: a missing file
-// (kNotFound), a binary file, a file or split with no line long enough, a
-// model input that is not a text field (kInvalidArgument).
+// The file name of the vocabulary a text job's checkpoint keeps
+// (DataConfig::Artifacts): one token per line.
+inline constexpr char kVocabArtifact[] = "vocab.txt";
+
+// The split's sequences with their masking (options.vocab, else a restored
+// kVocabArtifact, else LoadOrLearnVocab). Errors name the field and the file: a
+// missing file (kNotFound), a binary file, a file or split with no line long
+// enough, a model input that is not a text field (kInvalidArgument).
 absl::StatusOr<Dataset> LoadTextDataset(const TextConfig& spec, Split split,
                                         const DataOptions& options);
 

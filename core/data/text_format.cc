@@ -73,6 +73,10 @@ class TextData final : public DataConfig, public TextConfig {
                                const DataOptions& options) const override {
     return LoadTextDataset(*this, split, options);
   }
+  DataArtifacts Artifacts(const Dataset& train) const override {
+    if (train.vocab == nullptr) return {};
+    return {{kVocabArtifact, train.vocab->ToText()}};
+  }
 };
 
 // One path or a list of them; relative ones resolved against base_dir.

@@ -31,11 +31,11 @@ absl::StatusOr<FillMaskResult> FillMask(const JobSpec& spec,
   }
   FillMaskResult result;
   std::shared_ptr<const WordPieceVocab> vocab;
-  if (!checkpoint.state.vocab.empty()) {
-    result.vocab_source = JoinPath(checkpoint.path, "vocab.txt");
-    ASSIGN_OR_RETURN(
-        WordPieceVocab v,
-        WordPieceVocab::FromText(checkpoint.state.vocab, result.vocab_source));
+  auto kept = checkpoint.state.artifacts.find(kVocabArtifact);
+  if (kept != checkpoint.state.artifacts.end()) {
+    result.vocab_source = JoinPath(checkpoint.path, kVocabArtifact);
+    ASSIGN_OR_RETURN(WordPieceVocab v, WordPieceVocab::FromText(
+                                           kept->second, result.vocab_source));
     vocab = std::make_shared<const WordPieceVocab>(std::move(v));
   } else {
     // A checkpoint written before vocabularies were kept: rebuild it as

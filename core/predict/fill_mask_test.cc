@@ -92,7 +92,8 @@ TEST_F(FillMaskTest, TheTrainedModelFillsTheSentencesItLearned) {
   ASSERT_NE(trained_, nullptr);
   EXPECT_GT(trained_->test_accuracy, 0.9) << "the model did not learn";
   const LoadedCheckpoint c = Checkpoint();
-  ASSERT_FALSE(c.state.vocab.empty()) << "the checkpoint has no vocab.txt";
+  ASSERT_EQ(c.state.artifacts.count("vocab.txt"), 1u)
+      << "the checkpoint has no vocab.txt";
   absl::StatusOr<FillMaskResult> r =
       FillMask(*spec_, c, "the cat [MASK] on the mat", 3);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -119,7 +120,7 @@ TEST_F(FillMaskTest, TheTrainedModelFillsTheSentencesItLearned) {
 
 TEST_F(FillMaskTest, ACheckpointWithoutVocabularyRebuildsItFromTheData) {
   LoadedCheckpoint c = Checkpoint();
-  c.state.vocab.clear();  // as written before checkpoints kept it
+  c.state.artifacts.clear();  // as written before checkpoints kept it
   absl::StatusOr<FillMaskResult> r =
       FillMask(*spec_, c, "a dog [MASK] in the park", 1);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -193,7 +194,7 @@ TEST_F(FillMaskTest, CheckpointFoldersByNameAndMissingOnes) {
       LoadCheckpointAt(latest->path, nullptr);
   ASSERT_TRUE(step.ok()) << step.status();
   EXPECT_EQ(step->state.step, latest->state.step);
-  EXPECT_EQ(step->state.vocab, latest->state.vocab);
+  EXPECT_EQ(step->state.artifacts, latest->state.artifacts);
 
   absl::StatusOr<LoadedCheckpoint> none =
       LoadCheckpointAt(JoinPath(*dir_, "nowhere"), nullptr);

@@ -41,10 +41,14 @@ absl::Status TrainingSession::Setup(
         absl::StrFormat("%d GPUs for %d replicas: give one GPU per replica",
                         config_.cuda_devices.size(), config_.replicas.size()));
   }
-  // A checkpoint's vocabulary tokenizes text as the run that wrote it did.
-  ASSIGN_OR_RETURN(JobData data, LoadJobData(spec.data, DataOptionsFor(spec),
-                                             resume ? resume->state.vocab : "",
-                                             resume ? resume->path : ""));
+  // A checkpoint's data artifacts (a vocabulary) read the data as the run
+  // that wrote them did.
+  DataOptions options = DataOptionsFor(spec);
+  if (resume.has_value()) {
+    options.restored = resume->state.artifacts;
+    options.restored_from = resume->path;
+  }
+  ASSIGN_OR_RETURN(JobData data, LoadJobData(spec.data, std::move(options)));
   // With GPUs the devices hold the training state (ddp_); one host replica
   // holds what checkpoints and fingerprints need.
   ASSIGN_OR_RETURN(
@@ -305,7 +309,7 @@ CheckpointState TrainingSession::State() const {
   state.generation = config_.peers.generation;
   state.optimizer_iterations = optimizer_->iterations();
   state.job_json = config_.job_json;
-  state.vocab = VocabText(train_);
+  state.artifacts = JobDataArtifacts(config_.spec.data, train_);
   state.train_loss = meter_.epoch().mean_loss();
   return state;
 }

@@ -80,7 +80,7 @@ CheckpointState State(int64_t step) {
   s.optimizer_iterations = step;
   s.job_json = "{\"name\":\"fuzz\"}";
   s.train_loss = 0.25;
-  s.vocab = kVocab;
+  s.artifacts["vocab.txt"] = kVocab;
   return s;
 }
 
@@ -120,7 +120,9 @@ void CheckCommitted(const LoadedCheckpoint& loaded, int64_t step) {
   FUZZ_CHECK(loaded.state.step == step);
   FUZZ_CHECK(Index(loaded.model) == Index(Model(step)));
   FUZZ_CHECK(Index(loaded.optimizer) == Index(Optimizer()));
-  FUZZ_CHECK(loaded.state.vocab.empty() || loaded.state.vocab == kVocab);
+  FUZZ_CHECK(loaded.state.artifacts.empty() ||
+             (loaded.state.artifacts.size() == 1 &&
+              loaded.state.artifacts.at("vocab.txt") == kVocab));
 }
 
 }  // namespace
