@@ -93,7 +93,7 @@ class Ops(nn.Module):
 class Branches(nn.Module):
     """Feature maps split, concatenated and averaged (Inception- and
     ShuffleNet-like): a conv, its channels split in two (torch.chunk),
-    a conv on each half, the halves and the input concatenated along the
+    a conv on each half (one dilated: DeepLab's atrous convolution), the halves and the input concatenated along the
     channels with a slice of the first half (a[:, 1:]), an average pool of
     3 with stride 2 and padding 1 (the pads
     counted, PyTorch's default), one of 2 with the pads not counted, and
@@ -102,7 +102,7 @@ class Branches(nn.Module):
     def __init__(self, channels, height, width, filters, classes):
         super().__init__()
         self.conv1 = nn.Conv2d(channels, 2 * filters, 3, padding=1)
-        self.left = nn.Conv2d(filters, filters, 3, padding=1)
+        self.left = nn.Conv2d(filters, filters, 3, padding=2, dilation=2)
         self.right = nn.Conv2d(filters, filters, 1)
         self.pool1 = nn.AvgPool2d(3, stride=2, padding=1)
         self.pool2 = nn.AvgPool2d(2, stride=1, padding=1,

@@ -205,18 +205,19 @@ spec_reader::Json ConvPaddingToJson(const ConvPadding& p) {
 }
 
 Conv2DGeometry ConvGeometry(const Shape& in, int64_t n, int64_t kh, int64_t kw,
-                            int64_t filters, int64_t stride_h,
-                            int64_t stride_w, const ConvPadding& padding) {
+                            int64_t filters, int64_t stride_h, int64_t stride_w,
+                            const ConvPadding& padding, int64_t dil_h,
+                            int64_t dil_w) {
   if (padding.mode != Padding::kExplicit) {
     return Conv2DGeometry::Make(n, in[0], in[1], in[2], kh, kw, filters,
                                 stride_h, stride_w,
-                                padding.mode == Padding::kSame);
+                                padding.mode == Padding::kSame, dil_h, dil_w);
   }
   // Valid over the padded input, which starts `h` rows and `w` columns
   // before the real one.
-  Conv2DGeometry g = Conv2DGeometry::Make(n, in[0] + 2 * padding.h,
-                                          in[1] + 2 * padding.w, in[2], kh, kw,
-                                          filters, stride_h, stride_w, false);
+  Conv2DGeometry g = Conv2DGeometry::Make(
+      n, in[0] + 2 * padding.h, in[1] + 2 * padding.w, in[2], kh, kw, filters,
+      stride_h, stride_w, false, dil_h, dil_w);
   g.in_h = in[0];
   g.in_w = in[1];
   g.pad_top = padding.h;

@@ -51,10 +51,12 @@ struct ConvPadding {
 absl::Status ReadConvPadding(const spec_reader::Reader& r, ConvPadding* out);
 spec_reader::Json ConvPaddingToJson(const ConvPadding& p);
 // The geometry of n samples of input [H, W, C] through a kh x kw window
-// with these strides, `filters` output channels and padding.
+// (its taps dil_h rows and dil_w columns apart) with these strides,
+// `filters` output channels and padding.
 Conv2DGeometry ConvGeometry(const Shape& in, int64_t n, int64_t kh, int64_t kw,
-                            int64_t filters, int64_t stride_h,
-                            int64_t stride_w, const ConvPadding& padding);
+                            int64_t filters, int64_t stride_h, int64_t stride_w,
+                            const ConvPadding& padding, int64_t dil_h = 1,
+                            int64_t dil_w = 1);
 
 // How a weight is first filled. Deterministic: the same seed gives the same
 // bytes on every machine (core/param_init.h).

@@ -26,6 +26,7 @@ absl::Status ReadConv2D(const Reader& r, Conv2DConfig* c) {
       r.Enum("activation", "activation", Activations(), &c->activation));
   RETURN_IF_ERROR(r.Bool("use_bias", &c->use_bias));
   RETURN_IF_ERROR(r.Int("groups", 1, &c->groups));
+  RETURN_IF_ERROR(r.Pair("dilation_rate", &c->dil_h, &c->dil_w));
   return absl::OkStatus();
 }
 
@@ -38,6 +39,9 @@ Json Conv2DToJson(const Conv2DConfig& c) {
   j["activation"] = spec_reader::NameOf(Activations(), c.activation);
   j["use_bias"] = c.use_bias;
   j["groups"] = c.groups;
+  // Written only when set: the canonical form of an undilated conv (and
+  // so checkpoints' job JSON) stays as it was.
+  if (c.dil_h != 1 || c.dil_w != 1) j["dilation_rate"] = {c.dil_h, c.dil_w};
   return j;
 }
 
@@ -48,7 +52,9 @@ absl::StatusOr<std::unique_ptr<Layer>> CreateConv2D(
   if (c.activation == Activation::kGelu) {
     return ctx.Error("activation \"gelu\" is for dense layers");
   }
-  RETURN_IF_ERROR(CheckKernelFits(ctx, c.kernel_h, c.kernel_w, c.padding));
+  // A dilated kernel spans dil * (k - 1) + 1 cells.
+  RETURN_IF_ERROR(CheckKernelFits(ctx, c.dil_h * (c.kernel_h - 1) + 1,
+                                  c.dil_w * (c.kernel_w - 1) + 1, c.padding));
   if (in[2] % c.groups != 0 || c.filters % c.groups != 0) {
     return ctx.Error(absl::StrFormat(
         "groups %d must divide both the input's channels (%d) and filters "
@@ -65,7 +71,7 @@ LOCKSTEP_REGISTER_LAYER(
     conv2d, MakeLayerType<Conv2DConfig>("conv2d", "conv2d",
                                         {"filters", "kernel_size", "strides",
                                          "padding", "activation", "use_bias",
-                                         "groups"},
+                                         "groups", "dilation_rate"},
                                         1, 1, &ReadConv2D, &Conv2DToJson,
                                         &CreateConv2D));
 
@@ -78,17 +84,17 @@ Conv2DLayer::Conv2DLayer(const Conv2DConfig& config, const std::string& name,
     : Layer("conv2d", name, {input_shape},
             {ConvGeometry(input_shape, 0, config.kernel_h, config.kernel_w,
                           config.filters, config.stride_h, config.stride_w,
-                          config.padding)
+                          config.padding, config.dil_h, config.dil_w)
                  .out_h,
              ConvGeometry(input_shape, 0, config.kernel_h, config.kernel_w,
                           config.filters, config.stride_h, config.stride_w,
-                          config.padding)
+                          config.padding, config.dil_h, config.dil_w)
                  .out_w,
              config.filters}),
       config_(config),
       layout_(torch_layout,
-              {config.kernel_h, config.kernel_w,
-               input_shape[2] / config.groups, config.filters},
+              {config.kernel_h, config.kernel_w, input_shape[2] / config.groups,
+               config.filters},
               config.filters, input_shape[2] / config.groups) {
   const int64_t area = config.kernel_h * config.kernel_w;
   MakeParam(kernel_name, layout_.param_shape(), &kernel_);
@@ -118,7 +124,7 @@ ActivationKind Conv2DLayer::Act(const PassContext& ctx) const {
 Conv2DGeometry Conv2DLayer::Geometry(int64_t n) const {
   return ConvGeometry(input_shape(), n, config_.kernel_h, config_.kernel_w,
                       config_.filters, config_.stride_h, config_.stride_w,
-                      config_.padding);
+                      config_.padding, config_.dil_h, config_.dil_w);
 }
 
 Conv2DGeometry Conv2DLayer::GroupGeometry(int64_t n) const {

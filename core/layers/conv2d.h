@@ -26,6 +26,9 @@ struct Conv2DConfig {
   // many groups, group g's filters seeing only its channels; the kernel is
   // [KH, KW, C / groups, F] (torch [F, C / groups, KH, KW]).
   int64_t groups = 1;
+  // Keras' dilation_rate, PyTorch's dilation: rows and columns between
+  // the kernel's taps (CPU only for now).
+  int64_t dil_h = 1, dil_w = 1;
 };
 
 class Conv2DLayer : public Layer {

@@ -5,6 +5,7 @@
 // group count on the whole layer's tensors.
 #include <map>
 
+#include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "core/layers/conv2d.h"
 #include "core/layers/conv_kernel_layout_cuda.h"
@@ -74,6 +75,13 @@ absl::Status Backward(Layer& layer, DeviceLayerState* state, const LayerIO& io,
 
 DeviceLayer Impl() {
   DeviceLayer d;
+  d.supports = [](const Layer& layer) -> absl::Status {
+    const Conv2DConfig& c = static_cast<const Conv2DLayer&>(layer).config();
+    if (c.dil_h == 1 && c.dil_w == 1) return absl::OkStatus();
+    return absl::UnimplementedError(absl::StrCat(
+        "conv2d ", layer.name(), ": dilation_rate [", c.dil_h, ", ", c.dil_w,
+        "] has no CUDA path yet; train this model on CPUs"));
+  };
   d.make_state = [](const Layer&) -> std::unique_ptr<DeviceLayerState> {
     return std::make_unique<Plans>();
   };

@@ -283,6 +283,33 @@ TEST(LayersTest, ConvKernelsInPyTorchLayout) {
   }
 }
 
+// A dilated conv2d (PyTorch's dilation, Keras' dilation_rate): its output
+// shape, finite-difference gradients, the field written back only when
+// set, and a kernel whose span outgrows the input refused.
+TEST(LayersTest, DilatedConvShapesGradientsAndFields) {
+  std::unique_ptr<Layer> l = BuildLayer(
+      R"({"type": "conv2d", "filters": 2, "kernel_size": 3,
+          "dilation_rate": [2, 1], "padding": [2, 1]})",
+      {{6, 5, 2}});
+  EXPECT_EQ(l->output_shape(), (Shape{6, 5, 2}));
+  GradCheck(*l, 2, PassContext());
+  std::unique_ptr<Layer> v = BuildLayer(
+      R"({"type": "conv2d", "filters": 1, "kernel_size": 2,
+          "dilation_rate": 3, "strides": 2})",
+      {{7, 7, 1}});
+  EXPECT_EQ(v->output_shape(), (Shape{2, 2, 1}));
+  GradCheck(*v, 2, PassContext());
+  EXPECT_THAT(BuildError(R"({"type": "conv2d", "filters": 1, "kernel_size": 3,
+                             "dilation_rate": 3})",
+                         {{6, 6, 1}}),
+              ::testing::HasSubstr("kernel_size [7, 7] is larger than its "
+                                   "input [6, 6, 1]"));
+  EXPECT_THAT(BuildError(R"({"type": "conv2d", "filters": 1, "kernel_size": 3,
+                             "dilation_rate": 0})",
+                         {{6, 6, 1}}),
+              ::testing::HasSubstr("dilation_rate"));
+}
+
 TEST(LayersTest, MaxPoolGradientsAndStrides) {
   std::unique_ptr<Layer> l =
       BuildLayer(R"({"type": "max_pool2d", "pool_size": [2, 3]})", {{5, 7, 2}});

@@ -177,12 +177,7 @@ absl::Status Importer::Node(const onnx::NodeProto& n) {
       return Bad(absl::StrCat(NodeName(n), ": auto_pad ", auto_pad,
                               " (export explicit pads)"));
     }
-    for (int64_t d : IntsAttr(n, "dilations", {1, 1})) {
-      if (d != 1) {
-        return Bad(absl::StrCat(NodeName(n), ": dilation ", d,
-                                " (only 1 is imported)"));
-      }
-    }
+    const std::vector<int64_t> dilations = IntsAttr(n, "dilations", {1, 1});
     const std::vector<int64_t> pads = IntsAttr(n, "pads", {0, 0, 0, 0});
     if (pads.size() != 4 || pads[0] != pads[2] || pads[1] != pads[3]) {
       return Bad(absl::StrCat(NodeName(n), ": pads [",
@@ -207,6 +202,15 @@ absl::Status Importer::Node(const onnx::NodeProto& n) {
     if (b != nullptr) RETURN_IF_ERROR(UseParam(n, *b, {f}));
     Json fields = Json::object();
     const bool depthwise = group == c && cg == 1 && group > 1;
+    const bool dilated = dilations != std::vector<int64_t>{1, 1};
+    if (dilated && depthwise) {
+      return Bad(absl::StrCat(NodeName(n),
+                              ": a dilated depthwise "
+                              "convolution (dilations ",
+                              absl::StrJoin(dilations, ", "),
+                              ") is not imported yet"));
+    }
+    if (dilated) fields["dilation_rate"] = dilations;
     fields["kernel_size"] = {kh, kw};
     fields["strides"] = strides;
     if (pads[0] == 0 && pads[1] == 0) {
@@ -222,8 +226,10 @@ absl::Status Importer::Node(const onnx::NodeProto& n) {
       fields["filters"] = f;
       fields["groups"] = group;
     }
-    ASSIGN_OR_RETURN(Shape out,
-                     WindowOutput(n, x.shape, f, {kh, kw}, strides, pads));
+    ASSIGN_OR_RETURN(Shape out, WindowOutput(n, x.shape, f,
+                                             {dilations[0] * (kh - 1) + 1,
+                                              dilations[1] * (kw - 1) + 1},
+                                             strides, pads));
     if (!names_.insert(prefix).second) {
       return Bad(absl::StrCat(NodeName(n), ": the name \"", prefix,
                               "\" is taken by another node"));

@@ -47,7 +47,8 @@ int64_t ConvPadBefore(int64_t in, int64_t k, int64_t stride, bool same) {
 Conv2DGeometry Conv2DGeometry::Make(int64_t batch, int64_t in_h, int64_t in_w,
                                     int64_t in_c, int64_t k_h, int64_t k_w,
                                     int64_t filters, int64_t stride_h,
-                                    int64_t stride_w, bool same) {
+                                    int64_t stride_w, bool same, int64_t dil_h,
+                                    int64_t dil_w) {
   Conv2DGeometry g;
   g.batch = batch;
   g.in_h = in_h;
@@ -58,10 +59,12 @@ Conv2DGeometry Conv2DGeometry::Make(int64_t batch, int64_t in_h, int64_t in_w,
   g.filters = filters;
   g.stride_h = stride_h;
   g.stride_w = stride_w;
-  g.out_h = ConvOutputSize(in_h, k_h, stride_h, same);
-  g.out_w = ConvOutputSize(in_w, k_w, stride_w, same);
-  g.pad_top = ConvPadBefore(in_h, k_h, stride_h, same);
-  g.pad_left = ConvPadBefore(in_w, k_w, stride_w, same);
+  g.dil_h = dil_h;
+  g.dil_w = dil_w;
+  g.out_h = ConvOutputSize(in_h, g.span_h(), stride_h, same);
+  g.out_w = ConvOutputSize(in_w, g.span_w(), stride_w, same);
+  g.pad_top = ConvPadBefore(in_h, g.span_h(), stride_h, same);
+  g.pad_left = ConvPadBefore(in_w, g.span_w(), stride_w, same);
   return g;
 }
 
@@ -77,9 +80,11 @@ void Im2Col(const Conv2DGeometry& g, const float* x, int64_t row_begin,
                   const int64_t iw0 = (pix % g.out_w) * g.stride_w - g.pad_left;
                   const float* img = x + n * g.in_h * g.in_w * c;
                   float* out = patches + (r - row_begin) * p;
-                  const bool cols_inside = iw0 >= 0 && iw0 + g.k_w <= g.in_w;
+                  // Undilated taps inside the input: one run a row.
+                  const bool cols_inside =
+                      g.dil_w == 1 && iw0 >= 0 && iw0 + g.k_w <= g.in_w;
                   for (int64_t kh = 0; kh < g.k_h; ++kh, out += kwc) {
-                    const int64_t ih = ih0 + kh;
+                    const int64_t ih = ih0 + kh * g.dil_h;
                     if (ih < 0 || ih >= g.in_h) {
                       std::memset(out, 0, sizeof(float) * kwc);
                       continue;
@@ -94,11 +99,11 @@ void Im2Col(const Conv2DGeometry& g, const float* x, int64_t row_begin,
                       continue;
                     }
                     for (int64_t kw = 0; kw < g.k_w; ++kw) {
-                      const int64_t iw = iw0 + kw;
+                      const int64_t iw = iw0 + kw * g.dil_w;
                       if (iw < 0 || iw >= g.in_w) {
                         std::memset(out + kw * c, 0, sizeof(float) * c);
                       } else {
-                        std::memcpy(out + kw * c, src + kw * c,
+                        std::memcpy(out + kw * c, src + kw * g.dil_w * c,
                                     sizeof(float) * c);
                       }
                     }
@@ -128,9 +133,10 @@ void Col2Im(const Conv2DGeometry& g, const float* dpatches, int64_t row_begin,
           const int64_t iw0 = (pix % g.out_w) * g.stride_w - g.pad_left;
           float* img = dx + n * g.in_h * g.in_w * c;
           const float* in = dpatches + (r - row_begin) * p;
-          const bool cols_inside = iw0 >= 0 && iw0 + g.k_w <= g.in_w;
+          const bool cols_inside =
+              g.dil_w == 1 && iw0 >= 0 && iw0 + g.k_w <= g.in_w;
           for (int64_t kh = 0; kh < g.k_h; ++kh, in += kwc) {
-            const int64_t ih = ih0 + kh;
+            const int64_t ih = ih0 + kh * g.dil_h;
             if (ih < 0 || ih >= g.in_h) continue;
             float* dst = img + (ih * g.in_w + iw0) * c;
             if (cols_inside) {
@@ -138,9 +144,10 @@ void Col2Im(const Conv2DGeometry& g, const float* dpatches, int64_t row_begin,
               continue;
             }
             for (int64_t kw = 0; kw < g.k_w; ++kw) {
-              const int64_t iw = iw0 + kw;
+              const int64_t iw = iw0 + kw * g.dil_w;
               if (iw < 0 || iw >= g.in_w) continue;
-              for (int64_t i = 0; i < c; ++i) dst[kw * c + i] += in[kw * c + i];
+              float* d = dst + kw * g.dil_w * c;
+              for (int64_t i = 0; i < c; ++i) d[i] += in[kw * c + i];
             }
           }
         }

@@ -24,12 +24,18 @@ struct Conv2DGeometry {
   int64_t stride_h = 1, stride_w = 1;
   int64_t pad_top = 0, pad_left = 0;
   int64_t out_h = 0, out_w = 0;
+  // Rows (columns) between a kernel's taps: PyTorch's dilation, Keras'
+  // dilation_rate. The window spans dil * (k - 1) + 1 cells.
+  int64_t dil_h = 1, dil_w = 1;
 
   // Fills the padding and output size from the rest.
   static Conv2DGeometry Make(int64_t batch, int64_t in_h, int64_t in_w,
                              int64_t in_c, int64_t k_h, int64_t k_w,
                              int64_t filters, int64_t stride_h,
-                             int64_t stride_w, bool same);
+                             int64_t stride_w, bool same, int64_t dil_h = 1,
+                             int64_t dil_w = 1);
+  int64_t span_h() const { return dil_h * (k_h - 1) + 1; }
+  int64_t span_w() const { return dil_w * (k_w - 1) + 1; }
   int64_t patch_size() const { return k_h * k_w * in_c; }
   int64_t rows() const { return batch * out_h * out_w; }  // output pixels
   // A 1x1, stride 1, unpadded conv: the input is its own patch matrix.

@@ -12,6 +12,7 @@ namespace {
 struct Case {
   int64_t n, h, w, c, kh, kw, f, sh, sw;
   bool same;
+  int64_t dh = 1, dw = 1;  // dilation
 };
 
 float At(const Conv2DGeometry& g, const std::vector<float>& x, int64_t n,
@@ -33,8 +34,8 @@ void NaiveConv(const Conv2DGeometry& g, const std::vector<float>& x,
           for (int64_t i = 0; i < g.k_h; ++i)
             for (int64_t j = 0; j < g.k_w; ++j)
               for (int64_t c = 0; c < g.in_c; ++c)
-                s += At(g, x, n, oh * g.stride_h - g.pad_top + i,
-                        ow * g.stride_w - g.pad_left + j, c) *
+                s += At(g, x, n, oh * g.stride_h - g.pad_top + i * g.dil_h,
+                        ow * g.stride_w - g.pad_left + j * g.dil_w, c) *
                      k[((i * g.k_w + j) * g.in_c + c) * g.filters + f];
           (*y)[((n * g.out_h + oh) * g.out_w + ow) * g.filters + f] = s;
         }
@@ -57,8 +58,8 @@ void NaiveConvGrad(const Conv2DGeometry& g, const std::vector<float>& x,
           for (int64_t i = 0; i < g.k_h; ++i)
             for (int64_t j = 0; j < g.k_w; ++j)
               for (int64_t c = 0; c < g.in_c; ++c) {
-                const int64_t ih = oh * g.stride_h - g.pad_top + i;
-                const int64_t iw = ow * g.stride_w - g.pad_left + j;
+                const int64_t ih = oh * g.stride_h - g.pad_top + i * g.dil_h;
+                const int64_t iw = ow * g.stride_w - g.pad_left + j * g.dil_w;
                 const int64_t ki =
                     ((i * g.k_w + j) * g.in_c + c) * g.filters + f;
                 (*dk)[ki] += d * At(g, x, n, ih, iw, c);
@@ -76,8 +77,9 @@ class ConvTest
 TEST_P(ConvTest, MatchesDirectConvolution) {
   const auto [cs, threads, max_patch_floats] = GetParam();
   SetNumThreads(threads);
-  const Conv2DGeometry g = Conv2DGeometry::Make(
-      cs.n, cs.h, cs.w, cs.c, cs.kh, cs.kw, cs.f, cs.sh, cs.sw, cs.same);
+  const Conv2DGeometry g =
+      Conv2DGeometry::Make(cs.n, cs.h, cs.w, cs.c, cs.kh, cs.kw, cs.f, cs.sh,
+                           cs.sw, cs.same, cs.dh, cs.dw);
   std::vector<float> x = RandomVector(cs.n * cs.h * cs.w * cs.c, 1);
   std::vector<float> k = RandomVector(cs.kh * cs.kw * cs.c * cs.f, 2);
   std::vector<float> b = RandomVector(cs.f, 3);
@@ -120,7 +122,12 @@ INSTANTIATE_TEST_SUITE_P(
                           Case{2, 5, 5, 4, 1, 1, 3, 2, 2, true},
                           Case{1, 4, 4, 2, 5, 5, 2, 1, 1, true},
                           Case{0, 6, 6, 2, 3, 3, 4, 1, 1, true},
-                          Case{1, 3, 3, 1, 3, 3, 1, 1, 1, false}),
+                          Case{1, 3, 3, 1, 3, 3, 1, 1, 1, false},
+                          // Dilated taps (DeepLab's atrous convolutions).
+                          Case{2, 9, 8, 3, 3, 3, 4, 1, 1, false, 2, 2},
+                          Case{2, 9, 8, 3, 3, 3, 4, 1, 1, true, 2, 3},
+                          Case{1, 11, 10, 2, 3, 2, 3, 2, 2, true, 3, 1},
+                          Case{1, 8, 8, 1, 2, 2, 2, 1, 1, false, 1, 4}),
         ::testing::Values(1, 2),
         ::testing::Values(int64_t{1} << 23, int64_t{50})));
 
@@ -136,6 +143,13 @@ TEST(ConvGeometryTest, KerasOutputSizesAndPadding) {
   EXPECT_EQ(ConvPadBefore(7, 3, 2, true), 1);
   EXPECT_EQ(ConvPadBefore(5, 4, 1, true), 1);  // total 3: 1 before, 2 after
   EXPECT_EQ(ConvPadBefore(5, 3, 1, false), 0);
+  // Dilation 2 of a 3-tap kernel spans 5 cells: valid 9 -> 5, same pads 2.
+  const Conv2DGeometry g =
+      Conv2DGeometry::Make(1, 9, 9, 1, 3, 3, 1, 1, 1, false, 2, 2);
+  EXPECT_EQ(g.out_h, 5);
+  EXPECT_EQ(g.span_w(), 5);
+  EXPECT_EQ(Conv2DGeometry::Make(1, 9, 9, 1, 3, 3, 1, 1, 1, true, 2, 2).pad_top,
+            2);
 }
 
 TEST(FeatureMapLayoutTest, NhwcToNchwAndBack) {

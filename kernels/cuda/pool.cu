@@ -20,6 +20,31 @@ Geo ToGeo(const Pool2DGeometry& g) {
              g.stride_w, g.pad_h, g.pad_w,    g.out_h,  g.out_w};
 }
 
+// The output windows [oh0, oh1] x [ow0, ow1] that hold the input cell at
+// `within` (its index in a sample's H*W*C values).
+struct Span {
+  int64_t oh0, oh1, ow0, ow1;
+};
+
+__device__ Span WindowsHolding(const Geo& g, int64_t within) {
+  // In padded coordinates (the window of oh starts at oh * stride_h).
+  const int64_t iw = (within / g.c) % g.in_w + g.pad_w;
+  const int64_t ih = within / (g.c * g.in_w) + g.pad_h;
+  // Windows oh with oh * stride_h <= ih < oh * stride_h + pool_h.
+  Span s;
+  s.oh0 = ih - g.pool_h + 1 > 0
+              ? (ih - g.pool_h + 1 + g.stride_h - 1) / g.stride_h
+              : 0;
+  s.oh1 = ih / g.stride_h;
+  if (s.oh1 > g.out_h - 1) s.oh1 = g.out_h - 1;
+  s.ow0 = iw - g.pool_w + 1 > 0
+              ? (iw - g.pool_w + 1 + g.stride_w - 1) / g.stride_w
+              : 0;
+  s.ow1 = iw / g.stride_w;
+  if (s.ow1 > g.out_w - 1) s.ow1 = g.out_w - 1;
+  return s;
+}
+
 __global__ void ForwardKernel(Geo g, int64_t total, const float* x, float* y,
                               int32_t* argmax) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
@@ -62,23 +87,10 @@ __global__ void BackwardKernel(Geo g, int64_t total, bool disjoint,
     const int64_t n = i / in_size;
     const int64_t within = i % in_size;
     const int64_t ch = within % g.c;
-    // In padded coordinates (the window of oh starts at oh * stride_h).
-    const int64_t iw = (within / g.c) % g.in_w + g.pad_w;
-    const int64_t ih = within / (g.c * g.in_w) + g.pad_h;
-    // Windows oh with oh * stride_h <= ih < oh * stride_h + pool_h.
-    int64_t oh0 = ih - g.pool_h + 1 > 0
-                      ? (ih - g.pool_h + 1 + g.stride_h - 1) / g.stride_h
-                      : 0;
-    int64_t oh1 = ih / g.stride_h;
-    if (oh1 > g.out_h - 1) oh1 = g.out_h - 1;
-    int64_t ow0 = iw - g.pool_w + 1 > 0
-                      ? (iw - g.pool_w + 1 + g.stride_w - 1) / g.stride_w
-                      : 0;
-    int64_t ow1 = iw / g.stride_w;
-    if (ow1 > g.out_w - 1) ow1 = g.out_w - 1;
+    const Span w = WindowsHolding(g, within);
     float acc = 0.0f;
-    for (int64_t oh = oh0; oh <= oh1; ++oh) {
-      for (int64_t ow = ow0; ow <= ow1; ++ow) {
+    for (int64_t oh = w.oh0; oh <= w.oh1; ++oh) {
+      for (int64_t ow = w.ow0; ow <= w.ow1; ++ow) {
         const int64_t o = n * out_size + (oh * g.out_w + ow) * g.c + ch;
         if (argmax[o] == within) {
           if (disjoint) {
@@ -142,21 +154,10 @@ __global__ void AvgBackwardKernel(Geo g, bool count_include_pad, int64_t total,
     const int64_t n = i / in_size;
     const int64_t within = i % in_size;
     const int64_t ch = within % g.c;
-    const int64_t iw = (within / g.c) % g.in_w + g.pad_w;  // padded
-    const int64_t ih = within / (g.c * g.in_w) + g.pad_h;
-    int64_t oh0 = ih - g.pool_h + 1 > 0
-                      ? (ih - g.pool_h + 1 + g.stride_h - 1) / g.stride_h
-                      : 0;
-    int64_t oh1 = ih / g.stride_h;
-    if (oh1 > g.out_h - 1) oh1 = g.out_h - 1;
-    int64_t ow0 = iw - g.pool_w + 1 > 0
-                      ? (iw - g.pool_w + 1 + g.stride_w - 1) / g.stride_w
-                      : 0;
-    int64_t ow1 = iw / g.stride_w;
-    if (ow1 > g.out_w - 1) ow1 = g.out_w - 1;
+    const Span w = WindowsHolding(g, within);
     float acc = 0.0f;
-    for (int64_t oh = oh0; oh <= oh1; ++oh) {
-      for (int64_t ow = ow0; ow <= ow1; ++ow) {
+    for (int64_t oh = w.oh0; oh <= w.oh1; ++oh) {
+      for (int64_t ow = w.ow0; ow <= w.ow1; ++ow) {
         const Window win = WindowAt(g, count_include_pad, oh, ow);
         const float v = dy[n * out_size + (oh * g.out_w + ow) * g.c + ch];
         acc = __fadd_rn(acc, __fdiv_rn(v, win.count));
