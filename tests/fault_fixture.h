@@ -153,6 +153,31 @@ class FaultTest : public ::testing::Test {
         nullptr, false);
   }
 
+  // For a learning test with a PyTorch peer: `job` (named ft) written to
+  // DIR/job.json, the batches it trains on written by
+  // //benchmarks:data_batches (a data dependency of the test) to
+  // DIR/batches for `epochs` epochs, then the job trained by the local
+  // cluster (started here) to its end. Its result.json, or null (the test
+  // has failed) when any part failed.
+  nlohmann::json TrainWithBatches(const nlohmann::json& job,
+                                  const std::string& dir, int epochs) {
+    testing::WriteStringToFile(dir + "/job.json", job.dump(2));
+    testing::RunResult b = testing::RunProcess(
+        {testing::Runfile("benchmarks/data_batches"), dir + "/job.json",
+         dir + "/batches", std::to_string(epochs)},
+        dir, 120);
+    EXPECT_EQ(b.exit.exit_code, 0) << b.out << b.err;
+    if (b.exit.exit_code != 0) return nullptr;
+    Start();
+    const testing::RunResult submit = Client({"submit", WriteJob(job)});
+    EXPECT_EQ(submit.exit.exit_code, 0) << submit.out << submit.err;
+    if (submit.exit.exit_code != 0) return nullptr;
+    testing::RunResult w = WatchToEnd();
+    EXPECT_EQ(w.exit.exit_code, 0) << w.out << w.err;
+    if (w.exit.exit_code != 0) return nullptr;
+    return Result();
+  }
+
   // The worker process that holds `rank` of job ft now.
   testing::Subprocess* RankProcess(int rank) {
     testing::RunResult s = Client({"status", "ft"}, 10);

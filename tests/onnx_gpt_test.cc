@@ -74,18 +74,8 @@ TEST_F(FaultTest, AnExportedGptLearnsOnBrownAsTorchDoes) {
       {"steps", 100},
       {"checkpoint", {{"every_steps", 0}}},
       {"cluster", {{"workers", 2}, {"replicas_per_worker", 1}}}};
-  testing::WriteStringToFile(graph + "/job.json", job.dump(2));
   const std::string batches = graph + "/batches";
-  RunResult b = RunProcess(
-      {Runfile("benchmarks/data_batches"), graph + "/job.json", batches, "2"},
-      graph, 120);
-  ASSERT_EQ(b.exit.exit_code, 0) << b.out << b.err;
-
-  Start();
-  ASSERT_EQ(Client({"submit", WriteJob(job)}).exit.exit_code, 0);
-  RunResult w = WatchToEnd();
-  ASSERT_EQ(w.exit.exit_code, 0) << w.out << w.err;
-  const nlohmann::json result = Result();
+  const nlohmann::json result = TrainWithBatches(job, graph, 2);
   ASSERT_TRUE(result.is_object());
   EXPECT_EQ(result["steps"], 100);
   EXPECT_EQ(result["global_batch_size"], 16);

@@ -60,18 +60,8 @@ TEST_F(FaultTest, AnExportedResnet18LearnsAnImageFolderAsTorchDoes) {
       {"epochs", 2},
       {"checkpoint", {{"every_steps", 0}}},
       {"cluster", {{"workers", 2}, {"replicas_per_worker", 1}}}};
-  testing::WriteStringToFile(dir + "/job.json", job.dump(2));
   const std::string batches = dir + "/batches";
-  RunResult b = RunProcess(
-      {Runfile("benchmarks/data_batches"), dir + "/job.json", batches, "2"},
-      dir, 120);
-  ASSERT_EQ(b.exit.exit_code, 0) << b.out << b.err;
-
-  Start();
-  ASSERT_EQ(Client({"submit", WriteJob(job)}).exit.exit_code, 0);
-  RunResult w = WatchToEnd();
-  ASSERT_EQ(w.exit.exit_code, 0) << w.out << w.err;
-  const nlohmann::json result = Result();
+  const nlohmann::json result = TrainWithBatches(job, dir, 2);
   ASSERT_TRUE(result.is_object());
   EXPECT_EQ(result["steps"], 200);
   EXPECT_EQ(result["global_batch_size"], 32);

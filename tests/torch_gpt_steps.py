@@ -20,33 +20,14 @@ import json
 import os
 import sys
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
 sys.path.insert(0, os.path.join(os.path.dirname(here), "benchmarks"))
-from torch_bert_reference import read_safetensors  # noqa: E402
+from torch_batches import Batches, load_by_name  # noqa: E402
 from torch_onnx_text_reference import Gpt  # noqa: E402
-
-
-def load(model, path):
-    tensors = read_safetensors(path)[0]
-    state = {k: torch.as_tensor(np.asarray(v)) if not torch.is_tensor(v)
-             else v for k, v in tensors.items()}
-    model.load_state_dict(state, strict=False)
-    missing = [k for k, _ in model.named_parameters() if k not in state]
-    if missing:
-        raise SystemExit(f"{path}: no {missing}")
-
-
-def split(folder, name, meta):
-    x = np.fromfile(os.path.join(folder, name + ".x"), dtype=np.int32)
-    y = np.fromfile(os.path.join(folder, name + ".y"), dtype=np.int32)
-    t = meta["sequence_length"]
-    return (torch.from_numpy(x.reshape(-1, t)).long(),
-            torch.from_numpy(y.reshape(-1, t)).long())
 
 
 def test_loss(model, x, y):
@@ -66,21 +47,16 @@ def main(argv):
     a = p.parse_args(argv)
     torch.manual_seed(0)
     torch.set_num_threads(2)
-    meta = json.load(open(os.path.join(a.batches, "meta.json")))
+    batches = Batches(a.batches)
     model = Gpt(a.vocab, a.hidden, a.heads, a.layers, a.length)
-    load(model, a.init)
-    tx, ty = split(a.batches, "test", meta)
+    load_by_name(model, a.init)
+    tx, ty = batches.split("test")
     initial = test_loss(model, tx, ty)
-    g, per_epoch = meta["global_batch"], meta["steps_per_epoch"]
-    epochs = [split(a.batches, f"train_e{e}", meta)
-              for e in range(meta["epochs"])]
     opt = torch.optim.Adam(model.parameters(), lr=a.lr, eps=1e-7)
     losses = []
     model.train()
     for s in range(a.steps):
-        x, y = epochs[s // per_epoch]
-        at = s % per_epoch
-        bx, by = x[at * g:(at + 1) * g], y[at * g:(at + 1) * g]
+        bx, by = batches.step(s)
         opt.zero_grad()
         logits = model(bx)
         used = by >= 0
@@ -91,7 +67,7 @@ def main(argv):
     model.eval()
     trained = test_loss(model, tx, ty)
     theirs = Gpt(a.vocab, a.hidden, a.heads, a.layers, a.length)
-    load(theirs, a.lockstep)
+    load_by_name(theirs, a.lockstep)
     theirs.eval()
     print(json.dumps({"initial": initial, "torch": trained,
                       "lockstep": test_loss(theirs, tx, ty),

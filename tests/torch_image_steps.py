@@ -23,31 +23,17 @@ import json
 import os
 import sys
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 import torchvision
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_bert_reference import read_safetensors  # noqa: E402
+from torch_batches import Batches, load_by_name  # noqa: E402
 
 
-def load(model, path):
-    """Every parameter and running statistic by name (torch's
-    num_batches_tracked counters are not in lockstep's files)."""
-    state = {k: torch.as_tensor(np.asarray(v)) for k, v in
-             read_safetensors(path)[0].items()}
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    missing = [k for k in missing if not k.endswith("num_batches_tracked")]
-    if missing or unexpected:
-        raise SystemExit(f"{path}: missing {missing}, unexpected {unexpected}")
-
-
-def split(folder, name, meta):
-    x = np.fromfile(os.path.join(folder, name + ".x"), dtype=np.float32)
-    y = np.fromfile(os.path.join(folder, name + ".y"), dtype=np.int32)
-    x = torch.from_numpy(x.reshape([-1] + meta["sample_shape"]))
-    return x.permute(0, 3, 1, 2).contiguous(), torch.from_numpy(y).long()
+def images(x):
+    """NHWC as decoded -> NCHW as torch's convolutions read them."""
+    return x.permute(0, 3, 1, 2).contiguous()
 
 
 def accuracy(model, x, y):
@@ -93,27 +79,23 @@ def main(argv):
     a = p.parse_args(argv)
     torch.manual_seed(0)
     torch.set_num_threads(2)
-    meta = json.load(open(os.path.join(a.batches, "meta.json")))
+    batches = Batches(a.batches)
 
     def build():
         return getattr(torchvision.models, a.model)(num_classes=a.classes)
 
     model = build()
-    load(model, a.init)
-    g, per_epoch = meta["global_batch"], meta["steps_per_epoch"]
-    epochs = [split(a.batches, f"train_e{e}", meta)
-              for e in range(meta["epochs"])]
+    load_by_name(model, a.init)
     opt = torch.optim.Adam(model.parameters(), lr=a.lr, eps=1e-7)
     losses = []
     model.train()
     for s in range(a.steps):
-        x, y = epochs[s // per_epoch]
-        at = s % per_epoch
-        losses.append(step(model, opt, x[at * g:(at + 1) * g],
-                           y[at * g:(at + 1) * g], a.replicas))
-    tx, ty = split(a.batches, "test", meta)
+        x, y = batches.step(s)
+        losses.append(step(model, opt, images(x), y[:, 0], a.replicas))
+    tx, ty = batches.split("test")
+    tx, ty = images(tx), ty[:, 0]
     theirs = build()
-    load(theirs, a.lockstep)
+    load_by_name(theirs, a.lockstep)
     print(json.dumps({"torch": accuracy(model, tx, ty),
                       "lockstep": accuracy(theirs, tx, ty),
                       "train_losses": losses}))

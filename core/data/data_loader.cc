@@ -5,9 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "base/file_util.h"
 #include "base/status_macros.h"
-#include "core/data/wordpiece.h"
 
 namespace lockstep {
 

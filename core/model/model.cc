@@ -13,11 +13,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "kernels/cpu/bce.h"
 #include "kernels/cpu/dropout.h"
 #include "kernels/cpu/elementwise.h"
-#include "kernels/cpu/mse.h"
-#include "kernels/cpu/softmax_xent.h"
 
 namespace lockstep {
 namespace {
