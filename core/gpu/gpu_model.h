@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/gpu/device_loss.h"
 #include "core/job/job_spec.h"
 #include "core/model/graph.h"
 #include "core/model/model.h"
@@ -188,6 +189,10 @@ class GpuModel {
   std::vector<Buffer> grads_;  // per gradient slot
   std::vector<Buffer> temps_;  // per input position: a dx to add
   Buffer loss_ws_, sums_, workspace_;
+  // The GPU pass of the last loss computed, looked up once per loss, not
+  // per step.
+  const Loss* device_loss_of_ = nullptr;
+  const DeviceLoss* device_loss_ = nullptr;
   // Input staging (StageInputs): two slots, their copy stream, and the
   // batch the enqueued pass reads (each model input's [n, size] values,
   // then the labels).

@@ -19,13 +19,17 @@ absl::Status GpuModel::ComputeLoss(int64_t n, const float* out,
   const int64_t rows = n * host_->labels_per_sample();
   const int64_t classes = host_->classes();
   auto* sums = static_cast<DeviceLossSums*>(sums_.ptr);
-  const DeviceLoss* device = FindDeviceLoss(loss.name);
-  if (device == nullptr) {
+  if (device_loss_of_ != &loss) {
+    device_loss_ = FindDeviceLoss(loss.name);
+    device_loss_of_ = &loss;
+  }
+  if (device_loss_ == nullptr) {
     return absl::UnimplementedError(absl::StrCat(
         "loss ", loss.name, " has no GPU pass; train this job on CPUs"));
   }
-  CUDA_RETURN_IF_ERROR(device->compute(rows, classes, out, in_labels_, scale,
-                                       grad, loss_ws_.ptr, sums, stream_));
+  CUDA_RETURN_IF_ERROR(device_loss_->compute(rows, classes, out, in_labels_,
+                                             scale, grad, loss_ws_.ptr, sums,
+                                             stream_));
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_->sums.data(), sums,
                                        sizeof(DeviceLossSums),
                                        cudaMemcpyDeviceToHost, stream_));
