@@ -4,12 +4,14 @@
 #include <chrono>
 #include <cmath>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <set>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "client/cli_flags.h"
 #include "client/job_client.h"
@@ -135,6 +137,16 @@ void PrintStatus(const v1::JobStatus& s) {
         "  membership: generation %d from step %d: %d workers (%d "
         "replicas): %s\n",
         m.generation(), m.from_step(), m.workers(), m.replicas(), m.why());
+  }
+  if (!s.fenced().empty()) {
+    // Sorted by kind: the map's order is not.
+    std::map<std::string, int64_t> fenced(s.fenced().begin(), s.fenced().end());
+    std::vector<std::string> parts;
+    for (const auto& [kind, n] : fenced) {
+      parts.push_back(absl::StrFormat("%d %s", n, kind));
+    }
+    std::cout << "  fenced (refused from other generations): "
+              << absl::StrJoin(parts, ", ") << "\n";
   }
   for (const v1::WorkerStatus& w : s.workers()) {
     std::cout << WorkerLine(w) << "\n";

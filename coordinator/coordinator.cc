@@ -90,6 +90,19 @@ void Coordinator::Event(Job& job, const std::string& line) {
   Persist();
 }
 
+void Coordinator::Fenced(Job& job, const char* kind, int64_t generation,
+                         const std::string& sender) {
+  ++(*job.status.mutable_fenced())[kind];
+  LogRecord r(absl::StrFormat(
+      "refused: a %s request of generation %d from %s (the job is %s at "
+      "generation %d)",
+      kind, generation, sender, JobStateName(job.status.state()),
+      job.status.generation()));
+  r.job = job.name;
+  r.generation = job.status.generation();
+  Log(r);
+}
+
 absl::StatusOr<JobStatus> Coordinator::Submit(const std::string& job_json,
                                               SubmitMode mode, bool* existing) {
   if (existing != nullptr) *existing = false;
@@ -146,7 +159,7 @@ absl::StatusOr<JobStatus> Coordinator::Submit(const std::string& job_json,
   job->name = spec.name;
   job->job_json = JobSpecToJson(spec);
   job->spec = std::move(spec);
-  job->submitted = absl::Now();
+  job->submitted = Now();
   job->status.set_name(job->name);
   job->status.set_state(lockstep::v1::PENDING);
   job->status.set_workers_needed(
@@ -272,7 +285,7 @@ absl::StatusOr<lockstep::v1::RegisterResponse> Coordinator::Register(
   w.name = req.name().empty() ? req.collective_address() : req.name();
   w.order = next_worker_++;
   w.id = absl::StrFormat("w%d", w.order);
-  w.last_heartbeat = absl::Now();
+  w.last_heartbeat = Now();
   if (req.held_step() > 0) {
     // Dropped while it trained on (the coordinator was cut off from it,
     // say): what it kept may start the job's next generation.
@@ -325,7 +338,7 @@ absl::StatusOr<lockstep::v1::HeartbeatResponse> Coordinator::Heartbeat(
         "worker id \"%s\" is not registered here", req.worker_id()));
   }
   Worker& w = it->second;
-  w.last_heartbeat = absl::Now();
+  w.last_heartbeat = Now();
   w.wait = req.wait();
   w.wait_at = w.last_heartbeat;
   w.timing = req.timing();
@@ -380,8 +393,7 @@ void Coordinator::EndJob(Job& job, JobState state, const std::string& message) {
   }
   job.status.set_state(state);
   job.status.set_message(message);
-  job.status.set_wall_seconds(
-      absl::ToDoubleSeconds(absl::Now() - job.submitted));
+  job.status.set_wall_seconds(absl::ToDoubleSeconds(Now() - job.submitted));
   if (job.reports != nullptr) {
     absl::Status s = job.reports->Flush();
     if (!s.ok()) Log(std::string(s.message()));

@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/time_source.h"
 #include "coordinator/checkpoint_assembler.h"
 #include "coordinator/job_reports.h"
 #include "coordinator/nccl_relay.h"
@@ -65,6 +66,11 @@ struct CoordinatorOptions {
   // membership transition takes effect, and read back by LoadJournal.
   bool journal = true;
   LogFn log;
+  // What the timers above read (liveness, graces, back-off, the blame
+  // window, the survivors' reports, listing lost workers); tests pass a
+  // ManualTime and advance it. Not owned. Blocking waits with a caller's
+  // deadline (WaitForChange, FetchNcclId) run on the real clock.
+  const TimeSource* time = RealTime();
 };
 
 class Coordinator {
@@ -244,11 +250,17 @@ class Coordinator {
     std::string straggler_logged;
   };
 
+  absl::Time Now() const { return options_.time->Now(); }
   void Log(const LogRecord& record) const {
     if (options_.log) options_.log(record);
   }
   void Event(Job& job, const std::string& line)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A `kind` request ("progress", "checkpoint_slice", "finish", "nccl_id")
+  // of `job` from `sender` ("worker w2", "rank 1") names `generation`, not
+  // the current one: it is refused; counted in JobStatus.fenced and logged.
+  void Fenced(Job& job, const char* kind, int64_t generation,
+              const std::string& sender) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Changed(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EndJob(Job& job, lockstep::v1::JobState state,
               const std::string& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -144,7 +144,7 @@ absl::Status Coordinator::LoadJournal() {
   if (!j.ParseFromString(payload)) return damaged("unparsable payload");
 
   absl::MutexLock lock(&mu_);
-  const absl::Time now = absl::Now();
+  const absl::Time now = Now();
   // Both count up by one per write / registration: a damaged value near
   // int64's end would overflow there.
   if (j.sequence() < 0 || j.sequence() > kMaxJournalCounter) {

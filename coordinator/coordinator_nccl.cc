@@ -20,6 +20,9 @@ absl::StatusOr<Coordinator::Job*> Coordinator::NcclGeneration(
     return absl::NotFoundError(
         absl::StrFormat("no job named \"%s\"", req.job()));
   }
+  if (job->status.generation() != req.generation()) {
+    Fenced(*job, "nccl_id", req.generation(), "worker " + req.worker_id());
+  }
   if (job->status.state() != lockstep::v1::RUNNING ||
       job->status.generation() != req.generation()) {
     return absl::FailedPreconditionError(absl::StrFormat(

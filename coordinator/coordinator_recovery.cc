@@ -27,7 +27,7 @@ bool Coordinator::Excluded(const Job& job, const Worker& w) const {
 double Coordinator::WaitSeconds(const Worker& w) const {
   if (w.wait.seconds() <= 0 || w.lost) return 0;
   // The report is as old as the heartbeat that carried it; the wait goes on.
-  return w.wait.seconds() + absl::ToDoubleSeconds(absl::Now() - w.wait_at);
+  return w.wait.seconds() + absl::ToDoubleSeconds(Now() - w.wait_at);
 }
 
 std::string Coordinator::WaitText(const Worker& w, double min_seconds) const {
@@ -61,7 +61,7 @@ bool Coordinator::BlameChain(Job& job, absl::Duration patience) {
   const bool reported = blamed->reported_job == job.name &&
                         blamed->reported_generation == job.status.generation();
   if (job.ranks.size() > 2 && !reported && !blamed->lost &&
-      absl::Now() < job.suspected_since + patience) {
+      Now() < job.suspected_since + patience) {
     return false;  // it may still report a suspect of its own
   }
   const std::string reason = *why;
@@ -88,7 +88,7 @@ std::string BriefReason(const std::string& text) {
 void Coordinator::MarkLost(Worker& w, const std::string& why) {
   if (w.lost) return;
   w.lost = true;
-  w.lost_at = absl::Now();
+  w.lost_at = Now();
   // The whole story here; the job's status and events get one sentence.
   Log(absl::StrFormat("worker %s (\"%s\") lost: %s", Describe(w), w.name, why));
   Job* job = w.job.empty() ? nullptr : FindJob(w.job);
@@ -132,7 +132,7 @@ void Coordinator::Recover(Job& job, Worker* blamed, const std::string& reason,
   job.status.set_recovery(regroup ? "grow" : planned ? "leave" : "failure");
   if (planned || regroup) {
     job.status.set_state(lockstep::v1::RECOVERING);
-    job.recovering_since = absl::Now();
+    job.recovering_since = Now();
     job.next_start = job.recovering_since;
     job.status.set_message(regroup ? reason
                                    : absl::StrCat(reason, "; recovering"));
@@ -166,7 +166,7 @@ void Coordinator::Recover(Job& job, Worker* blamed, const std::string& reason,
     return;
   }
   job.shrink_only = job.status.restarts() >= max;
-  const absl::Time now = absl::Now();
+  const absl::Time now = Now();
   job.status.set_state(lockstep::v1::RECOVERING);
   job.recovering_since = now;
   const double backoff =
@@ -278,7 +278,7 @@ void Coordinator::ForgetLostWorkers(absl::Time now) {
 
 void Coordinator::Tick() {
   absl::MutexLock lock(&mu_);
-  const absl::Time now = absl::Now();
+  const absl::Time now = Now();
   ForgetLostWorkers(now);
   for (auto& [id, w] : workers_) {
     if (w.lost) continue;

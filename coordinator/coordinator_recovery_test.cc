@@ -45,9 +45,8 @@ TEST_F(CoordinatorTest, LostWorkerRecoversAtTheNextGenerationWithANewWorker) {
   const std::string a = Register("hosta");
   Register("hostb");
   ASSERT_TRUE(c_->Submit(JobWithRestarts(2)).ok());
-  // hostb stays silent for at least 0.4 s > the 0.3 s timeout; hosta beats
-  // just before the check, so a slow machine cannot make it look lost too.
-  absl::SleepFor(absl::Milliseconds(400));
+  // hostb stays silent for 0.4 s > the 0.3 s timeout; hosta beats.
+  Pass(0.4);
   Beat(a, "j", 1);
   c_->Tick();
   absl::StatusOr<v1::JobStatus> s = c_->Get("j");
@@ -82,9 +81,7 @@ TEST_F(CoordinatorTest, LostWorkerRecoversAtTheNextGenerationWithANewWorker) {
 }
 
 TEST_F(CoordinatorTest, ALostWorkerIsListedForAStatedTimeThenForgotten) {
-  CoordinatorOptions o;
-  o.storage_dir = JoinPath(::testing::TempDir(), "ForgottenLostWorker");
-  o.worker_timeout_seconds = 0.3;
+  CoordinatorOptions o = Options();
   o.lost_workers_listed_seconds = 0.5;
   c_ = std::make_unique<Coordinator>(o);
   const std::string a = Register("hosta");
@@ -98,13 +95,13 @@ TEST_F(CoordinatorTest, ALostWorkerIsListedForAStatedTimeThenForgotten) {
     }
     return ids;
   };
-  absl::SleepFor(absl::Milliseconds(400));  // hostb silent past 0.3 s
+  Pass(0.4);  // hostb silent past 0.3 s
   Beat(a, "j", 1);
   c_->Tick();
   ASSERT_EQ(c_->Get("j")->state(), v1::RECOVERING);
   // While the job that ranks it waits for a replacement, it stays listed
   // (its status names the lost rank), however long that takes.
-  absl::SleepFor(absl::Milliseconds(600));
+  Pass(0.6);
   Beat(a, "j", 1);
   c_->Tick();
   EXPECT_THAT(listed(), ElementsAre("w1", "w2 lost"));
@@ -172,7 +169,7 @@ TEST_F(CoordinatorTest, NoReplacementInTimeFailsNamingTheLostRank) {
                                absl::StatusCode::kCancelled);
   ASSERT_TRUE(c_->Finish(f).ok());
   EXPECT_EQ(c_->Get("j")->state(), v1::RECOVERING);
-  absl::SleepFor(absl::Milliseconds(250));
+  Pass(0.25);
   c_->Tick();
   absl::StatusOr<v1::JobStatus> s = c_->Get("j");
   EXPECT_EQ(s->state(), v1::FAILED);
@@ -244,12 +241,7 @@ TEST_F(CoordinatorTest, APlannedLeaveSurvivesACoordinatorRestartAndShutdown) {
   Register("hostd");
   EXPECT_EQ(c_->Get("j")->state(), v1::RECOVERING);  // not while stopping
   ASSERT_TRUE(c_->SaveJournal().ok());
-  CoordinatorOptions o;
-  o.storage_dir =
-      JoinPath(::testing::TempDir(),
-               "APlannedLeaveSurvivesACoordinatorRestartAndShutdown");
-  o.worker_timeout_seconds = 0.3;
-  c_ = std::make_unique<Coordinator>(o);
+  c_ = std::make_unique<Coordinator>(Options());
   ASSERT_TRUE(c_->LoadJournal().ok());
   ASSERT_EQ(c_->Get("j")->state(), v1::RECOVERING);
   Register("hoste");
@@ -381,7 +373,7 @@ TEST_F(CoordinatorTest, WorkersDroppedWhileTrainingOnOfferWhatTheyKept) {
   ASSERT_TRUE(c_->Submit(JobWithRestarts(3)).ok());
   // Cut off from the coordinator (no heartbeats past the 0.3 s timeout):
   // both are lost while their ring trains on.
-  absl::SleepFor(absl::Milliseconds(400));
+  Pass(0.4);
   c_->Tick();
   ASSERT_EQ(c_->Get("j")->state(), v1::RECOVERING);
   // Told they were dropped, each registers again with what it kept.
@@ -422,8 +414,7 @@ TEST_F(CoordinatorTest, WorkersDroppedWhileTrainingOnOfferWhatTheyKept) {
 }
 
 TEST_F(CoordinatorTest, AStalledRingNamesTheRankStepAndBucketThenDropsIt) {
-  CoordinatorOptions o;
-  o.storage_dir = JoinPath(::testing::TempDir(), "stalled");
+  CoordinatorOptions o = Options();
   o.hang_report_seconds = 0.5;
   o.hang_timeout_seconds = 2;
   c_ = std::make_unique<Coordinator>(o);
@@ -463,10 +454,7 @@ TEST_F(CoordinatorTest, ARestartedCoordinatorResumesFromTheJournal) {
   const std::string a = Register("hosta");
   const std::string b = Register("hostb");
   ASSERT_TRUE(c_->Submit(kJob).ok());
-  CoordinatorOptions o;
-  o.storage_dir = JoinPath(::testing::TempDir(),
-                           "ARestartedCoordinatorResumesFromTheJournal");
-  o.worker_timeout_seconds = 0.3;
+  const CoordinatorOptions o = Options();
   c_ = std::make_unique<Coordinator>(o);  // the old one "died"
   ASSERT_TRUE(c_->LoadJournal().ok());
   absl::StatusOr<v1::JobStatus> s = c_->Get("j");
@@ -517,9 +505,7 @@ TEST_F(CoordinatorTest, AJournalsCountersAndRanksAreCheckedBeforeUse) {
   Register("hosta");
   Register("hostb");
   ASSERT_TRUE(c_->Submit(kJob).ok());
-  CoordinatorOptions o;
-  o.storage_dir = JoinPath(::testing::TempDir(),
-                           "AJournalsCountersAndRanksAreCheckedBeforeUse");
+  const CoordinatorOptions o = Options();
   c_ = std::make_unique<Coordinator>(o);
   ASSERT_TRUE(c_->LoadJournal().ok());
   const std::string path = c_->JournalPath();

@@ -76,6 +76,9 @@ absl::StatusOr<lockstep::v1::ReportResponse> Coordinator::ReportProgress(
   {
     absl::MutexLock lock(&mu_);
     Job* job = FindJob(r.job());
+    if (job != nullptr && job->status.generation() != r.generation()) {
+      Fenced(*job, "progress", r.generation(), "worker " + r.worker_id());
+    }
     if (job == nullptr || job->status.state() != lockstep::v1::RUNNING ||
         job->status.generation() != r.generation()) {
       resp.set_stop(true);
@@ -180,6 +183,10 @@ absl::StatusOr<lockstep::v1::CheckpointAck> Coordinator::AddCheckpointSlice(
           "checkpoint slice refused: job %s is %s (%s)", head.job(),
           JobStateName(job->status.state()), job->status.message()));
     }
+    if (job->status.generation() != head.generation()) {
+      Fenced(*job, "checkpoint_slice", head.generation(),
+             absl::StrCat("rank ", head.rank()));
+    }
     if (job->status.generation() != head.generation() ||
         job->status.state() != lockstep::v1::RUNNING) {
       return absl::FailedPreconditionError(absl::StrFormat(
@@ -240,6 +247,9 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
                                  std::string* over) {
   absl::MutexLock lock(&mu_);
   Job* job = FindJob(req.job());
+  if (job != nullptr && job->status.generation() != req.generation()) {
+    Fenced(*job, "finish", req.generation(), "worker " + req.worker_id());
+  }
   const bool current = job != nullptr && !IsTerminal(job->status.state()) &&
                        job->status.generation() == req.generation() &&
                        job->status.state() == lockstep::v1::RUNNING;
@@ -249,7 +259,7 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
     auto w = workers_.find(req.worker_id());
     if (w != workers_.end() && !w->second.lost) {
       w->second.lost = true;
-      w->second.lost_at = absl::Now();
+      w->second.lost_at = Now();
       Log(absl::StrCat("worker ", Describe(w->second), " left"));
       Persist();
     }
@@ -331,7 +341,7 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
           "rank %d (%s) left: the worker is shutting down", req.rank(), who);
       if (w != workers_.end()) {
         w->second.lost = true;
-        w->second.lost_at = absl::Now();
+        w->second.lost_at = Now();
         Log(absl::StrCat("worker ", who, " left"));
       }
       Recover(*job, nullptr, reason, /*planned=*/true);
@@ -341,7 +351,7 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
         RankWorker(*job, req.suspect_ranks(0)) != nullptr) {
       // A neighbour's stream broke or it went silent: the rank at the end
       // of the chain of suspects is lost.
-      if (job->suspects.empty()) job->suspected_since = absl::Now();
+      if (job->suspects.empty()) job->suspected_since = Now();
       // The whole report to the log; one sentence to the job's status.
       Log(
           absl::StrFormat("job %s generation %d: rank %d (%s) reports rank "
@@ -407,8 +417,8 @@ void Coordinator::CompleteIfDone(Job& job) {
   result.samples_per_sec = chief.samples_per_sec();
   result.wall_seconds =
       history.empty() || history.Get(0).started_unix_seconds() <= 0
-          ? absl::ToDoubleSeconds(absl::Now() - job.started)
-          : absl::ToUnixMicros(absl::Now()) / 1e6 -
+          ? absl::ToDoubleSeconds(Now() - job.started)
+          : absl::ToUnixMicros(Now()) / 1e6 -
                 history.Get(0).started_unix_seconds();
   result.num_parameters = chief.num_parameters();
   result.fingerprint = chief.fingerprint();
@@ -423,6 +433,7 @@ void Coordinator::CompleteIfDone(Job& job) {
                                result.skipped_samples));
   }
   result.checkpoint_path = job.status.checkpoint_path();
+  result.fenced.insert(job.status.fenced().begin(), job.status.fenced().end());
   for (const lockstep::v1::MembershipChange& m : job.status.membership()) {
     result.membership.push_back({m.generation(), m.from_step(), m.workers(),
                                  m.replicas(), m.why(),
@@ -462,8 +473,7 @@ lockstep::v1::WorkerStatus Coordinator::WorkerView(const Worker& w) const {
   for (const std::string& d : w.info.devices()) v.add_devices(d);
   v.set_job(w.job);
   v.set_rank(w.rank);
-  v.set_heartbeat_age_seconds(
-      absl::ToDoubleSeconds(absl::Now() - w.last_heartbeat));
+  v.set_heartbeat_age_seconds(absl::ToDoubleSeconds(Now() - w.last_heartbeat));
   v.set_alive(!w.lost);
   v.set_name(w.name);
   v.set_waiting(WaitText(w, 1.0));
@@ -514,8 +524,7 @@ JobStatus Coordinator::Snapshot(const Job& job) const {
     s.set_waiting_seconds_left(
         job.waiting_until == absl::InfiniteFuture()
             ? -1
-            : std::max(0.0,
-                       absl::ToDoubleSeconds(job.waiting_until - absl::Now())));
+            : std::max(0.0, absl::ToDoubleSeconds(job.waiting_until - Now())));
   } else {
     s.clear_recovery();
   }

@@ -194,7 +194,7 @@ bool Coordinator::TryStart(Job& job) {
     }
   }
   std::vector<Worker*> idle = IdleFor(job);
-  const absl::Time now = absl::Now();
+  const absl::Time now = Now();
   // The surviving ranks say what they kept in memory in their Finish
   // reports: a start before those are in would redo steps from the
   // checkpoint.

@@ -1,6 +1,7 @@
 // The fixture of the coordinator's state-machine tests (no network): a
 // Coordinator over a storage folder named after the test, with a 0.3 s
-// worker timeout, and the registrations, heartbeats, fingerprints and
+// worker timeout on a hand-moved clock (Pass advances it: no test sleeps
+// against a timer), and the registrations, heartbeats, fingerprints and
 // failure reports its tests send it.
 #ifndef LOCKSTEP_COORDINATOR_COORDINATOR_TEST_FIXTURE_H_
 #define LOCKSTEP_COORDINATOR_COORDINATOR_TEST_FIXTURE_H_
@@ -12,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "base/file_util.h"
+#include "base/time_source.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/coordinator_test_util.h"
 #include "gtest/gtest.h"
@@ -26,14 +28,20 @@ inline constexpr const char* kJob = kTwoWorkerJob;
 
 class CoordinatorTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { c_ = std::make_unique<Coordinator>(Options()); }
+  // The fixture's options: the storage folder, the 0.3 s worker timeout,
+  // the hand-moved clock.
+  CoordinatorOptions Options() {
     CoordinatorOptions o;
     o.storage_dir = JoinPath(
         ::testing::TempDir(),
         ::testing::UnitTest::GetInstance()->current_test_info()->name());
     o.worker_timeout_seconds = 0.3;
-    c_ = std::make_unique<Coordinator>(o);
+    o.time = &time_;
+    return o;
   }
+  // `seconds` pass on the coordinator's clock.
+  void Pass(double seconds) { time_.Advance(absl::Seconds(seconds)); }
   std::string Register(const std::string& host, int replicas = 1,
                        int version = kProtocolVersion) {
     v1::RegisterRequest r = testing::TestRegistration(host, replicas);
@@ -80,6 +88,7 @@ class CoordinatorTest : public ::testing::Test {
     f.set_error_code(static_cast<int>(code));
     return f;
   }
+  ManualTime time_;
   std::unique_ptr<Coordinator> c_;
 };
 

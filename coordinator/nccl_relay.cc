@@ -36,8 +36,16 @@ NcclIdRelay::Wait NcclIdRelay::Await(const std::string& job, int64_t generation,
     }
     if (e.ended_through >= generation) return Wait::kEnded;
     if (absl::Now() >= deadline) return Wait::kTimedOut;
+    ++jobs_[job].waiting;
     changed_.WaitWithDeadline(&mu_, deadline);
+    --jobs_[job].waiting;
   }
+}
+
+int NcclIdRelay::Waiting(const std::string& job) {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(job);
+  return it == jobs_.end() ? 0 : it->second.waiting;
 }
 
 void NcclIdRelay::EndGeneration(const std::string& job, int64_t generation) {

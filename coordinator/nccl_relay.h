@@ -33,12 +33,16 @@ class NcclIdRelay {
   // The job's generations up to `generation` are over: their id is
   // forgotten, their waiters wake.
   void EndGeneration(const std::string& job, int64_t generation);
+  // How many Await calls for `job` are blocked now (tests wait for a
+  // waiter instead of sleeping).
+  int Waiting(const std::string& job);
 
  private:
   struct Entry {
     int64_t generation = 0;
     std::string id;
     int64_t ended_through = 0;  // the latest generation that ended
+    int waiting = 0;
   };
   absl::Mutex mu_;
   absl::CondVar changed_;

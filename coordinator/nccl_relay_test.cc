@@ -13,6 +13,15 @@
 namespace lockstep {
 namespace {
 
+// Blocks until `n` Await calls of `job` wait (bounded: 10 s).
+void UntilWaiting(NcclIdRelay& relay, const std::string& job, int n) {
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (relay.Waiting(job) < n && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_EQ(relay.Waiting(job), n) << "no waiter within 10 s";
+}
+
 TEST(NcclIdRelayTest, AWaiterGetsTheIdPublishedDuringItsWait) {
   NcclIdRelay relay;
   std::string got;
@@ -20,12 +29,12 @@ TEST(NcclIdRelayTest, AWaiterGetsTheIdPublishedDuringItsWait) {
   std::thread waiter([&] {
     wait = relay.Await("job", 2, absl::Now() + absl::Seconds(30), &got);
   });
-  // Likely waiting by now; published first, the result is the same.
-  absl::SleepFor(absl::Milliseconds(20));
+  UntilWaiting(relay, "job", 1);
   ASSERT_TRUE(relay.Publish("job", 2, std::string(128, 'a')).ok());
   waiter.join();
   EXPECT_EQ(wait, NcclIdRelay::Wait::kPublished);
   EXPECT_EQ(got, std::string(128, 'a'));
+  EXPECT_EQ(relay.Waiting("job"), 0);
   // The same bytes again are fine; other bytes are not.
   EXPECT_TRUE(relay.Publish("job", 2, std::string(128, 'a')).ok());
   absl::Status other = relay.Publish("job", 2, std::string(128, 'b'));
@@ -48,7 +57,7 @@ TEST(NcclIdRelayTest, TheGenerationsEndWakesItsWaitersEvenIfItCameFirst) {
   std::thread waiter([&] {
     wait = relay.Await("job", 4, absl::Now() + absl::Seconds(30), &got);
   });
-  absl::SleepFor(absl::Milliseconds(20));  // as above: either order
+  UntilWaiting(relay, "job", 1);
   relay.EndGeneration("job", 4);
   waiter.join();
   EXPECT_EQ(wait, NcclIdRelay::Wait::kEnded);

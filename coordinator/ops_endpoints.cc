@@ -136,6 +136,12 @@ std::string CoordinatorMetricsText(const Coordinator::OpsView& view,
                 "Generations that started after the first (any reason)", job,
                 s.membership_size() - 1);
     }
+    for (const auto& [kind, n] : s.fenced()) {
+      f.Counter("lockstep_job_fenced_total",
+                "Requests naming an older (or unknown) generation of the job, "
+                "refused: what a fenced-off process tried to change",
+                {{"job", s.name()}, {"kind", kind}}, static_cast<double>(n));
+    }
     const Coordinator::CheckpointFigures& c = j.checkpoints;
     f.Counter("lockstep_job_checkpoints_total", "Checkpoints committed", job,
               static_cast<double>(c.committed));

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,9 @@ struct TrainResult {
   std::string checkpoint_path;  // the last committed checkpoint
   // Which world ran from which step (cluster jobs); empty: `replicas`.
   std::vector<WorldSpan> membership;
+  // Requests from other generations the coordinator refused, by kind
+  // (JobStatus.fenced; cluster jobs).
+  std::map<std::string, int64_t> fenced;
 };
 
 // Runs or resumes `spec`. Returns an error (naming file or field) for bad

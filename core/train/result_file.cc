@@ -47,6 +47,7 @@ std::string ResultToJson(const JobSpec& spec, const TrainResult& r) {
     j["membership"] = std::move(spans);
   }
   if (r.skipped_samples > 0) j["skipped_samples"] = r.skipped_samples;
+  if (!r.fenced.empty()) j["fenced"] = r.fenced;
   j["checkpoint"] = r.checkpoint_path;
   j["finished_at"] =
       absl::FormatTime(absl::RFC3339_sec, absl::Now(), absl::UTCTimeZone());
