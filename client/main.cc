@@ -1,10 +1,12 @@
 // The one lockstep binary: dispatches to a verb (train, coordinator, worker,
-// submit, check, status, watch, list, cancel, pull, predict, health, version).
+// submit, check, status, watch, list, cancel, pull, predict, health, audit,
+// version).
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "client/audit_command.h"
 #include "client/daemon_commands.h"
 #include "client/health_command.h"
 #include "client/job_commands.h"
@@ -37,6 +39,8 @@ constexpr char kUsage[] =
     "  pull JOB DEST [--step N]         fetch a job's result, summaries and "
     "a checkpoint\n"
     "  health HOST:PORT                 a daemon's grpc.health.v1 status\n"
+    "  audit JOB_DIR                    count the samples a job's steps used "
+    "(audit.samples)\n"
     "  version                          print the version\n"
     "  help                             this text\n"
     "Run `lockstep <command> --help` for a command's flags.\n";
@@ -68,6 +72,7 @@ int main(int argc, char** argv) {
   if (verb == "cancel") return lockstep::RunCancelCommand(args);
   if (verb == "pull") return lockstep::RunPullCommand(args);
   if (verb == "health") return lockstep::RunHealthCommand(args);
+  if (verb == "audit") return lockstep::RunAuditCommand(args);
   if (verb == "version" || verb == "--version") {
     std::cout << "lockstep " << lockstep::kVersion << std::endl;
     return 0;

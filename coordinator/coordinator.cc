@@ -58,6 +58,10 @@ absl::Status Coordinator::OpenJobFiles(Job& job) {
   ASSIGN_OR_RETURN(job.reports,
                    JobReports::Open(JoinPath(job_dir, "summaries"),
                                     job.spec.summary.every_steps == 0));
+  if (job.spec.audit.samples) {
+    ASSIGN_OR_RETURN(
+        job.audit, AuditLog::Open(JoinPath(job_dir, "audit.jsonl"), job.spec));
+  }
   return absl::OkStatus();
 }
 

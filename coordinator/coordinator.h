@@ -25,6 +25,7 @@
 #include "coordinator/job_reports.h"
 #include "coordinator/nccl_relay.h"
 #include "coordinator/submit_policy.h"
+#include "core/audit/sample_audit.h"
 #include "core/checkpoint/checkpoint.h"
 #include "core/job/job_spec.h"
 #include "core/log.h"
@@ -132,6 +133,10 @@ class Coordinator {
       const lockstep::v1::HeartbeatRequest& req);
   absl::StatusOr<lockstep::v1::ReportResponse> ReportProgress(
       const lockstep::v1::ProgressReport& report);
+  // A rank's samples of one step (audit.samples): appended to the job's
+  // audit file; stop when its generation is over (fenced, "samples").
+  absl::StatusOr<lockstep::v1::ReportResponse> RecordSamples(
+      const lockstep::v1::SampleRecord& record);
   // One worker's whole slice stream (already read). Commits the checkpoint
   // when it is the last slice of its step.
   absl::StatusOr<lockstep::v1::CheckpointAck> AddCheckpointSlice(
@@ -242,6 +247,8 @@ class Coordinator {
     std::shared_ptr<CheckpointAssembler> assembler;
     // Summaries, curves and checkpoint figures, under their own lock.
     std::shared_ptr<JobReports> reports;
+    // STORAGE/jobs/NAME/audit.jsonl when the job audits its samples.
+    std::shared_ptr<AuditLog> audit;
     // The running generation's collective: "ring" or "nccl".
     std::string collective;
     // The rank holding the running generation back (no text: none), and

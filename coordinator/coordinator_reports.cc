@@ -164,6 +164,59 @@ void Coordinator::CompareFingerprints(Job& job, int64_t step) {
   }
 }
 
+absl::StatusOr<lockstep::v1::ReportResponse> Coordinator::RecordSamples(
+    const lockstep::v1::SampleRecord& in) {
+  lockstep::v1::ReportResponse resp;
+  std::shared_ptr<AuditLog> audit;
+  {
+    absl::MutexLock lock(&mu_);
+    Job* job = FindJob(in.job());
+    if (job == nullptr) {
+      return absl::NotFoundError(
+          absl::StrFormat("no job named \"%s\"", in.job()));
+    }
+    if (job->audit == nullptr) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "job %s keeps no sample audit (audit.samples is off)", job->name));
+    }
+    if (job->status.generation() != in.generation()) {
+      Fenced(*job, "samples", in.generation(), "worker " + in.worker_id());
+    }
+    if (job->status.state() != lockstep::v1::RUNNING ||
+        job->status.generation() != in.generation()) {
+      resp.set_stop(true);
+      resp.set_reason(absl::StrFormat("the job is %s at generation %d (%s)",
+                                      JobStateName(job->status.state()),
+                                      job->status.generation(),
+                                      job->status.message()));
+      return resp;
+    }
+    RETURN_IF_ERROR(
+        CheckReporter(*job, in.rank(), in.worker_id(), "a sample record"));
+    if (in.positions_size() % 2 != 0) {
+      return absl::InvalidArgumentError(
+          "a sample record's positions come in [begin, end) pairs");
+    }
+    audit = job->audit;
+  }
+  SampleRecord r;
+  r.generation = in.generation();
+  r.rank = in.rank();
+  r.step = in.step();
+  r.epoch = in.epoch();
+  r.epoch_samples = in.epoch_samples();
+  for (int i = 0; i + 1 < in.positions_size(); i += 2) {
+    r.positions.emplace_back(in.positions(i), in.positions(i + 1));
+  }
+  r.hash = in.hash();
+  r.count = in.count();
+  r.replicas.assign(in.replicas().begin(), in.replicas().end());
+  r.world_replicas = in.world_replicas();
+  // The append outside the state lock: the audit file has its own.
+  RETURN_IF_ERROR(audit->Add(r));
+  return resp;
+}
+
 absl::StatusOr<lockstep::v1::CheckpointAck> Coordinator::AddCheckpointSlice(
     const std::vector<lockstep::v1::CheckpointSlice>& messages) {
   if (messages.empty()) {

@@ -368,6 +368,15 @@ bool Coordinator::TryStart(Job& job) {
       static_cast<int32_t>(world * job.spec.cluster.replicas_per_worker));
   m->set_why(!recovering ? "start" : job.lost_reason);
   m->set_started_unix_seconds(absl::ToUnixMicros(now) / 1e6);
+  if (job.audit != nullptr) {
+    absl::Status audited = job.audit->Generation(job.status.generation(),
+                                                 job.start_step, m->replicas());
+    // The training goes on; `lockstep audit` will name the generation.
+    if (!audited.ok()) {
+      Event(job,
+            absl::StrCat("warning: the sample audit: ", audited.message()));
+    }
+  }
   const std::string from =
       job.memory_step > 0 ? absl::StrFormat(
                                 " (rank %d's memory; the latest checkpoint is "

@@ -201,7 +201,8 @@ absl::StatusOr<std::string> LoadOrCreateStorageId(const std::string& storage) {
 
 absl::StatusOr<std::string> MoveJobResultsAside(const std::string& job_dir) {
   std::string aside;
-  for (const char* name : {"checkpoints", "summaries", "result.json"}) {
+  for (const char* name :
+       {"checkpoints", "summaries", "result.json", "audit.jsonl"}) {
     const std::string from = JoinPath(job_dir, name);
     struct stat st;
     if (lstat(from.c_str(), &st) != 0) continue;

@@ -130,6 +130,13 @@ grpc::Status ClusterServiceImpl::ReportProgress(grpc::ServerContext* context,
   return Fill(c_->ReportProgress(*req), resp);
 }
 
+grpc::Status ClusterServiceImpl::RecordSamples(grpc::ServerContext* context,
+                                               const v1::SampleRecord* req,
+                                               v1::ReportResponse* resp) {
+  LOCKSTEP_AUTHORIZE(auth_->CheckWorker(*context, "RecordSamples"));
+  return Fill(c_->RecordSamples(*req), resp);
+}
+
 grpc::Status ClusterServiceImpl::UploadCheckpoint(
     grpc::ServerContext* context,
     grpc::ServerReader<v1::CheckpointSlice>* reader, v1::CheckpointAck* ack) {

@@ -60,6 +60,9 @@ class ClusterServiceImpl final : public lockstep::v1::Coordinator::Service {
   grpc::Status ReportProgress(grpc::ServerContext*,
                               const lockstep::v1::ProgressReport* req,
                               lockstep::v1::ReportResponse* resp) override;
+  grpc::Status RecordSamples(grpc::ServerContext*,
+                             const lockstep::v1::SampleRecord* req,
+                             lockstep::v1::ReportResponse* resp) override;
   grpc::Status UploadCheckpoint(
       grpc::ServerContext*,
       grpc::ServerReader<lockstep::v1::CheckpointSlice>* reader,

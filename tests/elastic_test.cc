@@ -3,7 +3,8 @@
 // two survivors from their memory once the rejoin grace is over; start a
 // fresh worker and it grows back to 3 at a step boundary; the job
 // SUCCEEDS with its membership history in result.json and a test accuracy
-// within 0.005 of the same job trained by 3 replicas throughout.
+// within 0.005 of the same job trained by 3 replicas throughout, and its
+// sample audit shows every sample of every epoch used exactly once.
 #include <signal.h>
 #include <stdio.h>
 
@@ -65,7 +66,10 @@ TEST_F(FaultTest, ElasticJobShrinksOnAKillAndGrowsWhenAWorkerJoins) {
   Start();  // 2 workers
   std::string why;
   ASSERT_TRUE(cluster_->StartWorkers(1, 1, 1, &why)) << why;
-  ASSERT_EQ(Client({"submit", WriteJob(ElasticJob())}).exit.exit_code, 0);
+  // With the sample audit on (asserted at the end).
+  ASSERT_EQ(Client({"submit", WriteJob(fault_fixture::Audited(ElasticJob()))})
+                .exit.exit_code,
+            0);
   // What a user watching the job sees, from before the change to the end.
   Subprocess watch({testing::Runfile("client/lockstep"), "watch", "ft",
                     "--coordinator", cluster_->address()},
@@ -210,6 +214,16 @@ TEST_F(FaultTest, ElasticJobShrinksOnAKillAndGrowsWhenAWorkerJoins) {
   EXPECT_NEAR(res["test_accuracy"].get<double>(),
               alone["test_accuracy"].get<double>(), 0.005)
       << res.dump(2);
+  // Every sample of the 4 epochs once across the three worlds: 3 replicas,
+  // then 2 (each taking 24 of the global batch's 48), then 3 again.
+  const std::string audit = ExpectExactlyOnce(4);
+  EXPECT_NE(audit.find("generations 1 from step 0 on 3 replicas, 2 from step " +
+                       std::to_string(shrink_step) +
+                       " on 2 replicas, 3 from "
+                       "step " +
+                       std::to_string(grow_step) + " on 3 replicas"),
+            std::string::npos)
+      << audit;
 }
 
 }  // namespace

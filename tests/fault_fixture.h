@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -49,6 +50,13 @@ inline nlohmann::json FaultJob(const nlohmann::json& extra = {}) {
     "restart": {"max_restarts": 3, "backoff_seconds": 0.2,
                 "replacement_timeout_seconds": 60}})"));
   if (!extra.is_null()) job.merge_patch(extra);
+  return job;
+}
+
+// `job` with the sample audit on ("audit": {"samples": true}): every rank
+// records each step's samples before its collective.
+inline nlohmann::json Audited(nlohmann::json job) {
+  job["audit"] = {{"samples", true}};
   return job;
 }
 
@@ -144,6 +152,30 @@ class FaultTest : public ::testing::Test {
       usleep(30000);
     }
     FAIL() << "job ft never passed step " << step << ":\n" << last;
+  }
+
+  // `lockstep audit` of job ft: each of `epochs` epochs saw every one of
+  // its `samples` training samples exactly once in the accepted history
+  // (asserted); the audit's output, for the test's own checks.
+  std::string ExpectExactlyOnce(int epochs, int samples = 8000) {
+    testing::RunResult a =
+        testing::RunProcess({testing::Runfile("client/lockstep"), "audit",
+                             StorageDir() + "/jobs/ft"},
+                            dir_, 120);
+    EXPECT_EQ(a.exit.exit_code, 0) << a.out << a.err;
+    for (int e = 0; e < epochs; ++e) {
+      const std::string line = "epoch " + std::to_string(e) + ": " +
+                               std::to_string(samples) +
+                               " samples: " + std::to_string(samples) +
+                               " seen once, 0 never, 0 more than once (";
+      EXPECT_NE(a.out.find(line), std::string::npos) << line << "\n" << a.out;
+    }
+    EXPECT_NE(a.out.find("every sample of every complete epoch was seen "
+                         "exactly once"),
+              std::string::npos)
+        << a.out;
+    std::printf("audit of job ft:\n%s", a.out.c_str());
+    return a.out;
   }
 
   nlohmann::json Result(const std::string& name = "ft") {

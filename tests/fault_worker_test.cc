@@ -38,7 +38,10 @@ using testing::WriteStringToFile;
 TEST_F(FaultTest, KilledWorkerIsReplacedAndTheRunEndsWithTheSameBytes) {
   const std::string reference = ReferenceFingerprint();
   Start();
-  ASSERT_EQ(Client({"submit", WriteJob(FaultJob())}).exit.exit_code, 0);
+  // With the sample audit on: the same bytes as the reference without it.
+  ASSERT_EQ(Client({"submit", WriteJob(fault_fixture::Audited(FaultJob()))})
+                .exit.exit_code,
+            0);
   WaitForStep(120);
   Subprocess* survivor = RankProcess(0);
   Subprocess* victim = RankProcess(1);
@@ -108,6 +111,13 @@ TEST_F(FaultTest, KilledWorkerIsReplacedAndTheRunEndsWithTheSameBytes) {
   EXPECT_EQ(res["membership"][1]["from_step"], resumed);
   EXPECT_TRUE(res["membership"][0]["started_at"].is_string()) << res;
   EXPECT_TRUE(res["membership"][1]["started_at"].is_string()) << res;
+  // Every sample of the 4 epochs once, in generation 1's steps before
+  // `resumed` and generation 2's from it.
+  const std::string audit = ExpectExactlyOnce(4);
+  EXPECT_NE(audit.find("generations 1 from step 0 on 2 replicas, 2 from step " +
+                       std::to_string(resumed) + " on 2 replicas"),
+            std::string::npos)
+      << audit;
 }
 
 // The same guarantee for a text model: a BERT masked-LM job (embeddings,

@@ -203,6 +203,40 @@ absl::Status ClusterHost::Report(lockstep::v1::ProgressReport& report) {
   return absl::OkStatus();
 }
 
+absl::Status ClusterHost::SamplesTaken(SampleRecord& record) {
+  record.generation = a_.generation();
+  record.rank = a_.rank();
+  lockstep::v1::SampleRecord m;
+  m.set_worker_id(ctx_.worker_id);
+  m.set_job(a_.job());
+  m.set_generation(record.generation);
+  m.set_rank(static_cast<int32_t>(record.rank));
+  m.set_step(record.step);
+  m.set_epoch(record.epoch);
+  m.set_epoch_samples(record.epoch_samples);
+  for (const auto& [begin, end] : record.positions) {
+    m.add_positions(begin);
+    m.add_positions(end);
+  }
+  m.set_hash(record.hash);
+  m.set_count(record.count);
+  for (int64_t r : record.replicas) m.add_replicas(r);
+  m.set_world_replicas(record.world_replicas);
+  lockstep::v1::ReportResponse response;
+  RETURN_IF_ERROR(WhileCoordinatorRestarts("the sample record", [&] {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(30));
+    return FromGrpc(ctx_.coordinator->RecordSamples(&context, m, &response),
+                    "recording the step's samples with the coordinator");
+  }));
+  if (response.stop()) {
+    return absl::CancelledError(
+        absl::StrCat("the coordinator stopped the job: ", response.reason()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ClusterHost::WhileCoordinatorRestarts(
     const std::string& what, const std::function<absl::Status()>& call) {
   const Clock::time_point give_up = Clock::now() + std::chrono::minutes(10);

@@ -51,6 +51,9 @@ class ClusterHost : public SessionHost {
   }
   void StepDone(const StepFigures& f) override;
   absl::Status EndStep(int64_t step) override;
+  // To the coordinator, waiting while it restarts: the step's collective
+  // does not start before the record is kept.
+  absl::Status SamplesTaken(SampleRecord& record) override;
   bool StopRequested() const override {
     return ctx_.stop != nullptr && ctx_.stop->load(std::memory_order_relaxed);
   }

@@ -49,6 +49,7 @@ Batch MakeBatch(const Dataset& data, const ShardPlan& plan,
     rb.x = Tensor(std::move(shape));
     rb.labels.resize(n * lps);
     for (int64_t i = 0; i < n; ++i) slots.push_back({r, i, idx[i]});
+    b.indices.insert(b.indices.end(), idx.begin(), idx.end());
   }
   auto fill_one = [&](const Slot& s) {
     ReplicaBatch& rb = b.replicas[s.replica];

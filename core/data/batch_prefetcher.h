@@ -35,6 +35,9 @@ struct Batch {
   // classification; the masked tokens for a masked language model.
   int64_t global_labels = 0;
   std::vector<ReplicaBatch> replicas;  // one per entry of replica_indices
+  // The sample indices filled, replica after replica (the audit's record
+  // of what the step consumed; empty in micro-batches).
+  std::vector<int64_t> indices;
   // Micro-batch `micro` of the step's `micros` (job
   // gradient_accumulation_steps); 0 of 1 for a whole step's batch. The
   // replicas keep their gradients until the last; `micro` varies the

@@ -77,15 +77,22 @@ std::vector<int64_t> ShardPlan::GlobalBatch(int64_t epoch,
   return Range(epoch, begin, begin + count);
 }
 
-std::vector<int64_t> ShardPlan::ReplicaSlice(int64_t epoch,
-                                             int64_t step_in_epoch,
-                                             int64_t replica) const {
+std::pair<int64_t, int64_t> ShardPlan::ReplicaPositions(int64_t epoch,
+                                                        int64_t step_in_epoch,
+                                                        int64_t replica) const {
   const int64_t count = GlobalBatchCount(epoch, step_in_epoch);
-  if (replica < 0 || replica >= replicas_) return {};
+  if (replica < 0 || replica >= replicas_) return {0, 0};
   const int64_t lo = std::min(replica * global_ / replicas_, count);
   const int64_t hi = std::min((replica + 1) * global_ / replicas_, count);
   const int64_t base = step_in_epoch * global_batch_size();
-  return Range(epoch, base + lo, base + hi);
+  return {base + lo, base + hi};
+}
+
+std::vector<int64_t> ShardPlan::ReplicaSlice(int64_t epoch,
+                                             int64_t step_in_epoch,
+                                             int64_t replica) const {
+  const auto [begin, end] = ReplicaPositions(epoch, step_in_epoch, replica);
+  return Range(epoch, begin, end);
 }
 
 }  // namespace lockstep

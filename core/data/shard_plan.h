@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -53,6 +54,11 @@ class ShardPlan {
   // batch of an epoch.
   std::vector<int64_t> ReplicaSlice(int64_t epoch, int64_t step_in_epoch,
                                     int64_t replica) const;
+  // Where that slice lies in the epoch's Permutation: positions [first,
+  // second) ({0, 0} for a replica outside the plan).
+  std::pair<int64_t, int64_t> ReplicaPositions(int64_t epoch,
+                                               int64_t step_in_epoch,
+                                               int64_t replica) const;
 
  private:
   // Positions [begin, end) of the epoch's permutation.

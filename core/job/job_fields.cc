@@ -18,8 +18,8 @@ std::vector<std::string> JobFieldNames() {
   };
   // Sections are objects whose own fields are listed below, not fields.
   const std::set<std::string> sections = {
-      "model",      "optimizer", "lr_schedule", "data",
-      "checkpoint", "summary",   "cluster",     "restart"};
+      "model",   "optimizer", "lr_schedule", "data", "checkpoint",
+      "summary", "cluster",   "restart",     "audit"};
   for (const std::string& k : job_spec_internal::RootKeys()) {
     if (sections.count(k) == 0) out.insert(k);
   }
@@ -28,6 +28,7 @@ std::vector<std::string> JobFieldNames() {
   add("cluster.", job_spec_internal::ClusterKeys());
   add("cluster.workers.", job_spec_internal::ElasticWorkersKeys());
   add("restart.", job_spec_internal::RestartKeys());
+  add("audit.", job_spec_internal::AuditKeys());
   for (const std::string& k : job_spec_internal::ModelKeys()) {
     if (k != "init") out.insert("model." + k);
   }

@@ -102,6 +102,9 @@
 //   max_restarts          integer >= 0 ? 3 (0: the job fails at once)
 //   backoff_seconds       number >= 0 ? 1 (doubles per restart, <= 60)
 //   replacement_timeout_seconds number > 0 ? 120 (wait for a worker)
+// audit                   object ? {}
+//   samples               boolean ? false (each rank records every step's
+//                         sample positions; `lockstep audit` counts them)
 //
 // Unknown fields are rejected everywhere, as are fields that belong to
 // another variant (`optimizer.momentum: unknown field for optimizer type
@@ -279,6 +282,12 @@ absl::Status ParseRoot(const Json& v, absl::string_view base_dir,
     RETURN_IF_ERROR(c.Number("replacement_timeout_seconds",
                              job_spec_internal::kPositive,
                              &spec->restart.replacement_timeout_seconds));
+  }
+  if (r.Has("audit")) {
+    RETURN_IF_ERROR(Reader::CheckObject(r.Get("audit"), "audit"));
+    Reader c(r.Get("audit"), "audit");
+    RETURN_IF_ERROR(c.CheckKeys(job_spec_internal::AuditKeys()));
+    RETURN_IF_ERROR(c.Bool("samples", &spec->audit.samples));
   }
   return absl::OkStatus();
 }

@@ -118,6 +118,13 @@ struct RestartSpec {
   double replacement_timeout_seconds = 120;
 };
 
+// What the workers record for `lockstep audit` (docs/reliability.md).
+struct AuditSpec {
+  // Every rank records the sample positions of each step before the step's
+  // collective (one coordinator call per rank and step).
+  bool samples = false;
+};
+
 // The most micro-batches a step may accumulate (job_spec.cc): the sums
 // inside a pass (sync batch norm) of every micro-batch need their own
 // collective ids (core/collective/transport.h kPassSumMicroStride).
@@ -145,6 +152,7 @@ struct JobSpec {
   SummarySpec summary;
   ClusterSpec cluster;
   RestartSpec restart;
+  AuditSpec audit;
 
   // Every replica of the job at its most workers: the global batch's
   // divisor (an elastic job's smaller worlds split the same global batch).
@@ -171,6 +179,7 @@ bool operator==(const CheckpointSpec& a, const CheckpointSpec& b);
 bool operator==(const SummarySpec& a, const SummarySpec& b);
 bool operator==(const ClusterSpec& a, const ClusterSpec& b);
 bool operator==(const RestartSpec& a, const RestartSpec& b);
+bool operator==(const AuditSpec& a, const AuditSpec& b);
 bool operator==(const JobSpec& a, const JobSpec& b);
 inline bool operator!=(const JobSpec& a, const JobSpec& b) { return !(a == b); }
 

@@ -63,7 +63,11 @@ const Keys& RootKeys() {
   static const Keys& k = Listed(
       {"name", "seed", "model", "loss", "optimizer", "lr_schedule", "data",
        "batch_size_per_replica", "gradient_accumulation_steps", "epochs",
-       "steps", "checkpoint", "summary", "cluster", "restart"});
+       "steps", "checkpoint", "summary", "cluster", "restart", "audit"});
+  return k;
+}
+const Keys& AuditKeys() {
+  static const Keys& k = Listed({"samples"});
   return k;
 }
 const Keys& CheckpointKeys() {

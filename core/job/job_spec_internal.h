@@ -51,6 +51,7 @@ const Keys& SummaryKeys();
 const Keys& ClusterKeys();
 const Keys& ElasticWorkersKeys();  // cluster.workers as {"min", "max"}
 const Keys& RestartKeys();
+const Keys& AuditKeys();
 const Keys& ModelKeys();           // besides a preset's own fields
 const Keys& ModelInputKeys();      // model.inputs[i]
 const Keys& ModelInitKeys();       // model.init

@@ -98,6 +98,9 @@ Json SpecToJson(const JobSpec& s) {
       {"max_restarts", s.restart.max_restarts},
       {"backoff_seconds", s.restart.backoff_seconds},
       {"replacement_timeout_seconds", s.restart.replacement_timeout_seconds}};
+  // Written only when on: the canonical JSON of other jobs (and the
+  // checkpoints that store it) stays as it was.
+  if (s.audit.samples) j["audit"] = {{"samples", true}};
   return j;
 }
 
@@ -141,6 +144,9 @@ bool operator==(const RestartSpec& a, const RestartSpec& b) {
          a.backoff_seconds == b.backoff_seconds &&
          a.replacement_timeout_seconds == b.replacement_timeout_seconds;
 }
+bool operator==(const AuditSpec& a, const AuditSpec& b) {
+  return a.samples == b.samples;
+}
 bool operator==(const JobSpec& a, const JobSpec& b) {
   return a.name == b.name && a.seed == b.seed && a.model == b.model &&
          a.loss == b.loss && a.optimizer == b.optimizer &&
@@ -149,7 +155,7 @@ bool operator==(const JobSpec& a, const JobSpec& b) {
          a.gradient_accumulation_steps == b.gradient_accumulation_steps &&
          a.epochs == b.epochs && a.steps == b.steps &&
          a.checkpoint == b.checkpoint && a.summary == b.summary &&
-         a.cluster == b.cluster && a.restart == b.restart;
+         a.cluster == b.cluster && a.restart == b.restart && a.audit == b.audit;
 }
 
 namespace job_spec_internal {

@@ -90,6 +90,19 @@ TEST(JobSpecTest, FullSpec) {
   EXPECT_EQ(AccumulationNote(s), "");
 }
 
+TEST(JobSpecTest, TheSampleAuditIsWrittenBackOnlyWhenOn) {
+  Json j = Json::parse(kMinimal);
+  JobSpec off = MustParse(j.dump());
+  EXPECT_FALSE(off.audit.samples);
+  EXPECT_EQ(JobSpecToJson(off).find("audit"), std::string::npos);
+  j["audit"] = {{"samples", true}};
+  JobSpec on = MustParse(j.dump());
+  EXPECT_TRUE(on.audit.samples);
+  EXPECT_NE(JobSpecToJson(on).find("\"audit\""), std::string::npos);
+  EXPECT_TRUE(MustParse(JobSpecToJson(on)).audit.samples);
+  EXPECT_NE(on, off);  // another job under the same name
+}
+
 TEST(JobSpecTest, AccumulationMultipliesTheGlobalBatch) {
   Json j = Json::parse(kMinimal);
   j["batch_size_per_replica"] = 16;

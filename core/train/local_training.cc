@@ -19,6 +19,7 @@
 #include "base/file_util.h"
 #include "base/seconds.h"
 #include "base/status_macros.h"
+#include "core/audit/sample_audit.h"
 #include "core/checkpoint/checkpoint.h"
 #include "core/progress.h"
 #include "core/summary/summary_writer.h"
@@ -71,6 +72,20 @@ class LocalHost : public SessionHost {
     return options_.stop_requested != nullptr &&
            options_.stop_requested->load(std::memory_order_relaxed);
   }
+  // STORAGE/jobs/NAME/audit.jsonl; each run a generation of its own, from
+  // the step it starts at.
+  absl::Status SamplesTaken(SampleRecord& record) override {
+    if (audit_ == nullptr) {
+      ASSIGN_OR_RETURN(
+          audit_, AuditLog::Open(JoinPath(job_dir_, "audit.jsonl"), spec_));
+      generation_ = audit_->last_generation() + 1;
+      RETURN_IF_ERROR(
+          audit_->Generation(generation_, record.step, record.world_replicas));
+    }
+    record.generation = generation_;
+    record.rank = 0;
+    return audit_->Add(record);
+  }
 
  private:
   const JobSpec& spec_;
@@ -80,6 +95,8 @@ class LocalHost : public SessionHost {
   std::unique_ptr<SummaryWriter> summaries_;
   std::string last_checkpoint_;
   Clock::time_point last_progress_ = Clock::now();
+  std::unique_ptr<AuditLog> audit_;
+  int64_t generation_ = 0;
 };
 
 absl::Status LocalHost::PrepareStorage() {

@@ -68,6 +68,10 @@ absl::StatusOr<TrainingSession::Outcome> TrainingSession::Run() {
     // samples/s figure instead of hiding behind the prefetch thread.
     const Clock::time_point t0 = Clock::now();
     ASSIGN_OR_RETURN(Batch batch, prefetcher.Next());
+    if (spec.audit.samples) {
+      SampleRecord record = RecordOf(*plan_, batch, config_.replicas);
+      RETURN_IF_ERROR(host_->SamplesTaken(record));
+    }
     BatchLoss loss;
     RETURN_IF_ERROR(AnnotateStatus(Step(batch, prefetcher.PeekReady(), &loss),
                                    absl::StrCat("step ", batch.global_step)));

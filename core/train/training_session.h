@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/audit/sample_audit.h"
 #include "core/checkpoint/checkpoint.h"
 #include "core/collective/gradient_buckets.h"
 #include "core/collective/ring_allreduce.h"
@@ -86,6 +87,14 @@ class SessionHost {
   virtual void Event(const std::string& line) = 0;
   virtual void Log(const std::string& line) = 0;
   virtual void StepDone(const StepFigures& figures) {}
+  // A job with "audit": {"samples": true}: the samples this process takes
+  // for a step (generation and rank for the host to fill), before the
+  // step's collective, so that no step completes without every rank's
+  // record kept. An error ends the session.
+  virtual absl::Status SamplesTaken(SampleRecord& record) {
+    return absl::UnimplementedError(
+        "this kind of run keeps no sample audit (audit.samples)");
+  }
   // After everything of step `step`; an error ends the session.
   virtual absl::Status EndStep(int64_t step) { return absl::OkStatus(); }
   // Checked before every step.
