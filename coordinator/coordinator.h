@@ -159,6 +159,9 @@ class Coordinator {
   absl::StatusOr<std::string> FetchNcclId(
       const lockstep::v1::NcclIdRequest& req);
 
+  // How many FetchNcclId calls of `job` wait for its id now.
+  int NcclWaiters(const std::string& job) { return nccl_ids_.Waiting(job); }
+
   // Liveness and gang starts; called every ~100 ms by the server.
   void Tick();
 

@@ -92,9 +92,19 @@ class NcclBootstrapTest : public ::testing::Test {
   }
   absl::StatusOr<std::string> Bootstrap(int rank, absl::Duration timeout,
                                         int64_t generation = 1) {
-    return BootstrapNcclId(stub_.get(), rank == 0 ? worker0_ : worker1_, "j",
-                           generation, rank,
-                           rank == 0 ? MakeKnownId() : NeverCalled, timeout);
+    return BootstrapNcclId(
+        stub_.get(), rank == 0 ? worker0_ : worker1_, "j", generation, rank,
+        rank == 0 ? MakeKnownId() : NeverCalled, timeout,
+        [this, rank](const absl::Status&) { ++unavailable_[rank]; });
+  }
+  // Blocks until `done()` holds (bounded: 20 s); false if it never did.
+  template <typename Done>
+  static bool Until(Done done) {
+    const absl::Time give_up = absl::Now() + absl::Seconds(20);
+    while (!done() && absl::Now() < give_up) {
+      absl::SleepFor(absl::Milliseconds(2));
+    }
+    return done();
   }
 
   Authorizer auth_{AuthOptions{}};
@@ -105,12 +115,14 @@ class NcclBootstrapTest : public ::testing::Test {
   std::unique_ptr<v1::Coordinator::Stub> stub_;
   std::string worker0_, worker1_;
   std::atomic<int> made_{0};
+  std::atomic<int> unavailable_[2] = {0, 0};  // UNAVAILABLE answers per rank
 };
 
 TEST_F(NcclBootstrapTest, BothRanksGetRank0sBytes) {
   absl::StatusOr<std::string> fetched;
   std::thread rank1([&] { fetched = Bootstrap(1, absl::Seconds(20)); });
-  absl::SleepFor(absl::Milliseconds(100));  // rank 1 is already waiting
+  ASSERT_TRUE(Until([&] { return coordinator_->NcclWaiters("j") == 1; }))
+      << "rank 1 never waited";
   absl::StatusOr<std::string> published = Bootstrap(0, absl::Seconds(20));
   rank1.join();
   ASSERT_TRUE(published.ok()) << published.status();
@@ -186,7 +198,10 @@ TEST_F(NcclBootstrapTest, BothRanksRideOutACoordinatorRestart) {
   absl::StatusOr<std::string> ids[2];
   std::thread rank1([&] { ids[1] = Bootstrap(1, absl::Seconds(30)); });
   std::thread rank0([&] { ids[0] = Bootstrap(0, absl::Seconds(30)); });
-  absl::SleepFor(absl::Milliseconds(1500));  // both have failed at least once
+  ASSERT_TRUE(Until([&] {
+    return unavailable_[0] >= 1 && unavailable_[1] >= 1;
+  })) << "ranks found the coordinator down "
+      << unavailable_[0] << " and " << unavailable_[1] << " times";
   StartServer(port);
   rank0.join();
   rank1.join();

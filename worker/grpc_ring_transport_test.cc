@@ -402,8 +402,13 @@ TEST(GrpcTransportTest, ASmallSendIsReleasedOnceWrittenNotWhenTheStreamEnds) {
 TEST(GrpcTransportTest, AbortEndsAWaitAtOnce) {
   GrpcRing ring(2);
   ring.Start("job", 1);
+  // The abort comes once the receive below is blocked (bounded: 10 s).
   std::thread t([&] {
-    absl::SleepFor(absl::Milliseconds(100));
+    const absl::Time give_up = absl::Now() + absl::Seconds(10);
+    while (!ring.at(0).OldestWait().waiting && absl::Now() < give_up) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    EXPECT_TRUE(ring.at(0).OldestWait().waiting) << "no receive waited";
     ring.node(0).service.AbortCurrent(absl::CancelledError("job cancelled"));
   });
   const absl::Time t0 = absl::Now();

@@ -46,7 +46,8 @@ bool WaitToRetry(absl::Time deadline) {
 absl::StatusOr<std::string> Publish(
     lockstep::v1::Coordinator::StubInterface* coordinator,
     lockstep::v1::NcclIdRequest req, absl::Time deadline,
-    absl::Duration timeout) {
+    absl::Duration timeout,
+    const std::function<void(const absl::Status&)>& on_unavailable) {
   while (true) {
     grpc::ClientContext context;
     context.set_deadline(ToChrono(deadline));
@@ -54,6 +55,7 @@ absl::StatusOr<std::string> Publish(
     const absl::Status s = FromGrpc(
         coordinator->PublishNcclId(&context, req, &resp), "PublishNcclId");
     if (s.ok()) return req.unique_id();
+    if (absl::IsUnavailable(s) && on_unavailable) on_unavailable(s);
     if (absl::IsUnavailable(s) && WaitToRetry(deadline)) continue;
     if (absl::IsUnavailable(s)) {
       return absl::DeadlineExceededError(absl::StrCat(
@@ -67,7 +69,8 @@ absl::StatusOr<std::string> Publish(
 absl::StatusOr<std::string> Fetch(
     lockstep::v1::Coordinator::StubInterface* coordinator,
     lockstep::v1::NcclIdRequest req, absl::Time deadline,
-    absl::Duration timeout) {
+    absl::Duration timeout,
+    const std::function<void(const absl::Status&)>& on_unavailable) {
   absl::Status last;
   while (true) {
     const absl::Duration left = deadline - absl::Now();
@@ -85,6 +88,7 @@ absl::StatusOr<std::string> Fetch(
         FromGrpc(coordinator->FetchNcclId(&context, req, &resp), "FetchNcclId");
     if (last.ok()) return resp.unique_id();
     if (absl::IsUnavailable(last)) {
+      if (on_unavailable) on_unavailable(last);
       WaitToRetry(deadline);
     } else if (!absl::IsDeadlineExceeded(last)) {
       return last;  // the generation is over, not our rank, no such job
@@ -98,12 +102,13 @@ absl::StatusOr<std::string> BootstrapNcclId(
     lockstep::v1::Coordinator::StubInterface* coordinator,
     const std::string& worker_id, const std::string& job, int64_t generation,
     int rank, std::function<absl::StatusOr<std::string>()> make_id,
-    absl::Duration timeout) {
+    absl::Duration timeout,
+    std::function<void(const absl::Status&)> on_unavailable) {
   const absl::Time deadline = absl::Now() + timeout;
   lockstep::v1::NcclIdRequest req = Request(worker_id, job, generation);
   if (rank != 0) {
     absl::StatusOr<std::string> id =
-        Fetch(coordinator, std::move(req), deadline, timeout);
+        Fetch(coordinator, std::move(req), deadline, timeout, on_unavailable);
     if (id.ok()) return id;
     return AnnotateStatus(
         id.status(),
@@ -119,7 +124,7 @@ absl::StatusOr<std::string> BootstrapNcclId(
   if (!made.ok()) return AnnotateStatus(made.status(), context);
   req.set_unique_id(*std::move(made));
   absl::StatusOr<std::string> id =
-      Publish(coordinator, std::move(req), deadline, timeout);
+      Publish(coordinator, std::move(req), deadline, timeout, on_unavailable);
   if (id.ok()) return id;
   return AnnotateStatus(id.status(), context);
 }

@@ -24,11 +24,13 @@ namespace lockstep {
 // it has not published in time, FailedPrecondition once the generation is
 // over (do not retry: the next generation needs a new id), PermissionDenied
 // for a worker without that rank. `coordinator` is not owned.
+// `on_unavailable` (when set) sees each UNAVAILABLE answer before its retry.
 absl::StatusOr<std::string> BootstrapNcclId(
     lockstep::v1::Coordinator::StubInterface* coordinator,
     const std::string& worker_id, const std::string& job, int64_t generation,
     int rank, std::function<absl::StatusOr<std::string>()> make_id,
-    absl::Duration timeout);
+    absl::Duration timeout,
+    std::function<void(const absl::Status&)> on_unavailable = nullptr);
 
 }  // namespace lockstep
 
