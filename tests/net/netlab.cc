@@ -31,7 +31,7 @@ std::string Tc() {
   for (const char* p : {"/usr/sbin/tc", "/sbin/tc", "/usr/bin/tc"}) {
     if (access(p, X_OK) == 0) return p;
   }
-  return "tc";
+  return "";
 }
 
 RunResult Quiet(const std::vector<std::string>& argv) {
@@ -64,6 +64,7 @@ std::string NetLab::Unavailable() {
   }
   const std::string ip = Ip();
   if (ip.empty()) return "no `ip` command (Debian package iproute2)";
+  // (MissingTools, checked first by a drill, fails it as root.)
   const std::string probe = absl::StrCat(kPrefix, getpid(), "-probe");
   RunResult r = Quiet({ip, "netns", "add", probe});
   if (r.exit.exit_code != 0) {
@@ -71,6 +72,19 @@ std::string NetLab::Unavailable() {
   }
   Quiet({ip, "netns", "del", probe});
   return "";
+}
+
+std::string NetLab::MissingTools() {
+  if (geteuid() != 0) return "";  // Unavailable() says why it skips
+  std::vector<std::string> missing;
+  if (Ip().empty()) missing.push_back("`ip`");
+  if (Tc().empty()) missing.push_back("`tc`");
+  if (missing.empty()) return "";
+  return absl::StrCat(absl::StrJoin(missing, " and "),
+                      " missing in /usr/sbin, /sbin and /usr/bin: install "
+                      "Debian's iproute2 (scripts/install_deps.sh --test "
+                      "does); a drill that can run as root does not skip "
+                      "for a missing tool");
 }
 
 NetLab::NetLab(int hosts) {

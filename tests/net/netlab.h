@@ -24,9 +24,13 @@ namespace testing {
 
 class NetLab {
  public:
-  // Why namespaces cannot be made here ("" when they can): not root, no
-  // `ip`, or the kernel refused (the message names the command).
+  // Why namespaces cannot be made here ("" when they can): not root, or
+  // the kernel refused (the message names the command). A drill skips.
   static std::string Unavailable();
+  // As root, the tools a drill needs that are missing ("" when none is):
+  // `ip` and `tc` (Debian's iproute2, which scripts/install_deps.sh
+  // installs). A drill that could run fails instead of skipping.
+  static std::string MissingTools();
 
   // `hosts` namespaces on one switch. ok() says whether it all came up
   // (error() the failing command and its output).

@@ -37,6 +37,8 @@ constexpr char kPort[] = "7070";
 class NetDrillTest : public fault_fixture::FaultTest {
  protected:
   void SetUp() override {
+    const std::string missing = NetLab::MissingTools();
+    ASSERT_EQ(missing, "") << missing;
     const std::string why = NetLab::Unavailable();
     if (!why.empty()) GTEST_SKIP() << why;
   }
