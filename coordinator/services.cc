@@ -10,7 +10,6 @@
 
 namespace lockstep {
 
-namespace v1 = lockstep::v1;
 
 // Nothing is answered before the journal is replayed (UNAVAILABLE: the
 // callers retry); then the refusal of the Authorizer check `check`, if any.

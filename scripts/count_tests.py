@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Counts the test cases of one Bazel invocation from its build events.
 
-Usage: count_tests.py EVENTS_JSON...  (written by --build_event_json_file)
+Usage: count_tests.py [NAME=]EVENTS_JSON...  (--build_event_json_file's)
 
 Reads only what this run reported: every test target it configured, and
 for each the XML report of its last attempt (per shard and run), wherever
@@ -10,7 +10,9 @@ and, before it, one line per target that counts as a failure without a
 case to show for it: a test that did not build, was not run, crashed or
 timed out before its report said so, or reported nothing. Several event
 files (the test command's stages: the suite, then the fuzz stage) are
-counted as one run: a target tested in two stages counts in each.
+counted as one run: a target tested in two stages counts in each. Named
+stages (suite=FILE fuzz=FILE) add each stage's counts to the line:
+"N passed, N failed, N skipped (suite P/F/S, fuzz P/F/S)".
 Exit status: 0 when nothing failed and something passed, 1 otherwise.
 """
 import json
@@ -61,8 +63,13 @@ def main(argv):
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
         return 2
     events = []        # (stage, event)
+    names = []         # the stages' names ("" when unnamed)
     try:
-        for stage, path in enumerate(argv[1:]):
+        for stage, arg in enumerate(argv[1:]):
+            name, sep, path = arg.partition("=")
+            if not sep:
+                name, path = "", arg
+            names.append(name)
             events += [(stage, e) for e in read_events(path)]
     except OSError as e:
         print(f"cannot read the build events: {e}", file=sys.stderr)
@@ -89,11 +96,13 @@ def main(argv):
                 results[slot] = (attempt, result.get("status", ""), xml)
 
     passed = failed = skipped = 0
+    per_stage = [[0, 0, 0] for _ in names]
     reported = {slot[:2] for slot in results}
-    for _, label in sorted(tests - reported):
+    for stage, label in sorted(tests - reported):
         print(f"{label}: no result in this run (did not build, or was not "
               "run): counted as 1 failure")
         failed += 1
+        per_stage[stage][1] += 1
     for slot in sorted(results):
         label = slot[1]
         _, status, xml = results[slot]
@@ -107,6 +116,7 @@ def main(argv):
             print(f"{label}: {status or 'no status'} without a test report: "
                   "counted as 1 failure")
             failed += 1
+            per_stage[slot[0]][1] += 1
             continue
         p, f, s = counts
         if status not in ("PASSED", "FLAKY") and f == 0:
@@ -115,7 +125,14 @@ def main(argv):
                   "counted as 1 failure")
             f = 1
         passed, failed, skipped = passed + p, failed + f, skipped + s
-    print(f"{passed} passed, {failed} failed, {skipped} skipped")
+        for i, n in enumerate((p, f, s)):
+            per_stage[slot[0]][i] += n
+    stages = ""
+    if any(names):
+        stages = " (" + ", ".join(
+            f"{name or f'stage {i + 1}'} {c[0]}/{c[1]}/{c[2]}"
+            for i, (name, c) in enumerate(zip(names, per_stage))) + ")"
+    print(f"{passed} passed, {failed} failed, {skipped} skipped{stages}")
     return 0 if failed == 0 and passed > 0 else 1
 
 

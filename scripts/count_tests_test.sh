@@ -118,6 +118,10 @@ report "$dir/fuzzed.xml" 0 1 0
 } >"$dir/stage2.json"
 expect two_stages "1 passed, 1 failed, 0 skipped" 1 "$dir/stage1.json $dir/stage2.json"
 expect one_stage "1 passed, 0 failed, 0 skipped" 0 "$dir/stage1.json"
+# Named stages (the test command's suite, fuzz, asan and tsan) are counted
+# apart on the same line too.
+expect named_stages "1 passed, 1 failed, 0 skipped (suite 1/0/0, fuzz 0/1/0)" \
+  1 "suite=$dir/stage1.json fuzz=$dir/stage2.json"
 
 # Nothing run is not a pass; an unreadable events file is an error.
 : >"$dir/empty.json"
