@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <regex>
 #include <string>
@@ -295,6 +296,22 @@ TEST_F(NetDrillTest, AWorkerCutOffPastTheTimeoutIsReplacedAndFencedOnHealing) {
                      cut_id + " "),
             std::string::npos)
       << log;
+  // The checkpoints on disk were written by generation 2's ranks (each
+  // state.json names the generation whose slices made it).
+  const std::string checkpoints = StorageDir() + "/jobs/ft/checkpoints";
+  int kept = 0;
+  for (const auto& e : std::filesystem::directory_iterator(checkpoints)) {
+    if (e.path().filename().string().rfind("step-", 0) != 0) continue;
+    const nlohmann::json state = nlohmann::json::parse(
+        testing::ReadFileOrEmpty(e.path().string() + "/state.json"), nullptr,
+        false);
+    ASSERT_TRUE(state.is_object()) << e.path();
+    if (state["step"].get<int>() >= std::stoi(m[1])) {
+      EXPECT_EQ(state["generation"], 2) << e.path();
+      ++kept;
+    }
+  }
+  EXPECT_GE(kept, 1);
   // The healed process is a live spare again.
   EXPECT_TRUE(WaitForWorkers(3));
   Figure("long_worker_cut",
