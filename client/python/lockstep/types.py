@@ -2,7 +2,7 @@
 ``Job.events()`` yields."""
 
 import dataclasses
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 TERMINAL_STATES = ("SUCCEEDED", "FAILED", "CANCELLED")
 
@@ -93,6 +93,9 @@ class JobStatus:
     recovery: str = ""
     waiting_for: str = ""
     waiting_seconds_left: float = -1.0
+    # Requests naming another generation of the job, refused, by kind
+    # ("progress", "checkpoint_slice", "finish", "nccl_id", "samples").
+    fenced: Dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def done(self):
@@ -123,7 +126,8 @@ def status_from_proto(msg):
         membership=[_fields_from(MembershipChange, m)
                     for m in msg.membership],
         straggler=(_fields_from(Straggler, msg.straggler)
-                   if msg.HasField("straggler") else None))
+                   if msg.HasField("straggler") else None),
+        fenced=dict(msg.fenced))
 
 
 @dataclasses.dataclass

@@ -94,3 +94,13 @@ def test_a_status_carries_its_straggler_and_worker_timings():
     assert (s.workers[0].ring_ms_per_mib, s.workers[0].compute_ms_per_step) \
         == (84.5, 12.0)
     assert w.rank == 1
+
+
+def test_a_status_carries_its_fenced_counts():
+    from lockstep._generated import jobs_pb2
+    from lockstep.types import status_from_proto
+    msg = jobs_pb2.JobStatus(name="j", state=jobs_pb2.RUNNING)
+    assert status_from_proto(msg).fenced == {}
+    msg.fenced["finish"] = 1
+    msg.fenced["progress"] = 2
+    assert status_from_proto(msg).fenced == {"finish": 1, "progress": 2}
