@@ -7,7 +7,7 @@
 
 #include "base/file_util.h"
 #include "client/cli_flags.h"
-#include "core/audit/sample_audit.h"
+#include "core/audit/audit_check.h"
 
 namespace lockstep {
 

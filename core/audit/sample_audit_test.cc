@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/file_util.h"
+#include "core/audit/audit_check.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
