@@ -82,12 +82,13 @@ if [[ "${targets[*]}" == "//..." ]]; then
       //worker:ring_message_test //worker:grpc_ring_transport_test)
     stage asan --config=asan --symlink_prefix=/ "${flags[@]}" -- \
       "${sanitized[@]}"
-    # ThreadSanitizer over the same concurrency-heavy targets (the rings'
-    # threads, mailboxes, reactors and aborts), against Debian's Abseil
-    # rebuilt with TSan (scripts/tsan_abseil.sh, once per machine).
+    # ThreadSanitizer over the concurrency-heavy ones, the rings' threads,
+    # mailboxes, reactors and aborts (and its canary), against Debian's
+    # Abseil rebuilt with TSan (scripts/tsan_abseil.sh, once per machine).
     if scripts/tsan_abseil.sh >"$tmp/tsan_abseil.log" 2>&1; then
       stage tsan --config=tsan --symlink_prefix=/ "${flags[@]}" -- \
-        "${sanitized[@]}"
+        //base:tsan_canary_test //core/collective/... \
+        //worker:ring_message_test //worker:grpc_ring_transport_test
     else
       cat "$tmp/tsan_abseil.log"
       echo "the tsan stage could not rebuild Abseil (above): it fails the run"
