@@ -13,6 +13,7 @@
 #include "coordinator/straggler.h"
 #include "core/train/local_training.h"
 #include "core/train/result_file.h"
+#include "rpc/sample_wire.h"
 
 namespace lockstep {
 
@@ -193,25 +194,9 @@ absl::StatusOr<lockstep::v1::ReportResponse> Coordinator::RecordSamples(
     }
     RETURN_IF_ERROR(
         CheckReporter(*job, in.rank(), in.worker_id(), "a sample record"));
-    if (in.positions_size() % 2 != 0) {
-      return absl::InvalidArgumentError(
-          "a sample record's positions come in [begin, end) pairs");
-    }
     audit = job->audit;
   }
-  SampleRecord r;
-  r.generation = in.generation();
-  r.rank = in.rank();
-  r.step = in.step();
-  r.epoch = in.epoch();
-  r.epoch_samples = in.epoch_samples();
-  for (int i = 0; i + 1 < in.positions_size(); i += 2) {
-    r.positions.emplace_back(in.positions(i), in.positions(i + 1));
-  }
-  r.hash = in.hash();
-  r.count = in.count();
-  r.replicas.assign(in.replicas().begin(), in.replicas().end());
-  r.world_replicas = in.world_replicas();
+  ASSIGN_OR_RETURN(SampleRecord r, SampleRecordFromWire(in));
   // The append outside the state lock: the audit file has its own.
   RETURN_IF_ERROR(audit->Add(r));
   return resp;

@@ -11,6 +11,7 @@
 #include "core/fingerprint.h"
 #include "core/train/gpu_backend.h"
 #include "rpc/rpc_util.h"
+#include "rpc/sample_wire.h"
 #include "worker/checkpoint_rpc.h"
 #include "worker/nccl_bootstrap.h"
 
@@ -206,22 +207,9 @@ absl::Status ClusterHost::Report(lockstep::v1::ProgressReport& report) {
 absl::Status ClusterHost::SamplesTaken(SampleRecord& record) {
   record.generation = a_.generation();
   record.rank = a_.rank();
-  lockstep::v1::SampleRecord m;
+  lockstep::v1::SampleRecord m = SampleRecordToWire(record);
   m.set_worker_id(ctx_.worker_id);
   m.set_job(a_.job());
-  m.set_generation(record.generation);
-  m.set_rank(static_cast<int32_t>(record.rank));
-  m.set_step(record.step);
-  m.set_epoch(record.epoch);
-  m.set_epoch_samples(record.epoch_samples);
-  for (const auto& [begin, end] : record.positions) {
-    m.add_positions(begin);
-    m.add_positions(end);
-  }
-  m.set_hash(record.hash);
-  m.set_count(record.count);
-  for (int64_t r : record.replicas) m.add_replicas(r);
-  m.set_world_replicas(record.world_replicas);
   lockstep::v1::ReportResponse response;
   RETURN_IF_ERROR(WhileCoordinatorRestarts("the sample record", [&] {
     grpc::ClientContext context;

@@ -9,7 +9,6 @@
 #include "base/crc32c.h"
 #include "base/file_util.h"
 #include "base/status_macros.h"
-#include "core/audit/audit_check.h"
 #include "core/json_util.h"
 
 namespace lockstep {
@@ -71,15 +70,7 @@ absl::StatusOr<std::unique_ptr<AuditLog>> AuditLog::Open(
       ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoToStatus("cannot open", path, errno);
   std::unique_ptr<AuditLog> log(new AuditLog(path, fd));
-  if (::lseek(fd, 0, SEEK_END) > 0) {
-    absl::StatusOr<AuditReport> before = CheckAudit(path);
-    if (!before.ok()) {
-      return AnnotateStatus(before.status(), "the audit file is damaged");
-    }
-    if (!before->generations.empty()) {
-      log->last_generation_ = before->generations.back().first;
-    }
-  } else {
+  if (::lseek(fd, 0, SEEK_END) == 0) {
     Json h;
     h["kind"] = "header";
     h["job"] = spec.name;

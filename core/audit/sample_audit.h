@@ -72,15 +72,12 @@ class AuditLog {
                           int64_t world_replicas);
   absl::Status Add(const SampleRecord& r);
   const std::string& path() const { return path_; }
-  // The latest generation the file held when opened (0: none).
-  int64_t last_generation() const { return last_generation_; }
 
  private:
   AuditLog(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
   absl::Status Line(const std::string& json);
 
   const std::string path_;
-  int64_t last_generation_ = 0;
   absl::Mutex mu_;
   int fd_ ABSL_GUARDED_BY(mu_);
 };

@@ -5,6 +5,8 @@
 // step missing in the middle and a malformed line are each named.
 #include "core/audit/sample_audit.h"
 
+#include <unistd.h>
+
 #include <memory>
 #include <string>
 #include <vector>

@@ -2,6 +2,8 @@
 // a TrainingSession that holds every replica of the job.
 #include "core/train/local_training.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -19,6 +21,7 @@
 #include "base/file_util.h"
 #include "base/seconds.h"
 #include "base/status_macros.h"
+#include "core/audit/audit_check.h"
 #include "core/audit/sample_audit.h"
 #include "core/checkpoint/checkpoint.h"
 #include "core/progress.h"
@@ -76,9 +79,16 @@ class LocalHost : public SessionHost {
   // the step it starts at.
   absl::Status SamplesTaken(SampleRecord& record) override {
     if (audit_ == nullptr) {
-      ASSIGN_OR_RETURN(
-          audit_, AuditLog::Open(JoinPath(job_dir_, "audit.jsonl"), spec_));
-      generation_ = audit_->last_generation() + 1;
+      // A run after earlier ones (--resume) is the next generation.
+      const std::string path = JoinPath(job_dir_, "audit.jsonl");
+      generation_ = 1;
+      if (access(path.c_str(), F_OK) == 0) {
+        ASSIGN_OR_RETURN(AuditReport before, CheckAudit(path));
+        if (!before.generations.empty()) {
+          generation_ = before.generations.back().first + 1;
+        }
+      }
+      ASSIGN_OR_RETURN(audit_, AuditLog::Open(path, spec_));
       RETURN_IF_ERROR(
           audit_->Generation(generation_, record.step, record.world_replicas));
     }
