@@ -75,12 +75,16 @@ absl::Status CheckArguments(const Transport& transport, const float* data,
   return absl::OkStatus();
 }
 
+// Which halves of the ring a call runs.
+enum class RingPhases { kBoth, kReduceScatter, kAllGather };
+
 // One rank's part of one collective. Ring step k in 0..world-2 is
-// reduce-scatter step k; ring step world-1+k is all-gather step k.
+// reduce-scatter step k; ring step world-1+k is all-gather step k (the
+// numbering is the same when a call runs one half).
 class RingRun {
  public:
   RingRun(Transport& transport, const CollectiveTag& tag, float* data,
-          int64_t count, const RingOptions& options)
+          int64_t count, const RingOptions& options, RingPhases phases)
       : transport_(transport),
         tag_(tag),
         data_(data),
@@ -93,7 +97,8 @@ class RingRun {
         next_((rank_ + 1) % world_),
         deadline_(absl::Now() + options.timeout),
         chunks_per_segment_(NumChunks(RingSegmentBounds(count, world_, 0))),
-        wire_(options.wire) {
+        wire_(options.wire),
+        phases_(phases) {
     if (wire_ == WireType::kBfloat16) staging_ = Staging(2 * count);
   }
 
@@ -101,24 +106,19 @@ class RingRun {
     const int64_t messages = int64_t{2} * (world_ - 1) * chunks_per_segment_;
     if (messages > std::numeric_limits<int32_t>::max()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("ring all-reduce of ", count_, " floats in chunks of ",
+          absl::StrCat("ring collective of ", count_, " floats in chunks of ",
                        chunk_elements_, " needs ", messages,
                        " messages, more than a tag can number: raise "
                        "chunk_elements"));
     }
-    // Reduce-scatter. Step k sends segment rank-k and receives segment
-    // rank-k-1, which is exactly what step k+1 sends: so each chunk goes on
-    // as soon as it is reduced. Step 0 sends our own input.
-    for (int64_t c = 0; c < NumChunks(Segment(rank_)); ++c) {
-      RETURN_IF_ERROR(Send(0, rank_, c));
-    }
-    for (int k = 0; k < world_ - 1; ++k) {
-      const int seg = Mod(rank_ - k - 1);
-      for (int64_t c = 0; c < NumChunks(Segment(seg)); ++c) {
-        RETURN_IF_ERROR(Recv(k, seg, c, RecvOp::kAdd));
-        // At the last step the segment (rank+1) is complete: this send is
-        // all-gather step 0.
-        RETURN_IF_ERROR(Send(k + 1, seg, c));
+    if (phases_ != RingPhases::kAllGather) RETURN_IF_ERROR(ReduceScatter());
+    if (phases_ == RingPhases::kReduceScatter) return absl::OkStatus();
+    if (phases_ == RingPhases::kAllGather) {
+      // The owned segment (rank+1) goes out first: all-gather step 0, which
+      // the reduce-scatter sends as it completes the segment.
+      const int own = Mod(rank_ + 1);
+      for (int64_t c = 0; c < NumChunks(Segment(own)); ++c) {
+        RETURN_IF_ERROR(Send(world_ - 1, own, c));
       }
     }
     // All-gather. Step k receives the finished segment rank-k and passes it
@@ -140,6 +140,41 @@ class RingRun {
   }
 
  private:
+  // Step k sends segment rank-k and receives segment rank-k-1, which is
+  // exactly what step k+1 sends: so each chunk goes on as soon as it is
+  // reduced. Step 0 sends our own input. At the last step the segment
+  // (rank+1) is complete; the whole ring sends it on at once (all-gather
+  // step 0), a reduce-scatter alone keeps it (rounded to bfloat16 as the
+  // all-gather would send it, so the bits are the all-reduce's).
+  absl::Status ReduceScatter() {
+    for (int64_t c = 0; c < NumChunks(Segment(rank_)); ++c) {
+      RETURN_IF_ERROR(Send(0, rank_, c));
+    }
+    for (int k = 0; k < world_ - 1; ++k) {
+      const int seg = Mod(rank_ - k - 1);
+      const bool last = k == world_ - 2;
+      for (int64_t c = 0; c < NumChunks(Segment(seg)); ++c) {
+        RETURN_IF_ERROR(Recv(k, seg, c, RecvOp::kAdd));
+        if (!last || phases_ == RingPhases::kBoth) {
+          RETURN_IF_ERROR(Send(k + 1, seg, c));
+        } else if (wire_ == WireType::kBfloat16) {
+          const Chunk chunk = ChunkOf(seg, c);
+          RoundToBf16(data_ + chunk.begin, chunk.size);
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // In place: each value becomes its bfloat16 rounding (to nearest, ties
+  // to even), as Outgoing keeps it.
+  static void RoundToBf16(float* values, int64_t n) {
+    thread_local std::vector<uint16_t> tmp;
+    tmp.resize(static_cast<size_t>(n));
+    FloatToBf16(n, values, tmp.data());
+    Bf16BytesToFloat(n, reinterpret_cast<const char*>(tmp.data()), values);
+  }
+
   struct Chunk {
     int64_t begin = 0;  // element offset into data_
     int64_t size = 0;
@@ -242,6 +277,7 @@ class RingRun {
   const absl::Time deadline_;
   const int64_t chunks_per_segment_;  // of segment 0, the largest
   const WireType wire_;
+  const RingPhases phases_;
   // bfloat16 only: [reduce-scatter sends | all-gather sends], count each;
   // the calling thread's (Staging).
   uint16_t* staging_ = nullptr;
@@ -250,18 +286,45 @@ class RingRun {
 
 }  // namespace
 
-absl::Status RingAllReduce(Transport& transport, const CollectiveTag& tag,
-                           float* data, int64_t count,
-                           const RingOptions& options) {
-  RETURN_IF_ERROR(CheckArguments(transport, data, count, "ring all-reduce"));
+int RingOwnedSegment(int rank, int world) { return (rank + 1) % world; }
+
+namespace {
+
+absl::Status RunRing(Transport& transport, const CollectiveTag& tag,
+                     float* data, int64_t count, const RingOptions& options,
+                     RingPhases phases, const char* what) {
+  RETURN_IF_ERROR(CheckArguments(transport, data, count, what));
   if (options.chunk_elements <= 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("ring all-reduce: chunk_elements must be positive, got ",
+        absl::StrCat(what, ": chunk_elements must be positive, got ",
                      options.chunk_elements));
   }
   if (transport.world_size() == 1 || count == 0) return absl::OkStatus();
-  RingRun run(transport, tag, data, count, options);
+  RingRun run(transport, tag, data, count, options, phases);
   return run.ReleaseSends(run.Run());
+}
+
+}  // namespace
+
+absl::Status RingAllReduce(Transport& transport, const CollectiveTag& tag,
+                           float* data, int64_t count,
+                           const RingOptions& options) {
+  return RunRing(transport, tag, data, count, options, RingPhases::kBoth,
+                 "ring all-reduce");
+}
+
+absl::Status RingReduceScatter(Transport& transport, const CollectiveTag& tag,
+                               float* data, int64_t count,
+                               const RingOptions& options) {
+  return RunRing(transport, tag, data, count, options,
+                 RingPhases::kReduceScatter, "ring reduce-scatter");
+}
+
+absl::Status RingAllGather(Transport& transport, const CollectiveTag& tag,
+                           float* data, int64_t count,
+                           const RingOptions& options) {
+  return RunRing(transport, tag, data, count, options, RingPhases::kAllGather,
+                 "ring all-gather");
 }
 
 absl::Status GatherSum(Transport& transport, const CollectiveTag& tag,

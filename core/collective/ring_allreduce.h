@@ -98,6 +98,23 @@ absl::Status RingAllReduce(Transport& transport, const CollectiveTag& tag,
                            float* data, int64_t count,
                            const RingOptions& options);
 
+// The two halves of RingAllReduce, for sharded optimizer state
+// (cluster.shard): the same chunks, messages, summation order, compression,
+// arguments and errors. After RingReduceScatter rank r holds the finished
+// sum of segment RingOwnedSegment(r, world) of data[] (bitwise what
+// RingAllReduce gives there: with kBfloat16, the sum rounded to bfloat16);
+// the rest of data[] is unspecified. RingAllGather sends each rank's owned
+// segment of data[] to every other rank (with kBfloat16 each segment is
+// rounded to bfloat16, its owner's copy too). RingReduceScatter then
+// RingAllGather with one tag each is RingAllReduce, bit for bit.
+int RingOwnedSegment(int rank, int world);  // (rank + 1) % world
+absl::Status RingReduceScatter(Transport& transport, const CollectiveTag& tag,
+                               float* data, int64_t count,
+                               const RingOptions& options);
+absl::Status RingAllGather(Transport& transport, const CollectiveTag& tag,
+                           float* data, int64_t count,
+                           const RingOptions& options);
+
 // The sum of a few values over all ranks in half the ring's latency
 // (sync batch norm's statistics, summed inside the training pass, where
 // each collective's latency stalls the step): world-1 steps of an
