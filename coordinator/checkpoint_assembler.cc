@@ -1,6 +1,7 @@
 // Slices -> one verified, atomically committed checkpoint.
 #include "coordinator/checkpoint_assembler.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "absl/strings/str_format.h"
@@ -54,6 +55,13 @@ absl::StatusOr<CommitInfo> CheckpointAssembler::Add(
     p.world_size = head.world_size();
     p.model_tensors = head.model_tensors();
     p.optimizer_tensors = head.optimizer_tensors();
+    p.sharded = head.sharded_optimizer();
+  }
+  if (p.sharded != head.sharded_optimizer()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: its optimizer state is %s but the other slices' is %s", what,
+        head.sharded_optimizer() ? "sharded" : "whole",
+        p.sharded ? "sharded" : "whole"));
   }
   if (p.world_size != head.world_size() ||
       p.model_tensors != head.model_tensors() ||
@@ -69,18 +77,57 @@ absl::StatusOr<CommitInfo> CheckpointAssembler::Add(
   }
   // Verify everything before keeping anything.
   std::vector<std::pair<const lockstep::v1::TensorData*, Tensor>> got;
+  int64_t whole = 0;  // tensors (not parts) received
   for (const CheckpointSlice& m : messages) {
     if (!m.has_tensor()) continue;
     absl::StatusOr<Tensor> t = TensorFromWire(m.tensor());
     if (!t.ok()) return AnnotateStatus(t.status(), what);
+    const bool part = m.tensor().whole_shape_size() > 0;
+    if (part && !(p.sharded && m.tensor().optimizer())) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: tensor %s comes in a part, but only sharded optimizer state "
+          "does",
+          what, m.tensor().name()));
+    }
+    if (part) {
+      Shape shape(m.tensor().whole_shape().begin(),
+                  m.tensor().whole_shape().end());
+      const int64_t offset = m.tensor().offset();
+      int64_t elements = 1;  // bounded as it grows: a peer's numbers
+      for (int64_t d : shape) {
+        if (d < 0 || (d > 0 && elements > (int64_t{1} << 40) / d)) {
+          return absl::InvalidArgumentError(
+              absl::StrFormat("%s: tensor %s: bad shape %s", what,
+                              m.tensor().name(), ShapeToString(shape)));
+        }
+        elements *= d;
+      }
+      if (offset < 0 || offset > elements || t->size() > elements - offset) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("%s: tensor %s: part [%d, %d) outside its shape %s",
+                            what, m.tensor().name(), offset, offset + t->size(),
+                            ShapeToString(shape)));
+      }
+    } else if (p.sharded && m.tensor().optimizer()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: optimizer tensor %s is whole, but the state is sharded (parts "
+          "expected)",
+          what, m.tensor().name()));
+    } else {
+      ++whole;
+    }
     got.emplace_back(&m.tensor(), *std::move(t));
   }
+  // Unsharded: the tensors i % world == rank of model then optimizer
+  // state; sharded: of the model tensors (the parts are counted at the
+  // commit).
+  const int64_t dealt = p.sharded ? int64_t{head.model_tensors()} : total;
   const int64_t expected =
-      total / head.world_size() + (head.rank() < total % head.world_size());
-  if (static_cast<int64_t>(got.size()) != expected) {
+      dealt / head.world_size() + (head.rank() < dealt % head.world_size());
+  if (whole != expected) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: %d tensors, but rank %d of %d owes %d of the %d", what, got.size(),
-        head.rank(), head.world_size(), expected, total));
+        "%s: %d tensors, but rank %d of %d owes %d of the %d", what, whole,
+        head.rank(), head.world_size(), expected, dealt));
   }
   if (head.rank() == 0 || p.ranks.empty()) {
     // The job JSON and the data's artifacts ride on rank 0's first message
@@ -91,12 +138,37 @@ absl::StatusOr<CommitInfo> CheckpointAssembler::Add(
     p.state = std::move(state);
   }
   for (auto& [data, tensor] : got) {
-    auto& into = data->optimizer() ? p.optimizer : p.model;
-    into[data->name()] = std::move(tensor);
+    if (data->whole_shape_size() == 0) {
+      auto& into = data->optimizer() ? p.optimizer : p.model;
+      into[data->name()] = std::move(tensor);
+      continue;
+    }
+    Tensor& into = p.optimizer[data->name()];
+    const Shape shape(data->whole_shape().begin(), data->whole_shape().end());
+    if (p.parts[data->name()].empty()) {
+      into = Tensor(shape);
+    } else if (into.shape() != shape) {
+      const absl::Status refusal = absl::InvalidArgumentError(absl::StrFormat(
+          "%s: a part of %s gives its shape as %s, another part as %s", what,
+          data->name(), ShapeToString(shape), ShapeToString(into.shape())));
+      pending_.erase(key);
+      return refusal;
+    }
+    std::copy(tensor.data(), tensor.data() + tensor.size(),
+              into.data() + data->offset());
+    p.parts[data->name()].emplace_back(data->offset(),
+                                       data->offset() + tensor.size());
   }
   p.ranks.insert(head.rank());
   CommitInfo info;
   if (static_cast<int>(p.ranks.size()) < p.world_size) return info;
+  if (p.sharded) {
+    absl::Status covered = CheckCoverage(p, head.step());
+    if (!covered.ok()) {
+      pending_.erase(key);
+      return covered;
+    }
+  }
 
   // Every slice is here: commit, then forget this and older steps.
   if (static_cast<int>(p.model.size()) != p.model_tensors ||
@@ -129,6 +201,33 @@ absl::StatusOr<CommitInfo> CheckpointAssembler::Add(
   info.committed = true;
   info.path = JoinPath(store_->dir(), CheckpointFolderName(head.step()));
   return info;
+}
+
+absl::Status CheckpointAssembler::CheckCoverage(const Pending& p,
+                                                int64_t step) {
+  for (const auto& [name, ranges] : p.parts) {
+    std::vector<std::pair<int64_t, int64_t>> sorted = ranges;
+    std::sort(sorted.begin(), sorted.end());
+    int64_t at = 0;
+    for (const auto& [begin, end] : sorted) {
+      if (begin != at) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "checkpoint step %d: the parts of optimizer state %s %s at "
+            "element %d",
+            step, name, begin < at ? "overlap" : "leave a gap",
+            std::min(at, begin)));
+      }
+      at = end;
+    }
+    const int64_t size = p.optimizer.at(name).size();
+    if (at != size) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "checkpoint step %d: the parts of optimizer state %s end at element "
+          "%d of %d",
+          step, name, at, size));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace lockstep

@@ -1,7 +1,8 @@
 // Chief-side checkpoint commit from worker slices (DESIGN "Checkpoints"):
-// each rank streams the tensors i % world == rank; once every rank's slice
-// of a step has arrived and verified, the whole checkpoint is committed
-// atomically through CheckpointStore.
+// each rank streams the tensors i % world == rank (with sharded optimizer
+// state, the model tensors so and its own parts of the state); once every
+// rank's slice of a step has arrived and verified, the whole checkpoint is
+// committed atomically through CheckpointStore.
 #ifndef LOCKSTEP_COORDINATOR_CHECKPOINT_ASSEMBLER_H_
 #define LOCKSTEP_COORDINATOR_CHECKPOINT_ASSEMBLER_H_
 
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "core/checkpoint/checkpoint.h"
@@ -56,9 +58,16 @@ class CheckpointAssembler {
     CheckpointState state;
     int world_size = 0;
     int model_tensors = 0, optimizer_tensors = 0;
+    bool sharded = false;  // optimizer state in parts (cluster.shard)
     std::set<int> ranks;
     std::map<std::string, Tensor> model, optimizer;
+    // Sharded: per optimizer tensor, the [begin, end) element ranges
+    // received.
+    std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> parts;
   };
+  // Sharded: every optimizer tensor covered exactly once by its parts, or
+  // the first one that is not, named.
+  static absl::Status CheckCoverage(const Pending& p, int64_t step);
   absl::Mutex mu_;
   std::shared_ptr<CheckpointStore> store_;
   std::map<std::pair<int64_t, int64_t>, Pending> pending_

@@ -56,10 +56,96 @@ class AssemblerTest : public ::testing::Test {
     return out;
   }
 
+  // Rank r's slice with the optimizer state sharded: model tensor m{r}
+  // and, of the optimizer tensor o0 (2x2, the values of tensors_[2]), the
+  // part [begin, begin + size).
+  std::vector<CheckpointSlice> ShardedSlice(int rank, int64_t begin,
+                                            int64_t size, int64_t step = 10) {
+    std::vector<CheckpointSlice> out = Slice(rank, step);
+    out.resize(1);  // m0 or m1: the model tensors i % 2 == rank
+    if (rank == 0) {
+      TensorToWire("m0", false, tensors_[0], out[0].mutable_tensor());
+    }
+    CheckpointSlice part = out[0];
+    Tensor piece({size});
+    for (int64_t k = 0; k < size; ++k) {
+      piece.data()[k] = tensors_[2].data()[begin + k];
+    }
+    TensorToWire("o0", true, piece, part.mutable_tensor());
+    part.mutable_tensor()->set_offset(begin);
+    part.mutable_tensor()->add_whole_shape(2);
+    part.mutable_tensor()->add_whole_shape(2);
+    out.push_back(part);
+    for (CheckpointSlice& m : out) m.set_sharded_optimizer(true);
+    return out;
+  }
+
   std::string dir_;
   std::shared_ptr<CheckpointStore> store_;
   std::vector<Tensor> tensors_;
 };
+
+TEST_F(AssemblerTest, ShardedOptimizerPartsMakeTheWholeTensor) {
+  CheckpointAssembler a(store_);
+  ASSERT_TRUE(a.Add(ShardedSlice(1, 3, 1)).ok());
+  absl::StatusOr<CommitInfo> done = a.Add(ShardedSlice(0, 0, 3));
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_TRUE(done->committed);
+  absl::StatusOr<LoadedCheckpoint> loaded = store_->LoadLatest(nullptr);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_EQ(loaded->optimizer.size(), 1u);
+  EXPECT_EQ(loaded->optimizer[0].first, "o0");
+  EXPECT_EQ(loaded->optimizer[0].second.shape(), (Shape{2, 2}));
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_EQ(loaded->optimizer[0].second.data()[k], tensors_[2].data()[k]);
+  }
+}
+
+TEST_F(AssemblerTest, ShardedPartsThatOverlapLeaveAGapOrLieAreRefused) {
+  struct Case {
+    int64_t b0, n0, b1, n1;
+    const char* error;
+  };
+  for (const Case& c : std::vector<Case>{
+           {0, 3, 2, 2,
+            "checkpoint step 10: the parts of optimizer state o0 overlap at "
+            "element 2"},
+           {0, 2, 3, 1,
+            "checkpoint step 10: the parts of optimizer state o0 leave a gap "
+            "at element 2"},
+           {0, 1, 1, 1,
+            "checkpoint step 10: the parts of optimizer state o0 end at "
+            "element 2 of 4"}}) {
+    CheckpointAssembler a(store_);
+    ASSERT_TRUE(a.Add(ShardedSlice(1, c.b1, c.n1)).ok());
+    absl::StatusOr<CommitInfo> done = a.Add(ShardedSlice(0, c.b0, c.n0));
+    EXPECT_EQ(done.status().message(), c.error);
+  }
+  EXPECT_TRUE(store_->ListSteps().empty());
+  CheckpointAssembler a(store_);
+  // A part past its tensor's end, a whole optimizer tensor in a sharded
+  // slice, a part in an unsharded one, a shape too large to hold.
+  std::vector<CheckpointSlice> past = ShardedSlice(0, 3, 2 - 1);
+  past[1].mutable_tensor()->set_offset(4);
+  EXPECT_THAT(a.Add(past).status().message(),
+              HasSubstr("tensor o0: part [4, 5) outside its shape [2, 2]"));
+  std::vector<CheckpointSlice> whole = ShardedSlice(0, 0, 4);
+  whole[1].mutable_tensor()->clear_whole_shape();
+  TensorToWire("o0", true, tensors_[2], whole[1].mutable_tensor());
+  EXPECT_THAT(a.Add(whole).status().message(),
+              HasSubstr("optimizer tensor o0 is whole, but the state is "
+                        "sharded (parts expected)"));
+  std::vector<CheckpointSlice> part = ShardedSlice(0, 0, 1, /*step=*/11);
+  for (CheckpointSlice& m : part) m.set_sharded_optimizer(false);
+  EXPECT_THAT(a.Add(part).status().message(),
+              HasSubstr("tensor o0 comes in a part, but only sharded "
+                        "optimizer state does"));
+  std::vector<CheckpointSlice> huge = ShardedSlice(0, 0, 1, /*step=*/12);
+  huge[1].mutable_tensor()->add_whole_shape(int64_t{1} << 40);
+  EXPECT_THAT(a.Add(huge).status().message(),
+              HasSubstr("tensor o0: bad shape [2, 2, 1099511627776]"));
+  EXPECT_TRUE(store_->ListSteps().empty());
+}
 
 TEST_F(AssemblerTest, TwoSlicesCommitOneCheckpoint) {
   CheckpointAssembler a(store_);

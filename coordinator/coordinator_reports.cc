@@ -465,6 +465,10 @@ void Coordinator::CompleteIfDone(Job& job) {
     skipped.insert(f.skipped_samples().begin(), f.skipped_samples().end());
   }
   result.skipped_samples = static_cast<int64_t>(skipped.size());
+  for (const auto& [rank, f] : job.finished) {
+    result.optimizer_state_bytes =
+        std::max(result.optimizer_state_bytes, f.optimizer_state_bytes());
+  }
   if (!skipped.empty()) {
     Event(job, absl::StrFormat("%d samples could not be read and were "
                                "skipped (the workers' logs name them)",

@@ -70,6 +70,14 @@ struct Param {
   float momentum = 0;  // kMovingAverage only
 };
 
+// Elements [begin, begin + size) of the parameter params[param] of some
+// list of parameters (a sharded optimizer's owned part).
+struct ParamRange {
+  int param = 0;
+  int64_t begin = 0;
+  int64_t size = 0;
+};
+
 }  // namespace lockstep
 
 #endif  // LOCKSTEP_CORE_TENSOR_H_

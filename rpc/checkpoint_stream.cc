@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "rpc/checkpoint_wire.h"
 #include "rpc/rpc_util.h"
@@ -42,6 +43,12 @@ absl::StatusOr<LoadedCheckpoint> ReadCheckpointStream(
       first = false;
     }
     if (!msg.has_tensor() || !bad.ok()) continue;
+    if (msg.tensor().whole_shape_size() > 0) {
+      bad = absl::InvalidArgumentError(
+          absl::StrCat("tensor ", msg.tensor().name(),
+                       ": a part of a tensor where whole ones were expected"));
+      continue;
+    }
     absl::StatusOr<Tensor> t = TensorFromWire(msg.tensor());
     if (!t.ok()) {
       bad = t.status();

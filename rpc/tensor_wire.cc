@@ -15,6 +15,8 @@ void TensorToWire(const std::string& name, bool optimizer, const Tensor& t,
   out->set_optimizer(optimizer);
   out->clear_shape();
   for (int64_t d : t.shape()) out->add_shape(d);
+  out->set_offset(0);  // whole (a part's sender sets both after)
+  out->clear_whole_shape();
   out->mutable_data()->assign(reinterpret_cast<const char*>(t.data()),
                               sizeof(float) * t.size());
   out->set_crc32c(Crc32c(out->data().data(), out->data().size()));

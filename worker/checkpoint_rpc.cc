@@ -16,7 +16,7 @@ absl::Status UploadCheckpointSlice(lockstep::v1::Coordinator::Stub* stub,
                                    const SliceInfo& info,
                                    const CheckpointState& state,
                                    const NamedTensors& model,
-                                   const NamedTensors& optimizer) {
+                                   const OptimizerParts& optimizer) {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::minutes(10));
@@ -29,20 +29,41 @@ absl::Status UploadCheckpointSlice(lockstep::v1::Coordinator::Stub* stub,
   msg.set_rank(info.rank);
   msg.set_world_size(info.world_size);
   msg.set_model_tensors(static_cast<int32_t>(model.size()));
-  msg.set_optimizer_tensors(static_cast<int32_t>(optimizer.size()));
+  msg.set_optimizer_tensors(static_cast<int32_t>(optimizer.tensors));
+  msg.set_sharded_optimizer(optimizer.sharded);
   if (info.rank != 0) msg.clear_artifacts();  // one copy is enough
-  const size_t total = model.size() + optimizer.size();
   bool sent_any = false;
-  for (size_t i = info.rank; i < total; i += info.world_size) {
-    const bool is_opt = i >= model.size();
-    const auto& [name, tensor] =
-        is_opt ? optimizer[i - model.size()] : model[i];
-    TensorToWire(name, is_opt, *tensor, msg.mutable_tensor());
-    if (!writer->Write(msg)) break;
+  auto send = [&] {
+    if (!writer->Write(msg)) return false;
     sent_any = true;
     // Header fields ride on the first message only.
     msg.clear_job_json();
     msg.clear_artifacts();
+    return true;
+  };
+  // Dealt i % world: the model tensors, and then (whole) the optimizer's.
+  const size_t dealt =
+      model.size() + (optimizer.sharded ? 0 : optimizer.pieces.size());
+  bool open = true;
+  for (size_t i = info.rank; open && i < dealt; i += info.world_size) {
+    const bool is_opt = i >= model.size();
+    if (is_opt) {
+      const StatePiece& p = optimizer.pieces[i - model.size()];
+      TensorToWire(p.name, true, *p.data, msg.mutable_tensor());
+    } else {
+      TensorToWire(model[i].first, false, *model[i].second,
+                   msg.mutable_tensor());
+    }
+    open = send();
+  }
+  for (size_t k = 0; open && optimizer.sharded && k < optimizer.pieces.size();
+       ++k) {
+    const StatePiece& p = optimizer.pieces[k];
+    lockstep::v1::TensorData* t = msg.mutable_tensor();
+    TensorToWire(p.name, true, *p.data, t);
+    t->set_offset(p.offset);
+    for (int64_t d : p.shape) t->add_whole_shape(d);
+    open = send();
   }
   if (!sent_any) {
     msg.clear_tensor();

@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/checkpoint/checkpoint.h"
+#include "core/train/optimizer.h"
 #include "proto/cluster.grpc.pb.h"
 
 namespace lockstep {
@@ -19,14 +20,15 @@ struct SliceInfo {
 };
 
 // Sends the tensors with index i % world_size == rank (model first, then
-// optimizer state) and `state`. Blocks until the coordinator acknowledged
-// the slice (not the commit: the coordinator commits once every rank's
-// slice is in).
+// optimizer state; with sharded optimizer state, the model tensors so and
+// every part of the state this rank holds) and `state`. Blocks until the
+// coordinator acknowledged the slice (not the commit: the coordinator commits
+// once every rank's slice is in).
 absl::Status UploadCheckpointSlice(lockstep::v1::Coordinator::Stub* stub,
                                    const SliceInfo& info,
                                    const CheckpointState& state,
                                    const NamedTensors& model,
-                                   const NamedTensors& optimizer);
+                                   const OptimizerParts& optimizer);
 
 // Every tensor of the committed checkpoint at `step`, CRC-checked.
 absl::StatusOr<LoadedCheckpoint> FetchCheckpoint(

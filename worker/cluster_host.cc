@@ -75,7 +75,7 @@ absl::StatusOr<std::string> ClusterHost::NcclId() {
 
 absl::Status ClusterHost::SaveCheckpoint(const CheckpointState& state,
                                          const NamedTensors& model,
-                                         const NamedTensors& optimizer,
+                                         const OptimizerParts& optimizer,
                                          bool final) {
   SliceInfo info{a_.job(), a_.generation(), a_.rank(), a_.world_size()};
   auto upload = [&] {

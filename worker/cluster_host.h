@@ -30,7 +30,7 @@ class ClusterHost : public SessionHost {
   absl::StatusOr<std::string> NcclId() override;
   absl::Status SaveCheckpoint(const CheckpointState& state,
                               const NamedTensors& model,
-                              const NamedTensors& optimizer,
+                              const OptimizerParts& optimizer,
                               bool final) override;
   bool ProgressDue(int64_t step, bool boundary) override;
   absl::Status Progress(const ProgressInfo& info,

@@ -150,6 +150,12 @@ absl::Status JobRunner::Start() {
     host_.Log(absl::StrFormat("restored %s: resuming at step %d",
                               session_->restored_from(), session_->step()));
   }
+  if (session_->sharded()) {
+    host_.Log(absl::StrFormat(
+        "optimizer state sharded over %d workers (cluster.shard): %.1f MiB "
+        "of it here",
+        a_.world_size(), session_->optimizer_state_bytes() / 1048576.0));
+  }
   if (session_->uses_devices()) {
     // A STOP must reach a collective blocked inside NCCL too.
     abort_watch_ = std::thread([this] {
@@ -260,10 +266,10 @@ absl::Status JobRunner::Regroup() {
   host_.Log(absl::StrFormat(
       "workers join the job: generation %d ends after step %d", a_.generation(),
       step));
-  if (session_->uses_devices()) {
-    // The devices' state is not kept in memory (CopyState): the next
-    // generation starts from a checkpoint of this step, committed by every
-    // rank before anyone reports.
+  if (!session_->state_in_memory()) {
+    // The state is not kept in memory (CopyState: GPUs, or sharded
+    // optimizer state): the next generation starts from a checkpoint of
+    // this step, committed by every rank before anyone reports.
     RETURN_IF_ERROR(session_->SaveCheckpoint());
     RETURN_IF_ERROR(AnnotateStatus(session_->Barrier(kDrainBucket),
                                    "the regroup barrier"));
@@ -331,6 +337,7 @@ std::string JobRunner::Finish(const absl::Status& status) {
       req.set_samples_per_sec(r->samples_per_sec);
       req.set_epochs(r->epochs);
       req.set_num_parameters(r->num_parameters);
+      req.set_optimizer_state_bytes(r->optimizer_state_bytes);
       for (const std::string& name : r->skipped_samples) {
         req.add_skipped_samples(name);
       }

@@ -1,6 +1,7 @@
 // Bucket assembly and the communication thread (see gradient_buckets.h).
 #include "core/collective/gradient_buckets.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -19,8 +20,8 @@ double Seconds(std::chrono::steady_clock::time_point t0) {
 
 GradientBuckets::GradientBuckets(const std::vector<Param*>& params,
                                  int64_t bucket_bytes, Transport* transport,
-                                 RingOptions ring)
-    : params_(params), transport_(transport), ring_(ring) {
+                                 RingOptions ring, bool shard)
+    : params_(params), transport_(transport), ring_(ring), shard_(shard) {
   bucket_of_.assign(params.size(), -1);
   Bucket current;
   for (int i = static_cast<int>(params.size()) - 1; i >= 0; --i) {
@@ -101,8 +102,10 @@ absl::Status GradientBuckets::Reduce(int b) {
     data = bucket.fused.data();
   }
   RETURN_IF_ERROR(AnnotateStatus(
-      RingAllReduce(*transport_, tag, data, bucket.elements, ring_),
-      absl::StrFormat("all-reduce of gradient bucket %d (%d values)", b,
+      shard_ ? RingReduceScatter(*transport_, tag, data, bucket.elements, ring_)
+             : RingAllReduce(*transport_, tag, data, bucket.elements, ring_),
+      absl::StrFormat("%s of gradient bucket %d (%d values)",
+                      shard_ ? "reduce-scatter" : "all-reduce", b,
                       bucket.elements)));
   if (!bucket.fused.empty()) {
     const float* src = bucket.fused.data();
@@ -156,6 +159,63 @@ absl::Status GradientBuckets::FinishStep() {
   active_ = false;
   stats_.wait_seconds = Seconds(t0);
   return error_;
+}
+
+std::vector<ParamRange> GradientBuckets::OwnedRanges() const {
+  std::vector<ParamRange> out;
+  const int world = transport_->world_size();
+  for (const Bucket& bucket : buckets_) {
+    const RingSegment own = RingSegmentBounds(
+        bucket.elements, world, RingOwnedSegment(transport_->rank(), world));
+    int64_t at = 0;  // the param's first element in the bucket
+    for (int i : bucket.params) {
+      const int64_t n = params_[i]->value.size();
+      const int64_t begin = std::max(at, own.begin);
+      const int64_t end = std::min(at + n, own.begin + own.size);
+      if (begin < end) out.push_back({i, begin - at, end - begin});
+      // An empty param's (empty) state: rank 0's, so that some rank
+      // names it in a checkpoint.
+      if (n == 0 && transport_->rank() == 0) out.push_back({i, 0, 0});
+      at += n;
+    }
+  }
+  std::sort(out.begin(), out.end(),
+            [](const ParamRange& a, const ParamRange& b) {
+              return a.param < b.param;
+            });
+  return out;
+}
+
+absl::Status GradientBuckets::GatherParams(int64_t generation, int64_t step) {
+  RingOptions ring = ring_;
+  ring.wire = WireType::kFloat32;
+  for (int b = 0; b < num_buckets(); ++b) {
+    Bucket& bucket = buckets_[b];
+    const CollectiveTag tag{generation, step, kParamGatherBucket + b, 0};
+    float* data = params_[bucket.params[0]]->value.data();
+    if (!bucket.fused.empty()) {
+      float* dst = bucket.fused.data();
+      for (int i : bucket.params) {
+        const Tensor& v = params_[i]->value;
+        std::memcpy(dst, v.data(), sizeof(float) * v.size());
+        dst += v.size();
+      }
+      data = bucket.fused.data();
+    }
+    RETURN_IF_ERROR(AnnotateStatus(
+        RingAllGather(*transport_, tag, data, bucket.elements, ring),
+        absl::StrFormat("all-gather of the parameters of bucket %d (%d values)",
+                        b, bucket.elements)));
+    if (!bucket.fused.empty()) {
+      const float* src = bucket.fused.data();
+      for (int i : bucket.params) {
+        Tensor& v = params_[i]->value;
+        std::memcpy(v.data(), src, sizeof(float) * v.size());
+        src += v.size();
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 BucketStats GradientBuckets::stats() const {

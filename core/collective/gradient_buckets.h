@@ -28,8 +28,12 @@ class GradientBuckets {
  public:
   // `params` in model order (not owned, must outlive this); buckets close
   // once they hold >= bucket_bytes. `transport` is not owned.
+  // `shard` (sharded optimizer state, cluster.shard): each bucket is
+  // reduce-scattered instead of all-reduced, so after FinishStep only the
+  // OwnedRanges() hold the sums (the all-reduce's bits), and GatherParams
+  // brings every rank the parameters their owners updated.
   GradientBuckets(const std::vector<Param*>& params, int64_t bucket_bytes,
-                  Transport* transport, RingOptions ring);
+                  Transport* transport, RingOptions ring, bool shard = false);
   ~GradientBuckets();  // stops and joins the communication thread
   GradientBuckets(const GradientBuckets&) = delete;
   GradientBuckets& operator=(const GradientBuckets&) = delete;
@@ -49,6 +53,14 @@ class GradientBuckets {
   absl::Status FinishStep();
   BucketStats stats() const;
 
+  // Sharded: the elements of `params` this rank owns, the ring segment
+  // RingOwnedSegment(rank) of each bucket, in model order of the params.
+  std::vector<ParamRange> OwnedRanges() const;
+  // Sharded, after the owners updated their ranges: every bucket's
+  // parameter values all-gathered (float32 whatever the gradients' wire,
+  // so every rank holds its owners' bits). Blocks; errors name the bucket.
+  absl::Status GatherParams(int64_t generation, int64_t step);
+
  private:
   struct Bucket {
     std::vector<int> params;
@@ -61,6 +73,7 @@ class GradientBuckets {
   const std::vector<Param*>& params_;
   Transport* const transport_;
   const RingOptions ring_;
+  const bool shard_;
   std::vector<Bucket> buckets_;
   std::vector<int> bucket_of_;  // param index -> bucket
 

@@ -19,6 +19,11 @@ std::string BucketName(int32_t bucket) {
   if (bucket == kLossBucket) return "the loss all-reduce";
   if (bucket == kEvalBucket) return "the evaluation all-reduce";
   if (bucket == kDrainBucket) return "the drain barrier";
+  if (bucket == kNormBucket) return "the gradient norm's sum";
+  if (bucket >= kParamGatherBucket && bucket < kLossBucket) {
+    return absl::StrCat("the all-gather of bucket ",
+                        bucket - kParamGatherBucket, "'s parameters");
+  }
   if (bucket >= kPassSumBucket) {
     const int32_t micro = (bucket - kPassSumBucket) / kPassSumMicroStride;
     const int32_t key = (bucket - kPassSumBucket) % kPassSumMicroStride;

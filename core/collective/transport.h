@@ -36,6 +36,9 @@ struct CollectiveTag {
   }
 };
 
+// Sharded optimizer state: the all-gather of the parameters of gradient
+// bucket b is bucket kParamGatherBucket + b.
+inline constexpr int32_t kParamGatherBucket = 1 << 23;
 // Bucket ids above any gradient bucket: the step's loss/accuracy sums and
 // the evaluation's (worker/job_runner.cc). Heartbeats report them too
 // (cluster.proto CollectiveWait).
@@ -43,6 +46,8 @@ inline constexpr int32_t kLossBucket = 1 << 24;
 inline constexpr int32_t kEvalBucket = kLossBucket + 1;
 // The barrier after a drain's checkpoint (a worker leaving on SIGTERM).
 inline constexpr int32_t kDrainBucket = kLossBucket + 2;
+// Sharded optimizer state: the sum of the gradient norm's parts.
+inline constexpr int32_t kNormBucket = kLossBucket + 3;
 // The sums inside a training pass (sync batch norm): kPassSumBucket plus
 // the PassCollective key (4 * graph node + 0..3).
 inline constexpr int32_t kPassSumBucket = kLossBucket + 64;

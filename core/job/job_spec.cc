@@ -98,6 +98,10 @@
 //                         the step instead of summing into it)
 //   fingerprint_every_steps integer >= 0 ? 100 (0: only at the end)
 //   allow_tf32            boolean ? false (GPU replicas: TF32 tensor cores)
+//   shard                 none | optimizer ? none (optimizer: each worker
+//                         keeps and updates 1/N of the optimizer state,
+//                         ZeRO-1; gRPC ring and CPU replicas; the same
+//                         bits as unsharded)
 // restart                 object ? {} (what happens when a worker is lost)
 //   max_restarts          integer >= 0 ? 3 (0: the job fails at once)
 //   backoff_seconds       number >= 0 ? 1 (doubles per restart, <= 60)
@@ -135,6 +139,7 @@ using job_spec_internal::ParseModel;
 using job_spec_internal::ParseOptimizer;
 using job_spec_internal::ParseSchedule;
 using job_spec_internal::Reader;
+using job_spec_internal::ShardModes;
 
 // cluster.workers: a count, or {"min": M, "max": N} with 1 <= M <= N.
 absl::Status ParseWorkers(const Reader& c, ClusterSpec* cluster) {
@@ -256,6 +261,21 @@ absl::Status ParseRoot(const Json& v, absl::string_view base_dir,
                           &spec->cluster.fingerprint_every_steps));
     RETURN_IF_ERROR(c.Bool("allow_tf32", &spec->cluster.allow_tf32));
     RETURN_IF_ERROR(c.Bool("ring_checksum", &spec->cluster.ring_checksum));
+    if (c.Has("shard") && c.Get("shard").is_string() &&
+        c.Get("shard").get<std::string>() == "gradients") {
+      return absl::InvalidArgumentError(
+          "cluster.shard: \"gradients\" (ZeRO-2) is not built: a worker's "
+          "gradients stay whole; \"optimizer\" shards the optimizer state");
+    }
+    RETURN_IF_ERROR(
+        c.Enum("shard", "shard mode", ShardModes(), &spec->cluster.shard));
+    if (spec->cluster.shard != ShardMode::kNone &&
+        spec->cluster.collective == Collective::kNccl) {
+      return absl::InvalidArgumentError(
+          "cluster.shard: sharded optimizer state runs on the gRPC ring; "
+          "NCCL (collective \"nccl\") keeps it whole: use collective "
+          "\"ring\" or shard \"none\"");
+    }
   }
   // At its fewest workers an elastic job's replicas take the same global
   // batch in more micro-batches (each batch_size_per_replica at most).

@@ -20,6 +20,8 @@ enum class ScheduleType { kConstant, kPiecewise, kPolynomial };
 enum class ScheduleUnit { kStep, kEpoch };
 enum class Collective { kRing, kNccl, kAuto };
 enum class Compression { kNone, kBf16 };
+// cluster.shard: what each worker keeps only its part of (ZeRO).
+enum class ShardMode { kNone, kOptimizer };
 
 struct OptimizerSpec {
   OptimizerType type = OptimizerType::kAdam;
@@ -107,6 +109,11 @@ struct ClusterSpec {
   // accumulation, inputs rounded to 10 mantissa bits: several times faster,
   // about 1e-3 relative error). CPU replicas ignore it.
   bool allow_tf32 = false;
+  // "optimizer" (ZeRO-1): the gradients are reduce-scattered, each worker
+  // updates and keeps optimizer state for its 1/N of the parameters (ring
+  // segments of every bucket), and the parameters are all-gathered. Same
+  // sums in the same order: the same bits as an unsharded run.
+  ShardMode shard = ShardMode::kNone;
 };
 
 // What the coordinator does when a worker of the job is lost (DESIGN

@@ -45,6 +45,12 @@ const Table<Compression>& Compressions() {
   return *t;
 }
 
+const Table<ShardMode>& ShardModes() {
+  static const auto* t = new Table<ShardMode>{
+      {"none", ShardMode::kNone}, {"optimizer", ShardMode::kOptimizer}};
+  return *t;
+}
+
 const Table<ParamNaming>& ParamNamings() {
   static const auto* t = new Table<ParamNaming>{{"keras", ParamNaming::kKeras},
                                                 {"torch", ParamNaming::kTorch}};
@@ -83,7 +89,7 @@ const Keys& ClusterKeys() {
       Listed({"workers", "replicas_per_worker", "collective", "bucket_kib",
               "ring_chunk_kib", "ring_streams", "compression", "ring_checksum",
               "fingerprint_every_steps", "allow_tf32", "start_grace_seconds",
-              "rejoin_grace_seconds"});
+              "rejoin_grace_seconds", "shard"});
   return k;
 }
 const Keys& ElasticWorkersKeys() {

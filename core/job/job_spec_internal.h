@@ -40,6 +40,7 @@ const Table<ScheduleType>& ScheduleTypes();
 const Table<ScheduleUnit>& ScheduleUnits();
 const Table<Collective>& Collectives();
 const Table<Compression>& Compressions();
+const Table<ShardMode>& ShardModes();
 const Table<ParamNaming>& ParamNamings();
 
 // The keys each fixed object of the job file may hold: the parser checks

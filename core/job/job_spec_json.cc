@@ -20,6 +20,7 @@ using job_spec_internal::OptimizerTypes;
 using job_spec_internal::ParamNamings;
 using job_spec_internal::ScheduleTypes;
 using job_spec_internal::ScheduleUnits;
+using job_spec_internal::ShardModes;
 
 Json SpecToJson(const JobSpec& s) {
   Json j;
@@ -90,6 +91,10 @@ Json SpecToJson(const JobSpec& s) {
       {"fingerprint_every_steps", s.cluster.fingerprint_every_steps},
       {"ring_checksum", s.cluster.ring_checksum},
       {"allow_tf32", s.cluster.allow_tf32}};
+  // Written only when on, as audit: other jobs' canonical JSON is as it was.
+  if (s.cluster.shard != ShardMode::kNone) {
+    j["cluster"]["shard"] = NameOf(ShardModes(), s.cluster.shard);
+  }
   if (s.elastic()) {
     j["cluster"]["start_grace_seconds"] = s.cluster.start_grace_seconds;
     j["cluster"]["rejoin_grace_seconds"] = s.cluster.rejoin_grace_seconds;
@@ -137,7 +142,8 @@ bool operator==(const ClusterSpec& a, const ClusterSpec& b) {
          a.ring_chunk_kib == b.ring_chunk_kib &&
          a.ring_streams == b.ring_streams && a.compression == b.compression &&
          a.fingerprint_every_steps == b.fingerprint_every_steps &&
-         a.ring_checksum == b.ring_checksum && a.allow_tf32 == b.allow_tf32;
+         a.ring_checksum == b.ring_checksum && a.allow_tf32 == b.allow_tf32 &&
+         a.shard == b.shard;
 }
 bool operator==(const RestartSpec& a, const RestartSpec& b) {
   return a.max_restarts == b.max_restarts &&

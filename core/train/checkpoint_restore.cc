@@ -3,9 +3,9 @@
 #include "core/train/checkpoint_restore.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <set>
-
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -63,18 +63,19 @@ absl::Status ApplyCheckpoint(const LoadedCheckpoint& loaded,
     }
     return state;
   };
-  const std::vector<std::pair<std::string, Tensor*>> states =
-      optimizer.StateTensors();
+  // Whole tensors, or this rank's parts of them (a sharded optimizer).
+  const std::vector<StatePiece> states = optimizer.StatePieces();
   std::set<std::string> with_state, without_state;
-  for (const auto& [name, dst] : states) {
-    auto it = saved.find(name);
-    if (it != saved.end() && it->second->shape() != dst->shape()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          where, ": optimizer state ", name, " is ",
-          ShapeToString(it->second->shape()), ", the optimizer's ",
-          ShapeToString(dst->shape())));
+  for (const StatePiece& piece : states) {
+    auto it = saved.find(piece.name);
+    if (it != saved.end() && it->second->shape() != piece.shape) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(where, ": optimizer state ", piece.name, " is ",
+                       ShapeToString(it->second->shape()), ", the optimizer's ",
+                       ShapeToString(piece.shape)));
     }
-    (it == saved.end() ? without_state : with_state).insert(param_of(name));
+    (it == saved.end() ? without_state : with_state)
+        .insert(param_of(piece.name));
   }
   for (const std::string& p : with_state) {
     if (without_state.count(p) > 0) {
@@ -85,16 +86,17 @@ absl::Status ApplyCheckpoint(const LoadedCheckpoint& loaded,
   }
   if (with_state.empty() && !without_state.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        where, ": optimizer state ", states.front().first,
+        where, ": optimizer state ", states.front().name,
         " is missing, and so is every other (was the optimizer changed?)"));
   }
-  for (auto& [name, dst] : states) {
-    auto it = saved.find(name);
-    if (it != saved.end()) {
-      *dst = *it->second;
-    } else {
-      dst->SetZero();
+  for (const StatePiece& piece : states) {
+    auto it = saved.find(piece.name);
+    if (it == saved.end()) {
+      piece.data->SetZero();
+      continue;
     }
+    std::memcpy(piece.data->data(), it->second->data() + piece.offset,
+                sizeof(float) * piece.data->size());
   }
   if (fresh != nullptr) fresh->assign(without_state.begin(), without_state.end());
   optimizer.set_iterations(loaded.state.optimizer_iterations);

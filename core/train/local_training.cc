@@ -52,7 +52,7 @@ class LocalHost : public SessionHost {
   absl::StatusOr<std::string> NcclId() override { return NewNcclId(); }
   absl::Status SaveCheckpoint(const CheckpointState& state,
                               const NamedTensors& model,
-                              const NamedTensors& optimizer,
+                              const OptimizerParts& optimizer,
                               bool final) override;
   bool ProgressDue(int64_t step, bool boundary) override {
     return boundary ||
@@ -153,10 +153,14 @@ LocalHost::StartingCheckpoint() {
 
 absl::Status LocalHost::SaveCheckpoint(const CheckpointState& state,
                                        const NamedTensors& model,
-                                       const NamedTensors& optimizer,
+                                       const OptimizerParts& optimizer,
                                        bool final) {
   const Clock::time_point t0 = Clock::now();
-  RETURN_IF_ERROR(checkpoints_->Commit(state, model, optimizer));
+  if (optimizer.sharded) {
+    return absl::InternalError(
+        "one process holds every replica: its optimizer state is whole");
+  }
+  RETURN_IF_ERROR(checkpoints_->Commit(state, model, optimizer.Whole()));
   last_checkpoint_ =
       JoinPath(checkpoint_dir_, absl::StrFormat("step-%08d", state.step));
   Log(absl::StrFormat("checkpoint %s written in %.2fs", last_checkpoint_,
@@ -231,6 +235,7 @@ absl::StatusOr<TrainResult> RunLocalTraining(const JobSpec& spec,
   result.train_accuracy = s.train.accuracy();
   result.samples_per_sec = s.samples_per_sec;
   result.num_parameters = s.num_parameters;
+  result.optimizer_state_bytes = s.optimizer_state_bytes;
   result.fingerprint = s.fingerprint;
   result.skipped_samples = static_cast<int64_t>(s.skipped_samples.size());
   result.checkpoint_path = host.last_checkpoint();

@@ -59,6 +59,9 @@ struct TrainResult {
   double samples_per_sec = 0;  // training samples / training seconds, this run
   double wall_seconds = 0;
   int64_t num_parameters = 0;
+  // Optimizer state bytes per rank (the largest rank's: cluster.shard
+  // spreads the state over the workers).
+  int64_t optimizer_state_bytes = 0;
   std::string fingerprint;  // of all parameter bytes (core/fingerprint.h)
   // Samples that could not be made (undecodable images), train and test.
   int64_t skipped_samples = 0;

@@ -3,10 +3,13 @@
 // results stay bitwise reproducible).
 #include "core/train/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/train/square_sum.h"
 
 namespace lockstep {
 namespace {
@@ -69,7 +72,8 @@ const char* Prefix(OptimizerType type) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(
-    const OptimizerSpec& spec, const std::vector<Param*>& params) {
+    const OptimizerSpec& spec, const std::vector<Param*>& params,
+    std::optional<std::vector<ParamRange>> owned) {
   auto bad = [](absl::string_view field, double got, absl::string_view want) {
     return absl::InvalidArgumentError(
         absl::StrCat("optimizer.", field, ": ", want, ", got ", got));
@@ -108,23 +112,67 @@ absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(
           " values but ", p->grad.size(), " gradient elements"));
     }
   }
-  return std::unique_ptr<Optimizer>(new Optimizer(spec, params));
+  if (owned.has_value()) {
+    for (const ParamRange& r : *owned) {
+      if (r.param < 0 || r.param >= static_cast<int>(params.size()) ||
+          r.begin < 0 || r.size < 0 ||
+          r.begin + r.size > params[r.param]->value.size()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "optimizer: owned range [", r.begin, ", ", r.begin + r.size,
+            ") of parameter ", r.param, " is outside it"));
+      }
+    }
+  }
+  return std::unique_ptr<Optimizer>(new Optimizer(spec, params, owned));
 }
 
 Optimizer::Optimizer(const OptimizerSpec& spec,
-                     const std::vector<Param*>& params)
-    : spec_(spec) {
+                     const std::vector<Param*>& params,
+                     const std::optional<std::vector<ParamRange>>& owned)
+    : spec_(spec), sharded_(owned.has_value()) {
   for (Param* p : params) {
-    if (p->update == ParamUpdate::kOptimizer) params_.push_back(p);
+    if (p->update == ParamUpdate::kOptimizer) ++num_params_;
   }
-  for (const Param* p : params_) decays_.push_back(Decays(p->name));
-  const bool sgd = spec_.type == OptimizerType::kSgd;
-  if (sgd && spec_.momentum == 0) return;  // plain SGD keeps no state
-  first_.reserve(params_.size());
-  for (const Param* p : params_) first_.emplace_back(p->value.shape());
-  if (sgd) return;
-  second_.reserve(params_.size());
-  for (const Param* p : params_) second_.emplace_back(p->value.shape());
+  // Pieces in model order; a param's owned range is one piece.
+  std::vector<ParamRange> ranges;
+  if (owned.has_value()) {
+    ranges = *owned;
+    std::sort(ranges.begin(), ranges.end(),
+              [](const ParamRange& a, const ParamRange& b) {
+                return std::tie(a.param, a.begin) < std::tie(b.param, b.begin);
+              });
+  } else {
+    for (size_t i = 0; i < params.size(); ++i) {
+      ranges.push_back({static_cast<int>(i), 0, params[i]->value.size()});
+    }
+  }
+  const int n = slots();
+  for (const ParamRange& r : ranges) {
+    Param* p = params[r.param];
+    if (p->update != ParamUpdate::kOptimizer) continue;
+    Piece piece;
+    piece.param = p;
+    piece.begin = r.begin;
+    piece.size = r.size;
+    piece.decays = Decays(p->name);
+    const Shape shape = sharded_ ? Shape{r.size} : p->value.shape();
+    if (n >= 1) piece.first = Tensor(shape);
+    if (n >= 2) piece.second = Tensor(shape);
+    pieces_.push_back(std::move(piece));
+  }
+}
+
+int Optimizer::slots() const {
+  if (spec_.type == OptimizerType::kSgd) return spec_.momentum == 0 ? 0 : 1;
+  return 2;
+}
+
+int Optimizer::num_state_tensors() const { return num_params_ * slots(); }
+
+int64_t Optimizer::state_elements() const {
+  int64_t n = 0;
+  for (const Piece& p : pieces_) n += p.size * slots();
+  return n;
 }
 
 bool DecaysWeights(const OptimizerSpec& spec, const std::string& name) {
@@ -135,31 +183,36 @@ bool DecaysWeights(const OptimizerSpec& spec, const std::string& name) {
   return true;
 }
 
-double Optimizer::ClipGradients() {
-  // The global L2 norm in double, parameter by parameter in order: the
-  // same bits on every replica, which all hold the same summed gradients.
-  double sum = 0;
-  for (const Param* p : params_) {
-    const float* g = p->grad.data();
-    double part = 0;
-    for (int64_t i = 0; i < p->grad.size(); ++i) {
-      part += static_cast<double>(g[i]) * g[i];
-    }
-    sum += part;
+absl::StatusOr<double> Optimizer::ClipGradients(const RankSum& over_ranks) {
+  // The global L2 norm from the exact sum of squares: the same bits on
+  // every replica, whatever part of the gradients each one holds.
+  SquareSum sum;
+  for (const Piece& p : pieces_)
+    sum.Add(p.param->grad.data() + p.begin, p.size);
+  if (over_ranks) {
+    float wire[SquareSum::kWireFloats];
+    sum.ToWire(wire);
+    absl::Status s = over_ranks(wire, SquareSum::kWireFloats);
+    if (!s.ok()) return s;
+    sum = SquareSum::FromWire(wire);
   }
-  const double norm = std::sqrt(sum);
+  const double norm = std::sqrt(sum.Value());
   if (spec_.global_clipnorm > 0 && norm > spec_.global_clipnorm) {
     const float scale = static_cast<float>(spec_.global_clipnorm / norm);
-    for (Param* p : params_) {
-      float* g = p->grad.data();
-      for (int64_t i = 0; i < p->grad.size(); ++i) g[i] *= scale;
+    for (const Piece& p : pieces_) {
+      float* g = p.param->grad.data() + p.begin;
+      for (int64_t i = 0; i < p.size; ++i) g[i] *= scale;
     }
   }
   return norm;
 }
 
-void Optimizer::Apply(double lr) {
-  if (spec_.global_clipnorm > 0) last_grad_norm_ = ClipGradients();
+absl::Status Optimizer::Apply(double lr, const RankSum& over_ranks) {
+  if (spec_.global_clipnorm > 0) {
+    absl::StatusOr<double> norm = ClipGradients(over_ranks);
+    if (!norm.ok()) return norm.status();
+    last_grad_norm_ = *norm;
+  }
   const float flr = static_cast<float>(lr);
   const float decay = static_cast<float>(spec_.weight_decay * lr);
   // Bias correction in double, as one float factor for the whole step.
@@ -173,28 +226,28 @@ void Optimizer::Apply(double lr) {
   const float eps = static_cast<float>(spec_.epsilon);
   const float momentum = static_cast<float>(spec_.momentum);
 
-  for (size_t k = 0; k < params_.size(); ++k) {
-    Param* p = params_[k];
-    float* w = p->value.data();
-    const float* g = p->grad.data();
-    const int64_t n = p->value.size();
-    if (decays_[k]) DecayWeights(w, n, decay);
+  for (Piece& p : pieces_) {
+    float* w = p.param->value.data() + p.begin;
+    const float* g = p.param->grad.data() + p.begin;
+    const int64_t n = p.size;
+    if (p.decays) DecayWeights(w, n, decay);
     switch (spec_.type) {
       case OptimizerType::kSgd:
-        if (first_.empty()) {
+        if (slots() == 0) {
           SgdPlain(w, g, n, flr);
         } else {
-          SgdMomentum(w, first_[k].data(), g, n, flr, momentum, spec_.nesterov);
+          SgdMomentum(w, p.first.data(), g, n, flr, momentum, spec_.nesterov);
         }
         break;
       case OptimizerType::kAdam:
       case OptimizerType::kAdamW:
-        AdamStep(w, first_[k].data(), second_[k].data(), g, n, alpha,
-                 one_minus_b1, one_minus_b2, eps);
+        AdamStep(w, p.first.data(), p.second.data(), g, n, alpha, one_minus_b1,
+                 one_minus_b2, eps);
         break;
     }
   }
   ++iterations_;
+  return absl::OkStatus();
 }
 
 void UpdateMovingAverages(const std::vector<Param*>& params,
@@ -214,19 +267,26 @@ void UpdateMovingAverages(const std::vector<Param*>& params,
   }
 }
 
+std::string Optimizer::SlotName(int slot, const Param& p) const {
+  const bool sgd = spec_.type == OptimizerType::kSgd;
+  return absl::StrCat(Prefix(spec_.type),
+                      slot == 1 ? "/v/" : (sgd ? "/momentum/" : "/m/"), p.name);
+}
+
+std::vector<StatePiece> Optimizer::StatePieces() {
+  std::vector<StatePiece> out;
+  for (int slot = 0; slot < slots(); ++slot) {
+    for (Piece& p : pieces_) {
+      out.push_back(StatePiece{SlotName(slot, *p.param), p.param->value.shape(),
+                               p.begin, slot == 0 ? &p.first : &p.second});
+    }
+  }
+  return out;
+}
+
 std::vector<std::pair<std::string, Tensor*>> Optimizer::StateTensors() {
   std::vector<std::pair<std::string, Tensor*>> out;
-  const std::string prefix = Prefix(spec_.type);
-  const bool sgd = spec_.type == OptimizerType::kSgd;
-  for (size_t k = 0; k < first_.size(); ++k) {
-    out.emplace_back(
-        absl::StrCat(prefix, sgd ? "/momentum/" : "/m/", params_[k]->name),
-        &first_[k]);
-  }
-  for (size_t k = 0; k < second_.size(); ++k) {
-    out.emplace_back(absl::StrCat(prefix, "/v/", params_[k]->name),
-                     &second_[k]);
-  }
+  for (const StatePiece& p : StatePieces()) out.emplace_back(p.name, p.data);
   return out;
 }
 

@@ -3,8 +3,10 @@
 #include "core/train/optimizer.h"
 
 #include <cstring>
+#include <map>
 #include <random>
 
+#include "core/train/square_sum.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -326,6 +328,127 @@ TEST(OptimizerTest, EmptyParamsAndZeroSizedTensors) {
   auto opt = Make(OptimizerSpec(), {&z});
   opt->Apply(0.1);
   EXPECT_EQ(opt->StateTensors().size(), 2u);
+}
+
+}  // namespace
+}  // namespace lockstep
+
+namespace lockstep {
+namespace {
+
+// Two ranks of a sharded optimizer: each updates the ranges it owns from
+// the same gradients, with the clip norm's parts summed over both, and
+// together they are the unsharded optimizer, bit for bit (the values and
+// the state), for SGD with momentum, Adam and AdamW with weight decay and
+// a clip norm that clips.
+TEST(OptimizerShardTest, TwoRanksAreTheUnshardedOptimizerBitForBit) {
+  for (OptimizerType type :
+       {OptimizerType::kSgd, OptimizerType::kAdam, OptimizerType::kAdamW}) {
+    OptimizerSpec s;
+    s.type = type;
+    s.momentum = 0.9;
+    s.weight_decay = type == OptimizerType::kAdamW ? 0.004 : 0.0;
+    s.global_clipnorm = 0.5;  // the random gradients' norm is ~10
+    std::mt19937 rng(11);
+    std::normal_distribution<float> normal;
+    std::vector<Param> whole(3);
+    for (int k = 0; k < 3; ++k) {
+      const Shape shape = {static_cast<int64_t>(k * 41 + 3)};
+      whole[k].name = "p" + std::to_string(k);
+      whole[k].value = Tensor(shape);
+      for (float& x : whole[k].value.values()) x = normal(rng);
+      whole[k].grad = Tensor(shape);
+    }
+    std::vector<Param> rank[2] = {whole, whole};
+    // Rank 0 owns p0, the first 20 of p1; rank 1 the rest of p1, and p2.
+    const std::vector<ParamRange> owned[2] = {{{0, 0, 3}, {1, 0, 20}},
+                                              {{1, 20, 24}, {2, 0, 85}}};
+    auto ref = Make(s, {&whole[0], &whole[1], &whole[2]});
+    std::unique_ptr<Optimizer> opt[2];
+    for (int r = 0; r < 2; ++r) {
+      auto o = Optimizer::Create(s, {&rank[r][0], &rank[r][1], &rank[r][2]},
+                                 owned[r]);
+      ASSERT_TRUE(o.ok()) << o.status();
+      opt[r] = *std::move(o);
+      EXPECT_TRUE(opt[r]->sharded());
+      EXPECT_EQ(opt[r]->num_state_tensors(),
+                type == OptimizerType::kSgd ? 3 : 6);
+    }
+    EXPECT_EQ(opt[0]->state_elements() + opt[1]->state_elements(),
+              ref->state_elements());
+    for (int step = 0; step < 10; ++step) {
+      for (int k = 0; k < 3; ++k) {
+        for (float& x : whole[k].grad.values()) x = normal(rng);
+        rank[0][k].grad = rank[1][k].grad = whole[k].grad;
+      }
+      ref->Apply(0.01);
+      // Each rank's part of the norm, then each rank applies with the sum
+      // (what the ring's GatherSum gives both).
+      float part[2][SquareSum::kWireFloats];
+      for (int r = 0; r < 2; ++r) {
+        SquareSum sum;
+        for (const ParamRange& o : owned[r]) {
+          sum.Add(rank[r][o.param].grad.data() + o.begin, o.size);
+        }
+        sum.ToWire(part[r]);
+      }
+      for (int r = 0; r < 2; ++r) {
+        ASSERT_TRUE(opt[r]
+                        ->Apply(0.01,
+                                [&](float* values, int count) {
+                                  EXPECT_EQ(count, SquareSum::kWireFloats);
+                                  for (int i = 0; i < count; ++i) {
+                                    values[i] = part[0][i] + part[1][i];
+                                  }
+                                  return absl::OkStatus();
+                                })
+                        .ok());
+        EXPECT_EQ(opt[r]->last_grad_norm(), ref->last_grad_norm());
+      }
+      EXPECT_GT(ref->last_grad_norm(), 0.5);  // it clipped
+    }
+    for (int r = 0; r < 2; ++r) {
+      for (const ParamRange& o : owned[r]) {
+        ASSERT_EQ(0, std::memcmp(rank[r][o.param].value.data() + o.begin,
+                                 whole[o.param].value.data() + o.begin,
+                                 sizeof(float) * o.size))
+            << "rank " << r << " param " << o.param;
+      }
+    }
+    // The pieces are the unsharded state's elements, named alike.
+    std::map<std::string, Tensor*> full;
+    for (auto& [name, t] : ref->StateTensors()) full[name] = t;
+    size_t pieces = 0;
+    for (int r = 0; r < 2; ++r) {
+      for (const StatePiece& p : opt[r]->StatePieces()) {
+        ASSERT_EQ(full.count(p.name), 1u) << p.name;
+        EXPECT_EQ(p.shape, full[p.name]->shape());
+        ASSERT_EQ(0,
+                  std::memcmp(p.data->data(), full[p.name]->data() + p.offset,
+                              sizeof(float) * p.data->size()))
+            << p.name;
+        ++pieces;
+      }
+    }
+    EXPECT_EQ(pieces, type == OptimizerType::kSgd ? 4u : 8u);
+  }
+}
+
+TEST(OptimizerShardTest, ARankSumErrorUpdatesNothing) {
+  OptimizerSpec s;
+  s.global_clipnorm = 1.0;
+  Param p = Scalar();
+  p.grad.data()[0] = 3.0f;
+  auto o = Optimizer::Create(s, {&p}, std::vector<ParamRange>{{0, 0, 1}});
+  ASSERT_TRUE(o.ok());
+  absl::Status st = (*o)->Apply(0.1, [](float*, int) {
+    return absl::UnavailableError("rank 1 is gone");
+  });
+  EXPECT_EQ(st.message(), "rank 1 is gone");
+  EXPECT_EQ(p.value.data()[0], 1.0f);
+  EXPECT_EQ((*o)->iterations(), 0);
+  EXPECT_FALSE(
+      Optimizer::Create(s, {&p}, std::vector<ParamRange>{{0, 0, 2}}).ok());
 }
 
 }  // namespace

@@ -141,6 +141,7 @@ absl::StatusOr<SessionResult> TrainingSession::Result() {
   r.test = last_eval_;
   r.samples_per_sec = meter_.run_rate();
   r.num_parameters = num_parameters();
+  r.optimizer_state_bytes = optimizer_state_bytes();
   ASSIGN_OR_RETURN(r.fingerprint, Fingerprint());
   r.skipped_samples = SkippedSamples({&train_, &test_});
   return r;

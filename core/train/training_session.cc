@@ -80,8 +80,6 @@ absl::Status TrainingSession::Setup(
       spec.batch_size_per_replica);
   total_steps_ =
       spec.epochs > 0 ? spec.epochs * plan_->steps_per_epoch() : spec.steps;
-  ASSIGN_OR_RETURN(optimizer_,
-                   Optimizer::Create(spec.optimizer, replicas_->params()));
   ASSIGN_OR_RETURN(LrSchedule schedule,
                    LrSchedule::ForJob(spec, plan_->steps_per_epoch()));
   schedule_ = std::make_unique<LrSchedule>(std::move(schedule));
@@ -90,7 +88,16 @@ absl::Status TrainingSession::Setup(
   const std::string init =
       replicas_->primary().graph().InitSummary(spec.model.init_safetensors);
   if (!init.empty()) host_->Log(init);
+  const bool shard = spec.cluster.shard != ShardMode::kNone &&
+                     config_.peers.transport != nullptr;
+  if (gpus && shard) {
+    return absl::InvalidArgumentError(
+        "cluster.shard: GPU replicas keep their optimizer state whole (the "
+        "sharded update runs on CPU replicas); use shard \"none\" on GPUs");
+  }
   if (gpus) {
+    ASSIGN_OR_RETURN(optimizer_,
+                     Optimizer::Create(spec.optimizer, replicas_->params()));
     if (spec.gradient_accumulation_steps > 1) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "gradient_accumulation_steps: GPU replicas do not accumulate "
@@ -110,8 +117,12 @@ absl::Status TrainingSession::Setup(
         });
     buckets_ = std::make_unique<GradientBuckets>(
         replicas_->params(), config_.peers.bucket_bytes,
-        config_.peers.transport, config_.peers.gradient_ring);
+        config_.peers.transport, config_.peers.gradient_ring, shard);
   }
+  std::optional<std::vector<ParamRange>> owned;
+  if (shard) owned = buckets_->OwnedRanges();
+  ASSIGN_OR_RETURN(optimizer_, Optimizer::Create(spec.optimizer,
+                                                 replicas_->params(), owned));
   return absl::OkStatus();
 }
 
@@ -219,8 +230,21 @@ absl::Status TrainingSession::Step(Batch& batch, const Batch* next,
     optimizer_->set_iterations(optimizer_->iterations() + 1);
     return absl::OkStatus();
   }
-  optimizer_->Apply(lr);
+  if (!optimizer_->sharded()) {
+    optimizer_->Apply(lr);
+    UpdateMovingAverages(replicas_->params(), batch.global_count);
+    return replicas_->MirrorParams();
+  }
+  // Sharded: this rank updates the ranges it owns (the only ones whose
+  // gradients were summed here; the moving averages elsewhere come out
+  // wrong and are overwritten), and the all-gather brings it the others'.
+  RETURN_IF_ERROR(optimizer_->Apply(lr, [&](float* values, int count) {
+    return SumOverWorkers(kNormBucket, batch.global_step, values, count,
+                          "sum of the gradient norm's parts");
+  }));
   UpdateMovingAverages(replicas_->params(), batch.global_count);
+  RETURN_IF_ERROR(
+      buckets_->GatherParams(config_.peers.generation, batch.global_step));
   return replicas_->MirrorParams();
 }
 
@@ -320,6 +344,11 @@ absl::StatusOr<LoadedCheckpoint> TrainingSession::CopyState() {
         "GPU replicas keep no training state in memory after a failure: "
         "the devices' state may be lost with their collective");
   }
+  if (optimizer_->sharded()) {
+    return absl::FailedPreconditionError(
+        "the optimizer state is sharded (cluster.shard): this rank holds "
+        "only its part of it");
+  }
   LoadedCheckpoint c;
   c.state = State();
   for (Param* p : replicas_->params()) c.model.emplace_back(p->name, p->value);
@@ -333,9 +362,12 @@ absl::Status TrainingSession::SaveCheckpoint() {
   if (step_ == saved_step_) return absl::OkStatus();
   RETURN_IF_ERROR(SyncHostState());
   const CheckpointState state = State();
-  NamedTensors model, opt;
+  NamedTensors model;
   for (Param* p : replicas_->params()) model.emplace_back(p->name, &p->value);
-  for (auto& [name, t] : optimizer_->StateTensors()) opt.emplace_back(name, t);
+  OptimizerParts opt;
+  opt.sharded = optimizer_->sharded();
+  opt.tensors = optimizer_->num_state_tensors();
+  opt.pieces = optimizer_->StatePieces();
   RETURN_IF_ERROR(
       host_->SaveCheckpoint(state, model, opt, step_ == total_steps_));
   saved_step_ = step_;

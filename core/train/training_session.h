@@ -72,7 +72,7 @@ class SessionHost {
   // that can go on without this checkpoint returns OK.
   virtual absl::Status SaveCheckpoint(const CheckpointState& state,
                                       const NamedTensors& model,
-                                      const NamedTensors& optimizer,
+                                      const OptimizerParts& optimizer,
                                       bool final) = 0;
   // Whether to report progress after `step`; `boundary`: it ends an epoch
   // or the run.
@@ -148,6 +148,7 @@ struct SessionResult {
   BatchLoss test;              // the last evaluation (finished runs)
   double samples_per_sec = 0;  // this run's training samples / seconds
   int64_t num_parameters = 0;
+  int64_t optimizer_state_bytes = 0;  // held here (sharded: this rank's)
   std::string fingerprint;  // core/fingerprint.h
   // Samples that could not be made (undecodable images), train and this
   // process's test share, sorted.
@@ -206,6 +207,16 @@ class TrainingSession {
   // The checkpoint restored at Create ("" for a fresh start).
   const std::string& restored_from() const { return restored_from_; }
   bool uses_devices() const { return ddp_ != nullptr; }
+  // Whether CopyState can copy the whole training state (CPU replicas
+  // with the optimizer state whole).
+  bool state_in_memory() const {
+    return ddp_ == nullptr && !optimizer_->sharded();
+  }
+  // The optimizer state held here (sharded: this rank's part).
+  bool sharded() const { return optimizer_->sharded(); }
+  int64_t optimizer_state_bytes() const {
+    return optimizer_->state_elements() * static_cast<int64_t>(sizeof(float));
+  }
   // The CPU gradients' buckets on the ring; null without peers or on GPUs.
   const GradientBuckets* buckets() const { return buckets_.get(); }
 

@@ -67,12 +67,15 @@ class MemoryHost : public SessionHost {
   }
   absl::Status SaveCheckpoint(const CheckpointState& state,
                               const NamedTensors& model,
-                              const NamedTensors& optimizer,
+                              const OptimizerParts& optimizer,
                               bool final) override {
     LoadedCheckpoint c;
     c.state = state;
     for (const auto& [name, t] : model) c.model.emplace_back(name, *t);
-    for (const auto& [name, t] : optimizer) c.optimizer.emplace_back(name, *t);
+    EXPECT_FALSE(optimizer.sharded);
+    for (const auto& [name, t] : optimizer.Whole()) {
+      c.optimizer.emplace_back(name, *t);
+    }
     c.path = absl::StrFormat("memory/step-%08d", state.step);
     checkpoints[state.step] = std::move(c);
     if (final) final_step = state.step;

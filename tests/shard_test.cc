@@ -1,0 +1,174 @@
+// Sharded optimizer state (cluster.shard "optimizer", ZeRO-1) on a real
+// local cluster (`lockstep coordinator` and three `lockstep worker`
+// processes on 127.0.0.1): a sharded run of the MLP, CNN (batch norm) and
+// BERT jobs on 2 and 3 workers ends on the fingerprint of the unsharded run
+// and leaves checkpoint files with the same bytes (the coordinator puts
+// the optimizer state together from the ranks' parts); a checkpoint written
+// sharded resumes unsharded on another world size and the other way round,
+// to the same bytes.
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/cluster_fixture.h"
+#include "tests/subprocess.h"
+
+namespace lockstep {
+namespace {
+
+using cluster_fixture::ClusterTest;
+using cluster_fixture::TinyJob;
+using testing::ReadFileOrEmpty;
+using testing::RunResult;
+
+class ShardTest : public ClusterTest {
+ protected:
+  // Submits `job` and waits; the job's result.json.
+  nlohmann::json Run(const nlohmann::json& job, bool resume = false) {
+    const std::string name = job["name"];
+    const std::string file = WriteJob(job, name + ".json");
+    std::vector<std::string> args = {"submit", file, "--wait"};
+    if (resume) args.push_back("--resume");
+    RunResult r = Client(args, 300);
+    EXPECT_EQ(r.exit.exit_code, 0) << r.out << r.err;
+    return Result(storage_, name);
+  }
+  // The bytes of a committed checkpoint's file.
+  std::string CheckpointFile(const std::string& job, int64_t step,
+                             const std::string& file) {
+    char folder[32];
+    snprintf(folder, sizeof(folder), "step-%08lld",
+             static_cast<long long>(step));
+    return ReadFileOrEmpty(storage_ + "/jobs/" + job + "/checkpoints/" +
+                           folder + "/" + file);
+  }
+  std::string TextFile() {
+    std::string text;
+    for (int i = 0; i < 8; ++i) {
+      text +=
+          "the cat sat on the mat\na dog ran in the park\n"
+          "my bird flew over the house\nhis fish swam under the boat\n";
+    }
+    const std::string path = dir_ + "/sentences.txt";
+    testing::WriteStringToFile(path, text);
+    return path;
+  }
+};
+
+// The three models of the test, with the optimizer features whose state or
+// arithmetic sharding touches: AdamW with weight decay and a global clip
+// norm (every rank's part of the norm is summed exactly), SGD with momentum
+// and batch norm's moving averages.
+nlohmann::json Models(const std::string& text_file, const std::string& which) {
+  if (which == "mlp") {
+    return TinyJob(nlohmann::json::parse(R"({"epochs": 2,
+      "optimizer": {"type": "adamw", "learning_rate": 0.003,
+                    "weight_decay": 0.01, "global_clipnorm": 0.5,
+                    "exclude_from_weight_decay": ["bias"]}})"));
+  }
+  if (which == "cnn") {
+    return TinyJob(nlohmann::json::parse(R"({"epochs": 2,
+      "model": {"input_shape": [8, 8, 1], "layers": [
+        {"type": "conv2d", "name": "conv", "filters": 8, "kernel_size": 3,
+         "padding": 1, "use_bias": false},
+        {"type": "batch_norm", "name": "bn", "momentum": 0.9,
+         "activation": "relu6"},
+        {"type": "flatten"},
+        {"type": "dense", "units": 10}]},
+      "optimizer": {"type": "sgd", "learning_rate": 0.05, "momentum": 0.9,
+                    "nesterov": true}})"));
+  }
+  nlohmann::json bert = nlohmann::json::parse(R"({"name": "bert", "seed": 3,
+    "model": {"preset": "bert_mlm", "vocab_size": 128, "hidden": 32,
+              "layers": 1, "heads": 2, "intermediate": 64,
+              "max_positions": 16, "dropout": 0.1},
+    "optimizer": {"type": "adamw", "learning_rate": 0.005,
+                  "exclude_from_weight_decay": ["LayerNorm", "bias"],
+                  "global_clipnorm": 1.0},
+    "data": {"format": "text", "min_line_chars": 1, "vocab_size": 128,
+             "sequence_length": 12, "pack_lines": false,
+             "max_predictions": 2},
+    "batch_size_per_replica": 4, "epochs": 3,
+    "checkpoint": {"every_steps": 0, "keep": 2},
+    "summary": {"every_steps": 1000},
+    "cluster": {"workers": 2, "fingerprint_every_steps": 5,
+                "bucket_kib": 4}})");
+  bert["data"]["train_path"] = text_file;
+  bert["data"]["test_path"] = text_file;
+  return bert;
+}
+
+TEST_F(ShardTest, ShardedRunsEndOnTheUnshardedBytes) {
+  StartWorkers(3);
+  const std::string text = TextFile();
+  struct Case {
+    std::string model;
+    int workers;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"mlp", 2}, {"cnn", 2}, {"bert", 2}, {"mlp", 3}, {"bert", 3}}) {
+    std::string fingerprint[2];
+    int64_t steps[2] = {0, 0};
+    for (int sharded = 0; sharded < 2; ++sharded) {
+      nlohmann::json job = Models(text, c.model);
+      const std::string name =
+          c.model + std::to_string(c.workers) + (sharded ? "sharded" : "whole");
+      job["name"] = name;
+      job["cluster"]["workers"] = c.workers;
+      if (sharded) job["cluster"]["shard"] = "optimizer";
+      const nlohmann::json res = Run(job);
+      ASSERT_TRUE(res.is_object()) << name;
+      fingerprint[sharded] = res.value("fingerprint", "");
+      steps[sharded] = res.value("steps", 0);
+      EXPECT_EQ(res.value("shard", ""), sharded ? "optimizer" : "none") << name;
+    }
+    const std::string what = c.model + " on " + std::to_string(c.workers);
+    EXPECT_EQ(fingerprint[1], fingerprint[0]) << what;
+    EXPECT_EQ(fingerprint[0].size(), 32u) << what;
+    ASSERT_EQ(steps[0], steps[1]);
+    const std::string base = c.model + std::to_string(c.workers);
+    for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
+      const std::string whole = CheckpointFile(base + "whole", steps[0], file);
+      EXPECT_GT(whole.size(), 1000u) << what << " " << file;
+      EXPECT_TRUE(whole == CheckpointFile(base + "sharded", steps[0], file))
+          << what << ": " << file << " differs";
+    }
+  }
+}
+
+// A checkpoint written with sharded state on 3 workers (2 replicas each)
+// resumes with the state whole on 2 workers (3 replicas each: the same
+// global batch), and one written whole on 3 resumes sharded on 2: both end
+// on the same bytes, and the two checkpoints of step 11 are the same files.
+TEST_F(ShardTest, CheckpointsMoveBetweenShardedAndWholeAndWorldSizes) {
+  StartWorkers(3, /*replicas=*/3);
+  std::string fingerprint[2];
+  for (int first_sharded = 0; first_sharded < 2; ++first_sharded) {
+    nlohmann::json job = TinyJob(nlohmann::json::parse(R"({"epochs": 1,
+      "optimizer": {"type": "adam", "learning_rate": 0.003,
+                    "global_clipnorm": 0.5},
+      "cluster": {"workers": 3, "replicas_per_worker": 2}})"));
+    job["name"] = first_sharded ? "fromsharded" : "fromwhole";
+    if (first_sharded) job["cluster"]["shard"] = "optimizer";
+    nlohmann::json res = Run(job);
+    ASSERT_EQ(res.value("steps", 0), 11) << res.dump();  // ceil(1000 / 96)
+    job["epochs"] = 2;
+    job["cluster"]["workers"] = 2;
+    job["cluster"]["replicas_per_worker"] = 3;
+    job["cluster"]["shard"] = first_sharded ? "none" : "optimizer";
+    res = Run(job, /*resume=*/true);
+    EXPECT_EQ(res.value("steps", 0), 22) << res.dump();
+    fingerprint[first_sharded] = res.value("fingerprint", "");
+  }
+  EXPECT_EQ(fingerprint[0].size(), 32u);
+  EXPECT_EQ(fingerprint[0], fingerprint[1]);
+  for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
+    const std::string a = CheckpointFile("fromwhole", 11, file);
+    EXPECT_GT(a.size(), 1000u) << file;
+    EXPECT_TRUE(a == CheckpointFile("fromsharded", 11, file)) << file;
+  }
+}
+
+}  // namespace
+}  // namespace lockstep
