@@ -124,6 +124,14 @@ void PrintStatus(const v1::JobStatus& s) {
   if (!s.checkpoint_path().empty()) {
     std::cout << "  last checkpoint: " << s.checkpoint_path() << "\n";
   }
+  if (!s.shard().empty() || s.optimizer_state_bytes() > 0) {
+    std::cout << absl::StrFormat(
+        "  optimizer state: %s, %.1f MiB per worker\n",
+        s.shard().empty()
+            ? "whole on every worker"
+            : "sharded over the workers (cluster.shard " + s.shard() + ")",
+        s.optimizer_state_bytes() / 1048576.0);
+  }
   if (!s.storage_path().empty()) {
     std::cout << "  storage: " << s.storage_path() << "\n";
   }

@@ -173,6 +173,8 @@ absl::StatusOr<JobStatus> Coordinator::Submit(const std::string& job_json,
   job->status.set_eta_seconds(-1);
   job->status.set_max_restarts(
       static_cast<int32_t>(job->spec.restart.max_restarts));
+  job->status.set_shard(
+      job->spec.cluster.shard == ShardMode::kOptimizer ? "optimizer" : "");
   RETURN_IF_ERROR(OpenJobFiles(*job));
   Job& ref = *job;
   if (jobs_.count(ref.name) == 0) job_order_.push_back(ref.name);

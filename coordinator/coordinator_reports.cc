@@ -92,6 +92,9 @@ absl::StatusOr<lockstep::v1::ReportResponse> Coordinator::ReportProgress(
     }
     RETURN_IF_ERROR(
         CheckReporter(*job, r.rank(), r.worker_id(), "a progress report"));
+    if (r.optimizer_state_bytes() > job->status.optimizer_state_bytes()) {
+      job->status.set_optimizer_state_bytes(r.optimizer_state_bytes());
+    }
     if (r.rank() == 0) {
       JobStatus& s = job->status;
       s.set_step(r.step());
@@ -465,6 +468,7 @@ void Coordinator::CompleteIfDone(Job& job) {
     skipped.insert(f.skipped_samples().begin(), f.skipped_samples().end());
   }
   result.skipped_samples = static_cast<int64_t>(skipped.size());
+  result.sharded = job.spec.cluster.shard == ShardMode::kOptimizer;
   for (const auto& [rank, f] : job.finished) {
     result.optimizer_state_bytes =
         std::max(result.optimizer_state_bytes, f.optimizer_state_bytes());

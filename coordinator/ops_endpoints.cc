@@ -115,6 +115,12 @@ std::string CoordinatorMetricsText(const Coordinator::OpsView& view,
             job, s.eta_seconds());
     f.Gauge("lockstep_job_workers_alive", "Workers alive among its ranks", job,
             s.workers_alive());
+    if (s.optimizer_state_bytes() > 0) {
+      f.Gauge("lockstep_job_optimizer_state_bytes",
+              "Optimizer state bytes per worker (the most any rank holds; "
+              "cluster.shard divides it)",
+              job, static_cast<double>(s.optimizer_state_bytes()));
+    }
     if (s.has_straggler()) {
       f.Gauge("lockstep_job_straggler",
               "1 for the rank that holds the running job back (cause: link "

@@ -19,6 +19,8 @@ struct ProgressInfo {
   double learning_rate = 0;
   double samples_per_sec = 0;
   double eta_seconds = -1;   // < 0: unknown
+  // Optimizer state held by this process (cluster.shard: its part).
+  int64_t optimizer_state_bytes = 0;
 };
 
 // "[mnist] epoch 1/3  step 400/2814  loss 0.2215  acc 0.9334  lr 1.0e-03

@@ -171,6 +171,55 @@ std::string WriteText(const std::string& dir) {
   return path;
 }
 
+// Sharded optimizer state (cluster.shard "optimizer"): a rank holds only
+// its part of the state, so no survivor's memory can start generation 2
+// (the survivor says why); the job goes back to its latest checkpoint,
+// recomputes the steps since, and still ends on the reference bytes (the
+// unsharded run's) with every sample of the 4 epochs used once.
+TEST_F(FaultTest, ShardedKilledWorkerResumesFromTheCheckpointWithTheSameBytes) {
+  const std::string reference = ReferenceFingerprint();
+  Start();
+  ASSERT_EQ(Client({"submit", WriteJob(fault_fixture::Audited(FaultJob(
+                                  {{"cluster", {{"shard", "optimizer"}}}})))})
+                .exit.exit_code,
+            0);
+  WaitForStep(120);
+  Subprocess* survivor = RankProcess(0);
+  Subprocess* victim = RankProcess(1);
+  ASSERT_NE(victim, nullptr);
+  ASSERT_NE(survivor, nullptr);
+  victim->Signal(SIGKILL);
+  std::string last;
+  ASSERT_TRUE(WaitForStatus("RECOVERING", 10, &last)) << last;
+  std::string why;
+  ASSERT_TRUE(cluster_->StartWorkers(1, 1, 1, &why)) << why;
+  RunResult w = WatchToEnd();
+  EXPECT_EQ(w.exit.exit_code, 0) << w.out << w.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      w.out, m,
+      std::regex(R"(RUNNING generation 2 from step (\d+) \(restart 1 of 3, )"
+                 R"([0-9.]+ s after the failure; (steps \d+\.\.\d+ are )"
+                 R"(recomputed|no step is recomputed)\))")))
+      << w.out;
+  const int resumed = std::stoi(m[1]);
+  EXPECT_EQ(resumed % 50, 0) << "a checkpoint's step";
+  EXPECT_GE(resumed, 100);
+  const std::string said =
+      "the next generation starts from the latest checkpoint: the optimizer "
+      "state is sharded (cluster.shard): this rank holds only its part of it";
+  EXPECT_TRUE(survivor->Stdout().find(said) != std::string::npos ||
+              survivor->Stderr().find(said) != std::string::npos)
+      << survivor->Stderr();
+  EXPECT_NE(w.out.find("job ft SUCCEEDED: 1000 steps"), std::string::npos)
+      << w.out;
+  nlohmann::json res = Result();
+  ASSERT_TRUE(res.is_object());
+  EXPECT_EQ(res["fingerprint"], reference);
+  EXPECT_EQ(res["shard"], "optimizer");
+  ExpectExactlyOnce(4);
+}
+
 TEST_F(FaultTest, TextModelKilledWorkerRejoinsWithTheSameBytes) {
   const std::string ref_dir = NewTempDir("text_reference");
   const std::string corpus = WriteText(ref_dir);

@@ -7,6 +7,7 @@
 // sharded resumes unsharded on another world size and the other way round,
 // to the same bytes.
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -110,6 +111,7 @@ TEST_F(ShardTest, ShardedRunsEndOnTheUnshardedBytes) {
            {"mlp", 2}, {"cnn", 2}, {"bert", 2}, {"mlp", 3}, {"bert", 3}}) {
     std::string fingerprint[2];
     int64_t steps[2] = {0, 0};
+    double state_bytes[2] = {0, 0};
     for (int sharded = 0; sharded < 2; ++sharded) {
       nlohmann::json job = Models(text, c.model);
       const std::string name =
@@ -121,10 +123,15 @@ TEST_F(ShardTest, ShardedRunsEndOnTheUnshardedBytes) {
       ASSERT_TRUE(res.is_object()) << name;
       fingerprint[sharded] = res.value("fingerprint", "");
       steps[sharded] = res.value("steps", 0);
+      state_bytes[sharded] = res.value("optimizer_state_bytes", 0.0);
       EXPECT_EQ(res.value("shard", ""), sharded ? "optimizer" : "none") << name;
     }
     const std::string what = c.model + " on " + std::to_string(c.workers);
     EXPECT_EQ(fingerprint[1], fingerprint[0]) << what;
+    // A worker keeps 1/N of the state (ring segments differ by at most one
+    // element per bucket).
+    EXPECT_GT(state_bytes[0], 0) << what;
+    EXPECT_NEAR(state_bytes[1] * c.workers / state_bytes[0], 1.0, 0.01) << what;
     EXPECT_EQ(fingerprint[0].size(), 32u) << what;
     ASSERT_EQ(steps[0], steps[1]);
     const std::string base = c.model + std::to_string(c.workers);
@@ -163,6 +170,17 @@ TEST_F(ShardTest, CheckpointsMoveBetweenShardedAndWholeAndWorldSizes) {
   }
   EXPECT_EQ(fingerprint[0].size(), 32u);
   EXPECT_EQ(fingerprint[0], fingerprint[1]);
+  // `status` says how the state was held and how much of it per worker.
+  RunResult st = Client({"status", "fromwhole"});
+  EXPECT_TRUE(std::regex_search(
+      st.out, std::regex(R"(optimizer state: sharded over the workers )"
+                         R"(\(cluster\.shard optimizer\), 0\.0 MiB per )"
+                         R"(worker)")))
+      << st.out;
+  st = Client({"status", "fromsharded"});
+  EXPECT_NE(st.out.find("optimizer state: whole on every worker"),
+            std::string::npos)
+      << st.out;
   for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
     const std::string a = CheckpointFile("fromwhole", 11, file);
     EXPECT_GT(a.size(), 1000u) << file;

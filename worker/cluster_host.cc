@@ -137,6 +137,7 @@ absl::Status ClusterHost::Progress(const ProgressInfo& info,
   if (ctx_.metrics != nullptr) ctx_.metrics->SetRate(info.samples_per_sec);
   pending_.set_learning_rate(info.learning_rate);
   pending_.set_eta_seconds(info.eta_seconds);
+  pending_.set_optimizer_state_bytes(info.optimizer_state_bytes);
   if (fingerprint != nullptr) {
     pending_.set_fingerprint_step(info.step);
     pending_.set_fingerprint(*fingerprint);

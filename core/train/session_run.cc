@@ -24,6 +24,7 @@ ProgressInfo TrainingSession::Progress() {
   info.learning_rate = schedule_->At(std::max<int64_t>(step_ - 1, 0));
   info.samples_per_sec = meter_.TakeWindowRate();
   info.eta_seconds = meter_.Eta(end_step_ - step_, plan_->global_batch_size());
+  info.optimizer_state_bytes = optimizer_state_bytes();
   return info;
 }
 

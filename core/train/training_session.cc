@@ -90,6 +90,11 @@ absl::Status TrainingSession::Setup(
   if (!init.empty()) host_->Log(init);
   const bool shard = spec.cluster.shard != ShardMode::kNone &&
                      config_.peers.transport != nullptr;
+  if (spec.cluster.shard != ShardMode::kNone && !shard) {
+    host_->Log(
+        "cluster.shard: this process holds every replica of the job, so its "
+        "optimizer state stays whole");
+  }
   if (gpus && shard) {
     return absl::InvalidArgumentError(
         "cluster.shard: GPU replicas keep their optimizer state whole (the "

@@ -96,6 +96,10 @@ class JobStatus:
     # Requests naming another generation of the job, refused, by kind
     # ("progress", "checkpoint_slice", "finish", "nccl_id", "samples").
     fenced: Dict[str, int] = dataclasses.field(default_factory=dict)
+    # cluster.shard ("optimizer", or "" with the state whole on every
+    # worker) and the most optimizer state bytes a worker reported holding.
+    shard: str = ""
+    optimizer_state_bytes: int = 0
 
     @property
     def done(self):

@@ -104,3 +104,14 @@ def test_a_status_carries_its_fenced_counts():
     msg.fenced["finish"] = 1
     msg.fenced["progress"] = 2
     assert status_from_proto(msg).fenced == {"finish": 1, "progress": 2}
+
+
+def test_a_status_carries_its_shard_mode_and_state_bytes():
+    from lockstep._generated import jobs_pb2
+    from lockstep.types import status_from_proto
+    msg = jobs_pb2.JobStatus(name="j", state=jobs_pb2.RUNNING,
+                             shard="optimizer",
+                             optimizer_state_bytes=19280)
+    s = status_from_proto(msg)
+    assert (s.shard, s.optimizer_state_bytes) == ("optimizer", 19280)
+    assert status_from_proto(jobs_pb2.JobStatus(name="j")).shard == ""
