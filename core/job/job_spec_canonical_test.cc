@@ -53,7 +53,8 @@ TEST(JobSpecTest, RoundTrip) {
                         {"ring_chunk_kib", 64},
                         {"ring_streams", 3},
                         {"compression", "bf16"},
-                        {"ring_checksum", true}};
+                        {"ring_checksum", true},
+                        {"shard", "optimizer"}};
       },
       [](Json& j) {
         j["model"]["layers"][0]["trainable"] = false;
@@ -70,6 +71,7 @@ TEST(JobSpecTest, RoundTrip) {
         EXPECT_EQ(s.cluster.compression, Compression::kBf16);
         EXPECT_EQ(s.cluster.ring_streams, 3);
         EXPECT_TRUE(s.cluster.ring_checksum);
+        EXPECT_EQ(s.cluster.shard, ShardMode::kOptimizer);
       }
       if (v == 4) {
         EXPECT_FALSE(s.model.layers[0].trainable);

@@ -286,6 +286,23 @@ INSTANTIATE_TEST_SUITE_P(
                 "cluster.compression: \"bf16\" compresses the gRPC ring; "
                 "NCCL's all-reduce (collective \"nccl\") is float32 only: "
                 "use collective \"ring\" or compression \"none\""},
+        BadCase{"ShardMode",
+                [](Json& j) { j["cluster"]["shard"] = "parameters"; },
+                "cluster.shard: unknown shard mode \"parameters\"; expected "
+                "one of none, optimizer"},
+        BadCase{"ShardGradientsNotBuilt",
+                [](Json& j) { j["cluster"]["shard"] = "gradients"; },
+                "cluster.shard: \"gradients\" (ZeRO-2) is not built: a "
+                "worker's gradients stay whole; \"optimizer\" shards the "
+                "optimizer state"},
+        BadCase{"ShardWithNccl",
+                [](Json& j) {
+                  j["cluster"]["collective"] = "nccl";
+                  j["cluster"]["shard"] = "optimizer";
+                },
+                "cluster.shard: sharded optimizer state runs on the gRPC "
+                "ring; NCCL (collective \"nccl\") keeps it whole: use "
+                "collective \"ring\" or shard \"none\""},
         BadCase{"Collective",
                 [](Json& j) { j["cluster"]["collective"] = "mpi"; },
                 "cluster.collective: unknown collective \"mpi\"; expected "
