@@ -5,6 +5,7 @@
 #ifndef LOCKSTEP_TESTS_FAULT_FIXTURE_H_
 #define LOCKSTEP_TESTS_FAULT_FIXTURE_H_
 
+#include <signal.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -230,6 +231,26 @@ class FaultTest : public ::testing::Test {
 
   // Runs `watch ft` to the end; its output.
   testing::RunResult WatchToEnd() { return Client({"watch", "ft"}, 180); }
+
+  // Kills the process holding `rank` of job ft (SIGKILL), waits (bounded)
+  // until the job is RECOVERING, starts one replacement worker and watches
+  // the job to its end: the watch's output (a failure on the way is the
+  // test's).
+  testing::RunResult KillReplaceAndWatch(int rank) {
+    testing::Subprocess* victim = RankProcess(rank);
+    if (victim == nullptr) return {};
+    victim->Signal(SIGKILL);
+    std::string last, why;
+    if (!WaitForStatus("RECOVERING", 10, &last)) {
+      ADD_FAILURE() << "job ft never RECOVERING:\n" << last;
+      return {};
+    }
+    if (!cluster_->StartWorkers(1, 1, 1, &why)) {
+      ADD_FAILURE() << why;
+      return {};
+    }
+    return WatchToEnd();
+  }
 
   std::string dir_;
   std::unique_ptr<testing::LocalCluster> cluster_;

@@ -185,15 +185,8 @@ TEST_F(FaultTest, ShardedKilledWorkerResumesFromTheCheckpointWithTheSameBytes) {
             0);
   WaitForStep(120);
   Subprocess* survivor = RankProcess(0);
-  Subprocess* victim = RankProcess(1);
-  ASSERT_NE(victim, nullptr);
   ASSERT_NE(survivor, nullptr);
-  victim->Signal(SIGKILL);
-  std::string last;
-  ASSERT_TRUE(WaitForStatus("RECOVERING", 10, &last)) << last;
-  std::string why;
-  ASSERT_TRUE(cluster_->StartWorkers(1, 1, 1, &why)) << why;
-  RunResult w = WatchToEnd();
+  RunResult w = KillReplaceAndWatch(1);
   EXPECT_EQ(w.exit.exit_code, 0) << w.out << w.err;
   std::smatch m;
   ASSERT_TRUE(std::regex_search(
@@ -238,14 +231,7 @@ TEST_F(FaultTest, TextModelKilledWorkerRejoinsWithTheSameBytes) {
   ASSERT_EQ(Client({"submit", WriteJob(TextFaultJob(corpus))}).exit.exit_code,
             0);
   WaitForStep(steps / 4);
-  Subprocess* victim = RankProcess(1);
-  ASSERT_NE(victim, nullptr);
-  victim->Signal(SIGKILL);
-  std::string last;
-  ASSERT_TRUE(WaitForStatus("RECOVERING", 10, &last)) << last;
-  std::string why;
-  ASSERT_TRUE(cluster_->StartWorkers(1, 1, 1, &why)) << why;
-  RunResult w = WatchToEnd();
+  RunResult w = KillReplaceAndWatch(1);
   EXPECT_EQ(w.exit.exit_code, 0) << w.out << w.err;
   EXPECT_TRUE(
       std::regex_search(w.out, std::regex(R"(RUNNING generation 2 from step)")))
@@ -335,14 +321,7 @@ TEST_F(FaultTest, OnnxModelKilledWorkerRejoinsWithTheSameBytes) {
   Start();
   ASSERT_EQ(Client({"submit", WriteJob(job)}).exit.exit_code, 0);
   WaitForStep(120);
-  Subprocess* victim = RankProcess(1);
-  ASSERT_NE(victim, nullptr);
-  victim->Signal(SIGKILL);
-  std::string last;
-  ASSERT_TRUE(WaitForStatus("RECOVERING", 10, &last)) << last;
-  std::string why;
-  ASSERT_TRUE(cluster_->StartWorkers(1, 1, 1, &why)) << why;
-  RunResult w = WatchToEnd();
+  RunResult w = KillReplaceAndWatch(1);
   EXPECT_EQ(w.exit.exit_code, 0) << w.out << w.err;
   EXPECT_NE(w.out.find("RUNNING generation 2 from step"), std::string::npos)
       << w.out;
