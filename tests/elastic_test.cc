@@ -226,5 +226,63 @@ TEST_F(FaultTest, ElasticJobShrinksOnAKillAndGrowsWhenAWorkerJoins) {
       << audit;
 }
 
+// The same elastic job with its optimizer state sharded (cluster.shard): a
+// rank holds only its part, so the grow ends generation 1 with a
+// checkpoint of the step it stops at (nothing is done again) and the
+// shrink after a kill -9 goes back to the latest checkpoint; the state is
+// re-sharded over 3, then 2 workers from those checkpoints, and every
+// sample of the 4 epochs is used once.
+TEST_F(FaultTest, ShardedElasticJobGrowsAndShrinksThroughCheckpoints) {
+  nlohmann::json job = fault_fixture::Audited(ElasticJob());
+  job["cluster"]["shard"] = "optimizer";
+  job["cluster"]["start_grace_seconds"] = 0.5;
+  Start();  // 2 workers: the job starts with its min
+  ASSERT_EQ(Client({"submit", WriteJob(job)}).exit.exit_code, 0);
+  WaitForStep(100);
+  std::string why, last;
+  ASSERT_TRUE(cluster_->StartWorkers(1, 1, 1, &why)) << why;
+  ASSERT_TRUE(
+      WaitForStatus("RUNNING.*generation 2|generation 2.*RUNNING", 30, &last))
+      << last;
+  WaitForStep(300);
+  Subprocess* victim = RankProcess(2);
+  ASSERT_NE(victim, nullptr);
+  victim->Signal(SIGKILL);
+  RunResult w = WatchToEnd();
+  EXPECT_EQ(w.exit.exit_code, 0) << w.out << w.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      w.out, m,
+      std::regex(R"(RUNNING generation 2 from step (\d+) \(the world grows, )"
+                 R"([\d.]+ s later, no restart counted; no step is done )"
+                 R"(again\))")))
+      << w.out;
+  const int grow_step = std::stoi(m[1]);
+  EXPECT_GE(grow_step, 100);
+  ASSERT_TRUE(std::regex_search(
+      w.out, m,
+      std::regex(R"(RUNNING generation 3 from step (\d+) \(the world )"
+                 R"(shrinks from 3 to 2 workers [\d.]+ s after the failure, )"
+                 R"(no restart counted; )")))
+      << w.out;
+  const int shrink_step = std::stoi(m[1]);
+  EXPECT_EQ(shrink_step % 50 == 0 || shrink_step == grow_step, true)
+      << "a checkpoint's step: " << shrink_step;
+  EXPECT_GE(shrink_step, grow_step);
+  EXPECT_NE(w.out.find("job ft SUCCEEDED: 668 steps"), std::string::npos)
+      << w.out;
+  const nlohmann::json res = Result();
+  ASSERT_TRUE(res.is_object());
+  EXPECT_EQ(res["shard"], "optimizer");
+  EXPECT_GT(res["test_accuracy"].get<double>(), 0.6) << res.dump(2);
+  const std::string audit = ExpectExactlyOnce(4);
+  EXPECT_NE(
+      audit.find("generations 1 from step 0 on 2 replicas, 2 from step " +
+                 std::to_string(grow_step) + " on 3 replicas, 3 from step " +
+                 std::to_string(shrink_step) + " on 2 replicas"),
+      std::string::npos)
+      << audit;
+}
+
 }  // namespace
 }  // namespace lockstep
