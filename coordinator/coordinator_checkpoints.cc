@@ -1,0 +1,90 @@
+// The Coordinator's checkpoint commits (see coordinator.h): the ranks'
+// slices, and a committed checkpoint loaded for a worker.
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+#include "coordinator/coordinator.h"
+
+namespace lockstep {
+
+absl::StatusOr<lockstep::v1::CheckpointAck> Coordinator::AddCheckpointSlice(
+    const std::vector<lockstep::v1::CheckpointSlice>& messages) {
+  if (messages.empty()) {
+    return absl::InvalidArgumentError("an empty checkpoint slice stream");
+  }
+  const auto& head = messages.front();
+  std::shared_ptr<CheckpointAssembler> assembler;
+  {
+    absl::MutexLock lock(&mu_);
+    Job* job = FindJob(head.job());
+    if (job == nullptr) {
+      return absl::NotFoundError(
+          absl::StrFormat("no job named \"%s\"", head.job()));
+    }
+    if (IsTerminal(job->status.state())) {
+      return absl::CancelledError(absl::StrFormat(
+          "checkpoint slice refused: job %s is %s (%s)", head.job(),
+          JobStateName(job->status.state()), job->status.message()));
+    }
+    if (job->status.generation() != head.generation()) {
+      Fenced(*job, "checkpoint_slice", head.generation(),
+             absl::StrCat("rank ", head.rank()));
+    }
+    if (job->status.generation() != head.generation() ||
+        job->status.state() != lockstep::v1::RUNNING) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "checkpoint slice for generation %d refused: job %s is %s at "
+          "generation %d",
+          head.generation(), head.job(), JobStateName(job->status.state()),
+          job->status.generation()));
+    }
+    assembler = job->assembler;
+  }
+  // Verify and (for the last slice) commit without holding the state lock.
+  absl::StatusOr<CommitInfo> info = assembler->Add(messages);
+  absl::MutexLock lock(&mu_);
+  Job* job = FindJob(head.job());
+  if (!info.ok()) {
+    if (job != nullptr) {
+      job->reports->CheckpointFailed();
+      Event(*job, absl::StrCat("checkpoint step ", head.step(),
+                               " not committed: ", info.status().message()));
+    }
+    return info.status();
+  }
+  lockstep::v1::CheckpointAck ack;
+  ack.set_committed(info->committed);
+  ack.set_path(info->path);
+  if (info->committed && job != nullptr) {
+    job->reports->CheckpointCommitted(*info);
+    job->status.set_checkpoint_path(info->path);
+    Event(*job, absl::StrFormat("checkpoint %s committed (%.1f MB, %.3f s)",
+                                info->path, info->bytes / 1e6, info->seconds));
+  }
+  return ack;
+}
+
+absl::StatusOr<LoadedCheckpoint> Coordinator::LoadCheckpoint(
+    const std::string& name, int64_t step) const {
+  std::shared_ptr<CheckpointStore> store;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(name);
+    if (it == jobs_.end()) {
+      return absl::NotFoundError(absl::StrFormat("no job named \"%s\"", name));
+    }
+    store = it->second->checkpoints;
+  }
+  std::vector<std::string> warnings;
+  ASSIGN_OR_RETURN(LoadedCheckpoint loaded, store->LoadLatest(&warnings));
+  for (const std::string& w : warnings) Log("warning: " + w);
+  if (loaded.state.step != step) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the latest good checkpoint of job %s is at step %d, not %d", name,
+        loaded.state.step, step));
+  }
+  return loaded;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,276 @@
+// The Coordinator's end of a generation (see coordinator.h): each rank's
+// finish report, the failure it may name, and the job's result once every
+// rank is done.
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/file_util.h"
+#include "base/status_macros.h"
+#include "coordinator/coordinator.h"
+#include "core/train/local_training.h"
+#include "core/train/result_file.h"
+
+namespace lockstep {
+
+namespace {
+
+// A ring neighbour's report of a suspect, in one sentence: who reports
+// what about whom, and at which step ("rank 0 reports: the stream from
+// rank 1 broke at step 141"); the worker's whole text goes to the log.
+std::string RingReportBrief(int reporter, int suspect,
+                            const std::string& error) {
+  std::string what;
+  if (error.find("broke") != std::string::npos) {
+    what = absl::StrFormat("the stream from rank %d broke", suspect);
+  } else if (error.find("nothing came") != std::string::npos) {
+    what = absl::StrFormat("rank %d sent nothing in time", suspect);
+  } else if (error.find("is closed") != std::string::npos) {
+    what = absl::StrFormat("its stream to rank %d closed", suspect);
+  } else {
+    what = absl::StrFormat("rank %d failed it", suspect);
+  }
+  std::string step;
+  if (const size_t at = error.find("step "); at != std::string::npos) {
+    size_t end = at + 5;
+    while (end < error.size() && absl::ascii_isdigit(error[end])) ++end;
+    if (end > at + 5) step = absl::StrCat(" at ", error.substr(at, end - at));
+  }
+  return absl::StrFormat(
+      "rank %d reports: %s%s (the coordinator's log has "
+      "its words)",
+      reporter, what, step);
+}
+
+}  // namespace
+
+using lockstep::v1::JobStatus;
+
+absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
+                                 std::string* over) {
+  absl::MutexLock lock(&mu_);
+  Job* job = FindJob(req.job());
+  if (job != nullptr && job->status.generation() != req.generation()) {
+    Fenced(*job, "finish", req.generation(), "worker " + req.worker_id());
+  }
+  const bool current = job != nullptr && !IsTerminal(job->status.state()) &&
+                       job->status.generation() == req.generation() &&
+                       job->status.state() == lockstep::v1::RUNNING;
+  if (req.leaving() && !current) {
+    // Leaving while idle, or after its generation ended: it only leaves
+    // the membership, so that no new generation counts on it.
+    auto w = workers_.find(req.worker_id());
+    if (w != workers_.end() && !w->second.lost) {
+      w->second.lost = true;
+      w->second.lost_at = Now();
+      Log(absl::StrCat("worker ", Describe(w->second), " left"));
+      Persist();
+    }
+    if (job != nullptr && over != nullptr) {
+      *over = absl::StrFormat("job %s is %s at generation %d (%s)", job->name,
+                              JobStateName(job->status.state()),
+                              job->status.generation(), job->status.message());
+    }
+    return absl::OkStatus();
+  }
+  if (job == nullptr) {
+    return absl::NotFoundError(
+        absl::StrFormat("no job named \"%s\"", req.job()));
+  }
+  if (!IsTerminal(job->status.state()) &&
+      job->status.generation() == req.generation()) {
+    // Its report of this generation is in (the recovery waits for the
+    // survivors'), with what it kept in memory, late or not.
+    auto reporter = workers_.find(req.worker_id());
+    if (reporter != workers_.end() && !reporter->second.lost) {
+      Worker& w = reporter->second;
+      w.reported_job = job->name;
+      w.reported_generation = req.generation();
+      w.held_job = req.held_step() > 0 ? job->name : "";
+      w.held_generation = req.generation();
+      w.held_step = req.held_step();
+      w.held_fingerprint = req.held_fingerprint();
+    }
+  }
+  if (IsTerminal(job->status.state()) ||
+      job->status.generation() != req.generation() ||
+      job->status.state() != lockstep::v1::RUNNING) {
+    // A late report of a generation that is already over.
+    if (over != nullptr) {
+      *over = absl::StrFormat("job %s is %s at generation %d (%s)", job->name,
+                              JobStateName(job->status.state()),
+                              job->status.generation(), job->status.message());
+    }
+    // The recovery may have been waiting for it.
+    if (job->status.state() == lockstep::v1::RECOVERING) TryStart(*job);
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(
+      CheckReporter(*job, req.rank(), req.worker_id(), "a finish report"));
+  auto w = workers_.find(req.worker_id());
+  const std::string who =
+      w == workers_.end() ? req.worker_id() : Describe(w->second);
+  if (req.regroup()) {
+    if (job->regroup_generation != req.generation()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "a regroup report from rank %d of job %s generation %d, which the "
+          "coordinator did not ask to regroup",
+          req.rank(), job->name, req.generation()));
+    }
+    // Every rank ended after the same step, keeping its state: the next
+    // generation, with the workers that join, starts from it.
+    job->step_at_failure = req.steps();
+    Recover(*job, nullptr,
+            absl::StrFormat("%d idle worker%s join%s, from %d to %d workers",
+                            job->growing_by, job->growing_by == 1 ? "" : "s",
+                            job->growing_by == 1 ? "s" : "", job->ranks.size(),
+                            job->ranks.size() + job->growing_by),
+            /*planned=*/false, /*regroup=*/true);
+    return absl::OkStatus();
+  }
+  if (!req.error().empty()) {
+    // The job's own error ends it with the whole text (it names the file or
+    // field to fix); a recoverable one is one sentence (the log has it).
+    const std::string what = absl::StrFormat("rank %d (%s) failed: %s",
+                                             req.rank(), who, req.error());
+    Log(absl::StrFormat("job %s generation %d: rank %d (%s) failed: %s",
+                        job->name, req.generation(), req.rank(), who,
+                        req.error()));
+    const auto code = static_cast<absl::StatusCode>(req.error_code());
+    if (req.leaving()) {
+      // A planned departure: recover without blaming the worker, which is
+      // gone from the membership.
+      const std::string reason = absl::StrFormat(
+          "rank %d (%s) left: the worker is shutting down", req.rank(), who);
+      if (w != workers_.end()) {
+        w->second.lost = true;
+        w->second.lost_at = Now();
+        Log(absl::StrCat("worker ", who, " left"));
+      }
+      Recover(*job, nullptr, reason, /*planned=*/true);
+      return absl::OkStatus();
+    }
+    if (!req.suspect_ranks().empty() &&
+        RankWorker(*job, req.suspect_ranks(0)) != nullptr) {
+      // A neighbour's stream broke or it went silent: the rank at the end
+      // of the chain of suspects is lost.
+      if (job->suspects.empty()) job->suspected_since = Now();
+      // The whole report to the log; one sentence to the job's status.
+      Log(
+          absl::StrFormat("job %s generation %d: rank %d (%s) reports rank "
+                          "%d: %s",
+                          job->name, req.generation(), req.rank(), who,
+                          req.suspect_ranks(0), req.error()));
+      job->suspects[req.rank()] = {
+          req.suspect_ranks(0),
+          RingReportBrief(req.rank(), req.suspect_ranks(0), req.error())};
+      BlameChain(*job, absl::Seconds(1));
+      return absl::OkStatus();
+    }
+    if (!job->suspects.empty()) {
+      // A consequence of the failure being traced (BlameChain).
+      return absl::OkStatus();
+    }
+    switch (code) {
+      case absl::StatusCode::kUnavailable:
+      case absl::StatusCode::kDeadlineExceeded:
+      case absl::StatusCode::kAborted:
+      case absl::StatusCode::kCancelled:
+      case absl::StatusCode::kResourceExhausted:
+      case absl::StatusCode::kInternal:
+      case absl::StatusCode::kUnknown:
+        // Something about this worker or its link, not the job itself.
+        Recover(*job, w == workers_.end() ? nullptr : &w->second,
+                BriefReason(what));
+        break;
+      default:
+        // The job's own fault (data, model, divergence): a restart would
+        // fail the same way.
+        EndJob(*job, lockstep::v1::FAILED, what);
+    }
+    return absl::OkStatus();
+  }
+  job->finished[req.rank()] = req;
+  job->fingerprints[req.steps()][req.rank()] = req.fingerprint();
+  CompareFingerprints(*job, req.steps());
+  CompleteIfDone(*job);
+  return absl::OkStatus();
+}
+
+void Coordinator::CompleteIfDone(Job& job) {
+  if (job.status.state() != lockstep::v1::RUNNING ||
+      job.finished.size() < job.ranks.size()) {
+    return;
+  }
+  const lockstep::v1::FinishRequest& chief = job.finished.at(0);
+  TrainResult result;
+  result.finished = true;
+  result.steps = chief.steps();
+  result.total_steps = std::max(job.status.total_steps(), chief.steps());
+  result.epochs = chief.epochs();
+  // The whole job's, whatever generations it took: the first generation's
+  // start step and the time since it started.
+  const auto& history = job.status.membership();
+  result.resumed_from_step =
+      history.empty() ? job.start_step : history.Get(0).from_step();
+  result.train_loss = chief.train_loss();
+  result.train_accuracy = chief.train_accuracy();
+  result.test_loss = chief.test_loss();
+  result.test_accuracy = chief.test_accuracy();
+  result.samples_per_sec = chief.samples_per_sec();
+  result.wall_seconds =
+      history.empty() || history.Get(0).started_unix_seconds() <= 0
+          ? absl::ToDoubleSeconds(Now() - job.started)
+          : absl::ToUnixMicros(Now()) / 1e6 -
+                history.Get(0).started_unix_seconds();
+  result.num_parameters = chief.num_parameters();
+  result.fingerprint = chief.fingerprint();
+  std::set<std::string> skipped;
+  for (const auto& [rank, f] : job.finished) {
+    skipped.insert(f.skipped_samples().begin(), f.skipped_samples().end());
+  }
+  result.skipped_samples = static_cast<int64_t>(skipped.size());
+  result.sharded = job.spec.cluster.shard == ShardMode::kOptimizer;
+  for (const auto& [rank, f] : job.finished) {
+    result.optimizer_state_bytes =
+        std::max(result.optimizer_state_bytes, f.optimizer_state_bytes());
+  }
+  if (!skipped.empty()) {
+    Event(job, absl::StrFormat("%d samples could not be read and were "
+                               "skipped (the workers' logs name them)",
+                               result.skipped_samples));
+  }
+  result.checkpoint_path = job.status.checkpoint_path();
+  result.fenced.insert(job.status.fenced().begin(), job.status.fenced().end());
+  for (const lockstep::v1::MembershipChange& m : job.status.membership()) {
+    result.membership.push_back({m.generation(), m.from_step(), m.workers(),
+                                 m.replicas(), m.why(),
+                                 m.started_unix_seconds()});
+  }
+  const std::string dir =
+      JoinPath(JoinPath(options_.storage_dir, "jobs"), job.name);
+  result.result_path = JoinPath(dir, "result.json");
+  absl::Status s = WriteResultFile(result.result_path, job.spec, result);
+  if (!s.ok()) {
+    EndJob(job, lockstep::v1::FAILED,
+           absl::StrCat("cannot write result.json: ", s.message()));
+    return;
+  }
+  JobStatus& st = job.status;
+  st.set_step(result.steps);
+  st.set_test_loss(result.test_loss);
+  st.set_test_accuracy(result.test_accuracy);
+  st.set_fingerprint(result.fingerprint);
+  st.set_result_path(result.result_path);
+  st.set_samples_per_sec(result.samples_per_sec);
+  st.set_eta_seconds(0);
+  EndJob(job, lockstep::v1::SUCCEEDED,
+         absl::StrFormat("%d steps, test accuracy %.4f, test loss %.4f, %.0f "
+                         "samples/s; result in %s",
+                         result.steps, result.test_accuracy, result.test_loss,
+                         result.samples_per_sec, result.result_path));
+}
+
+}  // namespace lockstep

@@ -1,0 +1,118 @@
+// The Coordinator's status views (see coordinator.h): the operations
+// view, a worker's line and a job's snapshot.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "coordinator/coordinator.h"
+#include "coordinator/straggler.h"
+
+namespace lockstep {
+
+using lockstep::v1::JobStatus;
+
+Coordinator::OpsView Coordinator::Ops() const {
+  OpsView v;
+  lockstep::v1::ListJobsResponse list = List();
+  std::vector<std::shared_ptr<JobReports>> reports;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& s : list.jobs()) {
+      auto it = jobs_.find(s.name());
+      reports.push_back(it == jobs_.end() ? nullptr : it->second->reports);
+    }
+  }
+  for (int i = 0; i < list.jobs_size(); ++i) {
+    if (reports[i] == nullptr) continue;
+    v.jobs.push_back(
+        {list.jobs(i), reports[i]->curves(), reports[i]->checkpoints()});
+  }
+  v.workers.assign(list.workers().begin(), list.workers().end());
+  return v;
+}
+
+lockstep::v1::WorkerStatus Coordinator::WorkerView(const Worker& w) const {
+  lockstep::v1::WorkerStatus v;
+  v.set_worker_id(w.id);
+  v.set_host(w.info.host());
+  v.set_pid(w.info.pid());
+  v.set_address(w.info.collective_address());
+  v.set_replicas(w.info.replicas());
+  for (const std::string& d : w.info.devices()) v.add_devices(d);
+  v.set_job(w.job);
+  v.set_rank(w.rank);
+  v.set_heartbeat_age_seconds(absl::ToDoubleSeconds(Now() - w.last_heartbeat));
+  v.set_alive(!w.lost);
+  v.set_name(w.name);
+  v.set_waiting(WaitText(w, 1.0));
+  if (!w.job.empty()) {
+    const RankFigures f = FiguresOf(w.timing);
+    v.set_ring_ms_per_mib(std::max(0.0, f.RingMsPerMib()));
+    v.set_compute_ms_per_step(std::max(0.0, f.ComputeMsPerStep()));
+  }
+  auto it = jobs_.find(w.job);
+  // A rank inside its job's rank table (a damaged journal can name a job
+  // whose table is empty: no division by a zero world).
+  if (!w.job.empty() && w.rank >= 0 && it != jobs_.end() &&
+      w.rank < static_cast<int64_t>(it->second->ranks.size())) {
+    const JobSpec& spec = it->second->spec;
+    const int64_t r = spec.cluster.replicas_per_worker;
+    const int64_t total = r * static_cast<int64_t>(it->second->ranks.size());
+    // ShardPlan::ReplicaSlice's split of the job's global batch.
+    const int64_t g = spec.global_batch_size();
+    v.set_shard(absl::StrFormat(
+        "replicas %d-%d of %d: samples [%d, %d) of each global batch of %d",
+        w.rank * r, w.rank * r + r - 1, total, w.rank * r * g / total,
+        (w.rank + 1) * r * g / total, g));
+    v.set_step(it->second->status.step());
+  }
+  return v;
+}
+
+JobStatus Coordinator::Snapshot(const Job& job) const {
+  JobStatus s = job.status;
+  s.set_epochs(job.spec.epochs);
+  int alive = 0;
+  for (const std::string& id : job.ranks) {
+    auto it = workers_.find(id);  // a finished job's may be forgotten
+    if (it == workers_.end()) continue;
+    const Worker& w = it->second;
+    if (!w.lost) ++alive;
+    // A finished job's workers may already run something else.
+    if (!IsTerminal(job.status.state())) *s.add_workers() = WorkerView(w);
+  }
+  s.set_workers_alive(alive);
+  const bool waiting = job.status.state() == lockstep::v1::PENDING ||
+                       job.status.state() == lockstep::v1::RECOVERING;
+  if (waiting) {
+    // The last generation's speed and ETA say nothing while it waits.
+    s.set_samples_per_sec(0);
+    s.set_eta_seconds(-1);
+    s.set_waiting_for(job.waiting_for);
+    s.set_waiting_seconds_left(
+        job.waiting_until == absl::InfiniteFuture()
+            ? -1
+            : std::max(0.0, absl::ToDoubleSeconds(job.waiting_until - Now())));
+  } else {
+    s.clear_recovery();
+  }
+  if (job.status.state() == lockstep::v1::RUNNING &&
+      !job.straggler.text().empty()) {
+    *s.mutable_straggler() = job.straggler;
+  }
+  if (job.status.state() == lockstep::v1::RUNNING) {
+    for (const std::string& id : job.ranks) {
+      const std::string wait =
+          WaitText(workers_.at(id), options_.hang_report_seconds);
+      if (!wait.empty()) {
+        s.set_message(absl::StrCat("the ring is stalled: ", wait));
+        break;
+      }
+    }
+  }
+  s.set_events_total(static_cast<int64_t>(job.events.size()));
+  for (const std::string& e : job.events) s.add_events(e);
+  return s;
+}
+
+}  // namespace lockstep
