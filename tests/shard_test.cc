@@ -2,8 +2,9 @@
 // local cluster (`lockstep coordinator` and three `lockstep worker`
 // processes on 127.0.0.1): a sharded run of the MLP, CNN (batch norm) and
 // BERT jobs on 2 and 3 workers ends on the fingerprint of the unsharded run
-// and leaves checkpoint files with the same bytes (the coordinator puts
-// the optimizer state together from the ranks' parts); a checkpoint written
+// (also with bf16 gradients on the wire) and leaves checkpoint files with
+// the same bytes (the coordinator puts the optimizer state together from
+// the ranks' parts); a checkpoint written
 // sharded resumes unsharded on another world size and the other way round,
 // to the same bytes.
 #include <nlohmann/json.hpp>
@@ -106,18 +107,25 @@ TEST_F(ShardTest, ShardedRunsEndOnTheUnshardedBytes) {
   struct Case {
     std::string model;
     int workers;
+    bool bf16 = false;  // cluster.compression: the owners keep rounded sums
   };
-  for (const Case& c : std::vector<Case>{
-           {"mlp", 2}, {"cnn", 2}, {"bert", 2}, {"mlp", 3}, {"bert", 3}}) {
+  for (const Case& c : std::vector<Case>{{"mlp", 2},
+                                         {"cnn", 2},
+                                         {"bert", 2},
+                                         {"mlp", 3},
+                                         {"bert", 3},
+                                         {"mlp", 3, true}}) {
     std::string fingerprint[2];
     int64_t steps[2] = {0, 0};
     double state_bytes[2] = {0, 0};
     for (int sharded = 0; sharded < 2; ++sharded) {
       nlohmann::json job = Models(text, c.model);
-      const std::string name =
-          c.model + std::to_string(c.workers) + (sharded ? "sharded" : "whole");
+      const std::string name = c.model + std::to_string(c.workers) +
+                               (c.bf16 ? "bf16" : "") +
+                               (sharded ? "sharded" : "whole");
       job["name"] = name;
       job["cluster"]["workers"] = c.workers;
+      if (c.bf16) job["cluster"]["compression"] = "bf16";
       if (sharded) job["cluster"]["shard"] = "optimizer";
       const nlohmann::json res = Run(job);
       ASSERT_TRUE(res.is_object()) << name;
@@ -126,7 +134,8 @@ TEST_F(ShardTest, ShardedRunsEndOnTheUnshardedBytes) {
       state_bytes[sharded] = res.value("optimizer_state_bytes", 0.0);
       EXPECT_EQ(res.value("shard", ""), sharded ? "optimizer" : "none") << name;
     }
-    const std::string what = c.model + " on " + std::to_string(c.workers);
+    const std::string what = c.model + " on " + std::to_string(c.workers) +
+                             (c.bf16 ? " (bf16 on the wire)" : "");
     EXPECT_EQ(fingerprint[1], fingerprint[0]) << what;
     // A worker keeps 1/N of the state (ring segments differ by at most one
     // element per bucket).
@@ -134,7 +143,8 @@ TEST_F(ShardTest, ShardedRunsEndOnTheUnshardedBytes) {
     EXPECT_NEAR(state_bytes[1] * c.workers / state_bytes[0], 1.0, 0.01) << what;
     EXPECT_EQ(fingerprint[0].size(), 32u) << what;
     ASSERT_EQ(steps[0], steps[1]);
-    const std::string base = c.model + std::to_string(c.workers);
+    const std::string base =
+        c.model + std::to_string(c.workers) + (c.bf16 ? "bf16" : "");
     for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
       const std::string whole = CheckpointFile(base + "whole", steps[0], file);
       EXPECT_GT(whole.size(), 1000u) << what << " " << file;
