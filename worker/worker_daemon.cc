@@ -1,5 +1,5 @@
-// Worker daemon: collective server, registration, heartbeat loop, and the
-// thread that runs the current assignment.
+// Worker daemon: collective server, registration, the heartbeat loop and
+// the ops endpoints (the running job's thread is in worker_job.cc).
 #include "worker/worker_daemon.h"
 
 #include <unistd.h>
@@ -11,7 +11,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/mutex.h"
 #include "base/status_macros.h"
 #include "core/train/gpu_backend.h"
 #include "core/version.h"
@@ -21,12 +20,14 @@
 #include "rpc/http_server.h"
 #include "rpc/rpc_util.h"
 #include "worker/collective_service.h"
-#include "worker/kept_state.h"
 #include "worker/job_runner.h"
+#include "worker/kept_state.h"
 #include "worker/step_times.h"
+#include "worker/worker_daemon_internal.h"
 #include "worker/worker_metrics.h"
 
 namespace lockstep {
+namespace worker_internal {
 namespace {
 
 using lockstep::v1::HeartbeatResponse;
@@ -37,56 +38,7 @@ std::string HostName() {
   return buf;
 }
 
-class WorkerDaemon {
- public:
-  explicit WorkerDaemon(const WorkerOptions& o) : o_(o) {}
-  absl::Status Run();
-
- private:
-  void Log(const std::string& line) {
-    if (o_.log) o_.log(line);
-  }
-  bool ShuttingDown() const {
-    return o_.shutdown != nullptr && o_.shutdown->load();
-  }
-  absl::Status Register();
-  // Errors only for what ends the daemon (it was replaced).
-  absl::Status Heartbeat();
-  void StartJob(const lockstep::v1::Assignment& a);
-  void StopJob(const std::string& reason);
-  // Tells the coordinator (Finish with `leaving`) before the job stops.
-  void AnnounceLeaving();
-  void ReapJob();
-  // On shutdown: lets the running job drain, heartbeating meanwhile;
-  // abandons it (telling the coordinator) after drain_timeout_seconds.
-  void DrainJob();
-  absl::Status StartOpsEndpoints();
-
-  const WorkerOptions& o_;
-  HealthService health_;
-  WorkerMetrics metrics_;
-  std::unique_ptr<HttpServer> http_;
-  std::string address_;
-  CollectiveService collective_;
-  // A failed generation's training state, for the next one (served to the
-  // other ranks beside the collective service).
-  KeptState kept_;
-  WorkerStateService kept_service_{&kept_};
-  std::unique_ptr<lockstep::v1::Coordinator::Stub> stub_;
-  std::string worker_id_;
-  double heartbeat_seconds_ = 1.0;
-  bool coordinator_down_logged_ = false;
-
-  // The running job.
-  std::unique_ptr<std::thread> job_thread_;
-  std::atomic<bool> job_done_{false};
-  std::atomic<bool> job_stop_{false};
-  std::atomic<bool> leave_{false};
-  std::atomic<bool> job_regroup_{false};
-  std::atomic<bool> left_{false};
-  lockstep::v1::Assignment assignment_;
-  RunnerContext runner_;
-};
+}  // namespace
 
 absl::Status WorkerDaemon::Register() {
   lockstep::v1::RegisterRequest req;
@@ -149,80 +101,6 @@ absl::Status WorkerDaemon::Register() {
     std::this_thread::sleep_for(std::chrono::seconds(1));
   }
   return absl::CancelledError("shut down before registering");
-}
-
-void WorkerDaemon::StartJob(const lockstep::v1::Assignment& a) {
-  assignment_ = a;
-  job_done_ = false;
-  job_stop_ = false;
-  job_regroup_ = false;
-  runner_.worker_id = worker_id_;
-  runner_.coordinator = stub_.get();
-  runner_.collective = &collective_;
-  runner_.threads = o_.threads;
-  runner_.cuda_devices = o_.cuda_devices;
-  runner_.lanes = o_.lanes;
-  runner_.ring_keepalive_timeout_ms = o_.ring_keepalive_timeout_ms;
-  runner_.tls = o_.tls;
-  runner_.stop = &job_stop_;
-  runner_.leave = &leave_;
-  runner_.regroup = &job_regroup_;
-  runner_.left = &left_;
-  runner_.metrics = &metrics_;
-  runner_.kept = &kept_;
-  runner_.log = o_.log;
-  runner_.step_times = o_.step_times;
-  Log(absl::StrFormat("starting job %s generation %d as rank %d of %d", a.job(),
-                      a.generation(), a.rank(), a.world_size()));
-  job_thread_ = std::make_unique<std::thread>([this] {
-    absl::Status s = RunAssignment(assignment_, runner_);
-    Log(s.ok() ? absl::StrFormat("job %s: my part is done", assignment_.job())
-               : absl::StrFormat("job %s ended: %s", assignment_.job(),
-                                 s.ToString()));
-    job_done_ = true;
-  });
-}
-
-void WorkerDaemon::AnnounceLeaving() {
-  lockstep::v1::FinishRequest req;
-  req.set_worker_id(worker_id_);
-  req.set_job(assignment_.job());
-  req.set_generation(assignment_.generation());
-  req.set_rank(assignment_.rank());
-  req.set_error("the worker is shutting down");
-  req.set_error_code(static_cast<int32_t>(absl::StatusCode::kCancelled));
-  req.set_leaving(true);
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(5));
-  // A coordinator that just restarted may still be in the channel's
-  // reconnect back-off: wait for it (within the deadline) instead of
-  // failing at once and leaving the membership to the heartbeat timeout.
-  context.set_wait_for_ready(true);
-  lockstep::v1::FinishResponse resp;
-  absl::Status s = FromGrpc(stub_->Finish(&context, req, &resp),
-                            "telling the coordinator this worker leaves");
-  if (!s.ok()) {
-    Log(absl::StrCat("warning: ", s.message()));
-  } else if (assignment_.job().empty()) {
-    Log("left the cluster");
-  } else {
-    Log(absl::StrFormat("left job %s (generation %d)", assignment_.job(),
-                        assignment_.generation()));
-  }
-}
-
-void WorkerDaemon::StopJob(const std::string& reason) {
-  job_stop_ = true;
-  collective_.AbortCurrent(absl::CancelledError(reason));
-}
-
-void WorkerDaemon::ReapJob() {
-  if (job_thread_ != nullptr && job_done_) {
-    job_thread_->join();
-    job_thread_.reset();
-    assignment_.Clear();
-  }
 }
 
 absl::Status WorkerDaemon::Heartbeat() {
@@ -303,42 +181,6 @@ absl::Status WorkerDaemon::Heartbeat() {
   return absl::OkStatus();
 }
 
-void WorkerDaemon::DrainJob() {
-  Log(absl::StrFormat(
-      "shutting down: job %s finishes its current step, saves a checkpoint "
-      "of it with the other ranks, and this worker leaves",
-      assignment_.job()));
-  leave_ = true;
-  const auto give_up = std::chrono::steady_clock::now() +
-                       std::chrono::duration<double>(o_.drain_timeout_seconds);
-  while (!job_done_ && std::chrono::steady_clock::now() < give_up) {
-    Heartbeat().IgnoreError();  // a STOP (from a peer's end) ends it too
-    const auto until = std::chrono::steady_clock::now() +
-                       std::chrono::duration<double>(heartbeat_seconds_);
-    while (!job_done_ && std::chrono::steady_clock::now() < until) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  }
-  bool announced = false;
-  if (!job_done_) {
-    Log(
-        absl::StrFormat("warning: job %s did not drain within %.0f s; leaving "
-                        "without it",
-                        assignment_.job(), o_.drain_timeout_seconds));
-    // Say so before the ring notices: a neighbour's broken stream would
-    // otherwise be reported first, as if this worker had crashed.
-    AnnounceLeaving();
-    announced = true;
-    StopJob("the worker is shutting down");
-  }
-  job_thread_->join();
-  job_thread_.reset();
-  // The generation may have ended for another reason first (another rank
-  // drained at an earlier step, say): then this worker still has to leave
-  // the membership, or the next generation would count on it.
-  if (!left_ && !announced) AnnounceLeaving();
-}
-
 absl::Status WorkerDaemon::StartOpsEndpoints() {
   if (!o_.http.empty()) {
     ASSIGN_OR_RETURN(
@@ -412,11 +254,11 @@ absl::Status WorkerDaemon::Run() {
   return s;
 }
 
-}  // namespace
+}  // namespace worker_internal
 
 absl::Status RunWorker(const WorkerOptions& options) {
   KeepMessageBuffersResident();
-  WorkerDaemon daemon(options);
+  worker_internal::WorkerDaemon daemon(options);
   return daemon.Run();
 }
 
