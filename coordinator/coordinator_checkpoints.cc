@@ -50,6 +50,16 @@ absl::StatusOr<lockstep::v1::CheckpointAck> Coordinator::AddCheckpointSlice(
       job->reports->CheckpointFailed();
       Event(*job, absl::StrCat("checkpoint step ", head.step(),
                                " not committed: ", info.status().message()));
+      if (head.final() && job->status.generation() == head.generation() &&
+          job->status.state() == lockstep::v1::RUNNING) {
+        // Without its final checkpoint the job has not succeeded: the
+        // generation ends (no worker is to blame: the storage is), and the
+        // next one commits it again from the ranks' memory.
+        Recover(*job, nullptr,
+                BriefReason(absl::StrFormat(
+                    "the final checkpoint (step %d) was not committed: %s",
+                    head.step(), info.status().message())));
+      }
     }
     return info.status();
   }

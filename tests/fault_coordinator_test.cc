@@ -9,6 +9,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
@@ -133,34 +134,99 @@ TEST_F(FaultTest, DamagedLatestCheckpointFallsBackToThePreviousOne) {
   EXPECT_EQ(Result()["fingerprint"], reference);
 }
 
-TEST_F(FaultTest, OutOfFileSpaceDuringCheckpointWritesKeepsTheLatestPointer) {
-  const std::string reference = ReferenceFingerprint();
+// The checkpoint folder's entries (none when it is missing).
+std::vector<std::string> Entries(const std::string& dir) {
+  std::vector<std::string> out;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string n = e->d_name;
+      if (n != "." && n != "..") out.push_back(n);
+    }
+    closedir(d);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST_F(FaultTest, OutOfFileSpaceForEveryCheckpointFailsTheJobNotItsPointer) {
   Start();
   // The coordinator may write files of at most 64 KiB: each checkpoint
   // (about 0.4 MB) fails half-way, the journal and summaries fit.
   struct rlimit limit = {64 << 10, 64 << 10};
   ASSERT_EQ(
       prlimit(cluster_->coordinator().pid(), RLIMIT_FSIZE, &limit, nullptr), 0);
-  RunResult r = Client({"submit", WriteJob(FaultJob()), "--wait"});
-  // Training is not lost for want of checkpoints; every failure is
-  // reported and no half-written checkpoint is left or pointed to.
-  EXPECT_EQ(r.exit.exit_code, 0) << r.out << r.err;
+  // One epoch (250 steps): training is not stopped for want of the
+  // periodic checkpoints, each failure is reported, but without its final
+  // checkpoint the job has not succeeded: every restart (from the
+  // survivors' memory of step 250) tries it again, then the job fails
+  // naming it.
+  RunResult r =
+      Client({"submit", WriteJob(FaultJob({{"epochs", 1}})), "--wait"});
+  EXPECT_NE(r.exit.exit_code, 0) << r.out << r.err;
   EXPECT_TRUE(std::regex_search(
       r.out,
       std::regex(R"(checkpoint step 50 not committed: .*File too large)")))
       << r.out;
+  EXPECT_TRUE(std::regex_search(
+      r.out,
+      std::regex(R"(checkpoint step 250 not committed: .*File too large)")))
+      << r.out;
+  // No worker is blamed (none is excluded): each restart starts from
+  // rank 0's memory of step 250.
+  EXPECT_TRUE(std::regex_search(
+      r.out, std::regex(R"(job ft FAILED: the final checkpoint \(step 250\) )"
+                        R"(was not committed: .*no restart left)")))
+      << r.out;
+  EXPECT_NE(r.out.find("RUNNING generation 4 from step 250 (rank 0's memory"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("excluded"), std::string::npos) << r.out;
+  // No half-written checkpoint is left or pointed to, and no result.
   const std::string dir = cluster_->storage() + "/jobs/ft/checkpoints";
   EXPECT_EQ(ReadFileOrEmpty(dir + "/latest"), "");
-  std::vector<std::string> left;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      const std::string n = e->d_name;
-      if (n != "." && n != "..") left.push_back(n);
-    }
-    closedir(d);
-  }
+  const std::vector<std::string> left = Entries(dir);
   EXPECT_TRUE(left.empty()) << left.size() << " entries, first " << left[0];
-  EXPECT_EQ(Result()["fingerprint"], reference);
+  EXPECT_FALSE(Result().is_object());
+}
+
+TEST_F(FaultTest, FinalCheckpointRefusedOnceIsCommittedFromMemory) {
+  const std::string reference = ReferenceFingerprint();
+  Start();
+  std::vector<std::string> argv = {Runfile("client/lockstep"),
+                                   "submit",
+                                   WriteJob(FaultJob()),
+                                   "--wait",
+                                   "--coordinator",
+                                   cluster_->address()};
+  Subprocess submit(argv, dir_);
+  WaitForStep(900);
+  // Storage fills up before the last step (1000): its checkpoint fails.
+  struct rlimit limit = {64 << 10, RLIM_INFINITY};
+  ASSERT_EQ(
+      prlimit(cluster_->coordinator().pid(), RLIMIT_FSIZE, &limit, nullptr), 0);
+  ASSERT_TRUE(submit.WaitForOutput(
+      "the final checkpoint (step 1000) was not committed", 60))
+      << submit.Stdout() << submit.Stderr();
+  // Space again: the next generation starts from the memory of step 1000
+  // and commits it (restarts are 0.2 s apart; three are allowed).
+  limit = {RLIM_INFINITY, RLIM_INFINITY};
+  ASSERT_EQ(
+      prlimit(cluster_->coordinator().pid(), RLIMIT_FSIZE, &limit, nullptr), 0);
+  const testing::ExitInfo e = submit.Wait(120);
+  ASSERT_TRUE(e.exited);
+  EXPECT_EQ(e.exit_code, 0) << submit.Stdout() << submit.Stderr();
+  const std::string out = submit.Stdout();
+  EXPECT_TRUE(
+      std::regex_search(out, std::regex(R"(generation \d+ from step 1000)")))
+      << out;
+  const nlohmann::json result = Result();
+  ASSERT_TRUE(result.is_object()) << out;
+  EXPECT_EQ(result["fingerprint"], reference);
+  EXPECT_NE(result["checkpoint"].get<std::string>().find("step-00001000"),
+            std::string::npos)
+      << result.dump();
+  const std::string dir = cluster_->storage() + "/jobs/ft/checkpoints";
+  EXPECT_EQ(ReadFileOrEmpty(dir + "/latest"), "step-00001000\n");
 }
 
 }  // namespace

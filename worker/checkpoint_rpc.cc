@@ -31,6 +31,7 @@ absl::Status UploadCheckpointSlice(lockstep::v1::Coordinator::Stub* stub,
   msg.set_model_tensors(static_cast<int32_t>(model.size()));
   msg.set_optimizer_tensors(static_cast<int32_t>(optimizer.tensors));
   msg.set_sharded_optimizer(optimizer.sharded);
+  msg.set_final(info.final);
   if (info.rank != 0) msg.clear_artifacts();  // one copy is enough
   bool sent_any = false;
   auto send = [&] {
@@ -113,6 +114,7 @@ absl::StatusOr<LoadedCheckpoint> FetchKeptState(
           absl::StrFormat("fetching rank %d's kept state of step %d", donor,
                           step)));
   loaded.path = absl::StrFormat("rank %d's memory (step %d)", donor, step);
+  loaded.in_memory = true;
   return loaded;
 }
 

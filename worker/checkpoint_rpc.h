@@ -17,6 +17,7 @@ struct SliceInfo {
   int64_t generation = 0;
   int rank = 0;
   int world_size = 1;
+  bool final = false;  // the job's last step (CheckpointSlice.final)
 };
 
 // Sends the tensors with index i % world_size == rank (model first, then

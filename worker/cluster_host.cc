@@ -38,6 +38,7 @@ absl::StatusOr<LoadedCheckpoint> ClusterHost::KeptStateToStartFrom() {
     if (own != nullptr) {
       LoadedCheckpoint copy = *own;
       copy.path = absl::StrFormat("this worker's memory (step %d)", step);
+      copy.in_memory = true;
       return copy;
     }
   }
@@ -77,7 +78,7 @@ absl::Status ClusterHost::SaveCheckpoint(const CheckpointState& state,
                                          const NamedTensors& model,
                                          const OptimizerParts& optimizer,
                                          bool final) {
-  SliceInfo info{a_.job(), a_.generation(), a_.rank(), a_.world_size()};
+  SliceInfo info{a_.job(), a_.generation(), a_.rank(), a_.world_size(), final};
   auto upload = [&] {
     const Clock::time_point t0 = Clock::now();
     absl::Status s =
@@ -95,6 +96,15 @@ absl::Status ClusterHost::SaveCheckpoint(const CheckpointState& state,
   if (s.ok() || absl::IsCancelled(s) || absl::IsFailedPrecondition(s) ||
       absl::IsNotFound(s)) {
     return s;  // an error: the job is over for this generation
+  }
+  if (final) {
+    // The job's product: without it on storage the job has not succeeded.
+    // The coordinator ended the generation (CheckpointSlice.final); this
+    // error makes the rank keep its state in memory, from which the next
+    // generation commits it again, until the job's restarts run out.
+    return AnnotateStatus(
+        s, absl::StrFormat("the final checkpoint (step %d) was not committed",
+                           state.step));
   }
   // An unreachable coordinator or a failed commit costs this checkpoint,
   // not the training: the previous one stays the latest.

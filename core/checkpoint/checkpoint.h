@@ -46,6 +46,8 @@ struct LoadedCheckpoint {
   // In file order (sorted by name); match by name.
   std::vector<std::pair<std::string, Tensor>> model, optimizer;
   std::string path;  // the step folder, DIR/step-00001200
+  // Held in a worker's memory (a failed generation's), not on storage.
+  bool in_memory = false;
 };
 
 // Not thread-safe: one writer (the chief) per folder.

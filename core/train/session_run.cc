@@ -128,6 +128,9 @@ absl::StatusOr<TrainingSession::Outcome> TrainingSession::Run() {
     ASSIGN_OR_RETURN(last_eval_, Evaluate());
     evaluated_ = true;
   }
+  // Restored at the last step from a worker's memory: the final checkpoint
+  // is committed now (nothing when it is on storage already).
+  if (step_ >= total_steps_) RETURN_IF_ERROR(SaveCheckpoint());
   return Outcome::kFinished;
 }
 

@@ -173,7 +173,9 @@ absl::Status TrainingSession::Restore(const LoadedCheckpoint& loaded) {
   RETURN_IF_ERROR(ddp_ != nullptr
                       ? ddp_->PushState(replicas_->params(), *optimizer_)
                       : replicas_->MirrorParams());
-  start_step_ = step_ = saved_step_ = loaded.state.step;
+  start_step_ = step_ = loaded.state.step;
+  // A state from a worker's memory is on storage only once saved again.
+  saved_step_ = loaded.in_memory ? -1 : step_;
   restored_from_ = loaded.path;
   return absl::OkStatus();
 }
