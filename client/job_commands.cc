@@ -127,8 +127,10 @@ void PrintStatus(const v1::JobStatus& s) {
   if (!s.shard().empty() || s.optimizer_state_bytes() > 0) {
     std::cout << absl::StrFormat(
         "  optimizer state: %s, %.1f MiB per worker\n",
-        s.shard().empty()
-            ? "whole on every worker"
+        s.shard().empty() ? "whole on every worker"
+        : s.shard_copies()
+            ? "sharded over the workers (cluster.shard " + s.shard() +
+                  "), each part also kept by the next worker (cluster.copies)"
             : "sharded over the workers (cluster.shard " + s.shard() + ")",
         s.optimizer_state_bytes() / 1048576.0);
   }

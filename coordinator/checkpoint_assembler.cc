@@ -143,31 +143,25 @@ absl::StatusOr<CommitInfo> CheckpointAssembler::Add(
       into[data->name()] = std::move(tensor);
       continue;
     }
-    Tensor& into = p.optimizer[data->name()];
     const Shape shape(data->whole_shape().begin(), data->whole_shape().end());
-    if (p.parts[data->name()].empty()) {
-      into = Tensor(shape);
-    } else if (into.shape() != shape) {
-      const absl::Status refusal = absl::InvalidArgumentError(absl::StrFormat(
-          "%s: a part of %s gives its shape as %s, another part as %s", what,
-          data->name(), ShapeToString(shape), ShapeToString(into.shape())));
+    absl::Status added = p.parts.Add(what, data->name(), shape, data->offset(),
+                                     tensor.data(), tensor.size());
+    if (!added.ok()) {
       pending_.erase(key);
-      return refusal;
+      return added;
     }
-    std::copy(tensor.data(), tensor.data() + tensor.size(),
-              into.data() + data->offset());
-    p.parts[data->name()].emplace_back(data->offset(),
-                                       data->offset() + tensor.size());
   }
   p.ranks.insert(head.rank());
   CommitInfo info;
   if (static_cast<int>(p.ranks.size()) < p.world_size) return info;
   if (p.sharded) {
-    absl::Status covered = CheckCoverage(p, head.step());
+    absl::Status covered = p.parts.CheckCoverage(
+        absl::StrFormat("checkpoint step %d", head.step()), "optimizer state");
     if (!covered.ok()) {
       pending_.erase(key);
       return covered;
     }
+    for (auto& [name, t] : p.parts.tensors()) p.optimizer[name] = std::move(t);
   }
 
   // Every slice is here: commit, then forget this and older steps.
@@ -201,33 +195,6 @@ absl::StatusOr<CommitInfo> CheckpointAssembler::Add(
   info.committed = true;
   info.path = JoinPath(store_->dir(), CheckpointFolderName(head.step()));
   return info;
-}
-
-absl::Status CheckpointAssembler::CheckCoverage(const Pending& p,
-                                                int64_t step) {
-  for (const auto& [name, ranges] : p.parts) {
-    std::vector<std::pair<int64_t, int64_t>> sorted = ranges;
-    std::sort(sorted.begin(), sorted.end());
-    int64_t at = 0;
-    for (const auto& [begin, end] : sorted) {
-      if (begin != at) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "checkpoint step %d: the parts of optimizer state %s %s at "
-            "element %d",
-            step, name, begin < at ? "overlap" : "leave a gap",
-            std::min(at, begin)));
-      }
-      at = end;
-    }
-    const int64_t size = p.optimizer.at(name).size();
-    if (at != size) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "checkpoint step %d: the parts of optimizer state %s end at element "
-          "%d of %d",
-          step, name, at, size));
-    }
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace lockstep

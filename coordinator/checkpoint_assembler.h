@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "core/checkpoint/checkpoint.h"
+#include "core/checkpoint/tensor_parts.h"
 #include "proto/cluster.pb.h"
 
 namespace lockstep {
@@ -61,13 +62,9 @@ class CheckpointAssembler {
     bool sharded = false;  // optimizer state in parts (cluster.shard)
     std::set<int> ranks;
     std::map<std::string, Tensor> model, optimizer;
-    // Sharded: per optimizer tensor, the [begin, end) element ranges
-    // received.
-    std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> parts;
+    // Sharded: the optimizer tensors' parts received.
+    TensorParts parts;
   };
-  // Sharded: every optimizer tensor covered exactly once by its parts, or
-  // the first one that is not, named.
-  static absl::Status CheckCoverage(const Pending& p, int64_t step);
   absl::Mutex mu_;
   std::shared_ptr<CheckpointStore> store_;
   std::map<std::pair<int64_t, int64_t>, Pending> pending_

@@ -175,6 +175,8 @@ absl::StatusOr<JobStatus> Coordinator::Submit(const std::string& job_json,
       static_cast<int32_t>(job->spec.restart.max_restarts));
   job->status.set_shard(
       job->spec.cluster.shard == ShardMode::kOptimizer ? "optimizer" : "");
+  job->status.set_shard_copies(job->spec.cluster.shard != ShardMode::kNone &&
+                               job->spec.cluster.copies);
   RETURN_IF_ERROR(OpenJobFiles(*job));
   Job& ref = *job;
   if (jobs_.count(ref.name) == 0) job_order_.push_back(ref.name);
@@ -299,6 +301,8 @@ absl::StatusOr<lockstep::v1::RegisterResponse> Coordinator::Register(
     w.held_generation = req.held_generation();
     w.held_step = req.held_step();
     w.held_fingerprint = req.held_fingerprint();
+    w.held_rank = req.held_world() > 0 ? req.held_rank() : -1;
+    w.held_world = req.held_world();
   }
   // One identity, one member: a process registering under a name that is
   // already a member replaces it (the old process restarted or re-joined),

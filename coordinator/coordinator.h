@@ -193,6 +193,10 @@ class Coordinator {
     int64_t held_generation = 0;
     int64_t held_step = 0;
     std::string held_fingerprint;
+    // Kept parts (sharded with copies): of ranks held_rank and held_rank-1
+    // of a world of held_world (> 0).
+    int held_rank = -1;
+    int held_world = 0;
     // The job and generation of its last Finish report.
     std::string reported_job;
     int64_t reported_generation = 0;
@@ -246,6 +250,9 @@ class Coordinator {
     int64_t memory_step = 0;
     int memory_donor = -1;
     std::string memory_fingerprint;
+    // Sharded with copies: who sends each old rank's kept part
+    // (Assignment.memory_part_donors); empty otherwise.
+    std::vector<int> memory_part_donors;
     std::shared_ptr<CheckpointStore> checkpoints;
     std::shared_ptr<CheckpointAssembler> assembler;
     // Summaries, curves and checkpoint figures, under their own lock.

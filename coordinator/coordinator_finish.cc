@@ -92,6 +92,8 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
       w.held_generation = req.generation();
       w.held_step = req.held_step();
       w.held_fingerprint = req.held_fingerprint();
+      w.held_rank = req.held_world() > 0 ? req.held_rank() : -1;
+      w.held_world = req.held_world();
     }
   }
   if (IsTerminal(job->status.state()) ||
@@ -233,6 +235,7 @@ void Coordinator::CompleteIfDone(Job& job) {
   }
   result.skipped_samples = static_cast<int64_t>(skipped.size());
   result.sharded = job.spec.cluster.shard == ShardMode::kOptimizer;
+  result.copies = result.sharded && job.spec.cluster.copies;
   for (const auto& [rank, f] : job.finished) {
     result.optimizer_state_bytes =
         std::max(result.optimizer_state_bytes, f.optimizer_state_bytes());

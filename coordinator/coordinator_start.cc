@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/kept_parts.h"
 
 namespace lockstep {
 
@@ -46,6 +47,7 @@ lockstep::v1::Assignment Coordinator::AssignmentFor(const Job& job,
     a.set_memory_step(job.memory_step);
     a.set_memory_donor(job.memory_donor);
     a.set_memory_fingerprint(job.memory_fingerprint);
+    for (int d : job.memory_part_donors) a.add_memory_part_donors(d);
   }
   return a;
 }
@@ -278,14 +280,34 @@ bool Coordinator::TryStart(Job& job) {
   job.memory_step = 0;
   job.memory_donor = -1;
   job.memory_fingerprint.clear();
+  job.memory_part_donors.clear();
+  std::vector<HeldParts> parts;  // sharded with copies
   for (size_t r = 0; recovering && r < idle.size(); ++r) {
     const Worker& w = *idle[r];
-    if (w.held_job == job.name &&
-        w.held_generation == job.status.generation() &&
-        w.held_step > job.start_step) {
+    if (w.held_job != job.name ||
+        w.held_generation != job.status.generation()) {
+      continue;
+    }
+    if (w.held_world > 0) {
+      parts.push_back(
+          {static_cast<int>(r), w.held_step, w.held_rank, w.held_world});
+    } else if (w.held_step > job.start_step) {
       job.start_step = job.memory_step = w.held_step;
       job.memory_donor = static_cast<int>(r);
       job.memory_fingerprint = w.held_fingerprint;
+    }
+  }
+  if (!parts.empty()) {
+    absl::StatusOr<KeptPartsPlan> plan = PlanKeptParts(parts);
+    if (!plan.ok()) {
+      Event(job, absl::StrCat("the survivors' memory does not hold the whole "
+                              "training state (",
+                              plan.status().message(),
+                              "): from the latest checkpoint"));
+    } else if (plan->step > job.start_step) {
+      job.start_step = job.memory_step = plan->step;
+      job.memory_donor = plan->donors[0];
+      job.memory_part_donors = plan->donors;
     }
   }
   // "auto" is NCCL only when every rank can give each replica a GPU.
@@ -378,11 +400,16 @@ bool Coordinator::TryStart(Job& job) {
     }
   }
   const std::string from =
-      job.memory_step > 0 ? absl::StrFormat(
-                                " (rank %d's memory; the latest checkpoint is "
-                                "step %d)",
-                                job.memory_donor, checkpoint_step)
-                          : "";
+      !job.memory_part_donors.empty()
+          ? absl::StrFormat(
+                " (the parts the ranks kept in memory, from ranks %s; the "
+                "latest checkpoint is step %d)",
+                absl::StrJoin(job.memory_part_donors, ", "), checkpoint_step)
+      : job.memory_step > 0 ? absl::StrFormat(
+                                  " (rank %d's memory; the latest checkpoint "
+                                  "is step %d)",
+                                  job.memory_donor, checkpoint_step)
+                            : "";
   Event(job, absl::StrFormat(
                  "RUNNING generation %d from step %d%s%s: %s%s",
                  job.status.generation(), job.start_step, from, restart,

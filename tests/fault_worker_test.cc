@@ -171,46 +171,101 @@ std::string WriteText(const std::string& dir) {
   return path;
 }
 
-// Sharded optimizer state (cluster.shard "optimizer"): a rank holds only
-// its part of the state, so no survivor's memory can start generation 2
-// (the survivor says why); the job goes back to its latest checkpoint,
-// recomputes the steps since, and still ends on the reference bytes (the
-// unsharded run's) with every sample of the 4 epochs used once.
-TEST_F(FaultTest, ShardedKilledWorkerResumesFromTheCheckpointWithTheSameBytes) {
+// Sharded optimizer state (cluster.shard "optimizer") with its copies (the
+// default): rank 1 of 2 is killed with -9 and replaced. Rank 1's part of
+// the optimizer state was also kept by rank 0, so the survivor's memory
+// holds the whole state: generation 2 starts from it (re-sharded over the
+// new world), only the step the kill broke is done again, and the job
+// ends on the reference bytes (the unsharded run's) with every sample of
+// the 4 epochs used once. Without copies the survivor holds only its part
+// and the job goes back to its latest checkpoint (the survivor says why).
+TEST_F(FaultTest,
+       ShardedKilledWorkerResumesFromTheSurvivorsPartsWithTheSameBytes) {
   const std::string reference = ReferenceFingerprint();
-  Start();
-  ASSERT_EQ(Client({"submit", WriteJob(fault_fixture::Audited(FaultJob(
-                                  {{"cluster", {{"shard", "optimizer"}}}})))})
-                .exit.exit_code,
-            0);
-  WaitForStep(120);
-  Subprocess* survivor = RankProcess(0);
-  ASSERT_NE(survivor, nullptr);
-  RunResult w = KillReplaceAndWatch(1);
-  EXPECT_EQ(w.exit.exit_code, 0) << w.out << w.err;
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(
-      w.out, m,
-      std::regex(R"(RUNNING generation 2 from step (\d+) \(restart 1 of 3, )"
-                 R"([0-9.]+ s after the failure; (steps \d+\.\.\d+ are )"
-                 R"(recomputed|no step is recomputed)\))")))
-      << w.out;
-  const int resumed = std::stoi(m[1]);
-  EXPECT_EQ(resumed % 50, 0) << "a checkpoint's step";
-  EXPECT_GE(resumed, 100);
-  const std::string said =
-      "the next generation starts from the latest checkpoint: the optimizer "
-      "state is sharded (cluster.shard): this rank holds only its part of it";
-  EXPECT_TRUE(survivor->Stdout().find(said) != std::string::npos ||
-              survivor->Stderr().find(said) != std::string::npos)
-      << survivor->Stderr();
-  EXPECT_NE(w.out.find("job ft SUCCEEDED: 1000 steps"), std::string::npos)
-      << w.out;
-  nlohmann::json res = Result();
-  ASSERT_TRUE(res.is_object());
-  EXPECT_EQ(res["fingerprint"], reference);
-  EXPECT_EQ(res["shard"], "optimizer");
-  ExpectExactlyOnce(4);
+  for (bool copies : {true, false}) {
+    SCOPED_TRACE(copies ? "with copies" : "without copies");
+    Start();
+    nlohmann::json job = fault_fixture::Audited(
+        FaultJob({{"cluster", {{"shard", "optimizer"}}}}));
+    if (!copies) {
+      job["cluster"]["copies"] = false;
+      job["epochs"] = 1;  // the checkpoint path, briefly
+    }
+    ASSERT_EQ(Client({"submit", WriteJob(job)}).exit.exit_code, 0);
+    WaitForStep(120);
+    Subprocess* survivor = RankProcess(0);
+    ASSERT_NE(survivor, nullptr);
+    RunResult w = KillReplaceAndWatch(1);
+    EXPECT_EQ(w.exit.exit_code, 0) << w.out << w.err;
+    std::smatch m;
+    if (!copies) {
+      ASSERT_TRUE(std::regex_search(
+          w.out, m,
+          std::regex(R"(RUNNING generation 2 from step (\d+) \(restart 1 )"
+                     R"(of 3, [0-9.]+ s after the failure; (steps \d+\.\.)"
+                     R"(\d+ are recomputed|no step is recomputed)\))")))
+          << w.out;
+      EXPECT_EQ(std::stoi(m[1]) % 50, 0) << "a checkpoint's step";
+      const std::string said =
+          "the next generation starts from the latest checkpoint: the "
+          "optimizer state is sharded (cluster.shard) without copies "
+          "(cluster.copies false): this rank holds only its part of it";
+      EXPECT_TRUE(survivor->Stdout().find(said) != std::string::npos ||
+                  survivor->Stderr().find(said) != std::string::npos)
+          << survivor->Stderr();
+      EXPECT_NE(w.out.find("job ft SUCCEEDED: 250 steps"), std::string::npos)
+          << w.out;
+      cluster_.reset();
+      continue;
+    }
+    // From the parts the survivor kept (both: its own and rank 1's copy),
+    // unless the kill broke the step right after a checkpoint (1 run in
+    // 50), where memory and checkpoint are the same step.
+    int resumed = -1;
+    if (std::regex_search(
+            w.out, m,
+            std::regex(R"(RUNNING generation 2 from step (\d+) \(the parts )"
+                       R"(the ranks kept in memory, from ranks (\d), \2; the )"
+                       R"(latest checkpoint is step (\d+)\) \(restart 1 of )"
+                       R"(3, [0-9.]+ s after the failure; only step (\d+), )"
+                       R"(which the failure broke, is done again\))"))) {
+      std::printf("%s\n", m[0].str().c_str());
+      resumed = std::stoi(m[1]);
+      EXPECT_GT(resumed, std::stoi(m[3]));
+      EXPECT_EQ(std::stoi(m[4]), resumed + 1);
+      const std::string kept =
+          "kept the parts of ranks 0 and 1 of the "
+          "training state of step " +
+          std::to_string(resumed) + " in memory";
+      EXPECT_TRUE(survivor->Stdout().find(kept) != std::string::npos ||
+                  survivor->Stderr().find(kept) != std::string::npos)
+          << survivor->Stderr();
+    } else {
+      ASSERT_TRUE(std::regex_search(
+          w.out, m,
+          std::regex(R"(RUNNING generation 2 from step (\d+) \(restart 1 )"
+                     R"(of 3, [0-9.]+ s after the failure; no step is )"
+                     R"(recomputed\))")))
+          << w.out;
+      resumed = std::stoi(m[1]);
+      EXPECT_EQ(resumed % 50, 0);
+    }
+    EXPECT_GE(resumed, 120);
+    EXPECT_NE(w.out.find("job ft SUCCEEDED: 1000 steps"), std::string::npos)
+        << w.out;
+    nlohmann::json res = Result();
+    ASSERT_TRUE(res.is_object());
+    EXPECT_EQ(res["fingerprint"], reference);
+    EXPECT_EQ(res["shard"], "optimizer");
+    EXPECT_EQ(res["copies"], true);
+    const std::string audit = ExpectExactlyOnce(4);
+    EXPECT_NE(audit.find("generations 1 from step 0 on 2 replicas, 2 from "
+                         "step " +
+                         std::to_string(resumed) + " on 2 replicas"),
+              std::string::npos)
+        << audit;
+    cluster_.reset();
+  }
 }
 
 TEST_F(FaultTest, TextModelKilledWorkerRejoinsWithTheSameBytes) {

@@ -2,7 +2,9 @@
 // local cluster (`lockstep coordinator` and three `lockstep worker`
 // processes on 127.0.0.1): a sharded run of the MLP, CNN (batch norm) and
 // BERT jobs on 2 and 3 workers ends on the fingerprint of the unsharded run
-// (also with bf16 gradients on the wire) and leaves checkpoint files with
+// (also with bf16 gradients on the wire, and without copies: each worker's
+// part kept by the next one too, 2/N of the state, or 1/N) and leaves
+// checkpoint files with
 // the same bytes (the coordinator puts the optimizer state together from
 // the ranks' parts); a checkpoint written
 // sharded resumes unsharded on another world size and the other way round,
@@ -108,43 +110,53 @@ TEST_F(ShardTest, ShardedRunsEndOnTheUnshardedBytes) {
     std::string model;
     int workers;
     bool bf16 = false;  // cluster.compression: the owners keep rounded sums
+    bool copies = true;  // cluster.copies (each part also on the next rank)
   };
   for (const Case& c : std::vector<Case>{{"mlp", 2},
                                          {"cnn", 2},
                                          {"bert", 2},
                                          {"mlp", 3},
                                          {"bert", 3},
-                                         {"mlp", 3, true}}) {
+                                         {"mlp", 3, true},
+                                         {"mlp", 3, false, false}}) {
     std::string fingerprint[2];
     int64_t steps[2] = {0, 0};
     double state_bytes[2] = {0, 0};
     for (int sharded = 0; sharded < 2; ++sharded) {
       nlohmann::json job = Models(text, c.model);
-      const std::string name = c.model + std::to_string(c.workers) +
-                               (c.bf16 ? "bf16" : "") +
-                               (sharded ? "sharded" : "whole");
+      const std::string name =
+          c.model + std::to_string(c.workers) + (c.bf16 ? "bf16" : "") +
+          (c.copies ? "" : "nocopies") + (sharded ? "sharded" : "whole");
       job["name"] = name;
       job["cluster"]["workers"] = c.workers;
       if (c.bf16) job["cluster"]["compression"] = "bf16";
-      if (sharded) job["cluster"]["shard"] = "optimizer";
+      if (sharded) {
+        job["cluster"]["shard"] = "optimizer";
+        if (!c.copies) job["cluster"]["copies"] = false;
+      }
       const nlohmann::json res = Run(job);
       ASSERT_TRUE(res.is_object()) << name;
       fingerprint[sharded] = res.value("fingerprint", "");
       steps[sharded] = res.value("steps", 0);
       state_bytes[sharded] = res.value("optimizer_state_bytes", 0.0);
       EXPECT_EQ(res.value("shard", ""), sharded ? "optimizer" : "none") << name;
+      if (sharded) EXPECT_EQ(res.value("copies", !c.copies), c.copies) << name;
     }
     const std::string what = c.model + " on " + std::to_string(c.workers) +
-                             (c.bf16 ? " (bf16 on the wire)" : "");
+                             (c.bf16 ? " (bf16 on the wire)" : "") +
+                             (c.copies ? "" : " (no copies)");
     EXPECT_EQ(fingerprint[1], fingerprint[0]) << what;
-    // A worker keeps 1/N of the state (ring segments differ by at most one
-    // element per bucket).
+    // A worker keeps 1/N of the state, 2/N with copies (ring segments
+    // differ by at most one element per bucket).
     EXPECT_GT(state_bytes[0], 0) << what;
-    EXPECT_NEAR(state_bytes[1] * c.workers / state_bytes[0], 1.0, 0.01) << what;
+    EXPECT_NEAR(state_bytes[1] * c.workers / state_bytes[0],
+                c.copies ? 2.0 : 1.0, 0.02)
+        << what;
     EXPECT_EQ(fingerprint[0].size(), 32u) << what;
     ASSERT_EQ(steps[0], steps[1]);
-    const std::string base =
-        c.model + std::to_string(c.workers) + (c.bf16 ? "bf16" : "");
+    const std::string base = c.model + std::to_string(c.workers) +
+                             (c.bf16 ? "bf16" : "") +
+                             (c.copies ? "" : "nocopies");
     for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
       const std::string whole = CheckpointFile(base + "whole", steps[0], file);
       EXPECT_GT(whole.size(), 1000u) << what << " " << file;
@@ -184,8 +196,9 @@ TEST_F(ShardTest, CheckpointsMoveBetweenShardedAndWholeAndWorldSizes) {
   RunResult st = Client({"status", "fromwhole"});
   EXPECT_TRUE(std::regex_search(
       st.out, std::regex(R"(optimizer state: sharded over the workers )"
-                         R"(\(cluster\.shard optimizer\), 0\.0 MiB per )"
-                         R"(worker)")))
+                         R"(\(cluster\.shard optimizer\), each part also )"
+                         R"(kept by the next worker \(cluster\.copies\), )"
+                         R"(0\.0 MiB per worker)")))
       << st.out;
   st = Client({"status", "fromsharded"});
   EXPECT_NE(st.out.find("optimizer state: whole on every worker"),

@@ -98,21 +98,26 @@ absl::StatusOr<LoadedCheckpoint> FetchCheckpoint(
 }
 
 absl::StatusOr<LoadedCheckpoint> FetchKeptState(
-    lockstep::v1::WorkerState::Stub* stub, const std::string& job,
-    int64_t step, int donor) {
+    lockstep::v1::WorkerState::Stub* stub, const std::string& job, int64_t step,
+    int donor, const std::vector<int>* parts, bool whole) {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::minutes(10));
   lockstep::v1::FetchStateRequest req;
   req.set_job(job);
   req.set_step(step);
+  if (parts != nullptr) {
+    for (int p : *parts) req.add_parts(p);
+    req.set_whole(whole);
+  }
   auto reader = stub->FetchState(&context, req);
   ASSIGN_OR_RETURN(
       LoadedCheckpoint loaded,
       ReadCheckpointStream(
           reader.get(),
           absl::StrFormat("fetching rank %d's kept state of step %d", donor,
-                          step)));
+                          step),
+          parts != nullptr));
   loaded.path = absl::StrFormat("rank %d's memory (step %d)", donor, step);
   loaded.in_memory = true;
   return loaded;

@@ -4,6 +4,7 @@
 #define LOCKSTEP_WORKER_CHECKPOINT_RPC_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/checkpoint/checkpoint.h"
@@ -38,9 +39,11 @@ absl::StatusOr<LoadedCheckpoint> FetchCheckpoint(
 
 // The training state a peer kept of `job` at `step` (WorkerState.FetchState
 // on rank `donor`), checked as a checkpoint is. Its path names the donor.
+// With `parts` (kept parts): the parts of those ranks of the failed
+// generation, and the whole tensors only when `whole`.
 absl::StatusOr<LoadedCheckpoint> FetchKeptState(
-    lockstep::v1::WorkerState::Stub* stub, const std::string& job,
-    int64_t step, int donor);
+    lockstep::v1::WorkerState::Stub* stub, const std::string& job, int64_t step,
+    int donor, const std::vector<int>* parts = nullptr, bool whole = true);
 
 }  // namespace lockstep
 

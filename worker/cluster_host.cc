@@ -1,13 +1,18 @@
 // ClusterHost (see cluster_host.h).
 #include "worker/cluster_host.h"
 
+#include <algorithm>
+#include <map>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "base/seconds.h"
 #include "base/status_macros.h"
+#include "core/checkpoint/tensor_parts.h"
 #include "core/fingerprint.h"
 #include "core/train/gpu_backend.h"
 #include "rpc/rpc_util.h"
@@ -29,7 +34,84 @@ ClusterHost::StartingCheckpoint() {
   return std::optional<LoadedCheckpoint>(std::move(loaded));
 }
 
+absl::StatusOr<LoadedCheckpoint> ClusterHost::KeptPartsToStartFrom() {
+  const int64_t step = a_.memory_step();
+  const std::string what = absl::StrFormat(
+      "the training state of step %d from the parts the ranks kept", step);
+  // Which old ranks' parts each donor sends; memory_donor also sends the
+  // tensors outside every part (and the state).
+  std::map<int, std::vector<int>> asked;
+  for (int k = 0; k < a_.memory_part_donors_size(); ++k) {
+    asked[a_.memory_part_donors(k)].push_back(k);
+  }
+  asked[a_.memory_donor()];
+  TensorParts model, optimizer;
+  LoadedCheckpoint out;
+  for (const auto& [donor, parts] : asked) {
+    const bool whole = donor == a_.memory_donor();
+    std::shared_ptr<const LoadedCheckpoint> own;
+    LoadedCheckpoint fetched;
+    const LoadedCheckpoint* from = &fetched;
+    if (donor == a_.rank()) {
+      own = ctx_.kept == nullptr ? nullptr : ctx_.kept->Get(a_.job(), step);
+      if (own == nullptr) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "%s: this worker (rank %d) does not keep its parts", what, donor));
+      }
+      from = own.get();
+    } else {
+      if (donor < 0 || donor >= a_.peers_size()) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("%s: no rank %d", what, donor));
+      }
+      auto stub = lockstep::v1::WorkerState::NewStub(
+          MakeChannel(a_.peers(donor), ctx_.tls));
+      ASSIGN_OR_RETURN(fetched, FetchKeptState(stub.get(), a_.job(), step,
+                                               donor, &parts, whole));
+    }
+    if (from->state.step != step) {
+      return absl::DataLossError(absl::StrFormat(
+          "%s: rank %d's is of step %d", what, donor, from->state.step));
+    }
+    if (whole) {
+      out.state = from->state;
+      out.model = from->model;
+    }
+    for (int kind = 0; kind < 2; ++kind) {
+      for (const TensorPart& p :
+           kind == 0 ? from->model_parts : from->optimizer_parts) {
+        // Its own copy holds the previous rank's part too: only the asked.
+        if (p.owner >= 0 &&
+            std::find(parts.begin(), parts.end(), p.owner) == parts.end()) {
+          continue;
+        }
+        RETURN_IF_ERROR(AnnotateStatus(
+            (kind == 0 ? model : optimizer)
+                .Add(absl::StrFormat("rank %d", donor), p.name, p.shape,
+                     p.offset, p.data.data(), p.data.size()),
+            what));
+      }
+    }
+  }
+  absl::Status covered = model.CheckCoverage(what, "parameter");
+  if (covered.ok()) covered = optimizer.CheckCoverage(what, "optimizer state");
+  if (!covered.ok()) return absl::DataLossError(covered.message());
+  for (auto& [name, t] : model.tensors()) {
+    out.model.emplace_back(name, std::move(t));
+  }
+  for (auto& [name, t] : optimizer.tensors()) {
+    out.optimizer.emplace_back(name, std::move(t));
+  }
+  std::vector<int> donors;
+  for (const auto& [donor, parts] : asked) donors.push_back(donor);
+  out.path = absl::StrFormat("the parts ranks %s kept in memory (step %d)",
+                             absl::StrJoin(donors, ", "), step);
+  out.in_memory = true;
+  return out;
+}
+
 absl::StatusOr<LoadedCheckpoint> ClusterHost::KeptStateToStartFrom() {
+  if (a_.memory_part_donors_size() > 0) return KeptPartsToStartFrom();
   const int64_t step = a_.memory_step();
   const std::string& want = a_.memory_fingerprint();
   if (ctx_.kept != nullptr) {

@@ -82,6 +82,10 @@ class ClusterHost : public SessionHost {
   // it has it, else fetched from the donor rank; checked against the
   // announced fingerprint.
   absl::StatusOr<LoadedCheckpoint> KeptStateToStartFrom();
+  // Sharded with copies: the whole state put together from the parts the
+  // ranks kept (Assignment.memory_part_donors), its own and fetched ones;
+  // DataLoss when they do not cover every tensor once.
+  absl::StatusOr<LoadedCheckpoint> KeptPartsToStartFrom();
 
   const lockstep::v1::Assignment& a_;
   const RunnerContext& ctx_;

@@ -291,10 +291,31 @@ void JobRunner::KeepState(lockstep::v1::FinishRequest& req) {
                            state.status().message()));
     return;
   }
+  const int64_t step = state->state.step;
+  if (!state->model_parts.empty()) {
+    // Sharded with copies: this rank's part and the previous one's; the
+    // coordinator puts the whole state together from the survivors' parts.
+    const int world = a_.world_size();
+    const int prev = (a_.rank() + world - 1) % world;
+    int64_t bytes = 0;
+    for (const TensorPart& p : state->model_parts) bytes += p.data.size() * 4;
+    for (const TensorPart& p : state->optimizer_parts) {
+      bytes += p.data.size() * 4;
+    }
+    ctx_.kept->Keep(a_.job(), *std::move(state), "",
+                    KeptState::Parts{a_.rank(), world});
+    req.set_held_step(step);
+    req.set_held_rank(a_.rank());
+    req.set_held_world(world);
+    host_.Log(absl::StrFormat(
+        "kept the parts of ranks %d and %d of the training state of step %d "
+        "in memory (%.1f MB) for the next generation",
+        a_.rank(), prev, step, bytes / 1e6));
+    return;
+  }
   std::vector<const Tensor*> values;
   for (const auto& [name, t] : state->model) values.push_back(&t);
   const std::string fingerprint = FingerprintTensors(values);
-  const int64_t step = state->state.step;
   ctx_.kept->Keep(a_.job(), *std::move(state), fingerprint);
   req.set_held_step(step);
   req.set_held_fingerprint(fingerprint);

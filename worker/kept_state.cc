@@ -8,11 +8,12 @@
 namespace lockstep {
 
 void KeptState::Keep(const std::string& job, LoadedCheckpoint state,
-                     const std::string& fingerprint) {
+                     const std::string& fingerprint, Parts parts) {
   auto kept = std::make_shared<const LoadedCheckpoint>(std::move(state));
   absl::MutexLock lock(&mu_);
   job_ = job;
   fingerprint_ = fingerprint;
+  parts_ = parts;
   state_ = std::move(kept);
 }
 
@@ -33,6 +34,7 @@ void KeptState::Clear() {
   drop = std::move(state_);
   job_.clear();
   fingerprint_.clear();
+  parts_ = Parts();
 }
 
 void KeptState::Describe(lockstep::v1::RegisterRequest* req) const {
@@ -42,6 +44,10 @@ void KeptState::Describe(lockstep::v1::RegisterRequest* req) const {
   req->set_held_generation(state_->state.generation);
   req->set_held_step(state_->state.step);
   req->set_held_fingerprint(fingerprint_);
+  if (parts_.world > 0) {
+    req->set_held_rank(parts_.rank);
+    req->set_held_world(parts_.world);
+  }
 }
 
 grpc::Status WorkerStateService::FetchState(
@@ -56,7 +62,14 @@ grpc::Status WorkerStateService::FetchState(
                         "step %d",
                         request->job(), request->step()));
   }
-  WriteCheckpointStream(*state, request->job(), writer);
+  if (request->parts_size() > 0) {
+    const std::vector<int> parts(request->parts().begin(),
+                                 request->parts().end());
+    WriteCheckpointStream(*state, request->job(), writer, &parts,
+                          request->whole());
+  } else {
+    WriteCheckpointStream(*state, request->job(), writer);
+  }
   return grpc::Status::OK;
 }
 

@@ -16,13 +16,21 @@
 
 namespace lockstep {
 
+// Kept parts (sharded optimizer state with copies): those of ranks `rank`
+// and rank - 1 of a world of `world`; world 0: the whole state.
+struct KeptParts {
+  int rank = -1;
+  int world = 0;
+};
+
 // Thread-safe: the job thread keeps and takes, gRPC threads read.
 class KeptState {
  public:
+  using Parts = KeptParts;
   // Replaces what was kept. `state.model` in model order; `fingerprint` is
-  // theirs (core/fingerprint.h).
+  // theirs (core/fingerprint.h; "" for parts).
   void Keep(const std::string& job, LoadedCheckpoint state,
-            const std::string& fingerprint);
+            const std::string& fingerprint, Parts parts = {});
   // The kept state if it is `job`'s at `step` (and, when `fingerprint` is
   // not empty, has it), else null.
   std::shared_ptr<const LoadedCheckpoint> Get(
@@ -37,6 +45,7 @@ class KeptState {
   mutable absl::Mutex mu_;
   std::string job_ ABSL_GUARDED_BY(mu_);
   std::string fingerprint_ ABSL_GUARDED_BY(mu_);
+  Parts parts_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const LoadedCheckpoint> state_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -41,6 +41,18 @@ struct CheckpointState {
 // Borrowed tensors to write; the caller keeps them alive during Commit.
 using NamedTensors = std::vector<std::pair<std::string, const Tensor*>>;
 
+// Elements [offset, offset + data.size()) of the tensor `name` whose whole
+// shape is `shape`, of rank `owner`'s part: what a worker keeps in memory
+// of sharded optimizer state with copies (its own part and the previous
+// rank's, parameters and optimizer state).
+struct TensorPart {
+  std::string name;
+  Shape shape;
+  int64_t offset = 0;
+  Tensor data;
+  int owner = -1;
+};
+
 struct LoadedCheckpoint {
   CheckpointState state;
   // In file order (sorted by name); match by name.
@@ -48,6 +60,9 @@ struct LoadedCheckpoint {
   std::string path;  // the step folder, DIR/step-00001200
   // Held in a worker's memory (a failed generation's), not on storage.
   bool in_memory = false;
+  // Kept parts (then `model` holds only the tensors outside every part,
+  // and `optimizer` nothing): never on storage.
+  std::vector<TensorPart> model_parts, optimizer_parts;
 };
 
 // Not thread-safe: one writer (the chief) per folder.

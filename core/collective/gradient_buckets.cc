@@ -20,8 +20,12 @@ double Seconds(std::chrono::steady_clock::time_point t0) {
 
 GradientBuckets::GradientBuckets(const std::vector<Param*>& params,
                                  int64_t bucket_bytes, Transport* transport,
-                                 RingOptions ring, bool shard)
-    : params_(params), transport_(transport), ring_(ring), shard_(shard) {
+                                 RingOptions ring, bool shard, bool copies)
+    : params_(params),
+      transport_(transport),
+      ring_(ring),
+      shard_(shard),
+      copies_(shard && copies) {
   bucket_of_.assign(params.size(), -1);
   Bucket current;
   for (int i = static_cast<int>(params.size()) - 1; i >= 0; --i) {
@@ -107,6 +111,18 @@ absl::Status GradientBuckets::Reduce(int b) {
       absl::StrFormat("%s of gradient bucket %d (%d values)",
                       shard_ ? "reduce-scatter" : "all-reduce", b,
                       bucket.elements)));
+  if (copies_) {
+    // The owned sums to the next rank, which keeps a copy of this rank's
+    // part: float32, so the copy has the owner's bits whatever the wire.
+    RingOptions pass = ring_;
+    pass.wire = WireType::kFloat32;
+    tag.bucket = kGradCopyBucket + b;
+    RETURN_IF_ERROR(AnnotateStatus(
+        RingPassOwned(*transport_, tag, data, bucket.elements, pass),
+        absl::StrFormat("the pass of gradient bucket %d's sums to the next "
+                        "rank (%d values)",
+                        b, bucket.elements)));
+  }
   if (!bucket.fused.empty()) {
     const float* src = bucket.fused.data();
     for (int i : bucket.params) {
@@ -161,12 +177,18 @@ absl::Status GradientBuckets::FinishStep() {
   return error_;
 }
 
-std::vector<ParamRange> GradientBuckets::OwnedRanges() const {
+std::vector<ParamRange> GradientBuckets::CopyRanges() const {
+  const int world = transport_->world_size();
+  if (world == 1) return {};
+  return OwnedRanges((transport_->rank() + world - 1) % world);
+}
+
+std::vector<ParamRange> GradientBuckets::OwnedRanges(int rank) const {
   std::vector<ParamRange> out;
   const int world = transport_->world_size();
   for (const Bucket& bucket : buckets_) {
-    const RingSegment own = RingSegmentBounds(
-        bucket.elements, world, RingOwnedSegment(transport_->rank(), world));
+    const RingSegment own = RingSegmentBounds(bucket.elements, world,
+                                              RingOwnedSegment(rank, world));
     int64_t at = 0;  // the param's first element in the bucket
     for (int i : bucket.params) {
       const int64_t n = params_[i]->value.size();
@@ -175,7 +197,7 @@ std::vector<ParamRange> GradientBuckets::OwnedRanges() const {
       if (begin < end) out.push_back({i, begin - at, end - begin});
       // An empty param's (empty) state: rank 0's, so that some rank
       // names it in a checkpoint.
-      if (n == 0 && transport_->rank() == 0) out.push_back({i, 0, 0});
+      if (n == 0 && rank == 0) out.push_back({i, 0, 0});
       at += n;
     }
   }

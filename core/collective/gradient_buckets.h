@@ -31,9 +31,14 @@ class GradientBuckets {
   // `shard` (sharded optimizer state, cluster.shard): each bucket is
   // reduce-scattered instead of all-reduced, so after FinishStep only the
   // OwnedRanges() hold the sums (the all-reduce's bits), and GatherParams
-  // brings every rank the parameters their owners updated.
+  // brings every rank the parameters their owners updated. `copies`
+  // (sharded only): each bucket's owned sums are also passed to the next
+  // rank (RingPassOwned, float32), which keeps a copy of this rank's part
+  // of the optimizer state: after FinishStep CopyRanges() hold the
+  // previous rank's sums too, bit for bit.
   GradientBuckets(const std::vector<Param*>& params, int64_t bucket_bytes,
-                  Transport* transport, RingOptions ring, bool shard = false);
+                  Transport* transport, RingOptions ring, bool shard = false,
+                  bool copies = false);
   ~GradientBuckets();  // stops and joins the communication thread
   GradientBuckets(const GradientBuckets&) = delete;
   GradientBuckets& operator=(const GradientBuckets&) = delete;
@@ -55,7 +60,14 @@ class GradientBuckets {
 
   // Sharded: the elements of `params` this rank owns, the ring segment
   // RingOwnedSegment(rank) of each bucket, in model order of the params.
-  std::vector<ParamRange> OwnedRanges() const;
+  std::vector<ParamRange> OwnedRanges() const {
+    return OwnedRanges(transport_->rank());
+  }
+  // Sharded with copies: the ranges the previous rank owns (empty in a
+  // world of one).
+  std::vector<ParamRange> CopyRanges() const;
+  // The ranges rank `rank` of this world owns.
+  std::vector<ParamRange> OwnedRanges(int rank) const;
   // Sharded, after the owners updated their ranges: every bucket's
   // parameter values all-gathered (float32 whatever the gradients' wire,
   // so every rank holds its owners' bits). Blocks; errors name the bucket.
@@ -74,6 +86,7 @@ class GradientBuckets {
   Transport* const transport_;
   const RingOptions ring_;
   const bool shard_;
+  const bool copies_;
   std::vector<Bucket> buckets_;
   std::vector<int> bucket_of_;  // param index -> bucket
 

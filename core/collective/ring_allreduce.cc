@@ -76,7 +76,9 @@ absl::Status CheckArguments(const Transport& transport, const float* data,
 }
 
 // Which halves of the ring a call runs.
-enum class RingPhases { kBoth, kReduceScatter, kAllGather };
+// kPassOwned: the all-gather's first step alone (each rank's owned
+// segment to the next rank).
+enum class RingPhases { kBoth, kReduceScatter, kAllGather, kPassOwned };
 
 // One rank's part of one collective. Ring step k in 0..world-2 is
 // reduce-scatter step k; ring step world-1+k is all-gather step k (the
@@ -111,9 +113,11 @@ class RingRun {
                        " messages, more than a tag can number: raise "
                        "chunk_elements"));
     }
-    if (phases_ != RingPhases::kAllGather) RETURN_IF_ERROR(ReduceScatter());
+    const bool gather_only =
+        phases_ == RingPhases::kAllGather || phases_ == RingPhases::kPassOwned;
+    if (!gather_only) RETURN_IF_ERROR(ReduceScatter());
     if (phases_ == RingPhases::kReduceScatter) return absl::OkStatus();
-    if (phases_ == RingPhases::kAllGather) {
+    if (gather_only) {
       // The owned segment (rank+1) goes out first: all-gather step 0, which
       // the reduce-scatter sends as it completes the segment.
       const int own = Mod(rank_ + 1);
@@ -123,12 +127,14 @@ class RingRun {
     }
     // All-gather. Step k receives the finished segment rank-k and passes it
     // on, except at the last step, where its owner (rank+1) already has it.
-    for (int k = 0; k < world_ - 1; ++k) {
+    // Passing the owned segments is its step 0 alone.
+    const int steps = phases_ == RingPhases::kPassOwned ? 1 : world_ - 1;
+    for (int k = 0; k < steps; ++k) {
       const int ring_step = world_ - 1 + k;
       const int seg = Mod(rank_ - k);
       for (int64_t c = 0; c < NumChunks(Segment(seg)); ++c) {
         RETURN_IF_ERROR(Recv(ring_step, seg, c, RecvOp::kCopy));
-        if (k < world_ - 2) RETURN_IF_ERROR(Send(ring_step + 1, seg, c));
+        if (k < steps - 1) RETURN_IF_ERROR(Send(ring_step + 1, seg, c));
       }
     }
     return absl::OkStatus();
@@ -325,6 +331,13 @@ absl::Status RingAllGather(Transport& transport, const CollectiveTag& tag,
                            const RingOptions& options) {
   return RunRing(transport, tag, data, count, options, RingPhases::kAllGather,
                  "ring all-gather");
+}
+
+absl::Status RingPassOwned(Transport& transport, const CollectiveTag& tag,
+                           float* data, int64_t count,
+                           const RingOptions& options) {
+  return RunRing(transport, tag, data, count, options, RingPhases::kPassOwned,
+                 "ring pass of the owned segments");
 }
 
 absl::Status GatherSum(Transport& transport, const CollectiveTag& tag,

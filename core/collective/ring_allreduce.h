@@ -114,6 +114,16 @@ absl::Status RingReduceScatter(Transport& transport, const CollectiveTag& tag,
 absl::Status RingAllGather(Transport& transport, const CollectiveTag& tag,
                            float* data, int64_t count,
                            const RingOptions& options);
+// The all-gather's first step alone: rank r sends its owned segment of
+// data[] to rank r+1 and receives the segment rank r-1 owns
+// (RingOwnedSegment(r-1) = r) into data[]; the rest of data[] is left as
+// it is. For the copy of each rank's part on the next rank (cluster.shard
+// copies); options.wire should be kFloat32 so the copy has the owner's
+// bits. Arguments, messages (ring step world-1) and errors as
+// RingAllGather's.
+absl::Status RingPassOwned(Transport& transport, const CollectiveTag& tag,
+                           float* data, int64_t count,
+                           const RingOptions& options);
 
 // The sum of a few values over all ranks in half the ring's latency
 // (sync batch norm's statistics, summed inside the training pass, where

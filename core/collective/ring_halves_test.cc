@@ -2,7 +2,9 @@
 // each rank's owned segment after the reduce-scatter is bitwise the
 // all-reduce's, on the float32 and bfloat16 wires, for world sizes 1-5 and
 // counts below, at and above the world; the all-gather hands every rank
-// every owner's segment; the two halves together are the all-reduce.
+// every owner's segment; the two halves together are the all-reduce; the
+// pass of the owned segments gives each rank its previous rank's, bitwise,
+// and leaves the rest of its buffer alone.
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -66,6 +68,33 @@ TEST_P(RingHalvesTest, OwnedSegmentsAreTheAllReducesAndGatherCompletesIt) {
     EXPECT_TRUE(SameBits(sharded[r].data() + s.begin,
                          reduced[r].data() + s.begin, s.size))
         << "rank " << r << " segment " << seg;
+  }
+  // Each owner passes its segment to the next rank (float32, whatever the
+  // gradients' wire: the copy keeps the owner's bits); nothing else moves.
+  Buffers passed = sharded;
+  RingOptions pass = options;
+  pass.wire = WireType::kFloat32;
+  for (const absl::Status& s :
+       RunRanks(*ring, AllRanks(world), passed, CollectiveTag{1, 4, 0, 0}, pass,
+                &RingPassOwned)) {
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  for (int r = 0; r < world; ++r) {
+    const int prev = (r + world - 1) % world;
+    const RingSegment own =
+        RingSegmentBounds(count, world, RingOwnedSegment(r, world));
+    const RingSegment got =
+        RingSegmentBounds(count, world, RingOwnedSegment(prev, world));
+    EXPECT_EQ(got.begin, RingSegmentBounds(count, world, r).begin);
+    for (int64_t i = 0; i < count; ++i) {
+      const bool copied =
+          world > 1 && i >= got.begin && i < got.begin + got.size;
+      const float want = copied ? reduced[r][i] : sharded[r][i];
+      ASSERT_TRUE(SameBits(&passed[r][i], &want, 1))
+          << "rank " << r << " element " << i << (copied ? " (copied)" : "");
+    }
+    EXPECT_TRUE(SameBits(passed[r].data() + own.begin,
+                         reduced[r].data() + own.begin, own.size));
   }
   // The all-gather of what the owners hold (the others' bytes are
   // scrambled first: nothing of them may survive) is the all-reduce.

@@ -24,6 +24,10 @@ std::string BucketName(int32_t bucket) {
     return absl::StrCat("the all-gather of bucket ",
                         bucket - kParamGatherBucket, "'s parameters");
   }
+  if (bucket >= kGradCopyBucket && bucket < kParamGatherBucket) {
+    return absl::StrCat("the pass of bucket ", bucket - kGradCopyBucket,
+                        "'s sums to the next rank");
+  }
   if (bucket >= kPassSumBucket) {
     const int32_t micro = (bucket - kPassSumBucket) / kPassSumMicroStride;
     const int32_t key = (bucket - kPassSumBucket) % kPassSumMicroStride;

@@ -37,8 +37,10 @@ struct CollectiveTag {
 };
 
 // Sharded optimizer state: the all-gather of the parameters of gradient
-// bucket b is bucket kParamGatherBucket + b.
+// bucket b is bucket kParamGatherBucket + b; with copies, the pass of its
+// owned sums to the next rank is kGradCopyBucket + b.
 inline constexpr int32_t kParamGatherBucket = 1 << 23;
+inline constexpr int32_t kGradCopyBucket = 1 << 22;
 // Bucket ids above any gradient bucket: the step's loss/accuracy sums and
 // the evaluation's (worker/job_runner.cc). Heartbeats report them too
 // (cluster.proto CollectiveWait).

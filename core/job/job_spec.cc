@@ -102,6 +102,9 @@
 //                         keeps and updates 1/N of the optimizer state,
 //                         ZeRO-1; gRPC ring and CPU replicas; the same
 //                         bits as unsharded)
+//   copies                boolean ? true (sharded: each worker's part also
+//                         kept by the next worker, 2/N of the state each,
+//                         so a lost worker's part is not lost)
 // restart                 object ? {} (what happens when a worker is lost)
 //   max_restarts          integer >= 0 ? 3 (0: the job fails at once)
 //   backoff_seconds       number >= 0 ? 1 (doubles per restart, <= 60)
@@ -269,6 +272,7 @@ absl::Status ParseRoot(const Json& v, absl::string_view base_dir,
     }
     RETURN_IF_ERROR(
         c.Enum("shard", "shard mode", ShardModes(), &spec->cluster.shard));
+    RETURN_IF_ERROR(c.Bool("copies", &spec->cluster.copies));
     if (spec->cluster.shard != ShardMode::kNone &&
         spec->cluster.collective == Collective::kNccl) {
       return absl::InvalidArgumentError(

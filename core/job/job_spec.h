@@ -114,6 +114,11 @@ struct ClusterSpec {
   // segments of every bucket), and the parameters are all-gathered. Same
   // sums in the same order: the same bits as an unsharded run.
   ShardMode shard = ShardMode::kNone;
+  // Sharded: each worker's part of the optimizer state is also kept (and
+  // updated, from the owner's sums) by the next worker on the ring, so a
+  // lost worker's part survives and the next generation starts from the
+  // survivors' memory. 2/N of the state per worker instead of 1/N.
+  bool copies = true;
 };
 
 // What the coordinator does when a worker of the job is lost (DESIGN

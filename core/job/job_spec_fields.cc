@@ -89,7 +89,7 @@ const Keys& ClusterKeys() {
       Listed({"workers", "replicas_per_worker", "collective", "bucket_kib",
               "ring_chunk_kib", "ring_streams", "compression", "ring_checksum",
               "fingerprint_every_steps", "allow_tf32", "start_grace_seconds",
-              "rejoin_grace_seconds", "shard"});
+              "rejoin_grace_seconds", "shard", "copies"});
   return k;
 }
 const Keys& ElasticWorkersKeys() {

@@ -94,6 +94,7 @@ Json SpecToJson(const JobSpec& s) {
   // Written only when on, as audit: other jobs' canonical JSON is as it was.
   if (s.cluster.shard != ShardMode::kNone) {
     j["cluster"]["shard"] = NameOf(ShardModes(), s.cluster.shard);
+    j["cluster"]["copies"] = s.cluster.copies;
   }
   if (s.elastic()) {
     j["cluster"]["start_grace_seconds"] = s.cluster.start_grace_seconds;
@@ -143,7 +144,7 @@ bool operator==(const ClusterSpec& a, const ClusterSpec& b) {
          a.ring_streams == b.ring_streams && a.compression == b.compression &&
          a.fingerprint_every_steps == b.fingerprint_every_steps &&
          a.ring_checksum == b.ring_checksum && a.allow_tf32 == b.allow_tf32 &&
-         a.shard == b.shard;
+         a.shard == b.shard && a.copies == b.copies;
 }
 bool operator==(const RestartSpec& a, const RestartSpec& b) {
   return a.max_restarts == b.max_restarts &&

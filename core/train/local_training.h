@@ -63,6 +63,7 @@ struct TrainResult {
   // spreads the state over the workers).
   int64_t optimizer_state_bytes = 0;
   bool sharded = false;     // the optimizer state was (cluster.shard)
+  bool copies = false;      // sharded, each part also on the next rank
   std::string fingerprint;  // of all parameter bytes (core/fingerprint.h)
   // Samples that could not be made (undecodable images), train and test.
   int64_t skipped_samples = 0;

@@ -183,7 +183,8 @@ bool DecaysWeights(const OptimizerSpec& spec, const std::string& name) {
   return true;
 }
 
-absl::StatusOr<double> Optimizer::ClipGradients(const RankSum& over_ranks) {
+absl::StatusOr<double> Optimizer::GradientNorm(
+    const RankSum& over_ranks) const {
   // The global L2 norm from the exact sum of squares: the same bits on
   // every replica, whatever part of the gradients each one holds.
   SquareSum sum;
@@ -196,22 +197,34 @@ absl::StatusOr<double> Optimizer::ClipGradients(const RankSum& over_ranks) {
     if (!s.ok()) return s;
     sum = SquareSum::FromWire(wire);
   }
-  const double norm = std::sqrt(sum.Value());
-  if (spec_.global_clipnorm > 0 && norm > spec_.global_clipnorm) {
-    const float scale = static_cast<float>(spec_.global_clipnorm / norm);
-    for (const Piece& p : pieces_) {
-      float* g = p.param->grad.data() + p.begin;
-      for (int64_t i = 0; i < p.size; ++i) g[i] *= scale;
-    }
-  }
-  return norm;
+  return std::sqrt(sum.Value());
 }
 
 absl::Status Optimizer::Apply(double lr, const RankSum& over_ranks) {
+  double norm = 0;
   if (spec_.global_clipnorm > 0) {
-    absl::StatusOr<double> norm = ClipGradients(over_ranks);
-    if (!norm.ok()) return norm.status();
-    last_grad_norm_ = *norm;
+    absl::StatusOr<double> n = GradientNorm(over_ranks);
+    if (!n.ok()) return n.status();
+    norm = *n;
+  }
+  Update(lr, norm);
+  return absl::OkStatus();
+}
+
+void Optimizer::ApplyWithNorm(double lr, double norm) {
+  Update(lr, spec_.global_clipnorm > 0 ? norm : 0);
+}
+
+void Optimizer::Update(double lr, double norm) {
+  if (spec_.global_clipnorm > 0) {
+    last_grad_norm_ = norm;
+    if (norm > spec_.global_clipnorm) {
+      const float scale = static_cast<float>(spec_.global_clipnorm / norm);
+      for (const Piece& p : pieces_) {
+        float* g = p.param->grad.data() + p.begin;
+        for (int64_t i = 0; i < p.size; ++i) g[i] *= scale;
+      }
+    }
   }
   const float flr = static_cast<float>(lr);
   const float decay = static_cast<float>(spec_.weight_decay * lr);
@@ -247,7 +260,6 @@ absl::Status Optimizer::Apply(double lr, const RankSum& over_ranks) {
     }
   }
   ++iterations_;
-  return absl::OkStatus();
 }
 
 void UpdateMovingAverages(const std::vector<Param*>& params,

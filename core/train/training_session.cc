@@ -122,12 +122,18 @@ absl::Status TrainingSession::Setup(
         });
     buckets_ = std::make_unique<GradientBuckets>(
         replicas_->params(), config_.peers.bucket_bytes,
-        config_.peers.transport, config_.peers.gradient_ring, shard);
+        config_.peers.transport, config_.peers.gradient_ring, shard,
+        spec.cluster.copies);
   }
   std::optional<std::vector<ParamRange>> owned;
   if (shard) owned = buckets_->OwnedRanges();
   ASSIGN_OR_RETURN(optimizer_, Optimizer::Create(spec.optimizer,
                                                  replicas_->params(), owned));
+  if (shard && spec.cluster.copies) {
+    ASSIGN_OR_RETURN(copy_,
+                     Optimizer::Create(spec.optimizer, replicas_->params(),
+                                       buckets_->CopyRanges()));
+  }
   return absl::OkStatus();
 }
 
@@ -161,25 +167,6 @@ absl::Status TrainingSession::SetupDevices() {
   return absl::OkStatus();
 }
 
-absl::Status TrainingSession::Restore(const LoadedCheckpoint& loaded) {
-  if (loaded.state.job_json != config_.job_json) {
-    host_->Log(absl::StrCat("note: the job file changed since checkpoint ",
-                            loaded.path, "; resuming with the new settings"));
-  }
-  std::vector<std::string> fresh;
-  RETURN_IF_ERROR(
-      ApplyCheckpoint(loaded, replicas_->params(), *optimizer_, &fresh));
-  if (!fresh.empty()) host_->Log(FreshStateNote(fresh));
-  RETURN_IF_ERROR(ddp_ != nullptr
-                      ? ddp_->PushState(replicas_->params(), *optimizer_)
-                      : replicas_->MirrorParams());
-  start_step_ = step_ = loaded.state.step;
-  // A state from a worker's memory is on storage only once saved again.
-  saved_step_ = loaded.in_memory ? -1 : step_;
-  restored_from_ = loaded.path;
-  return absl::OkStatus();
-}
-
 absl::Status TrainingSession::SumOverWorkers(int32_t bucket, int64_t step,
                                              float* values, int count,
                                              const char* what) {
@@ -208,6 +195,7 @@ absl::Status TrainingSession::Step(Batch& batch, const Batch* next,
   const JobSpec& spec = config_.spec;
   const double lr = schedule_->At(batch.global_step);
   BatchLoss local;
+  applied_ = false;
   if (ddp_ != nullptr) {
     // Gradients summed over the GPUs and the update applied on each, by
     // NCCL and the devices; the host optimizer only counts the iteration.
@@ -249,9 +237,14 @@ absl::Status TrainingSession::Step(Batch& batch, const Batch* next,
     return SumOverWorkers(kNormBucket, batch.global_step, values, count,
                           "sum of the gradient norm's parts");
   }));
+  // The copy of the previous rank's part, from the sums it passed here,
+  // with the same norm: its owner's bits.
+  if (copy_ != nullptr) copy_->ApplyWithNorm(lr, optimizer_->last_grad_norm());
   UpdateMovingAverages(replicas_->params(), batch.global_count);
+  applied_ = true;
   RETURN_IF_ERROR(
       buckets_->GatherParams(config_.peers.generation, batch.global_step));
+  applied_ = false;  // the step is complete: step() counts it next
   return replicas_->MirrorParams();
 }
 
@@ -328,57 +321,6 @@ int64_t TrainingSession::num_parameters() {
 
 void TrainingSession::Abort() {
   if (ddp_ != nullptr) ddp_->Abort();
-}
-
-CheckpointState TrainingSession::State() const {
-  const int64_t spe = plan_->steps_per_epoch();
-  CheckpointState state;
-  state.step = step_;
-  state.epoch = step_ / spe;
-  state.step_in_epoch = step_ % spe;
-  state.seed = config_.spec.seed;
-  state.generation = config_.peers.generation;
-  state.optimizer_iterations = optimizer_->iterations();
-  state.job_json = config_.job_json;
-  state.artifacts = JobDataArtifacts(config_.spec.data, train_);
-  state.train_loss = meter_.epoch().mean_loss();
-  return state;
-}
-
-absl::StatusOr<LoadedCheckpoint> TrainingSession::CopyState() {
-  if (ddp_ != nullptr) {
-    return absl::FailedPreconditionError(
-        "GPU replicas keep no training state in memory after a failure: "
-        "the devices' state may be lost with their collective");
-  }
-  if (optimizer_->sharded()) {
-    return absl::FailedPreconditionError(
-        "the optimizer state is sharded (cluster.shard): this rank holds "
-        "only its part of it");
-  }
-  LoadedCheckpoint c;
-  c.state = State();
-  for (Param* p : replicas_->params()) c.model.emplace_back(p->name, p->value);
-  for (auto& [name, t] : optimizer_->StateTensors()) {
-    c.optimizer.emplace_back(name, *t);
-  }
-  return c;
-}
-
-absl::Status TrainingSession::SaveCheckpoint() {
-  if (step_ == saved_step_) return absl::OkStatus();
-  RETURN_IF_ERROR(SyncHostState());
-  const CheckpointState state = State();
-  NamedTensors model;
-  for (Param* p : replicas_->params()) model.emplace_back(p->name, &p->value);
-  OptimizerParts opt;
-  opt.sharded = optimizer_->sharded();
-  opt.tensors = optimizer_->num_state_tensors();
-  opt.pieces = optimizer_->StatePieces();
-  RETURN_IF_ERROR(
-      host_->SaveCheckpoint(state, model, opt, step_ == total_steps_));
-  saved_step_ = step_;
-  return absl::OkStatus();
 }
 
 absl::Status CheckDataFitsModel(const JobSpec& spec, const Model& model,

@@ -183,7 +183,12 @@ class TrainingSession {
   // optimizer state, data position), for a worker to keep in memory when
   // its generation fails: step() is always a step every rank completed or
   // the step after it, whatever broke (the update follows the last
-  // collective of a step). FailedPrecondition on GPU replicas.
+  // collective of a step). FailedPrecondition on GPU replicas, and for
+  // sharded optimizer state without copies. Sharded with copies: the
+  // parts of this rank and the previous one (parameters and optimizer
+  // state; LoadedCheckpoint::model_parts, optimizer_parts), of step() or,
+  // when the update of the step that broke was made here, of the step
+  // after it.
   absl::StatusOr<LoadedCheckpoint> CopyState();
   // Returns once every rank called it with the same bucket (the drain's
   // barrier); at once without peers.
@@ -207,15 +212,17 @@ class TrainingSession {
   // The checkpoint restored at Create ("" for a fresh start).
   const std::string& restored_from() const { return restored_from_; }
   bool uses_devices() const { return ddp_ != nullptr; }
-  // Whether CopyState can copy the whole training state (CPU replicas
-  // with the optimizer state whole).
+  // Whether CopyState can copy the training state (CPU replicas with the
+  // optimizer state whole, or sharded with copies).
   bool state_in_memory() const {
-    return ddp_ == nullptr && !optimizer_->sharded();
+    return ddp_ == nullptr && (!optimizer_->sharded() || copy_ != nullptr);
   }
   // The optimizer state held here (sharded: this rank's part).
   bool sharded() const { return optimizer_->sharded(); }
   int64_t optimizer_state_bytes() const {
-    return optimizer_->state_elements() * static_cast<int64_t>(sizeof(float));
+    const int64_t copy = copy_ != nullptr ? copy_->state_elements() : 0;
+    return (optimizer_->state_elements() + copy) *
+           static_cast<int64_t>(sizeof(float));
   }
   // The CPU gradients' buckets on the ring; null without peers or on GPUs.
   const GradientBuckets* buckets() const { return buckets_.get(); }
@@ -240,8 +247,8 @@ class TrainingSession {
   // The GPUs' parameters and optimizer state into the host copies.
   absl::Status SyncHostState();
   absl::StatusOr<std::string> Fingerprint();
-  // The checkpoint state of step().
-  CheckpointState State() const;
+  // The checkpoint state of `step` (step(), or the one after it).
+  CheckpointState State(int64_t step) const;
   ProgressInfo Progress();
   ScalarList SummaryScalars(double step_seconds);
   bool CheckpointDue(bool epoch_end) const;
@@ -257,6 +264,12 @@ class TrainingSession {
   std::unique_ptr<DeviceDataParallel> ddp_;
   std::unique_ptr<GradientBuckets> buckets_;
   std::unique_ptr<Optimizer> optimizer_;
+  // Sharded with copies (cluster.copies): the previous rank's part of the
+  // optimizer state, updated here from its sums as its owner updates it.
+  std::unique_ptr<Optimizer> copy_;
+  // Sharded: this step's update is made (parameters and optimizer state of
+  // this rank's ranges are the next step's) but not yet all-gathered.
+  bool applied_ = false;
   std::unique_ptr<LrSchedule> schedule_;
   StepMeter meter_;
   BatchLoss last_eval_, last_train_;

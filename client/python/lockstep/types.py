@@ -97,9 +97,12 @@ class JobStatus:
     # ("progress", "checkpoint_slice", "finish", "nccl_id", "samples").
     fenced: Dict[str, int] = dataclasses.field(default_factory=dict)
     # cluster.shard ("optimizer", or "" with the state whole on every
-    # worker) and the most optimizer state bytes a worker reported holding.
+    # worker) and the most optimizer state bytes a worker reported holding;
+    # sharded, whether each part is also kept by the next worker
+    # (cluster.copies).
     shard: str = ""
     optimizer_state_bytes: int = 0
+    shard_copies: bool = False
 
     @property
     def done(self):

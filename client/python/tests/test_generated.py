@@ -111,7 +111,8 @@ def test_a_status_carries_its_shard_mode_and_state_bytes():
     from lockstep.types import status_from_proto
     msg = jobs_pb2.JobStatus(name="j", state=jobs_pb2.RUNNING,
                              shard="optimizer",
-                             optimizer_state_bytes=19280)
+                             optimizer_state_bytes=19280, shard_copies=True)
     s = status_from_proto(msg)
-    assert (s.shard, s.optimizer_state_bytes) == ("optimizer", 19280)
+    assert (s.shard, s.optimizer_state_bytes, s.shard_copies) == (
+        "optimizer", 19280, True)
     assert status_from_proto(jobs_pb2.JobStatus(name="j")).shard == ""

@@ -1,0 +1,126 @@
+// TrainingSession's training state (see training_session.h): a restore, the
+// checkpoint state, a checkpoint, and the copy a worker keeps in memory
+// when its generation fails.
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "core/data/data_loader.h"
+#include "core/train/checkpoint_restore.h"
+#include "core/train/training_session.h"
+
+namespace lockstep {
+
+absl::Status TrainingSession::Restore(const LoadedCheckpoint& loaded) {
+  if (loaded.state.job_json != config_.job_json) {
+    host_->Log(absl::StrCat("note: the job file changed since checkpoint ",
+                            loaded.path, "; resuming with the new settings"));
+  }
+  std::vector<std::string> fresh;
+  RETURN_IF_ERROR(
+      ApplyCheckpoint(loaded, replicas_->params(), *optimizer_, &fresh));
+  if (!fresh.empty()) host_->Log(FreshStateNote(fresh));
+  if (copy_ != nullptr) {
+    // The previous rank's part, kept here too (cluster.copies).
+    RETURN_IF_ERROR(ApplyCheckpoint(loaded, replicas_->params(), *copy_));
+  }
+  RETURN_IF_ERROR(ddp_ != nullptr
+                      ? ddp_->PushState(replicas_->params(), *optimizer_)
+                      : replicas_->MirrorParams());
+  start_step_ = step_ = loaded.state.step;
+  // A state from a worker's memory is on storage only once saved again.
+  saved_step_ = loaded.in_memory ? -1 : step_;
+  restored_from_ = loaded.path;
+  return absl::OkStatus();
+}
+
+CheckpointState TrainingSession::State(int64_t step) const {
+  const int64_t spe = plan_->steps_per_epoch();
+  CheckpointState state;
+  state.step = step;
+  state.epoch = step / spe;
+  state.step_in_epoch = step % spe;
+  state.seed = config_.spec.seed;
+  state.generation = config_.peers.generation;
+  state.optimizer_iterations = optimizer_->iterations();
+  state.job_json = config_.job_json;
+  state.artifacts = JobDataArtifacts(config_.spec.data, train_);
+  state.train_loss = meter_.epoch().mean_loss();
+  return state;
+}
+
+absl::StatusOr<LoadedCheckpoint> TrainingSession::CopyState() {
+  if (ddp_ != nullptr) {
+    return absl::FailedPreconditionError(
+        "GPU replicas keep no training state in memory after a failure: "
+        "the devices' state may be lost with their collective");
+  }
+  if (optimizer_->sharded() && copy_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "the optimizer state is sharded (cluster.shard) without copies "
+        "(cluster.copies false): this rank holds only its part of it");
+  }
+  LoadedCheckpoint c;
+  if (!optimizer_->sharded()) {
+    c.state = State(step_);
+    for (Param* p : replicas_->params()) {
+      c.model.emplace_back(p->name, p->value);
+    }
+    for (auto& [name, t] : optimizer_->StateTensors()) {
+      c.optimizer.emplace_back(name, *t);
+    }
+    return c;
+  }
+  // Sharded with copies: this rank's part and the previous rank's, of the
+  // parameters and of the optimizer state. Once the update of the step
+  // that broke was made here (applied_; the parameters' all-gather then
+  // failed) they are of the step after it: only these ranges are.
+  c.state = State(applied_ ? step_ + 1 : step_);
+  const std::vector<Param*>& params = replicas_->params();
+  const int world = config_.peers.transport->world_size();
+  const int rank = config_.peers.transport->rank();
+  for (int owner : {rank, (rank + world - 1) % world}) {
+    for (const ParamRange& r : buckets_->OwnedRanges(owner)) {
+      const Param& p = *params[r.param];
+      TensorPart part{p.name, p.value.shape(), r.begin, Tensor({r.size}),
+                      owner};
+      std::copy(p.value.data() + r.begin, p.value.data() + r.begin + r.size,
+                part.data.data());
+      c.model_parts.push_back(std::move(part));
+    }
+    Optimizer& o = owner == rank ? *optimizer_ : *copy_;
+    for (const StatePiece& s : o.StatePieces()) {
+      c.optimizer_parts.push_back(
+          TensorPart{s.name, s.shape, s.offset, *s.data, owner});
+    }
+    if (world == 1) break;
+  }
+  // What no bucket holds (frozen layers) is the same everywhere.
+  for (Param* p : params) {
+    if (p->update == ParamUpdate::kFrozen) {
+      c.model.emplace_back(p->name, p->value);
+    }
+  }
+  return c;
+}
+
+absl::Status TrainingSession::SaveCheckpoint() {
+  if (step_ == saved_step_) return absl::OkStatus();
+  RETURN_IF_ERROR(SyncHostState());
+  const CheckpointState state = State(step_);
+  NamedTensors model;
+  for (Param* p : replicas_->params()) model.emplace_back(p->name, &p->value);
+  OptimizerParts opt;
+  opt.sharded = optimizer_->sharded();
+  opt.tensors = optimizer_->num_state_tensors();
+  opt.pieces = optimizer_->StatePieces();
+  RETURN_IF_ERROR(
+      host_->SaveCheckpoint(state, model, opt, step_ == total_steps_));
+  saved_step_ = step_;
+  return absl::OkStatus();
+}
+
+}  // namespace lockstep
