@@ -303,6 +303,7 @@ absl::StatusOr<lockstep::v1::RegisterResponse> Coordinator::Register(
     w.held_fingerprint = req.held_fingerprint();
     w.held_rank = req.held_world() > 0 ? req.held_rank() : -1;
     w.held_world = req.held_world();
+    w.held_next_step = req.held_next_step();
   }
   // One identity, one member: a process registering under a name that is
   // already a member replaces it (the old process restarted or re-joined),

@@ -197,6 +197,7 @@ class Coordinator {
     // of a world of held_world (> 0).
     int held_rank = -1;
     int held_world = 0;
+    int64_t held_next_step = 0;  // and this step too (0: none)
     // The job and generation of its last Finish report.
     std::string reported_job;
     int64_t reported_generation = 0;

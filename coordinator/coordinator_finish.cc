@@ -94,6 +94,7 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
       w.held_fingerprint = req.held_fingerprint();
       w.held_rank = req.held_world() > 0 ? req.held_rank() : -1;
       w.held_world = req.held_world();
+      w.held_next_step = req.held_next_step();
     }
   }
   if (IsTerminal(job->status.state()) ||

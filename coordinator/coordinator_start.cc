@@ -289,8 +289,8 @@ bool Coordinator::TryStart(Job& job) {
       continue;
     }
     if (w.held_world > 0) {
-      parts.push_back(
-          {static_cast<int>(r), w.held_step, w.held_rank, w.held_world});
+      parts.push_back({static_cast<int>(r), w.held_step, w.held_rank,
+                       w.held_world, w.held_next_step});
     } else if (w.held_step > job.start_step) {
       job.start_step = job.memory_step = w.held_step;
       job.memory_donor = static_cast<int>(r);

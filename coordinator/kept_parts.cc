@@ -24,8 +24,14 @@ absl::StatusOr<KeptPartsPlan> PlanKeptParts(
                           world, h.held_world));
     }
     by_step[h.step].push_back(h.held_rank);
+    if (h.next_step > 0) by_step[h.next_step].push_back(h.held_rank);
   }
-  if (by_step.size() > 1) {
+  // The latest step every worker kept.
+  int64_t common = -1;
+  for (const auto& [step, ranks] : by_step) {
+    if (ranks.size() == held.size()) common = step;
+  }
+  if (common < 0) {
     std::vector<std::string> what;
     for (const auto& [step, ranks] : by_step) {
       what.push_back(absl::StrFormat("rank%s %s kept step %d",
@@ -33,11 +39,10 @@ absl::StatusOr<KeptPartsPlan> PlanKeptParts(
                                      absl::StrJoin(ranks, ", "), step));
     }
     return absl::FailedPreconditionError(absl::StrCat(
-        "the failure broke a step some ranks had made their update of: ",
-        absl::StrJoin(what, "; ")));
+        "no step is kept by every worker: ", absl::StrJoin(what, "; ")));
   }
   KeptPartsPlan plan;
-  plan.step = held.front().step;
+  plan.step = common;
   plan.donors.assign(world, -1);
   for (int k = 0; k < world; ++k) {
     // The owner first (its own part), else the next rank's copy.

@@ -28,6 +28,20 @@ TEST(KeptPartsTest, TheOwnerSendsItsPartAndTheNextRankALostOnes) {
   EXPECT_EQ(plan->donors, (std::vector<int>{2, 0, 1}));
 }
 
+TEST(KeptPartsTest, AWorkerStoppedAtTheBarrierOffersBothSteps) {
+  // Old rank 0 made step 41's update; rank 1 failed at the barrier before
+  // it and kept 40 and 41: 41 is every survivor's.
+  absl::StatusOr<KeptPartsPlan> plan =
+      PlanKeptParts({{0, 41, 0, 3}, {1, 40, 1, 3, 41}});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->step, 41);
+  EXPECT_EQ(plan->donors, (std::vector<int>{0, 1, 0}));
+  // No worker made it: 40, though one offers 41 too.
+  plan = PlanKeptParts({{0, 40, 0, 3}, {1, 40, 1, 3, 41}});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->step, 40);
+}
+
 TEST(KeptPartsTest, WhyThePartsDoNotMakeTheWholeStateIsNamed) {
   // Ranks 1 and 2 of 4 lost: rank 1's part went with both its holders.
   absl::StatusOr<KeptPartsPlan> plan =
@@ -37,8 +51,8 @@ TEST(KeptPartsTest, WhyThePartsDoNotMakeTheWholeStateIsNamed) {
             "the part of rank 1 was lost with ranks 1 and 2, which kept it");
   plan = PlanKeptParts({{0, 41, 0, 3}, {1, 40, 1, 3}, {2, 41, 2, 3}});
   EXPECT_EQ(plan.status().message(),
-            "the failure broke a step some ranks had made their update of: "
-            "rank 1 kept step 40; ranks 0, 2 kept step 41");
+            "no step is kept by every worker: rank 1 kept step 40; ranks 0, "
+            "2 kept step 41");
   plan = PlanKeptParts({{0, 40, 0, 3}, {1, 40, 1, 2}});
   EXPECT_EQ(plan.status().message(),
             "the kept parts are of worlds of 3 and 2 ranks");

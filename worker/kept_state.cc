@@ -7,31 +7,40 @@
 
 namespace lockstep {
 
-void KeptState::Keep(const std::string& job, LoadedCheckpoint state,
+void KeptState::Keep(const std::string& job,
+                     std::vector<LoadedCheckpoint> states,
                      const std::string& fingerprint, Parts parts) {
-  auto kept = std::make_shared<const LoadedCheckpoint>(std::move(state));
+  std::vector<std::shared_ptr<const LoadedCheckpoint>> kept;
+  for (LoadedCheckpoint& s : states) {
+    kept.push_back(std::make_shared<const LoadedCheckpoint>(std::move(s)));
+  }
+  std::vector<std::shared_ptr<const LoadedCheckpoint>> drop;
   absl::MutexLock lock(&mu_);
   job_ = job;
   fingerprint_ = fingerprint;
   parts_ = parts;
-  state_ = std::move(kept);
+  drop = std::move(states_);
+  states_ = std::move(kept);
 }
 
 std::shared_ptr<const LoadedCheckpoint> KeptState::Get(
     const std::string& job, int64_t step,
     const std::string& fingerprint) const {
   absl::MutexLock lock(&mu_);
-  if (state_ == nullptr || job_ != job || state_->state.step != step ||
-      (!fingerprint.empty() && fingerprint != fingerprint_)) {
+  if (job_ != job || (!fingerprint.empty() && fingerprint != fingerprint_)) {
     return nullptr;
   }
-  return state_;
+  for (const auto& s : states_) {
+    if (s->state.step == step) return s;
+  }
+  return nullptr;
 }
 
 void KeptState::Clear() {
-  std::shared_ptr<const LoadedCheckpoint> drop;  // freed outside the lock
+  // Freed outside the lock.
+  std::vector<std::shared_ptr<const LoadedCheckpoint>> drop;
   absl::MutexLock lock(&mu_);
-  drop = std::move(state_);
+  drop = std::move(states_);
   job_.clear();
   fingerprint_.clear();
   parts_ = Parts();
@@ -39,14 +48,17 @@ void KeptState::Clear() {
 
 void KeptState::Describe(lockstep::v1::RegisterRequest* req) const {
   absl::MutexLock lock(&mu_);
-  if (state_ == nullptr) return;
+  if (states_.empty()) return;
   req->set_held_job(job_);
-  req->set_held_generation(state_->state.generation);
-  req->set_held_step(state_->state.step);
+  req->set_held_generation(states_.front()->state.generation);
+  req->set_held_step(states_.front()->state.step);
   req->set_held_fingerprint(fingerprint_);
   if (parts_.world > 0) {
     req->set_held_rank(parts_.rank);
     req->set_held_world(parts_.world);
+    if (states_.size() > 1) {
+      req->set_held_next_step(states_.back()->state.step);
+    }
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -27,9 +28,10 @@ struct KeptParts {
 class KeptState {
  public:
   using Parts = KeptParts;
-  // Replaces what was kept. `state.model` in model order; `fingerprint` is
-  // theirs (core/fingerprint.h; "" for parts).
-  void Keep(const std::string& job, LoadedCheckpoint state,
+  // Replaces what was kept: one state, or (parts) those of two steps.
+  // `state.model` in model order; `fingerprint` is theirs
+  // (core/fingerprint.h; "" for parts).
+  void Keep(const std::string& job, std::vector<LoadedCheckpoint> states,
             const std::string& fingerprint, Parts parts = {});
   // The kept state if it is `job`'s at `step` (and, when `fingerprint` is
   // not empty, has it), else null.
@@ -46,7 +48,8 @@ class KeptState {
   std::string job_ ABSL_GUARDED_BY(mu_);
   std::string fingerprint_ ABSL_GUARDED_BY(mu_);
   Parts parts_ ABSL_GUARDED_BY(mu_);
-  std::shared_ptr<const LoadedCheckpoint> state_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<const LoadedCheckpoint>> states_
+      ABSL_GUARDED_BY(mu_);
 };
 
 // WorkerState.FetchState over a KeptState (not owned).

@@ -57,7 +57,7 @@ TEST(KeptStateTest, ServedByteForByteOnlyForItsJobAndStep) {
   lockstep::v1::RegisterRequest none_kept;
   kept.Describe(&none_kept);
   EXPECT_EQ(none_kept.held_step(), 0);
-  kept.Keep("j", State(7), "f7");
+  kept.Keep("j", {State(7)}, "f7");
   lockstep::v1::RegisterRequest described;
   kept.Describe(&described);
   EXPECT_EQ(described.held_job(), "j");

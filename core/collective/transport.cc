@@ -20,6 +20,7 @@ std::string BucketName(int32_t bucket) {
   if (bucket == kEvalBucket) return "the evaluation all-reduce";
   if (bucket == kDrainBucket) return "the drain barrier";
   if (bucket == kNormBucket) return "the gradient norm's sum";
+  if (bucket == kUpdateBarrierBucket) return "the barrier before the update";
   if (bucket >= kParamGatherBucket && bucket < kLossBucket) {
     return absl::StrCat("the all-gather of bucket ",
                         bucket - kParamGatherBucket, "'s parameters");

@@ -50,6 +50,9 @@ inline constexpr int32_t kEvalBucket = kLossBucket + 1;
 inline constexpr int32_t kDrainBucket = kLossBucket + 2;
 // Sharded optimizer state: the sum of the gradient norm's parts.
 inline constexpr int32_t kNormBucket = kLossBucket + 3;
+// Sharded with copies: the barrier before the step's update (after it no
+// rank lacks what the update needs).
+inline constexpr int32_t kUpdateBarrierBucket = kLossBucket + 4;
 // The sums inside a training pass (sync batch norm): kPassSumBucket plus
 // the PassCollective key (4 * graph node + 0..3).
 inline constexpr int32_t kPassSumBucket = kLossBucket + 64;

@@ -183,8 +183,8 @@ bool DecaysWeights(const OptimizerSpec& spec, const std::string& name) {
   return true;
 }
 
-absl::StatusOr<double> Optimizer::GradientNorm(
-    const RankSum& over_ranks) const {
+absl::StatusOr<double> Optimizer::GlobalNorm(const RankSum& over_ranks) const {
+  if (spec_.global_clipnorm <= 0) return 0.0;
   // The global L2 norm from the exact sum of squares: the same bits on
   // every replica, whatever part of the gradients each one holds.
   SquareSum sum;
@@ -201,13 +201,9 @@ absl::StatusOr<double> Optimizer::GradientNorm(
 }
 
 absl::Status Optimizer::Apply(double lr, const RankSum& over_ranks) {
-  double norm = 0;
-  if (spec_.global_clipnorm > 0) {
-    absl::StatusOr<double> n = GradientNorm(over_ranks);
-    if (!n.ok()) return n.status();
-    norm = *n;
-  }
-  Update(lr, norm);
+  absl::StatusOr<double> norm = GlobalNorm(over_ranks);
+  if (!norm.ok()) return norm.status();
+  Update(lr, *norm);
   return absl::OkStatus();
 }
 

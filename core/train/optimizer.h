@@ -79,9 +79,11 @@ class Optimizer {
   using RankSum = std::function<absl::Status(float* values, int count)>;
   absl::Status Apply(double lr, const RankSum& over_ranks);
   void Apply(double lr) { Apply(lr, nullptr).IgnoreError(); }
-  // Apply with the global norm another optimizer found (last_grad_norm()):
-  // the copy of the previous rank's part (cluster.shard copies) clips and
-  // updates it with the owner's bits.
+  // Apply in two halves: the global gradient norm (over the ranks with
+  // `over_ranks` when sharded; 0 without global_clipnorm), then the update
+  // with it. The copy of the previous rank's part (cluster.shard copies)
+  // is updated with its owner's norm, so with its owner's bits.
+  absl::StatusOr<double> GlobalNorm(const RankSum& over_ranks) const;
   void ApplyWithNorm(double lr, double norm);
 
   // Updates applied so far (Keras' optimizer.iterations); Adam's bias
@@ -126,8 +128,6 @@ class Optimizer {
             const std::optional<std::vector<ParamRange>>& owned);
   int slots() const;  // state tensors per param: 0, 1 or 2
   std::string SlotName(int slot, const Param& p) const;
-  // The norm before clipping.
-  absl::StatusOr<double> GradientNorm(const RankSum& over_ranks) const;
   // Scales the grads so their norm (`norm` now) is the clip norm, then
   // updates, and counts the iteration.
   void Update(double lr, double norm);

@@ -52,7 +52,7 @@ CheckpointState TrainingSession::State(int64_t step) const {
   return state;
 }
 
-absl::StatusOr<LoadedCheckpoint> TrainingSession::CopyState() {
+absl::StatusOr<std::vector<LoadedCheckpoint>> TrainingSession::CopyState() {
   if (ddp_ != nullptr) {
     return absl::FailedPreconditionError(
         "GPU replicas keep no training state in memory after a failure: "
@@ -63,8 +63,8 @@ absl::StatusOr<LoadedCheckpoint> TrainingSession::CopyState() {
         "the optimizer state is sharded (cluster.shard) without copies "
         "(cluster.copies false): this rank holds only its part of it");
   }
-  LoadedCheckpoint c;
   if (!optimizer_->sharded()) {
+    LoadedCheckpoint c;
     c.state = State(step_);
     for (Param* p : replicas_->params()) {
       c.model.emplace_back(p->name, p->value);
@@ -72,13 +72,27 @@ absl::StatusOr<LoadedCheckpoint> TrainingSession::CopyState() {
     for (auto& [name, t] : optimizer_->StateTensors()) {
       c.optimizer.emplace_back(name, *t);
     }
-    return c;
+    return std::vector<LoadedCheckpoint>{std::move(c)};
   }
   // Sharded with copies: this rank's part and the previous rank's, of the
   // parameters and of the optimizer state. Once the update of the step
   // that broke was made here (applied_; the parameters' all-gather then
   // failed) they are of the step after it: only these ranges are.
-  c.state = State(applied_ ? step_ + 1 : step_);
+  std::vector<LoadedCheckpoint> out;
+  out.push_back(KeptParts(applied_ ? step_ + 1 : step_));
+  if (pending_.has_value()) {
+    // The update was due (every rank had what it needs) when the barrier
+    // before it failed: other ranks may have made it. Both then: the
+    // coordinator picks the step every survivor holds.
+    Update(pending_->lr, pending_->norm, pending_->global_count);
+    out.push_back(KeptParts(step_ + 1));
+  }
+  return out;
+}
+
+LoadedCheckpoint TrainingSession::KeptParts(int64_t step) {
+  LoadedCheckpoint c;
+  c.state = State(step);
   const std::vector<Param*>& params = replicas_->params();
   const int world = config_.peers.transport->world_size();
   const int rank = config_.peers.transport->rank();

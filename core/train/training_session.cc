@@ -196,6 +196,7 @@ absl::Status TrainingSession::Step(Batch& batch, const Batch* next,
   const double lr = schedule_->At(batch.global_step);
   BatchLoss local;
   applied_ = false;
+  pending_.reset();
   if (ddp_ != nullptr) {
     // Gradients summed over the GPUs and the update applied on each, by
     // NCCL and the devices; the host optimizer only counts the iteration.
@@ -233,19 +234,35 @@ absl::Status TrainingSession::Step(Batch& batch, const Batch* next,
   // Sharded: this rank updates the ranges it owns (the only ones whose
   // gradients were summed here; the moving averages elsewhere come out
   // wrong and are overwritten), and the all-gather brings it the others'.
-  RETURN_IF_ERROR(optimizer_->Apply(lr, [&](float* values, int count) {
-    return SumOverWorkers(kNormBucket, batch.global_step, values, count,
-                          "sum of the gradient norm's parts");
-  }));
-  // The copy of the previous rank's part, from the sums it passed here,
-  // with the same norm: its owner's bits.
-  if (copy_ != nullptr) copy_->ApplyWithNorm(lr, optimizer_->last_grad_norm());
-  UpdateMovingAverages(replicas_->params(), batch.global_count);
-  applied_ = true;
+  ASSIGN_OR_RETURN(
+      const double norm, optimizer_->GlobalNorm([&](float* values, int count) {
+        return SumOverWorkers(kNormBucket, batch.global_step, values, count,
+                              "sum of the gradient norm's parts");
+      }));
+  if (copy_ != nullptr) {
+    // Every rank past this barrier holds what the update needs, so once
+    // one rank makes it, any rank can (CopyState: a failure here leaves
+    // the update pending, made on the kept copy).
+    pending_ = PendingUpdate{lr, norm, batch.global_count};
+    float one = 1;
+    RETURN_IF_ERROR(SumOverWorkers(kUpdateBarrierBucket, batch.global_step,
+                                   &one, 1, "the barrier before the update"));
+  }
+  Update(lr, norm, batch.global_count);
   RETURN_IF_ERROR(
       buckets_->GatherParams(config_.peers.generation, batch.global_step));
   applied_ = false;  // the step is complete: step() counts it next
   return replicas_->MirrorParams();
+}
+
+void TrainingSession::Update(double lr, double norm, int64_t global_count) {
+  optimizer_->ApplyWithNorm(lr, norm);
+  // The copy of the previous rank's part, from the sums it passed here,
+  // with the same norm: its owner's bits.
+  if (copy_ != nullptr) copy_->ApplyWithNorm(lr, norm);
+  UpdateMovingAverages(replicas_->params(), global_count);
+  applied_ = true;
+  pending_.reset();
 }
 
 absl::StatusOr<BatchLoss> TrainingSession::ComputeGradients(Batch& batch) {

@@ -188,8 +188,9 @@ class TrainingSession {
   // parts of this rank and the previous one (parameters and optimizer
   // state; LoadedCheckpoint::model_parts, optimizer_parts), of step() or,
   // when the update of the step that broke was made here, of the step
-  // after it.
-  absl::StatusOr<LoadedCheckpoint> CopyState();
+  // after it; when the failure came at the barrier before that update,
+  // both (the update made on the copy: another rank may have made it).
+  absl::StatusOr<std::vector<LoadedCheckpoint>> CopyState();
   // Returns once every rank called it with the same bucket (the drain's
   // barrier); at once without peers.
   absl::Status Barrier(int32_t bucket);
@@ -238,6 +239,12 @@ class TrainingSession {
   // The CPU replicas' gradients of `batch` (every micro-batch of it,
   // summed), with the workers' all-reduce when there are peers.
   absl::StatusOr<BatchLoss> ComputeGradients(Batch& batch);
+  // Sharded: the update of this rank's ranges (and the copy's) with the
+  // step's global norm, and the moving averages; sets applied_.
+  void Update(double lr, double norm, int64_t global_count);
+  // Sharded with copies: the parts of this rank and the previous one (of
+  // the parameters and the optimizer state) as they are now, of `step`.
+  LoadedCheckpoint KeptParts(int64_t step);
   absl::StatusOr<BatchLoss> Evaluate();
   // Sums `count` values over the workers in place (nothing alone).
   absl::Status SumOverWorkers(int32_t bucket, int64_t step, float* values,
@@ -270,6 +277,13 @@ class TrainingSession {
   // Sharded: this step's update is made (parameters and optimizer state of
   // this rank's ranges are the next step's) but not yet all-gathered.
   bool applied_ = false;
+  // Sharded with copies: what this step's update needs is here (sums,
+  // norm) but the barrier before it has not passed.
+  struct PendingUpdate {
+    double lr = 0, norm = 0;
+    int64_t global_count = 0;
+  };
+  std::optional<PendingUpdate> pending_;
   std::unique_ptr<LrSchedule> schedule_;
   StepMeter meter_;
   BatchLoss last_eval_, last_train_;
