@@ -3,20 +3,27 @@
 #
 #   memory  a BERT-base shape (12 layers, hidden 768, vocab 30,522: 109.5 M
 #           parameters) with AdamW on the Brown corpus, --steps steps, on 2
-#           and 4 workers, shard "none" against "optimizer": each worker's
-#           peak RSS (getrusage, benchmarks/peak_rss.py) and optimizer state
-#           (result.json optimizer_state_bytes), the RSS saved per worker
-#           as a share of the unsharded optimizer state (ideal: (N-1)/N)
+#           and 4 workers, shard "none" against "optimizer" with copies
+#           (the default: each part also kept by the next worker) and
+#           without ("copies": false): each worker's peak RSS (getrusage,
+#           benchmarks/peak_rss.py) and optimizer state (result.json
+#           optimizer_state_bytes), the RSS saved per worker as a share of
+#           the unsharded optimizer state (ideal: (N-2)/N with copies,
+#           (N-1)/N without)
 #   limit   (root, cgroup v1 memory) each of 4 workers in a memory cgroup of
-#           its own, limited halfway between the two peak RSS figures: the
-#           unsharded job is killed, the sharded one trains
+#           its own, limited halfway between the peak RSS unsharded and
+#           sharded with copies: the unsharded job is killed, both sharded
+#           ones train
 #   speed   the BERT example (examples/bert_mlm_brown.json) on 2 workers
-#           for --speed-steps steps, shard "none" against "optimizer", the
-#           same timing rule as cluster_vs_ddp (step_times_rate), and
-#           whether both end on the same fingerprint
+#           for --speed-steps steps, shard "none" against "optimizer" with
+#           and without copies, taking turns for --speed-rounds rounds (each
+#           mode's best round counts: this 2-core machine's noise is about
+#           10% run to run), the same timing rule as cluster_vs_ddp
+#           (step_times_rate), and whether all end on the same fingerprint
 #
 #   bazel run //benchmarks:shard_memory [-- --steps 3 --speed-steps 60
-#       --warmup 10 --workers "2 4" --timeout 1200 --no-limit --no-speed]
+#       --speed-rounds 2 --warmup 10 --workers "2 4" --timeout 1200
+#       --no-limit --no-speed]
 set -euo pipefail
 
 readonly PY=/usr/bin/python3
@@ -27,6 +34,8 @@ usage: bazel run //benchmarks:shard_memory -- [options]
   --steps N        training steps of each memory run (default 3)
   --workers "A B"  worker counts of the memory runs (default "2 4")
   --speed-steps N  steps of each speed run (default 60)
+  --speed-rounds N rounds of the speed runs, the modes taking turns; each
+                   mode's best counts (default 2)
   --warmup N       untimed steps of each speed run (default 10)
   --timeout S      limit for each run's processes (default 1200)
   --no-limit       skip the cgroup memory limit runs
@@ -42,6 +51,7 @@ die() {
 steps=3
 worker_counts="2 4"
 speed_steps=60
+speed_rounds=2
 warmup=10
 run_timeout=1200
 limit=1
@@ -51,6 +61,7 @@ while (($# > 0)); do
     --steps) steps=${2:?}; shift 2 ;;
     --workers) worker_counts=${2:?}; shift 2 ;;
     --speed-steps) speed_steps=${2:?}; shift 2 ;;
+    --speed-rounds) speed_rounds=${2:?}; shift 2 ;;
     --warmup) warmup=${2:?}; shift 2 ;;
     --timeout) run_timeout=${2:?}; shift 2 ;;
     --no-limit) limit=0; shift ;;
@@ -59,7 +70,7 @@ while (($# > 0)); do
     *) usage >&2; die "unknown argument: $1" ;;
   esac
 done
-for v in "$steps" "$speed_steps" "$warmup" "$run_timeout"; do
+for v in "$steps" "$speed_steps" "$warmup" "$run_timeout" "$speed_rounds"; do
   [[ "$v" =~ ^[1-9][0-9]*$ ]] || die "step counts and --timeout must be positive integers"
 done
 ((speed_steps > warmup)) || die "--speed-steps must exceed --warmup"
@@ -117,17 +128,30 @@ ex["checkpoint"] = {"every_steps": 0, "keep": 1}
 json.dump(ex, open(tmp + "/example.json", "w"), indent=1)
 PY
 
-# job_variant IN OUT WORKERS SHARD
+# The modes compared: the state whole, sharded with copies (the default),
+# sharded without.
+readonly MODES="none optimizer nocopies"
+# job_variant IN OUT WORKERS MODE
 job_variant() {
   "$PY" - "$@" <<'PY'
 import json, sys
-src, dst, workers, shard = sys.argv[1:5]
+src, dst, workers, mode = sys.argv[1:5]
 job = json.load(open(src))
 job.setdefault("cluster", {})
 job["cluster"]["workers"] = int(workers)
-job["cluster"]["shard"] = shard
+job["cluster"]["shard"] = "none" if mode == "none" else "optimizer"
+if mode == "nocopies":
+    job["cluster"]["copies"] = False
 json.dump(job, open(dst, "w"), indent=1)
 PY
+}
+# The mode's name in the tables.
+mode_name() {
+  case "$1" in
+    none) echo "none" ;;
+    optimizer) echo "optimizer" ;;
+    nocopies) echo "optimizer, copies false" ;;
+  esac
 }
 
 # run_job DIR JOBFILE WORKERS [WRAPPER...]: a fresh cluster in DIR runs the
@@ -157,10 +181,10 @@ mib() { "$PY" -c 'import sys; print("%.0f" % (float(sys.argv[1]) / 1048576))' "$
 declare -A rss state
 echo "memory: BERT-base shape (109.5 M parameters), AdamW, $steps steps, 1 thread per worker"
 for w in $worker_counts; do
-  for shard in none optimizer; do
+  for shard in $MODES; do
     dir="$tmp/mem-$w-$shard"
     job_variant "$tmp/bertbase.json" "$tmp/mem-$w-$shard.json" "$w" "$shard"
-    echo "  $w workers, shard $shard ..."
+    echo "  $w workers, shard $(mode_name "$shard") ..."
     run_job "$dir" "$tmp/mem-$w-$shard.json" "$w" "$PY" "$peak_rss" "$dir/rss." ||
       { show_logs "$dir/submit.log" "$dir/worker0.log"; die "the $w-worker run (shard $shard) failed"; }
     rss[$w-$shard]=$(max_rss "$dir" "$w")
@@ -168,17 +192,18 @@ for w in $worker_counts; do
   done
 done
 echo
-printf '%-8s %-10s %18s %22s %14s %20s\n' workers shard "peak RSS/worker" "optimizer state/worker" "RSS saved" "of the state (ideal)"
+printf '%-8s %-24s %18s %22s %14s %20s\n' workers shard "peak RSS/worker" "optimizer state/worker" "RSS saved" "of the state (ideal)"
 for w in $worker_counts; do
-  for shard in none optimizer; do
+  for shard in $MODES; do
     r=${rss[$w-$shard]}
     s=$(mib "${state[$w-$shard]}")
     saved="" share=""
-    if [[ "$shard" == optimizer ]]; then
+    if [[ "$shard" != none ]]; then
+      kept=$([[ "$shard" == optimizer ]] && echo 2 || echo 1)
       saved=$("$PY" -c 'import sys; print("%.0f MiB" % (float(sys.argv[1]) - float(sys.argv[2])))' "${rss[$w-none]}" "$r")
-      share=$("$PY" -c 'import sys; a, b, s, w = map(float, sys.argv[1:5]); print("%.0f%% (%.0f%%)" % (100 * (a - b) / (s / 1048576), 100 * (w - 1) / w))' "${rss[$w-none]}" "$r" "${state[$w-none]}" "$w")
+      share=$("$PY" -c 'import sys; a, b, s, w, k = map(float, sys.argv[1:6]); print("%.0f%% (%.0f%%)" % (100 * (a - b) / (s / 1048576), 100 * max(w - k, 0) / w))' "${rss[$w-none]}" "$r" "${state[$w-none]}" "$w" "$kept")
     fi
-    printf '%-8s %-10s %14.0f MiB %18s MiB %14s %20s\n' "$w" "$shard" "$r" "$s" "$saved" "$share"
+    printf '%-8s %-24s %14.0f MiB %18s MiB %14s %20s\n' "$w" "$(mode_name "$shard")" "$r" "$s" "$saved" "$share"
   done
 done
 
@@ -205,30 +230,42 @@ if ((limit)); then
       echo $((cap * 1048576)) >"$cg/lockstep-shard-$$-$i/memory.limit_in_bytes"
     done
     echo "limit: $w workers, each in a memory cgroup limited to $cap MiB"
-    for shard in none optimizer; do
+    for shard in $MODES; do
       dir="$tmp/limit-$shard"
       outcome=trained
       run_job "$dir" "$tmp/mem-$w-$shard.json" "$w" "$tmp/in_cgroup.sh" "$dir/rss." ||
         outcome="failed: $(grep -m1 -E 'FAILED|lost' "$dir/submit.log" | cut -c1-110)"
-      printf '  shard %-10s %s\n' "$shard" "$outcome"
+      printf '  shard %-24s %s\n' "$(mode_name "$shard")" "$outcome"
     done
   fi
 fi
 
 if ((speed)); then
   echo
-  echo "speed: the BERT example on 2 workers, $speed_steps steps ($warmup untimed), 1 thread per worker"
+  echo "speed: the BERT example on 2 workers, $speed_steps steps ($warmup untimed), 1 thread per worker;"
+  echo "  the modes take turns, $speed_rounds rounds, each mode's best round counts"
   declare -A rate fp
-  for shard in none optimizer; do
-    dir="$tmp/speed-$shard"
-    job_variant "$tmp/example.json" "$tmp/speed-$shard.json" 2 "$shard"
-    run_job "$dir" "$tmp/speed-$shard.json" 2 ||
-      { show_logs "$dir/submit.log" "$dir/worker0.log"; die "the speed run (shard $shard) failed"; }
-    gb=$(json_get "$dir/storage/jobs/example/result.json" global_batch_size)
-    rate[$shard]=$(step_times_rate "$dir" "$warmup" "$gb")
-    fp[$shard]=$(json_get "$dir/storage/jobs/example/result.json" fingerprint)
-    printf '  shard %-10s %10s samples/s  fingerprint %s\n' "$shard" "$(commas "${rate[$shard]}")" "${fp[$shard]}"
+  for ((round = 1; round <= speed_rounds; round++)); do
+    for shard in $MODES; do
+      dir="$tmp/speed-$shard-$round"
+      job_variant "$tmp/example.json" "$tmp/speed-$shard.json" 2 "$shard"
+      run_job "$dir" "$tmp/speed-$shard.json" 2 ||
+        { show_logs "$dir/submit.log" "$dir/worker0.log"; die "the speed run (shard $shard) failed"; }
+      gb=$(json_get "$dir/storage/jobs/example/result.json" global_batch_size)
+      r=$(step_times_rate "$dir" "$warmup" "$gb")
+      f=$(json_get "$dir/storage/jobs/example/result.json" fingerprint)
+      printf '  round %d  shard %-24s %10s samples/s  fingerprint %s\n' "$round" "$(mode_name "$shard")" "$(commas "$r")" "$f"
+      rate[$shard]=$("$PY" -c 'import sys; print(max(float(x) for x in sys.argv[1:]))' "$r" "${rate[$shard]:-0}")
+      if [[ -n "${fp[$shard]:-}" && "${fp[$shard]}" != "$f" ]]; then
+        fp[$shard]="differs between rounds"
+      else
+        fp[$shard]=$f
+      fi
+    done
   done
-  "$PY" -c 'import sys; print("  sharded / unsharded: %.3fx" % (float(sys.argv[2]) / float(sys.argv[1])))' "${rate[none]}" "${rate[optimizer]}"
-  [[ "${fp[none]}" == "${fp[optimizer]}" ]] && echo "  the same fingerprint" || echo "  FINGERPRINTS DIFFER"
+  for shard in $MODES; do
+    printf '  shard %-24s %10s samples/s (best)\n' "$(mode_name "$shard")" "$(commas "${rate[$shard]}")"
+  done
+  "$PY" -c 'import sys; print("  sharded / unsharded: %.3fx with copies, %.3fx without" % (float(sys.argv[2]) / float(sys.argv[1]), float(sys.argv[3]) / float(sys.argv[1])))' "${rate[none]}" "${rate[optimizer]}" "${rate[nocopies]}"
+  [[ "${fp[none]}" == "${fp[optimizer]}" && "${fp[none]}" == "${fp[nocopies]}" ]] && echo "  the same fingerprint" || echo "  FINGERPRINTS DIFFER"
 fi

@@ -6,9 +6,10 @@
 #include "core/train/training_session.h"
 
 #include <algorithm>
-#include <cmath>
-#include <fstream>
 #include <atomic>
+#include <cmath>
+#include <cstring>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -18,6 +19,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "core/checkpoint/tensor_parts.h"
 #include "core/collective/in_process_transport.h"
 #include "gtest/gtest.h"
 
@@ -133,14 +135,59 @@ struct RankRun {
   int leaving = 0;
   int64_t step = 0;
   absl::Status barrier = absl::UnknownError("not run");
+  // After a failed run: what the rank keeps in memory (CopyState).
+  absl::StatusOr<std::vector<LoadedCheckpoint>> kept =
+      absl::UnknownError("not run");
+};
+
+// Rank `base`'s transport, "killed" at its first message of `bucket` at
+// global step `step`: that call fails and the whole ring is aborted, as a
+// kill -9 breaks every stream (what the others had received stays).
+class KillAt : public Transport {
+ public:
+  KillAt(Transport& base, InProcessRing& ring, int64_t step, int32_t bucket)
+      : base_(base), ring_(ring), step_(step), bucket_(bucket) {}
+  int rank() const override { return base_.rank(); }
+  int world_size() const override { return base_.world_size(); }
+  absl::Status SendToNext(const CollectiveTag& tag, const void* data,
+                          int64_t count, WireType type,
+                          const SendTracker& sends) override {
+    if (Hit(tag)) return Kill();
+    return base_.SendToNext(tag, data, count, type, sends);
+  }
+  absl::Status RecvFromPrev(const CollectiveTag& tag, absl::Time deadline,
+                            float* dst, int64_t count, WireType type,
+                            RecvOp op) override {
+    if (Hit(tag)) return Kill();
+    return base_.RecvFromPrev(tag, deadline, dst, count, type, op);
+  }
+  void Abort(const absl::Status& reason) override { base_.Abort(reason); }
+
+ private:
+  bool Hit(const CollectiveTag& tag) const {
+    return tag.step == step_ && tag.bucket == bucket_;
+  }
+  absl::Status Kill() {
+    const absl::Status killed =
+        absl::UnavailableError(absl::StrFormat("rank %d killed", base_.rank()));
+    ring_.AbortAll(killed);
+    return killed;
+  }
+  Transport& base_;
+  InProcessRing& ring_;
+  const int64_t step_;
+  const int32_t bucket_;
 };
 
 // Runs `world` ranks of `spec`, one replica each, as threads over an
-// in-process ring; `prepare` sets each rank's host up.
+// in-process ring; `prepare` sets each rank's host up; `wrap` may put a
+// transport of its own around a rank's.
+using WrapTransport = std::function<std::unique_ptr<Transport>(
+    int rank, Transport& base, InProcessRing& ring)>;
 std::vector<std::unique_ptr<RankRun>> RunRanks(
     const JobSpec& spec, int world,
     const std::function<void(int, MemoryHost&)>& prepare = nullptr,
-    int64_t end_step = -1) {
+    int64_t end_step = -1, const WrapTransport& wrap = nullptr) {
   std::unique_ptr<InProcessRing> ring = InProcessRing::Create(world);
   std::vector<std::unique_ptr<RankRun>> runs;
   for (int r = 0; r < world; ++r) runs.push_back(std::make_unique<RankRun>());
@@ -157,7 +204,9 @@ std::vector<std::unique_ptr<RankRun>> RunRanks(
       c.end_step = end_step;
       c.report_fingerprints = true;
       c.fingerprint_every_steps = 5;
-      c.peers.transport = &ring->endpoint(r);
+      std::unique_ptr<Transport> wrapped =
+          wrap ? wrap(r, ring->endpoint(r), *ring) : nullptr;
+      c.peers.transport = wrapped ? wrapped.get() : &ring->endpoint(r);
       c.peers.generation = 1;
       c.peers.ring.timeout = absl::Seconds(30);
       c.peers.gradient_ring = c.peers.ring;
@@ -169,7 +218,10 @@ std::vector<std::unique_ptr<RankRun>> RunRanks(
         return;
       }
       run.outcome = (*session)->Run();
-      if (!run.outcome.ok()) ring->AbortAll(run.outcome.status());
+      if (!run.outcome.ok()) {
+        ring->AbortAll(run.outcome.status());
+        run.kept = (*session)->CopyState();
+      }
       run.leaving = (*session)->leaving();
       run.step = (*session)->step();
       if (run.outcome.ok() &&
@@ -540,6 +592,116 @@ TEST(TrainingSessionTest, AnEmptyTestSetIsNamed) {
                 "/test-labels) is empty: there would be nothing to evaluate"),
             std::string::npos)
       << message;
+}
+
+namespace kept_parts {
+
+// The whole state from the parts survivors kept at `step`: each old rank's
+// part from itself when it survived, else from the next rank.
+LoadedCheckpoint Assemble(const std::map<int, const LoadedCheckpoint*>& kept,
+                          int world) {
+  TensorParts model, optimizer;
+  LoadedCheckpoint out;
+  for (int k = 0; k < world; ++k) {
+    const int holder = kept.count(k) ? k : (k + 1) % world;
+    const LoadedCheckpoint& c = *kept.at(holder);
+    out.state = c.state;
+    for (int kind = 0; kind < 2; ++kind) {
+      for (const TensorPart& p :
+           kind == 0 ? c.model_parts : c.optimizer_parts) {
+        if (p.owner != k) continue;
+        EXPECT_TRUE((kind == 0 ? model : optimizer)
+                        .Add("kept", p.name, p.shape, p.offset, p.data.data(),
+                             p.data.size())
+                        .ok());
+      }
+    }
+  }
+  EXPECT_TRUE(model.CheckCoverage("kept", "parameter").ok());
+  EXPECT_TRUE(optimizer.CheckCoverage("kept", "optimizer state").ok());
+  for (auto& [name, t] : model.tensors()) out.model.emplace_back(name, t);
+  for (auto& [name, t] : optimizer.tensors()) {
+    out.optimizer.emplace_back(name, t);
+  }
+  return out;
+}
+
+bool SameTensors(const std::vector<std::pair<std::string, Tensor>>& a,
+                 const std::vector<std::pair<std::string, Tensor>>& b) {
+  std::map<std::string, const Tensor*> by_name;
+  for (const auto& [name, t] : b) by_name[name] = &t;
+  if (a.size() != b.size()) return false;
+  for (const auto& [name, t] : a) {
+    auto it = by_name.find(name);
+    if (it == by_name.end() || it->second->shape() != t.shape() ||
+        std::memcmp(it->second->data(), t.data(), sizeof(float) * t.size()) !=
+            0) {
+      ADD_FAILURE() << "tensor " << name << " differs";
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace kept_parts
+
+// Sharded optimizer state with copies, 3 ranks: rank 2 is "killed" at a
+// chosen point of step 6 (global step index; 6 steps done). The parts
+// ranks 0 and 1 keep (rank 2's own part is rank 0's copy) make, bit for
+// bit, the state an unsharded run of the 3 ranks checkpoints at the step
+// they share: killed in the reduce-scatter, step 6; at the barrier before
+// the update, 6 and 7 on both (the update made on the copy); in the
+// parameters' all-gather, 7 (the update made, not gathered; a survivor
+// that rank 2's barrier value had not reached yet keeps 6 and 7).
+TEST(TrainingSessionTest, KeptPartsOfShardedCopiesAreTheUnshardedState) {
+  JobSpec spec = Job(3);
+  spec.optimizer.global_clipnorm = 0.05;  // the norm's sum and its clip
+  spec.checkpoint.every_steps = 1;
+  const auto whole_run = RunRanks(spec, 3);
+  ASSERT_TRUE(whole_run[0]->outcome.ok()) << whole_run[0]->outcome.status();
+  const MemoryHost& local = whole_run[0]->host;
+  spec.cluster.shard = ShardMode::kOptimizer;
+  spec.checkpoint.every_steps = 1000;  // none before the kill
+  ASSERT_TRUE(spec.cluster.copies);
+  struct Case {
+    int32_t bucket;
+    std::vector<int64_t> steps;  // what each survivor keeps
+  };
+  for (const Case& c : std::vector<Case>{{0, {6}},
+                                         {kUpdateBarrierBucket, {6, 7}},
+                                         {kParamGatherBucket, {6, 7}}}) {
+    SCOPED_TRACE(BucketName(c.bucket));
+    const auto ranks =
+        RunRanks(spec, 3, nullptr, -1,
+                 [&](int r, Transport& base,
+                     InProcessRing& ring) -> std::unique_ptr<Transport> {
+                   if (r != 2) return nullptr;
+                   return std::make_unique<KillAt>(base, ring, 6, c.bucket);
+                 });
+    std::map<int64_t, std::map<int, const LoadedCheckpoint*>> by_step;
+    for (int r = 0; r < 2; ++r) {
+      ASSERT_FALSE(ranks[r]->outcome.ok());
+      ASSERT_TRUE(ranks[r]->kept.ok()) << ranks[r]->kept.status();
+      for (const LoadedCheckpoint& k : *ranks[r]->kept) {
+        by_step[k.state.step][r] = &k;
+      }
+    }
+    // The step every survivor keeps: the later one once the update was
+    // due.
+    const int64_t want = c.steps.back();
+    ASSERT_EQ(by_step[want].size(), 2u) << "step " << want;
+    for (const auto& [step, kept] : by_step) {
+      EXPECT_TRUE(std::find(c.steps.begin(), c.steps.end(), step) !=
+                  c.steps.end())
+          << "kept step " << step;
+    }
+    const LoadedCheckpoint whole = kept_parts::Assemble(by_step[want], 3);
+    const LoadedCheckpoint& ref = local.checkpoints.at(want);
+    EXPECT_EQ(whole.state.step, want);
+    EXPECT_EQ(whole.state.optimizer_iterations, ref.state.optimizer_iterations);
+    EXPECT_TRUE(kept_parts::SameTensors(whole.model, ref.model));
+    EXPECT_TRUE(kept_parts::SameTensors(whole.optimizer, ref.optimizer));
+  }
 }
 
 }  // namespace
