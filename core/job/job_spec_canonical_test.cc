@@ -49,12 +49,10 @@ TEST(JobSpecTest, RoundTrip) {
         j["seed"] = 18446744073709551615ull;
       },
       [](Json& j) {
-        j["cluster"] = {{"collective", "ring"},
-                        {"ring_chunk_kib", 64},
-                        {"ring_streams", 3},
-                        {"compression", "bf16"},
-                        {"ring_checksum", true},
-                        {"shard", "optimizer"}};
+        j["cluster"] = {{"collective", "ring"},  {"ring_chunk_kib", 64},
+                        {"ring_streams", 3},     {"compression", "bf16"},
+                        {"ring_checksum", true}, {"shard", "optimizer"},
+                        {"copies", false}};
       },
       [](Json& j) {
         j["model"]["layers"][0]["trainable"] = false;
@@ -72,6 +70,7 @@ TEST(JobSpecTest, RoundTrip) {
         EXPECT_EQ(s.cluster.ring_streams, 3);
         EXPECT_TRUE(s.cluster.ring_checksum);
         EXPECT_EQ(s.cluster.shard, ShardMode::kOptimizer);
+        EXPECT_FALSE(s.cluster.copies);
       }
       if (v == 4) {
         EXPECT_FALSE(s.model.layers[0].trainable);

@@ -295,6 +295,12 @@ INSTANTIATE_TEST_SUITE_P(
                 "cluster.shard: \"gradients\" (ZeRO-2) is not built: a "
                 "worker's gradients stay whole; \"optimizer\" shards the "
                 "optimizer state"},
+        BadCase{"CopiesNotABoolean",
+                [](Json& j) {
+                  j["cluster"]["shard"] = "optimizer";
+                  j["cluster"]["copies"] = "no";
+                },
+                "cluster.copies: must be true or false, got \"no\""},
         BadCase{"ShardWithNccl",
                 [](Json& j) {
                   j["cluster"]["collective"] = "nccl";
