@@ -283,6 +283,12 @@ class Coordinator {
   void EndJob(Job& job, lockstep::v1::JobState state,
               const std::string& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool TryStart(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Where the generation TryStart starts on `idle` (the next ranks in
+  // order) begins: job.start_step and memory_* from the latest checkpoint
+  // or, `recovering`, from what the survivors kept in memory (whole, or
+  // parts planned by PlanKeptParts). Returns the latest checkpoint's step.
+  int64_t ChooseStart(Job& job, const std::vector<Worker*>& idle,
+                      bool recovering) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // How many of `available` qualifying idle workers `job` starts with now
   // (0: it waits): its cluster.workers, or for an elastic job at least
   // its min once the start or rejoin grace is over (sets quorum_since).
