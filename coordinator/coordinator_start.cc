@@ -300,10 +300,13 @@ bool Coordinator::TryStart(Job& job) {
     // From memory only the step the failure broke (never completed
     // anywhere) is done again.
     const std::string recomputed =
-        job.memory_step > 0 ? absl::StrFormat(
-                                  "only step %d, which the failure broke, is "
-                                  "done again",
-                                  job.memory_step + 1)
+        job.memory_step > 0 && job.status.total_steps() > 0 &&
+                job.memory_step >= job.status.total_steps()
+            ? std::string("nothing is done again: the state of the last step")
+        : job.memory_step > 0 ? absl::StrFormat(
+                                    "only step %d, which the failure broke, is "
+                                    "done again",
+                                    job.memory_step + 1)
         : lost > 0 ? absl::StrFormat("steps %d..%d are recomputed",
                                      job.start_step, job.step_at_failure)
                    : std::string("no step is recomputed");

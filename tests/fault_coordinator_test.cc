@@ -171,14 +171,18 @@ TEST_F(FaultTest, OutOfFileSpaceForEveryCheckpointFailsTheJobNotItsPointer) {
       r.out,
       std::regex(R"(checkpoint step 250 not committed: .*File too large)")))
       << r.out;
-  // No worker is blamed (none is excluded): each restart starts from
-  // rank 0's memory of step 250.
+  // No worker is blamed (none is excluded): each restart starts from the
+  // memory of step 250 of the rank whose commit failed.
   EXPECT_TRUE(std::regex_search(
       r.out, std::regex(R"(job ft FAILED: the final checkpoint \(step 250\) )"
                         R"(was not committed: .*no restart left)")))
       << r.out;
-  EXPECT_NE(r.out.find("RUNNING generation 4 from step 250 (rank 0's memory"),
-            std::string::npos)
+  EXPECT_TRUE(std::regex_search(
+      r.out,
+      std::regex(R"(RUNNING generation 4 from step 250 \(rank \d's )"
+                 R"(memory; the latest checkpoint is step 0\) \(restart )"
+                 R"(3 of 3, [0-9.]+ s after the failure; nothing is )"
+                 R"(done again: the state of the last step\))")))
       << r.out;
   EXPECT_EQ(r.out.find("excluded"), std::string::npos) << r.out;
   // No half-written checkpoint is left or pointed to, and no result.
