@@ -1,4 +1,5 @@
-// The chief's state machine (see coordinator.h).
+// The chief's state machine (see coordinator.h): submissions, the job
+// queries, a job's end; its members are in coordinator_members.cc.
 #include "coordinator/coordinator.h"
 
 #include <algorithm>
@@ -197,6 +198,14 @@ absl::StatusOr<JobStatus> Coordinator::Submit(const std::string& job_json,
                                        ref.spec.global_batch_size())
                      : "",
                  how));
+  if (c.shard != ShardMode::kNone && c.copies &&
+      (c.workers == 2 || c.min_workers == 2)) {
+    Event(ref,
+          "note: cluster.copies: on 2 workers each keeps its part of the "
+          "optimizer state and the other's, the whole state, so sharding "
+          "saves no memory there (\"copies\": false keeps 1/2 on each; a "
+          "lost worker then means the latest checkpoint)");
+  }
   TryStart(ref);  // the events journal both transitions
   return Snapshot(ref);
 }
@@ -271,123 +280,6 @@ absl::StatusOr<JobStatus> Coordinator::WaitForChange(
     }
     changed_.WaitWithDeadline(&mu_, deadline);
   }
-}
-
-absl::StatusOr<lockstep::v1::RegisterResponse> Coordinator::Register(
-    const lockstep::v1::RegisterRequest& req, const std::string& peer) {
-  if (req.protocol_version() != kProtocolVersion) {
-    Log(absl::StrFormat("refused worker %s pid %d (%s): protocol version %d",
-                        req.host(), req.pid(), peer, req.protocol_version()));
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "protocol version %d is not this coordinator's (%d): run the same "
-        "lockstep release (%s) on workers and coordinator",
-        req.protocol_version(), kProtocolVersion, req.version()));
-  }
-  if (req.replicas() < 1 || req.collective_address().empty()) {
-    return absl::InvalidArgumentError(
-        "a worker must offer >= 1 replica and a collective address");
-  }
-  absl::MutexLock lock(&mu_);
-  Worker w;
-  w.info = req;
-  w.name = req.name().empty() ? req.collective_address() : req.name();
-  w.order = next_worker_++;
-  w.id = absl::StrFormat("w%d", w.order);
-  w.last_heartbeat = Now();
-  if (req.held_step() > 0) {
-    // Dropped while it trained on (the coordinator was cut off from it,
-    // say): what it kept may start the job's next generation.
-    w.held_job = req.held_job();
-    w.held_generation = req.held_generation();
-    w.held_step = req.held_step();
-    w.held_fingerprint = req.held_fingerprint();
-    w.held_rank = req.held_world() > 0 ? req.held_rank() : -1;
-    w.held_world = req.held_world();
-    w.held_next_step = req.held_next_step();
-  }
-  // One identity, one member: a process registering under a name that is
-  // already a member replaces it (the old process restarted or re-joined),
-  // so a job never holds the same worker twice.
-  for (auto& [id, old] : workers_) {
-    if (old.lost || old.name != w.name) continue;
-    const bool same_process =
-        old.info.pid() == req.pid() && old.info.host() == req.host();
-    if (!same_process) {
-      old.replaced_by = absl::StrFormat("%s (pid %d)", w.id, req.pid());
-    }
-    MarkLost(old, same_process
-                      ? std::string("it registered again")
-                      : absl::StrFormat("replaced by a new registration of "
-                                        "\"%s\" (pid %d)",
-                                        w.name, req.pid()));
-  }
-  Log(absl::StrFormat(
-      "worker %s registered as \"%s\": %d replicas, "
-      "collective %s",
-      Describe(w), w.name, req.replicas(), req.collective_address()));
-  lockstep::v1::RegisterResponse resp;
-  resp.set_worker_id(w.id);
-  resp.set_heartbeat_interval_seconds(options_.heartbeat_interval_seconds);
-  workers_[w.id] = std::move(w);
-  TryStartAll();
-  Persist();
-  return resp;
-}
-
-absl::StatusOr<lockstep::v1::HeartbeatResponse> Coordinator::Heartbeat(
-    const lockstep::v1::HeartbeatRequest& req) {
-  absl::MutexLock lock(&mu_);
-  auto it = workers_.find(req.worker_id());
-  if (it != workers_.end() && !it->second.replaced_by.empty()) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "worker id \"%s\" was replaced by %s, a newer registration of the "
-        "name \"%s\"; two processes must not share a --name",
-        req.worker_id(), it->second.replaced_by, it->second.name));
-  }
-  if (it == workers_.end() || it->second.lost) {
-    return absl::NotFoundError(absl::StrFormat(
-        "worker id \"%s\" is not registered here", req.worker_id()));
-  }
-  Worker& w = it->second;
-  w.last_heartbeat = Now();
-  w.wait = req.wait();
-  w.wait_at = w.last_heartbeat;
-  w.timing = req.timing();
-  lockstep::v1::HeartbeatResponse resp;
-  Job* job = w.job.empty() ? nullptr : FindJob(w.job);
-  const bool running =
-      job != nullptr && job->status.state() == lockstep::v1::RUNNING;
-  if (!req.job().empty()) {
-    // The worker runs something: stop it unless it is its current part.
-    if (!running || req.job() != w.job ||
-        req.generation() != job->status.generation()) {
-      resp.set_command(lockstep::v1::HeartbeatResponse::STOP);
-      resp.mutable_assignment()->set_job(req.job());
-      Job* its = FindJob(req.job());
-      resp.set_reason(its != nullptr && !its->status.message().empty()
-                          ? its->status.message()
-                          : "the job is no longer assigned to this worker");
-    } else if (job->regroup_generation == req.generation()) {
-      resp.set_regroup(true);  // workers join: end after the next step
-    }
-    return resp;
-  }
-  // A rank that already reported its end of this generation (a failure
-  // whose blame is still being traced) is not started again: its report,
-  // and what it kept in memory, stand.
-  const bool reported = running && w.reported_job == job->name &&
-                        w.reported_generation == job->status.generation();
-  if (running && !job->finished.count(w.rank) && !reported) {
-    resp.set_command(lockstep::v1::HeartbeatResponse::RUN);
-    *resp.mutable_assignment() = AssignmentFor(*job, w.rank);
-  } else if (job == nullptr || IsTerminal(job->status.state()) ||
-             job->finished.count(w.rank)) {
-    if (job != nullptr && IsTerminal(job->status.state())) {
-      w.job.clear();  // idle again
-      w.rank = -1;
-    }
-  }
-  return resp;
 }
 
 void Coordinator::EndJob(Job& job, JobState state, const std::string& message) {

@@ -36,8 +36,10 @@ class ShardTest : public ClusterTest {
     if (resume) args.push_back("--resume");
     RunResult r = Client(args, 300);
     EXPECT_EQ(r.exit.exit_code, 0) << r.out << r.err;
+    last_out_ = r.out;
     return Result(storage_, name);
   }
+  std::string last_out_;  // the last Run's `submit --wait` output
   // The bytes of a committed checkpoint's file.
   std::string CheckpointFile(const std::string& job, int64_t step,
                              const std::string& file) {
@@ -140,6 +142,12 @@ TEST_F(ShardTest, ShardedRunsEndOnTheUnshardedBytes) {
       steps[sharded] = res.value("steps", 0);
       state_bytes[sharded] = res.value("optimizer_state_bytes", 0.0);
       EXPECT_EQ(res.value("shard", ""), sharded ? "optimizer" : "none") << name;
+      // Copies on 2 workers keep the whole state: the job says so.
+      EXPECT_EQ(last_out_.find("note: cluster.copies: on 2 workers") !=
+                    std::string::npos,
+                sharded && c.copies && c.workers == 2)
+          << name << "\n"
+          << last_out_;
       if (sharded) EXPECT_EQ(res.value("copies", !c.copies), c.copies) << name;
     }
     const std::string what = c.model + " on " + std::to_string(c.workers) +
