@@ -15,8 +15,8 @@ namespace lockstep {
 namespace cuda {
 
 // Clipping by the global norm (Keras' global_clipnorm, as
-// core/train/optimizer.cc's ClipGradients): with sum_squares set (a device
-// pointer to the sum of squares of every gradient the optimizer updates,
+// core/train/optimizer.cc's GlobalNorm and Update): with sum_squares set (a
+// device pointer to the sum of squares of every gradient the optimizer updates,
 // SumSquaresPartials then SumPartials below), each update first scales its
 // gradient by float(clipnorm / norm) when norm = sqrt(*sum_squares) >
 // clipnorm. The norm is read on the device: no wait for the host.
