@@ -90,24 +90,10 @@ absl::StatusOr<CommitInfo> CheckpointAssembler::Add(
           what, m.tensor().name()));
     }
     if (part) {
-      Shape shape(m.tensor().whole_shape().begin(),
-                  m.tensor().whole_shape().end());
-      const int64_t offset = m.tensor().offset();
-      int64_t elements = 1;  // bounded as it grows: a peer's numbers
-      for (int64_t d : shape) {
-        if (d < 0 || (d > 0 && elements > (int64_t{1} << 40) / d)) {
-          return absl::InvalidArgumentError(
-              absl::StrFormat("%s: tensor %s: bad shape %s", what,
-                              m.tensor().name(), ShapeToString(shape)));
-        }
-        elements *= d;
-      }
-      if (offset < 0 || offset > elements || t->size() > elements - offset) {
-        return absl::InvalidArgumentError(
-            absl::StrFormat("%s: tensor %s: part [%d, %d) outside its shape %s",
-                            what, m.tensor().name(), offset, offset + t->size(),
-                            ShapeToString(shape)));
-      }
+      RETURN_IF_ERROR(TensorParts::Check(what, m.tensor().name(),
+                                         Shape(m.tensor().whole_shape().begin(),
+                                               m.tensor().whole_shape().end()),
+                                         m.tensor().offset(), t->size()));
     } else if (p.sharded && m.tensor().optimizer()) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "%s: optimizer tensor %s is whole, but the state is sharded (parts "

@@ -198,6 +198,18 @@ class Coordinator {
     int held_rank = -1;
     int held_world = 0;
     int64_t held_next_step = 0;  // and this step too (0: none)
+    // The held_* fields from a FinishRequest or a RegisterRequest (the
+    // same fields), of `job`'s generation `generation`.
+    template <typename Request>
+    void Hold(const std::string& job, int64_t generation, const Request& req) {
+      held_job = req.held_step() > 0 ? job : "";
+      held_generation = generation;
+      held_step = req.held_step();
+      held_fingerprint = req.held_fingerprint();
+      held_rank = req.held_world() > 0 ? req.held_rank() : -1;
+      held_world = req.held_world();
+      held_next_step = req.held_next_step();
+    }
     // The job and generation of its last Finish report.
     std::string reported_job;
     int64_t reported_generation = 0;

@@ -88,13 +88,7 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
       Worker& w = reporter->second;
       w.reported_job = job->name;
       w.reported_generation = req.generation();
-      w.held_job = req.held_step() > 0 ? job->name : "";
-      w.held_generation = req.generation();
-      w.held_step = req.held_step();
-      w.held_fingerprint = req.held_fingerprint();
-      w.held_rank = req.held_world() > 0 ? req.held_rank() : -1;
-      w.held_world = req.held_world();
-      w.held_next_step = req.held_next_step();
+      w.Hold(job->name, req.generation(), req);
     }
   }
   if (IsTerminal(job->status.state()) ||

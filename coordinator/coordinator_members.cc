@@ -35,13 +35,7 @@ absl::StatusOr<lockstep::v1::RegisterResponse> Coordinator::Register(
   if (req.held_step() > 0) {
     // Dropped while it trained on (the coordinator was cut off from it,
     // say): what it kept may start the job's next generation.
-    w.held_job = req.held_job();
-    w.held_generation = req.held_generation();
-    w.held_step = req.held_step();
-    w.held_fingerprint = req.held_fingerprint();
-    w.held_rank = req.held_world() > 0 ? req.held_rank() : -1;
-    w.held_world = req.held_world();
-    w.held_next_step = req.held_next_step();
+    w.Hold(req.held_job(), req.held_generation(), req);
   }
   // One identity, one member: a process registering under a name that is
   // already a member replaces it (the old process restarted or re-joined),

@@ -7,9 +7,9 @@
 
 namespace lockstep {
 
-absl::Status TensorParts::Add(const std::string& what, const std::string& name,
-                              const Shape& shape, int64_t offset,
-                              const float* data, int64_t n) {
+absl::Status TensorParts::Check(const std::string& what,
+                                const std::string& name, const Shape& shape,
+                                int64_t offset, int64_t n) {
   int64_t elements = 1;  // bounded as it grows: a peer's numbers
   for (int64_t d : shape) {
     if (d < 0 || (d > 0 && elements > (int64_t{1} << 40) / d)) {
@@ -23,6 +23,13 @@ absl::Status TensorParts::Add(const std::string& what, const std::string& name,
         absl::StrFormat("%s: tensor %s: part [%d, %d) outside its shape %s",
                         what, name, offset, offset + n, ShapeToString(shape)));
   }
+  return absl::OkStatus();
+}
+
+absl::Status TensorParts::Add(const std::string& what, const std::string& name,
+                              const Shape& shape, int64_t offset,
+                              const float* data, int64_t n) {
+  if (absl::Status s = Check(what, name, shape, offset, n); !s.ok()) return s;
   auto it = tensors_.find(name);
   if (it == tensors_.end()) {
     it = tensors_.emplace(name, Tensor(shape)).first;

@@ -27,6 +27,11 @@ class TensorParts {
   absl::Status Add(const std::string& what, const std::string& name,
                    const Shape& shape, int64_t offset, const float* data,
                    int64_t n);
+  // Add's checks of the shape and the part's bounds alone (nothing is
+  // allocated): for a caller that verifies everything before keeping
+  // anything.
+  static absl::Status Check(const std::string& what, const std::string& name,
+                            const Shape& shape, int64_t offset, int64_t n);
   // OK when every tensor's parts cover it exactly once; else
   // InvalidArgument "WHAT: the parts of KIND NAME overlap|leave a gap at
   // element E" or "... end at element E of N" for the first that does not.
