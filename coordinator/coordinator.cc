@@ -174,8 +174,9 @@ absl::StatusOr<JobStatus> Coordinator::Submit(const std::string& job_json,
   job->status.set_eta_seconds(-1);
   job->status.set_max_restarts(
       static_cast<int32_t>(job->spec.restart.max_restarts));
-  job->status.set_shard(
-      job->spec.cluster.shard == ShardMode::kOptimizer ? "optimizer" : "");
+  job->status.set_shard(job->spec.cluster.shard == ShardMode::kNone
+                            ? ""
+                            : ShardModeName(job->spec.cluster.shard));
   job->status.set_shard_copies(job->spec.cluster.shard != ShardMode::kNone &&
                                job->spec.cluster.copies);
   RETURN_IF_ERROR(OpenJobFiles(*job));

@@ -229,8 +229,8 @@ void Coordinator::CompleteIfDone(Job& job) {
     skipped.insert(f.skipped_samples().begin(), f.skipped_samples().end());
   }
   result.skipped_samples = static_cast<int64_t>(skipped.size());
-  result.sharded = job.spec.cluster.shard == ShardMode::kOptimizer;
-  result.copies = result.sharded && job.spec.cluster.copies;
+  result.shard = job.spec.cluster.shard;
+  result.copies = result.shard != ShardMode::kNone && job.spec.cluster.copies;
   for (const auto& [rank, f] : job.finished) {
     result.optimizer_state_bytes =
         std::max(result.optimizer_state_bytes, f.optimizer_state_bytes());

@@ -44,6 +44,14 @@ class Tensor {
   std::vector<float> data_;
 };
 
+// Hands the whole memory pages inside [begin, begin + count) back to the
+// kernel (madvise MADV_DONTNEED on private anonymous memory, which a
+// Tensor's storage is): they stop counting in the process's resident
+// memory and read as zeros until written again. The partial pages at either
+// end are left alone. Returns the bytes handed back (cluster.shard
+// "gradients": a worker's gradients outside its part, between steps).
+int64_t ReleasePages(float* begin, int64_t count);
+
 // How a training step changes a parameter.
 enum class ParamUpdate {
   // The optimizer, from the gradient backward accumulates.

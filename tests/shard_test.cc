@@ -1,4 +1,6 @@
-// Sharded optimizer state (cluster.shard "optimizer", ZeRO-1) on a real
+// Sharded optimizer state (cluster.shard "optimizer", ZeRO-1, and
+// "gradients", ZeRO-2: between steps a worker keeps only its part of the
+// gradients too) on a real
 // local cluster (`lockstep coordinator` and three `lockstep worker`
 // processes on 127.0.0.1): a sharded run of the MLP, CNN (batch norm) and
 // BERT jobs on 2 and 3 workers ends on the fingerprint of the unsharded run
@@ -9,6 +11,7 @@
 // the ranks' parts); a checkpoint written
 // sharded resumes unsharded on another world size and the other way round,
 // to the same bytes.
+#include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
@@ -113,27 +116,50 @@ TEST_F(ShardTest, ShardedRunsEndOnTheUnshardedBytes) {
     int workers;
     bool bf16 = false;  // cluster.compression: the owners keep rounded sums
     bool copies = true;  // cluster.copies (each part also on the next rank)
+    // cluster.shard: "gradients" (ZeRO-2) also hands back the pages of the
+    // gradients outside a worker's part between steps.
+    std::string shard = "optimizer";
   };
-  for (const Case& c : std::vector<Case>{{"mlp", 2},
-                                         {"cnn", 2},
-                                         {"bert", 2},
-                                         {"mlp", 3},
-                                         {"bert", 3},
-                                         {"mlp", 3, true},
-                                         {"mlp", 3, false, false}}) {
+  // The unsharded run of each model, world and wire, run once.
+  struct Whole {
+    std::string name, fingerprint;
+    int64_t steps = 0;
+    double state_bytes = 0;
+  };
+  std::map<std::string, Whole> wholes;
+  for (const Case& c :
+       std::vector<Case>{{"mlp", 2},
+                         {"cnn", 2},
+                         {"bert", 2},
+                         {"mlp", 3},
+                         {"bert", 3},
+                         {"mlp", 3, true},
+                         {"mlp", 3, false, false},
+                         {"cnn", 2, false, true, "gradients"},
+                         {"bert", 3, false, true, "gradients"},
+                         {"mlp", 3, true, false, "gradients"}}) {
     std::string fingerprint[2];
     int64_t steps[2] = {0, 0};
     double state_bytes[2] = {0, 0};
+    const std::string base =
+        c.model + std::to_string(c.workers) + (c.bf16 ? "bf16" : "");
+    const std::string variant =
+        (c.copies ? "" : "nocopies") +
+        (c.shard == "optimizer" ? std::string() : c.shard);
     for (int sharded = 0; sharded < 2; ++sharded) {
+      if (!sharded && wholes.count(base) > 0) {
+        fingerprint[0] = wholes[base].fingerprint;
+        steps[0] = wholes[base].steps;
+        state_bytes[0] = wholes[base].state_bytes;
+        continue;
+      }
       nlohmann::json job = Models(text, c.model);
-      const std::string name =
-          c.model + std::to_string(c.workers) + (c.bf16 ? "bf16" : "") +
-          (c.copies ? "" : "nocopies") + (sharded ? "sharded" : "whole");
+      const std::string name = base + (sharded ? variant + "sharded" : "whole");
       job["name"] = name;
       job["cluster"]["workers"] = c.workers;
       if (c.bf16) job["cluster"]["compression"] = "bf16";
       if (sharded) {
-        job["cluster"]["shard"] = "optimizer";
+        job["cluster"]["shard"] = c.shard;
         if (!c.copies) job["cluster"]["copies"] = false;
       }
       const nlohmann::json res = Run(job);
@@ -141,18 +167,24 @@ TEST_F(ShardTest, ShardedRunsEndOnTheUnshardedBytes) {
       fingerprint[sharded] = res.value("fingerprint", "");
       steps[sharded] = res.value("steps", 0);
       state_bytes[sharded] = res.value("optimizer_state_bytes", 0.0);
-      EXPECT_EQ(res.value("shard", ""), sharded ? "optimizer" : "none") << name;
+      if (!sharded) {
+        wholes[base] = {name, fingerprint[0], steps[0], state_bytes[0]};
+      }
+      EXPECT_EQ(res.value("shard", ""), sharded ? c.shard : "none") << name;
       // Copies on 2 workers keep the whole state: the job says so.
       EXPECT_EQ(last_out_.find("note: cluster.copies: on 2 workers") !=
                     std::string::npos,
                 sharded && c.copies && c.workers == 2)
           << name << "\n"
           << last_out_;
-      if (sharded) EXPECT_EQ(res.value("copies", !c.copies), c.copies) << name;
+      if (sharded) {
+        EXPECT_EQ(res.value("copies", !c.copies), c.copies) << name;
+      }
     }
     const std::string what = c.model + " on " + std::to_string(c.workers) +
                              (c.bf16 ? " (bf16 on the wire)" : "") +
-                             (c.copies ? "" : " (no copies)");
+                             (c.copies ? "" : " (no copies)") + " shard " +
+                             c.shard;
     EXPECT_EQ(fingerprint[1], fingerprint[0]) << what;
     // A worker keeps 1/N of the state, 2/N with copies (ring segments
     // differ by at most one element per bucket).
@@ -162,13 +194,11 @@ TEST_F(ShardTest, ShardedRunsEndOnTheUnshardedBytes) {
         << what;
     EXPECT_EQ(fingerprint[0].size(), 32u) << what;
     ASSERT_EQ(steps[0], steps[1]);
-    const std::string base = c.model + std::to_string(c.workers) +
-                             (c.bf16 ? "bf16" : "") +
-                             (c.copies ? "" : "nocopies");
     for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
       const std::string whole = CheckpointFile(base + "whole", steps[0], file);
       EXPECT_GT(whole.size(), 1000u) << what << " " << file;
-      EXPECT_TRUE(whole == CheckpointFile(base + "sharded", steps[0], file))
+      EXPECT_TRUE(whole ==
+                  CheckpointFile(base + variant + "sharded", steps[0], file))
           << what << ": " << file << " differs";
     }
   }
@@ -187,7 +217,9 @@ TEST_F(ShardTest, CheckpointsMoveBetweenShardedAndWholeAndWorldSizes) {
                     "global_clipnorm": 0.5},
       "cluster": {"workers": 3, "replicas_per_worker": 2}})"));
     job["name"] = first_sharded ? "fromsharded" : "fromwhole";
-    if (first_sharded) job["cluster"]["shard"] = "optimizer";
+    // ZeRO-2 with 2 replicas a worker: the other replica's gradients are
+    // handed back too once summed.
+    if (first_sharded) job["cluster"]["shard"] = "gradients";
     nlohmann::json res = Run(job);
     ASSERT_EQ(res.value("steps", 0), 11) << res.dump();  // ceil(1000 / 96)
     job["epochs"] = 2;

@@ -152,9 +152,13 @@ absl::Status JobRunner::Start() {
   }
   if (session_->sharded()) {
     host_.Log(absl::StrFormat(
-        "optimizer state sharded over %d workers (cluster.shard): %.1f MiB "
-        "of it here",
-        a_.world_size(), session_->optimizer_state_bytes() / 1048576.0));
+        "optimizer state sharded over %d workers (cluster.shard %s): %.1f "
+        "MiB of it here%s",
+        a_.world_size(), ShardModeName(spec_.cluster.shard),
+        session_->optimizer_state_bytes() / 1048576.0,
+        spec_.cluster.shard == ShardMode::kGradients
+            ? "; between steps only its part of the gradients is kept"
+            : ""));
   }
   if (session_->uses_devices()) {
     // A STOP must reach a collective blocked inside NCCL too.

@@ -20,12 +20,13 @@ double Seconds(std::chrono::steady_clock::time_point t0) {
 
 GradientBuckets::GradientBuckets(const std::vector<Param*>& params,
                                  int64_t bucket_bytes, Transport* transport,
-                                 RingOptions ring, bool shard, bool copies)
+                                 RingOptions ring, BucketSharding sharding)
     : params_(params),
       transport_(transport),
       ring_(ring),
-      shard_(shard),
-      copies_(shard && copies) {
+      shard_(sharding.shard),
+      copies_(sharding.shard && sharding.copies),
+      release_(sharding.shard && sharding.release) {
   bucket_of_.assign(params.size(), -1);
   Bucket current;
   for (int i = static_cast<int>(params.size()) - 1; i >= 0; --i) {
@@ -74,6 +75,7 @@ void GradientBuckets::BeginStep(int64_t generation, int64_t step) {
   error_ = absl::OkStatus();
   stats_.allreduce_seconds = 0;
   stats_.bytes = 0;
+  stats_.released_bytes = 0;
   cv_.SignalAll();
 }
 
@@ -134,6 +136,45 @@ absl::Status GradientBuckets::Reduce(int b) {
   return absl::OkStatus();
 }
 
+int64_t GradientBuckets::Release(int b) {
+  const Bucket& bucket = buckets_[b];
+  const int world = transport_->world_size();
+  const int rank = transport_->rank();
+  // The segments kept, in bucket order: this rank's and, with copies, the
+  // previous rank's (the segment before it on the ring, wrapping).
+  std::vector<RingSegment> kept = {
+      RingSegmentBounds(bucket.elements, world, RingOwnedSegment(rank, world))};
+  if (copies_ && world > 1) {
+    kept.push_back(
+        RingSegmentBounds(bucket.elements, world,
+                          RingOwnedSegment((rank + world - 1) % world, world)));
+  }
+  std::sort(kept.begin(), kept.end(),
+            [](const RingSegment& x, const RingSegment& y) {
+              return x.begin < y.begin;
+            });
+  int64_t released = 0;
+  // Bucket elements [from, to) of every param in it.
+  auto release = [&](int64_t from, int64_t to) {
+    int64_t at = 0;
+    for (int i : bucket.params) {
+      Tensor& g = params_[i]->grad;
+      const int64_t begin = std::max(from, at);
+      const int64_t end = std::min(to, at + g.size());
+      if (begin < end)
+        released += ReleasePages(g.data() + begin - at, end - begin);
+      at += g.size();
+    }
+  };
+  int64_t from = 0;
+  for (const RingSegment& k : kept) {
+    release(from, k.begin);
+    from = std::max(from, k.begin + k.size);
+  }
+  release(from, bucket.elements);
+  return released;
+}
+
 void GradientBuckets::Loop() {
   while (true) {
     int b;
@@ -157,7 +198,9 @@ void GradientBuckets::Loop() {
     const auto t0 = std::chrono::steady_clock::now();
     if (!failed) s = Reduce(b);
     const double dt = Seconds(t0);
+    const int64_t released = s.ok() && !failed && release_ ? Release(b) : 0;
     absl::MutexLock lock(&mu_);
+    stats_.released_bytes += released;
     if (!s.ok() && error_.ok()) error_ = s;
     stats_.allreduce_seconds += dt;
     stats_.bytes += buckets_[b].elements * static_cast<int64_t>(sizeof(float));

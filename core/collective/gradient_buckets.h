@@ -20,25 +20,37 @@ namespace lockstep {
 
 struct BucketStats {
   int64_t bytes = 0;             // gradient bytes all-reduced per step
+  int64_t released_bytes = 0;    // handed back, last step (release)
   double allreduce_seconds = 0;  // summed over buckets, last step
   double wait_seconds = 0;       // time FinishStep waited after backward ended
+};
+
+// What a sharded step does with the gradients (cluster.shard, copies).
+struct BucketSharding {
+  // Each bucket is reduce-scattered instead of all-reduced, so after
+  // FinishStep only the OwnedRanges() hold the sums (the all-reduce's
+  // bits), and GatherParams brings every rank the parameters their owners
+  // updated (sharded optimizer state).
+  bool shard = false;
+  // Sharded: each bucket's owned sums are also passed to the next rank
+  // (RingPassOwned, float32), which keeps a copy of this rank's part of the
+  // optimizer state: after FinishStep CopyRanges() hold the previous
+  // rank's sums too, bit for bit.
+  bool copies = false;
+  // Sharded (cluster.shard "gradients", ZeRO-2): once a bucket is done,
+  // the pages of its gradients outside OwnedRanges() and CopyRanges() are
+  // handed back to the kernel (ReleasePages): they read as zeros until
+  // backward writes them again.
+  bool release = false;
 };
 
 class GradientBuckets {
  public:
   // `params` in model order (not owned, must outlive this); buckets close
   // once they hold >= bucket_bytes. `transport` is not owned.
-  // `shard` (sharded optimizer state, cluster.shard): each bucket is
-  // reduce-scattered instead of all-reduced, so after FinishStep only the
-  // OwnedRanges() hold the sums (the all-reduce's bits), and GatherParams
-  // brings every rank the parameters their owners updated. `copies`
-  // (sharded only): each bucket's owned sums are also passed to the next
-  // rank (RingPassOwned, float32), which keeps a copy of this rank's part
-  // of the optimizer state: after FinishStep CopyRanges() hold the
-  // previous rank's sums too, bit for bit.
   GradientBuckets(const std::vector<Param*>& params, int64_t bucket_bytes,
-                  Transport* transport, RingOptions ring, bool shard = false,
-                  bool copies = false);
+                  Transport* transport, RingOptions ring,
+                  BucketSharding sharding = {});
   ~GradientBuckets();  // stops and joins the communication thread
   GradientBuckets(const GradientBuckets&) = delete;
   GradientBuckets& operator=(const GradientBuckets&) = delete;
@@ -81,12 +93,16 @@ class GradientBuckets {
   };
   void Loop();
   absl::Status Reduce(int b);
+  // BucketSharding::release: bucket b's gradients outside the segments
+  // this rank keeps; returns the bytes handed back.
+  int64_t Release(int b);
 
   const std::vector<Param*>& params_;
   Transport* const transport_;
   const RingOptions ring_;
   const bool shard_;
   const bool copies_;
+  const bool release_;
   std::vector<Bucket> buckets_;
   std::vector<int> bucket_of_;  // param index -> bucket
 

@@ -129,6 +129,90 @@ TEST(GradientBucketsTest, OneStepSumIsExact) {
   }
 }
 
+// cluster.shard "gradients": after the step a rank keeps the sums of its
+// ranges (and, with copies, the previous rank's) and hands back the pages
+// of the rest; every released element reads 0 and nothing kept is lost.
+TEST(GradientBucketsTest,
+     ReleaseKeepsTheOwnedAndCopiedSumsAndHandsBackTheRest) {
+  const int world = 3;
+  const int64_t big = 300000;  // a bucket of its own (in place)
+  for (bool copies : {false, true}) {
+    auto ring = InProcessRing::Create(world);
+    std::vector<std::vector<std::unique_ptr<Param>>> owned(world);
+    for (int r = 0; r < world; ++r) {
+      for (int64_t n : {int64_t{5}, int64_t{7}, big}) {
+        auto p = std::make_unique<Param>();
+        p->value = Tensor({n});
+        p->grad = Tensor({n});
+        for (int64_t k = 0; k < n; ++k) {
+          p->grad.data()[k] = r + 1 + (k % 64) / 8.0f;
+        }
+        owned[r].push_back(std::move(p));
+      }
+    }
+    std::vector<absl::Status> status(world);
+    std::vector<BucketStats> stats(world);
+    std::vector<std::vector<ParamRange>> kept(world);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < world; ++r) {
+      threads.emplace_back([&, r] {
+        std::vector<Param*> params = Raw(owned[r]);
+        BucketSharding sharding;
+        sharding.shard = true;
+        sharding.copies = copies;
+        sharding.release = true;
+        GradientBuckets b(params, 1 << 20, &ring->endpoint(r), RingOptions(),
+                          sharding);
+        ASSERT_EQ(b.num_buckets(), 2);
+        b.BeginStep(7, 42);
+        for (int i = 2; i >= 0; --i) b.ParamReady(i);
+        status[r] = b.FinishStep();
+        stats[r] = b.stats();
+        kept[r] = b.OwnedRanges();
+        if (copies) {
+          for (const ParamRange& c : b.CopyRanges()) kept[r].push_back(c);
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < world; ++r) {
+      ASSERT_TRUE(status[r].ok()) << status[r];
+      std::vector<std::vector<bool>> is_kept(3);
+      for (int i = 0; i < 3; ++i)
+        is_kept[i].assign(owned[r][i]->grad.size(), false);
+      int64_t kept_elements = 0;
+      for (const ParamRange& k : kept[r]) {
+        for (int64_t e = k.begin; e < k.begin + k.size; ++e) {
+          is_kept[k.param][e] = true;
+        }
+        kept_elements += k.size;
+      }
+      EXPECT_EQ(kept_elements, (copies ? 2 : 1) * (big + 12) / world)
+          << "rank " << r;
+      int64_t zeros = 0, not_kept = 0;
+      for (int i = 0; i < 3; ++i) {
+        const Tensor& g = owned[r][i]->grad;
+        for (int64_t k = 0; k < g.size(); ++k) {
+          const float v = g.data()[k];
+          if (is_kept[i][k]) {
+            // (1 + 2 + 3) + 3 * (k % 64) / 8: exact in float.
+            ASSERT_EQ(v, 6 + 3 * ((k % 64) / 8.0f))
+                << "rank " << r << " param " << i << " k " << k;
+          } else {
+            ++not_kept;
+            zeros += v == 0.0f;  // a sum or partial sum is never 0
+          }
+        }
+      }
+      EXPECT_EQ(zeros * 4, stats[r].released_bytes) << "rank " << r;
+      // Every whole page outside the kept segments: at most two partial
+      // pages at each of the (at most two) gaps' ends stay.
+      EXPECT_GE(zeros, not_kept - 4 * 1024) << "rank " << r;
+      EXPECT_GT(zeros, big / 3 - 4 * 1024) << "rank " << r;
+    }
+  }
+}
+
 TEST(GradientBucketsTest, AMissingPeerFailsTheStepNamingTheBucket) {
   auto ring = InProcessRing::Create(2);
   auto owned = MakeParams(0);

@@ -144,6 +144,22 @@ using job_spec_internal::ParseSchedule;
 using job_spec_internal::Reader;
 using job_spec_internal::ShardModes;
 
+}  // namespace
+
+const char* ShardModeName(ShardMode mode) {
+  switch (mode) {
+    case ShardMode::kNone:
+      return "none";
+    case ShardMode::kOptimizer:
+      return "optimizer";
+    case ShardMode::kGradients:
+      return "gradients";
+  }
+  return "none";
+}
+
+namespace {
+
 // cluster.workers: a count, or {"min": M, "max": N} with 1 <= M <= N.
 absl::Status ParseWorkers(const Reader& c, ClusterSpec* cluster) {
   if (!c.Has("workers") || !c.Get("workers").is_object()) {
@@ -264,12 +280,6 @@ absl::Status ParseRoot(const Json& v, absl::string_view base_dir,
                           &spec->cluster.fingerprint_every_steps));
     RETURN_IF_ERROR(c.Bool("allow_tf32", &spec->cluster.allow_tf32));
     RETURN_IF_ERROR(c.Bool("ring_checksum", &spec->cluster.ring_checksum));
-    if (c.Has("shard") && c.Get("shard").is_string() &&
-        c.Get("shard").get<std::string>() == "gradients") {
-      return absl::InvalidArgumentError(
-          "cluster.shard: \"gradients\" (ZeRO-2) is not built: a worker's "
-          "gradients stay whole; \"optimizer\" shards the optimizer state");
-    }
     RETURN_IF_ERROR(
         c.Enum("shard", "shard mode", ShardModes(), &spec->cluster.shard));
     RETURN_IF_ERROR(c.Bool("copies", &spec->cluster.copies));

@@ -21,7 +21,9 @@ enum class ScheduleUnit { kStep, kEpoch };
 enum class Collective { kRing, kNccl, kAuto };
 enum class Compression { kNone, kBf16 };
 // cluster.shard: what each worker keeps only its part of (ZeRO).
-enum class ShardMode { kNone, kOptimizer };
+enum class ShardMode { kNone, kOptimizer, kGradients };
+// "none", "optimizer", "gradients" (the job file's names).
+const char* ShardModeName(ShardMode mode);
 
 struct OptimizerSpec {
   OptimizerType type = OptimizerType::kAdam;
@@ -113,6 +115,10 @@ struct ClusterSpec {
   // updates and keeps optimizer state for its 1/N of the parameters (ring
   // segments of every bucket), and the parameters are all-gathered. Same
   // sums in the same order: the same bits as an unsharded run.
+  // "gradients" (ZeRO-2): the same, and between steps a worker keeps only
+  // its part of the gradients too (the rest of a bucket's pages are handed
+  // back once it is reduce-scattered; backward touches a gradient only
+  // when it reaches its layer).
   ShardMode shard = ShardMode::kNone;
   // Sharded: each worker's part of the optimizer state is also kept (and
   // updated, from the owner's sums) by the next worker on the ring, so a

@@ -55,6 +55,9 @@ TEST(JobSpecTest, RoundTrip) {
                         {"copies", false}};
       },
       [](Json& j) {
+        j["cluster"] = {{"shard", "gradients"}};
+      },
+      [](Json& j) {
         j["model"]["layers"][0]["trainable"] = false;
         j["model"]["init"] = {{"safetensors", "/w/base.safetensors"},
                               {"allow_missing", true}};
@@ -73,6 +76,11 @@ TEST(JobSpecTest, RoundTrip) {
         EXPECT_FALSE(s.cluster.copies);
       }
       if (v == 4) {
+        EXPECT_EQ(s.cluster.shard, ShardMode::kGradients);
+        EXPECT_TRUE(s.cluster.copies);
+        EXPECT_STREQ(ShardModeName(s.cluster.shard), "gradients");
+      }
+      if (v == 5) {
         EXPECT_FALSE(s.model.layers[0].trainable);
         EXPECT_TRUE(s.model.init_allow_missing);
       }

@@ -289,12 +289,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"ShardMode",
                 [](Json& j) { j["cluster"]["shard"] = "parameters"; },
                 "cluster.shard: unknown shard mode \"parameters\"; expected "
-                "one of none, optimizer"},
-        BadCase{"ShardGradientsNotBuilt",
-                [](Json& j) { j["cluster"]["shard"] = "gradients"; },
-                "cluster.shard: \"gradients\" (ZeRO-2) is not built: a "
-                "worker's gradients stay whole; \"optimizer\" shards the "
-                "optimizer state"},
+                "one of none, optimizer, gradients"},
         BadCase{"CopiesNotABoolean",
                 [](Json& j) {
                   j["cluster"]["shard"] = "optimizer";

@@ -46,8 +46,10 @@ const Table<Compression>& Compressions() {
 }
 
 const Table<ShardMode>& ShardModes() {
-  static const auto* t = new Table<ShardMode>{
-      {"none", ShardMode::kNone}, {"optimizer", ShardMode::kOptimizer}};
+  static const auto* t =
+      new Table<ShardMode>{{"none", ShardMode::kNone},
+                           {"optimizer", ShardMode::kOptimizer},
+                           {"gradients", ShardMode::kGradients}};
   return *t;
 }
 

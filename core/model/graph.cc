@@ -407,7 +407,10 @@ absl::Status Graph::Plan() {
       step.dx_add.push_back(written[s]);
       written[s] = true;
     }
-    for (int p : node.params) last_step[p] = static_cast<int>(plan_.size());
+    for (int p : node.params) {
+      if (last_step[p] < 0) step.first_params.push_back(p);
+      last_step[p] = static_cast<int>(plan_.size());
+    }
     plan_.push_back(std::move(step));
   }
   for (size_t p = 0; p < params_.size(); ++p) {

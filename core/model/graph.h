@@ -39,6 +39,11 @@ struct BackwardStep {
   // whether an earlier step already wrote there (then dx is added).
   std::vector<int> dx_slot;
   std::vector<bool> dx_add;
+  // Parameters whose gradient this step is the first to add to: zeroed
+  // just before it, so that a gradient's memory is touched only once
+  // backward reaches it (cluster.shard "gradients" hands it back between
+  // steps).
+  std::vector<int> first_params;
   // Parameters whose gradient is final once this step has run.
   std::vector<int> ready_params;
 };

@@ -264,10 +264,14 @@ BatchLoss Model::TrainStep(const Tensor& x, const int32_t* labels,
                            uint64_t dropout_seed) {
   const Graph& g = *graph_;
   const int64_t n = BatchSize(x);
-  // Layers add their parameter gradients (a tied weight gets two).
-  for (Param* p : g.params()) p->grad.SetZero();
-  for (int p : g.untouched_params()) Ready(p);
+  // Layers add their parameter gradients (a tied weight gets two), each
+  // zeroed just before the first backward step that adds to it.
+  for (int p : g.untouched_params()) {
+    g.params()[p]->grad.SetZero();
+    Ready(p);
+  }
   if (n == 0) {
+    for (Param* p : g.params()) p->grad.SetZero();
     // No samples: the layers that sum across replicas still take their
     // part (with nothing to add), so the others are not left waiting.
     const bool join = collective_ != nullptr && g.sums_across_replicas();
@@ -322,6 +326,7 @@ BatchLoss Model::TrainStep(const Tensor& x, const int32_t* labels,
       }
     }
     io.y = const_cast<float*>(outs_[step.node]);
+    for (int p : step.first_params) g.params()[p]->grad.SetZero();
     node.layer->Backward(io, ctx_[step.node]);
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       if (step.dx_slot[k] >= 0 && step.dx_add[k]) {

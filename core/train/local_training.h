@@ -62,7 +62,7 @@ struct TrainResult {
   // Optimizer state bytes per rank (the largest rank's: cluster.shard
   // spreads the state over the workers).
   int64_t optimizer_state_bytes = 0;
-  bool sharded = false;     // the optimizer state was (cluster.shard)
+  ShardMode shard = ShardMode::kNone;  // cluster.shard
   bool copies = false;      // sharded, each part also on the next rank
   std::string fingerprint;  // of all parameter bytes (core/fingerprint.h)
   // Samples that could not be made (undecodable images), train and test.

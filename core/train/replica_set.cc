@@ -81,8 +81,9 @@ void ReplicaSet::OnGradReady(int i) {
   float* dst = params()[i]->grad.data();
   for (int64_t r = 1; r < n && params()[i]->update != ParamUpdate::kFrozen;
        ++r) {
-    const float* src = replicas_[r]->host().params()[i]->grad.data();
+    float* src = replicas_[r]->host().params()[i]->grad.data();
     for (int64_t k = 0; k < count; ++k) dst[k] += src[k];
+    if (release_summed_) ReleasePages(src, count);
   }
   if (on_param_summed_ != nullptr && *on_param_summed_) (*on_param_summed_)(i);
 }

@@ -70,6 +70,10 @@ class ReplicaSet {
   using WorkerSum = std::function<absl::Status(
       int64_t step, int32_t key, float* data, int64_t count)>;
   void SetWorkerSum(WorkerSum sum) { worker_sum_ = std::move(sum); }
+  // cluster.shard "gradients": once param i's sum is made, the other
+  // replicas' gradients of it are handed back to the kernel (ReleasePages)
+  // until their backward writes them again.
+  void set_release_summed(bool release) { release_summed_ = release; }
   // Loss and accuracy over a whole dataset, chunks spread over the lanes
   // and summed in chunk order.
   absl::StatusOr<BatchLoss> Evaluate(const Dataset& data, const Loss& loss);
@@ -91,6 +95,7 @@ class ReplicaSet {
   // Set when the model sums across replicas in its passes.
   std::unique_ptr<ReplicaSum> pass_sum_;
   WorkerSum worker_sum_;
+  bool release_summed_ = false;
   // Gradient accumulation: per replica, per param, the step's earlier
   // micro-batches' gradients; set per ComputeGradients call.
   std::vector<std::vector<Tensor>> kept_;

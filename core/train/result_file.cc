@@ -24,8 +24,8 @@ std::string ResultToJson(const JobSpec& spec, const TrainResult& r) {
   j["num_parameters"] = r.num_parameters;
   j["global_batch_size"] = spec.global_batch_size();
   j["replicas"] = spec.total_replicas();
-  j["shard"] = r.sharded ? "optimizer" : "none";
-  if (r.sharded) j["copies"] = r.copies;
+  j["shard"] = ShardModeName(r.shard);
+  if (r.shard != ShardMode::kNone) j["copies"] = r.copies;
   j["optimizer_state_bytes"] = r.optimizer_state_bytes;
   j["resumed_from_step"] = r.resumed_from_step;
   if (!r.membership.empty()) {

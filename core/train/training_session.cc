@@ -120,10 +120,21 @@ absl::Status TrainingSession::Setup(
         [this](int64_t step, int32_t key, float* data, int64_t count) {
           return PassSum(step, key, data, count);
         });
+    BucketSharding sharding;
+    sharding.shard = shard;
+    sharding.copies = spec.cluster.copies;
+    sharding.release = shard && spec.cluster.shard == ShardMode::kGradients;
     buckets_ = std::make_unique<GradientBuckets>(
         replicas_->params(), config_.peers.bucket_bytes,
-        config_.peers.transport, config_.peers.gradient_ring, shard,
-        spec.cluster.copies);
+        config_.peers.transport, config_.peers.gradient_ring, sharding);
+    replicas_->set_release_summed(sharding.release);
+    if (sharding.release && micros_ > 1) {
+      host_->Log(absl::StrFormat(
+          "cluster.shard gradients: with %d micro-batches a step, each "
+          "replica keeps its earlier micro-batches' gradients whole until the "
+          "last one",
+          micros_));
+    }
   }
   std::optional<std::vector<ParamRange>> owned;
   if (shard) owned = buckets_->OwnedRanges();
