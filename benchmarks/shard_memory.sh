@@ -1,28 +1,31 @@
 #!/usr/bin/env bash
-# Sharded optimizer state (cluster.shard, ZeRO-1): memory and speed.
+# Sharded state (cluster.shard: "optimizer", ZeRO-1, and "gradients",
+# ZeRO-2): memory and speed.
 #
 #   memory  a BERT-base shape (12 layers, hidden 768, vocab 30,522: 109.5 M
 #           parameters) with AdamW on the Brown corpus, --steps steps, on 2
-#           and 4 workers, shard "none" against "optimizer" with copies
-#           (the default: each part also kept by the next worker) and
-#           without ("copies": false): each worker's peak RSS (getrusage,
-#           benchmarks/peak_rss.py) and optimizer state (result.json
-#           optimizer_state_bytes), the RSS saved per worker as a share of
-#           the unsharded optimizer state (ideal: (N-2)/N with copies,
-#           (N-1)/N without)
+#           and 4 workers, shard "none" against "optimizer" and
+#           "gradients", each with copies (the default: each part also kept
+#           by the next worker) and without ("copies": false): each
+#           worker's peak RSS (getrusage, benchmarks/peak_rss.py) and
+#           optimizer state (result.json optimizer_state_bytes), the RSS
+#           saved per worker as a share of what the mode shards (the
+#           unsharded optimizer state; with "gradients" also the gradients,
+#           4 bytes a parameter), ideal (N-2)/N with copies, (N-1)/N
+#           without
 #   limit   (root, cgroup v1 memory) each of 4 workers in a memory cgroup of
 #           its own, limited halfway between the peak RSS unsharded and
 #           sharded with copies: the unsharded job is killed, both sharded
 #           ones train
 #   speed   the BERT example (examples/bert_mlm_brown.json) on 2 workers
-#           for --speed-steps steps, shard "none" against "optimizer" with
-#           and without copies, taking turns for --speed-rounds rounds (each
+#           for --speed-steps steps, every mode, taking turns for --speed-rounds rounds (each
 #           mode's best round counts: this 2-core machine's noise is about
 #           10% run to run), the same timing rule as cluster_vs_ddp
 #           (step_times_rate), and whether all end on the same fingerprint
 #
 #   bazel run //benchmarks:shard_memory [-- --steps 3 --speed-steps 60
 #       --speed-rounds 2 --warmup 10 --workers "2 4" --timeout 1200
+#       --modes "none optimizer nocopies gradients gradnocopies"
 #       --no-limit --no-speed]
 set -euo pipefail
 
@@ -38,6 +41,8 @@ usage: bazel run //benchmarks:shard_memory -- [options]
                    mode's best counts (default 2)
   --warmup N       untimed steps of each speed run (default 10)
   --timeout S      limit for each run's processes (default 1200)
+  --modes "A B"    the modes compared, "none" first (default "none
+                   optimizer nocopies gradients gradnocopies")
   --no-limit       skip the cgroup memory limit runs
   --no-speed       skip the speed runs
 Environment: LOCKSTEP_BROWN_DIR (default <workspace>/../shared/datasets/brown)
@@ -56,6 +61,7 @@ warmup=10
 run_timeout=1200
 limit=1
 speed=1
+modes="none optimizer nocopies gradients gradnocopies"
 while (($# > 0)); do
   case "$1" in
     --steps) steps=${2:?}; shift 2 ;;
@@ -64,6 +70,7 @@ while (($# > 0)); do
     --speed-rounds) speed_rounds=${2:?}; shift 2 ;;
     --warmup) warmup=${2:?}; shift 2 ;;
     --timeout) run_timeout=${2:?}; shift 2 ;;
+    --modes) modes=${2:?}; shift 2 ;;
     --no-limit) limit=0; shift ;;
     --no-speed) speed=0; shift ;;
     -h | --help) usage; exit 0 ;;
@@ -74,6 +81,11 @@ for v in "$steps" "$speed_steps" "$warmup" "$run_timeout" "$speed_rounds"; do
   [[ "$v" =~ ^[1-9][0-9]*$ ]] || die "step counts and --timeout must be positive integers"
 done
 ((speed_steps > warmup)) || die "--speed-steps must exceed --warmup"
+[[ "$modes" == none\ * ]] || die "--modes must start with none (the baseline)"
+for m in $modes; do
+  [[ " none optimizer nocopies gradients gradnocopies " == *" $m "* ]] ||
+    die "unknown mode '$m' (none, optimizer, nocopies, gradients, gradnocopies)"
+done
 
 . "${RUNFILES_DIR:-$0.runfiles}/lockstep/benchmarks/bench_lib.sh"
 lockstep=$(runfile client/lockstep) ||
@@ -129,8 +141,8 @@ json.dump(ex, open(tmp + "/example.json", "w"), indent=1)
 PY
 
 # The modes compared: the state whole, sharded with copies (the default),
-# sharded without.
-readonly MODES="none optimizer nocopies"
+# sharded without; the optimizer state alone or the gradients too.
+readonly MODES=$modes
 # job_variant IN OUT WORKERS MODE
 job_variant() {
   "$PY" - "$@" <<'PY'
@@ -139,8 +151,10 @@ src, dst, workers, mode = sys.argv[1:5]
 job = json.load(open(src))
 job.setdefault("cluster", {})
 job["cluster"]["workers"] = int(workers)
-job["cluster"]["shard"] = "none" if mode == "none" else "optimizer"
-if mode == "nocopies":
+job["cluster"]["shard"] = ("none" if mode == "none" else
+                           "gradients" if mode.startswith("grad") else
+                           "optimizer")
+if mode.endswith("nocopies"):
     job["cluster"]["copies"] = False
 json.dump(job, open(dst, "w"), indent=1)
 PY
@@ -151,6 +165,8 @@ mode_name() {
     none) echo "none" ;;
     optimizer) echo "optimizer" ;;
     nocopies) echo "optimizer, copies false" ;;
+    gradients) echo "gradients" ;;
+    gradnocopies) echo "gradients, copies false" ;;
   esac
 }
 
@@ -178,7 +194,7 @@ max_rss() {
 }
 mib() { "$PY" -c 'import sys; print("%.0f" % (float(sys.argv[1]) / 1048576))' "$1"; }
 
-declare -A rss state
+declare -A rss state params
 echo "memory: BERT-base shape (109.5 M parameters), AdamW, $steps steps, 1 thread per worker"
 for w in $worker_counts; do
   for shard in $MODES; do
@@ -189,21 +205,25 @@ for w in $worker_counts; do
       { show_logs "$dir/submit.log" "$dir/worker0.log"; die "the $w-worker run (shard $shard) failed"; }
     rss[$w-$shard]=$(max_rss "$dir" "$w")
     state[$w-$shard]=$(json_get "$dir/storage/jobs/bertbase/result.json" optimizer_state_bytes)
+    params[$w-$shard]=$(json_get "$dir/storage/jobs/bertbase/result.json" num_parameters)
   done
 done
 echo
-printf '%-8s %-24s %18s %22s %14s %20s\n' workers shard "peak RSS/worker" "optimizer state/worker" "RSS saved" "of the state (ideal)"
+printf '%-8s %-24s %18s %22s %14s %22s\n' workers shard "peak RSS/worker" "optimizer state/worker" "RSS saved" "of what is sharded (ideal)"
 for w in $worker_counts; do
   for shard in $MODES; do
     r=${rss[$w-$shard]}
     s=$(mib "${state[$w-$shard]}")
     saved="" share=""
     if [[ "$shard" != none ]]; then
-      kept=$([[ "$shard" == optimizer ]] && echo 2 || echo 1)
+      kept=$([[ "$shard" == *nocopies ]] && echo 1 || echo 2)
+      # What the mode shards: the optimizer state, and the gradients too.
+      sharded=${state[$w-none]}
+      [[ "$shard" == grad* ]] && sharded=$((sharded + 4 * ${params[$w-none]}))
       saved=$("$PY" -c 'import sys; print("%.0f MiB" % (float(sys.argv[1]) - float(sys.argv[2])))' "${rss[$w-none]}" "$r")
-      share=$("$PY" -c 'import sys; a, b, s, w, k = map(float, sys.argv[1:6]); print("%.0f%% (%.0f%%)" % (100 * (a - b) / (s / 1048576), 100 * max(w - k, 0) / w))' "${rss[$w-none]}" "$r" "${state[$w-none]}" "$w" "$kept")
+      share=$("$PY" -c 'import sys; a, b, s, w, k = map(float, sys.argv[1:6]); print("%.0f%% (%.0f%%)" % (100 * (a - b) / (s / 1048576), 100 * max(w - k, 0) / w))' "${rss[$w-none]}" "$r" "$sharded" "$w" "$kept")
     fi
-    printf '%-8s %-24s %14.0f MiB %18s MiB %14s %20s\n' "$w" "$(mode_name "$shard")" "$r" "$s" "$saved" "$share"
+    printf '%-8s %-24s %14.0f MiB %18s MiB %14s %22s\n' "$w" "$(mode_name "$shard")" "$r" "$s" "$saved" "$share"
   done
 done
 
@@ -214,7 +234,13 @@ if ((limit)); then
   if [[ $(id -u) != 0 || ! -w "$cg" ]]; then
     echo "limit: SKIPPED: needs root and a writable cgroup v1 memory controller ($cg)"
   else
-    cap=$("$PY" -c 'import sys; print(int((float(sys.argv[1]) + float(sys.argv[2])) / 2))' "${rss[$w-none]}" "${rss[$w-optimizer]}")
+    # Halfway between the unsharded peak and the largest sharded one.
+    most=0
+    for shard in $MODES; do
+      [[ "$shard" == none ]] && continue
+      most=$("$PY" -c 'import sys; print(max(float(sys.argv[1]), float(sys.argv[2])))' "$most" "${rss[$w-$shard]}")
+    done
+    cap=$("$PY" -c 'import sys; print(int((float(sys.argv[1]) + float(sys.argv[2])) / 2))' "${rss[$w-none]}" "$most")
     # in_cgroup.sh RSSFILE CMD...: CMD under peak_rss.py, in the memory
     # cgroup of the worker index RSSFILE ends with.
     {
@@ -266,6 +292,11 @@ if ((speed)); then
   for shard in $MODES; do
     printf '  shard %-24s %10s samples/s (best)\n' "$(mode_name "$shard")" "$(commas "${rate[$shard]}")"
   done
-  "$PY" -c 'import sys; print("  sharded / unsharded: %.3fx with copies, %.3fx without" % (float(sys.argv[2]) / float(sys.argv[1]), float(sys.argv[3]) / float(sys.argv[1])))' "${rate[none]}" "${rate[optimizer]}" "${rate[nocopies]}"
-  [[ "${fp[none]}" == "${fp[optimizer]}" && "${fp[none]}" == "${fp[nocopies]}" ]] && echo "  the same fingerprint" || echo "  FINGERPRINTS DIFFER"
+  same=1
+  for shard in $MODES; do
+    [[ "${fp[$shard]}" == "${fp[none]}" ]] || same=0
+    [[ "$shard" == none ]] && continue
+    "$PY" -c 'import sys; print("  shard %-24s / none: %.3fx" % (sys.argv[1], float(sys.argv[3]) / float(sys.argv[2])))' "$(mode_name "$shard")" "${rate[none]}" "${rate[$shard]}"
+  done
+  ((same)) && echo "  the same fingerprint" || echo "  FINGERPRINTS DIFFER"
 fi
