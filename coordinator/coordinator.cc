@@ -46,7 +46,11 @@ bool IsTerminal(JobState state) {
 }
 
 Coordinator::Coordinator(CoordinatorOptions options)
-    : options_(std::move(options)) {}
+    : options_(std::move(options)),
+      journal_(options_.journal_store != nullptr
+                   ? options_.journal_store
+                   : std::make_shared<FileJournalStore>(options_.storage_dir)) {
+}
 
 absl::Status Coordinator::OpenJobFiles(Job& job) {
   const std::string job_dir =

@@ -23,6 +23,7 @@
 #include "base/time_source.h"
 #include "coordinator/checkpoint_assembler.h"
 #include "coordinator/job_reports.h"
+#include "coordinator/journal_store.h"
 #include "coordinator/nccl_relay.h"
 #include "coordinator/submit_policy.h"
 #include "core/audit/sample_audit.h"
@@ -63,9 +64,11 @@ struct CoordinatorOptions {
   // long after it was lost, then forgotten, unless a job that has not
   // ended still ranks it.
   double lost_workers_listed_seconds = 60;
-  // STORAGE/coordinator/journal.pb is written before every job or
-  // membership transition takes effect, and read back by LoadJournal.
+  // The journal is written before every job or membership transition
+  // takes effect, and read back by LoadJournal.
   bool journal = true;
+  // Where: null, a FileJournalStore (STORAGE/coordinator/journal.pb).
+  std::shared_ptr<JournalStore> journal_store;
   LogFn log;
   // What the timers above read (liveness, graces, back-off, the blame
   // window, the survivors' reports, listing lost workers); tests pass a
@@ -82,7 +85,8 @@ class Coordinator {
   // is fine): its jobs resume, its workers may heartbeat again under their
   // ids. DataLoss naming the file when it is damaged.
   absl::Status LoadJournal();
-  std::string JournalPath() const;
+  // Where the journal is (the file's path for the file store).
+  std::string JournalPath() const { return journal_->Where(); }
   // True once LoadJournal succeeded: the services answer only then.
   bool ready() const { return ready_.load(); }
   // Writes the journal now (at shutdown).
@@ -384,6 +388,7 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CoordinatorOptions options_;
+  const std::shared_ptr<JournalStore> journal_;
   mutable absl::Mutex mu_;
   mutable absl::CondVar changed_;
   std::map<std::string, Worker> workers_ ABSL_GUARDED_BY(mu_);

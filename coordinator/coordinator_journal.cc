@@ -1,16 +1,12 @@
 // The Coordinator's journal (see coordinator.h and proto/journal.proto):
-// STORAGE/coordinator/journal.pb holds "LSJRNL01", the CRC32C of the
-// payload (4 bytes, little-endian) and the serialized Journal. It is
-// replaced atomically (temporary file, fsync, rename, fsync of the folder)
-// before a transition is acted on, so a coordinator killed at any moment
-// restarts from the last transition it acted on.
+// the coordinator's state as a Journal, written to its JournalStore
+// (coordinator/journal_store.h) before a transition is acted on, and read
+// back into the state when a coordinator starts.
 #include <algorithm>
-#include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "base/crc32c.h"
-#include "base/file_util.h"
 #include "base/status_macros.h"
 #include "coordinator/coordinator.h"
 #include "proto/journal.pb.h"
@@ -18,8 +14,6 @@
 namespace lockstep {
 namespace {
 
-constexpr char kMagic[] = "LSJRNL01";
-constexpr size_t kMagicSize = 8;
 constexpr size_t kMaxJournaledEvents = 500;
 constexpr int kMaxJournaledRank = 1 << 20;
 // The journal's sequence and next worker number: far past any real count
@@ -39,10 +33,6 @@ absl::Time FromUnixSeconds(double s) {
 }
 
 }  // namespace
-
-std::string Coordinator::JournalPath() const {
-  return JoinPath(JoinPath(options_.storage_dir, "coordinator"), "journal.pb");
-}
 
 void Coordinator::Persist() {
   if (!options_.journal) return;
@@ -101,47 +91,19 @@ absl::Status Coordinator::WriteJournal() {
       out->add_events(job.events[i]);
     }
   }
-  std::string payload;
-  j.SerializeToString(&payload);
-  const uint32_t crc = Crc32c(payload.data(), payload.size());
-  std::string bytes(kMagic, kMagicSize);
-  char c[4];
-  for (int i = 0; i < 4; ++i) c[i] = static_cast<char>((crc >> (8 * i)) & 0xff);
-  bytes.append(c, 4);
-  bytes += payload;
-  const std::string path = JournalPath();
-  RETURN_IF_ERROR(MakeDirs(Dirname(path)));
-  return WriteFileAtomic(path, bytes);
+  return journal_->Write(j);
 }
 
 absl::Status Coordinator::LoadJournal() {
-  const std::string path = JournalPath();
-  absl::StatusOr<std::string> bytes = ReadFile(path);
-  if (absl::IsNotFound(bytes.status())) {
+  ASSIGN_OR_RETURN(std::optional<lockstep::v1::Journal> read, journal_->Read());
+  if (!read.has_value()) {
     ready_ = true;
     return absl::OkStatus();
   }
-  RETURN_IF_ERROR(bytes.status());
-  auto damaged = [&path](const std::string& why) {
-    return absl::DataLossError(absl::StrFormat(
-        "the journal %s is damaged (%s); move it aside to start without the "
-        "previous jobs (their checkpoints stay in place)",
-        path, why));
+  const lockstep::v1::Journal& j = *read;
+  auto damaged = [this](const std::string& why) {
+    return journal_->Damaged(why);
   };
-  if (bytes->size() < kMagicSize + 4 ||
-      std::memcmp(bytes->data(), kMagic, kMagicSize) != 0) {
-    return damaged("no lockstep journal header");
-  }
-  uint32_t crc = 0;
-  for (int i = 0; i < 4; ++i) {
-    crc |= static_cast<uint32_t>(static_cast<uint8_t>((*bytes)[kMagicSize + i]))
-           << (8 * i);
-  }
-  const std::string payload = bytes->substr(kMagicSize + 4);
-  if (Crc32c(payload.data(), payload.size()) != crc)
-    return damaged("CRC mismatch");
-  lockstep::v1::Journal j;
-  if (!j.ParseFromString(payload)) return damaged("unparsable payload");
 
   absl::MutexLock lock(&mu_);
   const absl::Time now = Now();
@@ -233,10 +195,11 @@ absl::Status Coordinator::LoadJournal() {
     }
   }
   Persist();  // with the restart events
-  Log(absl::StrFormat(
-      "journal %s (sequence %d): %d jobs (%d not finished), "
-      "%d workers expected to heartbeat again",
-      path, journal_sequence_, j.jobs_size(), resumed, j.workers_size()));
+  Log(
+      absl::StrFormat("journal %s (sequence %d): %d jobs (%d not finished), "
+                      "%d workers expected to heartbeat again",
+                      journal_->Where(), journal_sequence_, j.jobs_size(),
+                      resumed, j.workers_size()));
   ready_ = true;
   return absl::OkStatus();
 }
