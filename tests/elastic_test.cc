@@ -226,7 +226,7 @@ TEST_F(FaultTest, ElasticJobShrinksOnAKillAndGrowsWhenAWorkerJoins) {
       << audit;
 }
 
-// The same elastic job with its optimizer state sharded (cluster.shard)
+// The same elastic job with its state sharded (cluster.shard "gradients")
 // and each part kept by the next rank too (copies, the default): the grow
 // starts generation 2 from the parts the ranks kept at the step they
 // stopped at (nothing is done again), re-sharded over 3 workers; after a
@@ -237,7 +237,7 @@ TEST_F(FaultTest, ElasticJobShrinksOnAKillAndGrowsWhenAWorkerJoins) {
 // is used once.
 TEST_F(FaultTest, ShardedElasticJobGrowsAndShrinksFromTheRanksParts) {
   nlohmann::json job = fault_fixture::Audited(ElasticJob());
-  job["cluster"]["shard"] = "optimizer";
+  job["cluster"]["shard"] = "gradients";
   job["cluster"]["start_grace_seconds"] = 0.5;
   Start();  // 2 workers: the job starts with its min
   ASSERT_EQ(Client({"submit", WriteJob(job)}).exit.exit_code, 0);
@@ -289,7 +289,7 @@ TEST_F(FaultTest, ShardedElasticJobGrowsAndShrinksFromTheRanksParts) {
       << w.out;
   const nlohmann::json res = Result();
   ASSERT_TRUE(res.is_object());
-  EXPECT_EQ(res["shard"], "optimizer");
+  EXPECT_EQ(res["shard"], "gradients");
   EXPECT_EQ(res["copies"], true);
   EXPECT_GT(res["test_accuracy"].get<double>(), 0.6) << res.dump(2);
   const std::string audit = ExpectExactlyOnce(4);

@@ -171,22 +171,24 @@ std::string WriteText(const std::string& dir) {
   return path;
 }
 
-// Sharded optimizer state (cluster.shard "optimizer") with its copies (the
-// default): rank 1 of 2 is killed with -9 and replaced. Rank 1's part of
+// Sharded state with its copies (the default; cluster.shard "gradients",
+// so the gradients' pages are handed back between steps too): rank 1 of 2
+// is killed with -9 and replaced. Rank 1's part of
 // the optimizer state was also kept by rank 0, so the survivor's memory
 // holds the whole state: generation 2 starts from it (re-sharded over the
 // new world), only the step the kill broke is done again, and the job
 // ends on the reference bytes (the unsharded run's) with every sample of
 // the 4 epochs used once. Without copies the survivor holds only its part
-// and the job goes back to its latest checkpoint (the survivor says why).
+// and the job goes back to its latest checkpoint (the survivor says why;
+// cluster.shard "optimizer").
 TEST_F(FaultTest,
        ShardedKilledWorkerResumesFromTheSurvivorsPartsWithTheSameBytes) {
   const std::string reference = ReferenceFingerprint();
   for (bool copies : {true, false}) {
     SCOPED_TRACE(copies ? "with copies" : "without copies");
     Start();
-    nlohmann::json job = fault_fixture::Audited(
-        FaultJob({{"cluster", {{"shard", "optimizer"}}}}));
+    nlohmann::json job = fault_fixture::Audited(FaultJob(
+        {{"cluster", {{"shard", copies ? "gradients" : "optimizer"}}}}));
     if (!copies) {
       job["cluster"]["copies"] = false;
       job["epochs"] = 1;  // the checkpoint path, briefly
@@ -260,7 +262,7 @@ TEST_F(FaultTest,
     nlohmann::json res = Result();
     ASSERT_TRUE(res.is_object());
     EXPECT_EQ(res["fingerprint"], reference);
-    EXPECT_EQ(res["shard"], "optimizer");
+    EXPECT_EQ(res["shard"], "gradients");
     EXPECT_EQ(res["copies"], true);
     const std::string audit = ExpectExactlyOnce(4);
     EXPECT_NE(audit.find("generations 1 from step 0 on 2 replicas, 2 from "
