@@ -56,7 +56,7 @@ absl::Status WorkerDaemon::Register() {
   req.set_version(kVersion);
   req.set_name(o_.name.empty() ? address_ : o_.name);
   // Every worker runs the gRPC ring; GPU workers of the CUDA build also
-  // NCCL (core/train/device_data_parallel.h).
+  // NCCL (core/train/gpu_replicas.h).
   req.add_collectives("ring");
   if (!o_.cuda_devices.empty() && HaveGpuBackend()) {
     req.add_collectives("nccl");

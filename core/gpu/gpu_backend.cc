@@ -4,7 +4,7 @@
 #include "core/train/gpu_backend.h"
 
 #include "base/status_macros.h"
-#include "core/gpu/device_data_parallel.h"
+#include "core/gpu/gpu_replicas_cuda.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/nccl_communicator.h"
 
@@ -20,7 +20,7 @@ absl::StatusOr<int> CountVisible() {
 const bool kRegistered = [] {
   GpuBackend b;
   b.visible_devices = &CountVisible;
-  b.make_data_parallel = &MakeCudaDeviceDataParallel;
+  b.make_replicas = &MakeCudaGpuReplicas;
   b.new_nccl_id = &NewNcclUniqueId;
   RegisterGpuBackend(std::move(b));
   return true;

@@ -1,5 +1,5 @@
-// `lockstep train`'s loop (core/train/local_training.h) on GPUs, end to end: the job's
-// replicas on cuda:N train through DeviceDataParallel (NCCL over the local
+// `lockstep train`'s loop (core/train/local_training.h) on GPUs, end to end:
+// the job's replicas on cuda:N train through GpuReplicas (NCCL over the local
 // GPUs, the update on each device) and must
 //   - reach the CPU run's parameters: after 2 epochs of SGD with momentum,
 //     every tensor within 1e-3 * its largest CPU value (FP32 on both sides;

@@ -35,9 +35,7 @@ void RegisterGpuBackend(GpuBackend backend) {
   Registered() = std::move(backend);
 }
 
-bool HaveGpuBackend() {
-  return static_cast<bool>(Current().make_data_parallel);
-}
+bool HaveGpuBackend() { return static_cast<bool>(Current().make_replicas); }
 
 absl::StatusOr<int> VisibleGpus() {
   GpuBackend b = Current();
@@ -48,14 +46,14 @@ absl::StatusOr<int> VisibleGpus() {
   return b.visible_devices();
 }
 
-absl::StatusOr<std::unique_ptr<DeviceDataParallel>> MakeDeviceDataParallel(
-    const DeviceDataParallelConfig& config) {
+absl::StatusOr<std::unique_ptr<GpuReplicas>> MakeGpuReplicas(
+    const GpuReplicasConfig& config) {
   GpuBackend b = Current();
-  if (!b.make_data_parallel) {
+  if (!b.make_replicas) {
     return absl::FailedPreconditionError(
         absl::StrCat("GPU replicas: ", kNoGpuBuild, "; use cpu:N"));
   }
-  return b.make_data_parallel(config);
+  return b.make_replicas(config);
 }
 
 absl::StatusOr<std::string> NewNcclId() {

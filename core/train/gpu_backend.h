@@ -1,5 +1,5 @@
 // The GPU side of the engine, registered by the CUDA build: the GPU data
-// path (core/train/device_data_parallel.h), NCCL ids and the device count.
+// path (core/train/gpu_replicas.h), NCCL ids and the device count.
 // core/gpu:gpu_backend registers it at start-up (alwayslink); a binary
 // built without --config=cuda has none, and every function here then says
 // so.
@@ -12,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/job/job_spec.h"
-#include "core/train/device_data_parallel.h"
+#include "core/train/gpu_replicas.h"
 
 namespace lockstep {
 
@@ -20,9 +20,9 @@ struct GpuBackend {
   // How many GPUs this process can use; FailedPrecondition saying why there
   // is none (no driver, ...).
   std::function<absl::StatusOr<int>()> visible_devices;
-  std::function<absl::StatusOr<std::unique_ptr<DeviceDataParallel>>(
-      const DeviceDataParallelConfig&)>
-      make_data_parallel;
+  std::function<absl::StatusOr<std::unique_ptr<GpuReplicas>>(
+      const GpuReplicasConfig&)>
+      make_replicas;
   // A fresh ncclUniqueId (rank 0 of each generation).
   std::function<absl::StatusOr<std::string>()> new_nccl_id;
 };
@@ -33,8 +33,8 @@ bool HaveGpuBackend();
 // Without a backend each is FailedPrecondition: "this lockstep was built
 // without GPU support (build it with --config=cuda)".
 absl::StatusOr<int> VisibleGpus();
-absl::StatusOr<std::unique_ptr<DeviceDataParallel>> MakeDeviceDataParallel(
-    const DeviceDataParallelConfig& config);
+absl::StatusOr<std::unique_ptr<GpuReplicas>> MakeGpuReplicas(
+    const GpuReplicasConfig& config);
 absl::StatusOr<std::string> NewNcclId();
 
 }  // namespace lockstep

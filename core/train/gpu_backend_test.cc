@@ -16,12 +16,11 @@ TEST(GpuBackendTest, WithoutTheCudaBuildEveryEntrySaysHowToGetIt) {
   EXPECT_EQ(gpus.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(gpus.status().message(), why + "; use cpu:N");
 
-  DeviceDataParallelConfig config;
+  GpuReplicasConfig config;
   config.devices = {0};
   config.replica_indices = {0};
   config.world_replicas = 1;
-  absl::StatusOr<std::unique_ptr<DeviceDataParallel>> ddp =
-      MakeDeviceDataParallel(config);
+  absl::StatusOr<std::unique_ptr<GpuReplicas>> ddp = MakeGpuReplicas(config);
   EXPECT_EQ(ddp.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(ddp.status().message(), "GPU replicas: " + why + "; use cpu:N");
 

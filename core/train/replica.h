@@ -1,7 +1,7 @@
 // One CPU model replica of a ReplicaSet: a host Model whose params hold its
 // parameter values and, after TrainStep, its gradients, so the local sum,
 // the ring all-reduce, the optimizer and checkpoints work on host memory.
-// (GPU replicas keep their state on the devices: core/train/device_data_parallel.h.)
+// (GPU replicas keep their state on the devices: core/train/gpu_replicas.h.)
 // Not thread-safe: one thread drives a replica at a time.
 #ifndef LOCKSTEP_CORE_TRAIN_REPLICA_H_
 #define LOCKSTEP_CORE_TRAIN_REPLICA_H_

@@ -29,7 +29,7 @@ class ReplicaSet {
   // initial bytes); `replica_indices` are their global replica indices,
   // which seed their dropout masks. Up to `threads` lanes run replicas side
   // by side; with one lane the kernels get every thread instead. (GPU
-  // replicas are core/train/device_data_parallel.h's.)
+  // replicas are core/train/gpu_replicas.h's.)
   // A model with layers that sum across replicas in their passes (sync
   // batch norm) gets a lane per replica whatever `threads` says: each
   // replica waits for the others inside its pass.

@@ -27,8 +27,8 @@ absl::Status TrainingSession::Restore(const LoadedCheckpoint& loaded) {
     // The previous rank's part, kept here too (cluster.copies).
     RETURN_IF_ERROR(ApplyCheckpoint(loaded, replicas_->params(), *copy_));
   }
-  RETURN_IF_ERROR(ddp_ != nullptr
-                      ? ddp_->PushState(replicas_->params(), *optimizer_)
+  RETURN_IF_ERROR(gpus_ != nullptr
+                      ? gpus_->PushState(replicas_->params(), *optimizer_)
                       : replicas_->MirrorParams());
   start_step_ = step_ = loaded.state.step;
   // A state from a worker's memory is on storage only once saved again.
@@ -53,7 +53,7 @@ CheckpointState TrainingSession::State(int64_t step) const {
 }
 
 absl::StatusOr<std::vector<LoadedCheckpoint>> TrainingSession::CopyState() {
-  if (ddp_ != nullptr) {
+  if (gpus_ != nullptr) {
     return absl::FailedPreconditionError(
         "GPU replicas keep no training state in memory after a failure: "
         "the devices' state may be lost with their collective");

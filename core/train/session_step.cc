@@ -39,10 +39,11 @@ absl::Status TrainingSession::Step(Batch& batch, const Batch* next,
   BatchLoss local;
   applied_ = false;
   pending_.reset();
-  if (ddp_ != nullptr) {
+  if (gpus_ != nullptr) {
     // Gradients summed over the GPUs and the update applied on each, by
     // NCCL and the devices; the host optimizer only counts the iteration.
-    ASSIGN_OR_RETURN(local, ddp_->Step(batch, next, *spec.loss, spec.seed, lr));
+    ASSIGN_OR_RETURN(local,
+                     gpus_->Step(batch, next, *spec.loss, spec.seed, lr));
   } else {
     ASSIGN_OR_RETURN(local, ComputeGradients(batch));
   }
@@ -64,7 +65,7 @@ absl::Status TrainingSession::Step(Batch& batch, const Batch* next,
     leaving_ = static_cast<int>(std::lround(m[3]));
     regroup_ = m[4] > 0.5f;
   }
-  if (ddp_ != nullptr) {
+  if (gpus_ != nullptr) {
     optimizer_->set_iterations(optimizer_->iterations() + 1);
     return absl::OkStatus();
   }

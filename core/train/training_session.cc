@@ -50,7 +50,7 @@ absl::Status TrainingSession::Setup(
     options.restored_from = resume->path;
   }
   ASSIGN_OR_RETURN(JobData data, LoadJobData(spec.data, std::move(options)));
-  // With GPUs the devices hold the training state (ddp_); one host replica
+  // With GPUs the devices hold the training state (gpus_); one host replica
   // holds what checkpoints and fingerprints need.
   ASSIGN_OR_RETURN(
       replicas_,
@@ -150,7 +150,7 @@ absl::Status TrainingSession::Setup(
 }
 
 absl::Status TrainingSession::SetupDevices() {
-  DeviceDataParallelConfig c;
+  GpuReplicasConfig c;
   c.spec = config_.spec;
   c.devices = config_.cuda_devices;
   c.replica_indices = config_.replicas;
@@ -175,14 +175,14 @@ absl::Status TrainingSession::SetupDevices() {
       };
     }
   }
-  ASSIGN_OR_RETURN(ddp_, MakeDeviceDataParallel(c));
+  ASSIGN_OR_RETURN(gpus_, MakeGpuReplicas(c));
   return absl::OkStatus();
 }
 
 absl::StatusOr<BatchLoss> TrainingSession::Evaluate() {
   const Loss& loss = *config_.spec.loss;
-  ASSIGN_OR_RETURN(BatchLoss local, ddp_ != nullptr
-                                        ? ddp_->Evaluate(test_, loss)
+  ASSIGN_OR_RETURN(BatchLoss local, gpus_ != nullptr
+                                        ? gpus_->Evaluate(test_, loss)
                                         : replicas_->Evaluate(test_, loss));
   if (config_.peers.transport == nullptr) return local;
   float m[3] = {static_cast<float>(local.loss_sum),
@@ -203,8 +203,8 @@ absl::Status TrainingSession::Barrier(int32_t bucket) {
 }
 
 absl::Status TrainingSession::SyncHostState() {
-  if (ddp_ == nullptr) return absl::OkStatus();
-  return ddp_->PullState(replicas_->params(), *optimizer_);
+  if (gpus_ == nullptr) return absl::OkStatus();
+  return gpus_->PullState(replicas_->params(), *optimizer_);
 }
 
 absl::StatusOr<std::string> TrainingSession::Fingerprint() {
@@ -217,7 +217,7 @@ int64_t TrainingSession::num_parameters() {
 }
 
 void TrainingSession::Abort() {
-  if (ddp_ != nullptr) ddp_->Abort();
+  if (gpus_ != nullptr) gpus_->Abort();
 }
 
 absl::Status CheckDataFitsModel(const JobSpec& spec, const Model& model,

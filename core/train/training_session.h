@@ -33,7 +33,7 @@
 #include "core/data/shard_plan.h"
 #include "core/job/job_spec.h"
 #include "core/progress.h"
-#include "core/train/device_data_parallel.h"
+#include "core/train/gpu_replicas.h"
 #include "core/train/lr_schedule.h"
 #include "core/train/optimizer.h"
 #include "core/train/replica_set.h"
@@ -212,11 +212,11 @@ class TrainingSession {
   int64_t test_samples() const { return test_total_; }
   // The checkpoint restored at Create ("" for a fresh start).
   const std::string& restored_from() const { return restored_from_; }
-  bool uses_devices() const { return ddp_ != nullptr; }
+  bool uses_devices() const { return gpus_ != nullptr; }
   // Whether CopyState can copy the training state (CPU replicas with the
   // optimizer state whole, or sharded with copies).
   bool state_in_memory() const {
-    return ddp_ == nullptr && (!optimizer_->sharded() || copy_ != nullptr);
+    return gpus_ == nullptr && (!optimizer_->sharded() || copy_ != nullptr);
   }
   // The optimizer state held here (sharded: this rank's part).
   bool sharded() const { return optimizer_->sharded(); }
@@ -265,10 +265,10 @@ class TrainingSession {
   Dataset train_, test_;  // test_: this process's share
   int64_t test_total_ = 0;
   std::unique_ptr<ShardPlan> plan_;
-  // With GPUs ddp_ trains and replicas_ is one host replica holding what
+  // With GPUs gpus_ trains and replicas_ is one host replica holding what
   // checkpoints and the fingerprint need.
   std::unique_ptr<ReplicaSet> replicas_;
-  std::unique_ptr<DeviceDataParallel> ddp_;
+  std::unique_ptr<GpuReplicas> gpus_;
   std::unique_ptr<GradientBuckets> buckets_;
   std::unique_ptr<Optimizer> optimizer_;
   // Sharded with copies (cluster.copies): the previous rank's part of the

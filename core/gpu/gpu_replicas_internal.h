@@ -1,10 +1,10 @@
-// The CUDA build's DeviceDataParallel (see core/train/device_data_parallel.h):
+// The CUDA build's GpuReplicas (see core/train/gpu_replicas.h):
 // its lanes (one local GPU each), the optimizer slots on them and the
-// class itself, shared by device_data_parallel.cc (the step, evaluation)
-// and device_data_parallel_host.cc (the update and what crosses to the
+// class itself, shared by gpu_replicas_cuda.cc (the step, evaluation)
+// and gpu_replicas_host.cc (the update and what crosses to the
 // host). Include nowhere else.
-#ifndef LOCKSTEP_CORE_GPU_CUDA_DEVICE_DATA_PARALLEL_H_
-#define LOCKSTEP_CORE_GPU_CUDA_DEVICE_DATA_PARALLEL_H_
+#ifndef LOCKSTEP_CORE_GPU_GPU_REPLICAS_INTERNAL_H_
+#define LOCKSTEP_CORE_GPU_GPU_REPLICAS_INTERNAL_H_
 
 #include <cuda_runtime_api.h>
 
@@ -17,8 +17,8 @@
 
 #include "absl/status/statusor.h"
 #include "core/collective/replica_sum.h"
-#include "core/gpu/device_data_parallel.h"
 #include "core/gpu/gpu_model.h"
+#include "core/gpu/gpu_replicas_cuda.h"
 #include "core/step_pool.h"
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/cuda/cuda_status.h"
@@ -105,10 +105,10 @@ int OptimizerRuns(const std::vector<UpdateRun>& runs);
 std::vector<std::string> SlotNames(const OptimizerSpec& spec,
                                    const std::vector<Param*>& all);
 
-class CudaDeviceDataParallel final : public DeviceDataParallel {
+class CudaGpuReplicas final : public GpuReplicas {
  public:
-  CudaDeviceDataParallel(const DeviceDataParallelConfig& config,
-                         std::vector<Lane> lanes, PinnedHostBuffer host_sum);
+  CudaGpuReplicas(const GpuReplicasConfig& config, std::vector<Lane> lanes,
+                  PinnedHostBuffer host_sum);
 
   absl::StatusOr<BatchLoss> Step(Batch& batch, const Batch* next,
                                  const Loss& loss, uint64_t seed,
@@ -201,4 +201,4 @@ class CudaDeviceDataParallel final : public DeviceDataParallel {
 }  // namespace cuda
 }  // namespace lockstep
 
-#endif  // LOCKSTEP_CORE_GPU_CUDA_DEVICE_DATA_PARALLEL_H_
+#endif  // LOCKSTEP_CORE_GPU_GPU_REPLICAS_INTERNAL_H_

@@ -1,14 +1,14 @@
-// The CUDA implementation of core/train/device_data_parallel.h: one GpuModel and
+// The CUDA implementation of core/train/gpu_replicas.h: one GpuModel and
 // one NcclCommunicator per local GPU, the whole flat gradient buffer summed
 // by one NCCL all-reduce, and the fused optimizer (kernels/cuda/optimizer.h)
 // applied on every GPU (registered by :gpu_backend).
-#ifndef LOCKSTEP_CORE_GPU_DEVICE_DATA_PARALLEL_H_
-#define LOCKSTEP_CORE_GPU_DEVICE_DATA_PARALLEL_H_
+#ifndef LOCKSTEP_CORE_GPU_GPU_REPLICAS_CUDA_H_
+#define LOCKSTEP_CORE_GPU_GPU_REPLICAS_CUDA_H_
 
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "core/train/device_data_parallel.h"
+#include "core/train/gpu_replicas.h"
 
 namespace lockstep {
 namespace cuda {
@@ -20,10 +20,10 @@ namespace cuda {
 // config.timeout. Blocks. Errors: InvalidArgument for an inconsistent
 // config, FailedPrecondition naming the device when a GPU is not usable,
 // DeadlineExceeded when the other ranks do not join in time.
-absl::StatusOr<std::unique_ptr<DeviceDataParallel>> MakeCudaDeviceDataParallel(
-    const DeviceDataParallelConfig& config);
+absl::StatusOr<std::unique_ptr<GpuReplicas>> MakeCudaGpuReplicas(
+    const GpuReplicasConfig& config);
 
 }  // namespace cuda
 }  // namespace lockstep
 
-#endif  // LOCKSTEP_CORE_GPU_DEVICE_DATA_PARALLEL_H_
+#endif  // LOCKSTEP_CORE_GPU_GPU_REPLICAS_CUDA_H_

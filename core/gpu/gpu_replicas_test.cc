@@ -1,8 +1,6 @@
-// The CUDA DeviceDataParallel: linking registers it; without a device make()
+// The CUDA GpuReplicas: linking registers it; without a device make()
 // fails naming why; with one, a world of one rank steps like a CPU
 // ReplicaSet plus core Optimizer, and PushState/PullState round-trip.
-#include "core/gpu/device_data_parallel.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -12,6 +10,7 @@
 #include <vector>
 
 #include "core/data/batch_prefetcher.h"
+#include "core/gpu/gpu_replicas_cuda.h"
 #include "core/model/model.h"
 #include "core/train/gpu_backend.h"
 #include "core/train/optimizer.h"
@@ -36,8 +35,8 @@ JobSpec SmallDense(OptimizerType type, double momentum) {
   return spec;
 }
 
-DeviceDataParallelConfig OneRank(const JobSpec& spec, std::string id) {
-  DeviceDataParallelConfig config;
+GpuReplicasConfig OneRank(const JobSpec& spec, std::string id) {
+  GpuReplicasConfig config;
   config.spec = spec;
   config.devices = {0};
   config.replica_indices = {0};
@@ -67,27 +66,25 @@ TEST(DeviceDataParallelTest, LinkingRegistersTheBackend) {
 }
 
 TEST(DeviceDataParallelTest, RefusesABadConfig) {
-  DeviceDataParallelConfig config =
+  GpuReplicasConfig config =
       OneRank(SmallDense(OptimizerType::kAdam, 0), std::string(128, '\0'));
   config.replica_indices = {0, 1};
-  absl::StatusOr<std::unique_ptr<DeviceDataParallel>> d =
-      MakeDeviceDataParallel(config);
+  absl::StatusOr<std::unique_ptr<GpuReplicas>> d = MakeGpuReplicas(config);
   EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(d.status().message(),
-            "DeviceDataParallel: 1 devices but 2 replica indices");
+            "GpuReplicas: 1 devices but 2 replica indices");
   config.replica_indices = {1};
-  d = MakeDeviceDataParallel(config);
+  d = MakeGpuReplicas(config);
   EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(d.status().message(),
-            "DeviceDataParallel: replica index 1 outside the world of 1");
+            "GpuReplicas: replica index 1 outside the world of 1");
 }
 
 TEST(DeviceDataParallelTest, WithoutADeviceMakeFailsNamingIt) {
   const std::string why = WhyNoDevice();
   if (why.empty()) GTEST_SKIP() << "a GPU is present: the no-device path";
-  absl::StatusOr<std::unique_ptr<DeviceDataParallel>> d =
-      MakeDeviceDataParallel(
-          OneRank(SmallDense(OptimizerType::kAdam, 0), std::string(128, '\0')));
+  absl::StatusOr<std::unique_ptr<GpuReplicas>> d = MakeGpuReplicas(
+      OneRank(SmallDense(OptimizerType::kAdam, 0), std::string(128, '\0')));
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(d.status().message().find("cuda:0"), std::string::npos)
@@ -119,8 +116,7 @@ struct StepCase {
   double global_clipnorm = 0;
 };
 
-class DeviceDataParallelStepTest : public ::testing::TestWithParam<StepCase> {
-};
+class DeviceDataParallelStepTest : public ::testing::TestWithParam<StepCase> {};
 
 TEST_P(DeviceDataParallelStepTest, OneRankStepsLikeTheCpu) {
   SKIP_WITHOUT_CUDA_DEVICE();
@@ -131,8 +127,8 @@ TEST_P(DeviceDataParallelStepTest, OneRankStepsLikeTheCpu) {
   spec.optimizer.global_clipnorm = c.global_clipnorm;
   absl::StatusOr<std::string> id = NewNcclUniqueId();
   ASSERT_TRUE(id.ok()) << id.status();
-  absl::StatusOr<std::unique_ptr<DeviceDataParallel>> gpu =
-      MakeDeviceDataParallel(OneRank(spec, *id));
+  absl::StatusOr<std::unique_ptr<GpuReplicas>> gpu =
+      MakeGpuReplicas(OneRank(spec, *id));
   ASSERT_TRUE(gpu.ok()) << gpu.status();
 
   absl::StatusOr<std::unique_ptr<ReplicaSet>> cpu =
@@ -227,30 +223,27 @@ TEST_P(DeviceDataParallelStepTest, OneRankStepsLikeTheCpu) {
 // past the tolerance.
 INSTANTIATE_TEST_SUITE_P(
     Optimizers, DeviceDataParallelStepTest,
-    ::testing::Values(StepCase{"sgd_momentum", OptimizerType::kSgd},
-                      StepCase{"adam", OptimizerType::kAdam},
-                      StepCase{"sgd_clip_decay_kernels",
-                               OptimizerType::kSgd,
-                               0.5,
-                               {"bias"},
-                               0.05},
-                      StepCase{"adamw_clip_decay_kernels",
-                               OptimizerType::kAdamW,
-                               0.5,
-                               {"bias"},
-                               0.05}),
+    ::testing::Values(
+        StepCase{"sgd_momentum", OptimizerType::kSgd},
+        StepCase{"adam", OptimizerType::kAdam},
+        StepCase{
+            "sgd_clip_decay_kernels", OptimizerType::kSgd, 0.5, {"bias"}, 0.05},
+        StepCase{"adamw_clip_decay_kernels",
+                 OptimizerType::kAdamW,
+                 0.5,
+                 {"bias"},
+                 0.05}),
     [](const ::testing::TestParamInfo<StepCase>& info) {
       return info.param.name;
     });
-
 
 TEST(DeviceDataParallelTest, PushThenPullIsExact) {
   SKIP_WITHOUT_CUDA_DEVICE();
   const JobSpec spec = SmallDense(OptimizerType::kAdamW, 0);
   absl::StatusOr<std::string> id = NewNcclUniqueId();
   ASSERT_TRUE(id.ok()) << id.status();
-  absl::StatusOr<std::unique_ptr<DeviceDataParallel>> gpu =
-      MakeDeviceDataParallel(OneRank(spec, *id));
+  absl::StatusOr<std::unique_ptr<GpuReplicas>> gpu =
+      MakeGpuReplicas(OneRank(spec, *id));
   ASSERT_TRUE(gpu.ok()) << gpu.status();
 
   absl::StatusOr<std::unique_ptr<Model>> src =
@@ -315,26 +308,25 @@ TEST(DeviceDataParallelTest, HostAllReduceSeesTheSumAndItsResultIsApplied) {
   SKIP_WITHOUT_CUDA_DEVICE();
   const JobSpec spec = SmallDense(OptimizerType::kSgd, 0);
   auto make = [&](std::function<absl::Status(int64_t, float*, int64_t)> hook)
-      -> std::unique_ptr<DeviceDataParallel> {
+      -> std::unique_ptr<GpuReplicas> {
     absl::StatusOr<std::string> id = NewNcclUniqueId();
     EXPECT_TRUE(id.ok()) << id.status();
-    DeviceDataParallelConfig c = OneRank(spec, id.ok() ? *id : "");
+    GpuReplicasConfig c = OneRank(spec, id.ok() ? *id : "");
     c.host_all_reduce = std::move(hook);
-    absl::StatusOr<std::unique_ptr<DeviceDataParallel>> d =
-        MakeDeviceDataParallel(c);
+    absl::StatusOr<std::unique_ptr<GpuReplicas>> d = MakeGpuReplicas(c);
     EXPECT_TRUE(d.ok()) << d.status();
     return d.ok() ? *std::move(d) : nullptr;
   };
   std::vector<int64_t> seen_steps;
   int64_t seen_floats = 0;
-  std::unique_ptr<DeviceDataParallel> plain = make(nullptr);
-  std::unique_ptr<DeviceDataParallel> identity =
+  std::unique_ptr<GpuReplicas> plain = make(nullptr);
+  std::unique_ptr<GpuReplicas> identity =
       make([&](int64_t step, float*, int64_t floats) {
         seen_steps.push_back(step);
         seen_floats = floats;
         return absl::OkStatus();
       });
-  std::unique_ptr<DeviceDataParallel> doubled =
+  std::unique_ptr<GpuReplicas> doubled =
       make([](int64_t, float* g, int64_t floats) {
         for (int64_t i = 0; i < floats; ++i) g[i] *= 2.0f;
         return absl::OkStatus();
@@ -350,7 +342,7 @@ TEST(DeviceDataParallelTest, HostAllReduceSeesTheSumAndItsResultIsApplied) {
   EXPECT_EQ(seen_steps, (std::vector<int64_t>{0, 1, 2}));
   EXPECT_GE(seen_floats, 12 * 16 + 16 + 16 * 4 + 4);  // padded flat layout
 
-  auto pull = [&](DeviceDataParallel& ddp) {
+  auto pull = [&](GpuReplicas& ddp) {
     absl::StatusOr<std::unique_ptr<Model>> m =
         Model::Build(spec.model, spec.seed + 9);
     absl::StatusOr<std::unique_ptr<Optimizer>> o =
@@ -373,10 +365,9 @@ TEST(DeviceDataParallelTest, HostAllReduceSeesTheSumAndItsResultIsApplied) {
   }
 
   // A failing hook fails the step with its error, and every later one.
-  std::unique_ptr<DeviceDataParallel> failing =
-      make([](int64_t, float*, int64_t) {
-        return absl::UnavailableError("ring peer gone");
-      });
+  std::unique_ptr<GpuReplicas> failing = make([](int64_t, float*, int64_t) {
+    return absl::UnavailableError("ring peer gone");
+  });
   ASSERT_TRUE(failing);
   Batch e = MakeTestBatch(0), f = MakeTestBatch(1);
   absl::StatusOr<BatchLoss> r = failing->Step(e, nullptr, *spec.loss, 1, 0.05);

@@ -1,10 +1,10 @@
-// NCCL data parallelism over the local GPUs (see device_data_parallel.h): a
+// NCCL data parallelism over the local GPUs (see gpu_replicas_internal.h): a
 // step is forward/backward, one in-place all-reduce of the whole flat
 // gradient buffer, and one fused optimizer launch over the flat parameter
 // buffer, on every local GPU in parallel (one StepPool lane each); the
 // update and everything that crosses to the host are
-// device_data_parallel_host.cc.
-#include "core/gpu/device_data_parallel.h"
+// gpu_replicas_host.cc.
+#include "core/gpu/gpu_replicas_cuda.h"
 
 #include <cuda_runtime_api.h>
 
@@ -21,8 +21,8 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "core/collective/replica_sum.h"
-#include "core/gpu/cuda_device_data_parallel.h"
 #include "core/gpu/gpu_model.h"
+#include "core/gpu/gpu_replicas_internal.h"
 #include "core/random.h"
 #include "core/step_pool.h"
 #include "core/tensor.h"
@@ -47,9 +47,9 @@ int64_t EvalChunk(const GpuModel& m) {
 
 }  // namespace
 
-CudaDeviceDataParallel::CudaDeviceDataParallel(
-    const DeviceDataParallelConfig& config, std::vector<Lane> lanes,
-    PinnedHostBuffer host_sum)
+CudaGpuReplicas::CudaGpuReplicas(const GpuReplicasConfig& config,
+                                 std::vector<Lane> lanes,
+                                 PinnedHostBuffer host_sum)
     : optimizer_(config.spec.optimizer),
       world_(config.world_replicas),
       host_all_reduce_(config.host_all_reduce),
@@ -66,16 +66,14 @@ CudaDeviceDataParallel::CudaDeviceDataParallel(
   }
 }
 
-absl::StatusOr<BatchLoss> CudaDeviceDataParallel::Step(Batch& batch,
-                                                       const Batch* next,
-                                                       const Loss& loss,
-                                                       uint64_t seed,
-                                                       double lr) {
+absl::StatusOr<BatchLoss> CudaGpuReplicas::Step(Batch& batch, const Batch* next,
+                                                const Loss& loss, uint64_t seed,
+                                                double lr) {
   RETURN_IF_ERROR(Usable());
   if (!broken_.ok()) return broken_;
   if (batch.replicas.size() != lanes_.size()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("DeviceDataParallel::Step: ", batch.replicas.size(),
+        absl::StrCat("GpuReplicas::Step: ", batch.replicas.size(),
                      " replica batches for ", lanes_.size(), " GPUs"));
   }
   if (next != nullptr && next->replicas.size() != lanes_.size()) {
@@ -147,8 +145,8 @@ absl::StatusOr<BatchLoss> CudaDeviceDataParallel::Step(Batch& batch,
   return total;
 }
 
-absl::StatusOr<BatchLoss> CudaDeviceDataParallel::Evaluate(const Dataset& data,
-                                                           const Loss& loss) {
+absl::StatusOr<BatchLoss> CudaGpuReplicas::Evaluate(const Dataset& data,
+                                                    const Loss& loss) {
   RETURN_IF_ERROR(Usable());
   GpuModel& model = *lanes_[0].model;
   // Evaluation stages its chunks through the same slots: a batch staged
@@ -180,30 +178,30 @@ absl::StatusOr<BatchLoss> CudaDeviceDataParallel::Evaluate(const Dataset& data,
   return total;
 }
 
-void CudaDeviceDataParallel::Abort() {
+void CudaGpuReplicas::Abort() {
   aborted_.store(true);
   AbortCommunicators();
   if (pass_sum_ != nullptr) pass_sum_->Abort(Cancelled());
 }
 
-absl::Status CudaDeviceDataParallel::Cancelled() {
-  return absl::CancelledError("DeviceDataParallel was aborted");
+absl::Status CudaGpuReplicas::Cancelled() {
+  return absl::CancelledError("GpuReplicas was aborted");
 }
 
-absl::Status CudaDeviceDataParallel::Usable() const {
+absl::Status CudaGpuReplicas::Usable() const {
   return aborted_.load() ? Cancelled() : absl::OkStatus();
 }
 
-void CudaDeviceDataParallel::AbortCommunicators() {
+void CudaGpuReplicas::AbortCommunicators() {
   for (Lane& lane : lanes_) lane.comm->Abort();
 }
 
-std::string CudaDeviceDataParallel::Where(const Lane& lane) const {
+std::string CudaGpuReplicas::Where(const Lane& lane) const {
   return absl::StrCat("cuda:", lane.model->device(), " (rank ", lane.replica,
                       " of ", world_, ")");
 }
 
-absl::StatusOr<GpuModel::StagedInput> CudaDeviceDataParallel::Stage(
+absl::StatusOr<GpuModel::StagedInput> CudaGpuReplicas::Stage(
     Lane& lane, const ReplicaBatch& rb, int64_t step) {
   const int64_t n = rb.x.shape().empty() ? 0 : rb.x.dim(0);
   const int64_t lps = lane.model->labels_per_sample();
@@ -222,9 +220,11 @@ absl::StatusOr<GpuModel::StagedInput> CudaDeviceDataParallel::Stage(
   return staged;
 }
 
-absl::Status CudaDeviceDataParallel::LaneCompute(
-    Lane& lane, ReplicaBatch& rb, int64_t step, const ReplicaBatch* next,
-    int64_t next_step, const Loss& loss, float scale, uint64_t seed) {
+absl::Status CudaGpuReplicas::LaneCompute(Lane& lane, ReplicaBatch& rb,
+                                          int64_t step,
+                                          const ReplicaBatch* next,
+                                          int64_t next_step, const Loss& loss,
+                                          float scale, uint64_t seed) {
   GpuModel& model = *lane.model;
   GpuModel::StagedInput in = lane.staged;
   if (lane.staged_step != step) {
@@ -251,9 +251,9 @@ absl::Status CudaDeviceDataParallel::LaneCompute(
   return absl::OkStatus();
 }
 
-absl::Status CudaDeviceDataParallel::LaneFinish(Lane& lane, int64_t step,
-                                                const double* lr,
-                                                int64_t global_samples) {
+absl::Status CudaGpuReplicas::LaneFinish(Lane& lane, int64_t step,
+                                         const double* lr,
+                                         int64_t global_samples) {
   if (lr != nullptr) {
     RETURN_IF_ERROR(AnnotateStatus(
         Update(lane, *lr, global_samples),
@@ -263,7 +263,7 @@ absl::Status CudaDeviceDataParallel::LaneFinish(Lane& lane, int64_t step,
                         absl::StrCat("step ", step, " on ", Where(lane)));
 }
 
-absl::StatusOr<BatchLoss> CudaDeviceDataParallel::Sum(
+absl::StatusOr<BatchLoss> CudaGpuReplicas::Sum(
     const std::vector<absl::StatusOr<BatchLoss>>& losses) {
   BatchLoss total;
   absl::Status first_error;
@@ -282,23 +282,23 @@ absl::StatusOr<BatchLoss> CudaDeviceDataParallel::Sum(
 
 namespace {
 
-absl::Status CheckConfig(const DeviceDataParallelConfig& c) {
+absl::Status CheckConfig(const GpuReplicasConfig& c) {
   if (c.devices.empty()) {
-    return absl::InvalidArgumentError("DeviceDataParallel: no local devices");
+    return absl::InvalidArgumentError("GpuReplicas: no local devices");
   }
   if (c.devices.size() != c.replica_indices.size()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("DeviceDataParallel: ", c.devices.size(), " devices but ",
+        absl::StrCat("GpuReplicas: ", c.devices.size(), " devices but ",
                      c.replica_indices.size(), " replica indices"));
   }
   if (c.world_replicas < 1 || c.world_replicas > INT_MAX) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "DeviceDataParallel: bad world of ", c.world_replicas, " replicas"));
+        "GpuReplicas: bad world of ", c.world_replicas, " replicas"));
   }
   for (int64_t r : c.replica_indices) {
     if (r < 0 || r >= c.world_replicas) {
       return absl::InvalidArgumentError(
-          absl::StrCat("DeviceDataParallel: replica index ", r,
+          absl::StrCat("GpuReplicas: replica index ", r,
                        " outside the world of ", c.world_replicas));
     }
   }
@@ -307,8 +307,8 @@ absl::Status CheckConfig(const DeviceDataParallelConfig& c) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<DeviceDataParallel>> MakeCudaDeviceDataParallel(
-    const DeviceDataParallelConfig& config) {
+absl::StatusOr<std::unique_ptr<GpuReplicas>> MakeCudaGpuReplicas(
+    const GpuReplicasConfig& config) {
   RETURN_IF_ERROR(CheckConfig(config));
   const size_t n = config.devices.size();
   const int slots = SlotCount(config.spec.optimizer);
@@ -394,8 +394,8 @@ absl::StatusOr<std::unique_ptr<DeviceDataParallel>> MakeCudaDeviceDataParallel(
     }
   }
   if (!first_error.ok()) return first_error;
-  return std::unique_ptr<DeviceDataParallel>(new CudaDeviceDataParallel(
-      config, std::move(lanes), std::move(host_sum)));
+  return std::unique_ptr<GpuReplicas>(
+      new CudaGpuReplicas(config, std::move(lanes), std::move(host_sum)));
 }
 
 }  // namespace cuda

@@ -1,5 +1,5 @@
-// The CUDA DeviceDataParallel's update and its traffic with the host (see
-// cuda_device_data_parallel.h): the update over runs of the flat buffers,
+// The CUDA GpuReplicas's update and its traffic with the host (see
+// gpu_replicas_internal.h): the update over runs of the flat buffers,
 // the ring layout's gradient sum through pinned host memory, and the
 // parameters and optimizer slots between the GPUs and the host.
 #include <algorithm>
@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "core/gpu/cuda_device_data_parallel.h"
+#include "core/gpu/gpu_replicas_internal.h"
 #include "core/train/optimizer.h"
 #include "kernels/cuda/layers/batch_norm.h"
 #include "kernels/cuda/optimizer.h"
@@ -58,10 +58,9 @@ std::vector<UpdateRun> UpdateRuns(const GpuModel& model,
 }
 
 int OptimizerRuns(const std::vector<UpdateRun>& runs) {
-  return static_cast<int>(
-      std::count_if(runs.begin(), runs.end(), [](const UpdateRun& r) {
-        return r.update == ParamUpdate::kOptimizer;
-      }));
+  return static_cast<int>(std::count_if(
+      runs.begin(), runs.end(),
+      [](const UpdateRun& r) { return r.update == ParamUpdate::kOptimizer; }));
 }
 
 // Optimizer::StateTensors' names for `params`, in its order.
@@ -89,8 +88,8 @@ std::vector<std::string> SlotNames(const OptimizerSpec& spec,
   return names;
 }
 
-absl::Status CudaDeviceDataParallel::PullState(
-    const std::vector<Param*>& params, Optimizer& optimizer) {
+absl::Status CudaGpuReplicas::PullState(const std::vector<Param*>& params,
+                                        Optimizer& optimizer) {
   RETURN_IF_ERROR(Usable());
   const Lane& lane = lanes_[0];
   RETURN_IF_ERROR(AnnotateStatus(
@@ -115,8 +114,8 @@ absl::Status CudaDeviceDataParallel::PullState(
   return absl::OkStatus();
 }
 
-absl::Status CudaDeviceDataParallel::PushState(
-    const std::vector<Param*>& params, Optimizer& optimizer) {
+absl::Status CudaGpuReplicas::PushState(const std::vector<Param*>& params,
+                                        Optimizer& optimizer) {
   RETURN_IF_ERROR(Usable());
   ASSIGN_OR_RETURN(std::vector<Tensor*> states, MatchState(params, optimizer));
   const std::vector<int> opt = OptimizerParams(params);
@@ -146,8 +145,8 @@ absl::Status CudaDeviceDataParallel::PushState(
   return absl::OkStatus();
 }
 
-absl::Status CudaDeviceDataParallel::Update(Lane& lane, double lr,
-                                            int64_t global_samples) {
+absl::Status CudaGpuReplicas::Update(Lane& lane, double lr,
+                                     int64_t global_samples) {
   GpuModel& model = *lane.model;
   if (model.flat_floats() == 0) return absl::OkStatus();
   CUDA_RETURN_IF_ERROR(cudaSetDevice(model.device()));
@@ -202,12 +201,12 @@ absl::Status CudaDeviceDataParallel::Update(Lane& lane, double lr,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<Tensor*>> CudaDeviceDataParallel::MatchState(
+absl::StatusOr<std::vector<Tensor*>> CudaGpuReplicas::MatchState(
     const std::vector<Param*>& params, Optimizer& optimizer) const {
   const GpuModel& m0 = *lanes_[0].model;
   if (static_cast<int>(params.size()) != m0.num_params()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("DeviceDataParallel: ", params.size(),
+        absl::StrCat("GpuReplicas: ", params.size(),
                      " params given, the model has ", m0.num_params()));
   }
   const std::vector<std::string> want = SlotNames(optimizer_, params);
@@ -215,7 +214,7 @@ absl::StatusOr<std::vector<Tensor*>> CudaDeviceDataParallel::MatchState(
   std::vector<std::pair<std::string, Tensor*>> have = optimizer.StateTensors();
   if (have.size() != want.size()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("DeviceDataParallel: the optimizer has ", have.size(),
+        absl::StrCat("GpuReplicas: the optimizer has ", have.size(),
                      " state tensors, the devices ", want.size()));
   }
   std::vector<Tensor*> out;
@@ -224,18 +223,17 @@ absl::StatusOr<std::vector<Tensor*>> CudaDeviceDataParallel::MatchState(
     if (have[k].first != want[k] ||
         have[k].second->size() != m0.param_size(i)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "DeviceDataParallel: optimizer state ", k, " is ", have[k].first,
-          " (", have[k].second->size(), " floats), the devices' is ", want[k],
-          " (", m0.param_size(i), " floats)"));
+          "GpuReplicas: optimizer state ", k, " is ", have[k].first, " (",
+          have[k].second->size(), " floats), the devices' is ", want[k], " (",
+          m0.param_size(i), " floats)"));
     }
     out.push_back(have[k].second);
   }
   return out;
 }
 
-absl::Status CudaDeviceDataParallel::Copy(const Lane& lane, void* dst,
-                                          const void* src,
-                                          cudaMemcpyKind kind) {
+absl::Status CudaGpuReplicas::Copy(const Lane& lane, void* dst, const void* src,
+                                   cudaMemcpyKind kind) {
   const GpuModel& model = *lane.model;
   CUDA_RETURN_IF_ERROR(cudaSetDevice(model.device()));
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
@@ -244,7 +242,7 @@ absl::Status CudaDeviceDataParallel::Copy(const Lane& lane, void* dst,
   return absl::OkStatus();
 }
 
-absl::Status CudaDeviceDataParallel::SumToHost(Lane& lane, int64_t step) {
+absl::Status CudaGpuReplicas::SumToHost(Lane& lane, int64_t step) {
   const GpuModel& model = *lane.model;
   const absl::Status s =
       CUDA_STATUS(cudaMemcpyAsync(host_sum_.data(), model.device_grads(),
@@ -254,9 +252,9 @@ absl::Status CudaDeviceDataParallel::SumToHost(Lane& lane, int64_t step) {
                                         "'s gradients from ", Where(lane)));
 }
 
-absl::Status CudaDeviceDataParallel::LaneApplyHostSum(Lane& lane, int64_t step,
-                                                      double lr,
-                                                      int64_t global_samples) {
+absl::Status CudaGpuReplicas::LaneApplyHostSum(Lane& lane, int64_t step,
+                                               double lr,
+                                               int64_t global_samples) {
   GpuModel& model = *lane.model;
   CUDA_RETURN_IF_ERROR(cudaSetDevice(model.device()));
   const absl::Status s =

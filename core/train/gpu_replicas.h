@@ -8,10 +8,10 @@
 //     local sum goes through pinned host memory into host_all_reduce (the
 //     gRPC ring across workers) and back to every GPU before the update.
 // `lockstep train` uses the first with every replica local. The CUDA build
-// provides the implementation (MakeDeviceDataParallel in
+// provides the implementation (MakeGpuReplicas in
 // core/train/gpu_backend.h). Not thread-safe except Abort().
-#ifndef LOCKSTEP_CORE_TRAIN_DEVICE_DATA_PARALLEL_H_
-#define LOCKSTEP_CORE_TRAIN_DEVICE_DATA_PARALLEL_H_
+#ifndef LOCKSTEP_CORE_TRAIN_GPU_REPLICAS_H_
+#define LOCKSTEP_CORE_TRAIN_GPU_REPLICAS_H_
 
 #include <atomic>
 #include <cstdint>
@@ -30,9 +30,9 @@
 
 namespace lockstep {
 
-class DeviceDataParallel {
+class GpuReplicas {
  public:
-  virtual ~DeviceDataParallel() = default;
+  virtual ~GpuReplicas() = default;
 
   // One step of the local replicas (batch.replicas in local order) at
   // learning rate `lr`: their loss sums (this worker's), after every GPU of
@@ -61,11 +61,11 @@ class DeviceDataParallel {
   virtual void Abort() = 0;
 };
 
-struct DeviceDataParallelConfig {
+struct GpuReplicasConfig {
   JobSpec spec;
-  std::vector<int> devices;                     // local CUDA ordinals, one each
-  std::vector<int64_t> replica_indices;         // their global replica indices
-  int64_t world_replicas = 0;                   // every GPU of the generation
+  std::vector<int> devices;              // local CUDA ordinals, one each
+  std::vector<int64_t> replica_indices;  // their global replica indices
+  int64_t world_replicas = 0;            // every GPU of the generation
   // 128 bytes, from NCCL rank 0 (NewNcclId; with host_all_reduce, this
   // process makes it).
   std::string nccl_id;
@@ -74,8 +74,7 @@ struct DeviceDataParallelConfig {
   // with the local GPUs' gradient sum in pinned host memory (GpuModel's flat
   // layout: each param at its offset, zero padding; `floats` of them). It
   // must leave the sum over every worker there; an error fails the step.
-  std::function<absl::Status(int64_t global_step, float* grads,
-                             int64_t floats)>
+  std::function<absl::Status(int64_t global_step, float* grads, int64_t floats)>
       host_all_reduce;
   // Sync batch norm's sums inside the pass: the local GPUs meet at a host
   // barrier (ReplicaSum, lane order), then this is called once per sum,
@@ -88,4 +87,4 @@ struct DeviceDataParallelConfig {
 
 }  // namespace lockstep
 
-#endif  // LOCKSTEP_CORE_TRAIN_DEVICE_DATA_PARALLEL_H_
+#endif  // LOCKSTEP_CORE_TRAIN_GPU_REPLICAS_H_
