@@ -145,8 +145,9 @@ class Coordinator {
   // when it is the last slice of its step.
   absl::StatusOr<lockstep::v1::CheckpointAck> AddCheckpointSlice(
       const std::vector<lockstep::v1::CheckpointSlice>& messages);
-  // The latest committed checkpoint of `job`, verified; FailedPrecondition
-  // if its step is not `step`.
+  // The committed checkpoint of `job` at `step` (where its generation
+  // starts), verified, whether or not a later one was committed since;
+  // DataLoss naming the folder when it is missing or damaged.
   absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& job,
                                                   int64_t step) const;
   // Sets *over (when not null) if the report comes after the job or its

@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/file_util.h"
 #include "base/status_macros.h"
 #include "coordinator/coordinator.h"
 
@@ -86,13 +87,18 @@ absl::StatusOr<LoadedCheckpoint> Coordinator::LoadCheckpoint(
     }
     store = it->second->checkpoints;
   }
-  std::vector<std::string> warnings;
-  ASSIGN_OR_RETURN(LoadedCheckpoint loaded, store->LoadLatest(&warnings));
-  for (const std::string& w : warnings) Log("warning: " + w);
-  if (loaded.state.step != step) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "the latest good checkpoint of job %s is at step %d, not %d", name,
-        loaded.state.step, step));
+  // The step the generation starts from (ChooseStart verified it), not
+  // the latest: a commit of the previous generation that lands after the
+  // start (its slices were in before the failure) must not change what the
+  // new ranks load.
+  const std::string folder = CheckpointFolderName(step);
+  absl::StatusOr<LoadedCheckpoint> loaded = store->LoadStep(folder);
+  if (!loaded.ok()) {
+    return absl::Status(
+        loaded.status().code(),
+        absl::StrFormat("checkpoint %s of job %s (%s): %s", folder, name,
+                        JoinPath(store->dir(), folder),
+                        loaded.status().message()));
   }
   return loaded;
 }

@@ -82,9 +82,14 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
   if (!IsTerminal(job->status.state()) &&
       job->status.generation() == req.generation()) {
     // Its report of this generation is in (the recovery waits for the
-    // survivors'), with what it kept in memory, late or not.
+    // survivors'), with what it kept in memory, late or not; only from the
+    // worker that held that rank (what another claims could start the next
+    // generation from its memory).
     auto reporter = workers_.find(req.worker_id());
-    if (reporter != workers_.end() && !reporter->second.lost) {
+    const bool holds_rank = req.rank() >= 0 &&
+                            req.rank() < static_cast<int>(job->ranks.size()) &&
+                            job->ranks[req.rank()] == req.worker_id();
+    if (holds_rank && reporter != workers_.end() && !reporter->second.lost) {
       Worker& w = reporter->second;
       w.reported_job = job->name;
       w.reported_generation = req.generation();

@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/coordinator_test_fixture.h"
+#include "core/checkpoint/checkpoint.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -52,6 +53,37 @@ TEST_F(CoordinatorTest, PendingUntilTwoWorkersThenRanksInRegistrationOrder) {
   EXPECT_THAT(std::string(refused.status().message()),
               ::testing::HasSubstr("job \"j\" is already RUNNING at step 0 "
                                    "with another spec: seed (1 -> 2)"));
+}
+
+// A generation's ranks load the step it starts from, even when a later
+// checkpoint was committed since (the previous generation's slices, in
+// before its failure, committed after the start); a step with no
+// checkpoint is DataLoss naming the folder.
+TEST_F(CoordinatorTest, ACheckpointIsServedAtTheAskedStepAfterALaterCommit) {
+  ASSERT_TRUE(c_->Submit(kJob).ok());
+  CheckpointStore store(JoinPath(Options().storage_dir, "jobs/j/checkpoints"),
+                        3);
+  Tensor w({3}, {1, 2, 3}), m({3}, {4, 5, 6});
+  for (int64_t step : {100, 200}) {
+    CheckpointState state;
+    state.step = step;
+    w.data()[0] = static_cast<float>(step);
+    ASSERT_TRUE(store.Commit(state, {{"w", &w}}, {{"adam/m/w", &m}}).ok());
+  }
+  absl::StatusOr<LoadedCheckpoint> at = c_->LoadCheckpoint("j", 100);
+  ASSERT_TRUE(at.ok()) << at.status();
+  EXPECT_EQ(at->state.step, 100);
+  ASSERT_EQ(at->model.size(), 1u);
+  EXPECT_EQ(at->model[0].second.data()[0], 100.0f);
+  at = c_->LoadCheckpoint("j", 200);
+  ASSERT_TRUE(at.ok()) << at.status();
+  EXPECT_EQ(at->model[0].second.data()[0], 200.0f);
+  at = c_->LoadCheckpoint("j", 150);
+  EXPECT_TRUE(absl::IsDataLoss(at.status())) << at.status();
+  EXPECT_EQ(at.status().message(), "checkpoint step-00000150 of job j (" +
+                                       store.dir() +
+                                       "/step-00000150): state.json: missing");
+  EXPECT_TRUE(absl::IsNotFound(c_->LoadCheckpoint("k", 100).status()));
 }
 
 TEST_F(CoordinatorTest, CancelSendsStopAndFreesTheWorkers) {

@@ -324,6 +324,13 @@ TEST_F(CoordinatorTest, ASurvivorsMemoryStartsTheNextGeneration) {
   const std::string b = Register("hostb");
   const std::string c = Register("hostc");
   ASSERT_TRUE(c_->Submit(JobWithRestarts(3)).ok());  // two workers: a and b
+  // The idle c claims rank 1 and a later step kept in memory: refused, and
+  // its claim is not offered to the next generation.
+  v1::FinishRequest fake = Failed(c, 1, 1, "the stream from rank 0 broke",
+                                  absl::StatusCode::kUnavailable);
+  fake.set_held_step(9);
+  fake.set_held_fingerprint("ffffffffffffffffffffffffffffffff");
+  EXPECT_TRUE(absl::IsInvalidArgument(c_->Finish(fake)));
   // b's stream breaks; a kept step 7, the last it completed.
   v1::FinishRequest f = Failed(a, 1, 0, "the stream from rank 1 broke",
                                absl::StatusCode::kUnavailable);
