@@ -3,6 +3,150 @@
 // comparison, checkpoint commits from worker slices, summaries and
 // result.json. Thread-safe; the gRPC services (coordinator/services.h) are
 // thin adapters over it. Never on the per-step gradient path.
+//
+// The coordinator <-> worker protocol (proto/cluster.proto), in the order
+// of a job's life. All state is under mu_. A transition changes the state
+// in memory and then journals it (Persist, coordinator_journal.cc), mostly
+// through Event(), before mu_ is released, so no RPC sees a transition
+// that is not journaled. A failed journal write is only logged. [W] marks
+// a state-changing decision or write that a leader lease must fence.
+//
+// 1. Membership (coordinator_members.cc).
+//    Register: FailedPrecondition unless protocol_version is the
+//    coordinator's; InvalidArgument without a replica or a
+//    collective_address. The worker gets a new id "wN" (N: registration
+//    order, also rank order). Its name (default: the collective address)
+//    is its identity: a live member with the same name is MarkLost (its
+//    job recovers); its replaced_by is set when it is another pid or
+//    host. held_* is what a dropped worker kept in memory (Worker::Hold).
+//    Then TryStartAll, [W] Persist.
+//    Heartbeat: NotFound for an unknown or lost id (the worker stops its
+//    run, keeps its state, registers again offering it);
+//    FailedPrecondition for a replaced id (the daemon exits; there is no
+//    exit command). It carries job, generation, wait and timing. The
+//    response: STOP when the worker runs anything but its current
+//    RUNNING job and generation; regroup=true when that generation is to
+//    end for a grow; RUN with AssignmentFor(job, rank) to an idle worker
+//    TryStart gave a rank, at every heartbeat until it runs it, unless
+//    that rank already sent a Finish of this generation. Not journaled.
+//
+// 2. Submission (coordinator.cc Submit; submit_policy.cc DecideSubmit).
+//    UNAVAILABLE after BeginShutdown. The same spec again returns the
+//    name's job (SubmitResponse.existing); another spec while it has not
+//    ended is AlreadyExists. Another spec of an ended job, or
+//    checkpoints of a name it has no job for, need SUBMIT_RESUME (same
+//    model) or SUBMIT_RESTART ([W] MoveJobResultsAside). The new Job is
+//    PENDING and keeps the name's generation count; [W] OpenJobFiles,
+//    [W] Event "submitted", then TryStart.
+//
+// 3. Gang start (coordinator_start.cc TryStart; from Submit, Register,
+//    late Finish reports and Tick through TryStartAll: RECOVERING jobs
+//    first, then PENDING in submit order; none while shutting down).
+//    IdleFor: not lost, no job, Offers (replicas; GPUs for "nccl"), not
+//    Excluded (blamed >= kFailuresBeforeExclusion times), registration
+//    order. WorldToStart: cluster.workers, or for an elastic job >= min
+//    after start_grace / rejoin_grace (shrink_only: survivors at once).
+//    RECOVERING also waits for next_start (back-off) and, with
+//    await_reports, up to kSurvivorReportSeconds for each old rank still
+//    a member to send its Finish (what it kept).
+//    ChooseStart (coordinator_resume.cc): start_step is the latest good
+//    checkpoint (CheckpointStore::LoadLatest, under mu_) or, recovering,
+//    a later step an idle worker holds of this job and generation:
+//    memory_step/donor/fingerprint, or memory_part_donors from
+//    PlanKeptParts (sharded with copies).
+//    Then [W]: ranks = the first `world` idle workers, collective "ring"
+//    or "nccl", generation g+1, RUNNING, restarts+1 unless a grow, a
+//    planned leave or an elastic shrink, a MembershipChange,
+//    [W] AuditLog::Generation, [W] Event "RUNNING generation g+1".
+//    The Assignment (job_json, generation, rank, peers, start_step,
+//    memory_*, collective) reaches each rank as RUN in its next idle
+//    heartbeat (a survivor still running g gets STOP first). It restores
+//    from memory (its own, or WorkerState.FetchState from the donors) or
+//    FetchCheckpoint (LoadCheckpoint: the start_step folder, verified,
+//    whatever was committed since).
+//
+// 4. During generation g. Each worker request names (job, generation).
+//    Another generation is counted (Fenced: "progress", "samples",
+//    "checkpoint_slice", "finish", "nccl_id") and refused; the current
+//    one while not RUNNING is refused uncounted. CheckReporter (rank in
+//    range, ranks[rank] == worker_id) guards progress, sample records
+//    and Finish; a checkpoint slice names no worker and is not checked.
+//    ReportProgress (coordinator_reports.cc): stop=true when over. Rank 0
+//    sends step, loss, ..., events ([W] Event each) and scalars ([W]
+//    JobReports::Add, outside mu_); every rank sends a fingerprint each
+//    fingerprint_every_steps and at the last step; CompareFingerprints,
+//    once all ranks' are in: a mismatch is EndJob FAILED.
+//    RecordSamples (audit.samples), before each step's collective:
+//    [W] AuditLog::Add, outside mu_; stop=true when over.
+//    UploadCheckpoint -> AddCheckpointSlice (coordinator_checkpoints.cc):
+//    generation and RUNNING checked under mu_; then, outside mu_,
+//    CheckpointAssembler::Add verifies and, at a step's last slice,
+//    [W] CheckpointStore::Commit (temp folder, fsync, rename, `latest`);
+//    then [W] Event "committed". A failed commit of the final checkpoint
+//    (slice.final) ends the generation: Recover, nobody blamed.
+//    PublishNcclId / FetchNcclId (coordinator_nccl.cc): rank 0's 128
+//    bytes, once per generation, in the NcclIdRelay (memory only); the
+//    others wait up to 300 s, or until Recover / EndJob ends it.
+//    Tick (~100 ms, coordinator_recovery.cc): ForgetLostWorkers ([W]
+//    Persist); no heartbeat for worker_timeout_seconds: MarkLost;
+//    BlameChain; DiagnoseHangs follows heartbeat waits to the rank that
+//    waits on nothing (MarkLost after hang_timeout_seconds);
+//    UpdateStraggler; MaybeGrow (regroup_generation); each an [W] Event.
+//
+// 5. End of a generation (coordinator_finish.cc Finish).
+//    A Finish naming the current generation number of a job not ended
+//    (RUNNING, or RECOVERING) from the worker that held its rank first
+//    records reported_* and Hold (held_step, held_fingerprint, held
+//    parts). A generation that is
+//    over gets FinishResponse.over (a RECOVERING job tries TryStart); a
+//    leave while idle or late marks the worker lost, [W] Persist. For
+//    the running generation, after CheckReporter:
+//    - no error: finished[rank], fingerprint compared, CompleteIfDone.
+//    - regroup (only when regroup_generation == g): Recover(regroup).
+//    - leaving (SIGTERM drain): worker lost, Recover(planned).
+//    - suspect_ranks: suspects[rank]; BlameChain MarkLosts the chain's
+//      end at once with 2 ranks, else once it reported or after 1 s.
+//    - other errors while suspects are traced: ignored. Unavailable,
+//      DeadlineExceeded, Aborted, Cancelled, ResourceExhausted, Internal,
+//      Unknown: Recover blaming the reporter; others: EndJob FAILED.
+//    MarkLost: lost, then Recover of its RUNNING job, else [W] Persist.
+//    Recover (RUNNING only) [W]: failures[blamed name]++, every rank's
+//    worker idle (STOP at its next heartbeat). Planned or regroup:
+//    RECOVERING, no back-off. Else FAILED if restarts >= max_restarts
+//    and no elastic shrink is possible; else RECOVERING with back-off
+//    min(60, backoff_seconds * 2^restarts), 0 when shrink_only. The
+//    generation number stays g until TryStart. [W] Event.
+//    Tick: RECOVERING past replacement_timeout_seconds is FAILED.
+//    Workers (job_runner.cc): a failed run keeps its state (KeepState).
+//    A drain or a regroup is agreed in a step's loss all-reduce; a drain
+//    checkpoints that step behind a barrier before Finish(leaving).
+//
+// 6. End of a job (coordinator.cc EndJob; CompleteIfDone).
+//    SUCCEEDED once every rank's Finish is in: [W] WriteResultFile
+//    (result.json from rank 0's report and the membership), then EndJob;
+//    a failed write is FAILED. FAILED and CANCELLED (Cancel) also go
+//    through EndJob: NCCL wait ended, workers idle (STOP at the next
+//    heartbeat), [W] JobReports::Flush, [W] Event.
+//
+// 7. The coordinator's restart (coordinator_journal.cc; server.cc).
+//    The journal (journal.proto; FileJournalStore: journal.pb, replaced
+//    atomically) holds the sequence, next_worker, live workers (id,
+//    RegisterRequest, order, job, rank) and every job (job_json, status,
+//    ranks, start_step, collective, failures, back-off, planned_recovery,
+//    the last 500 events). Not in it: progress, fingerprints, finished,
+//    held_*, reported_*, suspects, memory_*, regroup_generation,
+//    await_reports, shrink_only, replaced_by, NCCL ids.
+//    LoadJournal runs before any RPC is answered (UNAVAILABLE till then):
+//    each worker has worker_timeout_seconds from now to heartbeat under
+//    its id; a RECOVERING job's replacement wait restarts; [W] Persist.
+//    Meanwhile the ranks train on (progress reports wait); sample
+//    records, the final checkpoint and Finish retry up to 10 min
+//    (ClusterHost::WhileCoordinatorRestarts): with the audit on, the
+//    ranks wait at their next sample record. SaveJournal at shutdown.
+//
+// Writes done before the Persist that records them, or outside mu_: the
+// checkpoint commit, result.json, audit.jsonl, summaries, the results
+// moved aside. A lease checked in Persist alone does not fence them.
 #ifndef LOCKSTEP_COORDINATOR_COORDINATOR_H_
 #define LOCKSTEP_COORDINATOR_COORDINATOR_H_
 
