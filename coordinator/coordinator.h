@@ -133,9 +133,10 @@
 //    atomically) holds the sequence, next_worker, live workers (id,
 //    RegisterRequest, order, job, rank) and every job (job_json, status,
 //    ranks, start_step, collective, failures, back-off, planned_recovery,
-//    the last 500 events). Not in it: progress, fingerprints, finished,
-//    held_*, reported_*, suspects, memory_*, regroup_generation,
-//    await_reports, shrink_only, replaced_by, NCCL ids.
+//    the last 500 events, the finished ranks' reports, the memory start
+//    and the regroup asked). Not in it: progress, the fingerprints of
+//    ranks not finished, held_*, reported_*, suspects, await_reports,
+//    shrink_only, replaced_by, NCCL ids.
 //    LoadJournal runs before any RPC is answered (UNAVAILABLE till then):
 //    each worker has worker_timeout_seconds from now to heartbeat under
 //    its id; a RECOVERING job's replacement wait restarts; [W] Persist.

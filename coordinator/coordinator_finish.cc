@@ -198,6 +198,9 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
   job->fingerprints[req.steps()][req.rank()] = req.fingerprint();
   CompareFingerprints(*job, req.steps());
   CompleteIfDone(*job);
+  // The rank's end stands across a coordinator restart (EndJob journaled
+  // the job's).
+  if (!IsTerminal(job->status.state())) Persist();
   return absl::OkStatus();
 }
 

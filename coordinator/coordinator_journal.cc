@@ -84,6 +84,13 @@ absl::Status Coordinator::WriteJournal() {
     out->set_next_start_unix(UnixSeconds(job.next_start));
     out->set_planned_recovery(job.planned_recovery);
     out->set_started_unix(UnixSeconds(job.started));
+    for (const auto& [rank, f] : job.finished) *out->add_finished() = f;
+    out->set_memory_step(job.memory_step);
+    out->set_memory_donor(job.memory_donor);
+    out->set_memory_fingerprint(job.memory_fingerprint);
+    for (int d : job.memory_part_donors) out->add_memory_part_donors(d);
+    out->set_regroup_generation(job.regroup_generation);
+    out->set_growing_by(job.growing_by);
     const size_t first = job.events.size() > kMaxJournaledEvents
                              ? job.events.size() - kMaxJournaledEvents
                              : 0;
@@ -161,6 +168,38 @@ absl::Status Coordinator::LoadJournal() {
     job->started = FromUnixSeconds(in.started_unix());
     job->submitted = FromUnixSeconds(in.status().submitted_unix_seconds());
     job->events.assign(in.events().begin(), in.events().end());
+    // Ranks index the rank table and its workers: a damaged one must not.
+    const int world = static_cast<int>(job->ranks.size());
+    for (const lockstep::v1::FinishRequest& f : in.finished()) {
+      if (f.rank() < 0 || f.rank() >= world) {
+        return damaged(absl::StrFormat(
+            "job %s: a finish report of rank %d in a world of %d", job->name,
+            f.rank(), world));
+      }
+      job->finished[f.rank()] = f;
+      job->fingerprints[f.steps()][f.rank()] = f.fingerprint();
+    }
+    job->memory_step = in.memory_step();
+    // No memory start: no donor (-1), whatever an older journal left.
+    job->memory_donor = in.memory_step() > 0 ? in.memory_donor() : -1;
+    job->memory_fingerprint = in.memory_fingerprint();
+    job->memory_part_donors.assign(in.memory_part_donors().begin(),
+                                   in.memory_part_donors().end());
+    for (int d : job->memory_part_donors) {
+      if (d < 0 || d >= world) {
+        return damaged(
+            absl::StrFormat("job %s: memory donor rank %d in a world of %d",
+                            job->name, d, world));
+      }
+    }
+    if (job->memory_donor < -1 || job->memory_donor >= world) {
+      return damaged(
+          absl::StrFormat("job %s: memory donor rank %d in a "
+                          "world of %d",
+                          job->name, job->memory_donor, world));
+    }
+    job->regroup_generation = in.regroup_generation();
+    job->growing_by = std::max<int64_t>(0, in.growing_by());
     // The message is "<reason>; recovering: <what it waits for>".
     job->lost_reason = in.status().message().substr(
         0, in.status().message().find("; recovering"));

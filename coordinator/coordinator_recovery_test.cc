@@ -356,6 +356,15 @@ TEST_F(CoordinatorTest, ASurvivorsMemoryStartsTheNextGeneration) {
     EXPECT_EQ(got.memory_donor(), 0);
     EXPECT_EQ(got.memory_fingerprint(), "00112233445566778899aabbccddeeff");
   }
+  // A coordinator restarted before c took its assignment hands it the
+  // same one: where the generation starts from memory is journaled.
+  c_ = std::make_unique<Coordinator>(Options());
+  ASSERT_TRUE(c_->LoadJournal().ok());
+  const v1::Assignment again = Beat(c).assignment();
+  EXPECT_EQ(again.generation(), 2);
+  EXPECT_EQ(again.memory_step(), 7);
+  EXPECT_EQ(again.memory_donor(), 0);
+  EXPECT_EQ(again.memory_fingerprint(), "00112233445566778899aabbccddeeff");
   // Generation 2 fails with nothing kept (GPU replicas, say): generation 3
   // goes back to the checkpoint (none: step 0), not to an older memory.
   f = Failed(c, 2, 1, "out of memory", absl::StatusCode::kResourceExhausted);
@@ -486,6 +495,39 @@ TEST_F(CoordinatorTest, ARestartedCoordinatorResumesFromTheJournal) {
   absl::Status load = fresh.LoadJournal();
   EXPECT_TRUE(absl::IsDataLoss(load)) << load;
   EXPECT_THAT(load.message(), HasSubstr(path + " is damaged (CRC mismatch)"));
+}
+
+// A rank whose end is reported is not handed its generation again by a
+// coordinator restarted before the other ranks ended; the job then ends
+// with the first rank's result (result.json is made from rank 0's report).
+TEST_F(CoordinatorTest, ARestartedCoordinatorKeepsTheRanksThatFinished) {
+  Register("hosta");
+  Register("hostb");
+  ASSERT_TRUE(c_->Submit(kJob).ok());
+  auto done = [&](int rank) {
+    v1::FinishRequest f;
+    f.set_worker_id(RankHolder(rank));
+    f.set_job("j");
+    f.set_generation(1);
+    f.set_rank(rank);
+    f.set_steps(5);
+    f.set_epochs(1);
+    f.set_fingerprint("cccccccccccccccccccccccccccccccc");
+    f.set_test_accuracy(rank == 0 ? 0.75 : 0.5);
+    return f;
+  };
+  ASSERT_TRUE(c_->Finish(done(0)).ok());
+  const std::string first = RankHolder(0);
+  c_ = std::make_unique<Coordinator>(Options());  // the old one "died"
+  ASSERT_TRUE(c_->LoadJournal().ok());
+  // Rank 0 finished and idles: nothing to run.
+  const v1::HeartbeatResponse idle = Beat(first);
+  EXPECT_EQ(idle.command(), v1::HeartbeatResponse::NONE)
+      << idle.assignment().ShortDebugString();
+  ASSERT_TRUE(c_->Finish(done(1)).ok());
+  absl::StatusOr<v1::JobStatus> s = c_->Get("j");
+  EXPECT_EQ(s->state(), v1::SUCCEEDED) << s->message();
+  EXPECT_EQ(s->test_accuracy(), 0.75);
 }
 
 // The journal file at `path` with its payload edited by `edit` and framed
