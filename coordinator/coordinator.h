@@ -436,9 +436,10 @@ class Coordinator {
   }
   void Event(Job& job, const std::string& line)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A `kind` request ("progress", "checkpoint_slice", "finish", "nccl_id")
-  // of `job` from `sender` ("worker w2", "rank 1") names `generation`, not
-  // the current one: it is refused; counted in JobStatus.fenced and logged.
+  // A `kind` request ("progress", "samples", "checkpoint_slice", "finish",
+  // "nccl_id") of `job` from `sender` ("worker w2", "rank 1") names
+  // `generation`, not the current one: it is refused; counted in
+  // JobStatus.fenced and logged.
   void Fenced(Job& job, const char* kind, int64_t generation,
               const std::string& sender) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Changed(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
