@@ -26,9 +26,28 @@ absl::StatusOr<lockstep::v1::RegisterResponse> Coordinator::Register(
         "a worker must offer >= 1 replica and a collective address");
   }
   absl::MutexLock lock(&mu_);
+  const std::string name =
+      req.name().empty() ? req.collective_address() : req.name();
+  for (const auto& [id, old] : workers_) {
+    if (old.lost || old.name != name) continue;
+    const bool same_process =
+        old.info.pid() == req.pid() && old.info.host() == req.host();
+    if (!same_process && req.started_unix_micros() > 0 &&
+        old.info.started_unix_micros() > req.started_unix_micros()) {
+      Log(
+          absl::StrFormat("refused worker %s pid %d (%s): \"%s\" is held by "
+                          "%s, a process that started later",
+                          req.host(), req.pid(), peer, name, Describe(old)));
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "the name \"%s\" is held by %s, which started after this process "
+          "(pid %d on %s): an older process does not take a name back; two "
+          "processes must not share a --name",
+          name, Describe(old), req.pid(), req.host()));
+    }
+  }
   Worker w;
   w.info = req;
-  w.name = req.name().empty() ? req.collective_address() : req.name();
+  w.name = name;
   w.order = next_worker_++;
   w.id = absl::StrFormat("w%d", w.order);
   w.last_heartbeat = Now();

@@ -319,6 +319,49 @@ TEST_F(CoordinatorTest, ARestartedProcessUnderTheSameNameReplacesTheOld) {
   EXPECT_EQ(members, 2);
 }
 
+// Once the replaced record is forgotten (or the coordinator restarted),
+// the old process of a name, heard again (it was cut off), is told its id
+// is unknown and registers again: it started before the name's holder, so
+// it is refused and the holder keeps its rank. A later process still takes
+// the name over.
+TEST_F(CoordinatorTest, AnOlderProcessDoesNotTakeANameBack) {
+  const std::string a = Register("hosta");
+  v1::RegisterRequest older = testing::TestRegistration("hostb");
+  older.set_started_unix_micros(1000);
+  ASSERT_TRUE(c_->Register(older, "peer").ok());
+  ASSERT_TRUE(c_->Submit(JobWithRestarts(3)).ok());
+  v1::RegisterRequest newer = older;
+  newer.set_pid(200);
+  newer.set_started_unix_micros(2000);
+  absl::StatusOr<v1::RegisterResponse> holder = c_->Register(newer, "peer");
+  ASSERT_TRUE(holder.ok()) << holder.status();
+  ASSERT_TRUE(c_->Finish(Failed(a, 1, 0, "stopped by the coordinator",
+                                absl::StatusCode::kCancelled))
+                  .ok());
+  ASSERT_EQ(c_->Get("j")->generation(), 2);  // with the holder as rank 1
+  Pass(120);                                 // the replaced record is forgotten
+  Beat(holder->worker_id());
+  Beat(a);
+  c_->Tick();
+  absl::StatusOr<v1::RegisterResponse> back = c_->Register(older, "peer");
+  ASSERT_TRUE(absl::IsFailedPrecondition(back.status())) << back.status();
+  EXPECT_EQ(back.status().message(),
+            "the name \"hostb:1\" is held by " + holder->worker_id() +
+                " on hostb pid 200, which started after this process (pid "
+                "100 on hostb): an older process does not take a name back; "
+                "two processes must not share a --name");
+  // The holder keeps its rank.
+  absl::StatusOr<v1::JobStatus> s = c_->Get("j");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->state(), v1::RUNNING) << s->message();
+  EXPECT_EQ(s->workers(1).worker_id(), holder->worker_id());
+  EXPECT_EQ(Beat(holder->worker_id()).command(), v1::HeartbeatResponse::RUN);
+  v1::RegisterRequest later = older;
+  later.set_pid(300);
+  later.set_started_unix_micros(3000);
+  EXPECT_TRUE(c_->Register(later, "peer").ok());
+}
+
 TEST_F(CoordinatorTest, ASurvivorsMemoryStartsTheNextGeneration) {
   const std::string a = Register("hosta");
   const std::string b = Register("hostb");

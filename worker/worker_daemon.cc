@@ -46,6 +46,7 @@ absl::Status WorkerDaemon::Register() {
                                                     : kProtocolVersion);
   req.set_host(HostName());
   req.set_pid(getpid());
+  req.set_started_unix_micros(started_unix_micros_);
   req.set_collective_address(address_);
   req.set_replicas(o_.replicas);
   if (o_.cuda_devices.empty()) {
@@ -151,6 +152,8 @@ absl::Status WorkerDaemon::Heartbeat() {
       ReapJob();
     }
     s = Register();
+    // A newer process took this worker's name: this one stops.
+    if (absl::IsFailedPrecondition(s)) return s;
     if (!s.ok()) Log(s.ToString());
     return absl::OkStatus();
   }

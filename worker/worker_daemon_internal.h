@@ -6,11 +6,13 @@
 #define LOCKSTEP_WORKER_WORKER_DAEMON_INTERNAL_H_
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <thread>
 
 #include "absl/status/status.h"
+#include "absl/time/clock.h"
 #include "proto/cluster.grpc.pb.h"
 #include "rpc/health_service.h"
 #include "rpc/http_server.h"
@@ -60,6 +62,8 @@ class WorkerDaemon {
   WorkerStateService kept_service_{&kept_};
   std::unique_ptr<lockstep::v1::Coordinator::Stub> stub_;
   std::string worker_id_;
+  // When this process started (RegisterRequest.started_unix_micros).
+  const int64_t started_unix_micros_ = absl::ToUnixMicros(absl::Now());
   double heartbeat_seconds_ = 1.0;
   bool coordinator_down_logged_ = false;
 
