@@ -18,7 +18,10 @@
 //    order, also rank order). Its name (default: the collective address)
 //    is its identity: a live member with the same name is MarkLost (its
 //    job recovers); its replaced_by is set when it is another pid or
-//    host. held_* is what a dropped worker kept in memory (Worker::Hold).
+//    host. Another process that started before that member is refused
+//    instead (started_unix_micros: an old process heard again does not
+//    take its name back). held_* is what a dropped worker kept in memory
+//    (Worker::Hold).
 //    Then TryStartAll, [W] Persist.
 //    Heartbeat: NotFound for an unknown or lost id (the worker stops its
 //    run, keeps its state, registers again offering it);
