@@ -146,18 +146,7 @@ TEST_F(CoordinatorTest, AllRanksFinishingWithOneFingerprintSucceeds) {
   Register("hosta");
   Register("hostb");
   ASSERT_TRUE(c_->Submit(kJob).ok());
-  for (int rank : {0, 1}) {
-    v1::FinishRequest f;
-    f.set_worker_id(RankHolder(rank));
-    f.set_job("j");
-    f.set_generation(1);
-    f.set_rank(rank);
-    f.set_steps(5);
-    f.set_epochs(1);
-    f.set_fingerprint("cccccccccccccccccccccccccccccccc");
-    f.set_test_accuracy(0.75);
-    ASSERT_TRUE(c_->Finish(f).ok());
-  }
+  for (int rank : {0, 1}) ASSERT_TRUE(c_->Finish(Finished(rank, 0.75)).ok());
   absl::StatusOr<v1::JobStatus> s = c_->Get("j");
   EXPECT_EQ(s->state(), v1::SUCCEEDED) << s->message();
   EXPECT_EQ(s->test_accuracy(), 0.75);

@@ -547,19 +547,7 @@ TEST_F(CoordinatorTest, ARestartedCoordinatorKeepsTheRanksThatFinished) {
   Register("hosta");
   Register("hostb");
   ASSERT_TRUE(c_->Submit(kJob).ok());
-  auto done = [&](int rank) {
-    v1::FinishRequest f;
-    f.set_worker_id(RankHolder(rank));
-    f.set_job("j");
-    f.set_generation(1);
-    f.set_rank(rank);
-    f.set_steps(5);
-    f.set_epochs(1);
-    f.set_fingerprint("cccccccccccccccccccccccccccccccc");
-    f.set_test_accuracy(rank == 0 ? 0.75 : 0.5);
-    return f;
-  };
-  ASSERT_TRUE(c_->Finish(done(0)).ok());
+  ASSERT_TRUE(c_->Finish(Finished(0, 0.75)).ok());
   const std::string first = RankHolder(0);
   c_ = std::make_unique<Coordinator>(Options());  // the old one "died"
   ASSERT_TRUE(c_->LoadJournal().ok());
@@ -567,7 +555,7 @@ TEST_F(CoordinatorTest, ARestartedCoordinatorKeepsTheRanksThatFinished) {
   const v1::HeartbeatResponse idle = Beat(first);
   EXPECT_EQ(idle.command(), v1::HeartbeatResponse::NONE)
       << idle.assignment().ShortDebugString();
-  ASSERT_TRUE(c_->Finish(done(1)).ok());
+  ASSERT_TRUE(c_->Finish(Finished(1, 0.5)).ok());
   absl::StatusOr<v1::JobStatus> s = c_->Get("j");
   EXPECT_EQ(s->state(), v1::SUCCEEDED) << s->message();
   EXPECT_EQ(s->test_accuracy(), 0.75);

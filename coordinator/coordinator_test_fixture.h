@@ -88,6 +88,20 @@ class CoordinatorTest : public ::testing::Test {
     f.set_error_code(static_cast<int>(code));
     return f;
   }
+  // Rank `rank`'s report that generation 1 of "j" ended after 5 steps
+  // (1 epoch) with the fingerprint "ccc..." and `test_accuracy`.
+  static v1::FinishRequest Finished(int rank, double test_accuracy) {
+    v1::FinishRequest f;
+    f.set_worker_id(RankHolder(rank));
+    f.set_job("j");
+    f.set_generation(1);
+    f.set_rank(rank);
+    f.set_steps(5);
+    f.set_epochs(1);
+    f.set_fingerprint("cccccccccccccccccccccccccccccccc");
+    f.set_test_accuracy(test_accuracy);
+    return f;
+  }
   ManualTime time_;
   std::unique_ptr<Coordinator> c_;
 };
