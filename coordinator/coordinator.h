@@ -109,9 +109,10 @@
 //    - leaving (SIGTERM drain): worker lost, Recover(planned).
 //    - suspect_ranks: suspects[rank]; BlameChain MarkLosts the chain's
 //      end at once with 2 ranks, else once it reported or after 1 s.
-//    - other errors while suspects are traced: ignored. Unavailable,
-//      DeadlineExceeded, Aborted, Cancelled, ResourceExhausted, Internal,
-//      Unknown: Recover blaming the reporter; others: EndJob FAILED.
+//    - other errors: Unavailable, DeadlineExceeded, Aborted, Cancelled,
+//      ResourceExhausted, Internal, Unknown are ignored while suspects
+//      are traced (consequences), else Recover blaming the reporter;
+//      any other code (the job's own error) is EndJob FAILED.
 //    MarkLost: lost, then Recover of its RUNNING job, else [W] Persist.
 //    Recover (RUNNING only) [W]: failures[blamed name]++, every rank's
 //    worker idle (STOP at its next heartbeat). Planned or regroup:

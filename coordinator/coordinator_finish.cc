@@ -171,10 +171,8 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
       BlameChain(*job, absl::Seconds(1));
       return absl::OkStatus();
     }
-    if (!job->suspects.empty()) {
-      // A consequence of the failure being traced (BlameChain).
-      return absl::OkStatus();
-    }
+    // Something about this worker or its link, not the job itself.
+    bool transient = false;
     switch (code) {
       case absl::StatusCode::kUnavailable:
       case absl::StatusCode::kDeadlineExceeded:
@@ -183,14 +181,22 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
       case absl::StatusCode::kResourceExhausted:
       case absl::StatusCode::kInternal:
       case absl::StatusCode::kUnknown:
-        // Something about this worker or its link, not the job itself.
-        Recover(*job, w == workers_.end() ? nullptr : &w->second,
-                BriefReason(what));
+        transient = true;
         break;
       default:
-        // The job's own fault (data, model, divergence): a restart would
-        // fail the same way.
-        EndJob(*job, lockstep::v1::FAILED, what);
+        break;
+    }
+    if (transient && !job->suspects.empty()) {
+      // A consequence of the failure being traced (BlameChain).
+      return absl::OkStatus();
+    }
+    if (transient) {
+      Recover(*job, w == workers_.end() ? nullptr : &w->second,
+              BriefReason(what));
+    } else {
+      // The job's own fault (data, model, divergence): a restart would
+      // fail the same way, whatever failure is being traced meanwhile.
+      EndJob(*job, lockstep::v1::FAILED, what);
     }
     return absl::OkStatus();
   }

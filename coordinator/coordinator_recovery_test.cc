@@ -161,6 +161,32 @@ TEST_F(CoordinatorTest, TheJobsOwnErrorFailsWithoutRestart) {
                                       "data.train_images: no such file"));
 }
 
+// With three ranks a broken stream is traced along the chain of suspects
+// for a moment; a rank's own error meanwhile (its loss diverged) still
+// ends the job, instead of being taken for a consequence of the break.
+TEST_F(CoordinatorTest, TheJobsOwnErrorFailsItWhileABreakIsTraced) {
+  const std::string a = Register("hosta");
+  Register("hostb");
+  const std::string c = Register("hostc");
+  std::string job = JobWithRestarts(3);
+  job.replace(job.find("\"workers\": 2"), 12, "\"workers\": 3");
+  absl::StatusOr<v1::JobStatus> submitted = c_->Submit(job);
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  v1::FinishRequest f = Failed(a, 1, 0, "the stream from rank 2 broke",
+                               absl::StatusCode::kUnavailable);
+  f.add_suspect_ranks(2);
+  ASSERT_TRUE(c_->Finish(f).ok());
+  ASSERT_EQ(c_->Get("j")->state(), v1::RUNNING);  // tracing: rank 2 may
+                                                  // name its own suspect
+  ASSERT_TRUE(c_->Finish(Failed(c, 1, 2, "the loss diverged (nan at step 3)",
+                                absl::StatusCode::kInvalidArgument))
+                  .ok());
+  absl::StatusOr<v1::JobStatus> s = c_->Get("j");
+  EXPECT_EQ(s->state(), v1::FAILED);
+  EXPECT_THAT(s->message(), HasSubstr("rank 2 (w3 on hostc pid 100) failed: "
+                                      "the loss diverged (nan at step 3)"));
+}
+
 TEST_F(CoordinatorTest, NoReplacementInTimeFailsNamingTheLostRank) {
   Register("hosta");
   const std::string b = Register("hostb");
