@@ -72,8 +72,8 @@
 //    Another generation is counted (Fenced: "progress", "samples",
 //    "checkpoint_slice", "finish", "nccl_id") and refused; the current
 //    one while not RUNNING is refused uncounted. CheckReporter (rank in
-//    range, ranks[rank] == worker_id) guards progress, sample records
-//    and Finish; a checkpoint slice names no worker and is not checked.
+//    range, ranks[rank] == worker_id) guards progress, sample records,
+//    checkpoint slices and Finish.
 //    ReportProgress (coordinator_reports.cc): stop=true when over. Rank 0
 //    sends step, loss, ..., events ([W] Event each) and scalars ([W]
 //    JobReports::Add, outside mu_); every rank sends a fingerprint each
@@ -82,7 +82,7 @@
 //    RecordSamples (audit.samples), before each step's collective:
 //    [W] AuditLog::Add, outside mu_; stop=true when over.
 //    UploadCheckpoint -> AddCheckpointSlice (coordinator_checkpoints.cc):
-//    generation and RUNNING checked under mu_; then, outside mu_,
+//    generation, RUNNING and the sender checked under mu_; then, outside mu_,
 //    CheckpointAssembler::Add verifies and, at a step's last slice,
 //    [W] CheckpointStore::Commit (temp folder, fsync, rename, `latest`);
 //    then [W] Event "committed". A failed commit of the final checkpoint

@@ -40,6 +40,8 @@ absl::StatusOr<lockstep::v1::CheckpointAck> Coordinator::AddCheckpointSlice(
           head.generation(), head.job(), JobStateName(job->status.state()),
           job->status.generation()));
     }
+    RETURN_IF_ERROR(CheckReporter(*job, head.rank(), head.worker_id(),
+                                  "a checkpoint slice"));
     assembler = job->assembler;
   }
   // Verify and (for the last slice) commit without holding the state lock.

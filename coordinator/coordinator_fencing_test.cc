@@ -61,10 +61,15 @@ class FencingTest : public CoordinatorTest {
     return {s.fenced().begin(), s.fenced().end()};
   }
   // Rank `rank`'s whole checkpoint slice at `step` of `generation` (the
-  // dense layer's kernel from rank 0, its bias from rank 1).
+  // dense layer's kernel from rank 0, its bias from rank 1), sent by the
+  // worker that held the rank (w1, then w2 or w3), or by `sender`.
   static std::vector<v1::CheckpointSlice> Slice(int rank, int64_t step,
-                                                int64_t generation) {
+                                                int64_t generation,
+                                                std::string sender = "") {
     v1::CheckpointSlice m;
+    if (sender.empty())
+      sender = rank == 0 ? "w1" : generation == 1 ? "w2" : "w3";
+    m.set_worker_id(sender);
     m.set_job("j");
     m.set_generation(generation);
     m.set_step(step);
@@ -137,6 +142,15 @@ TEST_F(FencingTest, AnOldGenerationsCheckpointSlicesCommitNoByte) {
   EXPECT_EQ(c_->Get("j")->checkpoint_path(), "");
   EXPECT_EQ(Written(), std::vector<std::string>{})
       << "bytes from generation 1's slices were written";
+  // A current slice sent in another worker's name (w2 no longer holds
+  // rank 1) is refused, naming both, and writes nothing either.
+  absl::StatusOr<v1::CheckpointAck> stolen =
+      c_->AddCheckpointSlice(Slice(1, 40, 2, "w2"));
+  ASSERT_TRUE(absl::IsInvalidArgument(stolen.status())) << stolen.status();
+  EXPECT_EQ(stolen.status().message(),
+            "a checkpoint slice for rank 1 of job j from worker \"w2\", but "
+            "rank 1 of generation 2 is worker w3");
+  EXPECT_EQ(Written(), std::vector<std::string>{});
   // The same slices from the current generation commit: the refusal was
   // the generation's, not the slices'.
   ASSERT_TRUE(c_->AddCheckpointSlice(Slice(0, 40, 2)).ok());

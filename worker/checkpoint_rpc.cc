@@ -24,6 +24,7 @@ absl::Status UploadCheckpointSlice(lockstep::v1::Coordinator::Stub* stub,
   auto writer = stub->UploadCheckpoint(&context, &ack);
   CheckpointSlice msg;
   CheckpointStateToSlice(state, &msg);
+  msg.set_worker_id(info.worker_id);
   msg.set_job(info.job);
   msg.set_generation(info.generation);
   msg.set_rank(info.rank);

@@ -14,6 +14,7 @@
 namespace lockstep {
 
 struct SliceInfo {
+  std::string worker_id;  // the sender (it holds `rank`)
   std::string job;
   int64_t generation = 0;
   int rank = 0;

@@ -160,7 +160,8 @@ absl::Status ClusterHost::SaveCheckpoint(const CheckpointState& state,
                                          const NamedTensors& model,
                                          const OptimizerParts& optimizer,
                                          bool final) {
-  SliceInfo info{a_.job(), a_.generation(), a_.rank(), a_.world_size(), final};
+  SliceInfo info{ctx_.worker_id, a_.job(),        a_.generation(),
+                 a_.rank(),      a_.world_size(), final};
   auto upload = [&] {
     const Clock::time_point t0 = Clock::now();
     absl::Status s =
