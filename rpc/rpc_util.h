@@ -19,8 +19,10 @@ namespace lockstep {
 // ranks; 3: a generation may start from survivors' memory, which an older
 // worker would look for as a checkpoint; 4: a ring segment is cut into at
 // least two chunks when each holds 1 MiB, RingChunkElements, which an
-// older worker would not number or size alike).
-inline constexpr int kProtocolVersion = 4;
+// older worker would not number or size alike; 5: a checkpoint slice names
+// its sender, CheckpointSlice.worker_id, which the coordinator checks: an
+// older worker's slices would be refused mid-job).
+inline constexpr int kProtocolVersion = 5;
 
 // Same code; the message is prefixed with `what` ("Register with
 // 127.0.0.1:7070") so the caller knows which call failed. An unreachable
