@@ -100,9 +100,9 @@
 //    A Finish naming the current generation number of a job not ended
 //    (RUNNING, or RECOVERING) from the worker that held its rank first
 //    records reported_* and Hold (held_step, held_fingerprint, held
-//    parts). A generation that is
-//    over gets FinishResponse.over (a RECOVERING job tries TryStart); a
-//    leave while idle or late marks the worker lost, [W] Persist. For
+//    parts). A generation that is over gets FinishResponse.over (a
+//    RECOVERING job tries TryStart); a leave while idle or late marks
+//    the worker lost, [W] Persist. For
 //    the running generation, after CheckReporter:
 //    - no error: finished[rank], fingerprint compared, CompleteIfDone.
 //    - regroup (only when regroup_generation == g): Recover(regroup).

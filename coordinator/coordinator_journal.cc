@@ -4,6 +4,7 @@
 // back into the state when a coordinator starts.
 #include <algorithm>
 #include <optional>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -185,18 +186,14 @@ absl::Status Coordinator::LoadJournal() {
     job->memory_fingerprint = in.memory_fingerprint();
     job->memory_part_donors.assign(in.memory_part_donors().begin(),
                                    in.memory_part_donors().end());
-    for (int d : job->memory_part_donors) {
+    std::vector<int> donors = job->memory_part_donors;
+    if (job->memory_donor != -1) donors.push_back(job->memory_donor);
+    for (int d : donors) {
       if (d < 0 || d >= world) {
         return damaged(
             absl::StrFormat("job %s: memory donor rank %d in a world of %d",
                             job->name, d, world));
       }
-    }
-    if (job->memory_donor < -1 || job->memory_donor >= world) {
-      return damaged(
-          absl::StrFormat("job %s: memory donor rank %d in a "
-                          "world of %d",
-                          job->name, job->memory_donor, world));
     }
     job->regroup_generation = in.regroup_generation();
     job->growing_by = std::max<int64_t>(0, in.growing_by());

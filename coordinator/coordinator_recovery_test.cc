@@ -644,6 +644,27 @@ TEST_F(CoordinatorTest, AJournalsCountersAndRanksAreCheckedBeforeUse) {
   EXPECT_THAT(load.message(),
               HasSubstr("is damaged (next worker number -5 out of range)"));
 
+  // A finished report or a memory donor outside the job's two ranks.
+  ASSERT_TRUE(WriteFileAtomic(path, good).ok());
+  EditJournal(path, [](v1::Journal& j) {
+    j.mutable_jobs(0)->add_finished()->set_rank(7);
+  });
+  load = Coordinator(o).LoadJournal();
+  EXPECT_TRUE(absl::IsDataLoss(load)) << load;
+  EXPECT_THAT(load.message(),
+              HasSubstr("is damaged (job j: a finish report of rank 7 in a "
+                        "world of 2)"));
+  ASSERT_TRUE(WriteFileAtomic(path, good).ok());
+  EditJournal(path, [](v1::Journal& j) {
+    j.mutable_jobs(0)->set_memory_step(30);
+    j.mutable_jobs(0)->set_memory_donor(2);
+  });
+  load = Coordinator(o).LoadJournal();
+  EXPECT_TRUE(absl::IsDataLoss(load)) << load;
+  EXPECT_THAT(load.message(),
+              HasSubstr("is damaged (job j: memory donor rank 2 in a world of "
+                        "2)"));
+
   // Rank 1 of job j, whose journaled rank table is empty: loaded, listed
   // without a shard (there is no world to split the batch by).
   ASSERT_TRUE(WriteFileAtomic(path, good).ok());

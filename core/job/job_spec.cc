@@ -146,16 +146,8 @@ using job_spec_internal::ShardModes;
 
 }  // namespace
 
-const char* ShardModeName(ShardMode mode) {
-  switch (mode) {
-    case ShardMode::kNone:
-      return "none";
-    case ShardMode::kOptimizer:
-      return "optimizer";
-    case ShardMode::kGradients:
-      return "gradients";
-  }
-  return "none";
+std::string ShardModeName(ShardMode mode) {
+  return job_spec_internal::NameOf(ShardModes(), mode);
 }
 
 namespace {

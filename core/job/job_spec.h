@@ -23,7 +23,7 @@ enum class Compression { kNone, kBf16 };
 // cluster.shard: what each worker keeps only its part of (ZeRO).
 enum class ShardMode { kNone, kOptimizer, kGradients };
 // "none", "optimizer", "gradients" (the job file's names).
-const char* ShardModeName(ShardMode mode);
+std::string ShardModeName(ShardMode mode);
 
 struct OptimizerSpec {
   OptimizerType type = OptimizerType::kAdam;

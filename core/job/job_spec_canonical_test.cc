@@ -78,7 +78,7 @@ TEST(JobSpecTest, RoundTrip) {
       if (v == 4) {
         EXPECT_EQ(s.cluster.shard, ShardMode::kGradients);
         EXPECT_TRUE(s.cluster.copies);
-        EXPECT_STREQ(ShardModeName(s.cluster.shard), "gradients");
+        EXPECT_EQ(ShardModeName(s.cluster.shard), "gradients");
       }
       if (v == 5) {
         EXPECT_FALSE(s.model.layers[0].trainable);
