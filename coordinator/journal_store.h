@@ -3,12 +3,14 @@
 // replaced before each job or membership transition takes effect and read
 // back when a coordinator starts. The coordinator turns its state into a
 // Journal and back (coordinator_journal.cc); a store only keeps the
-// message. FileJournalStore is the one built: a file on the shared
-// storage. A store shared by several coordinators (etcd, issue 49) is
-// another implementation of this interface.
+// message. FileJournalStore: a file on the shared storage, for one
+// coordinator. EtcdJournalStore (coordinator/etcd_journal_store.h): keys
+// in etcd shared by coordinators in standby, each write fenced by the
+// leader's term.
 #ifndef LOCKSTEP_COORDINATOR_JOURNAL_STORE_H_
 #define LOCKSTEP_COORDINATOR_JOURNAL_STORE_H_
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -29,6 +31,12 @@ class JournalStore {
   virtual absl::StatusOr<std::optional<lockstep::v1::Journal>> Read() = 0;
   // Replaces the journal whole: a failure leaves the previous one.
   virtual absl::Status Write(const lockstep::v1::Journal& journal) = 0;
+  // "" while this coordinator may write; else why not ("a standby
+  // coordinator: the leader is ..."). A store that is not shared always
+  // may.
+  virtual std::string NotLeading() const { return ""; }
+  // Writes refused because this coordinator no longer led.
+  virtual int64_t refused_writes() const { return 0; }
   // DataLoss: "the journal WHERE is damaged (WHY); move it aside ...".
   absl::Status Damaged(const std::string& why) const;
 };

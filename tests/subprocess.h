@@ -75,6 +75,10 @@ struct RunResult {
 RunResult RunProcess(const std::vector<std::string>& argv, const std::string& log_dir,
               double timeout_s);
 
+// A TCP port of 127.0.0.1 nothing listens on now (bound, read, closed), for
+// daemons that cannot bind port 0 themselves (etcd); -1 when none.
+int FreePort();
+
 // Path of a runfile ("client/lockstep") of this workspace.
 std::string Runfile(const std::string& relative);
 // A fresh empty directory under $TEST_TMPDIR.

@@ -25,23 +25,9 @@ namespace {
 using fault_fixture::Clock;
 using fault_fixture::FaultJob;
 using fault_fixture::Since;
+using testing::FreePort;
 using testing::RunResult;
 using testing::Subprocess;
-
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a = {};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  int port = -1;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  close(fd);
-  return port;
-}
 
 class FaultProxyTest : public fault_fixture::FaultTest {
  protected:
