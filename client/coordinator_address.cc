@@ -2,10 +2,12 @@
 #include "client/coordinator_address.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
@@ -63,6 +65,18 @@ absl::StatusOr<std::string> NormalizeCoordinatorAddress(
   }
   if (host.empty() || host == "[]") return bad("no host; give host:port");
   return absl::StrCat(host, ":", value);
+}
+
+absl::StatusOr<std::string> NormalizeCoordinatorAddresses(
+    const std::string& list) {
+  std::vector<std::string> out;
+  for (absl::string_view part : absl::StrSplit(list, ',')) {
+    absl::StatusOr<std::string> one =
+        NormalizeCoordinatorAddress(std::string(part));
+    if (!one.ok()) return one.status();
+    out.push_back(*one);
+  }
+  return absl::StrJoin(out, ",");
 }
 
 }  // namespace lockstep

@@ -17,6 +17,10 @@ inline constexpr int kDefaultCoordinatorPort = 7070;
 // "host:port"; InvalidArgument saying what is wrong.
 absl::StatusOr<std::string> NormalizeCoordinatorAddress(
     const std::string& address);
+// "a,b,c" (coordinators in standby behind an etcd lease): each one
+// normalized, comma-separated; the error names the entry.
+absl::StatusOr<std::string> NormalizeCoordinatorAddresses(
+    const std::string& list);
 
 }  // namespace lockstep
 

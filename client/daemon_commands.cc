@@ -12,10 +12,13 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/file_util.h"
+#include "base/status_macros.h"
 #include "client/cli_flags.h"
 #include "client/coordinator_address.h"
 #include "client/device_flags.h"
 #include "client/tls_flags.h"
+#include "coordinator/etcd_client.h"
 #include "coordinator/server.h"
 #include "core/log.h"
 #include "worker/worker_daemon.h"
@@ -92,18 +95,30 @@ int RunCoordinatorCommand(const std::vector<std::string>& args) {
       "                      drain checkpoint; no new jobs meanwhile "
       "(default 0: exit at once)\n",
       "  --http HOST:PORT  the dashboard at /, its JSON at /api/state and "
-      "Prometheus metrics at /metrics over HTTP (off unless set)\n",
+      "Prometheus metrics at /metrics over HTTP (off unless set)\n"
+      "  --etcd URL,...  several coordinators on one storage, one leading "
+      "through an etcd lease\n                  (http://host:port or "
+      "https://host:port; etcd 3.4+): the others stand by\n"
+      "                  and lead within ~3 s when it dies; the journal lives "
+      "in etcd\n"
+      "  --etcd-prefix P  etcd keys under P (default /lockstep; one per "
+      "cluster)\n"
+      "  --etcd-ca F [--etcd-cert F --etcd-key F]  TLS to https:// etcd "
+      "endpoints\n"
+      "  --advertise HOST:PORT  the address standbys name as the leader's "
+      "(default: the bound one)\n",
       kOpsUsage, kDaemonTlsUsage,
       "                 with TLS, every worker call needs a client "
       "certificate signed by --tls-ca\n"
       "  --token-file F job commands (submit, status, watch, list, cancel, "
       "pull) must send this bearer token (the file's content, trimmed)\n");
-  absl::StatusOr<ParsedFlags> f =
-      ParseFlags(args,
-                 WithTlsFlags(WithOpsFlags({"listen", "storage", "address-file",
-                                            "worker-timeout", "hang-timeout",
-                                            "shutdown-grace", "token-file"})),
-                 {"help"});
+  absl::StatusOr<ParsedFlags> f = ParseFlags(
+      args,
+      WithTlsFlags(WithOpsFlags(
+          {"listen", "storage", "address-file", "worker-timeout",
+           "hang-timeout", "shutdown-grace", "token-file", "etcd",
+           "etcd-prefix", "etcd-ca", "etcd-cert", "etcd-key", "advertise"})),
+      {"help"});
   if (!f.ok() || f->Has("help") || !f->positional.empty()) {
     return Usage("coordinator", f, usage);
   }
@@ -118,6 +133,44 @@ int RunCoordinatorCommand(const std::vector<std::string>& args) {
     o.token = *token;
   }
   o.listen = f->Get("listen", "127.0.0.1:7070");
+  o.advertise = f->Get("advertise", "");
+  if (f->Has("etcd")) {
+    for (const char* flag : {"etcd-ca", "etcd-cert", "etcd-key"}) {
+      if (!f->Has(flag)) continue;
+      absl::StatusOr<std::string> pem = ReadFile(f->Get(flag, ""));
+      if (!pem.ok()) {
+        return FlagError(
+            "coordinator",
+            AnnotateStatus(pem.status(), absl::StrCat("--", flag)));
+      }
+      std::string& to = std::string(flag) == "etcd-ca"     ? o.etcd_tls.ca
+                        : std::string(flag) == "etcd-cert" ? o.etcd_tls.cert
+                                                           : o.etcd_tls.key;
+      to = *pem;
+    }
+    absl::StatusOr<std::vector<std::string>> endpoints = ParseEtcdEndpoints(
+        f->Get("etcd", ""), !o.etcd_tls.ca.empty(), "--etcd");
+    if (!endpoints.ok()) return FlagError("coordinator", endpoints.status());
+    o.etcd = *endpoints;
+    o.etcd_prefix = f->Get("etcd-prefix", "/lockstep");
+    if (o.etcd_prefix.empty() || o.etcd_prefix[0] != '/' ||
+        o.etcd_prefix.back() == '/') {
+      return FlagError("coordinator",
+                       absl::InvalidArgumentError(absl::StrCat(
+                           "--etcd-prefix \"", o.etcd_prefix,
+                           "\": must start with / and not end with one "
+                           "(/lockstep/cluster-a)")));
+    }
+  } else {
+    for (const char* flag :
+         {"etcd-prefix", "etcd-ca", "etcd-cert", "etcd-key"}) {
+      if (f->Has(flag)) {
+        return FlagError("coordinator",
+                         absl::InvalidArgumentError(absl::StrCat(
+                             "--", flag, " is given but --etcd is not")));
+      }
+    }
+  }
   o.address_file = f->Get("address-file", "");
   o.http = f->Get("http", "");
   o.health_listen = f->Get("health-listen", "");
@@ -167,6 +220,8 @@ int RunWorkerCommand(const std::vector<std::string>& args) {
       "usage: lockstep worker --coordinator HOST:PORT [--replicas N | "
       "--devices LIST] [--listen HOST:PORT] [--advertise HOST:PORT] "
       "[--threads N] [--tls-cert F --tls-key F --tls-ca F]\n"
+      "  --coordinator  HOST:PORT, or several comma-separated (coordinators "
+      "in standby behind etcd: the worker follows the leader)\n"
       "  --replicas N   CPU replicas this worker offers (default 1)\n"
       "  --devices      cuda:0,cuda:1 (one replica per GPU; \"cuda\": every "
       "visible GPU; the default in a GPU build on a GPU machine) or cpu:N "
@@ -219,7 +274,7 @@ int RunWorkerCommand(const std::vector<std::string>& args) {
   WorkerOptions o;
   o.tls = *tls;
   absl::StatusOr<std::string> coordinator =
-      NormalizeCoordinatorAddress(f->Get("coordinator", ""));
+      NormalizeCoordinatorAddresses(f->Get("coordinator", ""));
   if (!coordinator.ok()) return FlagError("worker", coordinator.status());
   o.coordinator = *coordinator;
   o.listen = f->Get("listen", "127.0.0.1:0");

@@ -238,6 +238,13 @@ class Coordinator {
   std::string JournalPath() const { return journal_->Where(); }
   // True once LoadJournal succeeded: the services answer only then.
   bool ready() const { return ready_.load(); }
+  // "" while the services may answer: the journal is replayed and this
+  // coordinator leads (always, without etcd). Else why not, for an
+  // UNAVAILABLE ("a standby coordinator: the leader is HOST:PORT (term
+  // 12)"): the callers retry, or go to the leader.
+  std::string NotServing() const;
+  // Journal writes refused because this coordinator no longer led.
+  int64_t RefusedJournalWrites() const { return journal_->refused_writes(); }
   // Writes the journal now (at shutdown).
   absl::Status SaveJournal();
   // The shutdown has begun: Submit answers UNAVAILABLE and no generation

@@ -35,6 +35,14 @@ absl::Time FromUnixSeconds(double s) {
 
 }  // namespace
 
+std::string Coordinator::NotServing() const {
+  std::string why = journal_->NotLeading();
+  if (why.empty() && !ready_.load()) {
+    why = "the coordinator is replaying its journal";
+  }
+  return why;
+}
+
 void Coordinator::Persist() {
   if (!options_.journal) return;
   absl::Status s = WriteJournal();

@@ -138,21 +138,18 @@ TEST_F(EtcdTest, AKeyUnderALeaseGoesWithTheLease) {
   EXPECT_LE(*gone, 0);
 }
 
-LeaderLeaseOptions LeaseOptions(const std::string& prefix,
-                                const std::string& address) {
+LeaderLeaseOptions LeaseOptions(const std::string& prefix) {
   LeaderLeaseOptions o;
   o.key = prefix + "/leader";
-  o.address = address;
   o.poll_every = absl::Milliseconds(50);
   return o;
 }
 
 TEST_F(EtcdTest, OneLeadsTheOtherStandsByAndLeadsWhenTheFirstResigns) {
   auto etcd = Client(etcd_->Endpoints());
-  auto first = std::make_unique<LeaderLease>(
-      etcd.get(), LeaseOptions(prefix_, "10.0.0.1:7070"));
+  auto first = std::make_unique<LeaderLease>(etcd.get(), LeaseOptions(prefix_));
   std::atomic<bool> stop{false};
-  absl::StatusOr<int64_t> term = first->Campaign(stop);
+  absl::StatusOr<int64_t> term = first->Campaign("10.0.0.1:7070", stop);
   ASSERT_TRUE(term.ok()) << term.status();
   EXPECT_TRUE(first->Held());
   EXPECT_EQ(first->NotLeading(), "");
@@ -161,9 +158,10 @@ TEST_F(EtcdTest, OneLeadsTheOtherStandsByAndLeadsWhenTheFirstResigns) {
   EXPECT_EQ((*key)->value(), "10.0.0.1:7070");
   EXPECT_EQ((*key)->create_revision(), *term);
 
-  LeaderLease second(etcd.get(), LeaseOptions(prefix_, "10.0.0.2:7070"));
+  LeaderLease second(etcd.get(), LeaseOptions(prefix_));
   absl::StatusOr<int64_t> second_term;
-  std::thread campaign([&] { second_term = second.Campaign(stop); });
+  std::thread campaign(
+      [&] { second_term = second.Campaign("10.0.0.2:7070", stop); });
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   EXPECT_FALSE(second.Held());
   EXPECT_EQ(second.NotLeading(),
@@ -182,15 +180,15 @@ TEST_F(EtcdTest, OneLeadsTheOtherStandsByAndLeadsWhenTheFirstResigns) {
 
 TEST_F(EtcdTest, AStoppedCampaignReturnsCancelled) {
   auto etcd = Client(etcd_->Endpoints());
-  LeaderLease first(etcd.get(), LeaseOptions(prefix_, "a:1"));
+  LeaderLease first(etcd.get(), LeaseOptions(prefix_));
   std::atomic<bool> stop{false};
-  ASSERT_TRUE(first.Campaign(stop).ok());
-  LeaderLease second(etcd.get(), LeaseOptions(prefix_, "b:1"));
+  ASSERT_TRUE(first.Campaign("a:1", stop).ok());
+  LeaderLease second(etcd.get(), LeaseOptions(prefix_));
   std::thread stopper([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     stop = true;
   });
-  absl::StatusOr<int64_t> r = second.Campaign(stop);
+  absl::StatusOr<int64_t> r = second.Campaign("b:1", stop);
   stopper.join();
   EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled);
 }
@@ -213,9 +211,9 @@ lockstep::v1::Journal SomeJournal(int jobs) {
 
 TEST_F(EtcdTest, TheJournalRoundTripsAndAWriteSendsOnlyWhatChanged) {
   auto etcd = Client(etcd_->Endpoints());
-  LeaderLease lease(etcd.get(), LeaseOptions(prefix_, "a:1"));
+  LeaderLease lease(etcd.get(), LeaseOptions(prefix_));
   std::atomic<bool> stop{false};
-  ASSERT_TRUE(lease.Campaign(stop).ok());
+  ASSERT_TRUE(lease.Campaign("a:1", stop).ok());
   EtcdJournalStore store(etcd.get(), &lease, prefix_);
   EXPECT_EQ(store.Where(),
             "etcd " + etcd_->Endpoint(0) + " " + prefix_ + "/journal/");
@@ -250,9 +248,9 @@ TEST_F(EtcdTest, TheJournalRoundTripsAndAWriteSendsOnlyWhatChanged) {
 
 TEST_F(EtcdTest, AJournalOfManyJobsIsWrittenInSeveralTransactions) {
   auto etcd = Client(etcd_->Endpoints());
-  LeaderLease lease(etcd.get(), LeaseOptions(prefix_, "a:1"));
+  LeaderLease lease(etcd.get(), LeaseOptions(prefix_));
   std::atomic<bool> stop{false};
-  ASSERT_TRUE(lease.Campaign(stop).ok());
+  ASSERT_TRUE(lease.Campaign("a:1", stop).ok());
   EtcdJournalStore store(etcd.get(), &lease, prefix_);
   lockstep::v1::Journal j =
       SomeJournal(2 * EtcdJournalStore::kMaxOpsPerTxn + 5);
@@ -266,9 +264,9 @@ TEST_F(EtcdTest, AJournalOfManyJobsIsWrittenInSeveralTransactions) {
 
 TEST_F(EtcdTest, AWriteAfterAnotherCoordinatorLeadsIsRefusedByEtcd) {
   auto etcd = Client(etcd_->Endpoints());
-  LeaderLease old_leader(etcd.get(), LeaseOptions(prefix_, "old:1"));
+  LeaderLease old_leader(etcd.get(), LeaseOptions(prefix_));
   std::atomic<bool> stop{false};
-  absl::StatusOr<int64_t> old_term = old_leader.Campaign(stop);
+  absl::StatusOr<int64_t> old_term = old_leader.Campaign("old:1", stop);
   ASSERT_TRUE(old_term.ok());
   EtcdJournalStore stale(etcd.get(), &old_leader, prefix_);
   lockstep::v1::Journal j = SomeJournal(1);
@@ -283,8 +281,8 @@ TEST_F(EtcdTest, AWriteAfterAnotherCoordinatorLeadsIsRefusedByEtcd) {
                     return t;
                   }())
                   .ok());
-  LeaderLease new_leader(etcd.get(), LeaseOptions(prefix_, "new:1"));
-  absl::StatusOr<int64_t> new_term = new_leader.Campaign(stop);
+  LeaderLease new_leader(etcd.get(), LeaseOptions(prefix_));
+  absl::StatusOr<int64_t> new_term = new_leader.Campaign("new:1", stop);
   ASSERT_TRUE(new_term.ok());
   EXPECT_TRUE(old_leader.Held());  // it still believes it leads
 
@@ -313,10 +311,10 @@ TEST_F(EtcdTest, AWriteAfterAnotherCoordinatorLeadsIsRefusedByEtcd) {
 
 TEST_F(EtcdTest, AStandbyDoesNotWrite) {
   auto etcd = Client(etcd_->Endpoints());
-  LeaderLease leader(etcd.get(), LeaseOptions(prefix_, "lead:1"));
+  LeaderLease leader(etcd.get(), LeaseOptions(prefix_));
   std::atomic<bool> stop{false};
-  ASSERT_TRUE(leader.Campaign(stop).ok());
-  LeaderLease standby(etcd.get(), LeaseOptions(prefix_, "standby:1"));
+  ASSERT_TRUE(leader.Campaign("lead:1", stop).ok());
+  LeaderLease standby(etcd.get(), LeaseOptions(prefix_));
   EtcdJournalStore store(etcd.get(), &standby, prefix_);
   absl::Status s = store.Write(SomeJournal(1));
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
@@ -328,9 +326,9 @@ TEST_F(EtcdTest, AStandbyDoesNotWrite) {
 
 TEST_F(EtcdTest, ADamagedKeyIsDataLossNamingIt) {
   auto etcd = Client(etcd_->Endpoints());
-  LeaderLease lease(etcd.get(), LeaseOptions(prefix_, "a:1"));
+  LeaderLease lease(etcd.get(), LeaseOptions(prefix_));
   std::atomic<bool> stop{false};
-  ASSERT_TRUE(lease.Campaign(stop).ok());
+  ASSERT_TRUE(lease.Campaign("a:1", stop).ok());
   EtcdJournalStore store(etcd.get(), &lease, prefix_);
   ASSERT_TRUE(store.Write(SomeJournal(2)).ok());
   ASSERT_TRUE(etcd->Put(prefix_ + "/journal/job/000001", "\xff\xff").ok());

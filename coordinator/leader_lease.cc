@@ -59,7 +59,8 @@ void LeaderLease::KeepAliveLoop() {
   }
 }
 
-absl::StatusOr<int64_t> LeaderLease::Campaign(const std::atomic<bool>& stop) {
+absl::StatusOr<int64_t> LeaderLease::Campaign(const std::string& address,
+                                              const std::atomic<bool>& stop) {
   bool told_unreachable = false, told_standby = false;
   auto log = [this](const std::string& line) {
     if (options_.log) options_.log(line);
@@ -87,7 +88,7 @@ absl::StatusOr<int64_t> LeaderLease::Campaign(const std::atomic<bool>& stop) {
     absent->set_create_revision(0);
     etcdserverpb::PutRequest* put = txn.add_success()->mutable_request_put();
     put->set_key(options_.key);
-    put->set_value(options_.address);
+    put->set_value(address);
     put->set_lease(lease);
     txn.add_failure()->mutable_request_range()->set_key(options_.key);
     absl::StatusOr<etcdserverpb::TxnResponse> result =
@@ -103,7 +104,7 @@ absl::StatusOr<int64_t> LeaderLease::Campaign(const std::atomic<bool>& stop) {
       absl::MutexLock lock(&mu_);
       leading_ = true;
       term_ = result->header().revision();
-      leader_ = options_.address;
+      leader_ = address;
       leader_term_ = term_;
       log(
           absl::StrFormat("leading the coordinators (etcd key %s, term %d, "

@@ -26,8 +26,7 @@
 namespace lockstep {
 
 struct LeaderLeaseOptions {
-  std::string key;      // "/lockstep/leader"
-  std::string address;  // the value: where workers and clients reach it
+  std::string key;  // "/lockstep/leader"
   int64_t ttl_seconds = 2;
   // A standby reads the leader key this often.
   absl::Duration poll_every = absl::Milliseconds(200);
@@ -43,8 +42,11 @@ class LeaderLease {
 
   // Blocks until this coordinator leads (returns its term) or `stop`
   // (Cancelled). Grants the lease first and keeps it alive from then on.
-  // etcd unreachable: retried, logged once per outage.
-  absl::StatusOr<int64_t> Campaign(const std::atomic<bool>& stop);
+  // `address` (where workers and clients reach this coordinator) is the
+  // key's value, which the standbys name. etcd unreachable: retried,
+  // logged once per outage.
+  absl::StatusOr<int64_t> Campaign(const std::string& address,
+                                   const std::atomic<bool>& stop);
 
   // True while this coordinator leads and its lease is surely alive: the
   // last keep-alive that etcd answered was sent less than its TTL ago

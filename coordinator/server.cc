@@ -12,11 +12,15 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/file_util.h"
 #include "base/status_macros.h"
+#include "coordinator/etcd_client.h"
+#include "coordinator/etcd_journal_store.h"
 #include "coordinator/job_files.h"
+#include "coordinator/leader_lease.h"
 #include "coordinator/ops_endpoints.h"
 #include "coordinator/services.h"
 #include "rpc/daemon_server.h"
@@ -84,13 +88,35 @@ absl::Status RunCoordinator(const ServerOptions& options) {
   RETURN_IF_ERROR(AnnotateStatus(
       MakeDirs(JoinPath(options.coordinator.storage_dir, "jobs")),
       "--storage"));
+  const bool ha = !options.etcd.empty();
   StorageLock storage_lock;
-  RETURN_IF_ERROR(storage_lock.Acquire(options.coordinator.storage_dir));
+  // With etcd the coordinators share the storage, and etcd fences their
+  // journal writes; a lock held by a paused old leader would stop the
+  // next one.
+  if (!ha) {
+    RETURN_IF_ERROR(storage_lock.Acquire(options.coordinator.storage_dir));
+  }
   CoordinatorOptions coordinator_options = options.coordinator;
+  std::unique_ptr<EtcdClient> etcd;
+  if (ha) {
+    EtcdOptions eo;
+    eo.endpoints = options.etcd;
+    eo.tls = options.etcd_tls;
+    ASSIGN_OR_RETURN(etcd, EtcdClient::Connect(eo));
+  }
   absl::StatusOr<std::string> storage_id =
       LoadOrCreateStorageId(options.coordinator.storage_dir);
   if (!storage_id.ok()) return AnnotateStatus(storage_id.status(), "--storage");
   coordinator_options.storage_id = *storage_id;
+  std::unique_ptr<LeaderLease> lease;
+  if (ha) {
+    LeaderLeaseOptions lo;
+    lo.key = absl::StrCat(options.etcd_prefix, "/leader");
+    lo.log = options.coordinator.log;
+    lease = std::make_unique<LeaderLease>(etcd.get(), lo);
+    coordinator_options.journal_store = std::make_shared<EtcdJournalStore>(
+        etcd.get(), lease.get(), options.etcd_prefix);
+  }
   Coordinator coordinator(coordinator_options);
   HealthService health;
   Authorizer auth(
@@ -109,17 +135,32 @@ absl::Status RunCoordinator(const ServerOptions& options) {
     ASSIGN_OR_RETURN(http, HttpServer::Start(options.http, "--http",
                                              CoordinatorRoutes(&coordinator)));
   }
-  // Workers heartbeating under their old ids must find them, and jobs must
-  // not be resubmittable as new: until the journal is replayed, health says
-  // NOT_SERVING and every other call is answered UNAVAILABLE.
-  RETURN_IF_ERROR(coordinator.LoadJournal());
-  health.SetReady(true);
   const std::string& address = server->address();
   if (!options.address_file.empty()) {
     RETURN_IF_ERROR(
         AnnotateStatus(WriteFileAtomic(options.address_file, address + "\n"),
                        "--address-file"));
   }
+  if (ha) {
+    // A standby: health NOT_SERVING (a Kubernetes Service sends nothing
+    // here) and every call UNAVAILABLE naming the leader, until it leads.
+    if (options.coordinator.log) {
+      options.coordinator.log(absl::StrCat(
+          "coordinator on ", address, ": campaigning through etcd ",
+          absl::StrJoin(options.etcd, ","), " (key ", lease->key(), ")"));
+    }
+    absl::StatusOr<int64_t> term = lease->Campaign(
+        AdvertisedAddress(options.advertise, address), *options.shutdown);
+    if (!term.ok()) {
+      server->Shutdown();
+      return absl::OkStatus();  // shut down while standing by
+    }
+  }
+  // Workers heartbeating under their old ids must find them, and jobs must
+  // not be resubmittable as new: until the journal is replayed, health says
+  // NOT_SERVING and every other call is answered UNAVAILABLE.
+  RETURN_IF_ERROR(coordinator.LoadJournal());
+  health.SetReady(true);
   if (options.coordinator.log) {
     const auto& log = options.coordinator.log;
     log(absl::StrCat(
@@ -149,6 +190,22 @@ absl::Status RunCoordinator(const ServerOptions& options) {
   }
   while (!options.shutdown->load()) {
     coordinator.Tick();
+    if (ha) {
+      // A leader whose lease lapsed (paused, cut off from etcd) or whose
+      // write etcd refused steps down: it exits, and its supervisor
+      // starts it again as a standby.
+      const std::string why = coordinator.NotServing();
+      if (!why.empty()) {
+        health.ShutDown();
+        const std::string line =
+            absl::StrFormat("stepping down: %s (%d journal writes refused)",
+                            why, coordinator.RefusedJournalWrites());
+        if (options.coordinator.log) options.coordinator.log(line);
+        http.reset();
+        server->Shutdown();
+        return absl::FailedPreconditionError(line);
+      }
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   // Probes see NOT_SERVING at once; no new job or generation starts.

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "coordinator/coordinator.h"
@@ -36,15 +37,28 @@ struct ServerOptions {
   // system's cancel signals every process of the allocation at once) can
   // commit their drain checkpoint through this coordinator. 0: stop at once.
   double shutdown_grace_seconds = 0;
+  // With etcd endpoints (DESIGN "Coordinator high availability"): several
+  // coordinators share the storage; one leads through an etcd lease, the
+  // others stand by (health NOT_SERVING, every call UNAVAILABLE naming the
+  // leader) and campaign when its key goes. The journal lives in etcd,
+  // under etcd_prefix. Empty: one coordinator, its journal a file on the
+  // storage, which it locks.
+  std::vector<std::string> etcd;
+  TlsFiles etcd_tls;  // for https:// endpoints
+  std::string etcd_prefix = "/lockstep";
+  // The address the others name as the leader's (default: the bound one).
+  std::string advertise;
 };
 
 // Serves until *shutdown (and the grace above), then writes the journal and
 // returns. Error when
 // an address cannot be bound, the storage folder cannot be created, or the
-// journal is damaged. Health says NOT_SERVING until the journal is
-// replayed (the other services answer UNAVAILABLE meanwhile) and from the
-// shutdown on. Logs a warning when it listens beyond the loopback interface
-// without TLS.
+// journal is damaged; with etcd, also when it led and lost its lease
+// (FailedPrecondition: it steps down by exiting, and its supervisor starts
+// it again as a standby, as Kubernetes' controller-manager does). Health says
+// NOT_SERVING until the journal is replayed (the other services answer
+// UNAVAILABLE meanwhile) and from the shutdown on. Logs a warning when it
+// listens beyond the loopback interface without TLS.
 absl::Status RunCoordinator(const ServerOptions& options);
 
 }  // namespace lockstep

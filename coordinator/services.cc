@@ -10,18 +10,29 @@
 
 namespace lockstep {
 
-
-// Nothing is answered before the journal is replayed (UNAVAILABLE: the
-// callers retry); then the refusal of the Authorizer check `check`, if any.
-#define LOCKSTEP_AUTHORIZE(check)                                      \
-  do {                                                                 \
-    if (!c_->ready()) {                                                \
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE,               \
-                          "the coordinator is replaying its journal"); \
-    }                                                                  \
-    grpc::Status _auth = (check);                                      \
-    if (!_auth.ok()) return _auth;                                     \
+// Nothing is answered before the journal is replayed, nor by a
+// coordinator that does not lead (UNAVAILABLE naming the leader: the
+// callers retry, or go there); then the refusal of the Authorizer check
+// `check`, if any.
+#define LOCKSTEP_AUTHORIZE(check)                               \
+  do {                                                          \
+    const std::string _why = c_->NotServing();                  \
+    if (!_why.empty()) {                                        \
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, _why); \
+    }                                                           \
+    grpc::Status _auth = (check);                               \
+    if (!_auth.ok()) return _auth;                              \
   } while (0)
+
+// The answer of a call that changes state, unless the coordinator stopped
+// leading while it was made: the journal write behind it was refused, so
+// the caller must not take it as done (UNAVAILABLE: it retries with the
+// leader).
+grpc::Status Answer(const Coordinator& c, grpc::Status answer) {
+  const std::string why = c.NotServing();
+  if (why.empty()) return answer;
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE, why);
+}
 
 template <typename T>
 grpc::Status Fill(absl::StatusOr<T> result, T* out) {
@@ -41,7 +52,7 @@ grpc::Status JobServiceImpl::Submit(grpc::ServerContext* context,
   grpc::Status s = Fill(c_->Submit(req->job_json(), mode, &existing),
                         resp->mutable_status());
   resp->set_existing(existing);
-  return s;
+  return Answer(*c_, s);
 }
 
 grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* context,
@@ -82,7 +93,7 @@ grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* context,
                                        const v1::CancelJobRequest* req,
                                        v1::JobStatus* resp) {
   LOCKSTEP_AUTHORIZE(auth_->CheckJobClient(*context, "CancelJob"));
-  return Fill(c_->Cancel(req->name()), resp);
+  return Answer(*c_, Fill(c_->Cancel(req->name()), resp));
 }
 
 grpc::Status JobServiceImpl::ListJobFiles(grpc::ServerContext* context,
@@ -112,28 +123,28 @@ grpc::Status ClusterServiceImpl::Register(grpc::ServerContext* context,
                                           const v1::RegisterRequest* req,
                                           v1::RegisterResponse* resp) {
   LOCKSTEP_AUTHORIZE(auth_->CheckWorker(*context, "Register"));
-  return Fill(c_->Register(*req, context->peer()), resp);
+  return Answer(*c_, Fill(c_->Register(*req, context->peer()), resp));
 }
 
 grpc::Status ClusterServiceImpl::Heartbeat(grpc::ServerContext* context,
                                            const v1::HeartbeatRequest* req,
                                            v1::HeartbeatResponse* resp) {
   LOCKSTEP_AUTHORIZE(auth_->CheckWorker(*context, "Heartbeat"));
-  return Fill(c_->Heartbeat(*req), resp);
+  return Answer(*c_, Fill(c_->Heartbeat(*req), resp));
 }
 
 grpc::Status ClusterServiceImpl::ReportProgress(grpc::ServerContext* context,
                                                 const v1::ProgressReport* req,
                                                 v1::ReportResponse* resp) {
   LOCKSTEP_AUTHORIZE(auth_->CheckWorker(*context, "ReportProgress"));
-  return Fill(c_->ReportProgress(*req), resp);
+  return Answer(*c_, Fill(c_->ReportProgress(*req), resp));
 }
 
 grpc::Status ClusterServiceImpl::RecordSamples(grpc::ServerContext* context,
                                                const v1::SampleRecord* req,
                                                v1::ReportResponse* resp) {
   LOCKSTEP_AUTHORIZE(auth_->CheckWorker(*context, "RecordSamples"));
-  return Fill(c_->RecordSamples(*req), resp);
+  return Answer(*c_, Fill(c_->RecordSamples(*req), resp));
 }
 
 grpc::Status ClusterServiceImpl::UploadCheckpoint(
@@ -143,7 +154,7 @@ grpc::Status ClusterServiceImpl::UploadCheckpoint(
   std::vector<v1::CheckpointSlice> messages;
   v1::CheckpointSlice m;
   while (reader->Read(&m)) messages.push_back(std::move(m));
-  return Fill(c_->AddCheckpointSlice(messages), ack);
+  return Answer(*c_, Fill(c_->AddCheckpointSlice(messages), ack));
 }
 
 grpc::Status ClusterServiceImpl::FetchCheckpoint(
@@ -164,14 +175,14 @@ grpc::Status ClusterServiceImpl::Finish(grpc::ServerContext* context,
   std::string over;
   absl::Status s = c_->Finish(*req, &over);
   resp->set_over(over);
-  return ToGrpc(s);
+  return Answer(*c_, ToGrpc(s));
 }
 
 grpc::Status ClusterServiceImpl::PublishNcclId(grpc::ServerContext* context,
                                                const v1::NcclIdRequest* req,
                                                v1::NcclIdResponse*) {
   LOCKSTEP_AUTHORIZE(auth_->CheckWorker(*context, "PublishNcclId"));
-  return ToGrpc(c_->PublishNcclId(*req));
+  return Answer(*c_, ToGrpc(c_->PublishNcclId(*req)));
 }
 
 grpc::Status ClusterServiceImpl::FetchNcclId(grpc::ServerContext* context,

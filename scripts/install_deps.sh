@@ -46,6 +46,9 @@ test_packages=(
   # deploy/slurm's test starts a real one-node Slurm cluster (its own
   # munged, slurmctld and slurmd, in a temporary folder).
   slurm-wlm munge
+  # The coordinators' leader election and journal tests start a real etcd
+  # (one member, and three), and read it with etcdctl.
+  etcd-server etcd-client
   "${docs_packages[@]}"
 )
 bench_packages=(libgloo-dev libopenmpi-dev openmpi-bin)

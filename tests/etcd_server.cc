@@ -1,6 +1,7 @@
 #include "tests/etcd_server.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -19,6 +20,7 @@ std::string EtcdMissing() {
 }
 
 EtcdCluster::EtcdCluster(int members, const std::string& dir) : dir_(dir) {
+  mkdir(dir.c_str(), 0755);  // may exist
   std::vector<std::string> peer_urls;
   std::string initial;
   for (int i = 0; i < members; ++i) {

@@ -28,10 +28,13 @@ ClusterHost::StartingCheckpoint() {
     return std::optional<LoadedCheckpoint>(std::move(state));
   }
   if (a_.start_step() == 0) return std::nullopt;
-  ASSIGN_OR_RETURN(
-      LoadedCheckpoint loaded,
-      FetchCheckpoint(ctx_.coordinator, a_.job(), a_.start_step()));
-  return std::optional<LoadedCheckpoint>(std::move(loaded));
+  absl::StatusOr<LoadedCheckpoint> loaded;
+  (void)ctx_.coordinator->Run([&](CoordinatorStubs::Stub* stub) {
+    loaded = FetchCheckpoint(stub, a_.job(), a_.start_step());
+    return loaded.status();
+  });
+  if (!loaded.ok()) return loaded.status();
+  return std::optional<LoadedCheckpoint>(*std::move(loaded));
 }
 
 absl::StatusOr<LoadedCheckpoint> ClusterHost::KeptPartsToStartFrom() {
@@ -151,7 +154,7 @@ absl::StatusOr<std::string> ClusterHost::NcclId() {
   // NCCL over every worker: rank 0 makes the generation's ncclUniqueId and
   // the coordinator relays it. The ring layout: this worker's own.
   if (a_.collective() != "nccl") return NewNcclId();
-  return BootstrapNcclId(ctx_.coordinator, ctx_.worker_id, a_.job(),
+  return BootstrapNcclId(ctx_.coordinator->get(), ctx_.worker_id, a_.job(),
                          a_.generation(), a_.rank(), &NewNcclId,
                          absl::Seconds(120));
 }
@@ -164,8 +167,9 @@ absl::Status ClusterHost::SaveCheckpoint(const CheckpointState& state,
                  a_.rank(),      a_.world_size(), final};
   auto upload = [&] {
     const Clock::time_point t0 = Clock::now();
-    absl::Status s =
-        UploadCheckpointSlice(ctx_.coordinator, info, state, model, optimizer);
+    absl::Status s = ctx_.coordinator->Run([&](CoordinatorStubs::Stub* stub) {
+      return UploadCheckpointSlice(stub, info, state, model, optimizer);
+    });
     if (ctx_.metrics != nullptr) {
       ctx_.metrics->AddCheckpointUpload(SecondsSince(t0), s.ok());
     }
@@ -288,9 +292,10 @@ absl::Status ClusterHost::Report(lockstep::v1::ProgressReport& report) {
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::seconds(30));
   lockstep::v1::ReportResponse response;
-  RETURN_IF_ERROR(
-      FromGrpc(ctx_.coordinator->ReportProgress(&context, report, &response),
-               "reporting progress to the coordinator"));
+  RETURN_IF_ERROR(ctx_.coordinator->Run([&](CoordinatorStubs::Stub* stub) {
+    return FromGrpc(stub->ReportProgress(&context, report, &response),
+                    "reporting progress to the coordinator");
+  }));
   if (response.stop()) {
     return absl::CancelledError(
         absl::StrCat("the coordinator stopped the job: ", response.reason()));
@@ -309,8 +314,10 @@ absl::Status ClusterHost::SamplesTaken(SampleRecord& record) {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() +
                          std::chrono::seconds(30));
-    return FromGrpc(ctx_.coordinator->RecordSamples(&context, m, &response),
-                    "recording the step's samples with the coordinator");
+    return ctx_.coordinator->Run([&](CoordinatorStubs::Stub* stub) {
+      return FromGrpc(stub->RecordSamples(&context, m, &response),
+                      "recording the step's samples with the coordinator");
+    });
   }));
   if (response.stop()) {
     return absl::CancelledError(

@@ -387,8 +387,9 @@ std::string JobRunner::Finish(const absl::Status& status) {
     context.set_deadline(std::chrono::system_clock::now() +
                          std::chrono::seconds(30));
     response.Clear();
-    return FromGrpc(ctx_.coordinator->Finish(&context, req, &response),
-                    "Finish");
+    return ctx_.coordinator->Run([&](CoordinatorStubs::Stub* stub) {
+      return FromGrpc(stub->Finish(&context, req, &response), "Finish");
+    });
   });
   if (s.ok()) return response.over();
   host_.Log(absl::StrCat("warning: ", s.message()));

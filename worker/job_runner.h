@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "core/log.h"
 #include "proto/cluster.grpc.pb.h"
+#include "rpc/coordinator_stubs.h"
 #include "rpc/rpc_util.h"
 #include "worker/collective_service.h"
 #include "worker/kept_state.h"
@@ -22,8 +23,8 @@ namespace lockstep {
 
 struct RunnerContext {
   std::string worker_id;
-  lockstep::v1::Coordinator::Stub* coordinator = nullptr;  // not owned
-  CollectiveService* collective = nullptr;                 // not owned
+  CoordinatorStubs* coordinator = nullptr;  // not owned
+  CollectiveService* collective = nullptr;  // not owned
   int threads = 0;  // compute threads; 0 = every core
   // GPU replicas, one per ordinal (the worker's --devices); empty: CPU.
   std::vector<int> cuda_devices;

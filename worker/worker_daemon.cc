@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "base/status_macros.h"
 #include "core/train/gpu_backend.h"
 #include "core/version.h"
@@ -68,10 +69,12 @@ absl::Status WorkerDaemon::Register() {
     context.set_deadline(std::chrono::system_clock::now() +
                          std::chrono::seconds(5));
     lockstep::v1::RegisterResponse resp;
-    absl::Status s = AddTlsHint(
-        FromGrpc(stub_->Register(&context, req, &resp),
-                 absl::StrCat("Register with ", o_.coordinator)),
-        o_.tls, "the coordinator", "--tls-cert, --tls-key and --tls-ca");
+    absl::Status s = AddTlsHint(stubs_->Run([&](CoordinatorStubs::Stub* stub) {
+      return FromGrpc(stub->Register(&context, req, &resp),
+                      absl::StrCat("Register with ", stubs_->address()));
+    }),
+                                o_.tls, "the coordinator",
+                                "--tls-cert, --tls-key and --tls-ca");
     if (s.ok()) {
       worker_id_ = resp.worker_id();
       heartbeat_seconds_ = resp.heartbeat_interval_seconds() > 0
@@ -83,7 +86,7 @@ absl::Status WorkerDaemon::Register() {
       metrics_.HeartbeatAnswered();
       Log(absl::StrFormat(
           "registered with %s as %s (collective service %s, %d replicas%s%s)",
-          o_.coordinator, worker_id_, address_, o_.replicas,
+          stubs_->address(), worker_id_, address_, o_.replicas,
           o_.cuda_devices.empty()
               ? ""
               : absl::StrCat(" on ", absl::StrJoin(o_.cuda_devices, ",",
@@ -130,8 +133,10 @@ absl::Status WorkerDaemon::Heartbeat() {
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::seconds(5));
   HeartbeatResponse resp;
-  absl::Status s = FromGrpc(stub_->Heartbeat(&context, req, &resp),
-                            absl::StrCat("Heartbeat to ", o_.coordinator));
+  absl::Status s = stubs_->Run([&](CoordinatorStubs::Stub* stub) {
+    return FromGrpc(stub->Heartbeat(&context, req, &resp),
+                    absl::StrCat("Heartbeat to ", stubs_->address()));
+  });
   if (absl::IsFailedPrecondition(s)) {
     if (job_thread_ != nullptr) StopJob(std::string(s.message()));
     return s;
@@ -226,8 +231,8 @@ absl::Status WorkerDaemon::Run() {
                      "into this worker's all-reduce"));
   }
   RETURN_IF_ERROR(StartOpsEndpoints());
-  stub_ =
-      lockstep::v1::Coordinator::NewStub(MakeChannel(o_.coordinator, o_.tls));
+  stubs_ = std::make_unique<CoordinatorStubs>(
+      absl::StrSplit(o_.coordinator, ','), o_.tls);
   absl::Status s = Register();
   while (s.ok() && !ShuttingDown()) {
     ReapJob();  // first, so a finished job is not reported as running

@@ -17,7 +17,9 @@
 namespace lockstep {
 
 struct WorkerOptions {
-  std::string coordinator;             // host:port
+  // host:port, or several comma-separated (coordinators in standby
+  // behind an etcd lease: the worker follows the one that leads).
+  std::string coordinator;
   std::string listen = "127.0.0.1:0";  // the collective service
   // The address peers dial; default: listen's host with the bound port.
   std::string advertise;

@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
 #include "proto/cluster.grpc.pb.h"
+#include "rpc/coordinator_stubs.h"
 #include "rpc/health_service.h"
 #include "rpc/http_server.h"
 #include "worker/collective_service.h"
@@ -60,7 +61,7 @@ class WorkerDaemon {
   // other ranks beside the collective service).
   KeptState kept_;
   WorkerStateService kept_service_{&kept_};
-  std::unique_ptr<lockstep::v1::Coordinator::Stub> stub_;
+  std::unique_ptr<CoordinatorStubs> stubs_;
   std::string worker_id_;
   // When this process started (RegisterRequest.started_unix_micros).
   const int64_t started_unix_micros_ = absl::ToUnixMicros(absl::Now());

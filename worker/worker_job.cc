@@ -19,7 +19,7 @@ void WorkerDaemon::StartJob(const lockstep::v1::Assignment& a) {
   job_stop_ = false;
   job_regroup_ = false;
   runner_.worker_id = worker_id_;
-  runner_.coordinator = stub_.get();
+  runner_.coordinator = stubs_.get();
   runner_.collective = &collective_;
   runner_.threads = o_.threads;
   runner_.cuda_devices = o_.cuda_devices;
@@ -62,8 +62,10 @@ void WorkerDaemon::AnnounceLeaving() {
   // failing at once and leaving the membership to the heartbeat timeout.
   context.set_wait_for_ready(true);
   lockstep::v1::FinishResponse resp;
-  absl::Status s = FromGrpc(stub_->Finish(&context, req, &resp),
-                            "telling the coordinator this worker leaves");
+  absl::Status s = stubs_->Run([&](CoordinatorStubs::Stub* stub) {
+    return FromGrpc(stub->Finish(&context, req, &resp),
+                    "telling the coordinator this worker leaves");
+  });
   if (!s.ok()) {
     Log(absl::StrCat("warning: ", s.message()));
   } else if (assignment_.job().empty()) {

@@ -1,0 +1,171 @@
+// Coordinators in standby behind an etcd lease (DESIGN "Coordinator high
+// availability"), with a real etcd, real coordinators and workers: the
+// leader killed mid-job (a standby leads within the lease's TTL and the
+// job ends on the uninterrupted run's fingerprint, in its first
+// generation, every sample seen once), and the leader paused past its
+// lease (the old one, woken, writes nothing and steps down).
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/etcd_server.h"
+#include "tests/fault_fixture.h"
+#include "tests/subprocess.h"
+
+namespace lockstep {
+namespace {
+
+using fault_fixture::Clock;
+using fault_fixture::FaultJob;
+using fault_fixture::Since;
+using testing::Runfile;
+using testing::RunResult;
+using testing::Subprocess;
+
+constexpr char kLeading[] = "leading the coordinators";
+
+class CoordinatorHaTest : public fault_fixture::FaultTest {
+ protected:
+  void SetUp() override {
+    const std::string missing = testing::EtcdMissing();
+    if (!missing.empty()) GTEST_SKIP() << missing;
+  }
+
+  // etcd, two coordinators on one storage (the first leads) and two
+  // workers that know both.
+  void StartHa() {
+    dir_ = testing::NewTempDir(
+        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    etcd_ = std::make_unique<testing::EtcdCluster>(1, dir_ + "/etcd");
+    ASSERT_TRUE(etcd_->ok()) << etcd_->error();
+    for (int i = 0; i < 2; ++i) {
+      addresses_.push_back("127.0.0.1:" + std::to_string(testing::FreePort()));
+      StartCoordinator(i);
+      if (i == 0) {
+        ASSERT_TRUE(coordinators_[0]->WaitForOutput(kLeading, 30))
+            << coordinators_[0]->Stdout() << coordinators_[0]->Stderr();
+      }
+    }
+    ASSERT_TRUE(coordinators_[1]->WaitForOutput(
+        "standing by: the leader is " + addresses_[0], 30))
+        << coordinators_[1]->Stdout() << coordinators_[1]->Stderr();
+    leader_ = 0;
+    for (int i = 0; i < 2; ++i) {
+      workers_.push_back(std::make_unique<Subprocess>(
+          std::vector<std::string>{
+              Runfile("client/lockstep"), "worker", "--coordinator",
+              addresses_[0] + "," + addresses_[1], "--threads", "1"},
+          dir_));
+    }
+    for (auto& w : workers_) {
+      ASSERT_TRUE(w->WaitForOutput("registered with " + addresses_[0], 30))
+          << w->Stdout() << w->Stderr();
+    }
+  }
+
+  void StartCoordinator(int i) {
+    coordinators_.push_back(std::make_unique<Subprocess>(
+        std::vector<std::string>{
+            Runfile("client/lockstep"), "coordinator", "--listen",
+            addresses_[i], "--storage", dir_ + "/storage", "--etcd",
+            etcd_->Endpoints(), "--etcd-prefix", "/lockstep/ha"},
+        dir_));
+  }
+
+  // The verbs go to the coordinator that leads.
+  RunResult Client(std::vector<std::string> args,
+                   double timeout = 120) override {
+    std::vector<std::string> argv = {Runfile("client/lockstep")};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.push_back("--coordinator");
+    argv.push_back(addresses_[leader_]);
+    return testing::RunProcess(argv, dir_, timeout);
+  }
+  std::string StorageDir() override { return dir_ + "/storage"; }
+
+  std::unique_ptr<testing::EtcdCluster> etcd_;
+  std::vector<std::string> addresses_;
+  std::vector<std::unique_ptr<Subprocess>> coordinators_, workers_;
+  int leader_ = 0;
+};
+
+TEST_F(CoordinatorHaTest, AStandbyLeadsWhenTheLeaderIsKilledAndTheJobGoesOn) {
+  const std::string reference = ReferenceFingerprint();
+  StartHa();
+  // With the sample audit on, every step's samples reach a coordinator
+  // before its collective: none is lost or taken twice over the failover.
+  const nlohmann::json job = fault_fixture::Audited(FaultJob());
+  RunResult submitted = Client({"submit", WriteJob(job)});
+  ASSERT_EQ(submitted.exit.exit_code, 0) << submitted.out << submitted.err;
+  WaitForStep(150);
+  coordinators_[0]->Signal(SIGKILL);
+  const Clock::time_point killed = Clock::now();
+  ASSERT_TRUE(coordinators_[0]->Wait(10).exited);
+  // The lease's TTL is 2 s; etcd expires it and the standby, polling the
+  // key every 0.2 s, takes it.
+  ASSERT_TRUE(coordinators_[1]->WaitForOutput(kLeading, 10))
+      << coordinators_[1]->Stdout() << coordinators_[1]->Stderr();
+  const double took = Since(killed);
+  std::printf("the standby led %.2f s after the leader was killed\n", took);
+  EXPECT_LT(took, testing::Scaled(3.0));
+  leader_ = 1;
+  std::string last;
+  ASSERT_TRUE(WaitForStatus("SUCCEEDED", 180, &last)) << last;
+  // The workers trained on in generation 1: no restart, no step redone.
+  EXPECT_NE(last.find("job ft: SUCCEEDED (generation 1)"), std::string::npos)
+      << last;
+  const std::string taken =
+      "coordinator restarted: RUNNING at generation 1 taken over from the "
+      "journal";
+  RunResult watched = Client({"watch", "ft"}, 30);
+  EXPECT_NE(watched.out.find(taken), std::string::npos) << watched.out;
+  EXPECT_EQ(Result()["fingerprint"], reference);
+  ExpectExactlyOnce(4);
+}
+
+TEST_F(CoordinatorHaTest, APausedLeaderWakesUpWritesNothingAndStepsDown) {
+  const std::string reference = ReferenceFingerprint();
+  StartHa();
+  RunResult submitted = Client({"submit", WriteJob(FaultJob())});
+  ASSERT_EQ(submitted.exit.exit_code, 0) << submitted.out << submitted.err;
+  WaitForStep(100);
+  coordinators_[0]->Signal(SIGSTOP);
+  const Clock::time_point paused = Clock::now();
+  ASSERT_TRUE(coordinators_[1]->WaitForOutput(kLeading, 10))
+      << coordinators_[1]->Stdout() << coordinators_[1]->Stderr();
+  leader_ = 1;
+  std::string last;
+  // The job goes on under the new leader; the old one stays paused past
+  // its workers' timeout (8 s), so that when it wakes it believes them
+  // lost and tries to end their generation.
+  WaitForStep(StatusStep(Client({"status", "ft"}).out) + 50);
+  while (Since(paused) < 10) usleep(100000);
+  coordinators_[0]->Signal(SIGCONT);
+  const testing::ExitInfo e = coordinators_[0]->Wait(20);
+  ASSERT_TRUE(e.exited) << coordinators_[0]->Stdout();
+  EXPECT_EQ(e.exit_code, 1);
+  const std::string old_log = coordinators_[0]->Stdout();
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      old_log, m,
+      std::regex(R"(stepping down: this coordinator's etcd lease (may have )?)"
+                 R"(expired[^\n]*\((\d+) journal writes refused\))")))
+      << old_log;
+  std::printf("the old leader stepped down: %s\n", m[0].str().c_str());
+  EXPECT_EQ(old_log.find("RUNNING generation 2"), std::string::npos) << old_log;
+  ASSERT_TRUE(WaitForStatus("SUCCEEDED", 180, &last)) << last;
+  // Nothing the old leader did took effect: no restart, same bytes.
+  EXPECT_NE(last.find("job ft: SUCCEEDED (generation 1)"), std::string::npos)
+      << last;
+  EXPECT_EQ(Result()["fingerprint"], reference);
+}
+
+}  // namespace
+}  // namespace lockstep
