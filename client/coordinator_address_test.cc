@@ -51,5 +51,18 @@ TEST(CoordinatorAddressTest, RefusesWhatIsNotAnAddressSayingWhy) {
   }
 }
 
+// Coordinators in standby behind etcd: a list, each entry normalized; the
+// error names the entry that is wrong.
+TEST(CoordinatorAddressTest, NormalizesAListOfCoordinators) {
+  absl::StatusOr<std::string> got =
+      NormalizeCoordinatorAddresses("a, http://b:7071,[::1]");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, "a:7070,b:7071,[::1]:7070");
+  EXPECT_EQ(NormalizeCoordinatorAddresses("a,,b").status().message(),
+            "coordinator address \"\": empty; give host:port");
+  EXPECT_EQ(NormalizeCoordinatorAddresses("a,b:0").status().message(),
+            NormalizeCoordinatorAddress("b:0").status().message());
+}
+
 }  // namespace
 }  // namespace lockstep

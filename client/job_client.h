@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "client/file_fetch.h"
@@ -16,10 +17,13 @@ namespace lockstep {
 
 class JobClient {
  public:
-  // `address` host:port of the coordinator, over TLS with `tls` when it is
-  // on; a non-empty `token` goes with every call as `authorization:
-  // Bearer <token>`. Calls fail after `timeout` (Watch: the wait between
-  // two snapshots). A failure that may be a TLS mismatch says so.
+  // `address` host:port of the coordinator, or several comma-separated
+  // (coordinators in standby behind etcd: a call answered UNAVAILABLE, as
+  // a standby answers naming the leader, goes on to the next one, each
+  // once), over TLS with `tls` when it is on; a non-empty `token` goes
+  // with every call as `authorization: Bearer <token>`. Calls fail after
+  // `timeout` (Watch: the wait between two snapshots). A failure that may
+  // be a TLS mismatch says so.
   JobClient(const std::string& address, const TlsFiles& tls, std::string token,
             absl::Duration timeout = absl::Seconds(30));
 
@@ -45,15 +49,25 @@ class JobClient {
                          const FetchOptions& options);
 
  private:
+  using Stub = lockstep::v1::JobService::Stub;
   // Sets the deadline (unless `deadline` is false) and the token.
   void Prepare(grpc::ClientContext& c, bool deadline = true) const;
-  absl::Status Check(const grpc::Status& status, const char* what) const;
+  absl::Status Check(const grpc::Status& status, const char* what,
+                     int coordinator) const;
+  // `call(stub, context)` on the coordinator that answered last, then on
+  // each other one while it is UNAVAILABLE (or, with several, does not
+  // answer in time); `what` ("submit to ") and the address name a
+  // failure.
+  absl::Status Call(
+      const char* what,
+      const std::function<grpc::Status(Stub*, grpc::ClientContext*)>& call);
 
-  std::string address_;
+  std::vector<std::string> addresses_;
   TlsFiles tls_;
   std::string token_;
   absl::Duration timeout_;
-  std::unique_ptr<lockstep::v1::JobService::Stub> stub_;
+  std::vector<std::unique_ptr<Stub>> stubs_;
+  int current_ = 0;
 };
 
 }  // namespace lockstep

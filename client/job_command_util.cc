@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "absl/strings/str_split.h"
 #include "client/coordinator_address.h"
 #include "client/tls_flags.h"
 #include "rpc/tls.h"
@@ -40,7 +41,7 @@ std::unique_ptr<JobClient> JobClientFromFlags(const std::string& verb,
   }
   // --coordinator, else $LOCKSTEP_COORDINATOR, else the default.
   const char* env = std::getenv("LOCKSTEP_COORDINATOR");
-  absl::StatusOr<std::string> parsed = NormalizeCoordinatorAddress(
+  absl::StatusOr<std::string> parsed = NormalizeCoordinatorAddresses(
       f.Get("coordinator",
             env != nullptr && *env != '\0' ? env : kDefaultCoordinator));
   if (!parsed.ok()) {
@@ -49,9 +50,13 @@ std::unique_ptr<JobClient> JobClientFromFlags(const std::string& verb,
     return nullptr;
   }
   const std::string& address = *parsed;
-  if (!token->empty() && !tls->enabled() && !IsLoopbackAddress(address)) {
-    std::cerr << "lockstep " << verb << ": warning: sending the bearer token "
-              << "to " << address << " without TLS (pass --tls-ca)\n";
+  for (absl::string_view one : absl::StrSplit(address, ',')) {
+    if (!token->empty() && !tls->enabled() &&
+        !IsLoopbackAddress(std::string(one))) {
+      std::cerr << "lockstep " << verb
+                << ": warning: sending the bearer token to " << one
+                << " without TLS (pass --tls-ca)\n";
+    }
   }
   return std::make_unique<JobClient>(address, *tls, *token);
 }

@@ -17,7 +17,8 @@ const char kDaemonTlsUsage[] =
     "worker's certificate\n";
 
 const char kClientSecurityUsage[] =
-    "  --coordinator HOST:PORT  the coordinator (default: "
+    "  --coordinator HOST:PORT  the coordinator, or several comma-separated "
+    "(in standby behind etcd: the one leading answers) (default: "
     "$LOCKSTEP_COORDINATOR, else 127.0.0.1:7070)\n"
     "  --tls-ca F      talk TLS to the coordinator, trusting this CA (PEM)\n"
     "  --tls-cert F    with --tls-key F: a client certificate to present "

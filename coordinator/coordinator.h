@@ -240,8 +240,9 @@ class Coordinator {
   bool ready() const { return ready_.load(); }
   // "" while the services may answer: the journal is replayed and this
   // coordinator leads (always, without etcd). Else why not, for an
-  // UNAVAILABLE ("a standby coordinator: the leader is HOST:PORT (term
-  // 12)"): the callers retry, or go to the leader.
+  // UNAVAILABLE ("not the leader: a standby; the leader is HOST:PORT
+  // (term 12)", kNotLeaderPrefix): the callers retry, or go to the
+  // leader.
   std::string NotServing() const;
   // Journal writes refused because this coordinator no longer led.
   int64_t RefusedJournalWrites() const { return journal_->refused_writes(); }

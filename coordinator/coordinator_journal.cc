@@ -11,6 +11,7 @@
 #include "base/status_macros.h"
 #include "coordinator/coordinator.h"
 #include "proto/journal.pb.h"
+#include "rpc/rpc_util.h"
 
 namespace lockstep {
 namespace {
@@ -36,11 +37,10 @@ absl::Time FromUnixSeconds(double s) {
 }  // namespace
 
 std::string Coordinator::NotServing() const {
-  std::string why = journal_->NotLeading();
-  if (why.empty() && !ready_.load()) {
-    why = "the coordinator is replaying its journal";
-  }
-  return why;
+  const std::string why = journal_->NotLeading();
+  if (!why.empty()) return absl::StrCat(kNotLeaderPrefix, why);
+  if (!ready_.load()) return "the coordinator is replaying its journal";
+  return "";
 }
 
 void Coordinator::Persist() {

@@ -165,7 +165,7 @@ TEST_F(EtcdTest, OneLeadsTheOtherStandsByAndLeadsWhenTheFirstResigns) {
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   EXPECT_FALSE(second.Held());
   EXPECT_EQ(second.NotLeading(),
-            "a standby coordinator: the leader is 10.0.0.1:7070 (term " +
+            "a standby; the leader is 10.0.0.1:7070 (term " +
                 std::to_string(*term) + ")");
   // The first one leaves (its destructor revokes its lease): the second
   // leads within a poll, not after the TTL.
@@ -319,7 +319,7 @@ TEST_F(EtcdTest, AStandbyDoesNotWrite) {
   absl::Status s = store.Write(SomeJournal(1));
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(s.message()),
-              StartsWith("journal write refused: a standby"));
+              StartsWith("journal write refused: a standby (no leader yet)"));
   EXPECT_EQ(store.refused_writes(), 1);
   EXPECT_FALSE((*etcd->Get(prefix_ + "/journal/membership")).has_value());
 }

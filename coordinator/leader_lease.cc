@@ -157,10 +157,9 @@ std::string LeaderLease::NotLeading() const {
   absl::MutexLock lock(&mu_);
   if (!leading_) {
     return leader_.empty()
-               ? std::string("a standby coordinator (no leader yet)")
-               : absl::StrFormat(
-                     "a standby coordinator: the leader is %s (term %d)",
-                     leader_, leader_term_);
+               ? std::string("a standby (no leader yet)")
+               : absl::StrFormat("a standby; the leader is %s (term %d)",
+                                 leader_, leader_term_);
   }
   if (expired_) {
     return absl::StrFormat(

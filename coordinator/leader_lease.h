@@ -52,8 +52,9 @@ class LeaderLease {
   // last keep-alive that etcd answered was sent less than its TTL ago
   // (a steady clock; etcd counts the TTL from when it got it, later).
   bool Held() const;
-  // Why it does not lead now ("" while Held()): "standby: the leader is
-  // 127.0.0.1:7071 (term 12)", "the lease expired ...".
+  // Why it does not lead now ("" while Held()): "a standby; the leader is
+  // 127.0.0.1:7071 (term 12)", "this coordinator's etcd lease expired
+  // ...".
   std::string NotLeading() const;
   int64_t term() const;
   const std::string& key() const { return options_.key; }

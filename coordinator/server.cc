@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <iostream>
 #include <thread>
 
 #include "absl/strings/ascii.h"
@@ -199,11 +200,16 @@ absl::Status RunCoordinator(const ServerOptions& options) {
         health.ShutDown();
         const std::string line =
             absl::StrFormat("stepping down: %s (%d journal writes refused)",
-                            why, coordinator.RefusedJournalWrites());
+                            why.substr(std::string(kNotLeaderPrefix).size()),
+                            coordinator.RefusedJournalWrites());
         if (options.coordinator.log) options.coordinator.log(line);
-        http.reset();
-        server->Shutdown();
-        return absl::FailedPreconditionError(line);
+        // At once, without a graceful shutdown: that would end the calls
+        // in flight as CANCELLED, which a worker takes as its job's end;
+        // a closed connection is UNAVAILABLE, which it retries with the
+        // next coordinator.
+        std::cout.flush();
+        std::cerr << "lockstep coordinator: error: " << line << std::endl;
+        _exit(1);
       }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));

@@ -53,9 +53,10 @@ struct ServerOptions {
 // Serves until *shutdown (and the grace above), then writes the journal and
 // returns. Error when
 // an address cannot be bound, the storage folder cannot be created, or the
-// journal is damaged; with etcd, also when it led and lost its lease
-// (FailedPrecondition: it steps down by exiting, and its supervisor starts
-// it again as a standby, as Kubernetes' controller-manager does). Health says
+// journal is damaged. With etcd, a leader that lost its lease steps down
+// by exiting the process at once (code 1, the reason logged), and its
+// supervisor starts it again as a standby, as Kubernetes'
+// controller-manager does. Health says
 // NOT_SERVING until the journal is replayed (the other services answer
 // UNAVAILABLE meanwhile) and from the shutdown on. Logs a warning when it
 // listens beyond the loopback interface without TLS.

@@ -1,6 +1,7 @@
 // gRPC <-> absl status conversion and the shared channel/server settings.
 #include "rpc/rpc_util.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace lockstep {
@@ -8,7 +9,8 @@ namespace lockstep {
 absl::Status FromGrpc(const grpc::Status& status, absl::string_view what) {
   if (status.ok()) return absl::OkStatus();
   const auto code = static_cast<absl::StatusCode>(status.error_code());
-  if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+      !absl::StartsWith(status.error_message(), kNotLeaderPrefix)) {
     return absl::UnavailableError(absl::StrCat(
         what, ": peer unreachable or gone (", status.error_message(), ")"));
   }

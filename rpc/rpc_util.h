@@ -30,6 +30,12 @@ inline constexpr int kProtocolVersion = 5;
 absl::Status FromGrpc(const grpc::Status& status, absl::string_view what);
 grpc::Status ToGrpc(const absl::Status& status);
 
+// How every UNAVAILABLE from a coordinator that does not lead begins
+// ("not the leader: a standby; the leader is 10.0.0.2:7070 (term 12)"):
+// an answer from a live process, so FromGrpc does not call it unreachable
+// and no TLS hint is added; the caller goes on to another coordinator.
+inline constexpr char kNotLeaderPrefix[] = "not the leader: ";
+
 // The largest gRPC message lockstep sends or accepts: a ring chunk of
 // cluster.ring_chunk_kib's most (1 GiB) with its header, or one tensor of a
 // checkpoint stream. gRPC refuses a longer one from its length prefix

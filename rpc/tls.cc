@@ -185,7 +185,10 @@ absl::Status AddTlsHint(const absl::Status& status, const TlsFiles& tls,
   // Nothing listening is not a TLS problem; everything else UNAVAILABLE
   // (a reset, a closed socket, a failed handshake) may be one.
   if (!absl::IsUnavailable(status) ||
-      absl::StrContains(status.message(), "Connection refused")) {
+      absl::StrContains(status.message(), "Connection refused") ||
+      // rpc_util.h kNotLeaderPrefix: an answer from a coordinator that
+      // does not lead, not a failed connection.
+      absl::StrContains(status.message(), "not the leader: ")) {
     return status;
   }
   std::string hint;

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -30,6 +31,16 @@ using testing::RunResult;
 using testing::Subprocess;
 
 constexpr char kLeading[] = "leading the coordinators";
+
+// How often `word` occurs in `text`.
+int CountOf(const std::string& text, const std::string& word) {
+  int n = 0;
+  for (size_t at = text.find(word); at != std::string::npos;
+       at = text.find(word, at + 1)) {
+    ++n;
+  }
+  return n;
+}
 
 class CoordinatorHaTest : public fault_fixture::FaultTest {
  protected:
@@ -79,13 +90,15 @@ class CoordinatorHaTest : public fault_fixture::FaultTest {
         dir_));
   }
 
-  // The verbs go to the coordinator that leads.
+  // The verbs go to the coordinator that leads, or with
+  // `clients_follow_` to both, as a user gives them (the CLI follows).
   RunResult Client(std::vector<std::string> args,
                    double timeout = 120) override {
     std::vector<std::string> argv = {Runfile("client/lockstep")};
     argv.insert(argv.end(), args.begin(), args.end());
     argv.push_back("--coordinator");
-    argv.push_back(addresses_[leader_]);
+    argv.push_back(clients_follow_ ? addresses_[0] + "," + addresses_[1]
+                                   : addresses_[leader_]);
     return testing::RunProcess(argv, dir_, timeout);
   }
   std::string StorageDir() override { return dir_ + "/storage"; }
@@ -94,11 +107,13 @@ class CoordinatorHaTest : public fault_fixture::FaultTest {
   std::vector<std::string> addresses_;
   std::vector<std::unique_ptr<Subprocess>> coordinators_, workers_;
   int leader_ = 0;
+  bool clients_follow_ = false;
 };
 
 TEST_F(CoordinatorHaTest, AStandbyLeadsWhenTheLeaderIsKilledAndTheJobGoesOn) {
   const std::string reference = ReferenceFingerprint();
   StartHa();
+  clients_follow_ = true;
   // With the sample audit on, every step's samples reach a coordinator
   // before its collective: none is lost or taken twice over the failover.
   const nlohmann::json job = fault_fixture::Audited(FaultJob());
@@ -108,6 +123,17 @@ TEST_F(CoordinatorHaTest, AStandbyLeadsWhenTheLeaderIsKilledAndTheJobGoesOn) {
   coordinators_[0]->Signal(SIGKILL);
   const Clock::time_point killed = Clock::now();
   ASSERT_TRUE(coordinators_[0]->Wait(10).exited);
+  // A job submitted while no coordinator leads is refused with an error
+  // that says to retry, or accepted (once: names are identities).
+  const std::string other = WriteJob(FaultJob({{"name", "ft2"}}), "ft2.json");
+  RunResult during = Client({"submit", other}, 60);
+  std::printf("submitted during the failover: exit %d\n%s%s\n",
+              during.exit.exit_code, during.out.c_str(), during.err.c_str());
+  if (during.exit.exit_code != 0) {
+    EXPECT_TRUE(std::regex_search(
+        during.err, std::regex("UNAVAILABLE|unreachable|standby|replaying")))
+        << during.err;
+  }
   // The lease's TTL is 2 s; etcd expires it and the standby, polling the
   // key every 0.2 s, takes it.
   ASSERT_TRUE(coordinators_[1]->WaitForOutput(kLeading, 10))
@@ -128,6 +154,12 @@ TEST_F(CoordinatorHaTest, AStandbyLeadsWhenTheLeaderIsKilledAndTheJobGoesOn) {
   EXPECT_NE(watched.out.find(taken), std::string::npos) << watched.out;
   EXPECT_EQ(Result()["fingerprint"], reference);
   ExpectExactlyOnce(4);
+  // Submitted again: one job ft2, whichever way the first try went.
+  RunResult again = Client({"submit", other});
+  EXPECT_EQ(again.exit.exit_code, 0) << again.out << again.err;
+  RunResult list = Client({"list"});
+  EXPECT_EQ(CountOf(list.out, "\nft2 "), 1) << list.out;
+  Client({"cancel", "ft2"});
 }
 
 TEST_F(CoordinatorHaTest, APausedLeaderWakesUpWritesNothingAndStepsDown) {

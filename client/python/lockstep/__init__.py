@@ -15,7 +15,7 @@ See help(lockstep.Client) and help(lockstep.Job).
 """
 
 from lockstep.client import Checkpoint, Client, Job
-from lockstep.client import normalize_address
+from lockstep.client import normalize_address, normalize_addresses
 from lockstep.errors import (CheckpointError, InvalidJob, JobCancelled,
                              JobExists, JobFailed, JobNotFinished, JobNotFound,
                              LockstepError, Unauthenticated, Unavailable)
@@ -33,6 +33,7 @@ __all__ = [
     "InvalidJob", "Job", "JobCancelled", "JobExists", "JobFailed",
     "JobNotFinished", "JobNotFound", "JobStatus", "LockstepError", "LogLine",
     "MembershipChange", "Progress", "Straggler", "normalize_address",
+    "normalize_addresses",
     "Reconnecting", "StateChanged", "TransferWarning", "Unauthenticated",
     "Unavailable",
     "WeightsMismatch", "WorkerStatus", "export", "read_safetensors",

@@ -87,6 +87,13 @@ def normalize_address(address):
     return f"{host}:{int(port)}"
 
 
+def normalize_addresses(addresses):
+    """Several coordinators, comma-separated (in standby behind etcd: the
+    one leading answers), each as ``normalize_address`` reads it; joined
+    with commas again."""
+    return ",".join(normalize_address(a) for a in addresses.split(","))
+
+
 def _is_loopback(address):
     host = address.rsplit(":", 1)[0].strip("[]")
     if host == "localhost":
@@ -128,7 +135,10 @@ class Client:
       address: the coordinator, ``host:port`` (default
         ``$LOCKSTEP_COORDINATOR``, else 127.0.0.1:7070, as the CLI's
         ``--coordinator``); a host alone takes port 7070, an ``http://``
-        in front is dropped (see ``normalize_address``).
+        in front is dropped (see ``normalize_address``). Several,
+        comma-separated: coordinators in standby behind etcd; a call
+        answered UNAVAILABLE (a standby names the leader) goes on to the
+        next one.
       tls_ca: talk TLS, trusting this CA (PEM file), as ``--tls-ca``.
       tls_cert, tls_key: a client certificate and its key (PEM files), both
         or neither, as ``--tls-cert``/``--tls-key``.
@@ -151,7 +161,7 @@ class Client:
     def __init__(self, address=None, *, tls_ca=None, tls_cert=None,
                  tls_key=None, token=None, token_file=None, timeout=30.0,
                  lockstep_binary=None, files="auto"):
-        self.address = normalize_address(
+        self.address = normalize_addresses(
             address or os.environ.get("LOCKSTEP_COORDINATOR")
             or DEFAULT_ADDRESS)
         self.timeout = timeout
@@ -183,14 +193,19 @@ class Client:
                 private_key=_read("tls_key", tls_key) if tls_key else None,
                 certificate_chain=_read("tls_cert", tls_cert)
                 if tls_cert else None)
-            self._channel = grpc.secure_channel(self.address, creds)
+            self._channels = [grpc.secure_channel(a, creds)
+                              for a in self.address.split(",")]
         else:
-            if token and not _is_loopback(self.address):
-                warnings.warn(
-                    f"sending the bearer token to {self.address} without TLS "
-                    "(pass tls_ca)")
-            self._channel = grpc.insecure_channel(self.address)
-        self._stub = jobs_pb2_grpc.JobServiceStub(self._channel)
+            for a in self.address.split(","):
+                if token and not _is_loopback(a):
+                    warnings.warn(
+                        f"sending the bearer token to {a} without TLS "
+                        "(pass tls_ca)")
+            self._channels = [grpc.insecure_channel(a)
+                              for a in self.address.split(",")]
+        self._stubs = [jobs_pb2_grpc.JobServiceStub(c)
+                       for c in self._channels]
+        self._current = 0  # the coordinator that answered last
         self._warned_unchecked = False
         if lockstep_binary is False:
             self._binary = None
@@ -201,7 +216,8 @@ class Client:
 
     def close(self):
         """Closes the connection (also done by ``with Client(...)``)."""
-        self._channel.close()
+        for channel in self._channels:
+            channel.close()
 
     def __enter__(self):
         return self
@@ -215,15 +231,31 @@ class Client:
 
     # -- calls ---------------------------------------------------------
 
+    @property
+    def _stub(self):
+        """The job service of the coordinator that answered last."""
+        return self._stubs[self._current]
+
+    def _next_coordinator(self):
+        """After an UNAVAILABLE: the next call asks the next coordinator."""
+        self._current = (self._current + 1) % len(self._stubs)
+
     def _call(self, method, request, what):
-        try:
-            return method(request, timeout=self.timeout,
-                          metadata=self._metadata)
-        except grpc.RpcError as e:
-            raise self._error(e, what) from None
+        """``method`` (a JobService method's name) on the coordinator that
+        answered last, then on each other one while it is UNAVAILABLE."""
+        for attempt in range(len(self._stubs)):
+            try:
+                return getattr(self._stub, method)(
+                    request, timeout=self.timeout, metadata=self._metadata)
+            except grpc.RpcError as e:
+                if (e.code() != grpc.StatusCode.UNAVAILABLE
+                        or attempt + 1 == len(self._stubs)):
+                    raise self._error(e, what) from None
+                self._next_coordinator()
 
     def _error(self, e, what):
-        err = errors.from_rpc_error(e, f"{what} {self.address}")
+        address = self.address.split(",")[self._current]
+        err = errors.from_rpc_error(e, f"{what} {address}")
         if (isinstance(err, errors.Unavailable) and not self._tls
                 and "ssl" in (e.details() or "").lower()):
             err.message += " (does the coordinator use TLS? pass tls_ca)"
@@ -318,7 +350,7 @@ class Client:
                         f"{e.strerror}") from None
         mode = (jobs_pb2.SUBMIT_RESUME if resume else
                 jobs_pb2.SUBMIT_RESTART if restart else jobs_pb2.SUBMIT_NEW)
-        reply = self._call(self._stub.Submit,
+        reply = self._call("Submit",
                            jobs_pb2.SubmitRequest(job_json=text, mode=mode),
                            "submit to")
         return Job(self, reply.status.name)
@@ -329,13 +361,13 @@ class Client:
 
     def jobs(self):
         """Every job the coordinator knows, oldest first, as JobStatus."""
-        r = self._call(self._stub.ListJobs, jobs_pb2.ListJobsRequest(),
+        r = self._call("ListJobs", jobs_pb2.ListJobsRequest(),
                        "list from")
         return [types.status_from_proto(j) for j in r.jobs]
 
     def workers(self):
         """Every registered worker, as WorkerStatus."""
-        r = self._call(self._stub.ListJobs, jobs_pb2.ListJobsRequest(),
+        r = self._call("ListJobs", jobs_pb2.ListJobsRequest(),
                        "list from")
         return [types.worker_from_proto(w) for w in r.workers]
 
@@ -370,13 +402,13 @@ class Job:
     def status(self):
         """The job's JobStatus now. Raises JobNotFound."""
         return types.status_from_proto(self.client._call(
-            self.client._stub.GetJob, jobs_pb2.GetJobRequest(name=self.name),
+            "GetJob", jobs_pb2.GetJobRequest(name=self.name),
             "status from"))
 
     def cancel(self):
         """Cancels a PENDING or RUNNING job; returns its JobStatus."""
         return types.status_from_proto(self.client._call(
-            self.client._stub.CancelJob,
+            "CancelJob",
             jobs_pb2.CancelJobRequest(name=self.name), "cancel at"))
 
     def events(self, timeout=None, reconnect_seconds=RECONNECT_SECONDS):
@@ -392,6 +424,7 @@ class Job:
         step = -1
         any_snapshot = False
         down_since = None
+        unanswered = 0
         while True:
             remaining = None
             if deadline is not None:
@@ -429,9 +462,17 @@ class Job:
             code = error.code() if error is not None else None
             if code == grpc.StatusCode.DEADLINE_EXCEEDED and deadline:
                 continue  # the loop's check raises TimeoutError
+            if code == grpc.StatusCode.UNAVAILABLE and not any_snapshot:
+                # Never reached: say so once every coordinator was asked.
+                unanswered += 1
+                if unanswered < len(client._stubs):
+                    client._next_coordinator()
+                    continue
             if error is not None and (code != grpc.StatusCode.UNAVAILABLE
                                       or not any_snapshot):
                 raise client._error(error, "watch at")
+            if code == grpc.StatusCode.UNAVAILABLE:
+                client._next_coordinator()  # another one may lead now
             # The stream ended early or the coordinator went away.
             now = time.monotonic()
             if down_since is None:

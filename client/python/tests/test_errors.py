@@ -107,6 +107,29 @@ def test_addresses_are_read_as_the_cli_reads_them():
         assert str(e.value).startswith(f"coordinator address {given!r}: ")
 
 
+def test_a_list_of_coordinators_follows_the_one_that_answers(cluster):
+    # As client/coordinator_address_test.cc: each entry normalized.
+    assert lockstep.normalize_addresses("a, http://b:7071,[::1]") == \
+        "a:7070,b:7071,[::1]:7070"
+    with pytest.raises(lockstep.LockstepError, match="coordinator address "):
+        lockstep.normalize_addresses("a,,b")
+    # Nothing listens at the first (a coordinator that died): the calls
+    # go on to the second, and stay there.
+    dead = f"127.0.0.1:{cluster_mod.free_port()}"
+    client = lockstep.Client(f"{dead},{cluster.address}", timeout=5,
+                             lockstep_binary=False)
+    assert client.address == f"{dead},{cluster.address}"
+    client.jobs()
+    assert client._current == 1
+    with pytest.raises(lockstep.JobNotFound):
+        client.job("no-such-job").status()
+    assert client._current == 1
+    # A watch, too, asks the next one when the first is not there.
+    client._current = 0
+    with pytest.raises(lockstep.JobNotFound):
+        next(client.job("no-such-job").events())
+
+
 def test_without_the_binary_the_coordinator_refuses_with_the_same_text(
         cluster, tmp_path):
     job = jobs.mlp_job("py-bad-remote", str(tmp_path))
