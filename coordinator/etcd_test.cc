@@ -343,5 +343,57 @@ TEST_F(EtcdTest, ADamagedKeyIsDataLossNamingIt) {
               HasSubstr("unknown key " + prefix_ + "/journal/stray"));
 }
 
+// Three etcd members, one killed (the one the client was using): the
+// client goes on with the others, the election and the fenced journal
+// still work, and a standby takes over when the leader resigns.
+TEST(EtcdClusterTest, ThreeMembersOneKilled) {
+  const std::string missing = testing::EtcdMissing();
+  if (!missing.empty()) GTEST_SKIP() << missing;
+  testing::EtcdCluster etcd(3, testing::NewTempDir("etcd3"));
+  ASSERT_TRUE(etcd.ok()) << etcd.error();
+  absl::StatusOr<std::vector<std::string>> endpoints =
+      ParseEtcdEndpoints(etcd.Endpoints(), false, "--etcd");
+  ASSERT_TRUE(endpoints.ok());
+  EtcdOptions options;
+  options.endpoints = *endpoints;
+  options.call_timeout = absl::Seconds(1);
+  std::unique_ptr<EtcdClient> client = *EtcdClient::Connect(options);
+  LeaderLeaseOptions lo;
+  lo.key = "/three/leader";
+  lo.poll_every = absl::Milliseconds(50);
+  auto first = std::make_unique<LeaderLease>(client.get(), lo);
+  std::atomic<bool> stop{false};
+  ASSERT_TRUE(first->Campaign("first:1", stop).ok());
+  EtcdJournalStore store(client.get(), first.get(), "/three");
+  lockstep::v1::Journal j = SomeJournal(2);
+  ASSERT_TRUE(store.Write(j).ok());
+  EXPECT_EQ(client->endpoint(), etcd.Endpoint(0));
+
+  etcd.Kill(0);
+  // Two of three keep the quorum: the next write goes to another member.
+  j.set_sequence(8);
+  absl::Status s = store.Write(j);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_NE(client->endpoint(), etcd.Endpoint(0));
+  // The lease is kept alive through the other members meanwhile.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  EXPECT_TRUE(first->Held()) << first->NotLeading();
+
+  LeaderLease second(client.get(), lo);
+  absl::StatusOr<int64_t> second_term;
+  std::thread campaign(
+      [&] { second_term = second.Campaign("second:1", stop); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  first.reset();  // resigns
+  campaign.join();
+  ASSERT_TRUE(second_term.ok()) << second_term.status();
+  EtcdJournalStore taken(client.get(), &second, "/three");
+  auto read = taken.Read();
+  ASSERT_TRUE(read.ok() && read->has_value()) << read.status();
+  EXPECT_EQ((*read)->sequence(), 8);
+  j.set_sequence(9);
+  EXPECT_TRUE(taken.Write(j).ok());
+}
+
 }  // namespace
 }  // namespace lockstep
