@@ -149,6 +149,22 @@
 //    (ClusterHost::WhileCoordinatorRestarts): with the audit on, the
 //    ranks wait at their next sample record. SaveJournal at shutdown.
 //
+// 8. Leadership (--etcd; server.cc, leader_lease.h, etcd_journal_store.h).
+//    Several coordinators share the storage; each holds an etcd lease
+//    (TTL 2 s) and campaigns: create PREFIX/leader (its address) under its
+//    lease if absent. A standby answers every call UNAVAILABLE
+//    (NotServing: kNotLeaderPrefix, naming the leader), health
+//    NOT_SERVING, and polls the key. The one that created it leads (term
+//    = the key's create_revision): LoadJournal from etcd, then as above.
+//    Every Persist is an etcd transaction compared on create_revision ==
+//    term, so etcd refuses a deposed leader's write; it does not even try
+//    once its lease may have lapsed (no keep-alive answered for the TTL).
+//    A refused write (counted) makes NotServing non-empty: the answer of
+//    the call that made it is replaced by UNAVAILABLE (services.cc
+//    Answer), and the server exits at once (step down); its supervisor
+//    starts it again as a standby. Workers and clients given several
+//    addresses go on to the next after UNAVAILABLE or DEADLINE_EXCEEDED.
+//
 // Writes done before the Persist that records them, or outside mu_: the
 // checkpoint commit, result.json, audit.jsonl, summaries, the results
 // moved aside. A lease checked in Persist alone does not fence them.
