@@ -103,8 +103,10 @@ int RunCoordinatorCommand(const std::vector<std::string>& args) {
       "in etcd\n"
       "  --etcd-prefix P  etcd keys under P (default /lockstep; one per "
       "cluster)\n"
-      "  --etcd-ca F [--etcd-cert F --etcd-key F]  TLS to https:// etcd "
-      "endpoints\n"
+      "  --etcd-ca F     TLS to https:// etcd endpoints: the CA that signed "
+      "etcd's certificate\n"
+      "  --etcd-cert F   with --etcd-key F: a client certificate for etcd\n"
+      "  --etcd-key F    its key\n"
       "  --advertise HOST:PORT  the address standbys name as the leader's "
       "(default: the bound one)\n",
       kOpsUsage, kDaemonTlsUsage,
