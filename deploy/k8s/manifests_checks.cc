@@ -229,9 +229,9 @@ void CheckSubmitJobInto(const Json& job, const Objects& objects,
   p.Expect(HasArg(args, "--wait"), who + ": no --wait");
   std::optional<std::string> coordinator = Flag(args, "--coordinator", &p, who);
   p.Expect(coordinator.has_value(), who + ": no --coordinator");
-  std::optional<Pod> cpod = PodOf(objects.Find("Deployment", kCoordinator));
+  std::optional<Pod> cpod = PodOf(objects.Find("StatefulSet", kCoordinator));
   const Json* coord = cpod ? cpod->Container("coordinator") : nullptr;
-  p.Expect(coord != nullptr, "no coordinator Deployment to submit to");
+  p.Expect(coord != nullptr, "no coordinator StatefulSet to submit to");
   if (coordinator && coord) {
     Problems ignored;
     const std::vector<std::string> cargs = ExpandedArgs(*coord);

@@ -12,14 +12,82 @@ namespace k8s {
 
 namespace {
 
+// overlays/ha: a 3-member etcd StatefulSet behind its headless Service,
+// hardened, its members naming each other, and the coordinators' --etcd
+// naming every member's client port.
+void CheckEtcd(const Objects& objects, const std::optional<Pod>& cpod,
+               const Json* coord, Problems* p) {
+  const Json* sts = objects.Find("StatefulSet", kEtcd);
+  std::optional<Pod> epod = PodOf(sts);
+  const Json* etcd = epod ? epod->Container("etcd") : nullptr;
+  if (!p->Expect(etcd != nullptr, "StatefulSet lockstep-etcd: no container "
+                                  "etcd")) {
+    return;
+  }
+  const std::string who = epod->owner;
+  const Json& replicas = Get(*sts, {"spec", "replicas"});
+  p->Expect(replicas == Json(3), who + ": replicas " + Str(replicas) +
+                                     " is not 3 (one member down keeps the "
+                                     "quorum)");
+  const std::string service = Str(Get(*sts, {"spec", "serviceName"}));
+  const Json* headless = objects.Find("Service", service);
+  if (p->Expect(headless != nullptr,
+                who + ": serviceName \"" + service + "\" is no Service")) {
+    p->Expect(Str(Get(*headless, {"spec", "clusterIP"})) == "None",
+              "Service " + service + " is not headless (clusterIP None)");
+    p->Expect(
+        Get(*headless, {"spec", "publishNotReadyAddresses"}) == Json(true),
+        "Service " + service +
+            ": publishNotReadyAddresses is not true (members find each "
+            "other before they are ready)");
+    p->Expect(
+        SelectorMatches(Get(*headless, {"spec", "selector"}), *epod->labels),
+        "Service " + service + " does not select the etcd members");
+  }
+  p->Expect(SelectorMatches(Get(*sts, {"spec", "selector", "matchLabels"}),
+                            *epod->labels),
+            who + ": selector does not match its pod template's labels");
+  p->Expect(Str(Get(*sts, {"spec", "podManagementPolicy"})) == "Parallel",
+            who + ": podManagementPolicy is not Parallel (the members must "
+                  "start together to form the cluster)");
+  const Json& vct = Get(*sts, {"spec", "volumeClaimTemplates"});
+  p->Expect(vct.is_array() && vct.size() == 1,
+            who + ": no volumeClaimTemplates (each member's data)");
+  CheckPodHardening(*epod, p);
+  const std::vector<std::string> args = ExpandedArgs(*etcd);
+  std::string members, endpoints;
+  const int n = replicas.is_number() ? replicas.get<int>() : 0;
+  for (int i = 0; i < n; ++i) {
+    const std::string host = std::string(kEtcd) + "-" + std::to_string(i) +
+                             "." + service +
+                             ".<fieldRef:metadata.namespace>.svc.cluster."
+                             "local";
+    members += (i ? "," : "") + std::string(kEtcd) + "-" + std::to_string(i) +
+               "=http://" + host + ":2380";
+    endpoints += (i ? "," : "") + std::string("http://") + host + ":2379";
+  }
+  p->Expect(Flag(args, "--initial-cluster", p, who) == members,
+            who + ": --initial-cluster is not \"" + members + "\"");
+  p->Expect(ResolveContainerPort(*etcd, Json(2379)) != 0 &&
+                ResolveContainerPort(*etcd, Json(2380)) != 0,
+            who + ": ports 2379 and 2380 are not container ports");
+  if (cpod && coord) {
+    const std::vector<std::string> cargs = ExpandedArgs(*coord);
+    p->Expect(Flag(cargs, "--etcd", p, cpod->owner) == endpoints,
+              cpod->owner + ": --etcd is not every etcd member (\"" +
+                  endpoints + "\")");
+  }
+}
+
 // Everything but the submit Job, for one overlay.
 void CheckDeploymentInto(const Objects& objects, Flavor flavor,
                          const SecretFiles& secrets, const Json& job_example,
                          const Json& synthetic_example, Problems& p) {
   // Present, and nothing that `kubectl apply -k` would re-create each time.
-  const std::vector<std::pair<std::string, std::string>> expected = {
-      {"Deployment", kCoordinator},
+  std::vector<std::pair<std::string, std::string>> expected = {
+      {"StatefulSet", kCoordinator},
       {"Service", kCoordinator},
+      {"Service", kCoordinatorPods},
       {"StatefulSet", kWorker},
       {"Service", kWorker},
       {"PodDisruptionBudget", kWorker},
@@ -30,6 +98,10 @@ void CheckDeploymentInto(const Objects& objects, Flavor flavor,
       {"Secret", "lockstep-worker-tls"},
       {"Secret", "lockstep-token"},
   };
+  if (flavor == Flavor::kHa) {
+    expected.push_back({"StatefulSet", kEtcd});
+    expected.push_back({"Service", kEtcd});
+  }
   for (const auto& [kind, name] : expected) {
     p.Expect(objects.Find(kind, name) != nullptr,
              "missing " + kind + " " + name);
@@ -61,19 +133,59 @@ void CheckDeploymentInto(const Objects& objects, Flavor flavor,
   }
 
   // --- coordinator ---
-  const Json* deploy = objects.Find("Deployment", kCoordinator);
+  const Json* deploy = objects.Find("StatefulSet", kCoordinator);
   std::optional<Pod> cpod = PodOf(deploy);
   const Json* coord = cpod ? cpod->Container("coordinator") : nullptr;
   int coord_grpc_port = 0;
   if (p.Expect(coord != nullptr,
-               "Deployment lockstep-coordinator: no container coordinator")) {
+               "StatefulSet lockstep-coordinator: no container coordinator")) {
     const std::string who = cpod->owner;
-    p.Expect(Get(*deploy, {"spec", "replicas"}) == Json(1),
-             who + ": replicas is not 1");
-    p.Expect(Str(Get(*deploy, {"spec", "strategy", "type"})) == "Recreate",
+    const std::vector<std::string> args = ExpandedArgs(*coord);
+    const int want_replicas = flavor == Flavor::kHa ? 3 : 1;
+    p.Expect(Get(*deploy, {"spec", "replicas"}) == Json(want_replicas),
+             who + ": replicas is not " + std::to_string(want_replicas));
+    const bool etcd = HasArg(args, "--etcd");
+    const Json& replicas = Get(*deploy, {"spec", "replicas"});
+    p.Expect(etcd || !replicas.is_number() || replicas.get<int>() <= 1,
+             who + ": " + Str(replicas) +
+                 " coordinators without --etcd (they would share the "
+                 "journal)");
+    p.Expect(Str(Get(*deploy, {"spec", "podManagementPolicy"})) == "Parallel",
              who +
-                 ": strategy is not Recreate (two coordinators would share "
-                 "the journal)");
+                 ": podManagementPolicy is not Parallel (a standby, never "
+                 "ready, would hold the next pod back)");
+    const std::string update =
+        Str(Get(*deploy, {"spec", "updateStrategy", "type"}));
+    p.Expect(flavor == Flavor::kHa ? update == "OnDelete"
+                                   : update == "RollingUpdate",
+             who + ": updateStrategy " + update +
+                 (flavor == Flavor::kHa
+                      ? " is not OnDelete (a rolling update waits for "
+                        "each standby to become ready, which it never does)"
+                      : " is not RollingUpdate"));
+    const std::string governing = Str(Get(*deploy, {"spec", "serviceName"}));
+    const Json* headless = objects.Find("Service", governing);
+    if (p.Expect(headless != nullptr, who + ": serviceName \"" + governing +
+                                          "\" is no Service")) {
+      p.Expect(Str(Get(*headless, {"spec", "clusterIP"})) == "None",
+               "Service " + governing + " is not headless (clusterIP None)");
+      p.Expect(
+          SelectorMatches(Get(*headless, {"spec", "selector"}), *cpod->labels),
+          "Service " + governing + " does not select the coordinators");
+    }
+    if (flavor == Flavor::kHa) {
+      // The Service follows the leader by readiness: a quick probe.
+      const Json& period =
+          Get(*coord, {"readinessProbe", "periodSeconds"});
+      p.Expect(period.is_number() && period.get<int>() <= 2,
+               who + ": readinessProbe.periodSeconds " + Str(period) +
+                   " is over 2 (the Service follows a new leader that late)");
+      const std::string want_advertise =
+          "<fieldRef:metadata.name>." + governing +
+          ".<fieldRef:metadata.namespace>.svc.cluster.local:7070";
+      p.Expect(Flag(args, "--advertise", &p, who) == want_advertise,
+               who + ": --advertise is not \"" + want_advertise + "\"");
+    }
     p.Expect(SelectorMatches(Get(*deploy, {"spec", "selector", "matchLabels"}),
                              *cpod->labels),
              who + ": selector does not match its pod template's labels");
@@ -86,7 +198,6 @@ void CheckDeploymentInto(const Objects& objects, Flavor flavor,
                  " is not in [45, 300]");
     CheckPodHardening(*cpod, &p);
     CheckVolumeSources(objects, *cpod, &p);
-    const std::vector<std::string> args = ExpandedArgs(*coord);
     p.Expect(!args.empty() && args[0] == "coordinator",
              who + ": args do not start with \"coordinator\"");
     coord_grpc_port = CheckListenFlag(who, args, *coord, "--listen", &p);
@@ -333,7 +444,8 @@ void CheckDeploymentInto(const Objects& objects, Flavor flavor,
       }
     }
   }
-  if (flavor == Flavor::kCpu) {
+  if (flavor == Flavor::kHa) CheckEtcd(objects, cpod, coord, &p);
+  if (flavor != Flavor::kGpu) {
     for (const Json& o : objects.all()) {
       p.Expect(o.dump().find("nvidia.com/gpu") == std::string::npos,
                Str(Get(o, {"kind"})) + " " + Str(Get(o, {"metadata", "name"})) +

@@ -1,4 +1,4 @@
-// The rendered objects of each overlay (cpu, gpu) pass every deployment
+// The rendered objects of each overlay (cpu, gpu, ha) pass every deployment
 // check of manifests_deployment_check.cc.
 #include <string>
 
@@ -25,6 +25,14 @@ TEST_F(ManifestsTest, GpuOverlay) {
   Problems p = RenderAndCheck(*prepared_, Flavor::kGpu, &error);
   ASSERT_TRUE(error.empty()) << error;
   EXPECT_TRUE(p.list().empty()) << "overlays/gpu:\n" << p.Joined();
+}
+
+TEST_F(ManifestsTest, HaOverlay) {
+  if (NoKubectl()) GTEST_SKIP() << NoKubectlMessage();
+  std::string error;
+  Problems p = RenderAndCheck(*prepared_, Flavor::kHa, &error);
+  ASSERT_TRUE(error.empty()) << error;
+  EXPECT_TRUE(p.list().empty()) << "overlays/ha:\n" << p.Joined();
 }
 
 }  // namespace

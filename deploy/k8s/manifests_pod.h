@@ -16,7 +16,7 @@ namespace k8s {
 
 // A workload's pod template with the helpers the checks need.
 struct Pod {
-  std::string owner;             // "Deployment lockstep-coordinator"
+  std::string owner;             // "StatefulSet lockstep-coordinator"
   const Json* spec = nullptr;    // template.spec
   const Json* labels = nullptr;  // template.metadata.labels
   const Json* annotations = nullptr;

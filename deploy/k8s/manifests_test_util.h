@@ -26,6 +26,10 @@ constexpr char kBash[] = "/bin/bash";
 // The names the manifests promise (README, example Job, clients).
 constexpr char kCoordinator[] = "lockstep-coordinator";
 constexpr char kWorker[] = "lockstep-worker";
+// The coordinators' headless Service (the StatefulSet's serviceName).
+constexpr char kCoordinatorPods[] = "lockstep-coordinators";
+// overlays/ha: the etcd StatefulSet and its headless Service.
+constexpr char kEtcd[] = "lockstep-etcd";
 constexpr char kStorageClaim[] = "lockstep-storage";
 constexpr char kJobConfigMap[] = "lockstep-job";
 
@@ -96,7 +100,9 @@ class Problems {
   std::vector<std::string> list_;
 };
 
-enum class Flavor { kCpu, kGpu };
+// overlays/cpu, overlays/gpu, overlays/ha (cpu workers, 3 coordinators in
+// standby behind a 3-member etcd).
+enum class Flavor { kCpu, kGpu, kHa };
 
 // What make-secrets.sh wrote (to compare with what the pods mount).
 struct SecretFiles {
