@@ -19,18 +19,23 @@ std::string EtcdMissing() {
   return "";
 }
 
-EtcdCluster::EtcdCluster(int members, const std::string& dir) : dir_(dir) {
+EtcdCluster::EtcdCluster(int members, const std::string& dir,
+                         const EtcdPlacement& placement)
+    : dir_(dir), placement_(placement) {
   mkdir(dir.c_str(), 0755);  // may exist
   std::vector<std::string> peer_urls;
   std::string initial;
   for (int i = 0; i < members; ++i) {
-    const int client = FreePort(), peer = FreePort();
+    const bool placed = i < static_cast<int>(placement.hosts.size());
+    const std::string host = placed ? placement.hosts[i] : "127.0.0.1";
+    const int client = placed ? 2379 : FreePort();
+    const int peer = placed ? 2380 : FreePort();
     if (client <= 0 || peer <= 0 || client == peer) {
       error_ = "no free port for etcd";
       return;
     }
-    client_urls_.push_back("http://127.0.0.1:" + std::to_string(client));
-    peer_urls.push_back("http://127.0.0.1:" + std::to_string(peer));
+    client_urls_.push_back("http://" + host + ":" + std::to_string(client));
+    peer_urls.push_back("http://" + host + ":" + std::to_string(peer));
     initial +=
         (i ? "," : "") + ("e" + std::to_string(i)) + "=" + peer_urls.back();
   }
@@ -38,15 +43,17 @@ EtcdCluster::EtcdCluster(int members, const std::string& dir) : dir_(dir) {
     const std::string name = "e" + std::to_string(i);
     const std::string data = dir + "/" + name;
     members_.push_back(std::make_unique<Subprocess>(
-        std::vector<std::string>{
-            "/usr/bin/etcd", "--name", name, "--data-dir", data,
-            "--listen-client-urls", client_urls_[i], "--advertise-client-urls",
-            client_urls_[i], "--listen-peer-urls", peer_urls[i],
-            "--initial-advertise-peer-urls", peer_urls[i], "--initial-cluster",
-            initial, "--initial-cluster-state", "new",
-            "--initial-cluster-token", "lockstep-test",
-            // Elections in a few hundred ms on one machine.
-            "--heartbeat-interval", "50", "--election-timeout", "500"},
+        Wrap(i,
+             std::vector<std::string>{
+                 "/usr/bin/etcd", "--name", name, "--data-dir", data,
+                 "--listen-client-urls", client_urls_[i],
+                 "--advertise-client-urls", client_urls_[i],
+                 "--listen-peer-urls", peer_urls[i],
+                 "--initial-advertise-peer-urls", peer_urls[i],
+                 "--initial-cluster", initial, "--initial-cluster-state", "new",
+                 "--initial-cluster-token", "lockstep-test",
+                 // Elections in a few hundred ms on one machine.
+                 "--heartbeat-interval", "50", "--election-timeout", "500"}),
         dir));
   }
   if (!WaitHealthy(Endpoints(), 30)) {
@@ -73,9 +80,10 @@ bool EtcdCluster::WaitHealthy(const std::string& endpoints, double timeout_s) {
       std::chrono::steady_clock::now() +
       std::chrono::milliseconds(static_cast<int64_t>(Scaled(timeout_s) * 1000));
   while (std::chrono::steady_clock::now() < until) {
-    RunResult r = RunProcess({"/usr/bin/etcdctl", "--endpoints", endpoints,
-                              "--command-timeout=2s", "endpoint", "health"},
-                             dir_, 10);
+    RunResult r =
+        RunProcess(Wrap(0, {"/usr/bin/etcdctl", "--endpoints", endpoints,
+                            "--command-timeout=2s", "endpoint", "health"}),
+                   dir_, 10);
     if (r.exit.exited && r.exit.exit_code == 0) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
