@@ -20,8 +20,9 @@ void CheckEtcd(const Objects& objects, const std::optional<Pod>& cpod,
   const Json* sts = objects.Find("StatefulSet", kEtcd);
   std::optional<Pod> epod = PodOf(sts);
   const Json* etcd = epod ? epod->Container("etcd") : nullptr;
-  if (!p->Expect(etcd != nullptr, "StatefulSet lockstep-etcd: no container "
-                                  "etcd")) {
+  if (!p->Expect(etcd != nullptr,
+                 "StatefulSet lockstep-etcd: no container "
+                 "etcd")) {
     return;
   }
   const std::string who = epod->owner;
@@ -48,8 +49,9 @@ void CheckEtcd(const Objects& objects, const std::optional<Pod>& cpod,
                             *epod->labels),
             who + ": selector does not match its pod template's labels");
   p->Expect(Str(Get(*sts, {"spec", "podManagementPolicy"})) == "Parallel",
-            who + ": podManagementPolicy is not Parallel (the members must "
-                  "start together to form the cluster)");
+            who +
+                ": podManagementPolicy is not Parallel (the members must "
+                "start together to form the cluster)");
   const Json& vct = Get(*sts, {"spec", "volumeClaimTemplates"});
   p->Expect(vct.is_array() && vct.size() == 1,
             who + ": no volumeClaimTemplates (each member's data)");
@@ -165,8 +167,8 @@ void CheckDeploymentInto(const Objects& objects, Flavor flavor,
                       : " is not RollingUpdate"));
     const std::string governing = Str(Get(*deploy, {"spec", "serviceName"}));
     const Json* headless = objects.Find("Service", governing);
-    if (p.Expect(headless != nullptr, who + ": serviceName \"" + governing +
-                                          "\" is no Service")) {
+    if (p.Expect(headless != nullptr,
+                 who + ": serviceName \"" + governing + "\" is no Service")) {
       p.Expect(Str(Get(*headless, {"spec", "clusterIP"})) == "None",
                "Service " + governing + " is not headless (clusterIP None)");
       p.Expect(
@@ -175,8 +177,7 @@ void CheckDeploymentInto(const Objects& objects, Flavor flavor,
     }
     if (flavor == Flavor::kHa) {
       // The Service follows the leader by readiness: a quick probe.
-      const Json& period =
-          Get(*coord, {"readinessProbe", "periodSeconds"});
+      const Json& period = Get(*coord, {"readinessProbe", "periodSeconds"});
       p.Expect(period.is_number() && period.get<int>() <= 2,
                who + ": readinessProbe.periodSeconds " + Str(period) +
                    " is over 2 (the Service follows a new leader that late)");

@@ -296,11 +296,11 @@ Json ManifestsTest::ExampleJob(const std::string& file) {
 
 Problems ManifestsTest::RenderAndCheck(const std::string& tree, Flavor flavor,
                                        std::string* error) {
-  std::vector<Json> objects = Render(
-      tree + (flavor == Flavor::kGpu  ? "/overlays/gpu"
-              : flavor == Flavor::kHa ? "/overlays/ha"
-                                      : "/overlays/cpu"),
-      error);
+  std::vector<Json> objects =
+      Render(tree + (flavor == Flavor::kGpu  ? "/overlays/gpu"
+                     : flavor == Flavor::kHa ? "/overlays/ha"
+                                             : "/overlays/cpu"),
+             error);
   if (!error->empty()) return {};
   return CheckDeployment(Objects(std::move(objects)), flavor, ReadSecrets(tree),
                          ExampleJob("mnist_cnn_multiworker.json"),
