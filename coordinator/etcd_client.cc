@@ -88,15 +88,16 @@ std::string EtcdClient::PrefixEnd(const std::string& prefix) {
 
 absl::Status EtcdClient::Call(
     const char* what,
-    const std::function<grpc::Status(int, grpc::ClientContext*)>& call) {
+    const std::function<grpc::Status(int, grpc::ClientContext*)>& call,
+    absl::Duration timeout) {
+  if (timeout == absl::ZeroDuration()) timeout = options_.call_timeout;
   const int n = static_cast<int>(options_.endpoints.size());
   const int first = current_.load() % n;
   std::vector<std::string> failures;
   for (int i = 0; i < n; ++i) {
     const int e = (first + i) % n;
     grpc::ClientContext context;
-    context.set_deadline(
-        absl::ToChronoTime(absl::Now() + options_.call_timeout));
+    context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
     grpc::Status status = call(e, &context);
     if (status.ok()) {
       current_.store(e);
@@ -189,10 +190,14 @@ absl::StatusOr<etcdserverpb::LeaseGrantResponse> EtcdClient::GrantLease(
   return response;
 }
 
-absl::StatusOr<int64_t> EtcdClient::KeepAlive(int64_t lease) {
+absl::StatusOr<int64_t> EtcdClient::KeepAlive(
+    int64_t lease, absl::Duration timeout,
+    std::chrono::steady_clock::time_point* sent) {
   etcdserverpb::LeaseKeepAliveResponse response;
-  absl::Status status =
-      Call("etcd LeaseKeepAlive", [&](int e, grpc::ClientContext* context) {
+  absl::Status status = Call(
+      "etcd LeaseKeepAlive",
+      [&](int e, grpc::ClientContext* context) {
+        *sent = std::chrono::steady_clock::now();
         auto stream = lease_[e]->LeaseKeepAlive(context);
         etcdserverpb::LeaseKeepAliveRequest request;
         request.set_id(lease);
@@ -205,7 +210,8 @@ absl::StatusOr<int64_t> EtcdClient::KeepAlive(int64_t lease) {
                      : finished;
         }
         return stream->Finish();
-      });
+      },
+      timeout);
   if (!status.ok()) return status;
   return response.ttl();
 }

@@ -12,6 +12,7 @@
 #define LOCKSTEP_COORDINATOR_ETCD_CLIENT_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -63,7 +64,11 @@ class EtcdClient {
   absl::StatusOr<etcdserverpb::LeaseGrantResponse> GrantLease(
       int64_t ttl_seconds);
   // The lease's TTL after this keep-alive: <= 0 when it has expired.
-  absl::StatusOr<int64_t> KeepAlive(int64_t lease);
+  // Each endpoint gets `timeout` (a keep-alive must not wait out the TTL
+  // on one that hangs); *sent is when the answered attempt was sent.
+  absl::StatusOr<int64_t> KeepAlive(
+      int64_t lease, absl::Duration timeout,
+      std::chrono::steady_clock::time_point* sent);
   absl::Status RevokeLease(int64_t lease);
 
   // The endpoint that answered last ("http://127.0.0.1:2379").
@@ -75,11 +80,13 @@ class EtcdClient {
  private:
   explicit EtcdClient(EtcdOptions options);
   // Runs `call` on the current endpoint, then on each other one while it
-  // fails with UNAVAILABLE or DEADLINE_EXCEEDED; `what` names the call in
-  // errors ("etcd Txn").
+  // fails with UNAVAILABLE or DEADLINE_EXCEEDED, each with `timeout`
+  // (zero: options_.call_timeout); `what` names the call in errors ("etcd
+  // Txn").
   absl::Status Call(const char* what,
                     const std::function<grpc::Status(
-                        int endpoint, grpc::ClientContext* context)>& call);
+                        int endpoint, grpc::ClientContext* context)>& call,
+                    absl::Duration timeout = absl::ZeroDuration());
 
   const EtcdOptions options_;
   std::vector<std::unique_ptr<etcdserverpb::KV::Stub>> kv_;

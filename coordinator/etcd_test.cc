@@ -1,5 +1,7 @@
 // The etcd client, the leader election and the etcd journal store against
 // a real one-member etcd started by the test (tests/etcd_server.h).
+#include <signal.h>
+
 #include <chrono>
 #include <memory>
 #include <thread>
@@ -128,12 +130,13 @@ TEST_F(EtcdTest, AKeyUnderALeaseGoesWithTheLease) {
   ASSERT_TRUE(lease.ok()) << lease.status();
   EXPECT_EQ(lease->ttl(), 2);
   ASSERT_TRUE(etcd->Put(prefix_ + "/k", "v", lease->id()).ok());
-  auto ttl = etcd->KeepAlive(lease->id());
+  std::chrono::steady_clock::time_point sent;
+  auto ttl = etcd->KeepAlive(lease->id(), absl::Seconds(1), &sent);
   ASSERT_TRUE(ttl.ok()) << ttl.status();
   EXPECT_EQ(*ttl, 2);
   ASSERT_TRUE(etcd->RevokeLease(lease->id()).ok());
   EXPECT_FALSE((*etcd->Get(prefix_ + "/k")).has_value());
-  auto gone = etcd->KeepAlive(lease->id());
+  auto gone = etcd->KeepAlive(lease->id(), absl::Seconds(1), &sent);
   ASSERT_TRUE(gone.ok()) << gone.status();
   EXPECT_LE(*gone, 0);
 }
@@ -343,10 +346,12 @@ TEST_F(EtcdTest, ADamagedKeyIsDataLossNamingIt) {
               HasSubstr("unknown key " + prefix_ + "/journal/stray"));
 }
 
-// Three etcd members, one killed (the one the client was using): the
-// client goes on with the others, the election and the fenced journal
-// still work, and a standby takes over when the leader resigns.
-TEST(EtcdClusterTest, ThreeMembersOneKilled) {
+// Three etcd members, the one the client was using paused (it accepts
+// connections and answers nothing) and then killed: the client goes on
+// with the others, the lease stays held throughout, the election and the
+// fenced journal still work, and a standby takes over when the leader
+// resigns.
+TEST(EtcdClusterTest, ThreeMembersOnePausedThenKilled) {
   const std::string missing = testing::EtcdMissing();
   if (!missing.empty()) GTEST_SKIP() << missing;
   testing::EtcdCluster etcd(3, testing::NewTempDir("etcd3"));
@@ -369,13 +374,22 @@ TEST(EtcdClusterTest, ThreeMembersOneKilled) {
   ASSERT_TRUE(store.Write(j).ok());
   EXPECT_EQ(client->endpoint(), etcd.Endpoint(0));
 
-  etcd.Kill(0);
-  // Two of three keep the quorum: the next write goes to another member.
+  // Paused: each call to it waits out its deadline, then goes on. The
+  // keep-alives (0.5 s a try) keep the lease held all along.
+  etcd.member(0).Signal(SIGSTOP);
   j.set_sequence(8);
+  absl::Status paused = store.Write(j);
+  ASSERT_TRUE(paused.ok()) << paused;
+  EXPECT_NE(client->endpoint(), etcd.Endpoint(0));
+  for (int i = 0; i < 30; ++i) {
+    ASSERT_TRUE(first->Held()) << i << ": " << first->NotLeading();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  etcd.Kill(0);
+  // Two of three keep the quorum.
+  j.set_sequence(9);
   absl::Status s = store.Write(j);
   ASSERT_TRUE(s.ok()) << s;
-  EXPECT_NE(client->endpoint(), etcd.Endpoint(0));
-  // The lease is kept alive through the other members meanwhile.
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));
   EXPECT_TRUE(first->Held()) << first->NotLeading();
 
@@ -390,8 +404,8 @@ TEST(EtcdClusterTest, ThreeMembersOneKilled) {
   EtcdJournalStore taken(client.get(), &second, "/three");
   auto read = taken.Read();
   ASSERT_TRUE(read.ok() && read->has_value()) << read.status();
-  EXPECT_EQ((*read)->sequence(), 8);
-  j.set_sequence(9);
+  EXPECT_EQ((*read)->sequence(), 9);
+  j.set_sequence(10);
   EXPECT_TRUE(taken.Write(j).ok());
 }
 

@@ -41,8 +41,9 @@ void LeaderLease::KeepAliveLoop() {
       lease = expired_ ? 0 : lease_;
     }
     if (lease != 0) {
-      const Clock::time_point sent = Clock::now();
-      absl::StatusOr<int64_t> ttl = etcd_->KeepAlive(lease);
+      Clock::time_point sent = Clock::now();
+      absl::StatusOr<int64_t> ttl = etcd_->KeepAlive(
+          lease, absl::Milliseconds(options_.ttl_seconds * 1000 / 4), &sent);
       absl::MutexLock lock(&mu_);
       if (ttl.ok() && lease == lease_) {
         if (*ttl > 0) {

@@ -103,6 +103,9 @@ absl::Status RunCoordinator(const ServerOptions& options) {
     EtcdOptions eo;
     eo.endpoints = options.etcd;
     eo.tls = options.etcd_tls;
+    // Under half the lease's TTL: a journal write (made under the state
+    // lock) does not wait out the lease on a member that hangs.
+    eo.call_timeout = absl::Milliseconds(800);
     ASSIGN_OR_RETURN(etcd, EtcdClient::Connect(eo));
   }
   absl::StatusOr<std::string> storage_id =
