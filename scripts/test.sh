@@ -76,19 +76,23 @@ if [[ "${targets[*]}" == "//..." ]]; then
     # AddressSanitizer + UndefinedBehaviorSanitizer (gcc, any report
     # aborts, leaks checked) over the unit tests of the wire and the
     # rings: base, rpc, the ring all-reduce in process and its gRPC
-    # transport (zero-copy sends, gRPC's slices, the collective service).
+    # transport (zero-copy sends, gRPC's slices, the collective service),
+    # and the coordinators' etcd client, lease and journal (a real etcd).
     # The readers are under ASan + UBSan in the fuzz stage already.
     sanitized=(//base/... //rpc/... //core/collective/...
-      //worker:ring_message_test //worker:grpc_ring_transport_test)
+      //worker:ring_message_test //worker:grpc_ring_transport_test
+      //coordinator:etcd_test)
     stage asan --config=asan --symlink_prefix=/ "${flags[@]}" -- \
       "${sanitized[@]}"
     # ThreadSanitizer over the concurrency-heavy ones, the rings' threads,
-    # mailboxes, reactors and aborts (and its canary), against Debian's
+    # mailboxes, reactors and aborts (and its canary), and the leader
+    # lease's keep-alive thread beside its readers, against Debian's
     # Abseil rebuilt with TSan (scripts/tsan_abseil.sh, once per machine).
     if scripts/tsan_abseil.sh >"$tmp/tsan_abseil.log" 2>&1; then
       stage tsan --config=tsan --symlink_prefix=/ "${flags[@]}" -- \
         //base:tsan_canary_test //core/collective/... \
-        //worker:ring_message_test //worker:grpc_ring_transport_test
+        //worker:ring_message_test //worker:grpc_ring_transport_test \
+        //coordinator:etcd_test
     else
       cat "$tmp/tsan_abseil.log"
       echo "the tsan stage could not rebuild Abseil (above): it fails the run"
