@@ -284,6 +284,10 @@ class Coordinator {
   struct OpsView {
     std::vector<JobView> jobs;  // submit order
     std::vector<lockstep::v1::WorkerStatus> workers;
+    // NotServing() and RefusedJournalWrites() (with --etcd: a standby's
+    // "not the leader: ...", and a deposed leader's refused writes).
+    std::string not_serving;
+    int64_t refused_journal_writes = 0;
   };
   OpsView Ops() const;
 

@@ -28,6 +28,8 @@ Coordinator::OpsView Coordinator::Ops() const {
         {list.jobs(i), reports[i]->curves(), reports[i]->checkpoints()});
   }
   v.workers.assign(list.workers().begin(), list.workers().end());
+  v.not_serving = NotServing();
+  v.refused_journal_writes = RefusedJournalWrites();
   return v;
 }
 

@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "coordinator/dashboard_html.h"
+#include "rpc/rpc_util.h"
 
 namespace lockstep {
 namespace {
@@ -72,6 +74,13 @@ std::string CoordinatorMetricsText(const Coordinator::OpsView& view,
   f.Gauge("lockstep_coordinator_ready",
           "1 once the journal is replayed and the coordinator serves", {},
           ready ? 1 : 0);
+  f.Gauge("lockstep_coordinator_leading",
+          "1 unless this coordinator stands by behind etcd or lost its lease "
+          "(always 1 without --etcd)",
+          {}, absl::StartsWith(view.not_serving, kNotLeaderPrefix) ? 0 : 1);
+  f.Counter("lockstep_coordinator_journal_writes_refused_total",
+            "Journal writes refused because this coordinator no longer led", {},
+            static_cast<double>(view.refused_journal_writes));
   for (lockstep::v1::JobState state : kStates) {
     const auto n = std::count_if(view.jobs.begin(), view.jobs.end(),
                                  [state](const Coordinator::JobView& j) {

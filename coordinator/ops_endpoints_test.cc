@@ -40,6 +40,18 @@ TEST_F(OpsEndpointsTest, MetricsCountJobsByStateAndDescribeEachJob) {
   ASSERT_TRUE(c_->Submit(kJob).ok());
   std::string t = CoordinatorMetricsText(c_->Ops(), c_->ready());
   EXPECT_THAT(t, HasSubstr("\nlockstep_coordinator_ready 1\n"));
+  EXPECT_THAT(t, HasSubstr("\nlockstep_coordinator_leading 1\n"));
+  EXPECT_THAT(
+      t, HasSubstr("\nlockstep_coordinator_journal_writes_refused_total 0\n"));
+  // A standby behind etcd, and a deposed leader's refused writes.
+  Coordinator::OpsView standby;
+  standby.not_serving = std::string(kNotLeaderPrefix) +
+                        "a standby; the leader is 10.0.0.1:7070 (term 3)";
+  standby.refused_journal_writes = 2;
+  const std::string s = CoordinatorMetricsText(standby, false);
+  EXPECT_THAT(s, HasSubstr("\nlockstep_coordinator_leading 0\n"));
+  EXPECT_THAT(
+      s, HasSubstr("\nlockstep_coordinator_journal_writes_refused_total 2\n"));
   EXPECT_THAT(t, HasSubstr("lockstep_jobs{state=\"PENDING\"} 1\n"));
   EXPECT_THAT(t, HasSubstr("lockstep_jobs{state=\"RUNNING\"} 0\n"));
   EXPECT_THAT(t,
