@@ -463,6 +463,9 @@ class Coordinator {
   };
 
   absl::Time Now() const { return options_.time->Now(); }
+  // "not the leader: ..." when the journal store says this coordinator
+  // may not write (a standby, or a lapsed lease); "" otherwise.
+  std::string NotLeading() const;
   void Log(const LogRecord& record) const {
     if (options_.log) options_.log(record);
   }

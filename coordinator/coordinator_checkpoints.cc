@@ -44,6 +44,12 @@ absl::StatusOr<lockstep::v1::CheckpointAck> Coordinator::AddCheckpointSlice(
                                   "a checkpoint slice"));
     assembler = job->assembler;
   }
+  // A coordinator that stopped leading commits nothing more (etcd cannot
+  // fence the storage: this narrows a deposed leader's window to the
+  // commit already under way).
+  if (const std::string why = NotLeading(); !why.empty()) {
+    return absl::UnavailableError(why);
+  }
   // Verify and (for the last slice) commit without holding the state lock.
   absl::StatusOr<CommitInfo> info = assembler->Add(messages);
   absl::MutexLock lock(&mu_);

@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/coordinator_test_fixture.h"
+#include "coordinator/journal_store.h"
 #include "coordinator/ops_endpoints.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -160,6 +161,51 @@ TEST_F(FencingTest, AnOldGenerationsCheckpointSlicesCommitNoByte) {
   EXPECT_TRUE(ack->committed());
   EXPECT_EQ(Fenced(),
             (std::map<std::string, int64_t>{{"checkpoint_slice", 2}}));
+}
+
+// The file store, told by the test that this coordinator no longer leads
+// (as the etcd store says once its lease lapsed).
+class DeposableStore : public FileJournalStore {
+ public:
+  using FileJournalStore::FileJournalStore;
+  std::string NotLeading() const override { return not_leading; }
+  std::string not_leading;
+};
+
+class DeposedTest : public FencingTest {
+ protected:
+  void SetUp() override {
+    store_ = std::make_shared<DeposableStore>(Options().storage_dir);
+    journal_store_ = store_;
+    FencingTest::SetUp();
+  }
+  std::shared_ptr<DeposableStore> store_;
+};
+
+// etcd cannot fence the storage: a coordinator that stopped leading
+// commits no checkpoint, whatever slices still reach it.
+TEST_F(DeposedTest, ACoordinatorThatNoLongerLeadsCommitsNoCheckpoint) {
+  store_->not_leading = "a standby; the leader is 10.0.0.2:7070 (term 9)";
+  for (int rank : {0, 1}) {
+    absl::StatusOr<v1::CheckpointAck> ack =
+        c_->AddCheckpointSlice(Slice(rank, 40, 2));
+    ASSERT_TRUE(absl::IsUnavailable(ack.status())) << ack.status();
+    EXPECT_EQ(ack.status().message(),
+              "not the leader: a standby; the leader is 10.0.0.2:7070 (term "
+              "9)");
+  }
+  EXPECT_EQ(c_->Get("j")->checkpoint_path(), "");
+  EXPECT_EQ(Written(), std::vector<std::string>{});
+  EXPECT_EQ(c_->NotServing(),
+            "not the leader: a standby; the leader is "
+            "10.0.0.2:7070 (term 9)");
+  // Leading again (the same term, the lease renewed in time): they commit.
+  store_->not_leading = "";
+  ASSERT_TRUE(c_->AddCheckpointSlice(Slice(0, 40, 2)).ok());
+  absl::StatusOr<v1::CheckpointAck> ack =
+      c_->AddCheckpointSlice(Slice(1, 40, 2));
+  ASSERT_TRUE(ack.ok()) << ack.status();
+  EXPECT_TRUE(ack->committed());
 }
 
 TEST_F(FencingTest, AnOldGenerationsFinishReportChangesNothing) {

@@ -36,11 +36,17 @@ absl::Time FromUnixSeconds(double s) {
 
 }  // namespace
 
-std::string Coordinator::NotServing() const {
+std::string Coordinator::NotLeading() const {
   const std::string why = journal_->NotLeading();
-  if (!why.empty()) return absl::StrCat(kNotLeaderPrefix, why);
-  if (!ready_.load()) return "the coordinator is replaying its journal";
-  return "";
+  return why.empty() ? "" : absl::StrCat(kNotLeaderPrefix, why);
+}
+
+std::string Coordinator::NotServing() const {
+  std::string why = NotLeading();
+  if (why.empty() && !ready_.load()) {
+    why = "the coordinator is replaying its journal";
+  }
+  return why;
 }
 
 void Coordinator::Persist() {

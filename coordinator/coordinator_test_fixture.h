@@ -38,8 +38,11 @@ class CoordinatorTest : public ::testing::Test {
         ::testing::UnitTest::GetInstance()->current_test_info()->name());
     o.worker_timeout_seconds = 0.3;
     o.time = &time_;
+    o.journal_store = journal_store_;
     return o;
   }
+  // Set before SetUp to give the coordinator this journal store.
+  std::shared_ptr<JournalStore> journal_store_;
   // `seconds` pass on the coordinator's clock.
   void Pass(double seconds) { time_.Advance(absl::Seconds(seconds)); }
   std::string Register(const std::string& host, int replicas = 1,
