@@ -76,7 +76,55 @@ class StorageLock {
                                       static_cast<ssize_t>(who.size())) {
       return ErrnoToStatus("write", path, errno);
     }
+    // Coordinators with --etcd keep their journal in etcd and take no
+    // lock: one without would run beside them, with a journal of its own.
+    const std::string marker = JoinPath(dir, "etcd");
+    absl::StatusOr<std::string> etcd = ReadFile(marker);
+    if (etcd.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--storage ", storage, " belongs to coordinators with --etcd (",
+          absl::StripAsciiWhitespace(*etcd),
+          "): start this one with the same --etcd, or remove ", marker,
+          " once every one of them is stopped"));
+    }
     return absl::OkStatus();
+  }
+
+  // For a coordinator with --etcd (`etcd`: its endpoints and prefix):
+  // marks the storage as theirs (STORAGE/coordinator/etcd), then refuses
+  // when a coordinator without --etcd holds its lock. In that order, one
+  // of two started at once always sees the other.
+  absl::Status MarkForEtcd(const std::string& storage,
+                           const std::string& etcd) {
+    const std::string dir = JoinPath(storage, "coordinator");
+    RETURN_IF_ERROR(AnnotateStatus(MakeDirs(dir), "--storage"));
+    const std::string marker = JoinPath(dir, "etcd");
+    const bool created = !ReadFile(marker).ok();
+    if (created) {
+      RETURN_IF_ERROR(WriteFileAtomic(marker, etcd + "\n"));
+    }
+    const std::string path = JoinPath(dir, "lock");
+    const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return ErrnoToStatus("open", path, errno);
+    struct flock lk = {};
+    lk.l_type = F_WRLCK;
+    lk.l_whence = SEEK_SET;
+    const int r = fcntl(fd, F_GETLK, &lk);
+    const int err = errno;
+    close(fd);
+    if (r != 0) return ErrnoToStatus("lock", path, err);
+    if (lk.l_type == F_UNLCK) return absl::OkStatus();
+    if (created) unlink(marker.c_str());
+    std::string holder = "another process";
+    absl::StatusOr<std::string> text = ReadFile(path);
+    if (text.ok() && !text->empty() && text->size() < 512) {
+      holder = std::string(absl::StripAsciiWhitespace(*text));
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--storage ", storage, " is in use by a coordinator without --etcd (",
+        holder,
+        "): it would run beside these with a journal of its own; stop it "
+        "first"));
   }
 
  private:
@@ -96,6 +144,11 @@ absl::Status RunCoordinator(const ServerOptions& options) {
   // next one.
   if (!ha) {
     RETURN_IF_ERROR(storage_lock.Acquire(options.coordinator.storage_dir));
+  } else {
+    RETURN_IF_ERROR(storage_lock.MarkForEtcd(
+        options.coordinator.storage_dir,
+        absl::StrCat(absl::StrJoin(options.etcd, ","), " prefix ",
+                     options.etcd_prefix)));
   }
   CoordinatorOptions coordinator_options = options.coordinator;
   std::unique_ptr<EtcdClient> etcd;

@@ -209,5 +209,59 @@ TEST_F(CoordinatorHaTest, APausedLeaderWakesUpWritesNothingAndStepsDown) {
   EXPECT_EQ(Result()["fingerprint"], reference);
 }
 
+// A coordinator without --etcd and coordinators with it on one storage
+// would each keep a journal of its own: whichever comes second is refused,
+// naming the other.
+TEST_F(CoordinatorHaTest, ModesAreNotMixedOnOneStorage) {
+  dir_ = testing::NewTempDir("mixed");
+  etcd_ = std::make_unique<testing::EtcdCluster>(1, dir_ + "/etcd");
+  ASSERT_TRUE(etcd_->ok()) << etcd_->error();
+  const std::string storage = dir_ + "/storage";
+  auto plain = [&] {
+    return std::vector<std::string>{Runfile("client/lockstep"),
+                                    "coordinator",
+                                    "--listen",
+                                    "127.0.0.1:0",
+                                    "--storage",
+                                    storage};
+  };
+  auto with_etcd = [&] {
+    std::vector<std::string> argv = plain();
+    argv.insert(argv.end(), {"--etcd", etcd_->Endpoints()});
+    return argv;
+  };
+  {
+    Subprocess alone(plain(), dir_);
+    ASSERT_TRUE(alone.WaitForOutput("coordinator listening on", 30))
+        << alone.Stderr();
+    RunResult refused = testing::RunProcess(with_etcd(), dir_, 30);
+    EXPECT_EQ(refused.exit.exit_code, 1);
+    EXPECT_TRUE(std::regex_search(
+        refused.err,
+        std::regex("--storage " + storage +
+                   R"( is in use by a coordinator without --etcd \(pid \d+ )")))
+        << refused.err;
+    alone.Signal(SIGTERM);
+    ASSERT_TRUE(alone.Wait(30).exited);
+  }
+  // The refused one left no mark: the plain one starts again.
+  {
+    Subprocess again(plain(), dir_);
+    ASSERT_TRUE(again.WaitForOutput("coordinator listening on", 30))
+        << again.Stderr();
+    again.Signal(SIGTERM);
+    ASSERT_TRUE(again.Wait(30).exited);
+  }
+  Subprocess ha(with_etcd(), dir_);
+  ASSERT_TRUE(ha.WaitForOutput(kLeading, 30)) << ha.Stderr();
+  RunResult refused = testing::RunProcess(plain(), dir_, 30);
+  EXPECT_EQ(refused.exit.exit_code, 1);
+  EXPECT_NE(refused.err.find("--storage " + storage +
+                             " belongs to coordinators with --etcd (" +
+                             etcd_->Endpoints() + " prefix /lockstep)"),
+            std::string::npos)
+      << refused.err;
+}
+
 }  // namespace
 }  // namespace lockstep
