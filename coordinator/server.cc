@@ -193,11 +193,6 @@ absl::Status RunCoordinator(const ServerOptions& options) {
                                              CoordinatorRoutes(&coordinator)));
   }
   const std::string& address = server->address();
-  if (!options.address_file.empty()) {
-    RETURN_IF_ERROR(
-        AnnotateStatus(WriteFileAtomic(options.address_file, address + "\n"),
-                       "--address-file"));
-  }
   if (ha) {
     // A standby: health NOT_SERVING (a Kubernetes Service sends nothing
     // here) and every call UNAVAILABLE naming the leader, until it leads.
@@ -218,6 +213,12 @@ absl::Status RunCoordinator(const ServerOptions& options) {
   // NOT_SERVING and every other call is answered UNAVAILABLE.
   RETURN_IF_ERROR(coordinator.LoadJournal());
   health.SetReady(true);
+  // Once serving (scripts wait for it): the journal replayed, leading.
+  if (!options.address_file.empty()) {
+    RETURN_IF_ERROR(
+        AnnotateStatus(WriteFileAtomic(options.address_file, address + "\n"),
+                       "--address-file"));
+  }
   if (options.coordinator.log) {
     const auto& log = options.coordinator.log;
     log(absl::StrCat(

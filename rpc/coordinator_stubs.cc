@@ -1,13 +1,12 @@
 #include "rpc/coordinator_stubs.h"
 
-#include "absl/strings/str_join.h"
 #include "rpc/rpc_util.h"
 
 namespace lockstep {
 
 CoordinatorStubs::CoordinatorStubs(const std::vector<std::string>& addresses,
                                    const TlsFiles& tls)
-    : addresses_(addresses), all_(absl::StrJoin(addresses, ",")) {
+    : addresses_(addresses) {
   for (const std::string& address : addresses_) {
     stubs_.push_back(
         lockstep::v1::Coordinator::NewStub(MakeChannel(address, tls)));

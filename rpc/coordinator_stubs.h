@@ -30,8 +30,6 @@ class CoordinatorStubs {
   // The current coordinator's stub and address.
   Stub* get() const { return stubs_[current_.load()].get(); }
   const std::string& address() const { return addresses_[current_.load()]; }
-  // Every address, comma-separated.
-  const std::string& all() const { return all_; }
 
   // Runs `call` on the current stub; when it ends UNAVAILABLE or
   // DEADLINE_EXCEEDED and that stub is still the current one, the next
@@ -51,7 +49,6 @@ class CoordinatorStubs {
 
  private:
   std::vector<std::string> addresses_;
-  std::string all_;
   std::vector<std::unique_ptr<Stub>> stubs_;
   std::atomic<int> current_{0};
 };
