@@ -4,12 +4,14 @@
 // replaying its journal, a standby naming the leader) or not at all
 // (DEADLINE_EXCEEDED: a paused one) moves the calls after it to the next
 // address, so the retries every coordinator call
-// already makes while a coordinator restarts find the new leader. With one
-// address nothing changes.
+// already makes while a coordinator restarts find the new leader; with
+// several, a connection whose pings go unanswered for 2 s is dropped. With
+// one address nothing changes.
 #ifndef LOCKSTEP_RPC_COORDINATOR_STUBS_H_
 #define LOCKSTEP_RPC_COORDINATOR_STUBS_H_
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +32,16 @@ class CoordinatorStubs {
   // The current coordinator's stub and address.
   Stub* get() const { return stubs_[current_.load()].get(); }
   const std::string& address() const { return addresses_[current_.load()]; }
+  // How many coordinators it knows.
+  size_t size() const { return addresses_.size(); }
+  // How long a call on the training path (a progress report, a sample
+  // record) may wait for an answer: 30 s from the one coordinator; with
+  // several, 5 s, so that one that is paused (it accepts connections and
+  // answers nothing) holds the ranks back no longer before the next is
+  // asked.
+  std::chrono::seconds StepCallTimeout() const {
+    return std::chrono::seconds(addresses_.size() > 1 ? 5 : 30);
+  }
 
   // Runs `call` on the current stub; when it ends UNAVAILABLE or
   // DEADLINE_EXCEEDED and that stub is still the current one, the next

@@ -50,6 +50,9 @@ TEST(CoordinatorStubsTest, CallsThatFailedTogetherMoveOnOnce) {
 
 TEST(CoordinatorStubsTest, OneCoordinatorStaysPut) {
   CoordinatorStubs stubs({"a:1"}, TlsFiles{});
+  EXPECT_EQ(stubs.StepCallTimeout(), std::chrono::seconds(30));
+  EXPECT_EQ(CoordinatorStubs({"a:1", "b:2"}, TlsFiles{}).StepCallTimeout(),
+            std::chrono::seconds(5));
   (void)stubs.Run(
       [](CoordinatorStubs::Stub*) { return absl::UnavailableError("down"); });
   EXPECT_EQ(stubs.address(), "a:1");

@@ -30,12 +30,13 @@ grpc::Status ToGrpc(const absl::Status& status) {
 
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
                                            const TlsFiles& tls, int lane,
-                                           int keepalive_timeout_ms) {
+                                           int keepalive_timeout_ms,
+                                           int keepalive_time_ms) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
   // Fail fast on a dead peer instead of waiting for TCP timeouts.
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, keepalive_time_ms);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, keepalive_timeout_ms);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);

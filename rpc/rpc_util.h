@@ -48,11 +48,14 @@ inline constexpr int kMaxMessageBytes = (1 << 30) + (16 << 20);
 // TCP connection so several streams to one peer do not share one socket.
 // `keepalive_timeout_ms`: how long an unanswered keepalive ping, and (as
 // gRPC makes it the socket's TCP_USER_TIMEOUT) unacknowledged data, may
-// wait before the connection is declared dead.
+// wait before the connection is declared dead; `keepalive_time_ms`: how
+// often a ping is sent.
 inline constexpr int kKeepaliveTimeoutMs = 5000;
+inline constexpr int kKeepaliveTimeMs = 10000;
 std::shared_ptr<grpc::Channel> MakeChannel(
     const std::string& address, const TlsFiles& tls, int lane = 0,
-    int keepalive_timeout_ms = kKeepaliveTimeoutMs);
+    int keepalive_timeout_ms = kKeepaliveTimeoutMs,
+    int keepalive_time_ms = kKeepaliveTimeMs);
 
 // Applies the server-side counterparts (message sizes up to
 // `max_message_bytes`, keepalive).

@@ -178,11 +178,21 @@ TEST_F(CoordinatorHaTest, APausedLeaderWakesUpWritesNothingAndStepsDown) {
   RunResult submitted = Client({"submit", WriteJob(FaultJob())});
   ASSERT_EQ(submitted.exit.exit_code, 0) << submitted.out << submitted.err;
   WaitForStep(100);
+  const int step_at_pause = StatusStep(Client({"status", "ft"}).out);
   coordinators_[0]->Signal(SIGSTOP);
   const Clock::time_point paused = Clock::now();
   ASSERT_TRUE(coordinators_[1]->WaitForOutput(kLeading, 10))
       << coordinators_[1]->Stdout() << coordinators_[1]->Stderr();
   leader_ = 1;
+  // The workers give the paused one up within seconds (with several
+  // coordinators their connections ping every 2 s; their reports wait 5 s),
+  // calls in flight included (a checkpoint upload waited 15 s for the
+  // default keepalive before), and report to the new leader.
+  WaitForStep(step_at_pause + 1);
+  const double reached = Since(paused);
+  std::printf("a later step reached the new leader %.2f s after the pause\n",
+              reached);
+  EXPECT_LT(reached, testing::Scaled(8.0));
   std::string last;
   // The job goes on under the new leader; the old one stays paused past
   // its workers' timeout (8 s), so that when it wakes it believes them

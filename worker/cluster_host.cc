@@ -290,7 +290,7 @@ absl::Status ClusterHost::Report(lockstep::v1::ProgressReport& report) {
   report.set_rank(a_.rank());
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(30));
+                       ctx_.coordinator->StepCallTimeout());
   lockstep::v1::ReportResponse response;
   RETURN_IF_ERROR(ctx_.coordinator->Run([&](CoordinatorStubs::Stub* stub) {
     return FromGrpc(stub->ReportProgress(&context, report, &response),
@@ -313,7 +313,7 @@ absl::Status ClusterHost::SamplesTaken(SampleRecord& record) {
   RETURN_IF_ERROR(WhileCoordinatorRestarts("the sample record", [&] {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() +
-                         std::chrono::seconds(30));
+                         ctx_.coordinator->StepCallTimeout());
     return ctx_.coordinator->Run([&](CoordinatorStubs::Stub* stub) {
       return FromGrpc(stub->RecordSamples(&context, m, &response),
                       "recording the step's samples with the coordinator");
