@@ -86,6 +86,26 @@ std::string EtcdClient::PrefixEnd(const std::string& prefix) {
   return std::string(1, '\0');  // every key
 }
 
+etcdserverpb::Compare EtcdClient::CreateRevisionIs(const std::string& key,
+                                                   int64_t revision) {
+  etcdserverpb::Compare compare;
+  compare.set_key(key);
+  compare.set_target(etcdserverpb::Compare::CREATE);
+  compare.set_result(etcdserverpb::Compare::EQUAL);
+  compare.set_create_revision(revision);
+  return compare;
+}
+
+const etcdserverpb::KeyValue* EtcdClient::FailureRangeKey(
+    const etcdserverpb::TxnResponse& response) {
+  const auto& responses = response.responses();
+  if (responses.empty() || !responses[0].has_response_range() ||
+      responses[0].response_range().kvs_size() == 0) {
+    return nullptr;
+  }
+  return &responses[0].response_range().kvs(0);
+}
+
 absl::Status EtcdClient::Call(
     const char* what,
     const std::function<grpc::Status(int, grpc::ClientContext*)>& call,

@@ -76,6 +76,14 @@ class EtcdClient {
 
   // [prefix, PrefixEnd(prefix)) is every key starting with prefix.
   static std::string PrefixEnd(const std::string& prefix);
+  // A transaction's compare: create_revision(key) == revision (0: the key
+  // is absent).
+  static etcdserverpb::Compare CreateRevisionIs(const std::string& key,
+                                                int64_t revision);
+  // The key a failed transaction's first failure op (a Range) read, or
+  // null when it is absent.
+  static const etcdserverpb::KeyValue* FailureRangeKey(
+      const etcdserverpb::TxnResponse& response);
 
  private:
   explicit EtcdClient(EtcdOptions options);

@@ -112,11 +112,7 @@ absl::Status EtcdJournalStore::Write(const lockstep::v1::Journal& journal) {
   const int64_t term = lease_->term();
   for (size_t first = 0; first < ops.size(); first += kMaxOpsPerTxn) {
     etcdserverpb::TxnRequest txn;
-    etcdserverpb::Compare* fence = txn.add_compare();
-    fence->set_key(lease_->key());
-    fence->set_target(etcdserverpb::Compare::CREATE);
-    fence->set_result(etcdserverpb::Compare::EQUAL);
-    fence->set_create_revision(term);
+    *txn.add_compare() = EtcdClient::CreateRevisionIs(lease_->key(), term);
     for (size_t i = first; i < std::min(ops.size(), first + kMaxOpsPerTxn);
          ++i) {
       *txn.add_success() = ops[i];
@@ -126,12 +122,10 @@ absl::Status EtcdJournalStore::Write(const lockstep::v1::Journal& journal) {
     if (!result.ok()) return result.status();
     if (!result->succeeded()) {
       std::string now = "is absent";
-      const auto& responses = result->responses();
-      if (!responses.empty() && responses[0].has_response_range() &&
-          responses[0].response_range().kvs_size() > 0) {
-        const etcdserverpb::KeyValue& kv = responses[0].response_range().kvs(0);
-        now = absl::StrFormat("names %s (term %d)", kv.value(),
-                              kv.create_revision());
+      if (const etcdserverpb::KeyValue* kv =
+              EtcdClient::FailureRangeKey(*result)) {
+        now = absl::StrFormat("names %s (term %d)", kv->value(),
+                              kv->create_revision());
       }
       deposed_why_ = absl::StrFormat(
           "etcd refused this coordinator's write: the leader key %s %s, "

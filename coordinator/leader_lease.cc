@@ -82,11 +82,7 @@ absl::StatusOr<int64_t> LeaderLease::Campaign(const std::string& address,
       lease = lease_;
     }
     etcdserverpb::TxnRequest txn;
-    etcdserverpb::Compare* absent = txn.add_compare();
-    absent->set_key(options_.key);
-    absent->set_target(etcdserverpb::Compare::CREATE);
-    absent->set_result(etcdserverpb::Compare::EQUAL);
-    absent->set_create_revision(0);
+    *txn.add_compare() = EtcdClient::CreateRevisionIs(options_.key, 0);
     etcdserverpb::PutRequest* put = txn.add_success()->mutable_request_put();
     put->set_key(options_.key);
     put->set_value(address);
@@ -116,12 +112,10 @@ absl::StatusOr<int64_t> LeaderLease::Campaign(const std::string& address,
       told_unreachable = false;
       std::string leader;
       int64_t leader_term = 0;
-      const auto& responses = result->responses();
-      if (!responses.empty() && responses[0].has_response_range() &&
-          responses[0].response_range().kvs_size() > 0) {
-        const etcdserverpb::KeyValue& kv = responses[0].response_range().kvs(0);
-        leader = kv.value();
-        leader_term = kv.create_revision();
+      if (const etcdserverpb::KeyValue* kv =
+              EtcdClient::FailureRangeKey(*result)) {
+        leader = kv->value();
+        leader_term = kv->create_revision();
       }
       {
         absl::MutexLock lock(&mu_);

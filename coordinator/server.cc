@@ -39,6 +39,16 @@ namespace {
 // holder's pid, host and start time are in the file for the error.
 class StorageLock {
  public:
+  // Who holds the lock at `path`, as its holder wrote it ("pid N on HOST
+  // since TIME"), else "another process".
+  static std::string LockHolder(const std::string& path) {
+    absl::StatusOr<std::string> text = ReadFile(path);
+    if (text.ok() && !text->empty() && text->size() < 512) {
+      return std::string(absl::StripAsciiWhitespace(*text));
+    }
+    return "another process";
+  }
+
   ~StorageLock() {
     if (fd_ >= 0) close(fd_);
   }
@@ -56,11 +66,7 @@ class StorageLock {
       if (err != EACCES && err != EAGAIN) {
         return ErrnoToStatus("lock", path, err);
       }
-      std::string holder = "another process";
-      absl::StatusOr<std::string> text = ReadFile(path);
-      if (text.ok() && !text->empty() && text->size() < 512) {
-        holder = std::string(absl::StripAsciiWhitespace(*text));
-      }
+      const std::string holder = LockHolder(path);
       return absl::FailedPreconditionError(absl::StrCat(
           "--storage ", storage, " is in use by another coordinator (", holder,
           "): two coordinators on one storage would overwrite each other's "
@@ -115,11 +121,7 @@ class StorageLock {
     if (r != 0) return ErrnoToStatus("lock", path, err);
     if (lk.l_type == F_UNLCK) return absl::OkStatus();
     if (created) unlink(marker.c_str());
-    std::string holder = "another process";
-    absl::StatusOr<std::string> text = ReadFile(path);
-    if (text.ok() && !text->empty() && text->size() < 512) {
-      holder = std::string(absl::StripAsciiWhitespace(*text));
-    }
+    const std::string holder = LockHolder(path);
     return absl::FailedPreconditionError(absl::StrCat(
         "--storage ", storage, " is in use by a coordinator without --etcd (",
         holder,

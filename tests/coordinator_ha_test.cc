@@ -221,7 +221,7 @@ TEST_F(CoordinatorHaTest, APausedLeaderWakesUpWritesNothingAndStepsDown) {
 
 // A coordinator without --etcd and coordinators with it on one storage
 // would each keep a journal of its own: whichever comes second is refused,
-// naming the other.
+// naming the other (as a second coordinator without --etcd is).
 TEST_F(CoordinatorHaTest, ModesAreNotMixedOnOneStorage) {
   dir_ = testing::NewTempDir("mixed");
   etcd_ = std::make_unique<testing::EtcdCluster>(1, dir_ + "/etcd");
@@ -251,6 +251,15 @@ TEST_F(CoordinatorHaTest, ModesAreNotMixedOnOneStorage) {
         std::regex("--storage " + storage +
                    R"( is in use by a coordinator without --etcd \(pid \d+ )")))
         << refused.err;
+    // Nor does a second one without --etcd start beside it.
+    RunResult second = testing::RunProcess(plain(), dir_, 30);
+    EXPECT_EQ(second.exit.exit_code, 1);
+    EXPECT_TRUE(std::regex_search(
+        second.err,
+        std::regex(
+            "--storage " + storage +
+            R"( is in use by another coordinator \(pid \d+ on \S+ since )")))
+        << second.err;
     alone.Signal(SIGTERM);
     ASSERT_TRUE(alone.Wait(30).exited);
   }
