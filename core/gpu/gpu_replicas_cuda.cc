@@ -339,14 +339,21 @@ absl::StatusOr<std::unique_ptr<GpuReplicas>> MakeCudaGpuReplicas(
       lane.second = *std::move(s);
     }
     if (config.spec.optimizer.global_clipnorm > 0) {
-      const int runs =
-          OptimizerRuns(UpdateRuns(*lane.model, config.spec.optimizer));
       absl::StatusOr<std::unique_ptr<DeviceBuffer<double>>> b =
-          DeviceBuffer<double>::Create(
-              device, static_cast<int64_t>(runs) * kNormBlocks + 1);
+          DeviceBuffer<double>::Create(device, kNormBlocks + 1);
       if (!b.ok()) return AnnotateStatus(b.status(), where);
       lane.norm = *std::move(b);
     }
+    const std::vector<FlatRun> runs =
+        FlatRuns(UpdateRuns(*lane.model, config.spec.optimizer));
+    absl::StatusOr<std::unique_ptr<DeviceBuffer<FlatRun>>> r =
+        DeviceBuffer<FlatRun>::Create(device,
+                                      static_cast<int64_t>(runs.size()));
+    if (!r.ok()) return AnnotateStatus(r.status(), where);
+    lane.runs = *std::move(r);
+    CUDA_RETURN_IF_ERROR(cudaMemcpy(lane.runs->get(), runs.data(),
+                                    runs.size() * sizeof(FlatRun),
+                                    cudaMemcpyHostToDevice));
   }
   // The ring layout's NCCL spans the local GPUs only (rank = local index).
   const bool local = static_cast<bool>(config.host_all_reduce);

@@ -57,6 +57,16 @@ std::vector<UpdateRun> UpdateRuns(const GpuModel& model,
   return runs;
 }
 
+std::vector<FlatRun> FlatRuns(const std::vector<UpdateRun>& runs) {
+  std::vector<FlatRun> out;
+  for (const UpdateRun& r : runs) {
+    out.push_back(FlatRun{r.begin, r.end,
+                          r.update == ParamUpdate::kOptimizer ? 1 : 0,
+                          r.decay ? 1 : 0});
+  }
+  return out;
+}
+
 int OptimizerRuns(const std::vector<UpdateRun>& runs) {
   return static_cast<int>(std::count_if(
       runs.begin(), runs.end(),
@@ -156,47 +166,40 @@ absl::Status CudaGpuReplicas::Update(Lane& lane, double lr,
   SgdStep sgd = MakeSgdStep(lr, o.momentum, o.nesterov, o.weight_decay);
   AdamStep adam = MakeAdamStep(lr, o.beta_1, o.beta_2, o.epsilon,
                                o.weight_decay, iterations_);
+  const int64_t n = model.flat_floats();
+  const FlatRun* runs = lane.runs->get();
+  const int count = static_cast<int>(runs_.size());
   if (lane.norm) {
     // The global norm over the summed gradients of the optimizer's params,
-    // ahead of every update that reads it (one stream: in order).
+    // ahead of the update that reads it (one stream: in order).
     double* partials = lane.norm->get();
-    int k = 0;
-    for (const UpdateRun& run : runs_) {
-      if (run.update != ParamUpdate::kOptimizer) continue;
-      CUDA_RETURN_IF_ERROR(SumSquaresPartials(
-          run.end - run.begin, model.device_grads() + run.begin,
-          partials + static_cast<int64_t>(k++) * kNormBlocks, model.stream()));
+    CUDA_RETURN_IF_ERROR(SumSquaresPartials(
+        n, runs, count, model.device_grads(), partials, model.stream()));
+    CUDA_RETURN_IF_ERROR(SumPartials(kNormBlocks, partials,
+                                     partials + kNormBlocks, model.stream()));
+    sgd.clip = adam.clip = GradientClip{o.global_clipnorm,
+                                        partials + kNormBlocks};
+  }
+  if (OptimizerRuns(runs_) > 0) {
+    float* w = model.device_params();
+    const float* g = model.device_grads();
+    if (o.type == OptimizerType::kSgd) {
+      CUDA_RETURN_IF_ERROR(
+          SgdUpdate(n, runs, count, sgd, w, m, g, model.stream()));
+    } else {
+      CUDA_RETURN_IF_ERROR(
+          AdamUpdate(n, runs, count, adam, w, m, v, g, model.stream()));
     }
-    const int64_t count = static_cast<int64_t>(k) * kNormBlocks;
-    CUDA_RETURN_IF_ERROR(
-        SumPartials(count, partials, partials + count, model.stream()));
-    sgd.clip = adam.clip = GradientClip{o.global_clipnorm, partials + count};
   }
   for (const UpdateRun& run : runs_) {
-    const int64_t n = run.end - run.begin, at = run.begin;
-    float* w = model.device_params() + at;
-    const float* g = model.device_grads() + at;
-    switch (run.update) {
-      case ParamUpdate::kOptimizer:
-        sgd.decay = adam.decay = run.decay;
-        if (o.type == OptimizerType::kSgd) {
-          CUDA_RETURN_IF_ERROR(
-              SgdUpdate(n, sgd, w, m ? m + at : nullptr, g, model.stream()));
-        } else {
-          CUDA_RETURN_IF_ERROR(
-              AdamUpdate(n, adam, w, m + at, v + at, g, model.stream()));
-        }
-        break;
-      case ParamUpdate::kMovingAverage:
-        if (global_samples > 0) {
-          CUDA_RETURN_IF_ERROR(cuda::MovingAverageUpdate(
-              n, run.momentum, 1.0 / static_cast<double>(global_samples), w, g,
-              model.stream()));
-        }
-        break;
-      case ParamUpdate::kFrozen:
-        break;
+    if (run.update != ParamUpdate::kMovingAverage || global_samples <= 0) {
+      continue;
     }
+    CUDA_RETURN_IF_ERROR(cuda::MovingAverageUpdate(
+        run.end - run.begin, run.momentum,
+        1.0 / static_cast<double>(global_samples),
+        model.device_params() + run.begin, model.device_grads() + run.begin,
+        model.stream()));
   }
   return absl::OkStatus();
 }

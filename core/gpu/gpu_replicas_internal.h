@@ -22,6 +22,7 @@
 #include "core/step_pool.h"
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/optimizer.h"
 #include "kernels/cuda/nccl_communicator.h"
 
 namespace lockstep {
@@ -71,9 +72,11 @@ struct Lane {
   int64_t staged_step = -1;
   std::unique_ptr<DeviceSlot> first;   // SGD momentum or Adam m; null if none
   std::unique_ptr<DeviceSlot> second;  // Adam v; null if none
-  // global_clipnorm's partial sums of squares (kNormBlocks per optimizer
-  // run), then the total; null without clipping.
+  // global_clipnorm's partial sums of squares (kNormBlocks), then the
+  // total; null without clipping.
   std::unique_ptr<DeviceBuffer<double>> norm;
+  // The update runs (FlatRuns of CudaGpuReplicas::runs_) on this GPU.
+  std::unique_ptr<DeviceBuffer<FlatRun>> runs;
   std::unique_ptr<NcclCommunicator> comm;
 };
 
@@ -85,6 +88,9 @@ struct UpdateRun {
   bool decay = false;  // kOptimizer: weight decay applies (DecaysWeights)
   int64_t begin = 0, end = 0;
 };
+
+// The runs as the update kernels read them (kernels/cuda/optimizer.h).
+std::vector<FlatRun> FlatRuns(const std::vector<UpdateRun>& runs);
 
 int SlotCount(const OptimizerSpec& spec);
 
@@ -163,13 +169,13 @@ class CudaGpuReplicas final : public GpuReplicas {
   static absl::StatusOr<BatchLoss> Sum(
       const std::vector<absl::StatusOr<BatchLoss>>& losses);
 
-  // Enqueues the updates: SGD/Adam/AdamW over each run of the optimizer's
-  // params (one launch over the whole flat buffer for a model without batch
-  // norm or frozen layers; the math is elementwise, so this equals
-  // core/train/optimizer.cc's per-param loops on every real element, and the
-  // padding, gradient and slots zero, updates to values nothing reads), the
-  // moving averages of batch norm's statistics (UpdateMovingAverages'
-  // math), and nothing for frozen params.
+  // Enqueues the updates: SGD/Adam/AdamW over every run of the optimizer's
+  // params in one launch (and the clipping norm in two), the math
+  // elementwise, so this equals core/train/optimizer.cc's per-param loops on
+  // every real element, and the padding, gradient and slots zero, updates
+  // to values nothing reads; the moving averages of batch norm's statistics
+  // (UpdateMovingAverages' math), one launch a run; nothing for frozen
+  // params.
   absl::Status Update(Lane& lane, double lr, int64_t global_samples);
 
   // The optimizer's StateTensors, checked against this optimizer's slots

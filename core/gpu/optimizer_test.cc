@@ -55,6 +55,8 @@ TEST_P(OptimizerTest, StepsMatchCpuOptimizerBitForBit) {
 
   std::vector<float> w0(p.value.data(), p.value.data() + kN);
   DeviceArray<float> w(w0), m(kN), v(kN), g(kN);
+  const DeviceArray<FlatRun> runs(std::vector<FlatRun>{
+      {0, kN, 1, DecaysWeights(spec, p.name) ? 1 : 0}});
   const bool sgd = spec.type == OptimizerType::kSgd;
   for (int step = 0; step < 4; ++step) {
     const std::vector<float> grad = RandomVector(kN, 40 + step, -0.5f, 0.5f);
@@ -66,13 +68,13 @@ TEST_P(OptimizerTest, StepsMatchCpuOptimizerBitForBit) {
     if (sgd) {
       ASSERT_EQ(
           SgdUpdate(
-              kN,
+              kN, runs.get(), 1,
               MakeSgdStep(lr, spec.momentum, spec.nesterov, spec.weight_decay),
               w.get(), spec.momentum > 0 ? m.get() : nullptr, g.get(), nullptr),
           cudaSuccess);
     } else {
       ASSERT_EQ(
-          AdamUpdate(kN,
+          AdamUpdate(kN, runs.get(), 1,
                      MakeAdamStep(lr, spec.beta_1, spec.beta_2, spec.epsilon,
                                   spec.weight_decay, (*cpu)->iterations()),
                      w.get(), m.get(), v.get(), g.get(), nullptr),
@@ -98,10 +100,12 @@ INSTANTIATE_TEST_SUITE_P(
                       Adam("adamw", OptimizerType::kAdamW, 0.004)),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
-// Clipping by the global norm over two params (the norm summed on the
-// device in two passes), with the bias excluded from weight decay: the
-// CPU optimizer's steps, bit for bit, and its norm to the last bits of a
-// double.
+// Clipping by the global norm over two params in one flat buffer (the
+// norm summed on the device in two passes), with the bias excluded from
+// weight decay and a run between them that the optimizer does not update
+// (as batch norm's statistics): the CPU optimizer's steps, bit for bit,
+// its norm to the last bits of a double, and the run between untouched
+// and left out of the norm, from one launch of each kernel.
 TEST(OptimizerClipTest, ClippedStepsWithExcludedDecayMatchTheCpu) {
   SKIP_WITHOUT_CUDA_DEVICE();
   for (OptimizerType type : {OptimizerType::kSgd, OptimizerType::kAdamW}) {
@@ -114,6 +118,7 @@ TEST(OptimizerClipTest, ClippedStepsWithExcludedDecayMatchTheCpu) {
     spec.exclude_from_weight_decay = {"bias"};
     spec.global_clipnorm = 1.0;
     const std::vector<int64_t> sizes = {100003, 513};
+    constexpr int64_t kSkipped = 777;
     Param kernel{"dense/kernel", Tensor({sizes[0]}, RandomVector(sizes[0], 7)),
                  Tensor({sizes[0]})};
     Param bias{"dense/bias", Tensor({sizes[1]}, RandomVector(sizes[1], 8)),
@@ -122,69 +127,78 @@ TEST(OptimizerClipTest, ClippedStepsWithExcludedDecayMatchTheCpu) {
     absl::StatusOr<std::unique_ptr<Optimizer>> cpu =
         Optimizer::Create(spec, params);
     ASSERT_TRUE(cpu.ok()) << cpu.status();
-    using Array = std::unique_ptr<DeviceArray<float>>;
-    std::vector<Array> w, m, v, g;
+    EXPECT_TRUE((*cpu)->Decays(kernel.name));
+    EXPECT_FALSE((*cpu)->Decays(bias.name));
+    // [kernel][skipped][bias]: the skipped run's values and gradients are
+    // large, so an update of them or their place in the norm shows.
+    const int64_t at[2] = {0, sizes[0] + kSkipped};
+    const int64_t n = at[1] + sizes[1];
+    const std::vector<FlatRun> table = {{0, sizes[0], 1, 1},
+                                        {sizes[0], at[1], 0, 0},
+                                        {at[1], n, 1, 0}};
+    const DeviceArray<FlatRun> runs(table);
+    std::vector<float> flat(n, 1000.0f);
     for (size_t k = 0; k < 2; ++k) {
-      w.push_back(std::make_unique<DeviceArray<float>>(std::vector<float>(
-          params[k]->value.data(), params[k]->value.data() + sizes[k])));
-      m.push_back(std::make_unique<DeviceArray<float>>(sizes[k]));
-      v.push_back(std::make_unique<DeviceArray<float>>(sizes[k]));
-      g.push_back(std::make_unique<DeviceArray<float>>(sizes[k]));
+      std::memcpy(flat.data() + at[k], params[k]->value.data(),
+                  sizes[k] * sizeof(float));
     }
-    DeviceArray<double> norm(2 * kNormBlocks + 1);
+    DeviceArray<float> w(flat), m(n), v(n), g(n);
+    DeviceArray<double> norm(kNormBlocks + 1);
     for (int step = 0; step < 4; ++step) {
+      std::vector<float> grads(n, 1000.0f);
       for (size_t k = 0; k < 2; ++k) {
         const std::vector<float> grad =
             RandomVector(sizes[k], 50 + 2 * step + k, -0.5f, 0.5f);
         std::memcpy(params[k]->grad.data(), grad.data(),
                     sizes[k] * sizeof(float));
-        ASSERT_EQ(cudaMemcpy(g[k]->get(), grad.data(), sizes[k] * sizeof(float),
-                             cudaMemcpyHostToDevice),
-                  cudaSuccess);
-        ASSERT_EQ(SumSquaresPartials(sizes[k], g[k]->get(),
-                                     norm.get() + k * kNormBlocks, nullptr),
-                  cudaSuccess);
+        std::memcpy(grads.data() + at[k], grad.data(),
+                    sizes[k] * sizeof(float));
       }
-      ASSERT_EQ(SumPartials(2 * kNormBlocks, norm.get(),
-                            norm.get() + 2 * kNormBlocks, nullptr),
+      ASSERT_EQ(cudaMemcpy(g.get(), grads.data(), n * sizeof(float),
+                           cudaMemcpyHostToDevice),
                 cudaSuccess);
-      const GradientClip clip{spec.global_clipnorm,
-                              norm.get() + 2 * kNormBlocks};
-      for (size_t k = 0; k < 2; ++k) {
-        const bool decay = (*cpu)->Decays(params[k]->name);
-        EXPECT_EQ(decay, k == 0);
-        if (type == OptimizerType::kSgd) {
-          SgdStep s = MakeSgdStep(spec.learning_rate, spec.momentum, false,
-                                  spec.weight_decay);
-          s.decay = decay;
-          s.clip = clip;
-          ASSERT_EQ(SgdUpdate(sizes[k], s, w[k]->get(), m[k]->get(), g[k]->get(),
-                              nullptr),
-                    cudaSuccess);
-        } else {
-          AdamStep s = MakeAdamStep(spec.learning_rate, spec.beta_1,
-                                    spec.beta_2, spec.epsilon,
-                                    spec.weight_decay, (*cpu)->iterations());
-          s.decay = decay;
-          s.clip = clip;
-          ASSERT_EQ(AdamUpdate(sizes[k], s, w[k]->get(), m[k]->get(), v[k]->get(),
-                               g[k]->get(), nullptr),
-                    cudaSuccess);
-        }
+      ASSERT_EQ(
+          SumSquaresPartials(n, runs.get(), 3, g.get(), norm.get(), nullptr),
+          cudaSuccess);
+      ASSERT_EQ(SumPartials(kNormBlocks, norm.get(), norm.get() + kNormBlocks,
+                            nullptr),
+                cudaSuccess);
+      const GradientClip clip{spec.global_clipnorm, norm.get() + kNormBlocks};
+      if (type == OptimizerType::kSgd) {
+        SgdStep s = MakeSgdStep(spec.learning_rate, spec.momentum, false,
+                                spec.weight_decay);
+        s.clip = clip;
+        ASSERT_EQ(SgdUpdate(n, runs.get(), 3, s, w.get(), m.get(), g.get(),
+                            nullptr),
+                  cudaSuccess);
+      } else {
+        AdamStep s =
+            MakeAdamStep(spec.learning_rate, spec.beta_1, spec.beta_2,
+                         spec.epsilon, spec.weight_decay, (*cpu)->iterations());
+        s.clip = clip;
+        ASSERT_EQ(AdamUpdate(n, runs.get(), 3, s, w.get(), m.get(), v.get(),
+                             g.get(), nullptr),
+                  cudaSuccess);
       }
       (*cpu)->Apply(spec.learning_rate);
-      const double gpu_norm = std::sqrt(norm.ToHost()[2 * kNormBlocks]);
-      // Clipped: the norm of 100k uniform(-0.5, 0.5) values is about 91.
+      const double gpu_norm = std::sqrt(norm.ToHost()[kNormBlocks]);
+      // Clipped: the norm of 100k uniform(-0.5, 0.5) values is about 91
+      // (with the skipped run's gradients it would be over 27,000).
       EXPECT_GT((*cpu)->last_grad_norm(), 50.0);
       EXPECT_NEAR(gpu_norm, (*cpu)->last_grad_norm(),
                   1e-12 * (*cpu)->last_grad_norm())
           << "step " << step;
     }
+    const std::vector<float> out = w.ToHost();
     for (size_t k = 0; k < 2; ++k) {
       ExpectSameBits(std::vector<float>(params[k]->value.data(),
                                         params[k]->value.data() + sizes[k]),
-                     w[k]->ToHost(), params[k]->name);
+                     std::vector<float>(out.begin() + at[k],
+                                        out.begin() + at[k] + sizes[k]),
+                     params[k]->name);
     }
+    EXPECT_EQ(std::vector<float>(out.begin() + sizes[0], out.begin() + at[1]),
+              std::vector<float>(kSkipped, 1000.0f));
   }
 }
 
@@ -192,9 +206,8 @@ TEST(OptimizerStepTest, AdamScalarsNeedNoDevice) {
   const AdamStep s = MakeAdamStep(0.001, 0.9, 0.999, 1e-7, 0, 0);
   EXPECT_FLOAT_EQ(s.alpha, static_cast<float>(0.001 * std::sqrt(0.001) / 0.1));
   EXPECT_FLOAT_EQ(s.one_minus_b1, 0.1f);
-  EXPECT_FALSE(s.decay);
+  EXPECT_EQ(s.decay_factor, 0.0f);
   const SgdStep g = MakeSgdStep(0.1, 0.9, true, 0.01);
-  EXPECT_TRUE(g.decay);
   EXPECT_EQ(g.decay_factor, static_cast<float>(0.01 * 0.1));
 }
 

@@ -16,13 +16,60 @@ __device__ inline float ClipScale(const GradientClip& c) {
   return norm > c.clipnorm ? static_cast<float>(c.clipnorm / norm) : 1.0f;
 }
 
-__global__ void SgdKernel(int64_t n, SgdStep s, float* w, float* m,
-                          const float* g) {
+// The first run of `runs` that ends after i (runs tile [0, n)).
+__device__ inline int RunOf(const FlatRun* runs, int count, int64_t i) {
+  int lo = 0, hi = count;
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (runs[mid].end <= i) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+// Moves *k to the run holding *i, first stepping *i over runs the optimizer
+// does not update (by whole strides, as the grid-stride loop would). False
+// once *i is past the last run.
+__device__ inline bool ToUpdatedRun(const FlatRun* runs, int count,
+                                    int64_t stride, int64_t* i, int* k) {
+  while (*k < count) {
+    const FlatRun& r = runs[*k];
+    if (*i >= r.end) {
+      ++*k;
+    } else if (r.update != 0) {
+      return true;
+    } else {
+      *i += (r.end - *i + stride - 1) / stride * stride;
+      ++*k;
+    }
+  }
+  return false;
+}
+
+// Calls f(i, run) for each element of an optimizer run that this thread's
+// grid-stride loop visits.
+template <typename F>
+__device__ inline void ForUpdated(int64_t n, const FlatRun* runs, int count,
+                                  F f) {
+  const int64_t stride = Stride();
+  int64_t i = FirstIndex();
+  if (i >= n) return;
+  int k = RunOf(runs, count, i);
+  while (ToUpdatedRun(runs, count, stride, &i, &k) && i < n) {
+    f(i, runs[k]);
+    i += stride;
+  }
+}
+
+__global__ void SgdKernel(int64_t n, const FlatRun* runs, int count, SgdStep s,
+                          float* w, float* m, const float* g) {
   const float scale = ClipScale(s.clip);
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-       i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  ForUpdated(n, runs, count, [&](int64_t i, const FlatRun& run) {
     float wi = w[i];
-    if (s.decay) wi -= wi * s.decay_factor;
+    if (run.decay != 0) wi -= wi * s.decay_factor;
     const float gi = g[i] * scale;
     if (m == nullptr) {
       wi -= gi * s.lr;
@@ -37,16 +84,16 @@ __global__ void SgdKernel(int64_t n, SgdStep s, float* w, float* m,
       wi += mi;
     }
     w[i] = wi;
-  }
+  });
 }
 
-__global__ void AdamKernel(int64_t n, AdamStep s, float* w, float* m, float* v,
+__global__ void AdamKernel(int64_t n, const FlatRun* runs, int count,
+                           AdamStep s, float* w, float* m, float* v,
                            const float* g) {
   const float scale = ClipScale(s.clip);
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-       i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  ForUpdated(n, runs, count, [&](int64_t i, const FlatRun& run) {
     float wi = w[i];
-    if (s.decay) wi -= wi * s.decay_factor;
+    if (run.decay != 0) wi -= wi * s.decay_factor;
     const float gi = g[i] * scale;
     const float mi = m[i] + (gi - m[i]) * s.one_minus_b1;
     const float vi = v[i] + (gi * gi - v[i]) * s.one_minus_b2;
@@ -54,17 +101,18 @@ __global__ void AdamKernel(int64_t n, AdamStep s, float* w, float* m, float* v,
     v[i] = vi;
     wi -= (mi * s.alpha) / (sqrtf(vi) + s.eps);
     w[i] = wi;
-  }
+  });
 }
 
-// One block's share of sum(g[i]^2): a grid-stride sum per thread, then the
-// block's fixed tree.
-__global__ void SumSquaresKernel(int64_t n, const float* g, double* partials) {
+// One block's share of sum(g[i]^2) over the optimizer runs: a grid-stride
+// sum per thread, then the block's fixed tree.
+__global__ void SumSquaresKernel(int64_t n, const FlatRun* runs, int count,
+                                 const float* g, double* partials) {
   __shared__ double shared[kThreads / kWarp];
   double part = 0;
-  for (int64_t i = FirstIndex(); i < n; i += Stride()) {
+  ForUpdated(n, runs, count, [&](int64_t i, const FlatRun&) {
     part += static_cast<double>(g[i]) * g[i];
-  }
+  });
   part = BlockSum(part, shared);
   if (threadIdx.x == 0) partials[blockIdx.x] = part;
 }
@@ -80,9 +128,11 @@ __global__ void SumPartialsKernel(int64_t count, const double* partials,
 
 }  // namespace
 
-cudaError_t SumSquaresPartials(int64_t n, const float* g, double* partials,
+cudaError_t SumSquaresPartials(int64_t n, const FlatRun* runs, int count,
+                               const float* g, double* partials,
                                cudaStream_t stream) {
-  SumSquaresKernel<<<kNormBlocks, kThreads, 0, stream>>>(n, g, partials);
+  SumSquaresKernel<<<kNormBlocks, kThreads, 0, stream>>>(n, runs, count, g,
+                                                         partials);
   return cudaGetLastError();
 }
 
@@ -92,17 +142,20 @@ cudaError_t SumPartials(int64_t count, const double* partials, double* out,
   return cudaGetLastError();
 }
 
-cudaError_t SgdUpdate(int64_t n, const SgdStep& step, float* w, float* m,
-                      const float* g, cudaStream_t stream) {
+cudaError_t SgdUpdate(int64_t n, const FlatRun* runs, int count,
+                      const SgdStep& step, float* w, float* m, const float* g,
+                      cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  SgdKernel<<<Blocks(n), kThreads, 0, stream>>>(n, step, w, m, g);
+  SgdKernel<<<Blocks(n), kThreads, 0, stream>>>(n, runs, count, step, w, m, g);
   return cudaGetLastError();
 }
 
-cudaError_t AdamUpdate(int64_t n, const AdamStep& step, float* w, float* m,
-                       float* v, const float* g, cudaStream_t stream) {
+cudaError_t AdamUpdate(int64_t n, const FlatRun* runs, int count,
+                       const AdamStep& step, float* w, float* m, float* v,
+                       const float* g, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  AdamKernel<<<Blocks(n), kThreads, 0, stream>>>(n, step, w, m, v, g);
+  AdamKernel<<<Blocks(n), kThreads, 0, stream>>>(n, runs, count, step, w, m,
+                                                 v, g);
   return cudaGetLastError();
 }
 

@@ -29,8 +29,7 @@ struct SgdStep {
   float lr = 0;
   float momentum = 0;
   bool nesterov = false;
-  bool decay = false;      // weight_decay > 0
-  float decay_factor = 0;  // weight_decay * lr
+  float decay_factor = 0;  // weight_decay * lr, in the runs with decay
   GradientClip clip;
 };
 
@@ -39,8 +38,7 @@ struct AdamStep {
   float one_minus_b1 = 0;
   float one_minus_b2 = 0;
   float eps = 0;
-  bool decay = false;
-  float decay_factor = 0;
+  float decay_factor = 0;  // weight_decay * lr, in the runs with decay
   GradientClip clip;
 };
 
@@ -50,7 +48,6 @@ inline SgdStep MakeSgdStep(double lr, double momentum, bool nesterov,
   s.lr = static_cast<float>(lr);
   s.momentum = static_cast<float>(momentum);
   s.nesterov = nesterov;
-  s.decay = weight_decay > 0;
   s.decay_factor = static_cast<float>(weight_decay * lr);
   return s;
 }
@@ -66,20 +63,37 @@ inline AdamStep MakeAdamStep(double lr, double beta_1, double beta_2,
   s.one_minus_b1 = static_cast<float>(1.0 - beta_1);
   s.one_minus_b2 = static_cast<float>(1.0 - beta_2);
   s.eps = static_cast<float>(epsilon);
-  s.decay = weight_decay > 0;
   s.decay_factor = static_cast<float>(weight_decay * lr);
   return s;
 }
 
-// One SGD step over n parameters (device pointers): w -= w * decay_factor
-// when decaying, then plain SGD when m is null (momentum 0, no slot), else
-// momentum or Nesterov on slot m. Enqueues; returns the launch error.
-cudaError_t SgdUpdate(int64_t n, const SgdStep& step, float* w, float* m,
-                      const float* g, cudaStream_t stream);
+// A run of the flat buffers (GpuModel's params, padding included) for the
+// updates below: [begin, end) in floats, updated by the optimizer or not
+// (batch norm's statistics, frozen layers: left to others), and with
+// weight decay or not (DecaysWeights). A model's runs, in order, tile its
+// buffer, so one launch updates every run: the clipping norm and the
+// update were two launches per run before (about 140 for the BERT
+// example, whose decay changes at every bias and LayerNorm).
+struct FlatRun {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int32_t update = 0;  // 1: the optimizer updates it
+  int32_t decay = 0;   // 1: weight decay applies (the steps' decay_factor)
+};
 
-// One Adam/AdamW step over n parameters with slots m, v.
-cudaError_t AdamUpdate(int64_t n, const AdamStep& step, float* w, float* m,
-                       float* v, const float* g, cudaStream_t stream);
+// One SGD step over every optimizer run of `runs` (a device array of
+// `count` runs tiling [0, n)): w -= w * decay_factor in a decayed run,
+// then plain SGD when m is null (momentum 0, no slot), else momentum or
+// Nesterov on slot m. Enqueues;
+// returns the launch error.
+cudaError_t SgdUpdate(int64_t n, const FlatRun* runs, int count,
+                      const SgdStep& step, float* w, float* m, const float* g,
+                      cudaStream_t stream);
+
+// One Adam/AdamW step over every optimizer run, with slots m, v.
+cudaError_t AdamUpdate(int64_t n, const FlatRun* runs, int count,
+                       const AdamStep& step, float* w, float* m, float* v,
+                       const float* g, cudaStream_t stream);
 
 // The global norm's sum of squares in double, in two deterministic passes
 // (fixed grids and fixed reduction trees: the same bits on every run and on
@@ -88,8 +102,10 @@ cudaError_t AdamUpdate(int64_t n, const AdamStep& step, float* w, float* m,
 // scale it becomes.
 inline constexpr int kNormBlocks = 128;
 
-// partials[0, kNormBlocks) = the sums of g[i]^2 over g[0, n), one per block.
-cudaError_t SumSquaresPartials(int64_t n, const float* g, double* partials,
+// partials[0, kNormBlocks) = the sums of g[i]^2 over the optimizer runs
+// of `runs` (as above), one per block.
+cudaError_t SumSquaresPartials(int64_t n, const FlatRun* runs, int count,
+                               const float* g, double* partials,
                                cudaStream_t stream);
 
 // *out = partials[0] + ... + partials[count - 1] (one block, fixed tree).
