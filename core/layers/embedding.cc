@@ -1,6 +1,6 @@
 // embedding and position_embedding: a gather forward, a scatter-add of the
-// output gradient into the table backward (serial, so rows that several
-// positions share are summed in a fixed order).
+// output gradient into the table backward (in a fixed order,
+// kernels/cpu/embedding_grad.h, which the GPU's kernels follow).
 #include "core/layers/embedding.h"
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "core/layers/registry.h"
+#include "kernels/cpu/embedding_grad.h"
 #include "kernels/cpu/threading.h"
 
 namespace lockstep {
@@ -145,14 +146,7 @@ void EmbeddingLayer::Backward(const LayerIO& io, const PassContext&) {
       for (int64_t k = 0; k < per * d; ++k) grad[k] += dy[k];
     }
   } else {
-    for (int64_t i = 0; i < io.n * per; ++i) {
-      const float f = io.x[0][i];
-      const int64_t id = static_cast<int64_t>(f);
-      if (id < 0 || id >= v || f != static_cast<float>(id)) continue;
-      float* __restrict row = grad + id * d;
-      const float* __restrict dy = io.dy + i * d;
-      for (int64_t k = 0; k < d; ++k) row[k] += dy[k];
-    }
+    EmbeddingGradAdd(io.n * per, v, d, io.x[0], io.dy, grad);
   }
   if (io.dx[0] != nullptr) {
     std::fill(io.dx[0], io.dx[0] + io.n * input_size(), 0.0f);

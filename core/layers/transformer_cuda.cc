@@ -135,8 +135,8 @@ DeviceLayer Embedding() {
     } else {
       const int64_t lookups = io.n * l.lookups();
       size_t bytes = 0;
-      CUDA_RETURN_IF_ERROR(
-          cuda::EmbeddingBackwardWorkspaceBytes(lookups, l.rows(), &bytes));
+      CUDA_RETURN_IF_ERROR(cuda::EmbeddingBackwardWorkspaceBytes(
+          lookups, l.rows(), l.dim(), &bytes));
       ASSIGN_OR_RETURN(void* ws, dc.workspace(std::max<size_t>(bytes, 1)));
       CUDA_RETURN_IF_ERROR(cuda::EmbeddingBackward(lookups, l.rows(), l.dim(),
                                                    io.x[0], io.dy, io.dw[0], ws,

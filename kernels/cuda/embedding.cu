@@ -1,10 +1,12 @@
 // The embedding kernels (see transformer.h): lookups, and the backward's
-// scatter-add as a sort of the ids (cub) and one thread per output row and
-// column walking its lookups in the CPU's order, a tile of loads at a time;
-// position embeddings. Built with
-// --fmad=false, as transformer.cu.
+// scatter-add in kernels/cpu/embedding_grad.h's order: a sort of the ids
+// (cub); one thread per later chunk of a run and column summing it; one
+// thread per output row and column walking its first chunk in the CPU's
+// order, a tile of loads at a time, then adding the later chunks' sums;
+// position embeddings. Built with --fmad=false, as transformer.cu.
 #include <cub/device/device_radix_sort.cuh>
 
+#include "kernels/cpu/embedding_grad.h"
 #include "kernels/cuda/float_index.cuh"
 #include "kernels/cuda/grid_stride.cuh"
 #include "kernels/cuda/transformer.h"
@@ -52,36 +54,84 @@ __device__ int64_t RunEnd(const uint32_t* keys, int64_t p, int64_t lookups,
   return lo;
 }
 
+// The start of the run of `key` that holds sorted position p: the first
+// position whose key is `key` (binary search).
+__device__ int64_t RunStart(const uint32_t* keys, int64_t p, uint32_t key) {
+  int64_t lo = 0, hi = p;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (keys[mid] < key) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
 // Lookups summed per tile: the tile's loads are issued together, then
-// added in order, so a long run (a padding or [MASK] id, thousands of
-// lookups in a batch) waits for memory once per tile instead of once per
-// lookup.
+// added in order, so a run waits for memory once per tile instead of once
+// per lookup.
 constexpr int kScatterTile = 32;
+constexpr int64_t kChunk = kEmbeddingGradChunk;
+
+// acc + column c of the lookups at sorted positions [q, end), in order.
+__device__ float AddLookups(float acc, const int32_t* order, const float* dy,
+                            int64_t dim, int64_t c, int64_t q, int64_t end) {
+  for (; q + kScatterTile <= end; q += kScatterTile) {
+    float v[kScatterTile];
+#pragma unroll
+    for (int j = 0; j < kScatterTile; ++j) {
+      v[j] = dy[static_cast<int64_t>(order[q + j]) * dim + c];
+    }
+#pragma unroll
+    for (int j = 0; j < kScatterTile; ++j) acc += v[j];
+  }
+  for (; q < end; ++q) acc += dy[static_cast<int64_t>(order[q]) * dim + c];
+  return acc;
+}
+
+// Thread (t, c): the later chunk (not a run's first) that starts at a
+// sorted position in [t kChunk, t kChunk + kChunk), if any (at most one
+// does), summed from zero into partials[t, c]. Chunks start kChunk apart
+// from their run's start.
+__global__ void EmbeddingChunkKernel(int64_t lookups, int64_t rows, int64_t dim,
+                                     int64_t slots, const uint32_t* keys,
+                                     const int32_t* order, const float* dy,
+                                     float* partials) {
+  for (int64_t i = FirstIndex(); i < slots * dim; i += Stride()) {
+    const int64_t t = i / dim, c = i % dim;
+    const int64_t at = t * kChunk;
+    const uint32_t key = keys[at];
+    if (key >= rows) continue;
+    const int64_t start = RunStart(keys, at, key);
+    const int64_t q = start + (at - start + kChunk - 1) / kChunk * kChunk;
+    if (q == start) continue;  // the run's first chunk: the scatter's
+    const int64_t end = RunEnd(keys, at, lookups, key);
+    if (q >= end) continue;
+    partials[t * dim + c] = AddLookups(0.0f, order, dy, dim, c, q,
+                                       end < q + kChunk ? end : q + kChunk);
+  }
+}
 
 // Thread (p, c): when sorted position p starts a run of one id, that row's
-// column c gets the run's gradients, in lookup order (the sort is stable):
-// grad + dy[first] + dy[second] + ..., the CPU's sequence of additions.
+// column c gets the run's gradients (the sort is stable, so in lookup
+// order): grad + dy[first] + dy[second] + ... over the first chunk, then
+// each later chunk's sum from EmbeddingChunkKernel, in order.
 __global__ void EmbeddingScatterKernel(int64_t lookups, int64_t rows,
                                        int64_t dim, const uint32_t* keys,
                                        const int32_t* order, const float* dy,
-                                       float* grad) {
+                                       const float* partials, float* grad) {
   for (int64_t i = FirstIndex(); i < lookups * dim; i += Stride()) {
     const int64_t p = i / dim, c = i % dim;
     const uint32_t key = keys[p];
     if (key >= rows || (p > 0 && keys[p - 1] == key)) continue;
     const int64_t end = RunEnd(keys, p, lookups, key);
-    float acc = grad[key * dim + c];
-    int64_t q = p;
-    for (; q + kScatterTile <= end; q += kScatterTile) {
-      float v[kScatterTile];
-#pragma unroll
-      for (int j = 0; j < kScatterTile; ++j) {
-        v[j] = dy[static_cast<int64_t>(order[q + j]) * dim + c];
-      }
-#pragma unroll
-      for (int j = 0; j < kScatterTile; ++j) acc += v[j];
+    float acc = AddLookups(grad[key * dim + c], order, dy, dim, c, p,
+                           end < p + kChunk ? end : p + kChunk);
+    for (int64_t q = p + kChunk; q < end; q += kChunk) {
+      acc += partials[q / kChunk * dim + c];
     }
-    for (; q < end; ++q) acc += dy[static_cast<int64_t>(order[q]) * dim + c];
     grad[key * dim + c] = acc;
   }
 }
@@ -96,19 +146,27 @@ int KeyBits(int64_t rows) {
 constexpr size_t kAlign = 256;
 size_t AlignUp(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
-// EmbeddingBackward's workspace: keys and order in, keys and order out, then
-// cub's temporary storage.
+// EmbeddingBackward's workspace: keys and order in, keys and order out, the
+// later chunks' sums (a slot of `dim` floats per kChunk sorted positions),
+// then cub's temporary storage.
 struct SortLayout {
-  size_t array = 0;  // bytes of one int32 array, aligned
-  size_t temp = 0;   // cub's bytes
-  size_t total() const { return 4 * array + temp; }
+  size_t array = 0;     // bytes of one int32 array, aligned
+  int64_t slots = 0;    // chunk slots
+  size_t partials = 0;  // their bytes, aligned
+  size_t temp = 0;      // cub's bytes
+  size_t total() const { return 4 * array + partials + temp; }
 };
 
-cudaError_t Layout(int64_t lookups, int64_t rows, SortLayout* out) {
-  if (lookups < 0 || lookups > INT32_MAX || rows < 0 || rows >= INT32_MAX) {
+cudaError_t Layout(int64_t lookups, int64_t rows, int64_t dim,
+                   SortLayout* out) {
+  if (lookups < 0 || lookups > INT32_MAX || rows < 0 || rows >= INT32_MAX ||
+      dim < 0 || dim > INT32_MAX) {
     return cudaErrorInvalidValue;
   }
   out->array = AlignUp(static_cast<size_t>(lookups) * sizeof(int32_t));
+  out->slots = (lookups + kChunk - 1) / kChunk;
+  out->partials =
+      AlignUp(static_cast<size_t>(out->slots * dim) * sizeof(float));
   out->temp = 0;
   if (lookups == 0) return cudaSuccess;
   return cub::DeviceRadixSort::SortPairs(
@@ -148,9 +206,9 @@ cudaError_t EmbeddingForward(int64_t lookups, int64_t rows, int64_t dim,
 }
 
 cudaError_t EmbeddingBackwardWorkspaceBytes(int64_t lookups, int64_t rows,
-                                            size_t* bytes) {
+                                            int64_t dim, size_t* bytes) {
   SortLayout layout;
-  const cudaError_t err = Layout(lookups, rows, &layout);
+  const cudaError_t err = Layout(lookups, rows, dim, &layout);
   *bytes = err == cudaSuccess ? layout.total() : 0;
   return err;
 }
@@ -161,7 +219,7 @@ cudaError_t EmbeddingBackward(int64_t lookups, int64_t rows, int64_t dim,
                               cudaStream_t stream) {
   if (lookups <= 0 || dim <= 0) return cudaSuccess;
   SortLayout layout;
-  cudaError_t err = Layout(lookups, rows, &layout);
+  cudaError_t err = Layout(lookups, rows, dim, &layout);
   if (err != cudaSuccess) return err;
   if (workspace == nullptr || workspace_bytes < layout.total()) {
     return cudaErrorInvalidValue;
@@ -171,7 +229,8 @@ cudaError_t EmbeddingBackward(int64_t lookups, int64_t rows, int64_t dim,
   uint32_t* keys_out = reinterpret_cast<uint32_t*>(base + layout.array);
   int32_t* order_in = reinterpret_cast<int32_t*>(base + 2 * layout.array);
   int32_t* order_out = reinterpret_cast<int32_t*>(base + 3 * layout.array);
-  void* temp = base + 4 * layout.array;
+  float* partials = reinterpret_cast<float*>(base + 4 * layout.array);
+  void* temp = base + 4 * layout.array + layout.partials;
   EmbeddingKeysKernel<<<Blocks(lookups), kThreads, 0, stream>>>(
       lookups, rows, ids, keys_in, order_in);
   err = cudaGetLastError();
@@ -181,8 +240,12 @@ cudaError_t EmbeddingBackward(int64_t lookups, int64_t rows, int64_t dim,
       temp, temp_bytes, keys_in, keys_out, order_in, order_out,
       static_cast<int>(lookups), 0, KeyBits(rows), stream);
   if (err != cudaSuccess) return err;
+  EmbeddingChunkKernel<<<Blocks(layout.slots * dim), kThreads, 0, stream>>>(
+      lookups, rows, dim, layout.slots, keys_out, order_out, dy, partials);
+  err = cudaGetLastError();
+  if (err != cudaSuccess) return err;
   EmbeddingScatterKernel<<<Blocks(lookups * dim), kThreads, 0, stream>>>(
-      lookups, rows, dim, keys_out, order_out, dy, grad);
+      lookups, rows, dim, keys_out, order_out, dy, partials, grad);
   return cudaGetLastError();
 }
 

@@ -47,12 +47,15 @@ cudaError_t LayerNormBackward(int64_t rows, int64_t width, const float* x,
 cudaError_t EmbeddingForward(int64_t lookups, int64_t rows, int64_t dim,
                              const float* ids, const float* table, float* y,
                              cudaStream_t stream);
-// Bytes of EmbeddingBackward's workspace (the sorted ids and cub's own).
+// Bytes of EmbeddingBackward's workspace (the sorted ids, the chunks' sums
+// and cub's own).
 cudaError_t EmbeddingBackwardWorkspaceBytes(int64_t lookups, int64_t rows,
-                                            size_t* bytes);
-// grad[ids[i], :] += dy[i, :] for every valid id. The lookups are stably
-// sorted by id, then each (row, column) sums its lookups in their original
-// order: the CPU's serial order, whatever the duplicates.
+                                            int64_t dim, size_t* bytes);
+// grad[ids[i], :] += dy[i, :] for every valid id, in the CPU's order of
+// additions (kernels/cpu/embedding_grad.h), bit for bit: the lookups are
+// stably sorted by id; each later chunk of a row's lookups is summed by its
+// own threads, and each (row, column) adds its first chunk in lookup order,
+// then the later chunks' sums in order.
 cudaError_t EmbeddingBackward(int64_t lookups, int64_t rows, int64_t dim,
                               const float* ids, const float* dy, float* grad,
                               void* workspace, size_t workspace_bytes,
