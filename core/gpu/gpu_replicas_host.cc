@@ -177,8 +177,8 @@ absl::Status CudaGpuReplicas::Update(Lane& lane, double lr,
         n, runs, count, model.device_grads(), partials, model.stream()));
     CUDA_RETURN_IF_ERROR(SumPartials(kNormBlocks, partials,
                                      partials + kNormBlocks, model.stream()));
-    sgd.clip = adam.clip = GradientClip{o.global_clipnorm,
-                                        partials + kNormBlocks};
+    sgd.clip = adam.clip =
+        GradientClip{o.global_clipnorm, partials + kNormBlocks};
   }
   if (OptimizerRuns(runs_) > 0) {
     float* w = model.device_params();

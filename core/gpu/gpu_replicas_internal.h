@@ -22,8 +22,8 @@
 #include "core/step_pool.h"
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/cuda/cuda_status.h"
-#include "kernels/cuda/optimizer.h"
 #include "kernels/cuda/nccl_communicator.h"
+#include "kernels/cuda/optimizer.h"
 
 namespace lockstep {
 namespace cuda {

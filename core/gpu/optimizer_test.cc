@@ -55,8 +55,8 @@ TEST_P(OptimizerTest, StepsMatchCpuOptimizerBitForBit) {
 
   std::vector<float> w0(p.value.data(), p.value.data() + kN);
   DeviceArray<float> w(w0), m(kN), v(kN), g(kN);
-  const DeviceArray<FlatRun> runs(std::vector<FlatRun>{
-      {0, kN, 1, DecaysWeights(spec, p.name) ? 1 : 0}});
+  const DeviceArray<FlatRun> runs(
+      std::vector<FlatRun>{{0, kN, 1, DecaysWeights(spec, p.name) ? 1 : 0}});
   const bool sgd = spec.type == OptimizerType::kSgd;
   for (int step = 0; step < 4; ++step) {
     const std::vector<float> grad = RandomVector(kN, 40 + step, -0.5f, 0.5f);
@@ -133,9 +133,8 @@ TEST(OptimizerClipTest, ClippedStepsWithExcludedDecayMatchTheCpu) {
     // large, so an update of them or their place in the norm shows.
     const int64_t at[2] = {0, sizes[0] + kSkipped};
     const int64_t n = at[1] + sizes[1];
-    const std::vector<FlatRun> table = {{0, sizes[0], 1, 1},
-                                        {sizes[0], at[1], 0, 0},
-                                        {at[1], n, 1, 0}};
+    const std::vector<FlatRun> table = {
+        {0, sizes[0], 1, 1}, {sizes[0], at[1], 0, 0}, {at[1], n, 1, 0}};
     const DeviceArray<FlatRun> runs(table);
     std::vector<float> flat(n, 1000.0f);
     for (size_t k = 0; k < 2; ++k) {
@@ -168,9 +167,9 @@ TEST(OptimizerClipTest, ClippedStepsWithExcludedDecayMatchTheCpu) {
         SgdStep s = MakeSgdStep(spec.learning_rate, spec.momentum, false,
                                 spec.weight_decay);
         s.clip = clip;
-        ASSERT_EQ(SgdUpdate(n, runs.get(), 3, s, w.get(), m.get(), g.get(),
-                            nullptr),
-                  cudaSuccess);
+        ASSERT_EQ(
+            SgdUpdate(n, runs.get(), 3, s, w.get(), m.get(), g.get(), nullptr),
+            cudaSuccess);
       } else {
         AdamStep s =
             MakeAdamStep(spec.learning_rate, spec.beta_1, spec.beta_2,

@@ -154,8 +154,8 @@ cudaError_t AdamUpdate(int64_t n, const FlatRun* runs, int count,
                        const AdamStep& step, float* w, float* m, float* v,
                        const float* g, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  AdamKernel<<<Blocks(n), kThreads, 0, stream>>>(n, runs, count, step, w, m,
-                                                 v, g);
+  AdamKernel<<<Blocks(n), kThreads, 0, stream>>>(n, runs, count, step, w, m, v,
+                                                 g);
   return cudaGetLastError();
 }
 
