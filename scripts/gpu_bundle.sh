@@ -4,7 +4,7 @@
 # lockstep, data_batches, and the shared libraries they load that are not
 # glibc's, libstdc++'s or CUDA's (those come from the GPU machine), into
 # OUT/bundle.tar.xz, with scripts/gpu_run.sh beside it and the Brown corpus
-# when it is there. Usage: scripts/gpu_bundle.sh [OUT] (default .devcarry,
+# and MNIST when they are there. Usage: scripts/gpu_bundle.sh [OUT] (default .devcarry,
 # which .git/info/exclude should ignore). Builds with --config=cuda first.
 # LOCKSTEP_BUNDLE_FUZZ=1 adds the --config=fuzz binaries of tests/fuzz, their
 # corpora and fuzz_campaign.sh (gpu_run.sh fuzzes with the machine's cores
@@ -48,7 +48,9 @@ for f in "${list[@]/#/$bin/}" "${fuzz[@]}"; do ldd "$f"; done | awk '/=>/ {print
   while read -r lib; do cp -L "$lib" "$stage/lib/"; done
 tar -C "$stage" -cJf "$out/bundle.tar.xz" .
 cp scripts/gpu_run.sh "$out/"
-if [[ -d ../shared/datasets/brown ]]; then
-  rm -rf "$out/brown" && cp -r ../shared/datasets/brown "$out/brown"
-fi
+for d in brown mnist; do
+  if [[ -d ../shared/datasets/$d ]]; then
+    rm -rf "${out:?}/$d" && cp -r "../shared/datasets/$d" "$out/$d"
+  fi
+done
 du -sh "$out"/*

@@ -27,25 +27,123 @@ done
 # where the wrappers above stand for client/lockstep (the cluster tests
 # start it) and benchmarks/data_batches.
 rf=$(mktemp -d) && ln -s "$root" "$rf/lockstep"
-while read -r t; do
-  [[ "$t" == *_test ]] || continue
+# Each test binary on its own (LOCKSTEP_GPU_TEST_JOBS at a time, default
+# 4: they share the GPU), its log in the list's order.
+run_test() {
+  local t=$1 d log rc
   d=$(mktemp -d)
+  log=$b/logs/$(tr / _ <<<"$t")
   out=$(cd "$d" && TEST_TMPDIR=$d TEST_SRCDIR=$rf TEST_WORKSPACE=lockstep \
     timeout 300 env LD_LIBRARY_PATH="$libs" "$b/bin/$t" 2>&1)
   rc=$?
-  echo "== $t rc=$rc: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' <<<"$out" | tr '\n' ' ')"
-  ((rc == 0)) || grep -E -B3 -A12 'Failure|FAILED|rror' <<<"$out" | head -n 80
+  {
+    echo "== $t rc=$rc: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' <<<"$out" | tr '\n' ' ')"
+    ((rc == 0)) || grep -E -B3 -A12 'Failure|FAILED|rror' <<<"$out" | head -n 80
+  } >"$log"
+  # A failed test's own output and the logs and JSON its processes left.
+  if ((rc != 0)); then
+    echo "$out" >"$d/test_output.txt"
+    (cd "$d" && find . \( -name '*.log' -o -name '*.txt' -o -name '*.json' \) \
+      -size -4M -print0 | tar -czf "$results/failed_$(tr / _ <<<"$t").tgz" --null -T -)
+  fi
+}
+mkdir -p "$b/logs"
+start=$SECONDS
+while read -r t; do
+  [[ "$t" == *_test ]] || continue
+  run_test "$t" &
+  while (($(jobs -rp | wc -l) >= ${LOCKSTEP_GPU_TEST_JOBS:-4})); do wait -n; done
+done <"$b/tests.txt"
+wait
+while read -r t; do
+  [[ "$t" == *_test ]] && cat "$b/logs/$(tr / _ <<<"$t")"
 done <"$b/tests.txt" >"$results/tests.log" 2>&1
+echo "tests took $((SECONDS - start)) s"
 echo "test binaries passing: $(grep -c 'rc=0' "$results/tests.log") of $(grep -c '^==' "$results/tests.log")"
 grep '^==' "$results/tests.log" | grep -v 'rc=0'
+# The GPU checklist's benchmarks: the CNN on MNIST (train_vs_pytorch) and
+# BERT on Brown (bert_vs_pytorch), beside the machine's PyTorch eager, at
+# the batches of LOCKSTEP_GPU_CNN_BATCHES and LOCKSTEP_GPU_BERT_BATCHES.
+py=$(command -v python3)
+if [[ -d "$here/mnist" ]]; then
+  RUNFILES_DIR=$rf LOCKSTEP_BENCH_PYTHON=$py LOCKSTEP_MNIST_DIR=$here/mnist \
+    timeout 240 bash "$root/benchmarks/train_vs_pytorch.sh" --device cuda:0 --models cnn \
+    --batch "${LOCKSTEP_GPU_CNN_BATCHES:-64,256,512}" --steps-cnn 1000 \
+    >"$results/train_bench.log" 2>&1
+  echo "train_vs_pytorch rc=$?"
+  tail -n 6 "$results/train_bench.log"
+else
+  echo "no MNIST in $here: train_vs_pytorch skipped"
+fi
 if [[ -d "$here/brown" ]]; then
-  RUNFILES_DIR=$rf LOCKSTEP_BENCH_PYTHON=$(command -v python3) LOCKSTEP_BROWN_DIR=$here/brown \
-    timeout 300 bash "$root/benchmarks/bert_vs_pytorch.sh" --device cuda:0 --batch 32,256 \
+  RUNFILES_DIR=$rf LOCKSTEP_BENCH_PYTHON=$py LOCKSTEP_BROWN_DIR=$here/brown \
+    timeout 300 bash "$root/benchmarks/bert_vs_pytorch.sh" --device cuda:0 \
+    --batch "${LOCKSTEP_GPU_BERT_BATCHES:-32,256}" \
     --steps 300 --epochs 1 --threads "$(nproc)" >"$results/bert_bench.log" 2>&1
   echo "bert_vs_pytorch rc=$?"
-  tail -n 12 "$results/bert_bench.log"
+  tail -n 14 "$results/bert_bench.log"
 else
   echo "no Brown corpus in $here: benchmark skipped"
+fi
+# LOCKSTEP_GPU_PROFILE=1: each kernel's GPU time (ncu) over about two steps
+# of BERT at batch 256 (after 20 steps) and of the CNN at batch 512, summed
+# by kernel name, beside the steps' wall time.
+profile() {  # profile NAME JOB SKIP COUNT
+  local name=$1 job=$2 skip=$3 count=$4
+  timeout 150 ncu --metrics gpu__time_duration.sum --csv --launch-skip "$skip" \
+    --launch-count "$count" "$root/client/lockstep" train "$job" --devices cuda:0 \
+    --storage "$b/prof_$name" --threads "$(nproc)" >"$b/ncu_$name.csv" 2>"$b/ncu_$name.err"
+  echo "ncu $name rc=$?"
+  tail -n 3 "$b/ncu_$name.err"
+  "$py" - "$b/ncu_$name.csv" <<'PYEOF'
+import csv, collections, sys
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+at = next(i for i, r in enumerate(rows) if "Kernel Name" in r)
+head = rows[at]; rows = rows[at + 1:]
+k, v = head.index("Kernel Name"), head.index("Metric Value")
+u = head.index("Metric Unit")
+tot = collections.defaultdict(float); n = collections.Counter()
+for r in rows:
+    try: t = float(r[v].replace(",", ""))
+    except ValueError: continue
+    t *= {"nsecond": 1e-3, "usecond": 1, "msecond": 1e3}.get(r[u], 1)
+    tot[r[k][:70]] += t; n[r[k][:70]] += 1
+all_us = sum(tot.values())
+print(f"{len(rows)} kernels, {all_us:.0f} us of GPU time")
+for name, t in sorted(tot.items(), key=lambda x: -x[1])[:18]:
+    print(f"{t:10.0f} us {100*t/all_us:5.1f}% {n[name]:5d}x  {name}")
+PYEOF
+}
+if [[ "${LOCKSTEP_GPU_PROFILE:-0}" == 1 && -d "$here/brown" ]] && command -v ncu >/dev/null; then
+  "$py" - "$root/examples/bert_mlm_brown.json" "$here/brown" "$b/bert_prof.json" <<'PYEOF'
+import json, os, sys
+job = json.load(open(sys.argv[1]))
+job["name"] = "bert_prof"
+job["data"]["train_path"] = os.path.join(sys.argv[2], "train.txt")
+job["data"]["test_path"] = os.path.join(sys.argv[2], "valid.txt")
+job["batch_size_per_replica"] = 256
+job.pop("epochs"); job["steps"] = 40
+job["checkpoint"] = {"every_steps": 0, "keep": 1}
+job["cluster"]["workers"] = 1
+json.dump(job, open(sys.argv[3], "w"))
+PYEOF
+  profile bert "$b/bert_prof.json" 6000 800
+  if [[ -d "$here/mnist" ]]; then
+    "$py" - "$root/examples/mnist_cnn.json" "$here/mnist" "$b/cnn_prof.json" <<'PYEOF'
+import json, os, sys
+job = json.load(open(sys.argv[1]))
+job["name"] = "cnn_prof"
+for k, v in list(job["data"].items()):
+    if isinstance(v, str) and v.endswith(".gz"):
+        job["data"][k] = os.path.join(sys.argv[2], os.path.basename(v))
+job["batch_size_per_replica"] = 512
+job.pop("epochs", None); job["steps"] = 60
+job["checkpoint"] = {"every_steps": 0, "keep": 1}
+job["cluster"]["workers"] = 1
+json.dump(job, open(sys.argv[3], "w"))
+PYEOF
+    profile cnn "$b/cnn_prof.json" 1500 300
+  fi
 fi
 # The fuzz campaign (a bundle made with LOCKSTEP_BUNDLE_FUZZ=1), on every
 # core until LOCKSTEP_FUZZ_DEADLINE (unix seconds), the targets named in

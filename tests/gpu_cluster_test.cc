@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/device.h"
 #include "tests/local_cluster.h"
@@ -214,13 +216,24 @@ TEST(GpuElasticTest, ShrinksAndGrowsThroughCheckpoints) {
   EXPECT_NE(w.out.find("membership: 2 -> 1 workers (of 1-2) from step "),
             std::string::npos)
       << w.out;
-  std::smatch m;
+  std::smatch grew, joined;
   ASSERT_TRUE(std::regex_search(
-      w.out, m,
-      std::regex(R"(membership: 1 -> 2 workers \(of 1-2\) from step (\d+): )"
-                 R"(generation \d+ ended after step (\d+) for workers to join)")))
+      w.out, grew,
+      std::regex(R"(growing: generation 2 ended after step (\d+): 1 idle )"
+                 R"(worker joins, from 1 to 2 workers)")))
       << w.out;
-  EXPECT_EQ(m[1], m[2]) << w.out;  // from the checkpoint of that very step
+  ASSERT_TRUE(std::regex_search(
+      w.out, joined,
+      std::regex(R"(membership: 1 -> 2 workers \(of 1-2\) from step (\d+): )"
+                 R"(1 idle worker joins)")))
+      << w.out;
+  // From the checkpoint of that very step.
+  EXPECT_EQ(grew[1], joined[1]) << w.out;
+  EXPECT_NE(w.out.find(absl::StrCat("checkpoints/step-",
+                                    absl::StrFormat("%08d", std::stoi(grew[1])),
+                                    " committed")),
+            std::string::npos)
+      << w.out;
   EXPECT_NE(w.out.find("job gpu SUCCEEDED: 40000 steps"), std::string::npos)
       << w.out;
   const nlohmann::json res = nlohmann::json::parse(
