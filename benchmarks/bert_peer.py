@@ -57,6 +57,9 @@ def parse_args():
                    help="rank 0's TCPStore address (its network namespace's "
                         "own with bert_vs_pytorch --link)")
     p.add_argument("--device", default="cpu", help="cpu or cuda:N")
+    p.add_argument("--tf32", action="store_true",
+                   help="cuda: TF32 tensor cores for matmuls and "
+                   "convolutions (lockstep's cluster.allow_tf32)")
     p.add_argument("--info", action="store_true")
     args = p.parse_args()
     if not args.info and (args.job is None or args.batches is None):
@@ -170,9 +173,10 @@ def main():
     if device.type == "cuda":
         if not torch.cuda.is_available():
             die(f"--device {ARGS.device}: this torch sees no CUDA device")
-        # FP32 on both sides: lockstep's GEMMs run without TF32 by default.
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
+        # FP32 on both sides: lockstep's GEMMs run without TF32 unless the
+        # job says cluster.allow_tf32 (--tf32 here).
+        torch.backends.cuda.matmul.allow_tf32 = ARGS.tf32
+        torch.backends.cudnn.allow_tf32 = ARGS.tf32
     if ARGS.info:
         info = {
             "torch": torch.__version__, "blas": blas, "blas_path": blas_path,

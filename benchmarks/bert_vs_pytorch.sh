@@ -68,6 +68,8 @@ usage: bazel run //benchmarks:bert_vs_pytorch -- [options]
                   against PyTorch (LOCKSTEP_BENCH_PYTHON's torch with CUDA)
   --batch LIST    the speed rows' global batches, comma-separated (default
                   32, the example's)
+  --tf32          with cuda:N: TF32 tensor cores on both sides (the job's
+                  cluster.allow_tf32, torch's allow_tf32), not FP32
   --link RATE     root: only the 2-rank speed rows (no learning runs), every
                   rank on a host of its own (network namespaces, the
                   coordinator with worker 0) over links shaped to RATE
@@ -89,6 +91,7 @@ threads=2
 repeat=1
 learning=1
 speed=1
+tf32=0
 run_timeout=1800
 seeds=1,2,3
 link=""
@@ -122,6 +125,7 @@ while (($# > 0)); do
       shift 2
       ;;
     --no-learning) learning=0; shift; continue ;;
+    --tf32) tf32=1; shift; continue ;;
     --no-speed) speed=0; shift; continue ;;
     --*=*) opt=${1%%=*} val=${1#*=}; shift ;;
     -h | --help) usage; exit 0 ;;
@@ -149,6 +153,8 @@ IFS=, read -r -a batches_arr <<<"$batches"
 if [[ "$device" != cpu ]]; then
   [[ -z "$link" ]] || die "--device cuda:N and --link do not go together"
   learning=0  # the GPU rows are speed rows
+elif ((tf32)); then
+  die "--tf32 goes with --device cuda:N"
 fi
 
 . "${RUNFILES_DIR:-$0.runfiles}/lockstep/benchmarks/bench_lib.sh"
@@ -179,10 +185,10 @@ spe=0
 job_seed=
 job_compression=none
 write_job() {
-  "$PY" - "$example" "$brown" "$epochs" "$spe" "$job_seed" "$job_compression" "$@" <<'PYEOF'
+  "$PY" - "$example" "$brown" "$epochs" "$spe" "$job_seed" "$job_compression" "$tf32" "$@" <<'PYEOF'
 import json, os, sys
-example, brown, epochs, per_epoch, seed, compression, path, name, workers, \
-    batch, steps = sys.argv[1:]
+example, brown, epochs, per_epoch, seed, compression, tf32, path, name, \
+    workers, batch, steps = sys.argv[1:]
 with open(example) as f:
     job = json.load(f)
 job["name"] = name
@@ -195,6 +201,8 @@ job["cluster"]["workers"] = int(workers)
 job["checkpoint"] = {"every_steps": 0, "keep": 1}
 if compression != "none":
     job["cluster"]["compression"] = compression
+if tf32 == "1":
+    job["cluster"]["allow_tf32"] = True
 if steps == "epochs":
     job["epochs"] = int(epochs)
     job["lr_schedule"]["decay_steps"] = int(epochs) * int(per_epoch)
@@ -239,11 +247,11 @@ echo "lockstep vs PyTorch on a BERT masked LM (examples/bert_mlm_brown.json), Br
 echo "cpu: ${cpu:-unknown}, $(nproc) cores; load average before start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "torch $(json_get - torch <<<"$info"), BLAS: $(json_get - blas <<<"$info"); $("$lockstep" version)"
 if [[ "$device" != cpu ]]; then
-  echo "$device: $(json_get - gpu <<<"$info"), torch CUDA $(json_get - cuda <<<"$info"); FP32, TF32 off on both sides"
+  echo "$device: $(json_get - gpu <<<"$info"), torch CUDA $(json_get - cuda <<<"$info"); $( ((tf32)) && echo "TF32 on both sides (cluster.allow_tf32, torch allow_tf32)" || echo "FP32, TF32 off on both sides")"
   echo "per row: lockstep train JOB --devices $device (one replica; batches staged pinned one step ahead) against"
   echo "         $PY bert_peer.py --device $device (PyTorch eager; each epoch's batches on the GPU before the timed steps)"
 fi
-echo "command: bazel run$([[ "$device" == cpu ]] || echo ' --config=cuda') //benchmarks:bert_vs_pytorch -- --epochs $epochs --steps $steps --threads $threads --repeat $repeat --seeds $seeds$( ((learning)) || echo ' --no-learning')$( ((speed)) || echo ' --no-speed')${link:+ --link $link}$([[ "$device" == cpu ]] || echo " --device $device")$([[ "$batches" == 32 ]] || echo " --batch $batches")"
+echo "command: bazel run$([[ "$device" == cpu ]] || echo ' --config=cuda') //benchmarks:bert_vs_pytorch -- --epochs $epochs --steps $steps --threads $threads --repeat $repeat --seeds $seeds$( ((learning)) || echo ' --no-learning')$( ((speed)) || echo ' --no-speed')${link:+ --link $link}$([[ "$device" == cpu ]] || echo " --device $device")$([[ "$batches" == 32 ]] || echo " --batch $batches")$( ((tf32)) && echo " --tf32")"
 if [[ -n "$link" ]]; then
   netns_up 2 "$link" || die "--link: could not make the network namespaces"
   echo "every rank on a host of its own (network namespace), links shaped to $link (tbf, both directions); the 2-rank speed rows only"
@@ -371,7 +379,9 @@ if ((speed)) && [[ "$device" != cpu ]]; then
       run_train "gpu_b$b" "$threads" --devices "$device"
       row "lockstep_b$b" "lockstep train on $device, global batch $b"
       torch_batches=$tmp/batches_b$b
-      run_torch "torch_b$b" 1 "$threads" 1 default --warmup 5 --device "$device"
+      tf32_flag=()
+      ((tf32)) && tf32_flag=(--tf32)
+      run_torch "torch_b$b" 1 "$threads" 1 default --warmup 5 --device "$device" "${tf32_flag[@]}"
       torch_batches=
       row "torch_b$b" "PyTorch eager on $device, global batch $b"
     done

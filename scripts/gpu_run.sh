@@ -49,21 +49,24 @@ run_test() {
 }
 mkdir -p "$b/logs"
 start=$SECONDS
+# LOCKSTEP_GPU_TESTS: an extended regex; only the test binaries it matches.
 while read -r t; do
   [[ "$t" == *_test ]] || continue
+  grep -q -E "${LOCKSTEP_GPU_TESTS:-.}" <<<"$t" || continue
   run_test "$t" &
   while (($(jobs -rp | wc -l) >= ${LOCKSTEP_GPU_TEST_JOBS:-4})); do wait -n; done
 done <"$b/tests.txt"
 wait
 while read -r t; do
-  [[ "$t" == *_test ]] && cat "$b/logs/$(tr / _ <<<"$t")"
+  [[ "$t" == *_test && -f "$b/logs/$(tr / _ <<<"$t")" ]] && cat "$b/logs/$(tr / _ <<<"$t")"
 done <"$b/tests.txt" >"$results/tests.log" 2>&1
 echo "tests took $((SECONDS - start)) s"
 echo "test binaries passing: $(grep -c 'rc=0' "$results/tests.log") of $(grep -c '^==' "$results/tests.log")"
 grep '^==' "$results/tests.log" | grep -v 'rc=0'
 # The GPU checklist's benchmarks: the CNN on MNIST (train_vs_pytorch) and
 # BERT on Brown (bert_vs_pytorch), beside the machine's PyTorch eager, at
-# the batches of LOCKSTEP_GPU_CNN_BATCHES and LOCKSTEP_GPU_BERT_BATCHES.
+# the batches of LOCKSTEP_GPU_CNN_BATCHES and LOCKSTEP_GPU_BERT_BATCHES
+# (LOCKSTEP_GPU_BERT_TF32=1: BERT with TF32 on both sides).
 py=$(command -v python3)
 if [[ -d "$here/mnist" ]]; then
   RUNFILES_DIR=$rf LOCKSTEP_BENCH_PYTHON=$py LOCKSTEP_MNIST_DIR=$here/mnist \
@@ -78,7 +81,7 @@ fi
 if [[ -d "$here/brown" ]]; then
   RUNFILES_DIR=$rf LOCKSTEP_BENCH_PYTHON=$py LOCKSTEP_BROWN_DIR=$here/brown \
     timeout 300 bash "$root/benchmarks/bert_vs_pytorch.sh" --device cuda:0 \
-    --batch "${LOCKSTEP_GPU_BERT_BATCHES:-32,256}" \
+    --batch "${LOCKSTEP_GPU_BERT_BATCHES:-32,256}" ${LOCKSTEP_GPU_BERT_TF32:+--tf32} \
     --steps 300 --epochs 1 --threads "$(nproc)" >"$results/bert_bench.log" 2>&1
   echo "bert_vs_pytorch rc=$?"
   tail -n 14 "$results/bert_bench.log"
