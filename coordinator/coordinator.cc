@@ -21,36 +21,12 @@ namespace lockstep {
 using lockstep::v1::JobState;
 using lockstep::v1::JobStatus;
 
-const char* JobStateName(JobState state) {
-  switch (state) {
-    case lockstep::v1::PENDING:
-      return "PENDING";
-    case lockstep::v1::RUNNING:
-      return "RUNNING";
-    case lockstep::v1::RECOVERING:
-      return "RECOVERING";
-    case lockstep::v1::SUCCEEDED:
-      return "SUCCEEDED";
-    case lockstep::v1::FAILED:
-      return "FAILED";
-    case lockstep::v1::CANCELLED:
-      return "CANCELLED";
-    default:
-      return "UNKNOWN";
-  }
-}
-
-bool IsTerminal(JobState state) {
-  return state == lockstep::v1::SUCCEEDED || state == lockstep::v1::FAILED ||
-         state == lockstep::v1::CANCELLED;
-}
-
 Coordinator::Coordinator(CoordinatorOptions options)
     : options_(std::move(options)),
       journal_(options_.journal_store != nullptr
                    ? options_.journal_store
-                   : std::make_shared<FileJournalStore>(options_.storage_dir)) {
-}
+                   : std::make_shared<FileJournalStore>(options_.storage_dir)),
+      members_(options_.time) {}
 
 absl::Status Coordinator::OpenJobFiles(Job& job) {
   const std::string job_dir =
@@ -70,13 +46,8 @@ absl::Status Coordinator::OpenJobFiles(Job& job) {
   return absl::OkStatus();
 }
 
-std::string Coordinator::Describe(const Worker& w) const {
-  return absl::StrFormat("%s on %s pid %d", w.id, w.info.host(), w.info.pid());
-}
-
 Coordinator::Job* Coordinator::FindJob(const std::string& name) {
-  auto it = jobs_.find(name);
-  return it == jobs_.end() ? nullptr : it->second.get();
+  return jobs_.Find(name);
 }
 
 void Coordinator::Changed(Job& job) {
@@ -184,9 +155,7 @@ absl::StatusOr<JobStatus> Coordinator::Submit(const std::string& job_json,
   job->status.set_shard_copies(job->spec.cluster.shard != ShardMode::kNone &&
                                job->spec.cluster.copies);
   RETURN_IF_ERROR(OpenJobFiles(*job));
-  Job& ref = *job;
-  if (jobs_.count(ref.name) == 0) job_order_.push_back(ref.name);
-  jobs_[ref.name] = std::move(job);
+  Job& ref = jobs_.Put(std::move(job));
   ref.status.set_message(PendingReason(ref));
   const ClusterSpec& c = ref.spec.cluster;
   Event(ref, absl::StrFormat(
@@ -222,29 +191,25 @@ void Coordinator::BeginShutdown() {
 
 int Coordinator::RunningJobs() const {
   absl::MutexLock lock(&mu_);
-  int running = 0;
-  for (const auto& [name, job] : jobs_) {
-    if (job->status.state() == lockstep::v1::RUNNING) ++running;
-  }
-  return running;
+  return jobs_.Count(lockstep::v1::RUNNING);
 }
 
 absl::StatusOr<JobStatus> Coordinator::Get(const std::string& name) const {
   absl::MutexLock lock(&mu_);
-  auto it = jobs_.find(name);
-  if (it == jobs_.end()) {
+  const Job* job = jobs_.Find(name);
+  if (job == nullptr) {
     return absl::NotFoundError(absl::StrFormat("no job named \"%s\"", name));
   }
-  return Snapshot(*it->second);
+  return Snapshot(*job);
 }
 
 lockstep::v1::ListJobsResponse Coordinator::List() const {
   absl::MutexLock lock(&mu_);
   lockstep::v1::ListJobsResponse out;
-  for (const std::string& name : job_order_) {
-    *out.add_jobs() = Snapshot(*jobs_.at(name));
+  for (const Job* job : jobs_.InOrder()) *out.add_jobs() = Snapshot(*job);
+  for (const auto& [id, w] : members_.workers()) {
+    *out.add_workers() = WorkerView(w);
   }
-  for (const auto& [id, w] : workers_) *out.add_workers() = WorkerView(w);
   return out;
 }
 
@@ -267,11 +232,11 @@ absl::StatusOr<JobStatus> Coordinator::WaitForChange(
     absl::Time deadline) const {
   absl::MutexLock lock(&mu_);
   while (true) {
-    auto it = jobs_.find(name);
-    if (it == jobs_.end()) {
+    const Job* found = jobs_.Find(name);
+    if (found == nullptr) {
       return absl::NotFoundError(absl::StrFormat("no job named \"%s\"", name));
     }
-    const Job& job = *it->second;
+    const Job& job = *found;
     if (job.version != *version || absl::Now() >= deadline) {
       JobStatus s = Snapshot(job);
       s.clear_events();
@@ -292,13 +257,7 @@ void Coordinator::EndJob(Job& job, JobState state, const std::string& message) {
   nccl_ids_.EndGeneration(job.name, job.status.generation());
   // Its workers are free for other jobs; one still running it gets STOP
   // at its next heartbeat (its job is no longer its assignment).
-  for (const std::string& id : job.ranks) {
-    auto w = workers_.find(id);
-    if (w != workers_.end() && w->second.job == job.name) {
-      w->second.job.clear();
-      w->second.rank = -1;
-    }
-  }
+  members_.Release(job.name, job.ranks);
   job.status.set_state(state);
   job.status.set_message(message);
   job.status.set_wall_seconds(absl::ToDoubleSeconds(Now() - job.submitted));

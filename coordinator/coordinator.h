@@ -188,7 +188,9 @@
 #include "base/time_source.h"
 #include "coordinator/checkpoint_assembler.h"
 #include "coordinator/job_reports.h"
+#include "coordinator/job_table.h"
 #include "coordinator/journal_store.h"
+#include "coordinator/membership.h"
 #include "coordinator/nccl_relay.h"
 #include "coordinator/submit_policy.h"
 #include "core/audit/sample_audit.h"
@@ -348,119 +350,8 @@ class Coordinator {
   void Tick();
 
  private:
-  struct Worker {
-    lockstep::v1::RegisterRequest info;
-    std::string id;
-    int64_t order = 0;  // registration order (rank assignment order)
-    absl::Time last_heartbeat;
-    bool lost = false;
-    // When it was lost; lost_workers_listed_seconds later it is forgotten
-    // (no longer listed) unless a job that has not ended still ranks it.
-    absl::Time lost_at = absl::InfiniteFuture();
-    // Set when a newer registration took its name: its heartbeats are told
-    // to exit.
-    std::string replaced_by;
-    std::string job;  // assigned job ("" idle)
-    int rank = -1;
-    std::string name;  // stable identity
-    // The oldest collective receive it is blocked in, as of `wait_at`.
-    lockstep::v1::CollectiveWait wait;
-    absl::Time wait_at;
-    // Its recent link and work figures, as of its last heartbeat.
-    lockstep::v1::RankTiming timing;
-    std::string wait_logged;  // the wait already logged
-    // What it reported keeping in memory when a generation of `held_job`
-    // ended early (FinishRequest.held_step), for the next generation.
-    std::string held_job;
-    int64_t held_generation = 0;
-    int64_t held_step = 0;
-    std::string held_fingerprint;
-    // Kept parts (sharded with copies): of ranks held_rank and held_rank-1
-    // of a world of held_world (> 0).
-    int held_rank = -1;
-    int held_world = 0;
-    int64_t held_next_step = 0;  // and this step too (0: none)
-    // The held_* fields from a FinishRequest or a RegisterRequest (the
-    // same fields), of `job`'s generation `generation`.
-    template <typename Request>
-    void Hold(const std::string& job, int64_t generation, const Request& req) {
-      held_job = req.held_step() > 0 ? job : "";
-      held_generation = generation;
-      held_step = req.held_step();
-      held_fingerprint = req.held_fingerprint();
-      held_rank = req.held_world() > 0 ? req.held_rank() : -1;
-      held_world = req.held_world();
-      held_next_step = req.held_next_step();
-    }
-    // The job and generation of its last Finish report.
-    std::string reported_job;
-    int64_t reported_generation = 0;
-  };
-  struct Job {
-    std::string name;
-    JobSpec spec;
-    std::string job_json;
-    lockstep::v1::JobStatus status;  // state, progress, message, results
-    std::vector<std::string> ranks;  // worker ids in rank order
-    int64_t start_step = 0;
-    std::map<int64_t, std::map<int, std::string>> fingerprints;
-    std::map<int, lockstep::v1::FinishRequest> finished;
-    std::vector<std::string> events;
-    int64_t version = 0;
-    absl::Time submitted, started;
-    // Recovery (DESIGN "Failure and rejoin").
-    std::map<std::string, int> failures;  // by worker name
-    absl::Time recovering_since, next_start;
-    // Why the generation ended, in one short sentence (status, events,
-    // membership; the whole text is in the coordinator's log).
-    std::string lost_reason;
-    // What a PENDING or RECOVERING job waits for, and until when at most
-    // (InfiniteFuture: no bound): JobStatus.waiting_for/_seconds_left.
-    std::string waiting_for;
-    absl::Time waiting_until = absl::InfiniteFuture();
-    // A failure with no restart left in an elastic job: the survivors go
-    // on as a smaller world, no replacement is taken.
-    bool shrink_only = false;
-    // Idle workers an elastic job's regroup lets join (MaybeGrow).
-    int64_t growing_by = 0;
-    int64_t step_at_failure = 0;
-    bool planned_recovery = false;  // see Recover's `planned`
-    // The next generation waits (up to kSurvivorReportSeconds) for every
-    // surviving rank's Finish: what it kept in memory.
-    bool await_reports = false;
-    // Elastic jobs: the generation asked to end at a step boundary so that
-    // idle workers join (HeartbeatResponse.regroup); 0: none.
-    int64_t regroup_generation = 0;
-    // Ranks of the running generation that reported a broken or silent
-    // neighbour: reporter -> (suspect, the report's text). With three or
-    // more ranks a rank whose own upstream died aborts its streams too, so
-    // the next rank suspects it: the blame follows the chain (BlameChain).
-    std::map<int, std::pair<int, std::string>> suspects;
-    absl::Time suspected_since;
-    // Since when at least cluster.workers.min idle workers are there for
-    // a pending elastic job (it then waits start_grace_seconds for more).
-    absl::Time quorum_since = absl::InfiniteFuture();
-    // The running generation starts from a survivor's memory (Assignment
-    // memory_*): 0 when from start_step's checkpoint.
-    int64_t memory_step = 0;
-    int memory_donor = -1;
-    std::string memory_fingerprint;
-    // Sharded with copies: who sends each old rank's kept part
-    // (Assignment.memory_part_donors); empty otherwise.
-    std::vector<int> memory_part_donors;
-    std::shared_ptr<CheckpointStore> checkpoints;
-    std::shared_ptr<CheckpointAssembler> assembler;
-    // Summaries, curves and checkpoint figures, under their own lock.
-    std::shared_ptr<JobReports> reports;
-    // STORAGE/jobs/NAME/audit.jsonl when the job audits its samples.
-    std::shared_ptr<AuditLog> audit;
-    // The running generation's collective: "ring" or "nccl".
-    std::string collective;
-    // The rank holding the running generation back (no text: none), and
-    // the last one an event named (generation/rank/cause).
-    lockstep::v1::Straggler straggler;
-    std::string straggler_logged;
-  };
+  using Worker = Membership::Worker;
+  using Job = JobTable::Job;
 
   absl::Time Now() const { return options_.time->Now(); }
   // "not the leader: ..." when the journal store says this coordinator
@@ -498,7 +389,7 @@ class Coordinator {
   void MaybeGrow(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops workers lost lost_workers_listed_seconds ago that no job which
   // has not ended still ranks.
-  void ForgetLostWorkers(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ForgetLostWorkers() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The idle workers that could take a rank of `job`, registration order.
   std::vector<Worker*> IdleFor(const Job& job)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -535,11 +426,6 @@ class Coordinator {
   // Offers what one rank of `job` needs: replicas_per_worker replicas, and
   // as many GPUs when the job asks for "nccl".
   static bool Offers(const Job& job, const Worker& w);
-  // "rank 0 has waited 6.1 s for rank 1 at step 130 (gradient bucket 2)";
-  // "" when the worker waits on nothing worth reporting.
-  std::string WaitText(const Worker& w, double min_seconds) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  double WaitSeconds(const Worker& w) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DiagnoseHangs(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Names the job's straggler (coordinator/straggler.h) from its ranks'
   // timings; an event when a new one is named.
@@ -561,7 +447,6 @@ class Coordinator {
   void CompareFingerprints(Job& job, int64_t step)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CompleteIfDone(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::string Describe(const Worker& w) const;
   Job* FindJob(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The running generation `req` names, with the caller one of its ranks
   // (*rank set); errors say which of those fails.
@@ -573,18 +458,15 @@ class Coordinator {
   const std::shared_ptr<JournalStore> journal_;
   mutable absl::Mutex mu_;
   mutable absl::CondVar changed_;
-  std::map<std::string, Worker> workers_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, std::unique_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::string> job_order_ ABSL_GUARDED_BY(mu_);  // submit order
-  int64_t next_worker_ ABSL_GUARDED_BY(mu_) = 1;
+  // One state machine's state: a transition changes members and jobs
+  // together, and is journaled as one.
+  Membership members_ ABSL_GUARDED_BY(mu_);
+  JobTable jobs_ ABSL_GUARDED_BY(mu_);
   int64_t journal_sequence_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<bool> ready_{false};
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   NcclIdRelay nccl_ids_;
 };
-
-const char* JobStateName(lockstep::v1::JobState state);
-bool IsTerminal(lockstep::v1::JobState state);
 
 }  // namespace lockstep
 

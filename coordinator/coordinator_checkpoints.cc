@@ -89,11 +89,11 @@ absl::StatusOr<LoadedCheckpoint> Coordinator::LoadCheckpoint(
   std::shared_ptr<CheckpointStore> store;
   {
     absl::MutexLock lock(&mu_);
-    auto it = jobs_.find(name);
-    if (it == jobs_.end()) {
+    const Job* job = jobs_.Find(name);
+    if (job == nullptr) {
       return absl::NotFoundError(absl::StrFormat("no job named \"%s\"", name));
     }
-    store = it->second->checkpoints;
+    store = job->checkpoints;
   }
   // The step the generation starts from (ChooseStart verified it), not
   // the latest: a commit of the previous generation that lands after the

@@ -61,11 +61,11 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
   if (req.leaving() && !current) {
     // Leaving while idle, or after its generation ended: it only leaves
     // the membership, so that no new generation counts on it.
-    auto w = workers_.find(req.worker_id());
-    if (w != workers_.end() && !w->second.lost) {
-      w->second.lost = true;
-      w->second.lost_at = Now();
-      Log(absl::StrCat("worker ", Describe(w->second), " left"));
+    Worker* w = members_.Find(req.worker_id());
+    if (w != nullptr && !w->lost) {
+      w->lost = true;
+      w->lost_at = Now();
+      Log(absl::StrCat("worker ", Membership::Describe(*w), " left"));
       Persist();
     }
     if (job != nullptr && over != nullptr) {
@@ -85,12 +85,12 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
     // survivors'), with what it kept in memory, late or not; only from the
     // worker that held that rank (what another claims could start the next
     // generation from its memory).
-    auto reporter = workers_.find(req.worker_id());
+    Worker* reporter = members_.Find(req.worker_id());
     const bool holds_rank = req.rank() >= 0 &&
                             req.rank() < static_cast<int>(job->ranks.size()) &&
                             job->ranks[req.rank()] == req.worker_id();
-    if (holds_rank && reporter != workers_.end() && !reporter->second.lost) {
-      Worker& w = reporter->second;
+    if (holds_rank && reporter != nullptr && !reporter->lost) {
+      Worker& w = *reporter;
       w.reported_job = job->name;
       w.reported_generation = req.generation();
       w.Hold(job->name, req.generation(), req);
@@ -111,9 +111,9 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
   }
   RETURN_IF_ERROR(
       CheckReporter(*job, req.rank(), req.worker_id(), "a finish report"));
-  auto w = workers_.find(req.worker_id());
+  Worker* w = members_.Find(req.worker_id());
   const std::string who =
-      w == workers_.end() ? req.worker_id() : Describe(w->second);
+      w == nullptr ? req.worker_id() : Membership::Describe(*w);
   if (req.regroup()) {
     if (job->regroup_generation != req.generation()) {
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -146,9 +146,9 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
       // gone from the membership.
       const std::string reason = absl::StrFormat(
           "rank %d (%s) left: the worker is shutting down", req.rank(), who);
-      if (w != workers_.end()) {
-        w->second.lost = true;
-        w->second.lost_at = Now();
+      if (w != nullptr) {
+        w->lost = true;
+        w->lost_at = Now();
         Log(absl::StrCat("worker ", who, " left"));
       }
       Recover(*job, nullptr, reason, /*planned=*/true);
@@ -191,8 +191,7 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
       return absl::OkStatus();
     }
     if (transient) {
-      Recover(*job, w == workers_.end() ? nullptr : &w->second,
-              BriefReason(what));
+      Recover(*job, w, BriefReason(what));
     } else {
       // The job's own fault (data, model, divergence): a restart would
       // fail the same way, whatever failure is being traced meanwhile.

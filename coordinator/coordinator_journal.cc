@@ -72,8 +72,8 @@ absl::Status Coordinator::WriteJournal() {
   // bound writes the bound again, and loads again.
   journal_sequence_ = std::min(journal_sequence_ + 1, kMaxJournalCounter);
   j.set_sequence(journal_sequence_);
-  j.set_next_worker(next_worker_);
-  for (const auto& [id, w] : workers_) {
+  j.set_next_worker(members_.next_order());
+  for (const auto& [id, w] : members_.workers()) {
     if (w.lost) continue;  // a lost worker must register again anyway
     auto* out = j.add_workers();
     out->set_id(w.id);
@@ -83,8 +83,8 @@ absl::Status Coordinator::WriteJournal() {
     out->set_job(w.job);
     out->set_rank(w.rank);
   }
-  for (const std::string& name : job_order_) {
-    const Job& job = *jobs_.at(name);
+  for (const Job* each : jobs_.InOrder()) {
+    const Job& job = *each;
     auto* out = j.add_jobs();
     out->set_job_json(job.job_json);
     *out->mutable_status() = job.status;
@@ -139,7 +139,7 @@ absl::Status Coordinator::LoadJournal() {
         absl::StrCat("next worker number ", j.next_worker(), " out of range"));
   }
   journal_sequence_ = j.sequence();
-  next_worker_ = j.next_worker();
+  members_.set_next_order(j.next_worker());
   for (const auto& in : j.workers()) {
     Worker w;
     w.id = in.id();
@@ -156,7 +156,7 @@ absl::Status Coordinator::LoadJournal() {
     w.rank = in.rank();
     // It has worker_timeout from now to heartbeat again.
     w.last_heartbeat = now;
-    workers_[w.id] = std::move(w);
+    members_.Add(std::move(w));
   }
   int resumed = 0;
   for (const auto& in : j.jobs()) {
@@ -168,7 +168,7 @@ absl::Status Coordinator::LoadJournal() {
     }
     job->spec = *std::move(spec);
     job->name = job->spec.name;
-    if (jobs_.count(job->name)) {
+    if (jobs_.Find(job->name) != nullptr) {
       return damaged(absl::StrCat("job ", job->name, " appears twice"));
     }
     job->job_json = in.job_json();
@@ -219,18 +219,16 @@ absl::Status Coordinator::LoadJournal() {
     }
     RETURN_IF_ERROR(OpenJobFiles(*job));
     for (const std::string& id : job->ranks) {
-      if (!workers_.count(id)) {
+      if (members_.Find(id) == nullptr) {
         // A rank whose worker was already lost: keep the rank table whole.
         Worker gone;
         gone.id = id;
         gone.lost = true;
         gone.lost_at = now;
-        workers_[id] = std::move(gone);
+        members_.Add(std::move(gone));
       }
     }
-    Job& ref = *job;
-    job_order_.push_back(ref.name);
-    jobs_[ref.name] = std::move(job);
+    Job& ref = jobs_.Put(std::move(job));
     if (!IsTerminal(ref.status.state())) {
       ++resumed;
       const std::string line = absl::StrFormat(

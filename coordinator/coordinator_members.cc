@@ -26,41 +26,18 @@ absl::StatusOr<lockstep::v1::RegisterResponse> Coordinator::Register(
         "a worker must offer >= 1 replica and a collective address");
   }
   absl::MutexLock lock(&mu_);
-  const std::string name =
-      req.name().empty() ? req.collective_address() : req.name();
-  for (const auto& [id, old] : workers_) {
-    if (old.lost || old.name != name) continue;
-    const bool same_process =
-        old.info.pid() == req.pid() && old.info.host() == req.host();
-    if (!same_process && req.started_unix_micros() > 0 &&
-        old.info.started_unix_micros() > req.started_unix_micros()) {
-      Log(
-          absl::StrFormat("refused worker %s pid %d (%s): \"%s\" is held by "
-                          "%s, a process that started later",
-                          req.host(), req.pid(), peer, name, Describe(old)));
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "the name \"%s\" is held by %s, which started after this process "
-          "(pid %d on %s): an older process does not take a name back; two "
-          "processes must not share a --name",
-          name, Describe(old), req.pid(), req.host()));
-    }
+  std::string refusal;
+  if (absl::Status s = members_.CheckName(req, peer, &refusal); !s.ok()) {
+    Log(refusal);
+    return s;
   }
-  Worker w;
-  w.info = req;
-  w.name = name;
-  w.order = next_worker_++;
-  w.id = absl::StrFormat("w%d", w.order);
-  w.last_heartbeat = Now();
-  if (req.held_step() > 0) {
-    // Dropped while it trained on (the coordinator was cut off from it,
-    // say): what it kept may start the job's next generation.
-    w.Hold(req.held_job(), req.held_generation(), req);
-  }
+  Worker w = members_.NewMember(req);
   // One identity, one member: a process registering under a name that is
   // already a member replaces it (the old process restarted or re-joined),
   // so a job never holds the same worker twice.
-  for (auto& [id, old] : workers_) {
-    if (old.lost || old.name != w.name) continue;
+  for (Worker* named : members_.LiveNamed(w.name)) {
+    Worker& old = *named;
+    if (old.lost) continue;  // lost by an earlier one's recovery
     const bool same_process =
         old.info.pid() == req.pid() && old.info.host() == req.host();
     if (!same_process) {
@@ -72,14 +49,15 @@ absl::StatusOr<lockstep::v1::RegisterResponse> Coordinator::Register(
                                         "\"%s\" (pid %d)",
                                         w.name, req.pid()));
   }
-  Log(absl::StrFormat(
-      "worker %s registered as \"%s\": %d replicas, "
-      "collective %s",
-      Describe(w), w.name, req.replicas(), req.collective_address()));
+  Log(
+      absl::StrFormat("worker %s registered as \"%s\": %d replicas, "
+                      "collective %s",
+                      Membership::Describe(w), w.name, req.replicas(),
+                      req.collective_address()));
   lockstep::v1::RegisterResponse resp;
   resp.set_worker_id(w.id);
   resp.set_heartbeat_interval_seconds(options_.heartbeat_interval_seconds);
-  workers_[w.id] = std::move(w);
+  members_.Add(std::move(w));
   TryStartAll();
   Persist();
   return resp;
@@ -88,18 +66,18 @@ absl::StatusOr<lockstep::v1::RegisterResponse> Coordinator::Register(
 absl::StatusOr<lockstep::v1::HeartbeatResponse> Coordinator::Heartbeat(
     const lockstep::v1::HeartbeatRequest& req) {
   absl::MutexLock lock(&mu_);
-  auto it = workers_.find(req.worker_id());
-  if (it != workers_.end() && !it->second.replaced_by.empty()) {
+  Worker* found = members_.Find(req.worker_id());
+  if (found != nullptr && !found->replaced_by.empty()) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "worker id \"%s\" was replaced by %s, a newer registration of the "
         "name \"%s\"; two processes must not share a --name",
-        req.worker_id(), it->second.replaced_by, it->second.name));
+        req.worker_id(), found->replaced_by, found->name));
   }
-  if (it == workers_.end() || it->second.lost) {
+  if (found == nullptr || found->lost) {
     return absl::NotFoundError(absl::StrFormat(
         "worker id \"%s\" is not registered here", req.worker_id()));
   }
-  Worker& w = it->second;
+  Worker& w = *found;
   w.last_heartbeat = Now();
   w.wait = req.wait();
   w.wait_at = w.last_heartbeat;

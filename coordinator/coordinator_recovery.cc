@@ -15,29 +15,12 @@ namespace lockstep {
 
 Coordinator::Worker* Coordinator::RankWorker(const Job& job, int rank) {
   if (rank < 0 || rank >= static_cast<int>(job.ranks.size())) return nullptr;
-  auto it = workers_.find(job.ranks[rank]);
-  return it == workers_.end() ? nullptr : &it->second;
+  return members_.Find(job.ranks[rank]);
 }
 
 bool Coordinator::Excluded(const Job& job, const Worker& w) const {
   auto it = job.failures.find(w.name);
   return it != job.failures.end() && it->second >= kFailuresBeforeExclusion;
-}
-
-double Coordinator::WaitSeconds(const Worker& w) const {
-  if (w.wait.seconds() <= 0 || w.lost) return 0;
-  // The report is as old as the heartbeat that carried it; the wait goes on.
-  return w.wait.seconds() + absl::ToDoubleSeconds(Now() - w.wait_at);
-}
-
-std::string Coordinator::WaitText(const Worker& w, double min_seconds) const {
-  const double waited = WaitSeconds(w);
-  if (waited < min_seconds || w.rank < 0) return "";
-  return absl::StrFormat(
-      "rank %d has waited %.1f s for rank %d at step %d "
-      "(%s)",
-      w.rank, waited, w.wait.from_rank(), w.wait.step(),
-      BucketName(w.wait.bucket()));
 }
 
 bool Coordinator::BlameChain(Job& job, absl::Duration patience) {
@@ -90,13 +73,14 @@ void Coordinator::MarkLost(Worker& w, const std::string& why) {
   w.lost = true;
   w.lost_at = Now();
   // The whole story here; the job's status and events get one sentence.
-  Log(absl::StrFormat("worker %s (\"%s\") lost: %s", Describe(w), w.name, why));
+  Log(absl::StrFormat("worker %s (\"%s\") lost: %s", Membership::Describe(w),
+                      w.name, why));
   Job* job = w.job.empty() ? nullptr : FindJob(w.job);
   if (job != nullptr && job->status.state() == lockstep::v1::RUNNING) {
     // Frees every rank of the job, this one included, and journals.
     Recover(*job, &w,
             BriefReason(absl::StrFormat("rank %d (%s, %s) lost: %s", w.rank,
-                                        Describe(w),
+                                        Membership::Describe(w),
                                         w.info.collective_address(), why)));
     return;
   }
@@ -117,13 +101,7 @@ void Coordinator::Recover(Job& job, Worker* blamed, const std::string& reason,
   // Every rank's part of this generation is over: survivors get STOP at
   // their next heartbeat (their generation is no longer current) and are
   // idle again, first in line for the next generation.
-  for (const std::string& id : job.ranks) {
-    auto w = workers_.find(id);
-    if (w != workers_.end() && w->second.job == job.name) {
-      w->second.job.clear();
-      w->second.rank = -1;
-    }
-  }
+  members_.Release(job.name, job.ranks);
   const int64_t max = job.spec.restart.max_restarts;
   job.planned_recovery = planned || regroup;
   // A planned leave checkpointed the last step: nothing to wait for.
@@ -152,11 +130,7 @@ void Coordinator::Recover(Job& job, Worker* blamed, const std::string& reason,
   // An elastic job whose survivors are enough goes on as a smaller world
   // (no restart is counted for a shrink); with restarts left a replacement
   // within the rejoin grace keeps the world instead.
-  int64_t survivors = 0;
-  for (const std::string& id : job.ranks) {
-    auto w = workers_.find(id);
-    if (w != workers_.end() && !w->second.lost) ++survivors;
-  }
+  const int64_t survivors = members_.Alive(job.ranks);
   const bool can_shrink =
       job.spec.elastic() && survivors >= job.spec.cluster.min_workers;
   if (job.status.restarts() >= max && !can_shrink) {
@@ -204,15 +178,15 @@ void Coordinator::Recover(Job& job, Worker* blamed, const std::string& reason,
 
 void Coordinator::DiagnoseHangs(Job& job) {
   for (const std::string& id : job.ranks) {
-    Worker& w = workers_.at(id);
-    const std::string text = WaitText(w, options_.hang_report_seconds);
+    Worker& w = *members_.Find(id);
+    const std::string text = members_.WaitText(w, options_.hang_report_seconds);
     if (text.empty()) continue;
     // Follow who-waits-for-whom to the rank that waits on nothing: that
     // one holds the ring up.
     Worker* culprit = RankWorker(job, w.wait.from_rank());
     for (size_t hops = 0; culprit != nullptr && hops < job.ranks.size();
          ++hops) {
-      if (WaitSeconds(*culprit) < 1.0) break;
+      if (members_.WaitSeconds(*culprit) < 1.0) break;
       culprit = RankWorker(job, culprit->wait.from_rank());
     }
     const std::string key = absl::StrFormat("%d/%d/%d", job.status.generation(),
@@ -222,7 +196,7 @@ void Coordinator::DiagnoseHangs(Job& job) {
       Event(job, absl::StrCat("stalled: ", text));
     }
     if (culprit != nullptr && !culprit->lost &&
-        WaitSeconds(w) >= options_.hang_timeout_seconds) {
+        members_.WaitSeconds(w) >= options_.hang_timeout_seconds) {
       MarkLost(*culprit, absl::StrFormat("hung: %s (hang timeout %.0f s)", text,
                                          options_.hang_timeout_seconds));
       return;  // the job changed state
@@ -233,7 +207,7 @@ void Coordinator::DiagnoseHangs(Job& job) {
 void Coordinator::UpdateStraggler(Job& job) {
   std::vector<RankFigures> ranks;
   for (const std::string& id : job.ranks) {
-    const Worker& w = workers_.at(id);
+    const Worker& w = *members_.Find(id);
     ranks.push_back(FiguresOf(
         w.timing, absl::StrFormat("%s on %s", w.name, w.info.host())));
   }
@@ -252,35 +226,19 @@ void Coordinator::UpdateStraggler(Job& job) {
   }
 }
 
-void Coordinator::ForgetLostWorkers(absl::Time now) {
-  std::set<std::string> ranked;
-  for (const auto& [name, job] : jobs_) {
-    if (IsTerminal(job->status.state())) continue;
-    ranked.insert(job->ranks.begin(), job->ranks.end());
-  }
-  bool forgot = false;
-  for (auto it = workers_.begin(); it != workers_.end();) {
-    const Worker& w = it->second;
-    if (w.lost && w.lost_at != absl::InfiniteFuture() &&
-        now - w.lost_at >=
-            absl::Seconds(options_.lost_workers_listed_seconds) &&
-        ranked.count(it->first) == 0) {
-      Log(absl::StrFormat("worker %s forgotten: lost %.0f s ago", Describe(w),
-                          absl::ToDoubleSeconds(now - w.lost_at)));
-      it = workers_.erase(it);
-      forgot = true;
-    } else {
-      ++it;
-    }
-  }
-  if (forgot) Persist();
+void Coordinator::ForgetLostWorkers() {
+  const std::vector<std::string> forgotten =
+      members_.ForgetLost(absl::Seconds(options_.lost_workers_listed_seconds),
+                          jobs_.RankedWorkers());
+  for (const std::string& line : forgotten) Log(line);
+  if (!forgotten.empty()) Persist();
 }
 
 void Coordinator::Tick() {
   absl::MutexLock lock(&mu_);
   const absl::Time now = Now();
-  ForgetLostWorkers(now);
-  for (auto& [id, w] : workers_) {
+  ForgetLostWorkers();
+  for (auto& [id, w] : members_.workers()) {
     if (w.lost) continue;
     const double age = absl::ToDoubleSeconds(now - w.last_heartbeat);
     if (age < options_.worker_timeout_seconds) continue;
@@ -289,17 +247,18 @@ void Coordinator::Tick() {
     Job* job = w.job.empty() ? nullptr : FindJob(w.job);
     if (job != nullptr) {
       for (const std::string& other : job->ranks) {
-        const Worker& o = workers_.at(other);
-        if (&o != &w && o.wait.from_rank() == w.rank && WaitSeconds(o) >= 1.0) {
-          absl::StrAppend(&why, "; ", WaitText(o, 1.0));
+        const Worker& o = *members_.Find(other);
+        if (&o != &w && o.wait.from_rank() == w.rank &&
+            members_.WaitSeconds(o) >= 1.0) {
+          absl::StrAppend(&why, "; ", members_.WaitText(o, 1.0));
           break;
         }
       }
     }
     MarkLost(w, why);
   }
-  for (const std::string& name : job_order_) {
-    Job& job = *jobs_.at(name);
+  for (Job* each : jobs_.InOrder()) {
+    Job& job = *each;
     if (job.status.state() == lockstep::v1::RUNNING) {
       BlameChain(job, absl::Seconds(1));
     }

@@ -19,9 +19,8 @@ void Coordinator::TryStartAll() {
   // Recovering jobs first: their workers were taken for them.
   for (const JobState state :
        {lockstep::v1::RECOVERING, lockstep::v1::PENDING}) {
-    for (const std::string& name : job_order_) {
-      Job& job = *jobs_.at(name);
-      if (job.status.state() == state) TryStart(job);
+    for (Job* job : jobs_.InOrder()) {
+      if (job->status.state() == state) TryStart(*job);
     }
   }
 }
@@ -35,7 +34,7 @@ lockstep::v1::Assignment Coordinator::AssignmentFor(const Job& job,
   a.set_rank(rank);
   a.set_world_size(static_cast<int32_t>(job.ranks.size()));
   for (const std::string& id : job.ranks) {
-    a.add_peers(workers_.at(id).info.collective_address());
+    a.add_peers(members_.Find(id)->info.collective_address());
   }
   a.set_replicas_per_worker(
       static_cast<int32_t>(job.spec.cluster.replicas_per_worker));
@@ -72,16 +71,8 @@ bool Coordinator::Offers(const Job& job, const Worker& w) {
 }
 
 std::vector<Coordinator::Worker*> Coordinator::IdleFor(const Job& job) {
-  std::vector<Worker*> idle;
-  for (auto& [id, w] : workers_) {
-    if (!w.lost && w.job.empty() && Offers(job, w) && !Excluded(job, w)) {
-      idle.push_back(&w);
-    }
-  }
-  std::sort(idle.begin(), idle.end(), [](const Worker* a, const Worker* b) {
-    return a->order < b->order;
-  });
-  return idle;
+  return members_.Idle(
+      [&](const Worker& w) { return Offers(job, w) && !Excluded(job, w); });
 }
 
 int64_t Coordinator::WorldToStart(Job& job, int64_t available, absl::Time now) {
@@ -116,9 +107,9 @@ void Coordinator::MaybeGrow(Job& job) {
     return;
   }
   // Idle workers go to jobs waiting for them first.
-  for (const std::string& name : job_order_) {
-    const JobState other = jobs_.at(name)->status.state();
-    if (other == lockstep::v1::PENDING || other == lockstep::v1::RECOVERING) {
+  for (const Job* other : jobs_.InOrder()) {
+    const JobState state = other->status.state();
+    if (state == lockstep::v1::PENDING || state == lockstep::v1::RECOVERING) {
       return;
     }
   }
@@ -140,7 +131,7 @@ std::string Coordinator::PendingReason(const Job& job) const {
   const int64_t r = job.spec.cluster.replicas_per_worker;
   const bool nccl = job.spec.cluster.collective == Collective::kNccl;
   int idle = 0, busy = 0, small = 0, excluded = 0;
-  for (const auto& [id, w] : workers_) {
+  for (const auto& [id, w] : members_.workers()) {
     if (w.lost) continue;
     if (!w.job.empty()) {
       ++busy;
@@ -152,8 +143,8 @@ std::string Coordinator::PendingReason(const Job& job) const {
       ++idle;
     }
   }
-  for (const std::string& name : job_order_) {
-    const Job& other = *jobs_.at(name);
+  for (const Job* each : jobs_.InOrder()) {
+    const Job& other = *each;
     if (&other != &job && other.status.state() == lockstep::v1::RECOVERING &&
         job.status.state() == lockstep::v1::PENDING) {
       return absl::StrFormat(
@@ -187,11 +178,11 @@ bool Coordinator::TryStart(Job& job) {
   if (!recovering) {
     // Jobs start in submission order: an older pending job goes first, and
     // recovering jobs keep the workers they need.
-    for (const std::string& name : job_order_) {
-      const JobState other = jobs_.at(name)->status.state();
-      if (other == lockstep::v1::RECOVERING) return false;
-      if (name == job.name) break;
-      if (other == lockstep::v1::PENDING) return false;
+    for (const Job* other : jobs_.InOrder()) {
+      const JobState state = other->status.state();
+      if (state == lockstep::v1::RECOVERING) return false;
+      if (other->name == job.name) break;
+      if (state == lockstep::v1::PENDING) return false;
     }
   }
   std::vector<Worker*> idle = IdleFor(job);
@@ -203,10 +194,10 @@ bool Coordinator::TryStart(Job& job) {
   if (recovering && job.await_reports &&
       now < job.recovering_since + absl::Seconds(kSurvivorReportSeconds)) {
     for (const std::string& id : job.ranks) {
-      auto w = workers_.find(id);
-      if (w != workers_.end() && !w->second.lost &&
-          (w->second.reported_job != job.name ||
-           w->second.reported_generation != job.status.generation())) {
+      const Worker* w = members_.Find(id);
+      if (w != nullptr && !w->lost &&
+          (w->reported_job != job.name ||
+           w->reported_generation != job.status.generation())) {
         ++awaited;
       }
     }
@@ -279,7 +270,8 @@ bool Coordinator::TryStart(Job& job) {
     idle[r]->job = job.name;
     idle[r]->rank = static_cast<int>(r);
     job.ranks.push_back(idle[r]->id);
-    who.push_back(absl::StrFormat("rank %d = %s", r, Describe(*idle[r])));
+    who.push_back(
+        absl::StrFormat("rank %d = %s", r, Membership::Describe(*idle[r])));
   }
   // The generation that ends was asked to regroup (an elastic job grows):
   // its ranks all completed the step they stopped at.

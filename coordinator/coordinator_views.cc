@@ -18,8 +18,8 @@ Coordinator::OpsView Coordinator::Ops() const {
   {
     absl::MutexLock lock(&mu_);
     for (const auto& s : list.jobs()) {
-      auto it = jobs_.find(s.name());
-      reports.push_back(it == jobs_.end() ? nullptr : it->second->reports);
+      const Job* job = jobs_.Find(s.name());
+      reports.push_back(job == nullptr ? nullptr : job->reports);
     }
   }
   for (int i = 0; i < list.jobs_size(); ++i) {
@@ -46,27 +46,27 @@ lockstep::v1::WorkerStatus Coordinator::WorkerView(const Worker& w) const {
   v.set_heartbeat_age_seconds(absl::ToDoubleSeconds(Now() - w.last_heartbeat));
   v.set_alive(!w.lost);
   v.set_name(w.name);
-  v.set_waiting(WaitText(w, 1.0));
+  v.set_waiting(members_.WaitText(w, 1.0));
   if (!w.job.empty()) {
     const RankFigures f = FiguresOf(w.timing);
     v.set_ring_ms_per_mib(std::max(0.0, f.RingMsPerMib()));
     v.set_compute_ms_per_step(std::max(0.0, f.ComputeMsPerStep()));
   }
-  auto it = jobs_.find(w.job);
+  const Job* job = jobs_.Find(w.job);
   // A rank inside its job's rank table (a damaged journal can name a job
   // whose table is empty: no division by a zero world).
-  if (!w.job.empty() && w.rank >= 0 && it != jobs_.end() &&
-      w.rank < static_cast<int64_t>(it->second->ranks.size())) {
-    const JobSpec& spec = it->second->spec;
+  if (!w.job.empty() && w.rank >= 0 && job != nullptr &&
+      w.rank < static_cast<int64_t>(job->ranks.size())) {
+    const JobSpec& spec = job->spec;
     const int64_t r = spec.cluster.replicas_per_worker;
-    const int64_t total = r * static_cast<int64_t>(it->second->ranks.size());
+    const int64_t total = r * static_cast<int64_t>(job->ranks.size());
     // ShardPlan::ReplicaSlice's split of the job's global batch.
     const int64_t g = spec.global_batch_size();
     v.set_shard(absl::StrFormat(
         "replicas %d-%d of %d: samples [%d, %d) of each global batch of %d",
         w.rank * r, w.rank * r + r - 1, total, w.rank * r * g / total,
         (w.rank + 1) * r * g / total, g));
-    v.set_step(it->second->status.step());
+    v.set_step(job->status.step());
   }
   return v;
 }
@@ -76,9 +76,9 @@ JobStatus Coordinator::Snapshot(const Job& job) const {
   s.set_epochs(job.spec.epochs);
   int alive = 0;
   for (const std::string& id : job.ranks) {
-    auto it = workers_.find(id);  // a finished job's may be forgotten
-    if (it == workers_.end()) continue;
-    const Worker& w = it->second;
+    const Worker* found = members_.Find(id);  // a finished job's may be
+    if (found == nullptr) continue;           // forgotten
+    const Worker& w = *found;
     if (!w.lost) ++alive;
     // A finished job's workers may already run something else.
     if (!IsTerminal(job.status.state())) *s.add_workers() = WorkerView(w);
@@ -105,7 +105,7 @@ JobStatus Coordinator::Snapshot(const Job& job) const {
   if (job.status.state() == lockstep::v1::RUNNING) {
     for (const std::string& id : job.ranks) {
       const std::string wait =
-          WaitText(workers_.at(id), options_.hang_report_seconds);
+          members_.WaitText(*members_.Find(id), options_.hang_report_seconds);
       if (!wait.empty()) {
         s.set_message(absl::StrCat("the ring is stalled: ", wait));
         break;
