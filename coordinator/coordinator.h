@@ -192,6 +192,7 @@
 #include "coordinator/journal_store.h"
 #include "coordinator/membership.h"
 #include "coordinator/nccl_relay.h"
+#include "coordinator/state_journal.h"
 #include "coordinator/submit_policy.h"
 #include "core/audit/sample_audit.h"
 #include "core/checkpoint/checkpoint.h"
@@ -253,7 +254,7 @@ class Coordinator {
   // ids. DataLoss naming the file when it is damaged.
   absl::Status LoadJournal();
   // Where the journal is (the file's path for the file store).
-  std::string JournalPath() const { return journal_->Where(); }
+  std::string JournalPath() const { return journal_.store().Where(); }
   // True once LoadJournal succeeded: the services answer only then.
   bool ready() const { return ready_.load(); }
   // "" while the services may answer: the journal is replayed and this
@@ -263,7 +264,9 @@ class Coordinator {
   // leader.
   std::string NotServing() const;
   // Journal writes refused because this coordinator no longer led.
-  int64_t RefusedJournalWrites() const { return journal_->refused_writes(); }
+  int64_t RefusedJournalWrites() const {
+    return journal_.store().refused_writes();
+  }
   // Writes the journal now (at shutdown).
   absl::Status SaveJournal();
   // The shutdown has begun: Submit answers UNAVAILABLE and no generation
@@ -434,7 +437,6 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes the journal (logs a failure; the state stays in memory).
   void Persist() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status WriteJournal() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status OpenJobFiles(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string PendingReason(const Job& job) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -455,14 +457,16 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CoordinatorOptions options_;
-  const std::shared_ptr<JournalStore> journal_;
+  // Its sequence changes under mu_ (Write, Read); its store is
+  // thread-safe (JournalPath, NotLeading, RefusedJournalWrites read it
+  // without mu_).
+  StateJournal journal_;
   mutable absl::Mutex mu_;
   mutable absl::CondVar changed_;
   // One state machine's state: a transition changes members and jobs
   // together, and is journaled as one.
   Membership members_ ABSL_GUARDED_BY(mu_);
   JobTable jobs_ ABSL_GUARDED_BY(mu_);
-  int64_t journal_sequence_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<bool> ready_{false};
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   NcclIdRelay nccl_ids_;
