@@ -26,7 +26,8 @@ Coordinator::Coordinator(CoordinatorOptions options)
       journal_(options_.journal_store != nullptr
                    ? options_.journal_store
                    : std::make_shared<FileJournalStore>(options_.storage_dir)),
-      members_(options_.time) {}
+      members_(options_.time),
+      starts_(members_, jobs_, *this, options_.time, shutting_down_) {}
 
 absl::Status Coordinator::OpenJobFiles(Job& job) {
   const std::string job_dir =
@@ -156,7 +157,7 @@ absl::StatusOr<JobStatus> Coordinator::Submit(const std::string& job_json,
                                job->spec.cluster.copies);
   RETURN_IF_ERROR(OpenJobFiles(*job));
   Job& ref = jobs_.Put(std::move(job));
-  ref.status.set_message(PendingReason(ref));
+  ref.status.set_message(starts_.PendingReason(ref));
   const ClusterSpec& c = ref.spec.cluster;
   Event(ref, absl::StrFormat(
                  "submitted: %s workers x %d replicas, batch %d "
@@ -180,7 +181,7 @@ absl::StatusOr<JobStatus> Coordinator::Submit(const std::string& job_json,
           "saves no memory there (\"copies\": false keeps 1/2 on each; a "
           "lost worker then means the latest checkpoint)");
   }
-  TryStart(ref);  // the events journal both transitions
+  starts_.TryStart(ref);  // the events journal both transitions
   return Snapshot(ref);
 }
 
@@ -222,7 +223,7 @@ absl::StatusOr<JobStatus> Coordinator::Cancel(const std::string& name) {
   if (!IsTerminal(job->status.state())) {
     EndJob(*job, lockstep::v1::CANCELLED,
            absl::StrFormat("cancelled at step %d", job->status.step()));
-    TryStartAll();
+    starts_.TryStartAll();
   }
   return Snapshot(*job);
 }

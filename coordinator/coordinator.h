@@ -187,6 +187,8 @@
 #include "absl/time/time.h"
 #include "base/time_source.h"
 #include "coordinator/checkpoint_assembler.h"
+#include "coordinator/gang_starts.h"
+#include "coordinator/job_events.h"
 #include "coordinator/job_reports.h"
 #include "coordinator/job_table.h"
 #include "coordinator/journal_store.h"
@@ -203,13 +205,6 @@
 
 namespace lockstep {
 
-// A worker name blamed for this many failures of one job is not handed that
-// job again (no restart loops on a bad machine).
-inline constexpr int kFailuresBeforeExclusion = 2;
-// A recovering job waits up to this long for the surviving ranks' Finish
-// reports (what they kept in memory) before it starts from the latest
-// checkpoint without them.
-inline constexpr double kSurvivorReportSeconds = 5;
 // A reason in a status message, an event or the membership history is cut
 // to about this many characters (the whole text goes to the log).
 inline constexpr size_t kBriefReasonChars = 160;
@@ -245,7 +240,7 @@ struct CoordinatorOptions {
   const TimeSource* time = RealTime();
 };
 
-class Coordinator {
+class Coordinator : private JobEvents {
  public:
   explicit Coordinator(CoordinatorOptions options);
 
@@ -360,10 +355,11 @@ class Coordinator {
   // "not the leader: ..." when the journal store says this coordinator
   // may not write (a standby, or a lapsed lease); "" otherwise.
   std::string NotLeading() const;
-  void Log(const LogRecord& record) const {
+  // JobEvents, for the parts (GangStarts).
+  void Log(const LogRecord& record) const override {
     if (options_.log) options_.log(record);
   }
-  void Event(Job& job, const std::string& line)
+  void Event(Job& job, const std::string& line) override
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A `kind` request ("progress", "samples", "checkpoint_slice", "finish",
   // "nccl_id") of `job` from `sender` ("worker w2", "rank 1") names
@@ -371,32 +367,13 @@ class Coordinator {
   // JobStatus.fenced and logged.
   void Fenced(Job& job, const char* kind, int64_t generation,
               const std::string& sender) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Changed(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Changed(Job& job) override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EndJob(Job& job, lockstep::v1::JobState state,
-              const std::string& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool TryStart(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Where the generation TryStart starts on `idle` (the next ranks in
-  // order) begins: job.start_step and memory_* from the latest checkpoint
-  // or, `recovering`, from what the survivors kept in memory (whole, or
-  // parts planned by PlanKeptParts). Returns the latest checkpoint's step.
-  int64_t ChooseStart(Job& job, const std::vector<Worker*>& idle,
-                      bool recovering) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // How many of `available` qualifying idle workers `job` starts with now
-  // (0: it waits): its cluster.workers, or for an elastic job at least
-  // its min once the start or rejoin grace is over (sets quorum_since).
-  int64_t WorldToStart(Job& job, int64_t available, absl::Time now)
+              const std::string& message) override
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A running elastic job below its max asks its generation to end at the
-  // next step boundary when idle workers could join it (and no other job
-  // waits for workers).
-  void MaybeGrow(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops workers lost lost_workers_listed_seconds ago that no job which
   // has not ended still ranks.
   void ForgetLostWorkers() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The idle workers that could take a rank of `job`, registration order.
-  std::vector<Worker*> IdleFor(const Job& job)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void TryStartAll() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The job's generation is over because of `reason` (blaming `blamed`
   // when not null): RECOVERING, or FAILED once no restarts are left.
   // `planned`: workers left on purpose after a checkpoint of their last
@@ -417,8 +394,6 @@ class Coordinator {
   // Drops the worker from the membership; its job (if any) recovers.
   void MarkLost(Worker& w, const std::string& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool Excluded(const Job& job, const Worker& w) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // InvalidArgument, naming it, unless `rank` is one of the running
   // generation's and `worker_id` holds it: `what` ("a finish report") came
   // from a confused or hostile worker.
@@ -426,9 +401,6 @@ class Coordinator {
                              const std::string& worker_id,
                              const char* what) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Offers what one rank of `job` needs: replicas_per_worker replicas, and
-  // as many GPUs when the job asks for "nccl".
-  static bool Offers(const Job& job, const Worker& w);
   void DiagnoseHangs(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Names the job's straggler (coordinator/straggler.h) from its ranks'
   // timings; an event when a new one is named.
@@ -436,12 +408,8 @@ class Coordinator {
   Worker* RankWorker(const Job& job, int rank)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes the journal (logs a failure; the state stays in memory).
-  void Persist() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Persist() override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status OpenJobFiles(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::string PendingReason(const Job& job) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  lockstep::v1::Assignment AssignmentFor(const Job& job, int rank) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   lockstep::v1::WorkerStatus WorkerView(const Worker& w) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   lockstep::v1::JobStatus Snapshot(const Job& job) const
@@ -469,6 +437,7 @@ class Coordinator {
   JobTable jobs_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> ready_{false};
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  GangStarts starts_ ABSL_GUARDED_BY(mu_);
   NcclIdRelay nccl_ids_;
 };
 

@@ -106,7 +106,7 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
                               job->status.generation(), job->status.message());
     }
     // The recovery may have been waiting for it.
-    if (job->status.state() == lockstep::v1::RECOVERING) TryStart(*job);
+    if (job->status.state() == lockstep::v1::RECOVERING) starts_.TryStart(*job);
     return absl::OkStatus();
   }
   RETURN_IF_ERROR(

@@ -58,7 +58,7 @@ absl::StatusOr<lockstep::v1::RegisterResponse> Coordinator::Register(
   resp.set_worker_id(w.id);
   resp.set_heartbeat_interval_seconds(options_.heartbeat_interval_seconds);
   members_.Add(std::move(w));
-  TryStartAll();
+  starts_.TryStartAll();
   Persist();
   return resp;
 }
@@ -108,7 +108,7 @@ absl::StatusOr<lockstep::v1::HeartbeatResponse> Coordinator::Heartbeat(
                         w.reported_generation == job->status.generation();
   if (running && !job->finished.count(w.rank) && !reported) {
     resp.set_command(lockstep::v1::HeartbeatResponse::RUN);
-    *resp.mutable_assignment() = AssignmentFor(*job, w.rank);
+    *resp.mutable_assignment() = starts_.AssignmentFor(*job, w.rank);
   } else if (job == nullptr || IsTerminal(job->status.state()) ||
              job->finished.count(w.rank)) {
     if (job != nullptr && IsTerminal(job->status.state())) {

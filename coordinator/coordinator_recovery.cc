@@ -18,11 +18,6 @@ Coordinator::Worker* Coordinator::RankWorker(const Job& job, int rank) {
   return members_.Find(job.ranks[rank]);
 }
 
-bool Coordinator::Excluded(const Job& job, const Worker& w) const {
-  auto it = job.failures.find(w.name);
-  return it != job.failures.end() && it->second >= kFailuresBeforeExclusion;
-}
-
 bool Coordinator::BlameChain(Job& job, absl::Duration patience) {
   if (job.suspects.empty()) return false;
   // Follow reporter -> suspect while the suspect itself reported one.
@@ -268,7 +263,7 @@ void Coordinator::Tick() {
     } else {
       job.straggler.Clear();
     }
-    if (job.status.state() == lockstep::v1::RUNNING) MaybeGrow(job);
+    if (job.status.state() == lockstep::v1::RUNNING) starts_.MaybeGrow(job);
     if (job.status.state() == lockstep::v1::RECOVERING &&
         now - job.recovering_since >=
             absl::Seconds(job.spec.restart.replacement_timeout_seconds)) {
@@ -279,7 +274,7 @@ void Coordinator::Tick() {
                              job.spec.restart.replacement_timeout_seconds));
     }
   }
-  TryStartAll();
+  starts_.TryStartAll();
 }
 
 }  // namespace lockstep

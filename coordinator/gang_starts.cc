@@ -1,6 +1,6 @@
-// The Coordinator's gang starts (see coordinator.h): which idle workers
-// take a pending or recovering job's ranks, what each is told (its
-// Assignment), and why a job still waits.
+// GangStarts (see gang_starts.h).
+#include "coordinator/gang_starts.h"
+
 #include <algorithm>
 #include <vector>
 
@@ -8,14 +8,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "coordinator/coordinator.h"
+#include "coordinator/kept_parts.h"
 
 namespace lockstep {
 
 using lockstep::v1::JobState;
 using lockstep::v1::JobStatus;
 
-void Coordinator::TryStartAll() {
+void GangStarts::TryStartAll() {
   // Recovering jobs first: their workers were taken for them.
   for (const JobState state :
        {lockstep::v1::RECOVERING, lockstep::v1::PENDING}) {
@@ -25,8 +25,8 @@ void Coordinator::TryStartAll() {
   }
 }
 
-lockstep::v1::Assignment Coordinator::AssignmentFor(const Job& job,
-                                                    int rank) const {
+lockstep::v1::Assignment GangStarts::AssignmentFor(const Job& job,
+                                                   int rank) const {
   lockstep::v1::Assignment a;
   a.set_job(job.name);
   a.set_job_json(job.job_json);
@@ -64,18 +64,23 @@ int64_t Gpus(const lockstep::v1::RegisterRequest& info) {
 }
 }  // namespace
 
-bool Coordinator::Offers(const Job& job, const Worker& w) {
+bool GangStarts::Offers(const Job& job, const Worker& w) {
   const int64_t r = job.spec.cluster.replicas_per_worker;
   if (w.info.replicas() < r) return false;
   return job.spec.cluster.collective != Collective::kNccl || Gpus(w.info) >= r;
 }
 
-std::vector<Coordinator::Worker*> Coordinator::IdleFor(const Job& job) {
+bool GangStarts::Excluded(const Job& job, const Worker& w) {
+  auto it = job.failures.find(w.name);
+  return it != job.failures.end() && it->second >= kFailuresBeforeExclusion;
+}
+
+std::vector<GangStarts::Worker*> GangStarts::IdleFor(const Job& job) {
   return members_.Idle(
       [&](const Worker& w) { return Offers(job, w) && !Excluded(job, w); });
 }
 
-int64_t Coordinator::WorldToStart(Job& job, int64_t available, absl::Time now) {
+int64_t GangStarts::WorldToStart(Job& job, int64_t available, absl::Time now) {
   const ClusterSpec& c = job.spec.cluster;
   const int64_t n = std::min(available, c.workers);
   if (n < c.min_workers) {
@@ -100,7 +105,7 @@ int64_t Coordinator::WorldToStart(Job& job, int64_t available, absl::Time now) {
   return now >= job.quorum_since + absl::Seconds(c.start_grace_seconds) ? n : 0;
 }
 
-void Coordinator::MaybeGrow(Job& job) {
+void GangStarts::MaybeGrow(Job& job) {
   const int64_t world = static_cast<int64_t>(job.ranks.size());
   if (!job.spec.elastic() || world >= job.spec.cluster.workers ||
       job.regroup_generation == job.status.generation() || shutting_down_) {
@@ -119,14 +124,15 @@ void Coordinator::MaybeGrow(Job& job) {
   if (joining <= 0) return;
   job.regroup_generation = job.status.generation();
   job.growing_by = joining;
-  Event(job, absl::StrFormat(
-                 "%d idle worker%s can join: generation %d ends at the next "
-                 "step boundary to grow from %d to %d workers",
-                 joining, joining == 1 ? "" : "s", job.status.generation(),
-                 world, world + joining));
+  events_.Event(
+      job, absl::StrFormat(
+               "%d idle worker%s can join: generation %d ends at the next "
+               "step boundary to grow from %d to %d workers",
+               joining, joining == 1 ? "" : "s", job.status.generation(), world,
+               world + joining));
 }
 
-std::string Coordinator::PendingReason(const Job& job) const {
+std::string GangStarts::PendingReason(const Job& job) const {
   const int64_t need = job.spec.cluster.workers;
   const int64_t r = job.spec.cluster.replicas_per_worker;
   const bool nccl = job.spec.cluster.collective == Collective::kNccl;
@@ -171,7 +177,7 @@ std::string Coordinator::PendingReason(const Job& job) const {
                    : "");
 }
 
-bool Coordinator::TryStart(Job& job) {
+bool GangStarts::TryStart(Job& job) {
   if (shutting_down_) return false;  // the next coordinator starts it
   const bool recovering = job.status.state() == lockstep::v1::RECOVERING;
   if (job.status.state() != lockstep::v1::PENDING && !recovering) return false;
@@ -245,7 +251,7 @@ bool Coordinator::TryStart(Job& job) {
     if (reason != job.status.message() || what != job.waiting_for) {
       job.status.set_message(reason);
       job.waiting_for = what;
-      Changed(job);
+      events_.Changed(job);
     }
     return false;
   }
@@ -343,8 +349,8 @@ bool Coordinator::TryStart(Job& job) {
                                                  job.start_step, m->replicas());
     // The training goes on; `lockstep audit` will name the generation.
     if (!audited.ok()) {
-      Event(job,
-            absl::StrCat("warning: the sample audit: ", audited.message()));
+      events_.Event(
+          job, absl::StrCat("warning: the sample audit: ", audited.message()));
     }
   }
   const std::string from =
@@ -358,22 +364,77 @@ bool Coordinator::TryStart(Job& job) {
                                   "is step %d)",
                                   job.memory_donor, checkpoint_step)
                             : "";
-  Event(job, absl::StrFormat(
-                 "RUNNING generation %d from step %d%s%s: %s%s",
-                 job.status.generation(), job.start_step, from, restart,
-                 absl::StrJoin(who, ", "),
-                 c == Collective::kRing
-                     ? ""
-                     : absl::StrCat("; all-reduce over ", job.collective)));
+  events_.Event(job,
+                absl::StrFormat(
+                    "RUNNING generation %d from step %d%s%s: %s%s",
+                    job.status.generation(), job.start_step, from, restart,
+                    absl::StrJoin(who, ", "),
+                    c == Collective::kRing
+                        ? ""
+                        : absl::StrCat("; all-reduce over ", job.collective)));
   if (job.spec.elastic()) {
-    Event(job, absl::StrFormat(
-                   "membership: %s%d workers (of %d-%d) from step %d%s%s",
-                   recovering ? absl::StrFormat("%d -> ", old_world) : "",
-                   world, job.spec.cluster.min_workers,
-                   job.spec.cluster.workers, job.start_step,
-                   recovering ? ": " : "", recovering ? job.lost_reason : ""));
+    events_.Event(
+        job, absl::StrFormat(
+                 "membership: %s%d workers (of %d-%d) from step %d%s%s",
+                 recovering ? absl::StrFormat("%d -> ", old_world) : "", world,
+                 job.spec.cluster.min_workers, job.spec.cluster.workers,
+                 job.start_step, recovering ? ": " : "",
+                 recovering ? job.lost_reason : ""));
   }
   return true;
+}
+
+int64_t GangStarts::ChooseStart(Job& job, const std::vector<Worker*>& idle,
+                                bool recovering) {
+  // Resume from the latest good checkpoint of this job name, if any.
+  std::vector<std::string> warnings;
+  absl::StatusOr<LoadedCheckpoint> latest =
+      job.checkpoints->LoadLatest(&warnings);
+  for (const std::string& w : warnings) events_.Event(job, "warning: " + w);
+  job.start_step = latest.ok() ? latest->state.step : 0;
+  if (!latest.ok() && !absl::IsNotFound(latest.status())) {
+    events_.Event(job, absl::StrCat("warning: starting from step 0: ",
+                                    latest.status().message()));
+  }
+  // Or from a survivor's memory, when one kept a later step of the
+  // generation that just failed: the furthest (a rank may have completed
+  // the failed step's update where another had not yet).
+  const int64_t checkpoint_step = job.start_step;
+  job.memory_step = 0;
+  job.memory_donor = -1;
+  job.memory_fingerprint.clear();
+  job.memory_part_donors.clear();
+  std::vector<HeldParts> parts;  // sharded with copies
+  for (size_t r = 0; recovering && r < idle.size(); ++r) {
+    const Worker& w = *idle[r];
+    if (w.held_job != job.name ||
+        w.held_generation != job.status.generation()) {
+      continue;
+    }
+    if (w.held_world > 0) {
+      parts.push_back({static_cast<int>(r), w.held_step, w.held_rank,
+                       w.held_world, w.held_next_step});
+    } else if (w.held_step > job.start_step) {
+      job.start_step = job.memory_step = w.held_step;
+      job.memory_donor = static_cast<int>(r);
+      job.memory_fingerprint = w.held_fingerprint;
+    }
+  }
+  if (!parts.empty()) {
+    absl::StatusOr<KeptPartsPlan> plan = PlanKeptParts(parts);
+    if (!plan.ok()) {
+      events_.Event(
+          job, absl::StrCat("the survivors' memory does not hold the whole "
+                            "training state (",
+                            plan.status().message(),
+                            "): from the latest checkpoint"));
+    } else if (plan->step > job.start_step) {
+      job.start_step = job.memory_step = plan->step;
+      job.memory_donor = plan->donors[0];
+      job.memory_part_donors = plan->donors;
+    }
+  }
+  return checkpoint_step;
 }
 
 }  // namespace lockstep
