@@ -27,7 +27,13 @@ Coordinator::Coordinator(CoordinatorOptions options)
                    ? options_.journal_store
                    : std::make_shared<FileJournalStore>(options_.storage_dir)),
       members_(options_.time),
-      starts_(members_, jobs_, *this, options_.time, shutting_down_) {}
+      starts_(members_, jobs_, *this, options_.time, shutting_down_),
+      failures_(options_, members_, jobs_, *this, starts_, nccl_ids_) {}
+
+void Coordinator::Tick() {
+  absl::MutexLock lock(&mu_);
+  failures_.Check();
+}
 
 absl::Status Coordinator::OpenJobFiles(Job& job) {
   const std::string job_dir =

@@ -187,6 +187,8 @@
 #include "absl/time/time.h"
 #include "base/time_source.h"
 #include "coordinator/checkpoint_assembler.h"
+#include "coordinator/coordinator_options.h"
+#include "coordinator/failures.h"
 #include "coordinator/gang_starts.h"
 #include "coordinator/job_events.h"
 #include "coordinator/job_reports.h"
@@ -204,41 +206,6 @@
 #include "proto/jobs.pb.h"
 
 namespace lockstep {
-
-// A reason in a status message, an event or the membership history is cut
-// to about this many characters (the whole text goes to the log).
-inline constexpr size_t kBriefReasonChars = 160;
-// `text` as it is, or cut at a word near kBriefReasonChars, saying so.
-std::string BriefReason(const std::string& text);
-
-struct CoordinatorOptions {
-  std::string storage_dir;  // STORAGE/jobs/NAME/{checkpoints,summaries,...}
-  // STORAGE/coordinator/storage_id, told to clients in every JobStatus so
-  // that one which does not see this storage fetches files over the API.
-  std::string storage_id;
-  double heartbeat_interval_seconds = 0.5;  // told to workers
-  double worker_timeout_seconds = 8;        // no heartbeat this long: lost
-  // A rank its ring has waited on this long (while it still heartbeats) is
-  // declared hung and lost; waits over hang_report_seconds are shown in
-  // status and logged.
-  double hang_timeout_seconds = 30;
-  double hang_report_seconds = 5;
-  // A lost worker is listed (status, list, the dashboard, /metrics) this
-  // long after it was lost, then forgotten, unless a job that has not
-  // ended still ranks it.
-  double lost_workers_listed_seconds = 60;
-  // The journal is written before every job or membership transition
-  // takes effect, and read back by LoadJournal.
-  bool journal = true;
-  // Where: null, a FileJournalStore (STORAGE/coordinator/journal.pb).
-  std::shared_ptr<JournalStore> journal_store;
-  LogFn log;
-  // What the timers above read (liveness, graces, back-off, the blame
-  // window, the survivors' reports, listing lost workers); tests pass a
-  // ManualTime and advance it. Not owned. Blocking waits with a caller's
-  // deadline (WaitForChange, FetchNcclId) run on the real clock.
-  const TimeSource* time = RealTime();
-};
 
 class Coordinator : private JobEvents {
  public:
@@ -355,7 +322,7 @@ class Coordinator : private JobEvents {
   // "not the leader: ..." when the journal store says this coordinator
   // may not write (a standby, or a lapsed lease); "" otherwise.
   std::string NotLeading() const;
-  // JobEvents, for the parts (GangStarts).
+  // JobEvents, for the parts (GangStarts, Failures).
   void Log(const LogRecord& record) const override {
     if (options_.log) options_.log(record);
   }
@@ -371,41 +338,12 @@ class Coordinator : private JobEvents {
   void EndJob(Job& job, lockstep::v1::JobState state,
               const std::string& message) override
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Drops workers lost lost_workers_listed_seconds ago that no job which
-  // has not ended still ranks.
-  void ForgetLostWorkers() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The job's generation is over because of `reason` (blaming `blamed`
-  // when not null): RECOVERING, or FAILED once no restarts are left.
-  // `planned`: workers left on purpose after a checkpoint of their last
-  // step (SIGTERM: a node drain, a batch job cancelled or requeued): no
-  // restart is counted and there is no back-off.
-  // `regroup`: the ranks ended it together at a step boundary for workers
-  // to join (planned, and the next generation starts from their memory).
-  void Recover(Job& job, Worker* blamed, const std::string& reason,
-               bool planned = false, bool regroup = false)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Marks the rank at the end of the job's chain of suspects lost (the
-  // one that reported no suspect of its own, or none at all): at once with
-  // two ranks, when that rank reported or is already lost, or `patience`
-  // after the first suspicion (it may still report its own suspect).
-  // True when it blamed someone (the job then recovers).
-  bool BlameChain(Job& job, absl::Duration patience)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Drops the worker from the membership; its job (if any) recovers.
-  void MarkLost(Worker& w, const std::string& why)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // InvalidArgument, naming it, unless `rank` is one of the running
   // generation's and `worker_id` holds it: `what` ("a finish report") came
   // from a confused or hostile worker.
   absl::Status CheckReporter(const Job& job, int rank,
                              const std::string& worker_id,
                              const char* what) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void DiagnoseHangs(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Names the job's straggler (coordinator/straggler.h) from its ranks'
-  // timings; an event when a new one is named.
-  void UpdateStraggler(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  Worker* RankWorker(const Job& job, int rank)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes the journal (logs a failure; the state stays in memory).
   void Persist() override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -437,8 +375,10 @@ class Coordinator : private JobEvents {
   JobTable jobs_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> ready_{false};
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
-  GangStarts starts_ ABSL_GUARDED_BY(mu_);
   NcclIdRelay nccl_ids_;
+  // The parts (under mu_), over members_ and jobs_.
+  GangStarts starts_ ABSL_GUARDED_BY(mu_);
+  Failures failures_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace lockstep

@@ -64,10 +64,11 @@ absl::StatusOr<lockstep::v1::CheckpointAck> Coordinator::AddCheckpointSlice(
         // Without its final checkpoint the job has not succeeded: the
         // generation ends (no worker is to blame: the storage is), and the
         // next one commits it again from the ranks' memory.
-        Recover(*job, nullptr,
-                BriefReason(absl::StrFormat(
-                    "the final checkpoint (step %d) was not committed: %s",
-                    head.step(), info.status().message())));
+        failures_.Recover(
+            *job, nullptr,
+            BriefReason(absl::StrFormat(
+                "the final checkpoint (step %d) was not committed: %s",
+                head.step(), info.status().message())));
       }
     }
     return info.status();

@@ -124,12 +124,13 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
     // Every rank ended after the same step, keeping its state: the next
     // generation, with the workers that join, starts from it.
     job->step_at_failure = req.steps();
-    Recover(*job, nullptr,
-            absl::StrFormat("%d idle worker%s join%s, from %d to %d workers",
-                            job->growing_by, job->growing_by == 1 ? "" : "s",
-                            job->growing_by == 1 ? "s" : "", job->ranks.size(),
-                            job->ranks.size() + job->growing_by),
-            /*planned=*/false, /*regroup=*/true);
+    failures_.Recover(
+        *job, nullptr,
+        absl::StrFormat("%d idle worker%s join%s, from %d to %d workers",
+                        job->growing_by, job->growing_by == 1 ? "" : "s",
+                        job->growing_by == 1 ? "s" : "", job->ranks.size(),
+                        job->ranks.size() + job->growing_by),
+        /*planned=*/false, /*regroup=*/true);
     return absl::OkStatus();
   }
   if (!req.error().empty()) {
@@ -151,11 +152,11 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
         w->lost_at = Now();
         Log(absl::StrCat("worker ", who, " left"));
       }
-      Recover(*job, nullptr, reason, /*planned=*/true);
+      failures_.Recover(*job, nullptr, reason, /*planned=*/true);
       return absl::OkStatus();
     }
     if (!req.suspect_ranks().empty() &&
-        RankWorker(*job, req.suspect_ranks(0)) != nullptr) {
+        failures_.RankWorker(*job, req.suspect_ranks(0)) != nullptr) {
       // A neighbour's stream broke or it went silent: the rank at the end
       // of the chain of suspects is lost.
       if (job->suspects.empty()) job->suspected_since = Now();
@@ -168,7 +169,7 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
       job->suspects[req.rank()] = {
           req.suspect_ranks(0),
           RingReportBrief(req.rank(), req.suspect_ranks(0), req.error())};
-      BlameChain(*job, absl::Seconds(1));
+      failures_.BlameChain(*job, absl::Seconds(1));
       return absl::OkStatus();
     }
     // Something about this worker or its link, not the job itself.
@@ -191,7 +192,7 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
       return absl::OkStatus();
     }
     if (transient) {
-      Recover(*job, w, BriefReason(what));
+      failures_.Recover(*job, w, BriefReason(what));
     } else {
       // The job's own fault (data, model, divergence): a restart would
       // fail the same way, whatever failure is being traced meanwhile.

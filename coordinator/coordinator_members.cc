@@ -43,11 +43,11 @@ absl::StatusOr<lockstep::v1::RegisterResponse> Coordinator::Register(
     if (!same_process) {
       old.replaced_by = absl::StrFormat("%s (pid %d)", w.id, req.pid());
     }
-    MarkLost(old, same_process
-                      ? std::string("it registered again")
-                      : absl::StrFormat("replaced by a new registration of "
-                                        "\"%s\" (pid %d)",
-                                        w.name, req.pid()));
+    failures_.MarkLost(
+        old, same_process ? std::string("it registered again")
+                          : absl::StrFormat("replaced by a new registration of "
+                                            "\"%s\" (pid %d)",
+                                            w.name, req.pid()));
   }
   Log(
       absl::StrFormat("worker %s registered as \"%s\": %d replicas, "

@@ -1,24 +1,23 @@
-// The Coordinator's failure side (see coordinator.h, DESIGN "Failure and
-// rejoin"): liveness, hang diagnosis, lost workers, generation changes and
-// the restart policy.
+// Failures (see failures.h).
+#include "coordinator/failures.h"
+
 #include <algorithm>
 #include <cmath>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "coordinator/coordinator.h"
 #include "coordinator/straggler.h"
 #include "core/collective/transport.h"
 
 namespace lockstep {
 
-Coordinator::Worker* Coordinator::RankWorker(const Job& job, int rank) {
+Failures::Worker* Failures::RankWorker(const Job& job, int rank) {
   if (rank < 0 || rank >= static_cast<int>(job.ranks.size())) return nullptr;
   return members_.Find(job.ranks[rank]);
 }
 
-bool Coordinator::BlameChain(Job& job, absl::Duration patience) {
+bool Failures::BlameChain(Job& job, absl::Duration patience) {
   if (job.suspects.empty()) return false;
   // Follow reporter -> suspect while the suspect itself reported one.
   int culprit = job.suspects.begin()->second.first;
@@ -63,14 +62,14 @@ std::string BriefReason(const std::string& text) {
                       "rest)");
 }
 
-void Coordinator::MarkLost(Worker& w, const std::string& why) {
+void Failures::MarkLost(Worker& w, const std::string& why) {
   if (w.lost) return;
   w.lost = true;
   w.lost_at = Now();
   // The whole story here; the job's status and events get one sentence.
-  Log(absl::StrFormat("worker %s (\"%s\") lost: %s", Membership::Describe(w),
-                      w.name, why));
-  Job* job = w.job.empty() ? nullptr : FindJob(w.job);
+  events_.Log(absl::StrFormat("worker %s (\"%s\") lost: %s",
+                              Membership::Describe(w), w.name, why));
+  Job* job = w.job.empty() ? nullptr : jobs_.Find(w.job);
   if (job != nullptr && job->status.state() == lockstep::v1::RUNNING) {
     // Frees every rank of the job, this one included, and journals.
     Recover(*job, &w,
@@ -81,11 +80,11 @@ void Coordinator::MarkLost(Worker& w, const std::string& why) {
   }
   w.job.clear();
   w.rank = -1;
-  Persist();
+  events_.Persist();
 }
 
-void Coordinator::Recover(Job& job, Worker* blamed, const std::string& reason,
-                          bool planned, bool regroup) {
+void Failures::Recover(Job& job, Worker* blamed, const std::string& reason,
+                       bool planned, bool regroup) {
   if (job.status.state() != lockstep::v1::RUNNING) return;
   nccl_ids_.EndGeneration(job.name, job.status.generation());
   if (blamed != nullptr) ++job.failures[blamed->name];
@@ -110,16 +109,17 @@ void Coordinator::Recover(Job& job, Worker* blamed, const std::string& reason,
     job.status.set_message(regroup ? reason
                                    : absl::StrCat(reason, "; recovering"));
     // Both stop at a step every rank completed: that step is exact.
-    Event(job, regroup
-                   ? absl::StrFormat(
-                         "growing: generation %d ended after step %d: %s (no "
-                         "restart counted; nothing is done again)",
-                         job.status.generation(), job.step_at_failure, reason)
-                   : absl::StrFormat(
-                         "RECOVERING from generation %d at step %d: %s; a "
-                         "planned leave (no restart counted), from the latest "
-                         "checkpoint once workers are there",
-                         job.status.generation(), job.step_at_failure, reason));
+    events_.Event(
+        job, regroup
+                 ? absl::StrFormat(
+                       "growing: generation %d ended after step %d: %s (no "
+                       "restart counted; nothing is done again)",
+                       job.status.generation(), job.step_at_failure, reason)
+                 : absl::StrFormat(
+                       "RECOVERING from generation %d at step %d: %s; a "
+                       "planned leave (no restart counted), from the latest "
+                       "checkpoint once workers are there",
+                       job.status.generation(), job.step_at_failure, reason));
     return;
   }
   // An elastic job whose survivors are enough goes on as a smaller world
@@ -129,9 +129,10 @@ void Coordinator::Recover(Job& job, Worker* blamed, const std::string& reason,
   const bool can_shrink =
       job.spec.elastic() && survivors >= job.spec.cluster.min_workers;
   if (job.status.restarts() >= max && !can_shrink) {
-    EndJob(job, lockstep::v1::FAILED,
-           absl::StrFormat("%s; no restart left (restart.max_restarts = %d)",
-                           reason, max));
+    events_.EndJob(
+        job, lockstep::v1::FAILED,
+        absl::StrFormat("%s; no restart left (restart.max_restarts = %d)",
+                        reason, max));
     return;
   }
   job.shrink_only = job.status.restarts() >= max;
@@ -166,12 +167,13 @@ void Coordinator::Recover(Job& job, Worker* blamed, const std::string& reason,
     next = absl::StrFormat("restart %d of %d after %.1f s back-off",
                            job.status.restarts() + 1, max, backoff);
   }
-  Event(job, absl::StrFormat("RECOVERING from generation %d: %s; %s, from "
-                             "the survivors' memory or the latest checkpoint",
-                             job.status.generation(), reason, next));
+  events_.Event(
+      job, absl::StrFormat("RECOVERING from generation %d: %s; %s, from "
+                           "the survivors' memory or the latest checkpoint",
+                           job.status.generation(), reason, next));
 }
 
-void Coordinator::DiagnoseHangs(Job& job) {
+void Failures::DiagnoseHangs(Job& job) {
   for (const std::string& id : job.ranks) {
     Worker& w = *members_.Find(id);
     const std::string text = members_.WaitText(w, options_.hang_report_seconds);
@@ -188,7 +190,7 @@ void Coordinator::DiagnoseHangs(Job& job) {
                                             w.wait.step(), w.wait.bucket());
     if (w.wait_logged != key) {
       w.wait_logged = key;
-      Event(job, absl::StrCat("stalled: ", text));
+      events_.Event(job, absl::StrCat("stalled: ", text));
     }
     if (culprit != nullptr && !culprit->lost &&
         members_.WaitSeconds(w) >= options_.hang_timeout_seconds) {
@@ -199,7 +201,7 @@ void Coordinator::DiagnoseHangs(Job& job) {
   }
 }
 
-void Coordinator::UpdateStraggler(Job& job) {
+void Failures::UpdateStraggler(Job& job) {
   std::vector<RankFigures> ranks;
   for (const std::string& id : job.ranks) {
     const Worker& w = *members_.Find(id);
@@ -217,20 +219,19 @@ void Coordinator::UpdateStraggler(Job& job) {
                                           found.cause, found.subject);
   if (job.straggler_logged != key) {
     job.straggler_logged = key;
-    Event(job, absl::StrCat("straggler: ", found.text));
+    events_.Event(job, absl::StrCat("straggler: ", found.text));
   }
 }
 
-void Coordinator::ForgetLostWorkers() {
+void Failures::ForgetLostWorkers() {
   const std::vector<std::string> forgotten =
       members_.ForgetLost(absl::Seconds(options_.lost_workers_listed_seconds),
                           jobs_.RankedWorkers());
-  for (const std::string& line : forgotten) Log(line);
-  if (!forgotten.empty()) Persist();
+  for (const std::string& line : forgotten) events_.Log(line);
+  if (!forgotten.empty()) events_.Persist();
 }
 
-void Coordinator::Tick() {
-  absl::MutexLock lock(&mu_);
+void Failures::Check() {
   const absl::Time now = Now();
   ForgetLostWorkers();
   for (auto& [id, w] : members_.workers()) {
@@ -239,7 +240,7 @@ void Coordinator::Tick() {
     if (age < options_.worker_timeout_seconds) continue;
     std::string why = absl::StrFormat("no heartbeat for %.1f s", age);
     // Say where its ring is stuck waiting for it.
-    Job* job = w.job.empty() ? nullptr : FindJob(w.job);
+    Job* job = w.job.empty() ? nullptr : jobs_.Find(w.job);
     if (job != nullptr) {
       for (const std::string& other : job->ranks) {
         const Worker& o = *members_.Find(other);
@@ -267,11 +268,12 @@ void Coordinator::Tick() {
     if (job.status.state() == lockstep::v1::RECOVERING &&
         now - job.recovering_since >=
             absl::Seconds(job.spec.restart.replacement_timeout_seconds)) {
-      EndJob(job, lockstep::v1::FAILED,
-             absl::StrFormat("%s; no replacement worker joined within %.0f s "
-                             "(restart.replacement_timeout_seconds)",
-                             job.lost_reason,
-                             job.spec.restart.replacement_timeout_seconds));
+      events_.EndJob(
+          job, lockstep::v1::FAILED,
+          absl::StrFormat("%s; no replacement worker joined within %.0f s "
+                          "(restart.replacement_timeout_seconds)",
+                          job.lost_reason,
+                          job.spec.restart.replacement_timeout_seconds));
     }
   }
   starts_.TryStartAll();
