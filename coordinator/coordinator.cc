@@ -28,7 +28,23 @@ Coordinator::Coordinator(CoordinatorOptions options)
                    : std::make_shared<FileJournalStore>(options_.storage_dir)),
       members_(options_.time),
       starts_(members_, jobs_, *this, options_.time, shutting_down_),
-      failures_(options_, members_, jobs_, *this, starts_, nccl_ids_) {}
+      failures_(options_, members_, jobs_, *this, starts_, nccl_ids_),
+      reports_(options_, mu_, members_, jobs_, *this, starts_, failures_) {}
+
+absl::StatusOr<lockstep::v1::ReportResponse> Coordinator::ReportProgress(
+    const lockstep::v1::ProgressReport& report) {
+  return reports_.ReportProgress(report);
+}
+
+absl::StatusOr<lockstep::v1::ReportResponse> Coordinator::RecordSamples(
+    const lockstep::v1::SampleRecord& record) {
+  return reports_.RecordSamples(record);
+}
+
+absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
+                                 std::string* over) {
+  return reports_.Finish(req, over);
+}
 
 void Coordinator::Tick() {
   absl::MutexLock lock(&mu_);
@@ -75,19 +91,6 @@ void Coordinator::Event(Job& job, const std::string& line) {
   // Events are journaled too, so a watch resumed after a coordinator
   // restart continues at the right one.
   Persist();
-}
-
-void Coordinator::Fenced(Job& job, const char* kind, int64_t generation,
-                         const std::string& sender) {
-  ++(*job.status.mutable_fenced())[kind];
-  LogRecord r(absl::StrFormat(
-      "refused: a %s request of generation %d from %s (the job is %s at "
-      "generation %d)",
-      kind, generation, sender, JobStateName(job.status.state()),
-      job.status.generation()));
-  r.job = job.name;
-  r.generation = job.status.generation();
-  Log(r);
 }
 
 absl::StatusOr<JobStatus> Coordinator::Submit(const std::string& job_json,

@@ -196,6 +196,7 @@
 #include "coordinator/journal_store.h"
 #include "coordinator/membership.h"
 #include "coordinator/nccl_relay.h"
+#include "coordinator/rank_reports.h"
 #include "coordinator/state_journal.h"
 #include "coordinator/submit_policy.h"
 #include "core/audit/sample_audit.h"
@@ -322,28 +323,15 @@ class Coordinator : private JobEvents {
   // "not the leader: ..." when the journal store says this coordinator
   // may not write (a standby, or a lapsed lease); "" otherwise.
   std::string NotLeading() const;
-  // JobEvents, for the parts (GangStarts, Failures).
+  // JobEvents, for the parts (GangStarts, Failures, RankReports).
   void Log(const LogRecord& record) const override {
     if (options_.log) options_.log(record);
   }
   void Event(Job& job, const std::string& line) override
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A `kind` request ("progress", "samples", "checkpoint_slice", "finish",
-  // "nccl_id") of `job` from `sender` ("worker w2", "rank 1") names
-  // `generation`, not the current one: it is refused; counted in
-  // JobStatus.fenced and logged.
-  void Fenced(Job& job, const char* kind, int64_t generation,
-              const std::string& sender) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Changed(Job& job) override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EndJob(Job& job, lockstep::v1::JobState state,
               const std::string& message) override
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // InvalidArgument, naming it, unless `rank` is one of the running
-  // generation's and `worker_id` holds it: `what` ("a finish report") came
-  // from a confused or hostile worker.
-  absl::Status CheckReporter(const Job& job, int rank,
-                             const std::string& worker_id,
-                             const char* what) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes the journal (logs a failure; the state stays in memory).
   void Persist() override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -352,9 +340,6 @@ class Coordinator : private JobEvents {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   lockstep::v1::JobStatus Snapshot(const Job& job) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void CompareFingerprints(Job& job, int64_t step)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void CompleteIfDone(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Job* FindJob(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The running generation `req` names, with the caller one of its ranks
   // (*rank set); errors say which of those fails.
@@ -379,6 +364,7 @@ class Coordinator : private JobEvents {
   // The parts (under mu_), over members_ and jobs_.
   GangStarts starts_ ABSL_GUARDED_BY(mu_);
   Failures failures_ ABSL_GUARDED_BY(mu_);
+  RankReports reports_;  // takes mu_ itself
 };
 
 }  // namespace lockstep

@@ -5,6 +5,7 @@
 #ifndef LOCKSTEP_COORDINATOR_JOB_EVENTS_H_
 #define LOCKSTEP_COORDINATOR_JOB_EVENTS_H_
 
+#include <cstdint>
 #include <string>
 
 #include "coordinator/job_table.h"
@@ -26,6 +27,13 @@ class JobEvents {
   // Writes the journal (a failure is logged; the state stays in memory).
   virtual void Persist() = 0;
   virtual void Log(const LogRecord& record) const = 0;
+
+  // A `kind` request ("progress", "samples", "checkpoint_slice", "finish",
+  // "nccl_id") of `job` from `sender` ("worker w2", "rank 1") names
+  // `generation`, not the current one: it is refused; counted in
+  // JobStatus.fenced and logged.
+  void Fenced(JobTable::Job& job, const char* kind, int64_t generation,
+              const std::string& sender) const;
 };
 
 }  // namespace lockstep

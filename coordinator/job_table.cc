@@ -1,6 +1,8 @@
 // JobTable (see job_table.h).
 #include "coordinator/job_table.h"
 
+#include "absl/strings/str_format.h"
+
 namespace lockstep {
 
 const char* JobStateName(lockstep::v1::JobState state) {
@@ -73,6 +75,25 @@ std::set<std::string> JobTable::RankedWorkers() const {
     ranked.insert(job->ranks.begin(), job->ranks.end());
   }
   return ranked;
+}
+
+absl::Status CheckReporter(const JobTable::Job& job, int rank,
+                           const std::string& worker_id, const char* what) {
+  // A rank outside the ring would put a fingerprint no worker holds beside
+  // the real ones, or count towards CompleteIfDone's "every rank finished"
+  // with no rank 0 for it to read; one in another worker's name would count
+  // as that rank's.
+  if (rank < 0 || rank >= static_cast<int>(job.ranks.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s for rank %d of job %s, which has ranks 0..%d", what,
+                        rank, job.name, job.ranks.size() - 1));
+  }
+  if (job.ranks[rank] == worker_id) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s for rank %d of job %s from worker \"%s\", but rank %d of "
+      "generation %d is worker %s",
+      what, rank, job.name, worker_id, rank, job.status.generation(),
+      job.ranks[rank]));
 }
 
 }  // namespace lockstep

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "coordinator/checkpoint_assembler.h"
 #include "coordinator/job_reports.h"
@@ -111,6 +112,12 @@ class JobTable {
   std::map<std::string, std::unique_ptr<Job>> jobs_;
   std::vector<std::string> order_;  // submission order
 };
+
+// InvalidArgument, naming it, unless `rank` is one of the running
+// generation's and `worker_id` holds it: `what` ("a finish report") came
+// from a confused or hostile worker.
+absl::Status CheckReporter(const JobTable::Job& job, int rank,
+                           const std::string& worker_id, const char* what);
 
 // "RUNNING", ... for a state; ended: SUCCEEDED, FAILED or CANCELLED.
 const char* JobStateName(lockstep::v1::JobState state);

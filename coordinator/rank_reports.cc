@@ -1,17 +1,18 @@
-// The Coordinator's end of a generation (see coordinator.h): each rank's
-// finish report, the failure it may name, and the job's result once every
-// rank is done.
+// RankReports (see rank_reports.h).
+#include "coordinator/rank_reports.h"
+
 #include <algorithm>
 #include <set>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "base/file_util.h"
 #include "base/status_macros.h"
-#include "coordinator/coordinator.h"
 #include "core/train/local_training.h"
 #include "core/train/result_file.h"
+#include "rpc/sample_wire.h"
 
 namespace lockstep {
 
@@ -48,12 +49,13 @@ std::string RingReportBrief(int reporter, int suspect,
 
 using lockstep::v1::JobStatus;
 
-absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
+absl::Status RankReports::Finish(const lockstep::v1::FinishRequest& req,
                                  std::string* over) {
   absl::MutexLock lock(&mu_);
-  Job* job = FindJob(req.job());
+  Job* job = jobs_.Find(req.job());
   if (job != nullptr && job->status.generation() != req.generation()) {
-    Fenced(*job, "finish", req.generation(), "worker " + req.worker_id());
+    events_.Fenced(*job, "finish", req.generation(),
+                   "worker " + req.worker_id());
   }
   const bool current = job != nullptr && !IsTerminal(job->status.state()) &&
                        job->status.generation() == req.generation() &&
@@ -65,8 +67,8 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
     if (w != nullptr && !w->lost) {
       w->lost = true;
       w->lost_at = Now();
-      Log(absl::StrCat("worker ", Membership::Describe(*w), " left"));
-      Persist();
+      events_.Log(absl::StrCat("worker ", Membership::Describe(*w), " left"));
+      events_.Persist();
     }
     if (job != nullptr && over != nullptr) {
       *over = absl::StrFormat("job %s is %s at generation %d (%s)", job->name,
@@ -138,9 +140,9 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
     // field to fix); a recoverable one is one sentence (the log has it).
     const std::string what = absl::StrFormat("rank %d (%s) failed: %s",
                                              req.rank(), who, req.error());
-    Log(absl::StrFormat("job %s generation %d: rank %d (%s) failed: %s",
-                        job->name, req.generation(), req.rank(), who,
-                        req.error()));
+    events_.Log(absl::StrFormat("job %s generation %d: rank %d (%s) failed: %s",
+                                job->name, req.generation(), req.rank(), who,
+                                req.error()));
     const auto code = static_cast<absl::StatusCode>(req.error_code());
     if (req.leaving()) {
       // A planned departure: recover without blaming the worker, which is
@@ -150,7 +152,7 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
       if (w != nullptr) {
         w->lost = true;
         w->lost_at = Now();
-        Log(absl::StrCat("worker ", who, " left"));
+        events_.Log(absl::StrCat("worker ", who, " left"));
       }
       failures_.Recover(*job, nullptr, reason, /*planned=*/true);
       return absl::OkStatus();
@@ -161,7 +163,7 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
       // of the chain of suspects is lost.
       if (job->suspects.empty()) job->suspected_since = Now();
       // The whole report to the log; one sentence to the job's status.
-      Log(
+      events_.Log(
           absl::StrFormat("job %s generation %d: rank %d (%s) reports rank "
                           "%d: %s",
                           job->name, req.generation(), req.rank(), who,
@@ -196,7 +198,7 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
     } else {
       // The job's own fault (data, model, divergence): a restart would
       // fail the same way, whatever failure is being traced meanwhile.
-      EndJob(*job, lockstep::v1::FAILED, what);
+      events_.EndJob(*job, lockstep::v1::FAILED, what);
     }
     return absl::OkStatus();
   }
@@ -206,11 +208,11 @@ absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
   CompleteIfDone(*job);
   // The rank's end stands across a coordinator restart (EndJob journaled
   // the job's).
-  if (!IsTerminal(job->status.state())) Persist();
+  if (!IsTerminal(job->status.state())) events_.Persist();
   return absl::OkStatus();
 }
 
-void Coordinator::CompleteIfDone(Job& job) {
+void RankReports::CompleteIfDone(Job& job) {
   if (job.status.state() != lockstep::v1::RUNNING ||
       job.finished.size() < job.ranks.size()) {
     return;
@@ -250,9 +252,9 @@ void Coordinator::CompleteIfDone(Job& job) {
         std::max(result.optimizer_state_bytes, f.optimizer_state_bytes());
   }
   if (!skipped.empty()) {
-    Event(job, absl::StrFormat("%d samples could not be read and were "
-                               "skipped (the workers' logs name them)",
-                               result.skipped_samples));
+    events_.Event(job, absl::StrFormat("%d samples could not be read and were "
+                                       "skipped (the workers' logs name them)",
+                                       result.skipped_samples));
   }
   result.checkpoint_path = job.status.checkpoint_path();
   result.fenced.insert(job.status.fenced().begin(), job.status.fenced().end());
@@ -266,8 +268,8 @@ void Coordinator::CompleteIfDone(Job& job) {
   result.result_path = JoinPath(dir, "result.json");
   absl::Status s = WriteResultFile(result.result_path, job.spec, result);
   if (!s.ok()) {
-    EndJob(job, lockstep::v1::FAILED,
-           absl::StrCat("cannot write result.json: ", s.message()));
+    events_.EndJob(job, lockstep::v1::FAILED,
+                   absl::StrCat("cannot write result.json: ", s.message()));
     return;
   }
   JobStatus& st = job.status;
@@ -278,11 +280,131 @@ void Coordinator::CompleteIfDone(Job& job) {
   st.set_result_path(result.result_path);
   st.set_samples_per_sec(result.samples_per_sec);
   st.set_eta_seconds(0);
-  EndJob(job, lockstep::v1::SUCCEEDED,
-         absl::StrFormat("%d steps, test accuracy %.4f, test loss %.4f, %.0f "
-                         "samples/s; result in %s",
-                         result.steps, result.test_accuracy, result.test_loss,
-                         result.samples_per_sec, result.result_path));
+  events_.EndJob(
+      job, lockstep::v1::SUCCEEDED,
+      absl::StrFormat("%d steps, test accuracy %.4f, test loss %.4f, %.0f "
+                      "samples/s; result in %s",
+                      result.steps, result.test_accuracy, result.test_loss,
+                      result.samples_per_sec, result.result_path));
+}
+
+absl::StatusOr<lockstep::v1::ReportResponse> RankReports::ReportProgress(
+    const lockstep::v1::ProgressReport& r) {
+  lockstep::v1::ReportResponse resp;
+  std::shared_ptr<JobReports> reports;
+  {
+    absl::MutexLock lock(&mu_);
+    Job* job = jobs_.Find(r.job());
+    if (job != nullptr && job->status.generation() != r.generation()) {
+      events_.Fenced(*job, "progress", r.generation(),
+                     "worker " + r.worker_id());
+    }
+    if (job == nullptr || job->status.state() != lockstep::v1::RUNNING ||
+        job->status.generation() != r.generation()) {
+      resp.set_stop(true);
+      resp.set_reason(job == nullptr
+                          ? "no such job"
+                          : absl::StrFormat("the job is %s (%s)",
+                                            JobStateName(job->status.state()),
+                                            job->status.message()));
+      return resp;
+    }
+    RETURN_IF_ERROR(
+        CheckReporter(*job, r.rank(), r.worker_id(), "a progress report"));
+    if (r.optimizer_state_bytes() > job->status.optimizer_state_bytes()) {
+      job->status.set_optimizer_state_bytes(r.optimizer_state_bytes());
+    }
+    if (r.rank() == 0) {
+      JobStatus& s = job->status;
+      s.set_step(r.step());
+      s.set_epoch(r.epoch());
+      if (r.total_steps() > 0) s.set_total_steps(r.total_steps());
+      s.set_loss(r.loss());
+      s.set_accuracy(r.accuracy());
+      s.set_samples_per_sec(r.samples_per_sec());
+      s.set_learning_rate(r.learning_rate());
+      s.set_eta_seconds(r.eta_seconds());
+      for (const std::string& e : r.events()) events_.Event(*job, e);
+      events_.Changed(*job);
+      reports = job->reports;
+    }
+    if (r.fingerprint_step() > 0) {
+      job->fingerprints[r.fingerprint_step()][r.rank()] = r.fingerprint();
+      CompareFingerprints(*job, r.fingerprint_step());
+    }
+  }
+  if (reports == nullptr) return resp;
+  // The summaries' file writes and the curves, outside the state lock.
+  absl::Status written = reports->Add(r);
+  if (!written.ok()) {
+    absl::MutexLock lock(&mu_);
+    Job* job = jobs_.Find(r.job());
+    if (job != nullptr) {
+      events_.Event(*job,
+                    absl::StrCat("warning: summaries: ", written.message()));
+    }
+  }
+  return resp;
+}
+
+void RankReports::CompareFingerprints(Job& job, int64_t step) {
+  auto it = job.fingerprints.find(step);
+  if (it == job.fingerprints.end() || it->second.size() < job.ranks.size()) {
+    return;
+  }
+  const std::string& first = it->second.begin()->second;
+  std::vector<std::string> parts;
+  bool same = true;
+  for (const auto& [rank, fp] : it->second) {
+    same = same && fp == first;
+    parts.push_back(absl::StrFormat("rank %d %s", rank, fp.substr(0, 16)));
+  }
+  job.fingerprints.erase(job.fingerprints.begin(), std::next(it));
+  if (!same) {
+    events_.EndJob(
+        job, lockstep::v1::FAILED,
+        absl::StrFormat("parameters diverged across workers at step %d "
+                        "(fingerprints %s)",
+                        step, absl::StrJoin(parts, ", ")));
+  }
+}
+
+absl::StatusOr<lockstep::v1::ReportResponse> RankReports::RecordSamples(
+    const lockstep::v1::SampleRecord& in) {
+  lockstep::v1::ReportResponse resp;
+  std::shared_ptr<AuditLog> audit;
+  {
+    absl::MutexLock lock(&mu_);
+    Job* job = jobs_.Find(in.job());
+    if (job == nullptr) {
+      return absl::NotFoundError(
+          absl::StrFormat("no job named \"%s\"", in.job()));
+    }
+    if (job->audit == nullptr) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "job %s keeps no sample audit (audit.samples is off)", job->name));
+    }
+    if (job->status.generation() != in.generation()) {
+      events_.Fenced(*job, "samples", in.generation(),
+                     "worker " + in.worker_id());
+    }
+    if (job->status.state() != lockstep::v1::RUNNING ||
+        job->status.generation() != in.generation()) {
+      resp.set_stop(true);
+      resp.set_reason(absl::StrFormat("the job is %s at generation %d (%s)",
+                                      JobStateName(job->status.state()),
+                                      job->status.generation(),
+                                      job->status.message()));
+      return resp;
+    }
+    RETURN_IF_ERROR(
+        CheckReporter(*job, in.rank(), in.worker_id(), "a sample record"));
+    audit = job->audit;
+  }
+  ASSIGN_OR_RETURN(SampleRecord r, SampleRecordFromWire(in));
+  // The append outside the state lock: the audit file has its own.
+  RETURN_IF_ERROR(audit->Add(r));
+  return resp;
 }
 
 }  // namespace lockstep
