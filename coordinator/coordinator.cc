@@ -29,7 +29,10 @@ Coordinator::Coordinator(CoordinatorOptions options)
       members_(options_.time),
       starts_(members_, jobs_, *this, options_.time, shutting_down_),
       failures_(options_, members_, jobs_, *this, starts_, nccl_ids_),
-      reports_(options_, mu_, members_, jobs_, *this, starts_, failures_) {}
+      reports_(options_, mu_, members_, jobs_, *this, starts_, failures_),
+      checkpoints_(mu_, jobs_, *this, failures_,
+                   [this] { return NotLeading(); }),
+      nccl_(mu_, jobs_, *this, nccl_ids_) {}
 
 absl::StatusOr<lockstep::v1::ReportResponse> Coordinator::ReportProgress(
     const lockstep::v1::ProgressReport& report) {
@@ -44,6 +47,26 @@ absl::StatusOr<lockstep::v1::ReportResponse> Coordinator::RecordSamples(
 absl::Status Coordinator::Finish(const lockstep::v1::FinishRequest& req,
                                  std::string* over) {
   return reports_.Finish(req, over);
+}
+
+absl::StatusOr<lockstep::v1::CheckpointAck> Coordinator::AddCheckpointSlice(
+    const std::vector<lockstep::v1::CheckpointSlice>& messages) {
+  return checkpoints_.AddCheckpointSlice(messages);
+}
+
+absl::StatusOr<LoadedCheckpoint> Coordinator::LoadCheckpoint(
+    const std::string& job, int64_t step) const {
+  return checkpoints_.LoadCheckpoint(job, step);
+}
+
+absl::Status Coordinator::PublishNcclId(
+    const lockstep::v1::NcclIdRequest& req) {
+  return nccl_.PublishNcclId(req);
+}
+
+absl::StatusOr<std::string> Coordinator::FetchNcclId(
+    const lockstep::v1::NcclIdRequest& req) {
+  return nccl_.FetchNcclId(req);
 }
 
 void Coordinator::Tick() {

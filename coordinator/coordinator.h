@@ -81,13 +81,13 @@
 //    once all ranks' are in: a mismatch is EndJob FAILED.
 //    RecordSamples (audit.samples), before each step's collective:
 //    [W] AuditLog::Add, outside mu_; stop=true when over.
-//    UploadCheckpoint -> AddCheckpointSlice (coordinator_checkpoints.cc):
+//    UploadCheckpoint -> AddCheckpointSlice (checkpoint_commits.h):
 //    generation, RUNNING and the sender checked under mu_; then, outside mu_,
 //    CheckpointAssembler::Add verifies and, at a step's last slice,
 //    [W] CheckpointStore::Commit (temp folder, fsync, rename, `latest`);
 //    then [W] Event "committed". A failed commit of the final checkpoint
 //    (slice.final) ends the generation: Recover, nobody blamed.
-//    PublishNcclId / FetchNcclId (coordinator_nccl.cc): rank 0's 128
+//    PublishNcclId / FetchNcclId (nccl_bootstrap.h): rank 0's 128
 //    bytes, once per generation, in the NcclIdRelay (memory only); the
 //    others wait up to 300 s, or until Recover / EndJob ends it.
 //    Tick (~100 ms, coordinator_recovery.cc): ForgetLostWorkers ([W]
@@ -187,6 +187,7 @@
 #include "absl/time/time.h"
 #include "base/time_source.h"
 #include "coordinator/checkpoint_assembler.h"
+#include "coordinator/checkpoint_commits.h"
 #include "coordinator/coordinator_options.h"
 #include "coordinator/failures.h"
 #include "coordinator/gang_starts.h"
@@ -195,6 +196,7 @@
 #include "coordinator/job_table.h"
 #include "coordinator/journal_store.h"
 #include "coordinator/membership.h"
+#include "coordinator/nccl_bootstrap.h"
 #include "coordinator/nccl_relay.h"
 #include "coordinator/rank_reports.h"
 #include "coordinator/state_journal.h"
@@ -341,11 +343,6 @@ class Coordinator : private JobEvents {
   lockstep::v1::JobStatus Snapshot(const Job& job) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Job* FindJob(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The running generation `req` names, with the caller one of its ranks
-  // (*rank set); errors say which of those fails.
-  absl::StatusOr<Job*> NcclGeneration(const lockstep::v1::NcclIdRequest& req,
-                                      int* rank)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CoordinatorOptions options_;
   // Its sequence changes under mu_ (Write, Read); its store is
@@ -364,7 +361,10 @@ class Coordinator : private JobEvents {
   // The parts (under mu_), over members_ and jobs_.
   GangStarts starts_ ABSL_GUARDED_BY(mu_);
   Failures failures_ ABSL_GUARDED_BY(mu_);
-  RankReports reports_;  // takes mu_ itself
+  // These take mu_ themselves.
+  RankReports reports_;
+  CheckpointCommits checkpoints_;
+  NcclBootstrap nccl_;
 };
 
 }  // namespace lockstep

@@ -1,10 +1,10 @@
-// Who may publish and fetch a generation's NCCL id (see coordinator.h);
-// the ids themselves wait in the NcclIdRelay, outside the state lock.
+// NcclBootstrap (see nccl_bootstrap.h).
+#include "coordinator/nccl_bootstrap.h"
+
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
-#include "coordinator/coordinator.h"
 
 namespace lockstep {
 
@@ -13,15 +13,16 @@ constexpr size_t kNcclUniqueIdBytes = 128;  // NCCL_UNIQUE_ID_BYTES
 constexpr double kMaxNcclWaitSeconds = 300;
 }  // namespace
 
-absl::StatusOr<Coordinator::Job*> Coordinator::NcclGeneration(
+absl::StatusOr<NcclBootstrap::Job*> NcclBootstrap::NcclGeneration(
     const lockstep::v1::NcclIdRequest& req, int* rank) {
-  Job* job = FindJob(req.job());
+  Job* job = jobs_.Find(req.job());
   if (job == nullptr) {
     return absl::NotFoundError(
         absl::StrFormat("no job named \"%s\"", req.job()));
   }
   if (job->status.generation() != req.generation()) {
-    Fenced(*job, "nccl_id", req.generation(), "worker " + req.worker_id());
+    events_.Fenced(*job, "nccl_id", req.generation(),
+                   "worker " + req.worker_id());
   }
   if (job->status.state() != lockstep::v1::RUNNING ||
       job->status.generation() != req.generation()) {
@@ -41,7 +42,7 @@ absl::StatusOr<Coordinator::Job*> Coordinator::NcclGeneration(
                       req.worker_id(), req.job(), req.generation()));
 }
 
-absl::Status Coordinator::PublishNcclId(
+absl::Status NcclBootstrap::PublishNcclId(
     const lockstep::v1::NcclIdRequest& req) {
   {
     absl::MutexLock lock(&mu_);
@@ -63,7 +64,7 @@ absl::Status Coordinator::PublishNcclId(
   return nccl_ids_.Publish(req.job(), req.generation(), req.unique_id());
 }
 
-absl::StatusOr<std::string> Coordinator::FetchNcclId(
+absl::StatusOr<std::string> NcclBootstrap::FetchNcclId(
     const lockstep::v1::NcclIdRequest& req) {
   const double wait =
       std::min(std::max(req.wait_seconds(), 0.0), kMaxNcclWaitSeconds);

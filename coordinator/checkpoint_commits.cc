@@ -1,15 +1,15 @@
-// The Coordinator's checkpoint commits (see coordinator.h): the ranks'
-// slices, and a committed checkpoint loaded for a worker.
+// CheckpointCommits (see checkpoint_commits.h).
+#include "coordinator/checkpoint_commits.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/file_util.h"
 #include "base/status_macros.h"
-#include "coordinator/coordinator.h"
 
 namespace lockstep {
 
-absl::StatusOr<lockstep::v1::CheckpointAck> Coordinator::AddCheckpointSlice(
+absl::StatusOr<lockstep::v1::CheckpointAck>
+CheckpointCommits::AddCheckpointSlice(
     const std::vector<lockstep::v1::CheckpointSlice>& messages) {
   if (messages.empty()) {
     return absl::InvalidArgumentError("an empty checkpoint slice stream");
@@ -18,7 +18,7 @@ absl::StatusOr<lockstep::v1::CheckpointAck> Coordinator::AddCheckpointSlice(
   std::shared_ptr<CheckpointAssembler> assembler;
   {
     absl::MutexLock lock(&mu_);
-    Job* job = FindJob(head.job());
+    Job* job = jobs_.Find(head.job());
     if (job == nullptr) {
       return absl::NotFoundError(
           absl::StrFormat("no job named \"%s\"", head.job()));
@@ -29,8 +29,8 @@ absl::StatusOr<lockstep::v1::CheckpointAck> Coordinator::AddCheckpointSlice(
           JobStateName(job->status.state()), job->status.message()));
     }
     if (job->status.generation() != head.generation()) {
-      Fenced(*job, "checkpoint_slice", head.generation(),
-             absl::StrCat("rank ", head.rank()));
+      events_.Fenced(*job, "checkpoint_slice", head.generation(),
+                     absl::StrCat("rank ", head.rank()));
     }
     if (job->status.generation() != head.generation() ||
         job->status.state() != lockstep::v1::RUNNING) {
@@ -47,18 +47,19 @@ absl::StatusOr<lockstep::v1::CheckpointAck> Coordinator::AddCheckpointSlice(
   // A coordinator that stopped leading commits nothing more (etcd cannot
   // fence the storage: this narrows a deposed leader's window to the
   // commit already under way).
-  if (const std::string why = NotLeading(); !why.empty()) {
+  if (const std::string why = not_leading_(); !why.empty()) {
     return absl::UnavailableError(why);
   }
   // Verify and (for the last slice) commit without holding the state lock.
   absl::StatusOr<CommitInfo> info = assembler->Add(messages);
   absl::MutexLock lock(&mu_);
-  Job* job = FindJob(head.job());
+  Job* job = jobs_.Find(head.job());
   if (!info.ok()) {
     if (job != nullptr) {
       job->reports->CheckpointFailed();
-      Event(*job, absl::StrCat("checkpoint step ", head.step(),
-                               " not committed: ", info.status().message()));
+      events_.Event(*job,
+                    absl::StrCat("checkpoint step ", head.step(),
+                                 " not committed: ", info.status().message()));
       if (head.final() && job->status.generation() == head.generation() &&
           job->status.state() == lockstep::v1::RUNNING) {
         // Without its final checkpoint the job has not succeeded: the
@@ -79,13 +80,14 @@ absl::StatusOr<lockstep::v1::CheckpointAck> Coordinator::AddCheckpointSlice(
   if (info->committed && job != nullptr) {
     job->reports->CheckpointCommitted(*info);
     job->status.set_checkpoint_path(info->path);
-    Event(*job, absl::StrFormat("checkpoint %s committed (%.1f MB, %.3f s)",
-                                info->path, info->bytes / 1e6, info->seconds));
+    events_.Event(
+        *job, absl::StrFormat("checkpoint %s committed (%.1f MB, %.3f s)",
+                              info->path, info->bytes / 1e6, info->seconds));
   }
   return ack;
 }
 
-absl::StatusOr<LoadedCheckpoint> Coordinator::LoadCheckpoint(
+absl::StatusOr<LoadedCheckpoint> CheckpointCommits::LoadCheckpoint(
     const std::string& name, int64_t step) const {
   std::shared_ptr<CheckpointStore> store;
   {
