@@ -29,6 +29,7 @@ Coordinator::Coordinator(CoordinatorOptions options)
       members_(options_.time),
       starts_(members_, jobs_, *this, options_.time, shutting_down_),
       failures_(options_, members_, jobs_, *this, starts_, nccl_ids_),
+      views_(options_, mu_, changed_, members_, jobs_),
       reports_(options_, mu_, members_, jobs_, *this, starts_, failures_),
       checkpoints_(mu_, jobs_, *this, failures_,
                    [this] { return NotLeading(); }),
@@ -67,6 +68,29 @@ absl::Status Coordinator::PublishNcclId(
 absl::StatusOr<std::string> Coordinator::FetchNcclId(
     const lockstep::v1::NcclIdRequest& req) {
   return nccl_.FetchNcclId(req);
+}
+
+int Coordinator::RunningJobs() const { return views_.RunningJobs(); }
+
+absl::StatusOr<JobStatus> Coordinator::Get(const std::string& name) const {
+  return views_.Get(name);
+}
+
+lockstep::v1::ListJobsResponse Coordinator::List() const {
+  return views_.List();
+}
+
+absl::StatusOr<JobStatus> Coordinator::WaitForChange(
+    const std::string& name, int64_t* version, int64_t* events_seen,
+    absl::Time deadline) const {
+  return views_.WaitForChange(name, version, events_seen, deadline);
+}
+
+Coordinator::OpsView Coordinator::Ops() const {
+  OpsView v = views_.Ops();
+  v.not_serving = NotServing();
+  v.refused_journal_writes = RefusedJournalWrites();
+  return v;
 }
 
 void Coordinator::Tick() {
@@ -146,7 +170,7 @@ absl::StatusOr<JobStatus> Coordinator::Submit(const std::string& job_json,
       DecideSubmit(spec, mode, old ? &prior : nullptr, latest_checkpoint));
   if (action == SubmitAction::kReturnExisting) {
     if (existing != nullptr) *existing = true;
-    return Snapshot(*old);
+    return views_.Snapshot(*old);
   }
   std::string how;
   if (action == SubmitAction::kRestart) {
@@ -214,36 +238,12 @@ absl::StatusOr<JobStatus> Coordinator::Submit(const std::string& job_json,
           "lost worker then means the latest checkpoint)");
   }
   starts_.TryStart(ref);  // the events journal both transitions
-  return Snapshot(ref);
+  return views_.Snapshot(ref);
 }
 
 void Coordinator::BeginShutdown() {
   absl::MutexLock lock(&mu_);
   shutting_down_ = true;
-}
-
-int Coordinator::RunningJobs() const {
-  absl::MutexLock lock(&mu_);
-  return jobs_.Count(lockstep::v1::RUNNING);
-}
-
-absl::StatusOr<JobStatus> Coordinator::Get(const std::string& name) const {
-  absl::MutexLock lock(&mu_);
-  const Job* job = jobs_.Find(name);
-  if (job == nullptr) {
-    return absl::NotFoundError(absl::StrFormat("no job named \"%s\"", name));
-  }
-  return Snapshot(*job);
-}
-
-lockstep::v1::ListJobsResponse Coordinator::List() const {
-  absl::MutexLock lock(&mu_);
-  lockstep::v1::ListJobsResponse out;
-  for (const Job* job : jobs_.InOrder()) *out.add_jobs() = Snapshot(*job);
-  for (const auto& [id, w] : members_.workers()) {
-    *out.add_workers() = WorkerView(w);
-  }
-  return out;
 }
 
 absl::StatusOr<JobStatus> Coordinator::Cancel(const std::string& name) {
@@ -257,32 +257,7 @@ absl::StatusOr<JobStatus> Coordinator::Cancel(const std::string& name) {
            absl::StrFormat("cancelled at step %d", job->status.step()));
     starts_.TryStartAll();
   }
-  return Snapshot(*job);
-}
-
-absl::StatusOr<JobStatus> Coordinator::WaitForChange(
-    const std::string& name, int64_t* version, int64_t* events_seen,
-    absl::Time deadline) const {
-  absl::MutexLock lock(&mu_);
-  while (true) {
-    const Job* found = jobs_.Find(name);
-    if (found == nullptr) {
-      return absl::NotFoundError(absl::StrFormat("no job named \"%s\"", name));
-    }
-    const Job& job = *found;
-    if (job.version != *version || absl::Now() >= deadline) {
-      JobStatus s = Snapshot(job);
-      s.clear_events();
-      for (size_t i = static_cast<size_t>(*events_seen); i < job.events.size();
-           ++i) {
-        s.add_events(job.events[i]);
-      }
-      *events_seen = static_cast<int64_t>(job.events.size());
-      *version = job.version;
-      return s;
-    }
-    changed_.WaitWithDeadline(&mu_, deadline);
-  }
+  return views_.Snapshot(*job);
 }
 
 void Coordinator::EndJob(Job& job, JobState state, const std::string& message) {

@@ -194,6 +194,7 @@
 #include "coordinator/job_events.h"
 #include "coordinator/job_reports.h"
 #include "coordinator/job_table.h"
+#include "coordinator/job_views.h"
 #include "coordinator/journal_store.h"
 #include "coordinator/membership.h"
 #include "coordinator/nccl_bootstrap.h"
@@ -243,22 +244,11 @@ class Coordinator : private JobEvents {
   int RunningJobs() const;
 
   // For /metrics and the dashboard: every job's view with its curves and
-  // checkpoint figures, and the workers.
-  using Curves = JobReports::Curves;
-  using CheckpointFigures = JobReports::CheckpointFigures;
-  struct JobView {
-    lockstep::v1::JobStatus status;
-    Curves curves;
-    CheckpointFigures checkpoints;
-  };
-  struct OpsView {
-    std::vector<JobView> jobs;  // submit order
-    std::vector<lockstep::v1::WorkerStatus> workers;
-    // NotServing() and RefusedJournalWrites() (with --etcd: a standby's
-    // "not the leader: ...", and a deposed leader's refused writes).
-    std::string not_serving;
-    int64_t refused_journal_writes = 0;
-  };
+  // checkpoint figures, and the workers (JobViews).
+  using Curves = JobViews::Curves;
+  using CheckpointFigures = JobViews::CheckpointFigures;
+  using JobView = JobViews::JobView;
+  using OpsView = JobViews::OpsView;
   OpsView Ops() const;
 
   // Job service. A job's name is its identity (coordinator/submit_policy.h):
@@ -338,10 +328,6 @@ class Coordinator : private JobEvents {
   // Writes the journal (logs a failure; the state stays in memory).
   void Persist() override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status OpenJobFiles(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  lockstep::v1::WorkerStatus WorkerView(const Worker& w) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  lockstep::v1::JobStatus Snapshot(const Job& job) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Job* FindJob(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CoordinatorOptions options_;
@@ -362,6 +348,7 @@ class Coordinator : private JobEvents {
   GangStarts starts_ ABSL_GUARDED_BY(mu_);
   Failures failures_ ABSL_GUARDED_BY(mu_);
   // These take mu_ themselves.
+  JobViews views_;
   RankReports reports_;
   CheckpointCommits checkpoints_;
   NcclBootstrap nccl_;

@@ -1,17 +1,17 @@
-// The Coordinator's status views (see coordinator.h): the operations
-// view, a worker's line and a job's snapshot.
+// JobViews (see job_views.h).
+#include "coordinator/job_views.h"
+
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "coordinator/coordinator.h"
 #include "coordinator/straggler.h"
 
 namespace lockstep {
 
 using lockstep::v1::JobStatus;
 
-Coordinator::OpsView Coordinator::Ops() const {
+JobViews::OpsView JobViews::Ops() const {
   OpsView v;
   lockstep::v1::ListJobsResponse list = List();
   std::vector<std::shared_ptr<JobReports>> reports;
@@ -28,12 +28,10 @@ Coordinator::OpsView Coordinator::Ops() const {
         {list.jobs(i), reports[i]->curves(), reports[i]->checkpoints()});
   }
   v.workers.assign(list.workers().begin(), list.workers().end());
-  v.not_serving = NotServing();
-  v.refused_journal_writes = RefusedJournalWrites();
   return v;
 }
 
-lockstep::v1::WorkerStatus Coordinator::WorkerView(const Worker& w) const {
+lockstep::v1::WorkerStatus JobViews::WorkerView(const Worker& w) const {
   lockstep::v1::WorkerStatus v;
   v.set_worker_id(w.id);
   v.set_host(w.info.host());
@@ -71,7 +69,7 @@ lockstep::v1::WorkerStatus Coordinator::WorkerView(const Worker& w) const {
   return v;
 }
 
-JobStatus Coordinator::Snapshot(const Job& job) const {
+JobStatus JobViews::Snapshot(const Job& job) const {
   JobStatus s = job.status;
   s.set_epochs(job.spec.epochs);
   int alive = 0;
@@ -115,6 +113,56 @@ JobStatus Coordinator::Snapshot(const Job& job) const {
   s.set_events_total(static_cast<int64_t>(job.events.size()));
   for (const std::string& e : job.events) s.add_events(e);
   return s;
+}
+
+int JobViews::RunningJobs() const {
+  absl::MutexLock lock(&mu_);
+  return jobs_.Count(lockstep::v1::RUNNING);
+}
+
+absl::StatusOr<JobStatus> JobViews::Get(const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  const Job* job = jobs_.Find(name);
+  if (job == nullptr) {
+    return absl::NotFoundError(absl::StrFormat("no job named \"%s\"", name));
+  }
+  return Snapshot(*job);
+}
+
+lockstep::v1::ListJobsResponse JobViews::List() const {
+  absl::MutexLock lock(&mu_);
+  lockstep::v1::ListJobsResponse out;
+  for (const Job* job : jobs_.InOrder()) *out.add_jobs() = Snapshot(*job);
+  for (const auto& [id, w] : members_.workers()) {
+    *out.add_workers() = WorkerView(w);
+  }
+  return out;
+}
+
+absl::StatusOr<JobStatus> JobViews::WaitForChange(const std::string& name,
+                                                  int64_t* version,
+                                                  int64_t* events_seen,
+                                                  absl::Time deadline) const {
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    const Job* found = jobs_.Find(name);
+    if (found == nullptr) {
+      return absl::NotFoundError(absl::StrFormat("no job named \"%s\"", name));
+    }
+    const Job& job = *found;
+    if (job.version != *version || absl::Now() >= deadline) {
+      JobStatus s = Snapshot(job);
+      s.clear_events();
+      for (size_t i = static_cast<size_t>(*events_seen); i < job.events.size();
+           ++i) {
+        s.add_events(job.events[i]);
+      }
+      *events_seen = static_cast<int64_t>(job.events.size());
+      *version = job.version;
+      return s;
+    }
+    changed_.WaitWithDeadline(&mu_, deadline);
+  }
 }
 
 }  // namespace lockstep
