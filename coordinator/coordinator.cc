@@ -1,5 +1,6 @@
-// The chief's state machine (see coordinator.h): submissions, the job
-// queries, a job's end; its members are in coordinator_members.cc.
+// The chief's state machine (see coordinator.h): submissions and cancels,
+// a job's end, the JobEvents steps, and the entry points of the parts;
+// registration and heartbeats are in coordinator_members.cc.
 #include "coordinator/coordinator.h"
 
 #include <algorithm>

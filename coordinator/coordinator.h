@@ -4,14 +4,34 @@
 // result.json. Thread-safe; the gRPC services (coordinator/services.h) are
 // thin adapters over it. Never on the per-step gradient path.
 //
+// Its parts, each a class over the state it owns or shares:
+//   Membership (membership.h)      the workers by id, identity, waits
+//   JobTable (job_table.h)         the jobs by name, submission order
+//   StateJournal (state_journal.h) both as a Journal in a JournalStore
+//   GangStarts (gang_starts.h)     step 3: who takes a job's ranks, from where
+//   Failures (failures.h)          steps 4-5: liveness, suspects, hangs,
+//                                  stragglers, a generation's end, restarts
+//   RankReports (rank_reports.h)   steps 4-6: progress, samples, Finish,
+//                                  fingerprints, result.json
+//   CheckpointCommits (checkpoint_commits.h), NcclBootstrap
+//   (nccl_bootstrap.h)             step 4: slices committed; NCCL ids
+//   JobViews (job_views.h)         snapshots, lists, watches, /metrics
+// The Coordinator owns them, the state lock mu_ (one state machine: a
+// transition changes members and jobs together and is journaled as one;
+// what has its own lock keeps it: JobReports, AuditLog, the
+// CheckpointAssembler, the NcclIdRelay, the JournalStore), steps 1, 2, 6
+// and 7 (registration and heartbeats, submission and cancel, a job's end,
+// the journal's load), and JobEvents (job_events.h: Event, Changed,
+// EndJob, Persist, Log, Fenced), through which the parts report.
+//
 // The coordinator <-> worker protocol (proto/cluster.proto), in the order
 // of a job's life. All state is under mu_. A transition changes the state
-// in memory and then journals it (Persist, coordinator_journal.cc), mostly
+// in memory and then journals it (Persist: StateJournal::Write), mostly
 // through Event(), before mu_ is released, so no RPC sees a transition
 // that is not journaled. A failed journal write is only logged. [W] marks
 // a state-changing decision or write that a leader lease must fence.
 //
-// 1. Membership (coordinator_members.cc).
+// 1. Membership (coordinator_members.cc; Membership).
 //    Register: FailedPrecondition unless protocol_version is the
 //    coordinator's; InvalidArgument without a replica or a
 //    collective_address. The worker gets a new id "wN" (N: registration
@@ -42,7 +62,7 @@
 //    PENDING and keeps the name's generation count; [W] OpenJobFiles,
 //    [W] Event "submitted", then TryStart.
 //
-// 3. Gang start (coordinator_start.cc TryStart; from Submit, Register,
+// 3. Gang start (GangStarts::TryStart; from Submit, Register,
 //    late Finish reports and Tick through TryStartAll: RECOVERING jobs
 //    first, then PENDING in submit order; none while shutting down).
 //    IdleFor: not lost, no job, Offers (replicas; GPUs for "nccl"), not
@@ -52,7 +72,7 @@
 //    RECOVERING also waits for next_start (back-off) and, with
 //    await_reports, up to kSurvivorReportSeconds for each old rank still
 //    a member to send its Finish (what it kept).
-//    ChooseStart (coordinator_resume.cc): start_step is the latest good
+//    ChooseStart (GangStarts): start_step is the latest good
 //    checkpoint (CheckpointStore::LoadLatest, under mu_) or, recovering,
 //    a later step an idle worker holds of this job and generation:
 //    memory_step/donor/fingerprint, or memory_part_donors from
@@ -74,7 +94,7 @@
 //    one while not RUNNING is refused uncounted. CheckReporter (rank in
 //    range, ranks[rank] == worker_id) guards progress, sample records,
 //    checkpoint slices and Finish.
-//    ReportProgress (coordinator_reports.cc): stop=true when over. Rank 0
+//    ReportProgress (RankReports): stop=true when over. Rank 0
 //    sends step, loss, ..., events ([W] Event each) and scalars ([W]
 //    JobReports::Add, outside mu_); every rank sends a fingerprint each
 //    fingerprint_every_steps and at the last step; CompareFingerprints,
@@ -90,13 +110,13 @@
 //    PublishNcclId / FetchNcclId (nccl_bootstrap.h): rank 0's 128
 //    bytes, once per generation, in the NcclIdRelay (memory only); the
 //    others wait up to 300 s, or until Recover / EndJob ends it.
-//    Tick (~100 ms, coordinator_recovery.cc): ForgetLostWorkers ([W]
+//    Tick (~100 ms, Failures::Check): ForgetLostWorkers ([W]
 //    Persist); no heartbeat for worker_timeout_seconds: MarkLost;
 //    BlameChain; DiagnoseHangs follows heartbeat waits to the rank that
 //    waits on nothing (MarkLost after hang_timeout_seconds);
 //    UpdateStraggler; MaybeGrow (regroup_generation); each an [W] Event.
 //
-// 5. End of a generation (coordinator_finish.cc Finish).
+// 5. End of a generation (RankReports::Finish; Failures::Recover).
 //    A Finish naming the current generation number of a job not ended
 //    (RUNNING, or RECOVERING) from the worker that held its rank first
 //    records reported_* and Hold (held_step, held_fingerprint, held
@@ -125,14 +145,15 @@
 //    A drain or a regroup is agreed in a step's loss all-reduce; a drain
 //    checkpoints that step behind a barrier before Finish(leaving).
 //
-// 6. End of a job (coordinator.cc EndJob; CompleteIfDone).
+// 6. End of a job (coordinator.cc EndJob; RankReports' CompleteIfDone).
 //    SUCCEEDED once every rank's Finish is in: [W] WriteResultFile
 //    (result.json from rank 0's report and the membership), then EndJob;
 //    a failed write is FAILED. FAILED and CANCELLED (Cancel) also go
 //    through EndJob: NCCL wait ended, workers idle (STOP at the next
 //    heartbeat), [W] JobReports::Flush, [W] Event.
 //
-// 7. The coordinator's restart (coordinator_journal.cc; server.cc).
+// 7. The coordinator's restart (coordinator_journal.cc, StateJournal;
+//    server.cc).
 //    The journal (journal.proto; FileJournalStore: journal.pb, replaced
 //    atomically) holds the sequence, next_worker, live workers (id,
 //    RegisterRequest, order, job, rank) and every job (job_json, status,

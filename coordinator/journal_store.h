@@ -2,7 +2,7 @@
 // journal"): the whole state it last acted on (lockstep.v1.Journal),
 // replaced before each job or membership transition takes effect and read
 // back when a coordinator starts. The coordinator turns its state into a
-// Journal and back (coordinator_journal.cc); a store only keeps the
+// Journal and back (state_journal.cc); a store only keeps the
 // message. FileJournalStore: a file on the shared storage, for one
 // coordinator. EtcdJournalStore (coordinator/etcd_journal_store.h): keys
 // in etcd shared by coordinators in standby, each write fenced by the
