@@ -49,7 +49,11 @@ absl::Status Coordinator::LoadJournal() {
   std::vector<Job*> resumed;
   ASSIGN_OR_RETURN(const StateJournal::Found found,
                    journal_.Read(
-                       Now(), [this](Job& job) { return OpenJobFiles(job); },
+                       Now(),
+                       [this](Job& job) {
+                         mu_.AssertHeld();  // Read runs under it
+                         return OpenJobFiles(job);
+                       },
                        &members_, &jobs_, &resumed));
   if (!found.journal) {
     ready_ = true;

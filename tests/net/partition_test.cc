@@ -375,7 +375,11 @@ TEST_F(NetDrillTest, TheCoordinatorCutOffFromEveryWorkerForAWhile) {
 
 TEST_F(NetDrillTest, AnAsymmetricCutBetweenRingNeighboursIsNamedAndRecovered) {
   const std::string reference = ReferenceFingerprint();
-  // Workers on hosts 1 and 2 train; host 3 is a spare.
+  // Workers on hosts 1 and 2 train; host 3 is a spare. Their ring streams
+  // wait 9 s for unacknowledged data (--ring-keepalive-timeout; 5 by
+  // default, when the stream's own end and the status' stall report, due
+  // from 5 s, race), under the coordinator's --hang-timeout 16.
+  worker_args_ = {"--ring-keepalive-timeout", "9"};
   StartNet(4, 2, {"--worker-timeout", "8", "--hang-timeout", "16"});
   StartWorker(3);
   ASSERT_TRUE(WaitForWorkers(3));
