@@ -200,8 +200,10 @@ int RunCoordinatorCommand(const std::vector<std::string>& args) {
     return 2;
   }
   o.shutdown_grace_seconds = static_cast<double>(*grace);
+  // A stall shows in status before a ring stream's own keepalive (5 s by
+  // default) can end it: the report must not race the stream's end.
   o.coordinator.hang_report_seconds =
-      std::min(5.0, o.coordinator.hang_timeout_seconds / 2);
+      std::min(3.0, o.coordinator.hang_timeout_seconds / 2);
   o.coordinator.log = *log;
   // A file-size limit (ulimit -f) then fails the write with EFBIG, which is
   // reported like a full disk, instead of killing the coordinator.

@@ -21,9 +21,10 @@ struct CoordinatorOptions {
   double worker_timeout_seconds = 8;        // no heartbeat this long: lost
   // A rank its ring has waited on this long (while it still heartbeats) is
   // declared hung and lost; waits over hang_report_seconds are shown in
-  // status and logged.
+  // status and logged (under the workers' default ring keepalive, 5 s, so
+  // a stall is seen before a stream gives up on its neighbour).
   double hang_timeout_seconds = 30;
-  double hang_report_seconds = 5;
+  double hang_report_seconds = 3;
   // A lost worker is listed (status, list, the dashboard, /metrics) this
   // long after it was lost, then forgotten, unless a job that has not
   // ended still ranks it.

@@ -500,7 +500,7 @@ TEST_F(FaultTest, StoppedWorkerIsNamedWithStepAndBucketThenReplacedByItself) {
   Subprocess& stuck = *stuck_process;
   stuck.Signal(SIGSTOP);
   std::string last;
-  // Within the report time (5 s here) status names the missing rank, the
+  // Within the report time (3 s here) status names the missing rank, the
   // step and the collective it holds up (at an epoch's end, the
   // evaluation's).
   ASSERT_TRUE(WaitForStatus(
