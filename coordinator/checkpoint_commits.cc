@@ -18,11 +18,7 @@ CheckpointCommits::AddCheckpointSlice(
   std::shared_ptr<CheckpointAssembler> assembler;
   {
     absl::MutexLock lock(&mu_);
-    Job* job = jobs_.Find(head.job());
-    if (job == nullptr) {
-      return absl::NotFoundError(
-          absl::StrFormat("no job named \"%s\"", head.job()));
-    }
+    ASSIGN_OR_RETURN(Job * job, jobs_.Get(head.job()));
     if (IsTerminal(job->status.state())) {
       return absl::CancelledError(absl::StrFormat(
           "checkpoint slice refused: job %s is %s (%s)", head.job(),
@@ -92,10 +88,7 @@ absl::StatusOr<LoadedCheckpoint> CheckpointCommits::LoadCheckpoint(
   std::shared_ptr<CheckpointStore> store;
   {
     absl::MutexLock lock(&mu_);
-    const Job* job = jobs_.Find(name);
-    if (job == nullptr) {
-      return absl::NotFoundError(absl::StrFormat("no job named \"%s\"", name));
-    }
+    ASSIGN_OR_RETURN(const Job* job, jobs_.Get(name));
     store = job->checkpoints;
   }
   // The step the generation starts from (ChooseStart verified it), not

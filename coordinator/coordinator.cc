@@ -117,10 +117,6 @@ absl::Status Coordinator::OpenJobFiles(Job& job) {
   return absl::OkStatus();
 }
 
-Coordinator::Job* Coordinator::FindJob(const std::string& name) {
-  return jobs_.Find(name);
-}
-
 void Coordinator::Changed(Job& job) {
   ++job.version;
   changed_.SignalAll();
@@ -158,7 +154,7 @@ absl::StatusOr<JobStatus> Coordinator::Submit(const std::string& job_json,
     return absl::UnavailableError(
         "the coordinator is shutting down; submit again once it is back");
   }
-  Job* old = FindJob(spec.name);
+  Job* old = jobs_.Find(spec.name);
   PriorJob prior;
   if (old != nullptr) {
     prior.spec = &old->spec;
@@ -191,7 +187,7 @@ absl::StatusOr<JobStatus> Coordinator::Submit(const std::string& job_json,
   auto job = std::make_unique<Job>();
   // Generations keep counting across resubmissions of a name, so nothing
   // left over from an earlier run can pass for the new one.
-  if (Job* old = FindJob(spec.name); old != nullptr) {
+  if (Job* old = jobs_.Find(spec.name); old != nullptr) {
     job->status.set_generation(old->status.generation());
   }
   job->name = spec.name;
@@ -249,10 +245,7 @@ void Coordinator::BeginShutdown() {
 
 absl::StatusOr<JobStatus> Coordinator::Cancel(const std::string& name) {
   absl::MutexLock lock(&mu_);
-  Job* job = FindJob(name);
-  if (job == nullptr) {
-    return absl::NotFoundError(absl::StrFormat("no job named \"%s\"", name));
-  }
+  ASSIGN_OR_RETURN(Job * job, jobs_.Get(name));
   if (!IsTerminal(job->status.state())) {
     EndJob(*job, lockstep::v1::CANCELLED,
            absl::StrFormat("cancelled at step %d", job->status.step()));

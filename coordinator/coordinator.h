@@ -349,7 +349,6 @@ class Coordinator : private JobEvents {
   // Writes the journal (logs a failure; the state stays in memory).
   void Persist() override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status OpenJobFiles(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  Job* FindJob(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CoordinatorOptions options_;
   // Its sequence changes under mu_ (Write, Read); its store is

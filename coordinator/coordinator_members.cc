@@ -83,7 +83,7 @@ absl::StatusOr<lockstep::v1::HeartbeatResponse> Coordinator::Heartbeat(
   w.wait_at = w.last_heartbeat;
   w.timing = req.timing();
   lockstep::v1::HeartbeatResponse resp;
-  Job* job = w.job.empty() ? nullptr : FindJob(w.job);
+  Job* job = w.job.empty() ? nullptr : jobs_.Find(w.job);
   const bool running =
       job != nullptr && job->status.state() == lockstep::v1::RUNNING;
   if (!req.job().empty()) {
@@ -92,7 +92,7 @@ absl::StatusOr<lockstep::v1::HeartbeatResponse> Coordinator::Heartbeat(
         req.generation() != job->status.generation()) {
       resp.set_command(lockstep::v1::HeartbeatResponse::STOP);
       resp.mutable_assignment()->set_job(req.job());
-      Job* its = FindJob(req.job());
+      Job* its = jobs_.Find(req.job());
       resp.set_reason(its != nullptr && !its->status.message().empty()
                           ? its->status.message()
                           : "the job is no longer assigned to this worker");

@@ -39,6 +39,23 @@ const JobTable::Job* JobTable::Find(const std::string& name) const {
   return it == jobs_.end() ? nullptr : it->second.get();
 }
 
+absl::StatusOr<JobTable::Job*> JobTable::Get(const std::string& name) {
+  Job* job = Find(name);
+  if (job == nullptr) {
+    return absl::NotFoundError(absl::StrFormat("no job named \"%s\"", name));
+  }
+  return job;
+}
+
+absl::StatusOr<const JobTable::Job*> JobTable::Get(
+    const std::string& name) const {
+  const Job* job = Find(name);
+  if (job == nullptr) {
+    return absl::NotFoundError(absl::StrFormat("no job named \"%s\"", name));
+  }
+  return job;
+}
+
 JobTable::Job& JobTable::Put(std::unique_ptr<Job> job) {
   Job& ref = *job;
   if (jobs_.count(ref.name) == 0) order_.push_back(ref.name);

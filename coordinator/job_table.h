@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "coordinator/checkpoint_assembler.h"
 #include "coordinator/job_reports.h"
@@ -97,6 +98,9 @@ class JobTable {
   // The job named `name`, or null.
   Job* Find(const std::string& name);
   const Job* Find(const std::string& name) const;
+  // The job named `name`, or NotFound `no job named "NAME"`.
+  absl::StatusOr<Job*> Get(const std::string& name);
+  absl::StatusOr<const Job*> Get(const std::string& name) const;
   // Adds `job`, or replaces the job of its name, which keeps its place in
   // the submission order.
   Job& Put(std::unique_ptr<Job> job);

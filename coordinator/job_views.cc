@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "coordinator/straggler.h"
 
 namespace lockstep {
@@ -122,10 +123,7 @@ int JobViews::RunningJobs() const {
 
 absl::StatusOr<JobStatus> JobViews::Get(const std::string& name) const {
   absl::MutexLock lock(&mu_);
-  const Job* job = jobs_.Find(name);
-  if (job == nullptr) {
-    return absl::NotFoundError(absl::StrFormat("no job named \"%s\"", name));
-  }
+  ASSIGN_OR_RETURN(const Job* job, jobs_.Get(name));
   return Snapshot(*job);
 }
 
@@ -145,10 +143,7 @@ absl::StatusOr<JobStatus> JobViews::WaitForChange(const std::string& name,
                                                   absl::Time deadline) const {
   absl::MutexLock lock(&mu_);
   while (true) {
-    const Job* found = jobs_.Find(name);
-    if (found == nullptr) {
-      return absl::NotFoundError(absl::StrFormat("no job named \"%s\"", name));
-    }
+    ASSIGN_OR_RETURN(const Job* found, jobs_.Get(name));
     const Job& job = *found;
     if (job.version != *version || absl::Now() >= deadline) {
       JobStatus s = Snapshot(job);

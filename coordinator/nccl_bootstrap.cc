@@ -15,11 +15,7 @@ constexpr double kMaxNcclWaitSeconds = 300;
 
 absl::StatusOr<NcclBootstrap::Job*> NcclBootstrap::NcclGeneration(
     const lockstep::v1::NcclIdRequest& req, int* rank) {
-  Job* job = jobs_.Find(req.job());
-  if (job == nullptr) {
-    return absl::NotFoundError(
-        absl::StrFormat("no job named \"%s\"", req.job()));
-  }
+  ASSIGN_OR_RETURN(Job * job, jobs_.Get(req.job()));
   if (job->status.generation() != req.generation()) {
     events_.Fenced(*job, "nccl_id", req.generation(),
                    "worker " + req.worker_id());

@@ -98,11 +98,7 @@ absl::StatusOr<lockstep::v1::ReportResponse> RankReports::RecordSamples(
   std::shared_ptr<AuditLog> audit;
   {
     absl::MutexLock lock(&mu_);
-    Job* job = jobs_.Find(in.job());
-    if (job == nullptr) {
-      return absl::NotFoundError(
-          absl::StrFormat("no job named \"%s\"", in.job()));
-    }
+    ASSIGN_OR_RETURN(Job * job, jobs_.Get(in.job()));
     if (job->audit == nullptr) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "job %s keeps no sample audit (audit.samples is off)", job->name));
