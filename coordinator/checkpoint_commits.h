@@ -39,10 +39,16 @@ class CheckpointCommits {
         failures_(failures),
         not_leading_(std::move(not_leading)) {}
 
-  // Coordinator::AddCheckpointSlice and LoadCheckpoint (coordinator.h).
+  // The services' AddCheckpointSlice and LoadCheckpoint (coordinator.h,
+  // step 4).
+  // One worker's whole slice stream (already read). Commits the checkpoint
+  // when it is the last slice of its step.
   absl::StatusOr<lockstep::v1::CheckpointAck> AddCheckpointSlice(
       const std::vector<lockstep::v1::CheckpointSlice>& messages)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // The committed checkpoint of `job` at `step` (where its generation
+  // starts), verified, whether or not a later one was committed since;
+  // DataLoss naming the folder when it is missing or damaged.
   absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& job,
                                                   int64_t step) const
       ABSL_LOCKS_EXCLUDED(mu_);

@@ -16,13 +16,18 @@
 //   CheckpointCommits (checkpoint_commits.h), NcclBootstrap
 //   (nccl_bootstrap.h)             step 4: slices committed; NCCL ids
 //   JobViews (job_views.h)         snapshots, lists, watches, /metrics
-// The Coordinator owns them, the state lock mu_ (one state machine: a
+//   Registrations (registrations.h) step 1: registration, heartbeats
+//   Submissions (submissions.h)    step 2: submission, cancel, job files
+// The Coordinator owns them and the state lock mu_ (one state machine: a
 // transition changes members and jobs together and is journaled as one;
 // what has its own lock keeps it: JobReports, AuditLog, the
-// CheckpointAssembler, the NcclIdRelay, the JournalStore), steps 1, 2, 6
-// and 7 (registration and heartbeats, submission and cancel, a job's end,
-// the journal's load), and JobEvents (job_events.h: Event, Changed,
-// EndJob, Persist, Log, Fenced), through which the parts report.
+// CheckpointAssembler, the NcclIdRelay, the JournalStore). It wires them,
+// implements JobEvents (job_events.h: Event, Changed, EndJob, Persist,
+// Log, Fenced), through which the parts report (step 6, a job's end, is
+// its EndJob), and runs the lifecycle: the journal's load (step 7), the
+// shutdown, the tick. The services call the parts through its accessors
+// (submissions(), views(), registrations(), reports(), checkpoints(),
+// nccl()).
 //
 // The coordinator <-> worker protocol (proto/cluster.proto), in the order
 // of a job's life. All state is under mu_. A transition changes the state
@@ -31,7 +36,7 @@
 // that is not journaled. A failed journal write is only logged. [W] marks
 // a state-changing decision or write that a leader lease must fence.
 //
-// 1. Membership (coordinator_members.cc; Membership).
+// 1. Membership (Registrations, registrations.h; Membership).
 //    Register: FailedPrecondition unless protocol_version is the
 //    coordinator's; InvalidArgument without a replica or a
 //    collective_address. The worker gets a new id "wN" (N: registration
@@ -53,7 +58,8 @@
 //    TryStart gave a rank, at every heartbeat until it runs it, unless
 //    that rank already sent a Finish of this generation. Not journaled.
 //
-// 2. Submission (coordinator.cc Submit; submit_policy.cc DecideSubmit).
+// 2. Submission (Submissions, submissions.h; submit_policy.cc
+//    DecideSubmit).
 //    UNAVAILABLE after BeginShutdown. The same spec again returns the
 //    name's job (SubmitResponse.existing); another spec while it has not
 //    ended is AlreadyExists. Another spec of an ended job, or
@@ -145,7 +151,7 @@
 //    A drain or a regroup is agreed in a step's loss all-reduce; a drain
 //    checkpoints that step behind a barrier before Finish(leaving).
 //
-// 6. End of a job (coordinator.cc EndJob; RankReports' CompleteIfDone).
+// 6. End of a job (Coordinator::EndJob; RankReports' CompleteIfDone).
 //    SUCCEEDED once every rank's Finish is in: [W] WriteResultFile
 //    (result.json from rank 0's report and the membership), then EndJob;
 //    a failed write is FAILED. FAILED and CANCELLED (Cancel) also go
@@ -221,7 +227,9 @@
 #include "coordinator/nccl_bootstrap.h"
 #include "coordinator/nccl_relay.h"
 #include "coordinator/rank_reports.h"
+#include "coordinator/registrations.h"
 #include "coordinator/state_journal.h"
+#include "coordinator/submissions.h"
 #include "coordinator/submit_policy.h"
 #include "core/audit/sample_audit.h"
 #include "core/checkpoint/checkpoint.h"
@@ -240,8 +248,12 @@ class Coordinator : private JobEvents {
   // is fine): its jobs resume, its workers may heartbeat again under their
   // ids. DataLoss naming the file when it is damaged.
   absl::Status LoadJournal();
-  // Where the journal is (the file's path for the file store).
-  std::string JournalPath() const { return journal_.store().Where(); }
+  // Writes the journal now (at shutdown).
+  absl::Status SaveJournal();
+  // Where the journal is (Where(): the file's path for the file store) and
+  // the journal writes it refused because this coordinator no longer led
+  // (refused_writes()). Thread-safe.
+  const JournalStore& journal_store() const { return journal_.store(); }
   // True once LoadJournal succeeded: the services answer only then.
   bool ready() const { return ready_.load(); }
   // "" while the services may answer: the journal is replayed and this
@@ -250,83 +262,35 @@ class Coordinator : private JobEvents {
   // (term 12)", kNotLeaderPrefix): the callers retry, or go to the
   // leader.
   std::string NotServing() const;
-  // Journal writes refused because this coordinator no longer led.
-  int64_t RefusedJournalWrites() const {
-    return journal_.store().refused_writes();
-  }
-  // Writes the journal now (at shutdown).
-  absl::Status SaveJournal();
   // The shutdown has begun: Submit answers UNAVAILABLE and no generation
   // starts, while the workers of jobs still RUNNING may drain (checkpoint
   // and leave) through this coordinator.
   void BeginShutdown();
-  // Jobs in state RUNNING (a drained job is RECOVERING, waiting for
-  // workers).
-  int RunningJobs() const;
+  // Liveness and gang starts; called every ~100 ms by the server.
+  void Tick();
 
   // For /metrics and the dashboard: every job's view with its curves and
-  // checkpoint figures, and the workers (JobViews).
+  // checkpoint figures, and the workers (JobViews), with whether this
+  // coordinator serves.
   using Curves = JobViews::Curves;
   using CheckpointFigures = JobViews::CheckpointFigures;
   using JobView = JobViews::JobView;
   using OpsView = JobViews::OpsView;
   OpsView Ops() const;
 
-  // Job service. A job's name is its identity (coordinator/submit_policy.h):
-  // the same spec again returns the existing job (*existing set, when not
-  // null); `mode` asks to resume or restart a name whose spec changed.
-  absl::StatusOr<lockstep::v1::JobStatus> Submit(
-      const std::string& job_json, SubmitMode mode = SubmitMode::kNew,
-      bool* existing = nullptr);
-  absl::StatusOr<lockstep::v1::JobStatus> Get(const std::string& name) const;
-  lockstep::v1::ListJobsResponse List() const;
-  absl::StatusOr<lockstep::v1::JobStatus> Cancel(const std::string& name);
-  // Blocks until the job changed after `*events_seen`/`*version` or
-  // `deadline`; returns the snapshot with the events after *events_seen and
-  // advances both. NotFound for an unknown job.
-  absl::StatusOr<lockstep::v1::JobStatus> WaitForChange(
-      const std::string& name, int64_t* version, int64_t* events_seen,
-      absl::Time deadline) const;
-
-  // Coordinator service.
-  absl::StatusOr<lockstep::v1::RegisterResponse> Register(
-      const lockstep::v1::RegisterRequest& req, const std::string& peer);
-  absl::StatusOr<lockstep::v1::HeartbeatResponse> Heartbeat(
-      const lockstep::v1::HeartbeatRequest& req);
-  absl::StatusOr<lockstep::v1::ReportResponse> ReportProgress(
-      const lockstep::v1::ProgressReport& report);
-  // A rank's samples of one step (audit.samples): appended to the job's
-  // audit file; stop when its generation is over (fenced, "samples").
-  absl::StatusOr<lockstep::v1::ReportResponse> RecordSamples(
-      const lockstep::v1::SampleRecord& record);
-  // One worker's whole slice stream (already read). Commits the checkpoint
-  // when it is the last slice of its step.
-  absl::StatusOr<lockstep::v1::CheckpointAck> AddCheckpointSlice(
-      const std::vector<lockstep::v1::CheckpointSlice>& messages);
-  // The committed checkpoint of `job` at `step` (where its generation
-  // starts), verified, whether or not a later one was committed since;
-  // DataLoss naming the folder when it is missing or damaged.
-  absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& job,
-                                                  int64_t step) const;
-  // Sets *over (when not null) if the report comes after the job or its
-  // generation ended (FinishResponse.over).
-  absl::Status Finish(const lockstep::v1::FinishRequest& req,
-                      std::string* over = nullptr);
-
-  // NCCL bootstrap (cluster.proto PublishNcclId / FetchNcclId, the ids
-  // kept in an NcclIdRelay). Only rank 0's worker may publish, once per
-  // generation (the same bytes again are accepted); fetching blocks until
-  // then, the generation's end, or the wait (capped at 300 s), without the
-  // state lock.
-  absl::Status PublishNcclId(const lockstep::v1::NcclIdRequest& req);
-  absl::StatusOr<std::string> FetchNcclId(
-      const lockstep::v1::NcclIdRequest& req);
-
-  // How many FetchNcclId calls of `job` wait for its id now.
-  int NcclWaiters(const std::string& job) { return nccl_ids_.Waiting(job); }
-
-  // Liveness and gang starts; called every ~100 ms by the server.
-  void Tick();
+  // The parts the services call (each takes the state lock itself):
+  // the job service's Submit and Cancel (step 2),
+  Submissions& submissions() { return submissions_; }
+  // its Get, List, WaitForChange (and RunningJobs, for the shutdown),
+  const JobViews& views() const { return views_; }
+  // the coordinator service's Register and Heartbeat (step 1),
+  Registrations& registrations() { return registrations_; }
+  // ReportProgress, RecordSamples and Finish (steps 4-6),
+  RankReports& reports() { return reports_; }
+  // AddCheckpointSlice and LoadCheckpoint (step 4),
+  CheckpointCommits& checkpoints() { return checkpoints_; }
+  // PublishNcclId, FetchNcclId (step 4) and Waiting.
+  NcclBootstrap& nccl() { return nccl_; }
 
  private:
   using Worker = Membership::Worker;
@@ -348,12 +312,10 @@ class Coordinator : private JobEvents {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes the journal (logs a failure; the state stays in memory).
   void Persist() override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status OpenJobFiles(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CoordinatorOptions options_;
   // Its sequence changes under mu_ (Write, Read); its store is
-  // thread-safe (JournalPath, NotLeading, RefusedJournalWrites read it
-  // without mu_).
+  // thread-safe (journal_store() and NotLeading read it without mu_).
   StateJournal journal_;
   mutable absl::Mutex mu_;
   mutable absl::CondVar changed_;
@@ -369,6 +331,8 @@ class Coordinator : private JobEvents {
   Failures failures_ ABSL_GUARDED_BY(mu_);
   // These take mu_ themselves.
   JobViews views_;
+  Registrations registrations_;
+  Submissions submissions_;
   RankReports reports_;
   CheckpointCommits checkpoints_;
   NcclBootstrap nccl_;

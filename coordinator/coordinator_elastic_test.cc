@@ -65,7 +65,7 @@ class ElasticTest : public CoordinatorTest {
     return f;
   }
   v1::JobStatus Job() {
-    absl::StatusOr<v1::JobStatus> s = c_->Get("j");
+    absl::StatusOr<v1::JobStatus> s = c_->views().Get("j");
     EXPECT_TRUE(s.ok()) << s.status();
     return s.ok() ? *s : v1::JobStatus();
   }
@@ -81,7 +81,7 @@ class ElasticTest : public CoordinatorTest {
 
 TEST_F(ElasticTest, StartsWithMinAfterTheGraceAndGrowsAtAStepBoundary) {
   const std::string a = Register("hosta"), b = Register("hostb");
-  ASSERT_TRUE(c_->Submit(kElasticJob).ok());
+  ASSERT_TRUE(c_->submissions().Submit(kElasticJob).ok());
   EXPECT_EQ(Job().state(), v1::PENDING);
   EXPECT_THAT(Job().message(), HasSubstr("needs 2 (up to 3, within 0.5 s)"));
   EXPECT_THAT(Job().events(0),
@@ -107,7 +107,7 @@ TEST_F(ElasticTest, StartsWithMinAfterTheGraceAndGrowsAtAStepBoundary) {
   EXPECT_TRUE(Beat(a, "j", 1).regroup());
   EXPECT_TRUE(Beat(b, "j", 1).regroup());
   // The ranks agreed on step 5 and keep its state.
-  ASSERT_TRUE(c_->Finish(Regrouped(a, 0, 5)).ok());
+  ASSERT_TRUE(c_->reports().Finish(Regrouped(a, 0, 5)).ok());
   EXPECT_EQ(Job().state(), v1::RECOVERING);
   BeatAndTick({a, b, c});
   // A planned grow, not a failure, and what it waits for, counted down.
@@ -121,7 +121,7 @@ TEST_F(ElasticTest, StartsWithMinAfterTheGraceAndGrowsAtAStepBoundary) {
               HasSubstr("growing: generation 1 ended after step 5: 1 idle "
                         "worker joins, from 2 to 3 workers (no restart "
                         "counted; nothing is done again)"));
-  ASSERT_TRUE(c_->Finish(Regrouped(b, 1, 5)).ok());
+  ASSERT_TRUE(c_->reports().Finish(Regrouped(b, 1, 5)).ok());
   const v1::JobStatus s = Job();
   ASSERT_EQ(s.state(), v1::RUNNING);
   EXPECT_EQ(s.generation(), 2);
@@ -157,7 +157,7 @@ TEST_F(ElasticTest, StartsWithMinAfterTheGraceAndGrowsAtAStepBoundary) {
 TEST_F(ElasticTest, ALostWorkerLeavesTheSurvivorsAfterTheRejoinGrace) {
   const std::string a = Register("hosta"), b = Register("hostb"),
                     c = Register("hostc");
-  ASSERT_TRUE(c_->Submit(kElasticJob).ok());
+  ASSERT_TRUE(c_->submissions().Submit(kElasticJob).ok());
   ASSERT_EQ(Job().state(), v1::RUNNING);  // its max: no grace
   EXPECT_EQ(Beat(a).assignment().world_size(), 3);
   // Rank 0's stream from rank 2 broke: rank 2 is lost; the survivors keep
@@ -167,11 +167,11 @@ TEST_F(ElasticTest, ALostWorkerLeavesTheSurvivorsAfterTheRejoinGrace) {
   f.add_suspect_ranks(2);
   f.set_held_step(7);
   f.set_held_fingerprint("fp7");
-  ASSERT_TRUE(c_->Finish(f).ok());
+  ASSERT_TRUE(c_->reports().Finish(f).ok());
   v1::FinishRequest g = Failed(b, 1, 1, "aborted", absl::StatusCode::kAborted);
   g.set_held_step(7);
   g.set_held_fingerprint("fp7");
-  ASSERT_TRUE(c_->Finish(g).ok());
+  ASSERT_TRUE(c_->reports().Finish(g).ok());
   // Rank 2 is silent: blamed once its heartbeats stop (0.3 s here).
   for (int i = 0; i < 2; ++i) {
     Pass(0.2);
@@ -209,13 +209,15 @@ TEST_F(ElasticTest, ALostWorkerLeavesTheSurvivorsAfterTheRejoinGrace) {
 TEST_F(ElasticTest, AReplacementWithinTheGraceKeepsTheWorld) {
   const std::string a = Register("hosta"), b = Register("hostb"),
                     c = Register("hostc");
-  ASSERT_TRUE(c_->Submit(kElasticJob).ok());
+  ASSERT_TRUE(c_->submissions().Submit(kElasticJob).ok());
   v1::FinishRequest f = Failed(a, 1, 0, "stream from rank 2 broke",
                                absl::StatusCode::kUnavailable);
   f.add_suspect_ranks(2);
-  ASSERT_TRUE(c_->Finish(f).ok());
+  ASSERT_TRUE(c_->reports().Finish(f).ok());
   ASSERT_TRUE(
-      c_->Finish(Failed(b, 1, 1, "aborted", absl::StatusCode::kAborted)).ok());
+      c_->reports()
+          .Finish(Failed(b, 1, 1, "aborted", absl::StatusCode::kAborted))
+          .ok());
   for (int i = 0; i < 2; ++i) {  // rank 2 silent: lost after 0.3 s
     Pass(0.2);
     BeatAndTick({a, b});
@@ -232,16 +234,16 @@ TEST_F(ElasticTest, AReplacementWithinTheGraceKeepsTheWorld) {
 TEST_F(ElasticTest, ThreeRanksFollowTheChainOfSuspects) {
   const std::string a = Register("hosta"), b = Register("hostb"),
                     c = Register("hostc");
-  ASSERT_TRUE(c_->Submit(kElasticJob).ok());
+  ASSERT_TRUE(c_->submissions().Submit(kElasticJob).ok());
   v1::FinishRequest from1 = Failed(b, 1, 1, "the stream from rank 0 broke",
                                    absl::StatusCode::kUnavailable);
   from1.add_suspect_ranks(0);
-  ASSERT_TRUE(c_->Finish(from1).ok());
+  ASSERT_TRUE(c_->reports().Finish(from1).ok());
   EXPECT_EQ(Job().state(), v1::RUNNING);  // rank 0 may name its own suspect
   v1::FinishRequest from0 = Failed(a, 1, 0, "the stream from rank 2 broke",
                                    absl::StatusCode::kUnavailable);
   from0.add_suspect_ranks(2);
-  ASSERT_TRUE(c_->Finish(from0).ok());
+  ASSERT_TRUE(c_->reports().Finish(from0).ok());
   for (int i = 0; i < 6; ++i) {  // rank 2 stays silent for over 1 s
     Pass(0.2);
     Beat(a);
@@ -250,7 +252,7 @@ TEST_F(ElasticTest, ThreeRanksFollowTheChainOfSuspects) {
     alive.set_worker_id(c);
     alive.set_job("j");
     alive.set_generation(1);
-    (void)c_->Heartbeat(alive);
+    (void)c_->registrations().Heartbeat(alive);
     c_->Tick();
   }
   EXPECT_EQ(Job().state(), v1::RECOVERING);
@@ -262,8 +264,8 @@ TEST_F(ElasticTest, ThreeRanksFollowTheChainOfSuspects) {
 TEST_F(ElasticTest, ARegroupNobodyAskedForIsRefused) {
   const std::string a = Register("hosta"), b = Register("hostb"),
                     c = Register("hostc");
-  ASSERT_TRUE(c_->Submit(kElasticJob).ok());
-  const absl::Status s = c_->Finish(Regrouped(a, 0, 5));
+  ASSERT_TRUE(c_->submissions().Submit(kElasticJob).ok());
+  const absl::Status s = c_->reports().Finish(Regrouped(a, 0, 5));
   EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
   EXPECT_EQ(s.message(),
             "a regroup report from rank 0 of job j generation 1, which the "

@@ -34,7 +34,8 @@ class FencingTest : public CoordinatorTest {
     CoordinatorTest::SetUp();
     w1_ = Register("hosta");
     w2_ = Register("hostb");
-    ASSERT_TRUE(c_->Submit(R"({
+    ASSERT_TRUE(c_->submissions()
+                    .Submit(R"({
       "name": "j", "seed": 1,
       "model": {"input_shape": [4], "layers": [{"type": "dense", "units": 2}]},
       "data": {"format": "synthetic", "train_samples": 100,
@@ -47,18 +48,19 @@ class FencingTest : public CoordinatorTest {
     Pass(0.4);
     Beat(w1_, "j", 1);
     c_->Tick();
-    ASSERT_EQ(c_->Get("j")->state(), v1::RECOVERING);
-    ASSERT_TRUE(c_->Finish(Failed(w1_, 1, 0, "stopped by the coordinator",
-                                  absl::StatusCode::kCancelled))
+    ASSERT_EQ(c_->views().Get("j")->state(), v1::RECOVERING);
+    ASSERT_TRUE(c_->reports()
+                    .Finish(Failed(w1_, 1, 0, "stopped by the coordinator",
+                                   absl::StatusCode::kCancelled))
                     .ok());
     w3_ = Register("hostc");
-    const v1::JobStatus s = *c_->Get("j");
+    const v1::JobStatus s = *c_->views().Get("j");
     ASSERT_EQ(s.state(), v1::RUNNING);
     ASSERT_EQ(s.generation(), 2);
     ASSERT_EQ(s.workers(1).worker_id(), w3_);
   }
   std::map<std::string, int64_t> Fenced() {
-    const v1::JobStatus s = *c_->Get("j");
+    const v1::JobStatus s = *c_->views().Get("j");
     return {s.fenced().begin(), s.fenced().end()};
   }
   // Rank `rank`'s whole checkpoint slice at `step` of `generation` (the
@@ -112,11 +114,11 @@ TEST_F(FencingTest, AnOldGenerationsProgressReportIsRefusedAndCounted) {
   r.set_loss(0.125);
   r.set_fingerprint_step(55);
   r.set_fingerprint("stale");
-  absl::StatusOr<v1::ReportResponse> resp = c_->ReportProgress(r);
+  absl::StatusOr<v1::ReportResponse> resp = c_->reports().ReportProgress(r);
   ASSERT_TRUE(resp.ok()) << resp.status();
   EXPECT_TRUE(resp->stop());  // told to stop
   EXPECT_THAT(resp->reason(), HasSubstr("the job is RUNNING"));
-  const v1::JobStatus s = *c_->Get("j");
+  const v1::JobStatus s = *c_->views().Get("j");
   EXPECT_EQ(s.step(), 0);  // nothing taken from it
   EXPECT_EQ(s.loss(), 0);
   EXPECT_EQ(Fenced(), (std::map<std::string, int64_t>{{"progress", 1}}));
@@ -124,15 +126,15 @@ TEST_F(FencingTest, AnOldGenerationsProgressReportIsRefusedAndCounted) {
   r.set_worker_id(w1_);
   r.set_generation(2);
   r.clear_fingerprint_step();
-  ASSERT_FALSE(c_->ReportProgress(r)->stop());
-  EXPECT_EQ(c_->Get("j")->step(), 55);
+  ASSERT_FALSE(c_->reports().ReportProgress(r)->stop());
+  EXPECT_EQ(c_->views().Get("j")->step(), 55);
   EXPECT_EQ(Fenced(), (std::map<std::string, int64_t>{{"progress", 1}}));
 }
 
 TEST_F(FencingTest, AnOldGenerationsCheckpointSlicesCommitNoByte) {
   for (int rank : {0, 1}) {
     absl::StatusOr<v1::CheckpointAck> ack =
-        c_->AddCheckpointSlice(Slice(rank, 40, 1));
+        c_->checkpoints().AddCheckpointSlice(Slice(rank, 40, 1));
     ASSERT_TRUE(absl::IsFailedPrecondition(ack.status())) << ack.status();
     EXPECT_EQ(ack.status().message(),
               "checkpoint slice for generation 1 refused: job j is RUNNING at "
@@ -140,13 +142,13 @@ TEST_F(FencingTest, AnOldGenerationsCheckpointSlicesCommitNoByte) {
   }
   EXPECT_EQ(Fenced(),
             (std::map<std::string, int64_t>{{"checkpoint_slice", 2}}));
-  EXPECT_EQ(c_->Get("j")->checkpoint_path(), "");
+  EXPECT_EQ(c_->views().Get("j")->checkpoint_path(), "");
   EXPECT_EQ(Written(), std::vector<std::string>{})
       << "bytes from generation 1's slices were written";
   // A current slice sent in another worker's name (w2 no longer holds
   // rank 1) is refused, naming both, and writes nothing either.
   absl::StatusOr<v1::CheckpointAck> stolen =
-      c_->AddCheckpointSlice(Slice(1, 40, 2, "w2"));
+      c_->checkpoints().AddCheckpointSlice(Slice(1, 40, 2, "w2"));
   ASSERT_TRUE(absl::IsInvalidArgument(stolen.status())) << stolen.status();
   EXPECT_EQ(stolen.status().message(),
             "a checkpoint slice for rank 1 of job j from worker \"w2\", but "
@@ -154,9 +156,9 @@ TEST_F(FencingTest, AnOldGenerationsCheckpointSlicesCommitNoByte) {
   EXPECT_EQ(Written(), std::vector<std::string>{});
   // The same slices from the current generation commit: the refusal was
   // the generation's, not the slices'.
-  ASSERT_TRUE(c_->AddCheckpointSlice(Slice(0, 40, 2)).ok());
+  ASSERT_TRUE(c_->checkpoints().AddCheckpointSlice(Slice(0, 40, 2)).ok());
   absl::StatusOr<v1::CheckpointAck> ack =
-      c_->AddCheckpointSlice(Slice(1, 40, 2));
+      c_->checkpoints().AddCheckpointSlice(Slice(1, 40, 2));
   ASSERT_TRUE(ack.ok()) << ack.status();
   EXPECT_TRUE(ack->committed());
   EXPECT_EQ(Fenced(),
@@ -188,22 +190,22 @@ TEST_F(DeposedTest, ACoordinatorThatNoLongerLeadsCommitsNoCheckpoint) {
   store_->not_leading = "a standby; the leader is 10.0.0.2:7070 (term 9)";
   for (int rank : {0, 1}) {
     absl::StatusOr<v1::CheckpointAck> ack =
-        c_->AddCheckpointSlice(Slice(rank, 40, 2));
+        c_->checkpoints().AddCheckpointSlice(Slice(rank, 40, 2));
     ASSERT_TRUE(absl::IsUnavailable(ack.status())) << ack.status();
     EXPECT_EQ(ack.status().message(),
               "not the leader: a standby; the leader is 10.0.0.2:7070 (term "
               "9)");
   }
-  EXPECT_EQ(c_->Get("j")->checkpoint_path(), "");
+  EXPECT_EQ(c_->views().Get("j")->checkpoint_path(), "");
   EXPECT_EQ(Written(), std::vector<std::string>{});
   EXPECT_EQ(c_->NotServing(),
             "not the leader: a standby; the leader is "
             "10.0.0.2:7070 (term 9)");
   // Leading again (the same term, the lease renewed in time): they commit.
   store_->not_leading = "";
-  ASSERT_TRUE(c_->AddCheckpointSlice(Slice(0, 40, 2)).ok());
+  ASSERT_TRUE(c_->checkpoints().AddCheckpointSlice(Slice(0, 40, 2)).ok());
   absl::StatusOr<v1::CheckpointAck> ack =
-      c_->AddCheckpointSlice(Slice(1, 40, 2));
+      c_->checkpoints().AddCheckpointSlice(Slice(1, 40, 2));
   ASSERT_TRUE(ack.ok()) << ack.status();
   EXPECT_TRUE(ack->committed());
 }
@@ -215,9 +217,9 @@ TEST_F(FencingTest, AnOldGenerationsFinishReportChangesNothing) {
                                absl::StatusCode::kUnavailable);
   f.add_suspect_ranks(0);
   std::string over;
-  ASSERT_TRUE(c_->Finish(f, &over).ok());
+  ASSERT_TRUE(c_->reports().Finish(f, &over).ok());
   EXPECT_EQ(over, "job j is RUNNING at generation 2 ()");  // told: stop
-  v1::JobStatus s = *c_->Get("j");
+  v1::JobStatus s = *c_->views().Get("j");
   EXPECT_EQ(s.state(), v1::RUNNING);
   EXPECT_EQ(s.generation(), 2);
   EXPECT_EQ(Fenced(), (std::map<std::string, int64_t>{{"finish", 1}}));
@@ -230,9 +232,9 @@ TEST_F(FencingTest, AnOldGenerationsFinishReportChangesNothing) {
   done.set_steps(10);
   done.set_fingerprint("stale");
   over.clear();
-  ASSERT_TRUE(c_->Finish(done, &over).ok());
+  ASSERT_TRUE(c_->reports().Finish(done, &over).ok());
   EXPECT_FALSE(over.empty());
-  s = *c_->Get("j");
+  s = *c_->views().Get("j");
   EXPECT_EQ(s.state(), v1::RUNNING);
   EXPECT_EQ(s.result_path(), "");
   EXPECT_EQ(Fenced(), (std::map<std::string, int64_t>{{"finish", 2}}));
@@ -250,16 +252,18 @@ TEST_F(FencingTest, AnOldGenerationsNcclIdIsNeitherKeptNorHanded) {
     return r;
   };
   absl::Status published =
-      c_->PublishNcclId(request(w1_, 1, std::string(128, 'o')));
+      c_->nccl().PublishNcclId(request(w1_, 1, std::string(128, 'o')));
   ASSERT_TRUE(absl::IsFailedPrecondition(published)) << published;
   EXPECT_EQ(published.message(),
             "job j generation 1 is over (the job is RUNNING at generation 2)");
-  absl::StatusOr<std::string> fetched = c_->FetchNcclId(request(w2_, 1, ""));
+  absl::StatusOr<std::string> fetched =
+      c_->nccl().FetchNcclId(request(w2_, 1, ""));
   ASSERT_TRUE(absl::IsFailedPrecondition(fetched.status()));
   EXPECT_EQ(Fenced(), (std::map<std::string, int64_t>{{"nccl_id", 2}}));
   // Generation 2's own id is rank 0's to publish and its ranks' to fetch.
-  ASSERT_TRUE(c_->PublishNcclId(request(w1_, 2, std::string(128, 'n'))).ok());
-  fetched = c_->FetchNcclId(request(w3_, 2, ""));
+  ASSERT_TRUE(
+      c_->nccl().PublishNcclId(request(w1_, 2, std::string(128, 'n'))).ok());
+  fetched = c_->nccl().FetchNcclId(request(w3_, 2, ""));
   ASSERT_TRUE(fetched.ok()) << fetched.status();
   EXPECT_EQ(*fetched, std::string(128, 'n'));
 }
@@ -269,9 +273,10 @@ TEST_F(FencingTest, TheCountsReachMetricsAndOutliveARestart) {
   r.set_worker_id(w2_);
   r.set_job("j");
   r.set_generation(1);
-  ASSERT_TRUE(c_->ReportProgress(r).ok());
-  ASSERT_TRUE(
-      c_->Finish(Failed(w2_, 1, 1, "x", absl::StatusCode::kAborted)).ok());
+  ASSERT_TRUE(c_->reports().ReportProgress(r).ok());
+  ASSERT_TRUE(c_->reports()
+                  .Finish(Failed(w2_, 1, 1, "x", absl::StatusCode::kAborted))
+                  .ok());
   const std::string metrics = CoordinatorMetricsText(c_->Ops(), true);
   EXPECT_THAT(metrics, HasSubstr("lockstep_job_fenced_total{job=\"j\",kind="
                                  "\"progress\"} 1"));

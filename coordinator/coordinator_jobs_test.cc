@@ -22,15 +22,15 @@ namespace v1 = lockstep::v1;
 
 TEST_F(CoordinatorTest, PendingUntilTwoWorkersThenRanksInRegistrationOrder) {
   const std::string a = Register("hosta");
-  absl::StatusOr<v1::JobStatus> s = c_->Submit(kJob);
+  absl::StatusOr<v1::JobStatus> s = c_->submissions().Submit(kJob);
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->state(), v1::PENDING);
   EXPECT_THAT(s->message(),
               HasSubstr("needs 2 with >= 1 replicas each; 1 idle qualify"));
   EXPECT_EQ(Beat(a).command(), v1::HeartbeatResponse::NONE);
   const std::string b = Register("hostb");
-  EXPECT_EQ(c_->Get("j")->state(), v1::RUNNING);
-  EXPECT_EQ(c_->Get("j")->generation(), 1);
+  EXPECT_EQ(c_->views().Get("j")->state(), v1::RUNNING);
+  EXPECT_EQ(c_->views().Get("j")->generation(), 1);
   v1::HeartbeatResponse hb = Beat(b);
   ASSERT_EQ(hb.command(), v1::HeartbeatResponse::RUN);
   EXPECT_EQ(hb.assignment().rank(), 1);
@@ -41,14 +41,14 @@ TEST_F(CoordinatorTest, PendingUntilTwoWorkersThenRanksInRegistrationOrder) {
   // The same spec again returns the running job; another spec is refused.
   bool existing = false;
   absl::StatusOr<v1::JobStatus> again =
-      c_->Submit(kJob, SubmitMode::kNew, &existing);
+      c_->submissions().Submit(kJob, SubmitMode::kNew, &existing);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_TRUE(existing);
   EXPECT_EQ(again->generation(), 1);
-  EXPECT_EQ(c_->Get("j")->generation(), 1);
+  EXPECT_EQ(c_->views().Get("j")->generation(), 1);
   std::string other = kJob;
   other.replace(other.find("\"seed\": 1"), 9, "\"seed\": 2");
-  absl::StatusOr<v1::JobStatus> refused = c_->Submit(other);
+  absl::StatusOr<v1::JobStatus> refused = c_->submissions().Submit(other);
   EXPECT_TRUE(absl::IsAlreadyExists(refused.status())) << refused.status();
   EXPECT_THAT(std::string(refused.status().message()),
               ::testing::HasSubstr("job \"j\" is already RUNNING at step 0 "
@@ -60,7 +60,7 @@ TEST_F(CoordinatorTest, PendingUntilTwoWorkersThenRanksInRegistrationOrder) {
 // before its failure, committed after the start); a step with no
 // checkpoint is DataLoss naming the folder.
 TEST_F(CoordinatorTest, ACheckpointIsServedAtTheAskedStepAfterALaterCommit) {
-  ASSERT_TRUE(c_->Submit(kJob).ok());
+  ASSERT_TRUE(c_->submissions().Submit(kJob).ok());
   CheckpointStore store(JoinPath(Options().storage_dir, "jobs/j/checkpoints"),
                         3);
   Tensor w({3}, {1, 2, 3}), m({3}, {4, 5, 6});
@@ -70,49 +70,51 @@ TEST_F(CoordinatorTest, ACheckpointIsServedAtTheAskedStepAfterALaterCommit) {
     w.data()[0] = static_cast<float>(step);
     ASSERT_TRUE(store.Commit(state, {{"w", &w}}, {{"adam/m/w", &m}}).ok());
   }
-  absl::StatusOr<LoadedCheckpoint> at = c_->LoadCheckpoint("j", 100);
+  absl::StatusOr<LoadedCheckpoint> at =
+      c_->checkpoints().LoadCheckpoint("j", 100);
   ASSERT_TRUE(at.ok()) << at.status();
   EXPECT_EQ(at->state.step, 100);
   ASSERT_EQ(at->model.size(), 1u);
   EXPECT_EQ(at->model[0].second.data()[0], 100.0f);
-  at = c_->LoadCheckpoint("j", 200);
+  at = c_->checkpoints().LoadCheckpoint("j", 200);
   ASSERT_TRUE(at.ok()) << at.status();
   EXPECT_EQ(at->model[0].second.data()[0], 200.0f);
-  at = c_->LoadCheckpoint("j", 150);
+  at = c_->checkpoints().LoadCheckpoint("j", 150);
   EXPECT_TRUE(absl::IsDataLoss(at.status())) << at.status();
   EXPECT_EQ(at.status().message(), "checkpoint step-00000150 of job j (" +
                                        store.dir() +
                                        "/step-00000150): state.json: missing");
-  EXPECT_TRUE(absl::IsNotFound(c_->LoadCheckpoint("k", 100).status()));
+  EXPECT_TRUE(
+      absl::IsNotFound(c_->checkpoints().LoadCheckpoint("k", 100).status()));
 }
 
 TEST_F(CoordinatorTest, CancelSendsStopAndFreesTheWorkers) {
   const std::string a = Register("hosta"), b = Register("hostb");
-  ASSERT_TRUE(c_->Submit(kJob).ok());
+  ASSERT_TRUE(c_->submissions().Submit(kJob).ok());
   ASSERT_EQ(Beat(a).command(), v1::HeartbeatResponse::RUN);
-  absl::StatusOr<v1::JobStatus> s = c_->Cancel("j");
+  absl::StatusOr<v1::JobStatus> s = c_->submissions().Cancel("j");
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->state(), v1::CANCELLED);
   v1::HeartbeatResponse hb = Beat(a, "j", 1);
   EXPECT_EQ(hb.command(), v1::HeartbeatResponse::STOP);
   EXPECT_THAT(hb.reason(), HasSubstr("cancelled at step 0"));
   Beat(a);  // idle again
-  v1::ListJobsResponse l = c_->List();
+  v1::ListJobsResponse l = c_->views().List();
   ASSERT_EQ(l.workers_size(), 2);
   EXPECT_EQ(l.workers(0).job(), "");
-  EXPECT_TRUE(absl::IsNotFound(c_->Cancel("nope").status()));
+  EXPECT_TRUE(absl::IsNotFound(c_->submissions().Cancel("nope").status()));
 }
 
 TEST_F(CoordinatorTest, FingerprintMismatchFailsNamingTheRanks) {
   Register("hosta");
   Register("hostb");
-  ASSERT_TRUE(c_->Submit(kJob).ok());
+  ASSERT_TRUE(c_->submissions().Submit(kJob).ok());
   Fingerprint(0, 5, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
   Fingerprint(1, 5, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
-  EXPECT_EQ(c_->Get("j")->state(), v1::RUNNING);
+  EXPECT_EQ(c_->views().Get("j")->state(), v1::RUNNING);
   Fingerprint(0, 10, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
   Fingerprint(1, 10, "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb");
-  absl::StatusOr<v1::JobStatus> s = c_->Get("j");
+  absl::StatusOr<v1::JobStatus> s = c_->views().Get("j");
   EXPECT_EQ(s->state(), v1::FAILED);
   EXPECT_THAT(s->message(),
               HasSubstr("parameters diverged across workers at step 10 "
@@ -128,16 +130,16 @@ TEST_F(CoordinatorTest, AnIdleWorkerLeavingIsNeverHandedAJob) {
   leave.set_leaving(true);
   leave.set_error("the worker is shutting down");
   std::string over;
-  ASSERT_TRUE(c_->Finish(leave, &over).ok());
+  ASSERT_TRUE(c_->reports().Finish(leave, &over).ok());
   EXPECT_EQ(over, "");  // it had no job
-  absl::StatusOr<v1::JobStatus> s = c_->Submit(kJob);
+  absl::StatusOr<v1::JobStatus> s = c_->submissions().Submit(kJob);
   ASSERT_TRUE(s.ok());
   // Only one member is left: the job waits instead of starting on a worker
   // that is gone.
   EXPECT_EQ(s->state(), v1::PENDING);
   EXPECT_THAT(s->message(), HasSubstr("1 idle qualify"));
   const std::string c = Register("hostc");
-  EXPECT_EQ(c_->Get("j")->state(), v1::RUNNING);
+  EXPECT_EQ(c_->views().Get("j")->state(), v1::RUNNING);
   EXPECT_EQ(Beat(c).assignment().rank(), 1);
   EXPECT_EQ(Beat(a).assignment().rank(), 0);
 }
@@ -145,9 +147,10 @@ TEST_F(CoordinatorTest, AnIdleWorkerLeavingIsNeverHandedAJob) {
 TEST_F(CoordinatorTest, AllRanksFinishingWithOneFingerprintSucceeds) {
   Register("hosta");
   Register("hostb");
-  ASSERT_TRUE(c_->Submit(kJob).ok());
-  for (int rank : {0, 1}) ASSERT_TRUE(c_->Finish(Finished(rank, 0.75)).ok());
-  absl::StatusOr<v1::JobStatus> s = c_->Get("j");
+  ASSERT_TRUE(c_->submissions().Submit(kJob).ok());
+  for (int rank : {0, 1})
+    ASSERT_TRUE(c_->reports().Finish(Finished(rank, 0.75)).ok());
+  absl::StatusOr<v1::JobStatus> s = c_->views().Get("j");
   EXPECT_EQ(s->state(), v1::SUCCEEDED) << s->message();
   EXPECT_EQ(s->test_accuracy(), 0.75);
   EXPECT_THAT(s->result_path(), HasSubstr("/jobs/j/result.json"));
@@ -160,7 +163,7 @@ TEST_F(CoordinatorTest, AllRanksFinishingWithOneFingerprintSucceeds) {
 TEST_F(CoordinatorTest, ReportsFromOutsideTheRingAreRefused) {
   Register("hosta");
   Register("hostb");
-  ASSERT_TRUE(c_->Submit(kJob).ok());
+  ASSERT_TRUE(c_->submissions().Submit(kJob).ok());
   for (int rank : {2, 5, -1}) {
     v1::ProgressReport r;
     r.set_job("j");
@@ -168,7 +171,7 @@ TEST_F(CoordinatorTest, ReportsFromOutsideTheRingAreRefused) {
     r.set_rank(rank);
     r.set_fingerprint_step(5);
     r.set_fingerprint("bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb");
-    absl::StatusOr<v1::ReportResponse> got = c_->ReportProgress(r);
+    absl::StatusOr<v1::ReportResponse> got = c_->reports().ReportProgress(r);
     ASSERT_FALSE(got.ok());
     EXPECT_EQ(got.status().message(),
               absl::StrCat("a progress report for rank ", rank,
@@ -178,7 +181,7 @@ TEST_F(CoordinatorTest, ReportsFromOutsideTheRingAreRefused) {
     f.set_generation(1);
     f.set_rank(rank);
     f.set_steps(5);
-    const absl::Status finished = c_->Finish(f);
+    const absl::Status finished = c_->reports().Finish(f);
     ASSERT_FALSE(finished.ok());
     EXPECT_EQ(finished.message(),
               absl::StrCat("a finish report for rank ", rank,
@@ -192,20 +195,21 @@ TEST_F(CoordinatorTest, ReportsFromOutsideTheRingAreRefused) {
   posing.set_rank(1);
   posing.set_fingerprint_step(5);
   posing.set_fingerprint("bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb");
-  absl::StatusOr<v1::ReportResponse> posed = c_->ReportProgress(posing);
+  absl::StatusOr<v1::ReportResponse> posed =
+      c_->reports().ReportProgress(posing);
   ASSERT_FALSE(posed.ok());
   EXPECT_EQ(posed.status().message(),
             "a progress report for rank 1 of job j from worker \"w1\", but "
             "rank 1 of generation 1 is worker w2");
   v1::FinishRequest posing_finish =
       Failed("w2", 1, 0, "diverged", absl::StatusCode::kInternal);
-  const absl::Status finish_posed = c_->Finish(posing_finish);
+  const absl::Status finish_posed = c_->reports().Finish(posing_finish);
   EXPECT_EQ(finish_posed.message(),
             "a finish report for rank 0 of job j from worker \"w2\", but "
             "rank 0 of generation 1 is worker w1");
   Fingerprint(0, 5, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
   Fingerprint(1, 5, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
-  EXPECT_EQ(c_->Get("j")->state(), v1::RUNNING);
+  EXPECT_EQ(c_->views().Get("j")->state(), v1::RUNNING);
 }
 
 }  // namespace

@@ -52,7 +52,7 @@ absl::Status Coordinator::LoadJournal() {
                        Now(),
                        [this](Job& job) {
                          mu_.AssertHeld();  // Read runs under it
-                         return OpenJobFiles(job);
+                         return submissions_.OpenJobFiles(job);
                        },
                        &members_, &jobs_, &resumed));
   if (!found.journal) {

@@ -44,12 +44,12 @@ std::string JobWithRestarts(int max_restarts, double replacement_timeout = 60) {
 TEST_F(CoordinatorTest, LostWorkerRecoversAtTheNextGenerationWithANewWorker) {
   const std::string a = Register("hosta");
   Register("hostb");
-  ASSERT_TRUE(c_->Submit(JobWithRestarts(2)).ok());
+  ASSERT_TRUE(c_->submissions().Submit(JobWithRestarts(2)).ok());
   // hostb stays silent for 0.4 s > the 0.3 s timeout; hosta beats.
   Pass(0.4);
   Beat(a, "j", 1);
   c_->Tick();
-  absl::StatusOr<v1::JobStatus> s = c_->Get("j");
+  absl::StatusOr<v1::JobStatus> s = c_->views().Get("j");
   EXPECT_EQ(s->state(), v1::RECOVERING);
   EXPECT_THAT(s->message(),
               HasSubstr("rank 1 (w2 on hostb pid 100, hostb:1) lost: no "
@@ -58,15 +58,16 @@ TEST_F(CoordinatorTest, LostWorkerRecoversAtTheNextGenerationWithANewWorker) {
                                       "idle qualify"));
   v1::HeartbeatRequest r;
   r.set_worker_id("w2");
-  EXPECT_TRUE(absl::IsNotFound(c_->Heartbeat(r).status()));
+  EXPECT_TRUE(absl::IsNotFound(c_->registrations().Heartbeat(r).status()));
   // The survivor is told to stop generation 1, and reports it stopped.
   EXPECT_EQ(Beat(a, "j", 1).command(), v1::HeartbeatResponse::STOP);
-  ASSERT_TRUE(c_->Finish(Failed(a, 1, 0, "stopped by the coordinator",
-                                absl::StatusCode::kCancelled))
+  ASSERT_TRUE(c_->reports()
+                  .Finish(Failed(a, 1, 0, "stopped by the coordinator",
+                                 absl::StatusCode::kCancelled))
                   .ok());
   // A replacement registers: generation 2 starts at once (no back-off).
   const std::string c = Register("hostc");
-  s = c_->Get("j");
+  s = c_->views().Get("j");
   EXPECT_EQ(s->state(), v1::RUNNING);
   EXPECT_EQ(s->generation(), 2);
   EXPECT_EQ(s->restarts(), 1);
@@ -86,10 +87,10 @@ TEST_F(CoordinatorTest, ALostWorkerIsListedForAStatedTimeThenForgotten) {
   c_ = std::make_unique<Coordinator>(o);
   const std::string a = Register("hosta");
   Register("hostb");
-  ASSERT_TRUE(c_->Submit(JobWithRestarts(2)).ok());
+  ASSERT_TRUE(c_->submissions().Submit(JobWithRestarts(2)).ok());
   auto listed = [&] {
     std::vector<std::string> ids;
-    const v1::ListJobsResponse all = c_->List();
+    const v1::ListJobsResponse all = c_->views().List();
     for (const v1::WorkerStatus& w : all.workers()) {
       ids.push_back(w.worker_id() + (w.alive() ? "" : " lost"));
     }
@@ -98,33 +99,33 @@ TEST_F(CoordinatorTest, ALostWorkerIsListedForAStatedTimeThenForgotten) {
   Pass(0.4);  // hostb silent past 0.3 s
   Beat(a, "j", 1);
   c_->Tick();
-  ASSERT_EQ(c_->Get("j")->state(), v1::RECOVERING);
+  ASSERT_EQ(c_->views().Get("j")->state(), v1::RECOVERING);
   // While the job that ranks it waits for a replacement, it stays listed
   // (its status names the lost rank), however long that takes.
   Pass(0.6);
   Beat(a, "j", 1);
   c_->Tick();
   EXPECT_THAT(listed(), ElementsAre("w1", "w2 lost"));
-  EXPECT_EQ(c_->Get("j")->workers_size(), 2);
+  EXPECT_EQ(c_->views().Get("j")->workers_size(), 2);
   // The job ends: no job ranks it any more, and its time is up.
-  ASSERT_TRUE(c_->Cancel("j").ok());
+  ASSERT_TRUE(c_->submissions().Cancel("j").ok());
   Beat(a, "j", 1);
   c_->Tick();
   EXPECT_THAT(listed(), ElementsAre("w1"));
   // Its old job's status still answers (no rank table lookup fails).
-  EXPECT_EQ(c_->Get("j")->state(), v1::CANCELLED);
+  EXPECT_EQ(c_->views().Get("j")->state(), v1::CANCELLED);
 }
 
 TEST_F(CoordinatorTest, BrokenStreamBlamesTheNeighbourAtOnce) {
   const std::string a = Register("hosta");
   const std::string b = Register("hostb");
-  ASSERT_TRUE(c_->Submit(JobWithRestarts(1)).ok());
+  ASSERT_TRUE(c_->submissions().Submit(JobWithRestarts(1)).ok());
   v1::FinishRequest f =
       Failed(a, 1, 0, "the stream from rank 1 (hostb:1) broke",
              absl::StatusCode::kUnavailable);
   f.add_suspect_ranks(1);
-  ASSERT_TRUE(c_->Finish(f).ok());
-  absl::StatusOr<v1::JobStatus> s = c_->Get("j");
+  ASSERT_TRUE(c_->reports().Finish(f).ok());
+  absl::StatusOr<v1::JobStatus> s = c_->views().Get("j");
   EXPECT_EQ(s->state(), v1::RECOVERING);
   EXPECT_THAT(s->message(),
               HasSubstr("rank 1 (w2 on hostb pid 100, hostb:1) lost: rank 0 "
@@ -132,15 +133,15 @@ TEST_F(CoordinatorTest, BrokenStreamBlamesTheNeighbourAtOnce) {
                         "coordinator's log has its words); recovering"));
   v1::HeartbeatRequest r;
   r.set_worker_id(b);
-  EXPECT_TRUE(absl::IsNotFound(c_->Heartbeat(r).status()));
+  EXPECT_TRUE(absl::IsNotFound(c_->registrations().Heartbeat(r).status()));
   // It was alive after all: it registers again and the job goes on.
   Register("hostb");
-  EXPECT_EQ(c_->Get("j")->state(), v1::RUNNING);
-  EXPECT_EQ(c_->Get("j")->generation(), 2);
+  EXPECT_EQ(c_->views().Get("j")->state(), v1::RUNNING);
+  EXPECT_EQ(c_->views().Get("j")->generation(), 2);
   // A second loss exceeds max_restarts = 1: FAILED naming rank and host.
   f.set_generation(2);
-  ASSERT_TRUE(c_->Finish(f).ok());
-  s = c_->Get("j");
+  ASSERT_TRUE(c_->reports().Finish(f).ok());
+  s = c_->views().Get("j");
   EXPECT_EQ(s->state(), v1::FAILED);
   EXPECT_THAT(s->message(), HasSubstr("rank 1 (w3 on hostb pid 100, hostb:1) "
                                       "lost"));
@@ -151,11 +152,11 @@ TEST_F(CoordinatorTest, BrokenStreamBlamesTheNeighbourAtOnce) {
 TEST_F(CoordinatorTest, TheJobsOwnErrorFailsWithoutRestart) {
   const std::string a = Register("hosta");
   Register("hostb");
-  ASSERT_TRUE(c_->Submit(JobWithRestarts(3)).ok());
+  ASSERT_TRUE(c_->submissions().Submit(JobWithRestarts(3)).ok());
   v1::FinishRequest f = Failed(a, 1, 0, "data.train_images: no such file",
                                absl::StatusCode::kNotFound);
-  ASSERT_TRUE(c_->Finish(f).ok());
-  absl::StatusOr<v1::JobStatus> s = c_->Get("j");
+  ASSERT_TRUE(c_->reports().Finish(f).ok());
+  absl::StatusOr<v1::JobStatus> s = c_->views().Get("j");
   EXPECT_EQ(s->state(), v1::FAILED);
   EXPECT_THAT(s->message(), HasSubstr("rank 0 (w1 on hosta pid 100) failed: "
                                       "data.train_images: no such file"));
@@ -170,18 +171,20 @@ TEST_F(CoordinatorTest, TheJobsOwnErrorFailsItWhileABreakIsTraced) {
   const std::string c = Register("hostc");
   std::string job = JobWithRestarts(3);
   job.replace(job.find("\"workers\": 2"), 12, "\"workers\": 3");
-  absl::StatusOr<v1::JobStatus> submitted = c_->Submit(job);
+  absl::StatusOr<v1::JobStatus> submitted = c_->submissions().Submit(job);
   ASSERT_TRUE(submitted.ok()) << submitted.status();
   v1::FinishRequest f = Failed(a, 1, 0, "the stream from rank 2 broke",
                                absl::StatusCode::kUnavailable);
   f.add_suspect_ranks(2);
-  ASSERT_TRUE(c_->Finish(f).ok());
-  ASSERT_EQ(c_->Get("j")->state(), v1::RUNNING);  // tracing: rank 2 may
-                                                  // name its own suspect
-  ASSERT_TRUE(c_->Finish(Failed(c, 1, 2, "the loss diverged (nan at step 3)",
-                                absl::StatusCode::kInvalidArgument))
+  ASSERT_TRUE(c_->reports().Finish(f).ok());
+  ASSERT_EQ(c_->views().Get("j")->state(),
+            v1::RUNNING);  // tracing: rank 2 may
+                           // name its own suspect
+  ASSERT_TRUE(c_->reports()
+                  .Finish(Failed(c, 1, 2, "the loss diverged (nan at step 3)",
+                                 absl::StatusCode::kInvalidArgument))
                   .ok());
-  absl::StatusOr<v1::JobStatus> s = c_->Get("j");
+  absl::StatusOr<v1::JobStatus> s = c_->views().Get("j");
   EXPECT_EQ(s->state(), v1::FAILED);
   EXPECT_THAT(s->message(), HasSubstr("rank 2 (w3 on hostc pid 100) failed: "
                                       "the loss diverged (nan at step 3)"));
@@ -190,14 +193,14 @@ TEST_F(CoordinatorTest, TheJobsOwnErrorFailsItWhileABreakIsTraced) {
 TEST_F(CoordinatorTest, NoReplacementInTimeFailsNamingTheLostRank) {
   Register("hosta");
   const std::string b = Register("hostb");
-  ASSERT_TRUE(c_->Submit(JobWithRestarts(3, 0.2)).ok());
+  ASSERT_TRUE(c_->submissions().Submit(JobWithRestarts(3, 0.2)).ok());
   v1::FinishRequest f = Failed(b, 1, 1, "the worker is shutting down",
                                absl::StatusCode::kCancelled);
-  ASSERT_TRUE(c_->Finish(f).ok());
-  EXPECT_EQ(c_->Get("j")->state(), v1::RECOVERING);
+  ASSERT_TRUE(c_->reports().Finish(f).ok());
+  EXPECT_EQ(c_->views().Get("j")->state(), v1::RECOVERING);
   Pass(0.25);
   c_->Tick();
-  absl::StatusOr<v1::JobStatus> s = c_->Get("j");
+  absl::StatusOr<v1::JobStatus> s = c_->views().Get("j");
   EXPECT_EQ(s->state(), v1::FAILED);
   EXPECT_THAT(s->message(),
               HasSubstr("rank 1 (w2 on hostb pid 100) failed: the worker is "
@@ -207,7 +210,7 @@ TEST_F(CoordinatorTest, NoReplacementInTimeFailsNamingTheLostRank) {
 TEST_F(CoordinatorTest, AWorkerLeavingOnSigtermIsNotCountedAsAFailure) {
   const std::string a = Register("hosta");
   std::string b = Register("hostb");
-  ASSERT_TRUE(c_->Submit(JobWithRestarts(1)).ok());
+  ASSERT_TRUE(c_->submissions().Submit(JobWithRestarts(1)).ok());
   // The same pod name leaves three times (rolling restarts, a requeued
   // batch job): never excluded, and no restart of the one allowed is
   // spent.
@@ -217,16 +220,16 @@ TEST_F(CoordinatorTest, AWorkerLeavingOnSigtermIsNotCountedAsAFailure) {
                "stopped by the coordinator (the worker is shutting down)",
                absl::StatusCode::kCancelled);
     f.set_leaving(true);
-    ASSERT_TRUE(c_->Finish(f).ok());
-    absl::StatusOr<v1::JobStatus> s = c_->Get("j");
+    ASSERT_TRUE(c_->reports().Finish(f).ok());
+    absl::StatusOr<v1::JobStatus> s = c_->views().Get("j");
     ASSERT_EQ(s->state(), v1::RECOVERING);
     EXPECT_THAT(s->message(), HasSubstr("rank 1 (w"));
     EXPECT_THAT(s->message(), HasSubstr("left: the worker is shutting down"));
     v1::HeartbeatRequest r;
     r.set_worker_id(b);
-    EXPECT_TRUE(absl::IsNotFound(c_->Heartbeat(r).status()));
+    EXPECT_TRUE(absl::IsNotFound(c_->registrations().Heartbeat(r).status()));
     b = Register("hostb");  // the restarted pod
-    s = c_->Get("j");
+    s = c_->views().Get("j");
     ASSERT_EQ(s->state(), v1::RUNNING);
     EXPECT_EQ(s->restarts(), 0);
     EXPECT_THAT(s->events(s->events_size() - 1),
@@ -235,7 +238,7 @@ TEST_F(CoordinatorTest, AWorkerLeavingOnSigtermIsNotCountedAsAFailure) {
                     "leave, ",
                     generation + 1)));
   }
-  EXPECT_EQ(c_->Get("j")->generation(), 4);
+  EXPECT_EQ(c_->views().Get("j")->generation(), 4);
   EXPECT_EQ(Beat(a).assignment().peers(1), "hostb:1");
 }
 
@@ -246,10 +249,10 @@ TEST_F(CoordinatorTest, APlannedLeaveSurvivesACoordinatorRestartAndShutdown) {
   // restart.
   const std::string a = Register("hosta");
   const std::string b = Register("hostb");
-  ASSERT_TRUE(c_->Submit(JobWithRestarts(0)).ok());
+  ASSERT_TRUE(c_->submissions().Submit(JobWithRestarts(0)).ok());
   c_->BeginShutdown();
-  EXPECT_EQ(c_->RunningJobs(), 1);
-  absl::StatusOr<v1::JobStatus> refused = c_->Submit(
+  EXPECT_EQ(c_->views().RunningJobs(), 1);
+  absl::StatusOr<v1::JobStatus> refused = c_->submissions().Submit(
       std::string(kJob).replace(std::string(kJob).find("\"j\""), 3, "\"k\""));
   EXPECT_TRUE(absl::IsUnavailable(refused.status())) << refused.status();
   EXPECT_THAT(refused.status().message(), HasSubstr("shutting down"));
@@ -259,20 +262,21 @@ TEST_F(CoordinatorTest, APlannedLeaveSurvivesACoordinatorRestartAndShutdown) {
                                  "step 0",
                                  absl::StatusCode::kCancelled);
     f.set_leaving(true);
-    ASSERT_TRUE(c_->Finish(f).ok());
+    ASSERT_TRUE(c_->reports().Finish(f).ok());
   }
-  EXPECT_EQ(c_->RunningJobs(), 0);
-  EXPECT_EQ(c_->Get("j")->state(), v1::RECOVERING);
+  EXPECT_EQ(c_->views().RunningJobs(), 0);
+  EXPECT_EQ(c_->views().Get("j")->state(), v1::RECOVERING);
   Register("hostc");
   Register("hostd");
-  EXPECT_EQ(c_->Get("j")->state(), v1::RECOVERING);  // not while stopping
+  EXPECT_EQ(c_->views().Get("j")->state(),
+            v1::RECOVERING);  // not while stopping
   ASSERT_TRUE(c_->SaveJournal().ok());
   c_ = std::make_unique<Coordinator>(Options());
   ASSERT_TRUE(c_->LoadJournal().ok());
-  ASSERT_EQ(c_->Get("j")->state(), v1::RECOVERING);
+  ASSERT_EQ(c_->views().Get("j")->state(), v1::RECOVERING);
   Register("hoste");
   Register("hostf");
-  absl::StatusOr<v1::JobStatus> s = c_->Get("j");
+  absl::StatusOr<v1::JobStatus> s = c_->views().Get("j");
   ASSERT_EQ(s->state(), v1::RUNNING);  // max_restarts 0, yet it runs
   EXPECT_EQ(s->generation(), 2);
   EXPECT_EQ(s->restarts(), 0);
@@ -284,51 +288,54 @@ TEST_F(CoordinatorTest, APlannedLeaveSurvivesACoordinatorRestartAndShutdown) {
 TEST_F(CoordinatorTest, ANameThatKeepsFailingIsNotHandedTheJobAgain) {
   const std::string a = Register("hosta");
   std::string b = Register("hostb");
-  ASSERT_TRUE(c_->Submit(JobWithRestarts(5)).ok());
+  ASSERT_TRUE(c_->submissions().Submit(JobWithRestarts(5)).ok());
   for (int generation = 1; generation <= 2; ++generation) {
     v1::FinishRequest f = Failed(b, generation, 1, "out of memory",
                                  absl::StatusCode::kResourceExhausted);
-    ASSERT_TRUE(c_->Finish(f).ok());
-    ASSERT_EQ(c_->Get("j")->state(), v1::RECOVERING);
+    ASSERT_TRUE(c_->reports().Finish(f).ok());
+    ASSERT_EQ(c_->views().Get("j")->state(), v1::RECOVERING);
     // The survivor's report lets the next generation start.
-    ASSERT_TRUE(c_->Finish(Failed(a, generation, 0, "stopped",
-                                  absl::StatusCode::kCancelled))
+    ASSERT_TRUE(c_->reports()
+                    .Finish(Failed(a, generation, 0, "stopped",
+                                   absl::StatusCode::kCancelled))
                     .ok());
     c_->Tick();
   }
   // hostb failed it twice: both are idle but it is not used again.
-  absl::StatusOr<v1::JobStatus> s = c_->Get("j");
+  absl::StatusOr<v1::JobStatus> s = c_->views().Get("j");
   EXPECT_EQ(s->state(), v1::RECOVERING);
   EXPECT_THAT(s->message(), HasSubstr("1 excluded after failing this job 2 "
                                       "times"));
   Register("hostc");
-  EXPECT_EQ(c_->Get("j")->state(), v1::RUNNING);
+  EXPECT_EQ(c_->views().Get("j")->state(), v1::RUNNING);
   EXPECT_EQ(Beat(a).assignment().peers(1), "hostc:1");
 }
 
 TEST_F(CoordinatorTest, ARestartedProcessUnderTheSameNameReplacesTheOld) {
   const std::string a = Register("hosta");
   const std::string b = Register("hostb");
-  ASSERT_TRUE(c_->Submit(JobWithRestarts(3)).ok());
+  ASSERT_TRUE(c_->submissions().Submit(JobWithRestarts(3)).ok());
   v1::RegisterRequest r;
   r.set_protocol_version(kProtocolVersion);
   r.set_host("hostb");
   r.set_pid(200);  // a new process, same collective address (= name)
   r.set_collective_address("hostb:1");
   r.set_replicas(1);
-  absl::StatusOr<v1::RegisterResponse> reg = c_->Register(r, "peer");
+  absl::StatusOr<v1::RegisterResponse> reg =
+      c_->registrations().Register(r, "peer");
   ASSERT_TRUE(reg.ok()) << reg.status();
-  absl::StatusOr<v1::JobStatus> s = c_->Get("j");
+  absl::StatusOr<v1::JobStatus> s = c_->views().Get("j");
   ASSERT_TRUE(s.ok()) << s.status();
   // Waits for what the survivor kept in memory (its Finish report).
   EXPECT_EQ(s->state(), v1::RECOVERING);
   EXPECT_EQ(s->waiting_for(),
             "1 surviving rank to report what it kept in memory");
   EXPECT_THAT(s->message(), HasSubstr("; recovering: "));
-  ASSERT_TRUE(c_->Finish(Failed(a, 1, 0, "stopped by the coordinator",
-                                absl::StatusCode::kCancelled))
+  ASSERT_TRUE(c_->reports()
+                  .Finish(Failed(a, 1, 0, "stopped by the coordinator",
+                                 absl::StatusCode::kCancelled))
                   .ok());
-  s = c_->Get("j");
+  s = c_->views().Get("j");
   EXPECT_EQ(s->state(), v1::RUNNING);  // generation 2 with the new process
   EXPECT_EQ(s->generation(), 2);
   EXPECT_THAT(s->events(), ::testing::Contains(HasSubstr(
@@ -336,11 +343,11 @@ TEST_F(CoordinatorTest, ARestartedProcessUnderTheSameNameReplacesTheOld) {
                                "(pid 200)")));
   v1::HeartbeatRequest hb;
   hb.set_worker_id(b);
-  absl::Status old = c_->Heartbeat(hb).status();
+  absl::Status old = c_->registrations().Heartbeat(hb).status();
   EXPECT_TRUE(absl::IsFailedPrecondition(old)) << old;
   EXPECT_THAT(old.message(), HasSubstr("was replaced by w3"));
   int members = 0;
-  const v1::ListJobsResponse list = c_->List();
+  const v1::ListJobsResponse list = c_->views().List();
   for (const auto& w : list.workers()) members += w.alive();
   EXPECT_EQ(members, 2);
 }
@@ -354,22 +361,26 @@ TEST_F(CoordinatorTest, AnOlderProcessDoesNotTakeANameBack) {
   const std::string a = Register("hosta");
   v1::RegisterRequest older = testing::TestRegistration("hostb");
   older.set_started_unix_micros(1000);
-  ASSERT_TRUE(c_->Register(older, "peer").ok());
-  ASSERT_TRUE(c_->Submit(JobWithRestarts(3)).ok());
+  ASSERT_TRUE(c_->registrations().Register(older, "peer").ok());
+  ASSERT_TRUE(c_->submissions().Submit(JobWithRestarts(3)).ok());
   v1::RegisterRequest newer = older;
   newer.set_pid(200);
   newer.set_started_unix_micros(2000);
-  absl::StatusOr<v1::RegisterResponse> holder = c_->Register(newer, "peer");
+  absl::StatusOr<v1::RegisterResponse> holder =
+      c_->registrations().Register(newer, "peer");
   ASSERT_TRUE(holder.ok()) << holder.status();
-  ASSERT_TRUE(c_->Finish(Failed(a, 1, 0, "stopped by the coordinator",
-                                absl::StatusCode::kCancelled))
+  ASSERT_TRUE(c_->reports()
+                  .Finish(Failed(a, 1, 0, "stopped by the coordinator",
+                                 absl::StatusCode::kCancelled))
                   .ok());
-  ASSERT_EQ(c_->Get("j")->generation(), 2);  // with the holder as rank 1
+  ASSERT_EQ(c_->views().Get("j")->generation(),
+            2);                              // with the holder as rank 1
   Pass(120);                                 // the replaced record is forgotten
   Beat(holder->worker_id());
   Beat(a);
   c_->Tick();
-  absl::StatusOr<v1::RegisterResponse> back = c_->Register(older, "peer");
+  absl::StatusOr<v1::RegisterResponse> back =
+      c_->registrations().Register(older, "peer");
   ASSERT_TRUE(absl::IsFailedPrecondition(back.status())) << back.status();
   EXPECT_EQ(back.status().message(),
             "the name \"hostb:1\" is held by " + holder->worker_id() +
@@ -377,7 +388,7 @@ TEST_F(CoordinatorTest, AnOlderProcessDoesNotTakeANameBack) {
                 "100 on hostb): an older process does not take a name back; "
                 "two processes must not share a --name");
   // The holder keeps its rank.
-  absl::StatusOr<v1::JobStatus> s = c_->Get("j");
+  absl::StatusOr<v1::JobStatus> s = c_->views().Get("j");
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->state(), v1::RUNNING) << s->message();
   EXPECT_EQ(s->workers(1).worker_id(), holder->worker_id());
@@ -385,30 +396,32 @@ TEST_F(CoordinatorTest, AnOlderProcessDoesNotTakeANameBack) {
   v1::RegisterRequest later = older;
   later.set_pid(300);
   later.set_started_unix_micros(3000);
-  EXPECT_TRUE(c_->Register(later, "peer").ok());
+  EXPECT_TRUE(c_->registrations().Register(later, "peer").ok());
 }
 
 TEST_F(CoordinatorTest, ASurvivorsMemoryStartsTheNextGeneration) {
   const std::string a = Register("hosta");
   const std::string b = Register("hostb");
   const std::string c = Register("hostc");
-  ASSERT_TRUE(c_->Submit(JobWithRestarts(3)).ok());  // two workers: a and b
+  ASSERT_TRUE(c_->submissions()
+                  .Submit(JobWithRestarts(3))
+                  .ok());  // two workers: a and b
   // The idle c claims rank 1 and a later step kept in memory: refused, and
   // its claim is not offered to the next generation.
   v1::FinishRequest fake = Failed(c, 1, 1, "the stream from rank 0 broke",
                                   absl::StatusCode::kUnavailable);
   fake.set_held_step(9);
   fake.set_held_fingerprint("ffffffffffffffffffffffffffffffff");
-  EXPECT_TRUE(absl::IsInvalidArgument(c_->Finish(fake)));
+  EXPECT_TRUE(absl::IsInvalidArgument(c_->reports().Finish(fake)));
   // b's stream breaks; a kept step 7, the last it completed.
   v1::FinishRequest f = Failed(a, 1, 0, "the stream from rank 1 broke",
                                absl::StatusCode::kUnavailable);
   f.add_suspect_ranks(1);
   f.set_held_step(7);
   f.set_held_fingerprint("00112233445566778899aabbccddeeff");
-  ASSERT_TRUE(c_->Finish(f).ok());
+  ASSERT_TRUE(c_->reports().Finish(f).ok());
   c_->Tick();
-  absl::StatusOr<v1::JobStatus> s = c_->Get("j");
+  absl::StatusOr<v1::JobStatus> s = c_->views().Get("j");
   ASSERT_EQ(s->state(), v1::RUNNING) << s->message();  // with hostc
   EXPECT_EQ(s->generation(), 2);
   EXPECT_EQ(s->step(), 7);
@@ -437,12 +450,13 @@ TEST_F(CoordinatorTest, ASurvivorsMemoryStartsTheNextGeneration) {
   // Generation 2 fails with nothing kept (GPU replicas, say): generation 3
   // goes back to the checkpoint (none: step 0), not to an older memory.
   f = Failed(c, 2, 1, "out of memory", absl::StatusCode::kResourceExhausted);
-  ASSERT_TRUE(c_->Finish(f).ok());
+  ASSERT_TRUE(c_->reports().Finish(f).ok());
   ASSERT_TRUE(
-      c_->Finish(Failed(a, 2, 0, "stopped", absl::StatusCode::kCancelled))
+      c_->reports()
+          .Finish(Failed(a, 2, 0, "stopped", absl::StatusCode::kCancelled))
           .ok());
   Register("hostd");
-  s = c_->Get("j");
+  s = c_->views().Get("j");
   ASSERT_EQ(s->state(), v1::RUNNING);
   EXPECT_EQ(s->generation(), 3);
   EXPECT_EQ(s->step(), 0);
@@ -455,12 +469,12 @@ TEST_F(CoordinatorTest, ASurvivorsMemoryStartsTheNextGeneration) {
 TEST_F(CoordinatorTest, WorkersDroppedWhileTrainingOnOfferWhatTheyKept) {
   Register("hosta");
   Register("hostb");
-  ASSERT_TRUE(c_->Submit(JobWithRestarts(3)).ok());
+  ASSERT_TRUE(c_->submissions().Submit(JobWithRestarts(3)).ok());
   // Cut off from the coordinator (no heartbeats past the 0.3 s timeout):
   // both are lost while their ring trains on.
   Pass(0.4);
   c_->Tick();
-  ASSERT_EQ(c_->Get("j")->state(), v1::RECOVERING);
+  ASSERT_EQ(c_->views().Get("j")->state(), v1::RECOVERING);
   // Told they were dropped, each registers again with what it kept.
   for (const auto& [host, step] :
        {std::pair<std::string, int>{"hosta", 41}, {"hostb", 42}}) {
@@ -470,9 +484,9 @@ TEST_F(CoordinatorTest, WorkersDroppedWhileTrainingOnOfferWhatTheyKept) {
     r.set_held_generation(1);
     r.set_held_step(step);
     r.set_held_fingerprint(std::string(32, host == "hosta" ? 'a' : 'b'));
-    ASSERT_TRUE(c_->Register(r, "peer").ok());
+    ASSERT_TRUE(c_->registrations().Register(r, "peer").ok());
   }
-  absl::StatusOr<v1::JobStatus> s = c_->Get("j");
+  absl::StatusOr<v1::JobStatus> s = c_->views().Get("j");
   ASSERT_EQ(s->state(), v1::RUNNING) << s->message();
   EXPECT_EQ(s->generation(), 2);
   EXPECT_EQ(s->step(), 42);
@@ -480,19 +494,21 @@ TEST_F(CoordinatorTest, WorkersDroppedWhileTrainingOnOfferWhatTheyKept) {
               HasSubstr("RUNNING generation 2 from step 42 (rank 1's memory; "
                         "the latest checkpoint is step 0)"));
   // A state kept in another generation is not taken.
-  ASSERT_TRUE(c_->Finish(Failed("w4", 2, 1, "out of memory",
-                                absl::StatusCode::kResourceExhausted))
+  ASSERT_TRUE(c_->reports()
+                  .Finish(Failed("w4", 2, 1, "out of memory",
+                                 absl::StatusCode::kResourceExhausted))
                   .ok());
   v1::RegisterRequest late = testing::TestRegistration("hostc");
   late.set_held_job("j");
   late.set_held_generation(1);
   late.set_held_step(99);
   late.set_held_fingerprint(std::string(32, 'c'));
-  ASSERT_TRUE(c_->Register(late, "peer").ok());
+  ASSERT_TRUE(c_->registrations().Register(late, "peer").ok());
   ASSERT_TRUE(
-      c_->Finish(Failed("w3", 2, 0, "stopped", absl::StatusCode::kCancelled))
+      c_->reports()
+          .Finish(Failed("w3", 2, 0, "stopped", absl::StatusCode::kCancelled))
           .ok());
-  s = c_->Get("j");
+  s = c_->views().Get("j");
   ASSERT_EQ(s->state(), v1::RUNNING) << s->message();
   EXPECT_EQ(s->generation(), 3);
   EXPECT_EQ(s->step(), 0);
@@ -505,7 +521,7 @@ TEST_F(CoordinatorTest, AStalledRingNamesTheRankStepAndBucketThenDropsIt) {
   c_ = std::make_unique<Coordinator>(o);
   const std::string a = Register("hosta");
   const std::string b = Register("hostb");
-  ASSERT_TRUE(c_->Submit(JobWithRestarts(3)).ok());
+  ASSERT_TRUE(c_->submissions().Submit(JobWithRestarts(3)).ok());
   v1::HeartbeatRequest r;
   r.set_worker_id(a);
   r.set_job("j");
@@ -514,20 +530,20 @@ TEST_F(CoordinatorTest, AStalledRingNamesTheRankStepAndBucketThenDropsIt) {
   r.mutable_wait()->set_step(130);
   r.mutable_wait()->set_bucket(2);
   r.mutable_wait()->set_seconds(1.5);
-  ASSERT_TRUE(c_->Heartbeat(r).ok());
+  ASSERT_TRUE(c_->registrations().Heartbeat(r).ok());
   Beat(b, "j", 1);  // alive, but its ring waits on it
   c_->Tick();
-  absl::StatusOr<v1::JobStatus> s = c_->Get("j");
+  absl::StatusOr<v1::JobStatus> s = c_->views().Get("j");
   EXPECT_EQ(s->state(), v1::RUNNING);
   EXPECT_THAT(s->message(),
               HasSubstr("the ring is stalled: rank 0 has waited 1.5 s for "
                         "rank 1 at step 130 (gradient bucket 2)"));
   EXPECT_THAT(s->workers(0).waiting(), HasSubstr("for rank 1 at step 130"));
   r.mutable_wait()->set_seconds(2.5);
-  ASSERT_TRUE(c_->Heartbeat(r).ok());
+  ASSERT_TRUE(c_->registrations().Heartbeat(r).ok());
   Beat(b, "j", 1);
   c_->Tick();
-  s = c_->Get("j");
+  s = c_->views().Get("j");
   EXPECT_EQ(s->state(), v1::RECOVERING);
   EXPECT_THAT(s->message(),
               HasSubstr("rank 1 (w2 on hostb pid 100, hostb:1) lost: hung: "
@@ -538,11 +554,11 @@ TEST_F(CoordinatorTest, AStalledRingNamesTheRankStepAndBucketThenDropsIt) {
 TEST_F(CoordinatorTest, ARestartedCoordinatorResumesFromTheJournal) {
   const std::string a = Register("hosta");
   const std::string b = Register("hostb");
-  ASSERT_TRUE(c_->Submit(kJob).ok());
+  ASSERT_TRUE(c_->submissions().Submit(kJob).ok());
   const CoordinatorOptions o = Options();
   c_ = std::make_unique<Coordinator>(o);  // the old one "died"
   ASSERT_TRUE(c_->LoadJournal().ok());
-  absl::StatusOr<v1::JobStatus> s = c_->Get("j");
+  absl::StatusOr<v1::JobStatus> s = c_->views().Get("j");
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->state(), v1::RUNNING);
   EXPECT_EQ(s->generation(), 1);
@@ -551,12 +567,12 @@ TEST_F(CoordinatorTest, ARestartedCoordinatorResumesFromTheJournal) {
   EXPECT_EQ(Beat(b, "j", 1).command(), v1::HeartbeatResponse::NONE);
   // The journaled job is the name's: the same spec returns it.
   bool existing = false;
-  ASSERT_TRUE(c_->Submit(kJob, SubmitMode::kNew, &existing).ok());
+  ASSERT_TRUE(c_->submissions().Submit(kJob, SubmitMode::kNew, &existing).ok());
   EXPECT_TRUE(existing);
   // A new worker gets the next id, not a reused one.
   EXPECT_EQ(Register("hostc"), "w3");
   // A damaged journal is refused, naming the file.
-  const std::string path = c_->JournalPath();
+  const std::string path = c_->journal_store().Where();
   std::string bytes = *ReadFile(path);
   bytes[bytes.size() / 2] ^= 1;
   ASSERT_TRUE(WriteFileAtomic(path, bytes).ok());
@@ -572,8 +588,8 @@ TEST_F(CoordinatorTest, ARestartedCoordinatorResumesFromTheJournal) {
 TEST_F(CoordinatorTest, ARestartedCoordinatorKeepsTheRanksThatFinished) {
   Register("hosta");
   Register("hostb");
-  ASSERT_TRUE(c_->Submit(kJob).ok());
-  ASSERT_TRUE(c_->Finish(Finished(0, 0.75)).ok());
+  ASSERT_TRUE(c_->submissions().Submit(kJob).ok());
+  ASSERT_TRUE(c_->reports().Finish(Finished(0, 0.75)).ok());
   const std::string first = RankHolder(0);
   c_ = std::make_unique<Coordinator>(Options());  // the old one "died"
   ASSERT_TRUE(c_->LoadJournal().ok());
@@ -581,8 +597,8 @@ TEST_F(CoordinatorTest, ARestartedCoordinatorKeepsTheRanksThatFinished) {
   const v1::HeartbeatResponse idle = Beat(first);
   EXPECT_EQ(idle.command(), v1::HeartbeatResponse::NONE)
       << idle.assignment().ShortDebugString();
-  ASSERT_TRUE(c_->Finish(Finished(1, 0.5)).ok());
-  absl::StatusOr<v1::JobStatus> s = c_->Get("j");
+  ASSERT_TRUE(c_->reports().Finish(Finished(1, 0.5)).ok());
+  absl::StatusOr<v1::JobStatus> s = c_->views().Get("j");
   EXPECT_EQ(s->state(), v1::SUCCEEDED) << s->message();
   EXPECT_EQ(s->test_accuracy(), 0.75);
 }
@@ -610,11 +626,11 @@ void EditJournal(const std::string& path, Edit edit) {
 TEST_F(CoordinatorTest, AJournalsCountersAndRanksAreCheckedBeforeUse) {
   Register("hosta");
   Register("hostb");
-  ASSERT_TRUE(c_->Submit(kJob).ok());
+  ASSERT_TRUE(c_->submissions().Submit(kJob).ok());
   const CoordinatorOptions o = Options();
   c_ = std::make_unique<Coordinator>(o);
   ASSERT_TRUE(c_->LoadJournal().ok());
-  const std::string path = c_->JournalPath();
+  const std::string path = c_->journal_store().Where();
   const std::string good = *ReadFile(path);
 
   EditJournal(path, [](v1::Journal& j) {
@@ -674,7 +690,7 @@ TEST_F(CoordinatorTest, AJournalsCountersAndRanksAreCheckedBeforeUse) {
   });
   Coordinator damaged(o);
   ASSERT_TRUE(damaged.LoadJournal().ok());
-  const v1::ListJobsResponse list = damaged.List();
+  const v1::ListJobsResponse list = damaged.views().List();
   ASSERT_EQ(list.workers_size(), 2);
   for (const v1::WorkerStatus& w : list.workers()) {
     EXPECT_EQ(w.job(), "j");

@@ -49,7 +49,8 @@ class CoordinatorTest : public ::testing::Test {
                        int version = kProtocolVersion) {
     v1::RegisterRequest r = testing::TestRegistration(host, replicas);
     r.set_protocol_version(version);
-    absl::StatusOr<v1::RegisterResponse> resp = c_->Register(r, "peer");
+    absl::StatusOr<v1::RegisterResponse> resp =
+        c_->registrations().Register(r, "peer");
     return resp.ok() ? resp->worker_id() : std::string(resp.status().message());
   }
   v1::HeartbeatResponse Beat(const std::string& id, const std::string& job = "",
@@ -58,7 +59,8 @@ class CoordinatorTest : public ::testing::Test {
     r.set_worker_id(id);
     r.set_job(job);
     r.set_generation(generation);
-    absl::StatusOr<v1::HeartbeatResponse> resp = c_->Heartbeat(r);
+    absl::StatusOr<v1::HeartbeatResponse> resp =
+        c_->registrations().Heartbeat(r);
     EXPECT_TRUE(resp.ok()) << resp.status();
     return resp.ok() ? *resp : v1::HeartbeatResponse();
   }
@@ -71,7 +73,7 @@ class CoordinatorTest : public ::testing::Test {
     r.set_step(step);
     r.set_fingerprint_step(step);
     r.set_fingerprint(fp);
-    ASSERT_TRUE(c_->ReportProgress(r).ok());
+    ASSERT_TRUE(c_->reports().ReportProgress(r).ok());
   }
   // The worker that holds `rank` of generation 1: workers register as w1,
   // w2, ... and take ranks in that order.

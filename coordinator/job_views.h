@@ -38,9 +38,9 @@ class JobViews {
   struct OpsView {
     std::vector<JobView> jobs;  // submit order
     std::vector<lockstep::v1::WorkerStatus> workers;
-    // NotServing() and RefusedJournalWrites() (with --etcd: a standby's
-    // "not the leader: ...", and a deposed leader's refused writes); set
-    // by the Coordinator.
+    // NotServing() and journal_store().refused_writes() (with --etcd: a
+    // standby's "not the leader: ...", and a deposed leader's refused writes);
+    // set by the Coordinator.
     std::string not_serving;
     int64_t refused_journal_writes = 0;
   };
@@ -55,10 +55,14 @@ class JobViews {
         members_(members),
         jobs_(jobs) {}
 
-  // Coordinator::Get, List, WaitForChange, RunningJobs (coordinator.h).
+  // The job service's Get, List and WaitForChange; the jobs RUNNING, for
+  // the shutdown.
   absl::StatusOr<lockstep::v1::JobStatus> Get(const std::string& name) const
       ABSL_LOCKS_EXCLUDED(mu_);
   lockstep::v1::ListJobsResponse List() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Blocks until the job changed after `*events_seen`/`*version` or
+  // `deadline`; returns the snapshot with the events after *events_seen
+  // and advances both. NotFound for an unknown job.
   absl::StatusOr<lockstep::v1::JobStatus> WaitForChange(
       const std::string& name, int64_t* version, int64_t* events_seen,
       absl::Time deadline) const ABSL_LOCKS_EXCLUDED(mu_);

@@ -30,11 +30,13 @@ class NcclBootstrap {
                 NcclIdRelay& nccl_ids)
       : mu_(mu), jobs_(jobs), events_(events), nccl_ids_(nccl_ids) {}
 
-  // Coordinator::PublishNcclId and FetchNcclId (coordinator.h).
+  // The services' PublishNcclId and FetchNcclId (coordinator.h, step 4).
   absl::Status PublishNcclId(const lockstep::v1::NcclIdRequest& req)
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<std::string> FetchNcclId(
       const lockstep::v1::NcclIdRequest& req) ABSL_LOCKS_EXCLUDED(mu_);
+  // How many FetchNcclId calls of `job` wait for its id now.
+  int Waiting(const std::string& job) { return nccl_ids_.Waiting(job); }
 
  private:
   // The running generation `req` names, with the caller one of its ranks

@@ -31,13 +31,13 @@ class OpsEndpointsTest : public ::testing::Test {
     v1::RegisterRequest r = testing::TestRegistration("host-" + name);
     r.set_collective_address(name + ":1");
     r.set_name(name);
-    return c_->Register(r, "peer")->worker_id();
+    return c_->registrations().Register(r, "peer")->worker_id();
   }
   std::unique_ptr<Coordinator> c_;
 };
 
 TEST_F(OpsEndpointsTest, MetricsCountJobsByStateAndDescribeEachJob) {
-  ASSERT_TRUE(c_->Submit(kJob).ok());
+  ASSERT_TRUE(c_->submissions().Submit(kJob).ok());
   std::string t = CoordinatorMetricsText(c_->Ops(), c_->ready());
   EXPECT_THAT(t, HasSubstr("\nlockstep_coordinator_ready 1\n"));
   EXPECT_THAT(t, HasSubstr("\nlockstep_coordinator_leading 1\n"));
@@ -76,7 +76,7 @@ TEST_F(OpsEndpointsTest, MetricsCountJobsByStateAndDescribeEachJob) {
 // Heartbeat timings name a straggler: in status (text, rank, cause), as an
 // event once, and on /metrics, with each worker's figures.
 TEST_F(OpsEndpointsTest, AStragglerIsNamedFromTheRanksTimings) {
-  ASSERT_TRUE(c_->Submit(kJob).ok());
+  ASSERT_TRUE(c_->submissions().Submit(kJob).ok());
   const std::string w1 = Register("w1");
   const std::string w2 = Register("w2");
   auto beat = [&](const std::string& id, double compute_ms) {
@@ -89,18 +89,18 @@ TEST_F(OpsEndpointsTest, AStragglerIsNamedFromTheRanksTimings) {
     t->set_ring_seconds(8 * 0.002);  // 2 ms/MiB both ways: no slow link
     t->set_steps(10);
     t->set_compute_seconds(10 * compute_ms / 1e3);
-    ASSERT_TRUE(c_->Heartbeat(r).ok());
+    ASSERT_TRUE(c_->registrations().Heartbeat(r).ok());
   };
   beat(w1, 40);
   beat(w2, 41);
   c_->Tick();
-  absl::StatusOr<v1::JobStatus> s = c_->Get("j");
+  absl::StatusOr<v1::JobStatus> s = c_->views().Get("j");
   ASSERT_TRUE(s.ok());
   EXPECT_FALSE(s->has_straggler());
   beat(w2, 130);
   c_->Tick();
   c_->Tick();
-  s = c_->Get("j");
+  s = c_->views().Get("j");
   ASSERT_TRUE(s.ok());
   ASSERT_TRUE(s->has_straggler());
   EXPECT_EQ(s->straggler().rank(), 1);
@@ -126,14 +126,14 @@ TEST_F(OpsEndpointsTest, AStragglerIsNamedFromTheRanksTimings) {
   // Alike again: nobody is named.
   beat(w2, 42);
   c_->Tick();
-  s = c_->Get("j");
+  s = c_->views().Get("j");
   EXPECT_FALSE(s->has_straggler());
   EXPECT_THAT(CoordinatorMetricsText(c_->Ops(), c_->ready()),
               Not(HasSubstr("lockstep_job_straggler{")));
 }
 
 TEST_F(OpsEndpointsTest, ReportsDrawCurvesAndSetTheProgressFigures) {
-  ASSERT_TRUE(c_->Submit(kJob).ok());
+  ASSERT_TRUE(c_->submissions().Submit(kJob).ok());
   const std::string rank0 = Register("w1");
   Register("w2");
   v1::ProgressReport r;
@@ -163,7 +163,7 @@ TEST_F(OpsEndpointsTest, ReportsDrawCurvesAndSetTheProgressFigures) {
     s->set_tag(tag);
     s->set_value(v);
   }
-  ASSERT_TRUE(c_->ReportProgress(r).ok());
+  ASSERT_TRUE(c_->reports().ReportProgress(r).ok());
   const Coordinator::OpsView view = c_->Ops();
   const std::string t = CoordinatorMetricsText(view, true);
   EXPECT_THAT(t, HasSubstr("lockstep_job_step{job=\"j\"} 10\n"));
@@ -194,7 +194,7 @@ TEST_F(OpsEndpointsTest, ReportsDrawCurvesAndSetTheProgressFigures) {
 }
 
 TEST_F(OpsEndpointsTest, ARestartedGenerationContinuesTheCurveFromItsStep) {
-  ASSERT_TRUE(c_->Submit(kJob).ok());
+  ASSERT_TRUE(c_->submissions().Submit(kJob).ok());
   const std::string rank0 = Register("w1");
   Register("w2");
   auto report = [&](int step) {
@@ -208,7 +208,7 @@ TEST_F(OpsEndpointsTest, ARestartedGenerationContinuesTheCurveFromItsStep) {
     s->set_step(step);
     s->set_tag("train/loss");
     s->set_value(1.0 / step);
-    ASSERT_TRUE(c_->ReportProgress(r).ok());
+    ASSERT_TRUE(c_->reports().ReportProgress(r).ok());
   };
   report(5);
   report(10);

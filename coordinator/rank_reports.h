@@ -43,13 +43,18 @@ class RankReports {
         starts_(starts),
         failures_(failures) {}
 
-  // Coordinator::ReportProgress, RecordSamples and Finish (coordinator.h).
+  // The services' ReportProgress, RecordSamples and Finish (coordinator.h,
+  // steps 4-6).
   absl::StatusOr<lockstep::v1::ReportResponse> ReportProgress(
       const lockstep::v1::ProgressReport& report) ABSL_LOCKS_EXCLUDED(mu_);
+  // A rank's samples of one step (audit.samples): appended to the job's
+  // audit file; stop when its generation is over (fenced, "samples").
   absl::StatusOr<lockstep::v1::ReportResponse> RecordSamples(
       const lockstep::v1::SampleRecord& record) ABSL_LOCKS_EXCLUDED(mu_);
-  absl::Status Finish(const lockstep::v1::FinishRequest& req, std::string* over)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // Sets *over (when not null) if the report comes after the job or its
+  // generation ended (FinishResponse.over).
+  absl::Status Finish(const lockstep::v1::FinishRequest& req,
+                      std::string* over = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   absl::Time Now() const { return options_.time->Now(); }

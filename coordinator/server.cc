@@ -260,7 +260,7 @@ absl::Status RunCoordinator(const ServerOptions& options) {
         const std::string line =
             absl::StrFormat("stepping down: %s (%d journal writes refused)",
                             why.substr(std::string(kNotLeaderPrefix).size()),
-                            coordinator.RefusedJournalWrites());
+                            coordinator.journal_store().refused_writes());
         if (options.coordinator.log) options.coordinator.log(line);
         // At once, without a graceful shutdown: that would end the calls
         // in flight as CANCELLED, which a worker takes as its job's end;
@@ -276,17 +276,18 @@ absl::Status RunCoordinator(const ServerOptions& options) {
   // Probes see NOT_SERVING at once; no new job or generation starts.
   health.ShutDown();
   coordinator.BeginShutdown();
-  if (options.shutdown_grace_seconds > 0 && coordinator.RunningJobs() > 0) {
+  if (options.shutdown_grace_seconds > 0 &&
+      coordinator.views().RunningJobs() > 0) {
     const auto& log = options.coordinator.log;
     if (log) {
       log(absl::StrFormat(
           "shutting down: waiting up to %.0f s for %d running job(s) to "
           "drain (their workers checkpoint and leave); no new jobs",
-          options.shutdown_grace_seconds, coordinator.RunningJobs()));
+          options.shutdown_grace_seconds, coordinator.views().RunningJobs()));
     }
     const absl::Time give_up =
         absl::Now() + absl::Seconds(options.shutdown_grace_seconds);
-    while (coordinator.RunningJobs() > 0 && absl::Now() < give_up) {
+    while (coordinator.views().RunningJobs() > 0 && absl::Now() < give_up) {
       coordinator.Tick();
       absl::SleepFor(absl::Milliseconds(100));
     }
@@ -298,7 +299,7 @@ absl::Status RunCoordinator(const ServerOptions& options) {
       absl::SleepFor(absl::Milliseconds(100));
     }
     if (log) {
-      const int left = coordinator.RunningJobs();
+      const int left = coordinator.views().RunningJobs();
       log(left == 0 ? std::string("shutting down: every running job drained")
                     : absl::StrFormat("shutting down: %d job(s) still running "
                                       "after %.0f s; the next coordinator "
@@ -312,7 +313,7 @@ absl::Status RunCoordinator(const ServerOptions& options) {
   if (options.coordinator.log) {
     options.coordinator.log(
         saved.ok() ? absl::StrCat("shutting down: journal written to ",
-                                  coordinator.JournalPath())
+                                  coordinator.journal_store().Where())
                    : absl::StrCat("error: shutting down without the journal: ",
                                   saved.message()));
   }

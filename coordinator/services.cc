@@ -49,8 +49,9 @@ grpc::Status JobServiceImpl::Submit(grpc::ServerContext* context,
   if (req->mode() == v1::SUBMIT_RESUME) mode = SubmitMode::kResume;
   if (req->mode() == v1::SUBMIT_RESTART) mode = SubmitMode::kRestart;
   bool existing = false;
-  grpc::Status s = Fill(c_->Submit(req->job_json(), mode, &existing),
-                        resp->mutable_status());
+  grpc::Status s =
+      Fill(c_->submissions().Submit(req->job_json(), mode, &existing),
+           resp->mutable_status());
   resp->set_existing(existing);
   return Answer(*c_, s);
 }
@@ -59,14 +60,14 @@ grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* context,
                                     const v1::GetJobRequest* req,
                                     v1::JobStatus* resp) {
   LOCKSTEP_AUTHORIZE(auth_->CheckJobClient(*context, "GetJob"));
-  return Fill(c_->Get(req->name()), resp);
+  return Fill(c_->views().Get(req->name()), resp);
 }
 
 grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* context,
                                       const v1::ListJobsRequest*,
                                       v1::ListJobsResponse* resp) {
   LOCKSTEP_AUTHORIZE(auth_->CheckJobClient(*context, "ListJobs"));
-  *resp = c_->List();
+  *resp = c_->views().List();
   return grpc::Status::OK;
 }
 
@@ -77,8 +78,8 @@ grpc::Status JobServiceImpl::WatchJob(
   int64_t version = -1, events_seen = std::max<int64_t>(0, req->events_seen());
   while (!context->IsCancelled() && !shutdown_->load()) {
     absl::StatusOr<v1::JobStatus> s =
-        c_->WaitForChange(req->name(), &version, &events_seen,
-                          absl::Now() + absl::Milliseconds(500));
+        c_->views().WaitForChange(req->name(), &version, &events_seen,
+                                  absl::Now() + absl::Milliseconds(500));
     if (!s.ok()) return ToGrpc(s.status());
     if (!writer->Write(*s)) return grpc::Status::OK;  // the client left
     if (IsTerminal(s->state())) return grpc::Status::OK;
@@ -93,14 +94,14 @@ grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* context,
                                        const v1::CancelJobRequest* req,
                                        v1::JobStatus* resp) {
   LOCKSTEP_AUTHORIZE(auth_->CheckJobClient(*context, "CancelJob"));
-  return Answer(*c_, Fill(c_->Cancel(req->name()), resp));
+  return Answer(*c_, Fill(c_->submissions().Cancel(req->name()), resp));
 }
 
 grpc::Status JobServiceImpl::ListJobFiles(grpc::ServerContext* context,
                                           const v1::ListJobFilesRequest* req,
                                           v1::ListJobFilesResponse* resp) {
   LOCKSTEP_AUTHORIZE(auth_->CheckJobClient(*context, "ListJobFiles"));
-  absl::StatusOr<v1::JobStatus> job = c_->Get(req->job());
+  absl::StatusOr<v1::JobStatus> job = c_->views().Get(req->job());
   if (!job.ok()) return ToGrpc(job.status());
   return Fill(lockstep::ListJobFiles(job->storage_path(), req->prefix()), resp);
 }
@@ -109,7 +110,7 @@ grpc::Status JobServiceImpl::ReadJobFile(
     grpc::ServerContext* context, const v1::ReadJobFileRequest* req,
     grpc::ServerWriter<v1::FileChunk>* writer) {
   LOCKSTEP_AUTHORIZE(auth_->CheckJobClient(*context, "ReadJobFile"));
-  absl::StatusOr<v1::JobStatus> job = c_->Get(req->job());
+  absl::StatusOr<v1::JobStatus> job = c_->views().Get(req->job());
   if (!job.ok()) return ToGrpc(job.status());
   return ToGrpc(lockstep::ReadJobFile(
       job->storage_path(), req->path(), req->offset(), req->expect_size(),
@@ -123,28 +124,29 @@ grpc::Status ClusterServiceImpl::Register(grpc::ServerContext* context,
                                           const v1::RegisterRequest* req,
                                           v1::RegisterResponse* resp) {
   LOCKSTEP_AUTHORIZE(auth_->CheckWorker(*context, "Register"));
-  return Answer(*c_, Fill(c_->Register(*req, context->peer()), resp));
+  return Answer(
+      *c_, Fill(c_->registrations().Register(*req, context->peer()), resp));
 }
 
 grpc::Status ClusterServiceImpl::Heartbeat(grpc::ServerContext* context,
                                            const v1::HeartbeatRequest* req,
                                            v1::HeartbeatResponse* resp) {
   LOCKSTEP_AUTHORIZE(auth_->CheckWorker(*context, "Heartbeat"));
-  return Answer(*c_, Fill(c_->Heartbeat(*req), resp));
+  return Answer(*c_, Fill(c_->registrations().Heartbeat(*req), resp));
 }
 
 grpc::Status ClusterServiceImpl::ReportProgress(grpc::ServerContext* context,
                                                 const v1::ProgressReport* req,
                                                 v1::ReportResponse* resp) {
   LOCKSTEP_AUTHORIZE(auth_->CheckWorker(*context, "ReportProgress"));
-  return Answer(*c_, Fill(c_->ReportProgress(*req), resp));
+  return Answer(*c_, Fill(c_->reports().ReportProgress(*req), resp));
 }
 
 grpc::Status ClusterServiceImpl::RecordSamples(grpc::ServerContext* context,
                                                const v1::SampleRecord* req,
                                                v1::ReportResponse* resp) {
   LOCKSTEP_AUTHORIZE(auth_->CheckWorker(*context, "RecordSamples"));
-  return Answer(*c_, Fill(c_->RecordSamples(*req), resp));
+  return Answer(*c_, Fill(c_->reports().RecordSamples(*req), resp));
 }
 
 grpc::Status ClusterServiceImpl::UploadCheckpoint(
@@ -154,7 +156,7 @@ grpc::Status ClusterServiceImpl::UploadCheckpoint(
   std::vector<v1::CheckpointSlice> messages;
   v1::CheckpointSlice m;
   while (reader->Read(&m)) messages.push_back(std::move(m));
-  return Answer(*c_, Fill(c_->AddCheckpointSlice(messages), ack));
+  return Answer(*c_, Fill(c_->checkpoints().AddCheckpointSlice(messages), ack));
 }
 
 grpc::Status ClusterServiceImpl::FetchCheckpoint(
@@ -162,7 +164,7 @@ grpc::Status ClusterServiceImpl::FetchCheckpoint(
     grpc::ServerWriter<v1::CheckpointSlice>* writer) {
   LOCKSTEP_AUTHORIZE(auth_->CheckWorker(*context, "FetchCheckpoint"));
   absl::StatusOr<LoadedCheckpoint> loaded =
-      c_->LoadCheckpoint(req->job(), req->step());
+      c_->checkpoints().LoadCheckpoint(req->job(), req->step());
   if (!loaded.ok()) return ToGrpc(loaded.status());
   WriteCheckpointStream(*loaded, req->job(), writer);
   return grpc::Status::OK;
@@ -173,7 +175,7 @@ grpc::Status ClusterServiceImpl::Finish(grpc::ServerContext* context,
                                         v1::FinishResponse* resp) {
   LOCKSTEP_AUTHORIZE(auth_->CheckWorker(*context, "Finish"));
   std::string over;
-  absl::Status s = c_->Finish(*req, &over);
+  absl::Status s = c_->reports().Finish(*req, &over);
   resp->set_over(over);
   return Answer(*c_, ToGrpc(s));
 }
@@ -182,14 +184,14 @@ grpc::Status ClusterServiceImpl::PublishNcclId(grpc::ServerContext* context,
                                                const v1::NcclIdRequest* req,
                                                v1::NcclIdResponse*) {
   LOCKSTEP_AUTHORIZE(auth_->CheckWorker(*context, "PublishNcclId"));
-  return Answer(*c_, ToGrpc(c_->PublishNcclId(*req)));
+  return Answer(*c_, ToGrpc(c_->nccl().PublishNcclId(*req)));
 }
 
 grpc::Status ClusterServiceImpl::FetchNcclId(grpc::ServerContext* context,
                                              const v1::NcclIdRequest* req,
                                              v1::NcclIdResponse* resp) {
   LOCKSTEP_AUTHORIZE(auth_->CheckWorker(*context, "FetchNcclId"));
-  absl::StatusOr<std::string> id = c_->FetchNcclId(*req);
+  absl::StatusOr<std::string> id = c_->nccl().FetchNcclId(*req);
   if (!id.ok()) return ToGrpc(id.status());
   resp->set_unique_id(*id);
   return grpc::Status::OK;

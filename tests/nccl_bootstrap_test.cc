@@ -49,7 +49,8 @@ class NcclBootstrapTest : public ::testing::Test {
         MakeChannel("127.0.0.1:" + std::to_string(port_), TlsFiles()));
     worker0_ = Register("hosta");
     worker1_ = Register("hostb");
-    absl::StatusOr<v1::JobStatus> job = coordinator_->Submit(kJob);
+    absl::StatusOr<v1::JobStatus> job =
+        coordinator_->submissions().Submit(kJob);
     ASSERT_TRUE(job.ok()) << job.status();
     ASSERT_EQ(job->state(), v1::RUNNING);
     ASSERT_EQ(job->generation(), 1);
@@ -74,7 +75,8 @@ class NcclBootstrapTest : public ::testing::Test {
   }
   std::string Register(const std::string& host) {
     absl::StatusOr<v1::RegisterResponse> resp =
-        coordinator_->Register(testing::TestRegistration(host), "peer");
+        coordinator_->registrations().Register(testing::TestRegistration(host),
+                                               "peer");
     EXPECT_TRUE(resp.ok()) << resp.status();
     return resp.ok() ? resp->worker_id() : "";
   }
@@ -121,7 +123,7 @@ class NcclBootstrapTest : public ::testing::Test {
 TEST_F(NcclBootstrapTest, BothRanksGetRank0sBytes) {
   absl::StatusOr<std::string> fetched;
   std::thread rank1([&] { fetched = Bootstrap(1, absl::Seconds(20)); });
-  ASSERT_TRUE(Until([&] { return coordinator_->NcclWaiters("j") == 1; }))
+  ASSERT_TRUE(Until([&] { return coordinator_->nccl().Waiting("j") == 1; }))
       << "rank 1 never waited";
   absl::StatusOr<std::string> published = Bootstrap(0, absl::Seconds(20));
   rank1.join();

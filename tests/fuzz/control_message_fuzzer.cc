@@ -59,10 +59,10 @@ bool ReadMessage(google::protobuf::io::CodedInputStream& in, uint32_t length,
 
 // The job is there and in a state the coordinator knows.
 void CheckJobReadable(const lockstep::Coordinator& c) {
-  absl::StatusOr<lockstep::v1::JobStatus> job = c.Get("j");
+  absl::StatusOr<lockstep::v1::JobStatus> job = c.views().Get("j");
   FUZZ_CHECK(job.ok());
   FUZZ_CHECK(lockstep::v1::JobState_IsValid(job->state()));
-  FUZZ_CHECK(c.List().jobs_size() == 1);
+  FUZZ_CHECK(c.views().List().jobs_size() == 1);
 }
 
 }  // namespace
@@ -80,7 +80,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Coordinator c(options);
 
   // The fixed start: "j" running on w1 (rank 0) and w2 (rank 1).
-  FUZZ_CHECK(c.Submit(testing::kTwoWorkerJob).ok());
+  FUZZ_CHECK(c.submissions().Submit(testing::kTwoWorkerJob).ok());
   for (const char* host : {"a", "b"}) {
     v1::RegisterRequest r;
     r.set_protocol_version(kProtocolVersion);
@@ -88,15 +88,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     r.set_pid(100);
     r.set_collective_address(std::string(host) + ":1");
     r.set_replicas(1);
-    FUZZ_CHECK(c.Register(r, "setup").ok());
+    FUZZ_CHECK(c.registrations().Register(r, "setup").ok());
   }
   for (const char* id : {"w1", "w2"}) {
     v1::HeartbeatRequest h;
     h.set_worker_id(id);
-    FUZZ_CHECK(c.Heartbeat(h).ok());
+    FUZZ_CHECK(c.registrations().Heartbeat(h).ok());
   }
   {
-    absl::StatusOr<v1::JobStatus> job = c.Get("j");
+    absl::StatusOr<v1::JobStatus> job = c.views().Get("j");
     FUZZ_CHECK(job.ok() && job->state() == v1::RUNNING);
   }
 
@@ -114,32 +114,32 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case kRegister: {
         v1::RegisterRequest m;
         if (!ReadMessage(in, length, &m)) return 0;
-        s = c.Register(m, "fuzz").status();
+        s = c.registrations().Register(m, "fuzz").status();
         break;
       }
       case kHeartbeat: {
         v1::HeartbeatRequest m;
         if (!ReadMessage(in, length, &m)) return 0;
-        s = c.Heartbeat(m).status();
+        s = c.registrations().Heartbeat(m).status();
         break;
       }
       case kProgress: {
         v1::ProgressReport m;
         if (!ReadMessage(in, length, &m)) return 0;
-        s = c.ReportProgress(m).status();
+        s = c.reports().ReportProgress(m).status();
         break;
       }
       case kFinish: {
         v1::FinishRequest m;
         if (!ReadMessage(in, length, &m)) return 0;
         std::string over;
-        s = c.Finish(m, &over);
+        s = c.reports().Finish(m, &over);
         break;
       }
       case kPublishNcclId: {
         v1::NcclIdRequest m;
         if (!ReadMessage(in, length, &m)) return 0;
-        s = c.PublishNcclId(m);
+        s = c.nccl().PublishNcclId(m);
         break;
       }
     }

@@ -72,7 +72,7 @@ std::string Canonical(const google::protobuf::MessageLite& m) {
 // and LoadJournal keeps the events and workers of a JobStatus in the file,
 // which WriteJournal never writes (only the first load shows them).
 std::string Restored(const Coordinator& c) {
-  v1::ListJobsResponse list = c.List();
+  v1::ListJobsResponse list = c.views().List();
   for (v1::JobStatus& job : *list.mutable_jobs()) {
     job.clear_events();
     job.clear_events_total();
@@ -95,7 +95,7 @@ void CheckLoad(const std::string& file) {
   options.journal = true;
 
   Coordinator first(options);
-  const std::string path = first.JournalPath();
+  const std::string path = first.journal_store().Where();
   FUZZ_CHECK(MakeDirs(Dirname(path)).ok());
   fuzz::OverwriteFile(path, file);
   const absl::Status loaded = first.LoadJournal();

@@ -1,20 +1,22 @@
-// The Coordinator's members (see coordinator.h): a worker's registration
-// and its heartbeats, which carry its assignment and commands.
+// Registrations (see registrations.h): a worker's registration and its
+// heartbeats, which carry its assignment and commands.
+#include "coordinator/registrations.h"
+
 #include <algorithm>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "coordinator/coordinator.h"
 #include "rpc/rpc_util.h"
 
 namespace lockstep {
 
-absl::StatusOr<lockstep::v1::RegisterResponse> Coordinator::Register(
+absl::StatusOr<lockstep::v1::RegisterResponse> Registrations::Register(
     const lockstep::v1::RegisterRequest& req, const std::string& peer) {
   if (req.protocol_version() != kProtocolVersion) {
-    Log(absl::StrFormat("refused worker %s pid %d (%s): protocol version %d",
+    events_.Log(
+        absl::StrFormat("refused worker %s pid %d (%s): protocol version %d",
                         req.host(), req.pid(), peer, req.protocol_version()));
     return absl::FailedPreconditionError(absl::StrFormat(
         "protocol version %d is not this coordinator's (%d): run the same "
@@ -28,7 +30,7 @@ absl::StatusOr<lockstep::v1::RegisterResponse> Coordinator::Register(
   absl::MutexLock lock(&mu_);
   std::string refusal;
   if (absl::Status s = members_.CheckName(req, peer, &refusal); !s.ok()) {
-    Log(refusal);
+    events_.Log(refusal);
     return s;
   }
   Worker w = members_.NewMember(req);
@@ -49,7 +51,7 @@ absl::StatusOr<lockstep::v1::RegisterResponse> Coordinator::Register(
                                             "\"%s\" (pid %d)",
                                             w.name, req.pid()));
   }
-  Log(
+  events_.Log(
       absl::StrFormat("worker %s registered as \"%s\": %d replicas, "
                       "collective %s",
                       Membership::Describe(w), w.name, req.replicas(),
@@ -59,11 +61,11 @@ absl::StatusOr<lockstep::v1::RegisterResponse> Coordinator::Register(
   resp.set_heartbeat_interval_seconds(options_.heartbeat_interval_seconds);
   members_.Add(std::move(w));
   starts_.TryStartAll();
-  Persist();
+  events_.Persist();
   return resp;
 }
 
-absl::StatusOr<lockstep::v1::HeartbeatResponse> Coordinator::Heartbeat(
+absl::StatusOr<lockstep::v1::HeartbeatResponse> Registrations::Heartbeat(
     const lockstep::v1::HeartbeatRequest& req) {
   absl::MutexLock lock(&mu_);
   Worker* found = members_.Find(req.worker_id());
