@@ -18,12 +18,12 @@
 #include "absl/strings/str_join.h"
 #include "base/seconds.h"
 #include "base/status_macros.h"
-#include "core/fingerprint.h"
 #include "core/job/job_spec.h"
 #include "core/train/gpu_backend.h"
 #include "core/train/training_session.h"
 #include "rpc/rpc_util.h"
 #include "worker/cluster_host.h"
+#include "worker/keep_run_state.h"
 
 namespace lockstep {
 namespace {
@@ -288,57 +288,9 @@ void JobRunner::KeepState(lockstep::v1::FinishRequest& req) {
       session_->step() == 0) {
     return;  // a drain committed its checkpoint; step 0 is a fresh start
   }
-  absl::StatusOr<std::vector<LoadedCheckpoint>> states = session_->CopyState();
-  if (!states.ok()) {
-    host_.Log(
-        absl::StrCat("the next generation starts from the latest "
-                     "checkpoint: ",
-                     states.status().message()));
-    return;
-  }
-  LoadedCheckpoint* state = &states->front();
-  const int64_t step = state->state.step;
-  if (!state->model_parts.empty()) {
-    // Sharded with copies: this rank's part and the previous one's; the
-    // coordinator puts the whole state together from the survivors' parts.
-    const int world = a_.world_size();
-    const int prev = (a_.rank() + world - 1) % world;
-    int64_t bytes = 0;
-    std::string steps = absl::StrCat("step ", step);
-    for (const LoadedCheckpoint& s : *states) {
-      for (const TensorPart& p : s.model_parts) bytes += p.data.size() * 4;
-      for (const TensorPart& p : s.optimizer_parts) {
-        bytes += p.data.size() * 4;
-      }
-    }
-    if (states->size() > 1) {
-      req.set_held_next_step(states->back().state.step);
-      steps = absl::StrFormat(
-          "steps %d and %d (the failure came at the barrier before the "
-          "update to step %d, made on the kept copy)",
-          step, states->back().state.step, states->back().state.step);
-    }
-    ctx_.kept->Keep(a_.job(), *std::move(states), "",
-                    KeptState::Parts{a_.rank(), world});
-    req.set_held_step(step);
-    req.set_held_rank(a_.rank());
-    req.set_held_world(world);
-    host_.Log(absl::StrFormat(
-        "kept the parts of ranks %d and %d of the training state of %s in "
-        "memory (%.1f MB) for the next generation",
-        a_.rank(), prev, steps, bytes / 1e6));
-    return;
-  }
-  std::vector<const Tensor*> values;
-  for (const auto& [name, t] : state->model) values.push_back(&t);
-  const std::string fingerprint = FingerprintTensors(values);
-  ctx_.kept->Keep(a_.job(), {*std::move(state)}, fingerprint);
-  req.set_held_step(step);
-  req.set_held_fingerprint(fingerprint);
-  host_.Log(absl::StrFormat(
-      "kept the training state of step %d in memory (fingerprint %s) for the "
-      "next generation",
-      step, fingerprint));
+  KeepRunState(
+      *session_, a_, *ctx_.kept,
+      [this](const std::string& line) { host_.Log(line); }, req);
 }
 
 std::string JobRunner::Finish(const absl::Status& status) {
