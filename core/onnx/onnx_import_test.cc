@@ -254,6 +254,18 @@ TEST(OnnxImportTest, WhatItCannotTrainIsRefusedNamingNodeOpAndWhatToDo) {
          Builder::Int(b.g_->mutable_node(0), "group", 0);
        },
        "", "", "node \"/Conv_1\" (Conv): group 0 (it must be 1 or more)"},
+      // The fuzz target found an imported perm that repeats an axis
+      // (which Graph::Build then refused).
+      {"a perm that repeats an axis",
+       [](Builder& b) {
+         b.Cnn();
+         b.Ints64("last", {2});
+         b.Node("Unsqueeze", {"f", "last"}, {"u"});
+         Builder::Ints(b.Node("Transpose", {"u"}, {"t"}), "perm", {0, 2, 2});
+       },
+       "", "logits",
+       "node \"/Transpose_7\" (Transpose): perm [0, 2, 2] is no "
+       "permutation of the 3 axes of its input"},
       {"an op of another domain",
        [](Builder& b) {
          b.Cnn();

@@ -57,11 +57,15 @@ absl::Status Importer::Transpose(const onnx::NodeProto& n) {
   Json fields = Json::object();
   std::vector<int64_t> p;
   Shape out;
+  std::vector<bool> taken(perm.size(), false);
   for (size_t i = 1; i < perm.size(); ++i) {
-    if (perm[i] < 1 || perm[i] > static_cast<int64_t>(x.shape.size())) {
-      return Bad(
-          absl::StrCat(NodeName(n), ": perm ", absl::StrJoin(perm, ", ")));
+    if (perm[i] < 1 || perm[i] > static_cast<int64_t>(x.shape.size()) ||
+        taken[perm[i]]) {
+      return Bad(absl::StrCat(
+          NodeName(n), ": perm [", absl::StrJoin(perm, ", "),
+          "] is no permutation of the ", perm.size(), " axes of its input"));
     }
+    taken[perm[i]] = true;
     p.push_back(perm[i] - 1);
     out.push_back(x.shape[perm[i] - 1]);
   }
