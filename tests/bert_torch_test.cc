@@ -343,6 +343,80 @@ TEST_P(BertTorchTest, DropoutStepAgreesUnderLockstepsMasks) {
       worst, moved, logit_diff, torch_moved);
 }
 
+// "precision": "bf16" (Model::SetPrecision): the same step against
+// torch.autocast("cpu", dtype=torch.bfloat16) on the same weights and batch
+// (the reference's --autocast). The two policies differ where autocast
+// keeps a matmul's output, and the GELU and residual adds after it, in
+// bfloat16 (here every output is float32), so the bounds are bfloat16's:
+// loss within kBf16Loss relative, each gradient tensor within kBf16Grad of
+// its largest entry (measured: 1.6e-2 with 1 layer, 4.1e-2 with 2; float32
+// itself is 2.5e-2 and 3.3e-2 from autocast). So the bound alone would
+// pass float32 too: the bf16 step must also move its gradients away from
+// lockstep's float32 step's (by more than 1e-3 of a tensor's largest
+// entry; measured 1.5e-2) and lie nearer autocast's than those do, on
+// average over the tensors.
+constexpr double kBf16Loss = 2e-3, kBf16Grad = 6e-2;
+
+TEST_P(BertTorchTest, Bf16StepAgreesWithTorchAutocast) {
+  LOCKSTEP_SKIP_OR_FAIL_IF_MISSING(TorchMissing());
+  const int layers = GetParam();
+  const std::string dir = NewTempDir("bert_bf16_ref");
+  ASSERT_NO_FATAL_FAILURE(RunReference(dir, layers, {"--autocast"}));
+  const std::string init = dir + "/model.safetensors";
+  std::unique_ptr<Model> bf16 = BuildBert(layers, init, 0);
+  std::unique_ptr<Model> fp32 = BuildBert(layers, init, 0);
+  ASSERT_TRUE(bf16 != nullptr && fp32 != nullptr);
+  bf16->SetPrecision(GemmPrecision::kBf16);
+  const Batch batch = ReadBatch(dir + "/batch.safetensors");
+  const std::map<std::string, Tensor> expected =
+      ReadTensors(dir + "/expected.safetensors");
+  const double loss = Step(*bf16, batch, 0);
+  const double loss32 = Step(*fp32, batch, 0);
+  const double torch_loss = expected.at("loss").data()[0];
+  EXPECT_NEAR(loss, torch_loss, kBf16Loss * torch_loss);
+  // Per tensor, over its largest entry in autocast's gradient: bf16 against
+  // autocast, fp32 against autocast, bf16 against fp32.
+  double worst = 0, worst32 = 0, moved = 0, sum = 0, sum32 = 0;
+  int checked = 0;
+  for (size_t i = 0; i < bf16->params().size(); ++i) {
+    const Param* p = bf16->params()[i];
+    if (p->name.find("key.bias") != std::string::npos) continue;  // ~0
+    const Tensor& want = expected.at("grad." + p->name);
+    ASSERT_EQ(want.shape(), p->grad.shape()) << p->name;
+    const double scale = MaxAbs(want.data(), want.size());
+    const double d = MaxDiff(p->grad.data(), want.data(), want.size()) / scale;
+    const double d32 =
+        MaxDiff(fp32->params()[i]->grad.data(), want.data(), want.size()) /
+        scale;
+    EXPECT_LE(d, kBf16Grad) << p->name;
+    worst = std::max(worst, d);
+    worst32 = std::max(worst32, d32);
+    sum += d;
+    sum32 += d32;
+    moved = std::max(
+        moved,
+        MaxDiff(p->grad.data(), fp32->params()[i]->grad.data(), want.size()) /
+            scale);
+    ++checked;
+  }
+  EXPECT_EQ(checked, 16 * layers + 10 - layers);
+  EXPECT_GT(moved, 1e-3);  // bf16 is on
+  EXPECT_LT(sum, sum32);   // and nearer autocast than float32 is
+  const float* logits = bf16->Predict(batch.x);
+  const Tensor& want_logits = expected.at("logits");
+  const double logit_diff =
+      MaxDiff(logits, want_logits.data(), want_logits.size());
+  EXPECT_LE(logit_diff, 5e-2);
+  std::printf(
+      "%d layers, bf16 against torch.autocast: loss %.6f (autocast %.6f, "
+      "float32 %.6f); worst gradient difference %.2e of its tensor's "
+      "largest entry (<= %.0e; float32's %.2e), mean %.2e (float32's "
+      "%.2e); bf16 moves a gradient by up to %.2e from float32's; logits "
+      "within %.2e\n",
+      layers, loss, torch_loss, loss32, worst, kBf16Grad, worst32,
+      sum / checked, sum32 / checked, moved, logit_diff);
+}
+
 INSTANTIATE_TEST_SUITE_P(Layers, BertTorchTest, ::testing::Values(1, 2));
 
 }  // namespace

@@ -16,6 +16,10 @@ Outputs (in --out DIR):
                         (float32) and labels (I32)
   expected.safetensors  logits, loss and grad.<name> for every parameter
 
+With --autocast the step (forward, loss, backward) runs under
+torch.autocast("cpu", dtype=torch.bfloat16): expected holds its loss, logits
+(as float32) and the float32 parameters' gradients.
+
 With --masks FILE (dropout masks of 0 or 1/(1-rate), lockstep's) the step has
 dropout: each mask multiplies at the site its HF module name says (mask_shapes):
 the embeddings' output, and per layer the attention probabilities after the
@@ -204,7 +208,11 @@ def bert_mlm_forward(params, batch, cfg, masks=None):
         return F.linear(x, W[prefix + ".weight"], W[prefix + ".bias"])
 
     def layer_norm(x, prefix):
-        return F.layer_norm(x, (H,), W[prefix + ".weight"], W[prefix + ".bias"], LN_EPS)
+        # In float32 under autocast too, as torch 2's CPU autocast runs it
+        # (1.13's leaves it to the op, which refuses a bfloat16 input with
+        # float32 weights).
+        return F.layer_norm(x.float(), (H,), W[prefix + ".weight"],
+                            W[prefix + ".bias"], LN_EPS)
 
     def drop(x, site):  # inverted dropout: the mask holds 0 or 1/(1-rate)
         return x if masks is None else x * masks[site]
@@ -253,8 +261,14 @@ def mlm_loss(logits, labels, vocab):
 
 def forward_backward(params, batch, cfg, masks=None):
     leaves = {n: t.detach().clone().requires_grad_(True) for n, t in params.items()}
-    logits = bert_mlm_forward(leaves, batch, cfg, masks)
-    loss = mlm_loss(logits, batch["labels"], cfg.vocab)
+    # --autocast: the step as torch.autocast runs it on the CPU in bfloat16
+    # (float32 leaves, so float32 gradients); logits and loss come out as
+    # float32.
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.autocast):
+        logits = bert_mlm_forward(leaves, batch, cfg, masks)
+        loss = mlm_loss(logits, batch["labels"], cfg.vocab)
+    logits = logits.float()
+    loss = loss.float()
     loss.backward()
     grads = {n: t.grad.detach().clone() if t.grad is not None else torch.zeros_like(t)
              for n, t in leaves.items()}
@@ -304,6 +318,8 @@ def parse_args(argv):
                     help="stddev of matrices and tables (BERT: 0.02; larger "
                          "makes attention far from uniform)")
     ap.add_argument("--masks", help="safetensors file of dropout masks (see above)")
+    ap.add_argument("--autocast", action="store_true",
+                    help="the step under torch.autocast(\"cpu\", bfloat16)")
     return ap.parse_args(argv)
 
 

@@ -74,6 +74,9 @@
 // gradient_accumulation_steps integer in [1, 1024] ? 1 (micro-batches per
 //                         replica and step, gradients summed)
 // epochs | steps          integer >= 1; exactly one of the two is required
+// precision               fp32 | bf16 ? fp32 (bf16: matrix products and
+//                         convolutions take bfloat16-rounded inputs, float32
+//                         products and sums; CPU replicas)
 // checkpoint              object ? {}
 //   every_steps           integer >= 0 ? 0 (0: at the end of each epoch)
 //   keep                  integer >= 1 ? 3
@@ -210,6 +213,8 @@ absl::Status ParseRoot(const Json& v, absl::string_view base_dir,
   }
   RETURN_IF_ERROR(r.Int("epochs", 1, &spec->epochs));
   RETURN_IF_ERROR(r.Int("steps", 1, &spec->steps));
+  RETURN_IF_ERROR(r.Enum("precision", "precision",
+                         job_spec_internal::Precisions(), &spec->precision));
 
   if (r.Has("checkpoint")) {
     RETURN_IF_ERROR(Reader::CheckObject(r.Get("checkpoint"), "checkpoint"));

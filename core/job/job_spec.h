@@ -148,6 +148,12 @@ struct AuditSpec {
 // collective ids (core/collective/transport.h kPassSumMicroStride).
 inline constexpr int64_t kMaxGradientAccumulationSteps = 1024;
 
+// What a job's matrix products and convolutions compute in ("precision"):
+// kBf16 rounds their inputs to bfloat16 and keeps float32 products and
+// sums (kernels/cpu/gemm.h GemmPrecision); the weights, the optimizer
+// state, the gradients' all-reduce and every other op stay float32.
+enum class Precision { kFp32, kBf16 };
+
 struct JobSpec {
   std::string name;
   uint64_t seed = 0;
@@ -171,6 +177,7 @@ struct JobSpec {
   ClusterSpec cluster;
   RestartSpec restart;
   AuditSpec audit;
+  Precision precision = Precision::kFp32;
 
   // Every replica of the job at its most workers: the global batch's
   // divisor (an elastic job's smaller worlds split the same global batch).

@@ -32,6 +32,12 @@ const Table<ScheduleUnit>& ScheduleUnits() {
       {"epoch", ScheduleUnit::kEpoch}, {"step", ScheduleUnit::kStep}};
   return *t;
 }
+const Table<Precision>& Precisions() {
+  static const auto* t = new Table<Precision>{{"fp32", Precision::kFp32},
+                                              {"bf16", Precision::kBf16}};
+  return *t;
+}
+
 const Table<Collective>& Collectives() {
   static const auto* t = new Table<Collective>{{"ring", Collective::kRing},
                                                {"nccl", Collective::kNccl},
@@ -68,10 +74,11 @@ const Keys& Listed(std::initializer_list<const char*> keys) {
 }  // namespace
 
 const Keys& RootKeys() {
-  static const Keys& k = Listed(
-      {"name", "seed", "model", "loss", "optimizer", "lr_schedule", "data",
-       "batch_size_per_replica", "gradient_accumulation_steps", "epochs",
-       "steps", "checkpoint", "summary", "cluster", "restart", "audit"});
+  static const Keys& k =
+      Listed({"name", "seed", "model", "loss", "optimizer", "lr_schedule",
+              "data", "batch_size_per_replica", "gradient_accumulation_steps",
+              "epochs", "steps", "checkpoint", "summary", "cluster", "restart",
+              "audit", "precision"});
   return k;
 }
 const Keys& AuditKeys() {

@@ -38,6 +38,7 @@ const Table<const Loss*>& LossTable();
 const Table<OptimizerType>& OptimizerTypes();
 const Table<ScheduleType>& ScheduleTypes();
 const Table<ScheduleUnit>& ScheduleUnits();
+const Table<Precision>& Precisions();
 const Table<Collective>& Collectives();
 const Table<Compression>& Compressions();
 const Table<ShardMode>& ShardModes();

@@ -107,6 +107,9 @@ Json SpecToJson(const JobSpec& s) {
   // Written only when on: the canonical JSON of other jobs (and the
   // checkpoints that store it) stays as it was.
   if (s.audit.samples) j["audit"] = {{"samples", true}};
+  if (s.precision != Precision::kFp32) {
+    j["precision"] = NameOf(job_spec_internal::Precisions(), s.precision);
+  }
   return j;
 }
 
@@ -162,7 +165,8 @@ bool operator==(const JobSpec& a, const JobSpec& b) {
          a.gradient_accumulation_steps == b.gradient_accumulation_steps &&
          a.epochs == b.epochs && a.steps == b.steps &&
          a.checkpoint == b.checkpoint && a.summary == b.summary &&
-         a.cluster == b.cluster && a.restart == b.restart && a.audit == b.audit;
+         a.cluster == b.cluster && a.restart == b.restart &&
+         a.audit == b.audit && a.precision == b.precision;
 }
 
 namespace job_spec_internal {

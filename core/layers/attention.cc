@@ -139,16 +139,17 @@ float MultiHeadAttentionLayer::scale() const {
   return 1.0f / std::sqrt(static_cast<float>(key_dim_));
 }
 
-void MultiHeadAttentionLayer::Project(int64_t rows, int64_t in, int64_t out,
-                                      const float* x, const float* w,
-                                      const float* b, float* y) const {
+void MultiHeadAttentionLayer::Project(GemmPrecision precision, int64_t rows,
+                                      int64_t in, int64_t out, const float* x,
+                                      const float* w, const float* b,
+                                      float* y) const {
   float beta = 0.0f;
   if (b != nullptr) {
     for (int64_t r = 0; r < rows; ++r) std::copy(b, b + out, y + r * out);
     beta = 1.0f;
   }
-  Gemm(false, out_in_, rows, out, in, 1.0f, x, in, w, out_in_ ? in : out, beta,
-       y, out);
+  Gemm(precision, false, out_in_, rows, out, in, 1.0f, x, in, w,
+       out_in_ ? in : out, beta, y, out);
 }
 
 void MultiHeadAttentionLayer::Forward(const LayerIO& io,
@@ -165,9 +166,9 @@ void MultiHeadAttentionLayer::Forward(const LayerIO& io,
   float* v = Grow(&v_, rows * in);
   float* probs = Grow(&probs_, n * h * l * l);
   float* context = Grow(&context_, rows * in);
-  Project(rows, w, in, io.x[0], weight(0), b(0), q);
-  Project(rows, w, in, io.x[0], weight(1), b(1), k);
-  Project(rows, w, in, io.x[0], weight(2), b(2), v);
+  Project(ctx.precision, rows, w, in, io.x[0], weight(0), b(0), q);
+  Project(ctx.precision, rows, w, in, io.x[0], weight(1), b(1), k);
+  Project(ctx.precision, rows, w, in, io.x[0], weight(2), b(2), v);
   const float sc = scale(), rate = this->rate();
   const bool drop = ctx.training && rate > 0.0f;
   const float* mask = masked() ? io.x[1] : nullptr;
@@ -179,7 +180,7 @@ void MultiHeadAttentionLayer::Forward(const LayerIO& io,
       const float* kh = k + s * l * in + head * d;
       const float* vh = v + s * l * in + head * d;
       float* p = probs + sh * l * l;
-      Gemm(false, true, l, l, d, sc, qh, in, kh, in, 0.0f, p, l);
+      Gemm(ctx.precision, false, true, l, l, d, sc, qh, in, kh, in, 0.0f, p, l);
       const float* m = mask != nullptr ? mask + s * l : nullptr;
       for (int64_t i = 0; i < l; ++i) MaskedSoftmaxRow(l, m, p + i * l);
       const float* use = p;
@@ -188,11 +189,11 @@ void MultiHeadAttentionLayer::Forward(const LayerIO& io,
         DropProbabilities(ctx.dropout_seed, sh, l, rate, p, dropped.data());
         use = dropped.data();
       }
-      Gemm(false, false, l, d, l, 1.0f, use, l, vh, in, 0.0f,
+      Gemm(ctx.precision, false, false, l, d, l, 1.0f, use, l, vh, in, 0.0f,
            context + s * l * in + head * d, in);
     }
   });
-  Project(rows, in, w, context, weight(3), b(3), io.y);
+  Project(ctx.precision, rows, in, w, context, weight(3), b(3), io.y);
 }
 
 void MultiHeadAttentionLayer::Backward(const LayerIO& io,
@@ -210,14 +211,14 @@ void MultiHeadAttentionLayer::Backward(const LayerIO& io,
   float* dk = Grow(&dk_, rows * in);
   float* dv = Grow(&dv_, rows * in);
   // The output projection.
-  Gemm(false, !out_in_, rows, in, w, 1.0f, dout, w, weight(3), out_in_ ? in : w,
-       0.0f, dcontext, in);
+  Gemm(ctx.precision, false, !out_in_, rows, in, w, 1.0f, dout, w, weight(3),
+       out_in_ ? in : w, 0.0f, dcontext, in);
   if (out_in_) {
-    Gemm(true, false, w, in, rows, 1.0f, dout, w, context_.data(), in, 1.0f,
-         dweight(3), in);
+    Gemm(ctx.precision, true, false, w, in, rows, 1.0f, dout, w,
+         context_.data(), in, 1.0f, dweight(3), in);
   } else {
-    Gemm(true, false, in, w, rows, 1.0f, context_.data(), in, dout, w, 1.0f,
-         dweight(3), w);
+    Gemm(ctx.precision, true, false, in, w, rows, 1.0f, context_.data(), in,
+         dout, w, 1.0f, dweight(3), w);
   }
   if (bias) BiasGrad(rows, w, dout, dbias(3));
   const float sc = scale(), rate = this->rate();
@@ -238,11 +239,11 @@ void MultiHeadAttentionLayer::Backward(const LayerIO& io,
         use = dropped.data();
       }
       // dV = P'^T dC; dP' = dC V^T.
-      Gemm(true, false, l, d, l, 1.0f, use, l, dcontext + off, in, 0.0f,
-           dv + off, in);
+      Gemm(ctx.precision, true, false, l, d, l, 1.0f, use, l, dcontext + off,
+           in, 0.0f, dv + off, in);
       dp.resize(l * l);
-      Gemm(false, true, l, l, d, 1.0f, dcontext + off, in, v + off, in, 0.0f,
-           dp.data(), l);
+      Gemm(ctx.precision, false, true, l, l, d, 1.0f, dcontext + off, in,
+           v + off, in, 0.0f, dp.data(), l);
       // Through the dropout (the same mask), then the softmax:
       // dS = P (dP - <dP, P>) times the score scale.
       if (drop) {
@@ -252,10 +253,10 @@ void MultiHeadAttentionLayer::Backward(const LayerIO& io,
         SoftmaxBackwardRow(l, p + i * l, sc, dp.data() + i * l);
       }
       // dQ = dS K; dK = dS^T Q.
-      Gemm(false, false, l, d, l, 1.0f, dp.data(), l, k + off, in, 0.0f,
-           dq + off, in);
-      Gemm(true, false, l, d, l, 1.0f, dp.data(), l, q + off, in, 0.0f,
-           dk + off, in);
+      Gemm(ctx.precision, false, false, l, d, l, 1.0f, dp.data(), l, k + off,
+           in, 0.0f, dq + off, in);
+      Gemm(ctx.precision, true, false, l, d, l, 1.0f, dp.data(), l, q + off, in,
+           0.0f, dk + off, in);
     }
   });
   // The input projections: weight and bias gradients, and dx summed over
@@ -264,18 +265,18 @@ void MultiHeadAttentionLayer::Backward(const LayerIO& io,
   const float* grads[] = {dq, dk, dv};
   for (int i = 0; i < 3; ++i) {
     if (out_in_) {
-      Gemm(true, false, in, w, rows, 1.0f, grads[i], in, x, w, 1.0f, dweight(i),
-           w);
+      Gemm(ctx.precision, true, false, in, w, rows, 1.0f, grads[i], in, x, w,
+           1.0f, dweight(i), w);
     } else {
-      Gemm(true, false, w, in, rows, 1.0f, x, w, grads[i], in, 1.0f, dweight(i),
-           in);
+      Gemm(ctx.precision, true, false, w, in, rows, 1.0f, x, w, grads[i], in,
+           1.0f, dweight(i), in);
     }
     if (bias) BiasGrad(rows, in, grads[i], dbias(i));
   }
   if (io.dx[0] != nullptr) {
     for (int i = 0; i < 3; ++i) {
-      Gemm(false, !out_in_, rows, w, in, 1.0f, grads[i], in, weight(i),
-           out_in_ ? w : in, i == 0 ? 0.0f : 1.0f, io.dx[0], w);
+      Gemm(ctx.precision, false, !out_in_, rows, w, in, 1.0f, grads[i], in,
+           weight(i), out_in_ ? w : in, i == 0 ? 0.0f : 1.0f, io.dx[0], w);
     }
   }
   if (masked() && io.dx[1] != nullptr) {

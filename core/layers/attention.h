@@ -51,8 +51,8 @@ class MultiHeadAttentionLayer : public Layer {
 
  private:
   // y [rows, out] = x [rows, in] W + b, W stored per layout.
-  void Project(int64_t rows, int64_t in, int64_t out, const float* x,
-               const float* w, const float* b, float* y) const;
+  void Project(GemmPrecision precision, int64_t rows, int64_t in, int64_t out,
+               const float* x, const float* w, const float* b, float* y) const;
 
   const AttentionConfig config_;
   const int64_t key_dim_;

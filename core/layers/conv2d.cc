@@ -157,13 +157,16 @@ void ScatterColumns(int64_t rows, int64_t stride, int64_t offset,
 
 void Conv2DLayer::Forward(const LayerIO& io, const PassContext& ctx) {
   if (config_.groups == 1) {
-    Conv2DForward(Geometry(io.n), io.x[0], layout_.KerasKernel(io.w[0]),
+    Conv2DGeometry g = Geometry(io.n);
+    g.precision = ctx.precision;
+    Conv2DForward(g, io.x[0], layout_.KerasKernel(io.w[0]),
                   config_.use_bias ? io.w[1] : nullptr, Act(ctx), io.y, &ws_);
     return;
   }
   // Each group's channels through the same kernels, then bias and
   // activation over all filters.
-  const Conv2DGeometry g = GroupGeometry(io.n);
+  Conv2DGeometry g = GroupGeometry(io.n);
+  g.precision = ctx.precision;
   const float* kernel = layout_.KerasKernel(io.w[0]);
   const int64_t pixels = g.batch * g.in_h * g.in_w, taps_c = g.patch_size();
   const int64_t c_all = g.in_c * config_.groups, f_all = config_.filters;
@@ -186,7 +189,8 @@ void Conv2DLayer::Forward(const LayerIO& io, const PassContext& ctx) {
 
 void Conv2DLayer::Backward(const LayerIO& io, const PassContext& ctx) {
   if (config_.groups == 1) {
-    const Conv2DGeometry g = Geometry(io.n);
+    Conv2DGeometry g = Geometry(io.n);
+    g.precision = ctx.precision;
     ActivationBackwardBiasGrad(g.rows(), g.filters, Act(ctx), io.y, io.dy,
                                config_.use_bias ? io.dw[1] : nullptr);
     Conv2DBackward(g, io.x[0], layout_.KerasKernel(io.w[0]), io.dy,
@@ -194,7 +198,8 @@ void Conv2DLayer::Backward(const LayerIO& io, const PassContext& ctx) {
     layout_.FinishGrad(io.dw[0]);
     return;
   }
-  const Conv2DGeometry g = GroupGeometry(io.n);
+  Conv2DGeometry g = GroupGeometry(io.n);
+  g.precision = ctx.precision;
   const int64_t pixels = g.batch * g.in_h * g.in_w, taps_c = g.patch_size();
   const int64_t c_all = g.in_c * config_.groups, f_all = config_.filters;
   ActivationBackwardBiasGrad(g.rows(), f_all, Act(ctx), io.y, io.dy,

@@ -132,7 +132,8 @@ void DenseLayer::Forward(const LayerIO& io, const PassContext& ctx) {
     for (int64_t r = 0; r < rows; ++r) std::copy(b, b + units, y + r * units);
     beta = 1.0f;
   }
-  Gemm(false, out_in_, rows, units, in_, 1.0f, io.x[0], io.w[0], beta, y);
+  Gemm(ctx.precision, false, out_in_, rows, units, in_, 1.0f, io.x[0], io.w[0],
+       beta, y);
   if (gelu()) {
     pre_.resize(rows * units);
     std::copy(y, y + rows * units, pre_.begin());
@@ -156,12 +157,15 @@ void DenseLayer::Backward(const LayerIO& io, const PassContext& ctx) {
   // The weight gradient accumulates (beta = 1): a tied table gets this and
   // the embedding's contribution.
   if (out_in_) {
-    Gemm(true, false, units, in_, rows, 1.0f, dz, io.x[0], 1.0f, io.dw[0]);
+    Gemm(ctx.precision, true, false, units, in_, rows, 1.0f, dz, io.x[0], 1.0f,
+         io.dw[0]);
   } else {
-    Gemm(true, false, in_, units, rows, 1.0f, io.x[0], dz, 1.0f, io.dw[0]);
+    Gemm(ctx.precision, true, false, in_, units, rows, 1.0f, io.x[0], dz, 1.0f,
+         io.dw[0]);
   }
   if (io.dx[0] != nullptr) {
-    Gemm(false, !out_in_, rows, in_, units, 1.0f, dz, io.w[0], 0.0f, io.dx[0]);
+    Gemm(ctx.precision, false, !out_in_, rows, in_, units, 1.0f, dz, io.w[0],
+         0.0f, io.dx[0]);
   }
 }
 

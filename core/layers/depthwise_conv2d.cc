@@ -103,19 +103,39 @@ Conv2DGeometry DepthwiseConv2DLayer::Geometry(int64_t n) const {
                       config_.stride_h, config_.stride_w, config_.padding);
 }
 
-void DepthwiseConv2DLayer::Forward(const LayerIO& io, const PassContext&) {
+const float* DepthwiseConv2DLayer::Rounded(const PassContext& ctx,
+                                           const float* x, int64_t n,
+                                           std::vector<float>& copy) const {
+  if (ctx.precision != GemmPrecision::kBf16) return x;
+  copy.resize(n);
+  RoundToBf16(n, x, copy.data());
+  return copy.data();
+}
+
+void DepthwiseConv2DLayer::Forward(const LayerIO& io, const PassContext& ctx) {
   const Conv2DGeometry g = Geometry(io.n);
-  DepthwiseConv2DForward(g, io.x[0], layout_.KerasKernel(io.w[0]),
-                         config_.use_bias ? io.w[1] : nullptr, io.y);
+  DepthwiseConv2DForward(
+      g, Rounded(ctx, io.x[0], io.n * input_size(0), rounded_x_),
+      Rounded(ctx, layout_.KerasKernel(io.w[0]), kernel_.value.size(),
+              rounded_kernel_),
+      config_.use_bias ? io.w[1] : nullptr, io.y);
   BiasActivationForward(g.rows(), g.filters, nullptr, Act(), io.y);
 }
 
-void DepthwiseConv2DLayer::Backward(const LayerIO& io, const PassContext&) {
+void DepthwiseConv2DLayer::Backward(const LayerIO& io, const PassContext& ctx) {
   const Conv2DGeometry g = Geometry(io.n);
   ActivationBackwardBiasGrad(g.rows(), g.filters, Act(), io.y, io.dy,
                              config_.use_bias ? io.dw[1] : nullptr);
-  DepthwiseConv2DBackward(g, io.x[0], layout_.KerasKernel(io.w[0]), io.dy,
-                          layout_.KerasGrad(io.dw[0]), io.dx[0], &partials_);
+  // bf16: the convolution's inputs rounded as a GEMM's are (dy in place:
+  // the bias has its float32 gradient already).
+  if (ctx.precision == GemmPrecision::kBf16) {
+    RoundToBf16(g.rows() * g.filters, io.dy, io.dy);
+  }
+  DepthwiseConv2DBackward(
+      g, Rounded(ctx, io.x[0], io.n * input_size(0), rounded_x_),
+      Rounded(ctx, layout_.KerasKernel(io.w[0]), kernel_.value.size(),
+              rounded_kernel_),
+      io.dy, layout_.KerasGrad(io.dw[0]), io.dx[0], &partials_);
   layout_.FinishGrad(io.dw[0]);
 }
 

@@ -49,6 +49,11 @@ class DepthwiseConv2DLayer : public Layer {
   ConvKernelLayout layout_;
   Param kernel_, bias_;
   std::vector<float> partials_;  // the kernel gradient's row blocks
+  // `x` (n floats) rounded to bfloat16 into `copy` when the pass is bf16
+  // (PassContext::precision), else `x` itself.
+  const float* Rounded(const PassContext& ctx, const float* x, int64_t n,
+                       std::vector<float>& copy) const;
+  std::vector<float> rounded_x_, rounded_kernel_;
 };
 
 }  // namespace lockstep

@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "core/tensor.h"
+#include "kernels/cpu/gemm.h"
 
 namespace lockstep {
 
@@ -49,6 +50,10 @@ struct PassContext {
   // model).
   PassCollective* collective = nullptr;
   int32_t collective_key = 0;
+  // What the layer's matrix products and convolutions round their inputs
+  // to (the job's "precision"; kernels/cpu/gemm.h): everything else, and
+  // every output, stays float32.
+  GemmPrecision precision = GemmPrecision::kFp32;
 };
 
 // The buffers of one call. Host pointers on the CPU, device pointers on a

@@ -224,6 +224,7 @@ const float* Model::Forward(int64_t n, const float* x, bool training,
     ctx.skip_output_activation = fuse_output && i == output;
     ctx.collective = training ? collective_ : nullptr;
     ctx.collective_key = PassCollectiveKey(i);
+    ctx.precision = precision_;
     if (node.layer->PassesThrough(ctx)) {
       outs_[i] = outs_[node.inputs[0]];
       continue;

@@ -95,6 +95,10 @@ class Model {
   void SetPassCollective(PassCollective* collective) {
     collective_ = collective;
   }
+  // What every pass's matrix products and convolutions round their inputs
+  // to (PassContext::precision): the job's "precision"; kFp32 by default.
+  void SetPrecision(GemmPrecision precision) { precision_ = precision; }
+  GemmPrecision precision() const { return precision_; }
 
  private:
   Model() = default;
@@ -113,6 +117,7 @@ class Model {
   int64_t labels_per_sample_ = 1, classes_ = 1;
   std::function<void(int)> grad_ready_;
   PassCollective* collective_ = nullptr;
+  GemmPrecision precision_ = GemmPrecision::kFp32;
 
   // Per node: its LayerIO (pointer vectors sized once), pass context and
   // this pass's output. Buffers grow to the largest batch seen.

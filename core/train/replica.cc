@@ -35,6 +35,8 @@ class CpuReplica final : public Replica {
 absl::StatusOr<std::unique_ptr<Replica>> MakeCpuReplica(const JobSpec& spec) {
   ASSIGN_OR_RETURN(std::unique_ptr<Model> m,
                    Model::Build(spec.model, spec.seed));
+  m->SetPrecision(spec.precision == Precision::kBf16 ? GemmPrecision::kBf16
+                                                     : GemmPrecision::kFp32);
   return std::unique_ptr<Replica>(new CpuReplica(std::move(m)));
 }
 

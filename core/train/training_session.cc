@@ -101,6 +101,12 @@ absl::Status TrainingSession::Setup(
         "cluster.shard: GPU replicas keep their optimizer state whole (the "
         "sharded update runs on CPU replicas); use shard \"none\" on GPUs");
   }
+  if (gpus && spec.precision != Precision::kFp32) {
+    return absl::InvalidArgumentError(
+        "precision: GPU replicas compute in float32 only for now (bf16 runs "
+        "on CPU replicas; cluster.allow_tf32 gives the GPUs' TF32 tensor "
+        "cores); use precision \"fp32\" on GPUs");
+  }
   if (gpus) {
     ASSIGN_OR_RETURN(optimizer_,
                      Optimizer::Create(spec.optimizer, replicas_->params()));

@@ -447,6 +447,38 @@ TEST(TrainingSessionTest, SyncBatchNormSumsEachMicroBatchOverTheRanks) {
             "micro-batch 1");
 }
 
+TEST(TrainingSessionTest, Bf16RanksTrainAsOneProcessAndOffFloat32) {
+  // "precision": "bf16" (the conv and dense layers' products from
+  // bfloat16-rounded inputs): two ranks still end on one process's bits,
+  // and on other bits than the float32 job's.
+  JobSpec bf16 = Job(2);
+  bf16.precision = Precision::kBf16;
+  ExpectTwoRanksTrainAsOneProcess(bf16);
+  MemoryHost a, b;
+  const SessionResult with_bf16 = RunLocal(bf16, a);
+  const SessionResult with_fp32 = RunLocal(Job(2), b);
+  ASSERT_TRUE(with_bf16.finished && with_fp32.finished);
+  EXPECT_NE(with_bf16.fingerprint, with_fp32.fingerprint);
+  // Still learning the same task: the losses stay close.
+  EXPECT_NEAR(with_bf16.train.mean_loss(), with_fp32.train.mean_loss(),
+              0.05 * with_fp32.train.mean_loss());
+}
+
+TEST(TrainingSessionTest, GpuReplicasRefuseBf16) {
+  JobSpec spec = Job(1);
+  spec.precision = Precision::kBf16;
+  SessionConfig c = LocalConfig(spec);
+  c.cuda_devices = {0};
+  MemoryHost host;
+  auto session = TrainingSession::Create(std::move(c), &host);
+  ASSERT_FALSE(session.ok());
+  EXPECT_EQ(session.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(session.status().message(),
+            "precision: GPU replicas compute in float32 only for now (bf16 "
+            "runs on CPU replicas; cluster.allow_tf32 gives the GPUs' TF32 "
+            "tensor cores); use precision \"fp32\" on GPUs");
+}
+
 TEST(TrainingSessionTest, GpuReplicasRefuseAccumulation) {
   SessionConfig c = LocalConfig(Job(1, 10, 8, 2));
   c.cuda_devices = {0};

@@ -188,7 +188,8 @@ void Conv2DForward(const Conv2DGeometry& g, const float* x, const float* kernel,
             std::fill(out + r * f, out + (r + 1) * f, 0.0f);
           }
         }
-        Gemm(false, false, s1 - s0, f, p, 1.0f, src, kernel, 1.0f, out);
+        Gemm(g.precision, false, false, s1 - s0, f, p, 1.0f, src, kernel, 1.0f,
+             out);
         BiasActivationForward(s1 - s0, f, nullptr, act, out);
       }
     });
@@ -210,9 +211,9 @@ void Conv2DBackward(const Conv2DGeometry& g, const float* x,
   }
   if (g.is_pointwise()) {
     // dK = x^T dy; dx = dy K^T.
-    Gemm(true, false, p, f, rows, 1.0f, x, dy, 0.0f, dkernel);
+    Gemm(g.precision, true, false, p, f, rows, 1.0f, x, dy, 0.0f, dkernel);
     if (dx != nullptr)
-      Gemm(false, true, rows, p, f, 1.0f, dy, kernel, 0.0f, dx);
+      Gemm(g.precision, false, true, rows, p, f, 1.0f, dy, kernel, 0.0f, dx);
     return;
   }
   const int64_t block = BlockRows(g, *ws);
@@ -224,11 +225,11 @@ void Conv2DBackward(const Conv2DGeometry& g, const float* x,
     const int64_t r1 = std::min(rows, r0 + block);
     if (!reuse) Im2Col(g, x, r0, r1, patches);
     // dK (+)= patches^T dy.
-    Gemm(true, false, p, f, r1 - r0, 1.0f, patches, dy + r0 * f,
+    Gemm(g.precision, true, false, p, f, r1 - r0, 1.0f, patches, dy + r0 * f,
          r0 == 0 ? 0.0f : 1.0f, dkernel);
     if (dx != nullptr) {
-      Gemm(false, true, r1 - r0, p, f, 1.0f, dy + r0 * f, kernel, 0.0f,
-           dpatches);
+      Gemm(g.precision, false, true, r1 - r0, p, f, 1.0f, dy + r0 * f, kernel,
+           0.0f, dpatches);
       Col2Im(g, dpatches, r0, r1, dx);
     }
   }

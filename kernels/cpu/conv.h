@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/gemm.h"
 
 namespace lockstep {
 
@@ -27,6 +28,9 @@ struct Conv2DGeometry {
   // Rows (columns) between a kernel's taps: PyTorch's dilation, Keras'
   // dilation_rate. The window spans dil * (k - 1) + 1 cells.
   int64_t dil_h = 1, dil_w = 1;
+  // What the convolution's GEMMs round their inputs to (the pass's
+  // PassContext::precision; kernels/cpu/gemm.h).
+  GemmPrecision precision = GemmPrecision::kFp32;
 
   // Fills the padding and output size from the rest.
   static Conv2DGeometry Make(int64_t batch, int64_t in_h, int64_t in_w,

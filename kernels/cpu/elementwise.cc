@@ -270,15 +270,27 @@ inline float Bf16At(const char* x, int64_t i) {
 }
 }  // namespace
 
+namespace {
+// x's bfloat16: round to nearest, ties to even (add 0x7fff plus the lowest
+// kept bit); a NaN stays a quiet NaN.
+inline uint16_t Bf16Bits(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  const bool nan = (bits & 0x7fffffffu) > 0x7f800000u;
+  const uint32_t rounded = bits + 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(nan ? ((bits >> 16) | 0x0040u) : rounded >> 16);
+}
+}  // namespace
+
 LOCKSTEP_VECTOR_CLONES void FloatToBf16(int64_t n, const float* x,
                                         uint16_t* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = Bf16Bits(x[i]);
+}
+
+LOCKSTEP_VECTOR_CLONES void RoundToBf16(int64_t n, const float* x, float* y) {
   for (int64_t i = 0; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, x + i, sizeof(bits));
-    const bool nan = (bits & 0x7fffffffu) > 0x7f800000u;
-    // Round to nearest, ties to even: add 0x7fff plus the lowest kept bit.
-    const uint32_t rounded = bits + 0x7fffu + ((bits >> 16) & 1u);
-    y[i] = static_cast<uint16_t>(nan ? ((bits >> 16) | 0x0040u) : rounded >> 16);
+    const uint32_t bits = static_cast<uint32_t>(Bf16Bits(x[i])) << 16;
+    std::memcpy(y + i, &bits, sizeof(bits));
   }
 }
 

@@ -76,6 +76,10 @@ void FloatToBf16(int64_t n, const float* x, uint16_t* y);
 void Bf16BytesToFloat(int64_t n, const char* x, float* y);
 // y[i] = widen(x[i]) + y[i].
 void AddBf16FromBytes(int64_t n, const char* x, float* y);
+// y[i] = x[i] rounded to the nearest bfloat16 as FloatToBf16 rounds, kept
+// as a float32 (exact): a bf16 GEMM's inputs (GemmPrecision::kBf16).
+// x == y is allowed. The calling thread only.
+void RoundToBf16(int64_t n, const float* x, float* y);
 
 }  // namespace lockstep
 

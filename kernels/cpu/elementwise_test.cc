@@ -225,5 +225,26 @@ TEST(Bfloat16Test, WidenAndAddReadUnalignedBytes) {
   }
 }
 
+// RoundToBf16 keeps FloatToBf16's bfloat16 as a float32, in place too.
+TEST(Bfloat16Test, RoundToBf16IsFloatToBf16Widened) {
+  std::vector<float> x = RandomVector(10007, 4);
+  x[0] = FromBits(0x3f808000);               // a tie: down to 1
+  x[1] = FromBits(0x7f800001);               // a NaN stays one
+  x[2] = std::numeric_limits<float>::max();  // past the largest: infinity
+  std::vector<float> y(x.size()), in_place = x;
+  RoundToBf16(static_cast<int64_t>(x.size()), x.data(), y.data());
+  RoundToBf16(static_cast<int64_t>(x.size()), in_place.data(), in_place.data());
+  for (size_t i = 0; i < x.size(); ++i) {
+    uint32_t bits, again;
+    std::memcpy(&bits, &y[i], sizeof(bits));
+    std::memcpy(&again, &in_place[i], sizeof(again));
+    ASSERT_EQ(bits, static_cast<uint32_t>(Bf16Of(x[i])) << 16) << i;
+    ASSERT_EQ(again, bits) << i;
+  }
+  EXPECT_EQ(y[0], 1.0f);
+  EXPECT_TRUE(std::isnan(y[1]));
+  EXPECT_TRUE(std::isinf(y[2]));
+}
+
 }  // namespace
 }  // namespace lockstep

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/threading.h"
 
 namespace lockstep {
@@ -162,6 +163,51 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
           float alpha, const float* a, const float* b, float beta, float* c) {
   Gemm(trans_a, trans_b, m, n, k, alpha, a, trans_a ? m : k, b, trans_b ? k : n,
        beta, c, n);
+}
+
+namespace {
+
+// `rows` rows of `cols` floats at stride `ld`, rounded to bfloat16 into
+// `out` (packed: stride `cols`).
+void RoundRows(int64_t rows, int64_t cols, const float* x, int64_t ld,
+               std::vector<float>& out) {
+  if (out.size() < static_cast<size_t>(rows * cols)) out.resize(rows * cols);
+  float* const dst = out.data();
+  ParallelFor(rows,
+              std::max<int64_t>(1, kSumGrain / std::max<int64_t>(cols, 1)),
+              [&](int64_t first, int64_t last) {
+                for (int64_t r = first; r < last; ++r) {
+                  RoundToBf16(cols, x + r * ld, dst + r * cols);
+                }
+              });
+}
+
+}  // namespace
+
+void Gemm(GemmPrecision precision, bool trans_a, bool trans_b, int64_t m,
+          int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+          const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (precision == GemmPrecision::kFp32 || m <= 0 || n <= 0 || k <= 0) {
+    Gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  // The stored matrices, rounded: A is k x m when trans_a, else m x k; B
+  // is n x k when trans_b, else k x n. The caller's thread owns both
+  // buffers until Gemm returns.
+  thread_local std::vector<float> rounded_a, rounded_b;
+  const int64_t a_rows = trans_a ? k : m, a_cols = trans_a ? m : k;
+  const int64_t b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
+  RoundRows(a_rows, a_cols, a, lda, rounded_a);
+  RoundRows(b_rows, b_cols, b, ldb, rounded_b);
+  Gemm(trans_a, trans_b, m, n, k, alpha, rounded_a.data(), a_cols,
+       rounded_b.data(), b_cols, beta, c, ldc);
+}
+
+void Gemm(GemmPrecision precision, bool trans_a, bool trans_b, int64_t m,
+          int64_t n, int64_t k, float alpha, const float* a, const float* b,
+          float beta, float* c) {
+  Gemm(precision, trans_a, trans_b, m, n, k, alpha, a, trans_a ? m : k, b,
+       trans_b ? k : n, beta, c, n);
 }
 
 }  // namespace lockstep

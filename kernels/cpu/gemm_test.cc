@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/test_util.h"
 #include "kernels/cpu/threading.h"
 
@@ -138,6 +139,62 @@ TEST(GemmTest, SplitsHonourStridesAndRepeatExactly) {
       }
     }
   }
+}
+
+// kBf16: every input rounded to bfloat16, then the float32 GEMM. On strided
+// sub-matrices, all transposes and the split paths: bit for bit the float32
+// Gemm of the rounded matrices (the same shape splits the same way), and
+// off the float32 Gemm of the unrounded ones.
+TEST(GemmTest, Bf16IsTheFloat32GemmOfTheRoundedInputs) {
+  for (int threads : {1, 3}) {
+    SetNumThreads(threads);
+    for (const Case& cs :
+         {Case{5, 7, 3}, Case{400, 24, 70}, Case{9, 32, 5000}}) {
+      for (int ta = 0; ta < 2; ++ta) {
+        for (int tb = 0; tb < 2; ++tb) {
+          const int64_t pad = 2;
+          const int64_t a_rows = ta ? cs.k : cs.m, a_cols = ta ? cs.m : cs.k;
+          const int64_t b_rows = tb ? cs.n : cs.k, b_cols = tb ? cs.k : cs.n;
+          const int64_t lda = a_cols + pad, ldb = b_cols + pad;
+          const int64_t ldc = cs.n + pad;
+          std::vector<float> a = RandomVector(a_rows * lda, 11);
+          std::vector<float> b = RandomVector(b_rows * ldb, 12);
+          std::vector<float> ra(a.size()), rb(b.size());
+          RoundToBf16(a.size(), a.data(), ra.data());
+          RoundToBf16(b.size(), b.data(), rb.data());
+          std::vector<float> c(cs.m * ldc, 5.0f), want = c, fp32 = c;
+          Gemm(GemmPrecision::kBf16, ta, tb, cs.m, cs.n, cs.k, 0.5f, a.data(),
+               lda, b.data(), ldb, 1.0f, c.data(), ldc);
+          Gemm(ta, tb, cs.m, cs.n, cs.k, 0.5f, ra.data(), lda, rb.data(), ldb,
+               1.0f, want.data(), ldc);
+          Gemm(GemmPrecision::kFp32, ta, tb, cs.m, cs.n, cs.k, 0.5f, a.data(),
+               lda, b.data(), ldb, 1.0f, fp32.data(), ldc);
+          ASSERT_EQ(c, want) << cs.m << "x" << cs.n << "x" << cs.k;
+          ASSERT_NE(c, fp32);
+          for (int64_t i = 0; i < cs.m; ++i) {
+            ASSERT_EQ(c[i * ldc + cs.n], 5.0f) << "wrote past the row";
+          }
+        }
+      }
+    }
+  }
+  SetNumThreads(1);
+}
+
+// The rounding itself, on values chosen at bfloat16's grid (8 significant
+// bits): 1 + 2^-9 rounds down to 1, so a 1x1x1 product of it with 1 is 1
+// in bf16 and 1 + 2^-9 in float32.
+TEST(GemmTest, Bf16RoundsEachInputToNearestEven) {
+  const float a = 1.0f + 0x1p-9f, b = 1.0f;
+  float c = 0.0f;
+  Gemm(GemmPrecision::kBf16, false, false, 1, 1, 1, 1.0f, &a, &b, 0.0f, &c);
+  EXPECT_EQ(c, 1.0f);
+  Gemm(GemmPrecision::kFp32, false, false, 1, 1, 1, 1.0f, &a, &b, 0.0f, &c);
+  EXPECT_EQ(c, a);
+  // Products and sums stay float32: (1 + 2^-7)^2 = 1 + 2^-6 + 2^-14, exact.
+  const float x[2] = {1.0f + 0x1p-7f, 1.0f + 0x1p-7f};
+  Gemm(GemmPrecision::kBf16, false, false, 1, 1, 2, 1.0f, x, x, 0.0f, &c);
+  EXPECT_EQ(c, 2.0f * (1.0f + 0x1p-6f + 0x1p-14f));
 }
 
 }  // namespace

@@ -53,14 +53,14 @@ MatMulOp::MatMulOp(const std::string& name, const Shape& a, const Shape& b,
   });
 }
 
-void MatMulOp::Forward(const LayerIO& io, const PassContext&) {
+void MatMulOp::Forward(const LayerIO& io, const PassContext& ctx) {
   const int64_t sa = input_size(0), sb = input_size(1), sy = output_size();
   const int64_t count = static_cast<int64_t>(a_index_.size());
   // Samples over the threads (each product small: its GEMM runs inline).
   ParallelFor(io.n, 1, [&](int64_t begin, int64_t end) {
     for (int64_t s = begin; s < end; ++s) {
       for (int64_t i = 0; i < count; ++i) {
-        Gemm(false, false, m_, n_, k_, 1.0f,
+        Gemm(ctx.precision, false, false, m_, n_, k_, 1.0f,
              io.x[0] + s * sa + a_index_[i] * m_ * k_,
              io.x[1] + s * sb + b_index_[i] * k_ * n_, 0.0f,
              io.y + s * sy + i * m_ * n_);
@@ -69,7 +69,7 @@ void MatMulOp::Forward(const LayerIO& io, const PassContext&) {
   });
 }
 
-void MatMulOp::Backward(const LayerIO& io, const PassContext&) {
+void MatMulOp::Backward(const LayerIO& io, const PassContext& ctx) {
   const int64_t sa = input_size(0), sb = input_size(1), sy = output_size();
   const int64_t count = static_cast<int64_t>(a_index_.size());
   float* da = io.dx[0];
@@ -84,11 +84,11 @@ void MatMulOp::Backward(const LayerIO& io, const PassContext&) {
         const float* dy = io.dy + s * sy + i * m_ * n_;
         // dA (M x K) += dY (M x N) B^T; dB (K x N) += A^T dY.
         if (da != nullptr) {
-          Gemm(false, true, m_, k_, n_, 1.0f, dy, b, 1.0f,
+          Gemm(ctx.precision, false, true, m_, k_, n_, 1.0f, dy, b, 1.0f,
                da + s * sa + a_index_[i] * m_ * k_);
         }
         if (db != nullptr) {
-          Gemm(true, false, k_, n_, m_, 1.0f, a, dy, 1.0f,
+          Gemm(ctx.precision, true, false, k_, n_, m_, 1.0f, a, dy, 1.0f,
                db + s * sb + b_index_[i] * k_ * n_);
         }
       }
