@@ -60,6 +60,10 @@ def parse_args():
     p.add_argument("--tf32", action="store_true",
                    help="cuda: TF32 tensor cores for matmuls and "
                    "convolutions (lockstep's cluster.allow_tf32)")
+    p.add_argument("--autocast", action="store_true",
+                   help="cpu: the step under torch.autocast(\"cpu\", "
+                   "bfloat16), lockstep's precision \"bf16\"; layer norms "
+                   "in float32, as torch 2's CPU autocast runs them")
     p.add_argument("--info", action="store_true")
     args = p.parse_args()
     if not args.info and (args.job is None or args.batches is None):
@@ -164,6 +168,12 @@ def evaluate(model, split, batch=128):
 
 
 def main():
+    if ARGS.autocast:
+        # torch 1.13's CPU autocast leaves layer_norm to the op, which
+        # refuses a bfloat16 input with float32 weights; torch 2 runs it in
+        # float32, as this does.
+        plain_layer_norm = F.layer_norm
+        F.layer_norm = lambda x, *a, **k: plain_layer_norm(x.float(), *a, **k)
     torch.set_num_threads(ARGS.threads)
     torch.set_num_interop_threads(1)
     blas, blas_path = blas_in_use()
@@ -236,8 +246,10 @@ def main():
                              begin + (rank + 1) * local] >= 0).sum()
         for g in opt.param_groups:
             g["lr"] = lr_at(s)
-        logits = net(ids, seg, pad, pos)
-        loss_sum = F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+        with torch.autocast("cpu", dtype=torch.bfloat16,
+                            enabled=ARGS.autocast):
+            logits = net(ids, seg, pad, pos)
+        loss_sum = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]),
                                    labels.reshape(-1), ignore_index=-1,
                                    reduction="sum")
         loss = loss_sum * (world / max(int(global_labels), 1))

@@ -55,7 +55,13 @@ if rows:
             ("lockstep, imported from ONNX / lockstep's own layers",
              "onnx1", "lockstep1", 0.9),
             ("lockstep, imported from ONNX / PyTorch's fastest 1-process",
-             "onnx1", torch1, 1.0)] + [
+             "onnx1", torch1, 1.0),
+            ("lockstep bf16 / lockstep fp32, 1 process", "lockstep1_bf16",
+             "lockstep1", None),
+            ("lockstep bf16 / PyTorch torch.autocast bf16", "lockstep1_bf16",
+             "torch1_bf16", 1.0),
+            ("PyTorch torch.autocast bf16 / PyTorch fp32", "torch1_bf16",
+             "torch1", None)] + [
             (f"lockstep / PyTorch eager on the GPU, global batch {b}",
              f"lockstep_b{b}", f"torch_b{b}", 1.0) for b in gpu_batches]:
         if a in rows and b in rows:

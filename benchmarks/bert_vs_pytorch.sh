@@ -70,6 +70,9 @@ usage: bazel run //benchmarks:bert_vs_pytorch -- [options]
                   32, the example's)
   --tf32          with cuda:N: TF32 tensor cores on both sides (the job's
                   cluster.allow_tf32, torch's allow_tf32), not FP32
+  --bf16          CPU, only the one-process speed rows: lockstep fp32 and
+                  "precision": "bf16" against PyTorch fp32 and
+                  torch.autocast("cpu", bfloat16)
   --link RATE     root: only the 2-rank speed rows (no learning runs), every
                   rank on a host of its own (network namespaces, the
                   coordinator with worker 0) over links shaped to RATE
@@ -92,6 +95,7 @@ repeat=1
 learning=1
 speed=1
 tf32=0
+bf16=0
 run_timeout=1800
 seeds=1,2,3
 link=""
@@ -126,6 +130,7 @@ while (($# > 0)); do
       ;;
     --no-learning) learning=0; shift; continue ;;
     --tf32) tf32=1; shift; continue ;;
+    --bf16) bf16=1; shift; continue ;;
     --no-speed) speed=0; shift; continue ;;
     --*=*) opt=${1%%=*} val=${1#*=}; shift ;;
     -h | --help) usage; exit 0 ;;
@@ -156,6 +161,11 @@ if [[ "$device" != cpu ]]; then
 elif ((tf32)); then
   die "--tf32 goes with --device cuda:N"
 fi
+if ((bf16)); then
+  [[ "$device" == cpu && -z "$link" ]] ||
+    die "--bf16 is the CPU's one-process rows (no --device cuda:N, no --link)"
+  learning=0
+fi
 
 . "${RUNFILES_DIR:-$0.runfiles}/lockstep/benchmarks/bench_lib.sh"
 [[ -z "$link" ]] || netns_check "$link" || exit 1
@@ -184,11 +194,12 @@ work_dir lockstep-bert-bench
 spe=0
 job_seed=
 job_compression=none
+job_precision=fp32
 write_job() {
-  "$PY" - "$example" "$brown" "$epochs" "$spe" "$job_seed" "$job_compression" "$tf32" "$@" <<'PYEOF'
+  "$PY" - "$example" "$brown" "$epochs" "$spe" "$job_seed" "$job_compression" "$tf32" "$job_precision" "$@" <<'PYEOF'
 import json, os, sys
-example, brown, epochs, per_epoch, seed, compression, tf32, path, name, \
-    workers, batch, steps = sys.argv[1:]
+example, brown, epochs, per_epoch, seed, compression, tf32, precision, \
+    path, name, workers, batch, steps = sys.argv[1:]
 with open(example) as f:
     job = json.load(f)
 job["name"] = name
@@ -203,6 +214,8 @@ if compression != "none":
     job["cluster"]["compression"] = compression
 if tf32 == "1":
     job["cluster"]["allow_tf32"] = True
+if precision != "fp32":
+    job["precision"] = precision
 if steps == "epochs":
     job["epochs"] = int(epochs)
     job["lr_schedule"]["decay_steps"] = int(epochs) * int(per_epoch)
@@ -251,7 +264,7 @@ if [[ "$device" != cpu ]]; then
   echo "per row: lockstep train JOB --devices $device (one replica; batches staged pinned one step ahead) against"
   echo "         $PY bert_peer.py --device $device (PyTorch eager; each epoch's batches on the GPU before the timed steps)"
 fi
-echo "command: bazel run$([[ "$device" == cpu ]] || echo ' --config=cuda') //benchmarks:bert_vs_pytorch -- --epochs $epochs --steps $steps --threads $threads --repeat $repeat --seeds $seeds$( ((learning)) || echo ' --no-learning')$( ((speed)) || echo ' --no-speed')${link:+ --link $link}$([[ "$device" == cpu ]] || echo " --device $device")$([[ "$batches" == 32 ]] || echo " --batch $batches")$( ((tf32)) && echo " --tf32")"
+echo "command: bazel run$([[ "$device" == cpu ]] || echo ' --config=cuda') //benchmarks:bert_vs_pytorch -- --epochs $epochs --steps $steps --threads $threads --repeat $repeat --seeds $seeds$( ((learning)) || echo ' --no-learning')$( ((speed)) || echo ' --no-speed')${link:+ --link $link}$([[ "$device" == cpu ]] || echo " --device $device")$([[ "$batches" == 32 ]] || echo " --batch $batches")$( ((tf32)) && echo " --tf32")$( ((bf16)) && echo " --bf16")"
 if [[ -n "$link" ]]; then
   netns_up 2 "$link" || die "--link: could not make the network namespaces"
   echo "every rank on a host of its own (network namespace), links shaped to $link (tbf, both directions); the 2-rank speed rows only"
@@ -386,6 +399,23 @@ if ((speed)) && [[ "$device" != cpu ]]; then
       row "torch_b$b" "PyTorch eager on $device, global batch $b"
     done
   done
+elif ((speed)) && ((bf16)); then
+  write_job "$tmp/jobs/speed1.json" bert_speed1 1 32 "$steps"
+  job_precision=bf16
+  write_job "$tmp/jobs/speed1_bf16.json" bert_speed1_bf16 1 32 "$steps"
+  job_precision=fp32
+  for ((round = 1; round <= repeat; round++)); do
+    echo "bf16 speed runs ($steps steps each), round $round of $repeat ..." >&2
+    run_train speed1 "$threads"
+    row lockstep1 "lockstep train fp32, 1 process, $threads threads"
+    run_train speed1_bf16 "$threads"
+    row lockstep1_bf16 "lockstep train bf16, 1 process, $threads threads"
+    run_torch torch1 1 "$threads" 1 default --warmup 5
+    row torch1 "PyTorch fp32, 1 process, $threads threads"
+    run_torch torch1_bf16 1 "$threads" 1 default --warmup 5 --autocast
+    row torch1_bf16 "PyTorch torch.autocast bf16, 1 process, $threads threads"
+  done
+  grep -h '^precision' "$tmp/speed1_bf16/train.log" >&2 || true
 elif ((speed)); then
   write_job "$tmp/jobs/speed1.json" bert_speed1 1 32 "$steps"
   # The same model as torch_bert.py exports it (the example's sizes): the

@@ -18,6 +18,8 @@ run_packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev nlohmann-json3-dev
   libopenblas-dev libopenblas0-pthread zlib1g-dev libxxhash-dev libutf8proc-dev
+  # bfloat16 matrix products (precision "bf16") on CPUs that have them.
+  libdnnl-dev
   libjpeg62-turbo-dev libpng-dev
   libssl-dev openssl
   libcpp-httplib-dev prometheus-cpp-dev

@@ -13,6 +13,7 @@
 #include "core/fingerprint.h"
 #include "core/train/checkpoint_restore.h"
 #include "core/train/gpu_backend.h"
+#include "kernels/cpu/bf16_matmul.h"
 
 namespace lockstep {
 
@@ -100,6 +101,14 @@ absl::Status TrainingSession::Setup(
     return absl::InvalidArgumentError(
         "cluster.shard: GPU replicas keep their optimizer state whole (the "
         "sharded update runs on CPU replicas); use shard \"none\" on GPUs");
+  }
+  if (!gpus && spec.precision == Precision::kBf16) {
+    host_->Log(absl::StrCat(
+        "precision bf16: matrix products and convolutions from "
+        "bfloat16-rounded inputs with float32 sums (",
+        Bf16MatmulDescription(),
+        "); weights, optimizer state, gradients and every other op stay "
+        "float32"));
   }
   if (gpus && spec.precision != Precision::kFp32) {
     return absl::InvalidArgumentError(

@@ -7,8 +7,10 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
+#include "kernels/cpu/bf16_matmul.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/threading.h"
 
@@ -57,9 +59,15 @@ enum class Split { kRows, kCols, kDepth };
 
 }  // namespace
 
-void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-          float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
-          float beta, float* c, int64_t ldc) {
+namespace {
+
+// C = alpha * op(A) op(B) + beta * C over elements T of A and B, split
+// over the pool by rows, columns or depth; `block` multiplies one block
+// (BlasGemm's arguments) on the calling thread.
+template <typename T, typename Block>
+void SplitGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+               float alpha, const T* a, int64_t lda, const T* b, int64_t ldb,
+               float beta, float* c, int64_t ldc, const Block& block) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {
     for (int64_t i = 0; i < m; ++i) {
@@ -72,7 +80,6 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
     }
     return;
   }
-  EnsureBlasSingleThreaded();
   int64_t chunks =
       InsideParallelFor()
           ? 1
@@ -95,7 +102,7 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
   consider(Split::kDepth, depth_units, 2 * m * n);
   chunks = std::min(chunks, units);
   if (chunks <= 1) {
-    BlasGemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    block(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
   // Partial products of depth chunks 1.. (chunk 0 accumulates into C). The
@@ -116,29 +123,29 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
         case Split::kRows: {
           const int64_t r0 = ChunkStart(i, chunks, units, kTile, m);
           const int64_t r1 = ChunkStart(i + 1, chunks, units, kTile, m);
-          BlasGemm(trans_a, trans_b, r1 - r0, n, k, alpha,
-                   trans_a ? a + r0 : a + r0 * lda, lda, b, ldb, beta,
-                   c + r0 * ldc, ldc);
+          block(trans_a, trans_b, r1 - r0, n, k, alpha,
+                trans_a ? a + r0 : a + r0 * lda, lda, b, ldb, beta,
+                c + r0 * ldc, ldc);
           break;
         }
         case Split::kCols: {
           const int64_t c0 = ChunkStart(i, chunks, units, kTile, n);
           const int64_t c1 = ChunkStart(i + 1, chunks, units, kTile, n);
-          BlasGemm(trans_a, trans_b, m, c1 - c0, k, alpha, a, lda,
-                   trans_b ? b + c0 * ldb : b + c0, ldb, beta, c + c0, ldc);
+          block(trans_a, trans_b, m, c1 - c0, k, alpha, a, lda,
+                trans_b ? b + c0 * ldb : b + c0, ldb, beta, c + c0, ldc);
           break;
         }
         case Split::kDepth: {
           const int64_t k0 = ChunkStart(i, chunks, units, kMinDepth, k);
           const int64_t k1 = ChunkStart(i + 1, chunks, units, kMinDepth, k);
-          const float* ak = trans_a ? a + k0 * lda : a + k0;
-          const float* bk = trans_b ? b + k0 : b + k0 * ldb;
+          const T* ak = trans_a ? a + k0 * lda : a + k0;
+          const T* bk = trans_b ? b + k0 : b + k0 * ldb;
           if (i == 0) {
-            BlasGemm(trans_a, trans_b, m, n, k1 - k0, alpha, ak, lda, bk, ldb,
-                     beta, c, ldc);
+            block(trans_a, trans_b, m, n, k1 - k0, alpha, ak, lda, bk, ldb,
+                  beta, c, ldc);
           } else {
-            BlasGemm(trans_a, trans_b, m, n, k1 - k0, alpha, ak, lda, bk, ldb,
-                     0.0f, part + (i - 1) * m * n, n);
+            block(trans_a, trans_b, m, n, k1 - k0, alpha, ak, lda, bk, ldb,
+                  0.0f, part + (i - 1) * m * n, n);
           }
           break;
         }
@@ -159,6 +166,16 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
               });
 }
 
+}  // namespace
+
+void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+          float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
+          float beta, float* c, int64_t ldc) {
+  EnsureBlasSingleThreaded();
+  SplitGemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+            BlasGemm);
+}
+
 void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
           float alpha, const float* a, const float* b, float beta, float* c) {
   Gemm(trans_a, trans_b, m, n, k, alpha, a, trans_a ? m : k, b, trans_b ? k : n,
@@ -168,18 +185,53 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
 namespace {
 
 // `rows` rows of `cols` floats at stride `ld`, rounded to bfloat16 into
-// `out` (packed: stride `cols`).
+// `out` (packed: stride `cols`): as floats (T = float, RoundToBf16) or as
+// bfloat16 bits (T = uint16_t, FloatToBf16).
+template <typename T>
 void RoundRows(int64_t rows, int64_t cols, const float* x, int64_t ld,
-               std::vector<float>& out) {
+               std::vector<T>& out) {
   if (out.size() < static_cast<size_t>(rows * cols)) out.resize(rows * cols);
-  float* const dst = out.data();
+  T* const dst = out.data();
   ParallelFor(rows,
               std::max<int64_t>(1, kSumGrain / std::max<int64_t>(cols, 1)),
               [&](int64_t first, int64_t last) {
                 for (int64_t r = first; r < last; ++r) {
-                  RoundToBf16(cols, x + r * ld, dst + r * cols);
+                  if constexpr (std::is_same_v<T, float>) {
+                    RoundToBf16(cols, x + r * ld, dst + r * cols);
+                  } else {
+                    FloatToBf16(cols, x + r * ld, dst + r * cols);
+                  }
                 }
               });
+}
+
+// `rows` rows of `cols` bfloat16 values at stride `ld`, widened into `out`
+// (packed).
+void WidenRows(int64_t rows, int64_t cols, const uint16_t* x, int64_t ld,
+               std::vector<float>& out) {
+  out.resize(rows * cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    Bf16BytesToFloat(cols, reinterpret_cast<const char*>(x + r * ld),
+                     out.data() + r * cols);
+  }
+}
+
+// One block of a bf16 product in oneDNN; should oneDNN refuse it (it did
+// not at the probe), the same block's values multiplied in float32.
+void Bf16Block(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+               float alpha, const uint16_t* a, int64_t lda, const uint16_t* b,
+               int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (Bf16Matmul(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                 ldc)) {
+    return;
+  }
+  thread_local std::vector<float> wide_a, wide_b;
+  const int64_t a_rows = trans_a ? k : m, a_cols = trans_a ? m : k;
+  const int64_t b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
+  WidenRows(a_rows, a_cols, a, lda, wide_a);
+  WidenRows(b_rows, b_cols, b, ldb, wide_b);
+  BlasGemm(trans_a, trans_b, m, n, k, alpha, wide_a.data(), a_cols,
+           wide_b.data(), b_cols, beta, c, ldc);
 }
 
 }  // namespace
@@ -192,11 +244,22 @@ void Gemm(GemmPrecision precision, bool trans_a, bool trans_b, int64_t m,
     return;
   }
   // The stored matrices, rounded: A is k x m when trans_a, else m x k; B
-  // is n x k when trans_b, else k x n. The caller's thread owns both
-  // buffers until Gemm returns.
-  thread_local std::vector<float> rounded_a, rounded_b;
+  // is n x k when trans_b, else k x n. The caller's thread owns the
+  // buffers until Gemm returns. oneDNN's blocks give other bits than
+  // OpenBLAS's (another order of the float32 sums), the same on every
+  // machine that takes the same path.
   const int64_t a_rows = trans_a ? k : m, a_cols = trans_a ? m : k;
   const int64_t b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
+  EnsureBlasSingleThreaded();
+  if (Bf16MatmulAvailable()) {
+    thread_local std::vector<uint16_t> bits_a, bits_b;
+    RoundRows(a_rows, a_cols, a, lda, bits_a);
+    RoundRows(b_rows, b_cols, b, ldb, bits_b);
+    SplitGemm(trans_a, trans_b, m, n, k, alpha, bits_a.data(), a_cols,
+              bits_b.data(), b_cols, beta, c, ldc, Bf16Block);
+    return;
+  }
+  thread_local std::vector<float> rounded_a, rounded_b;
   RoundRows(a_rows, a_cols, a, lda, rounded_a);
   RoundRows(b_rows, b_cols, b, ldb, rounded_b);
   Gemm(trans_a, trans_b, m, n, k, alpha, rounded_a.data(), a_cols,

@@ -1,8 +1,13 @@
 #include "kernels/cpu/gemm.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cpu/bf16_matmul.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/test_util.h"
 #include "kernels/cpu/threading.h"
@@ -141,38 +146,59 @@ TEST(GemmTest, SplitsHonourStridesAndRepeatExactly) {
   }
 }
 
-// kBf16: every input rounded to bfloat16, then the float32 GEMM. On strided
-// sub-matrices, all transposes and the split paths: bit for bit the float32
-// Gemm of the rounded matrices (the same shape splits the same way), and
-// off the float32 Gemm of the unrounded ones.
+// kBf16: every input rounded to bfloat16, products and sums in float32. On
+// strided sub-matrices, all transposes, the split paths, beta 0 and 1:
+// the float32 Gemm of the rounded matrices, bit for bit where the rounded
+// values are multiplied by OpenBLAS (no bfloat16 instructions, or
+// LOCKSTEP_BF16_GEMM=software: gemm_software_bf16_test), and within
+// float32's summation-order error where oneDNN multiplies them; far nearer
+// that than the float32 Gemm of the unrounded ones; the same bits twice.
 TEST(GemmTest, Bf16IsTheFloat32GemmOfTheRoundedInputs) {
+  std::printf("bf16 products here: %s\n", Bf16MatmulDescription().c_str());
   for (int threads : {1, 3}) {
     SetNumThreads(threads);
     for (const Case& cs :
          {Case{5, 7, 3}, Case{400, 24, 70}, Case{9, 32, 5000}}) {
       for (int ta = 0; ta < 2; ++ta) {
         for (int tb = 0; tb < 2; ++tb) {
-          const int64_t pad = 2;
-          const int64_t a_rows = ta ? cs.k : cs.m, a_cols = ta ? cs.m : cs.k;
-          const int64_t b_rows = tb ? cs.n : cs.k, b_cols = tb ? cs.k : cs.n;
-          const int64_t lda = a_cols + pad, ldb = b_cols + pad;
-          const int64_t ldc = cs.n + pad;
-          std::vector<float> a = RandomVector(a_rows * lda, 11);
-          std::vector<float> b = RandomVector(b_rows * ldb, 12);
-          std::vector<float> ra(a.size()), rb(b.size());
-          RoundToBf16(a.size(), a.data(), ra.data());
-          RoundToBf16(b.size(), b.data(), rb.data());
-          std::vector<float> c(cs.m * ldc, 5.0f), want = c, fp32 = c;
-          Gemm(GemmPrecision::kBf16, ta, tb, cs.m, cs.n, cs.k, 0.5f, a.data(),
-               lda, b.data(), ldb, 1.0f, c.data(), ldc);
-          Gemm(ta, tb, cs.m, cs.n, cs.k, 0.5f, ra.data(), lda, rb.data(), ldb,
-               1.0f, want.data(), ldc);
-          Gemm(GemmPrecision::kFp32, ta, tb, cs.m, cs.n, cs.k, 0.5f, a.data(),
-               lda, b.data(), ldb, 1.0f, fp32.data(), ldc);
-          ASSERT_EQ(c, want) << cs.m << "x" << cs.n << "x" << cs.k;
-          ASSERT_NE(c, fp32);
-          for (int64_t i = 0; i < cs.m; ++i) {
-            ASSERT_EQ(c[i * ldc + cs.n], 5.0f) << "wrote past the row";
+          for (float beta : {0.0f, 1.0f}) {
+            const int64_t pad = 2;
+            const int64_t a_rows = ta ? cs.k : cs.m, a_cols = ta ? cs.m : cs.k;
+            const int64_t b_rows = tb ? cs.n : cs.k, b_cols = tb ? cs.k : cs.n;
+            const int64_t lda = a_cols + pad, ldb = b_cols + pad;
+            const int64_t ldc = cs.n + pad;
+            std::vector<float> a = RandomVector(a_rows * lda, 11);
+            std::vector<float> b = RandomVector(b_rows * ldb, 12);
+            std::vector<float> ra(a.size()), rb(b.size());
+            RoundToBf16(a.size(), a.data(), ra.data());
+            RoundToBf16(b.size(), b.data(), rb.data());
+            std::vector<float> c(cs.m * ldc, 5.0f), again = c, want = c,
+                                                    fp32 = c;
+            for (std::vector<float>* out : {&c, &again}) {
+              Gemm(GemmPrecision::kBf16, ta, tb, cs.m, cs.n, cs.k, 0.5f,
+                   a.data(), lda, b.data(), ldb, beta, out->data(), ldc);
+            }
+            Gemm(ta, tb, cs.m, cs.n, cs.k, 0.5f, ra.data(), lda, rb.data(), ldb,
+                 beta, want.data(), ldc);
+            Gemm(GemmPrecision::kFp32, ta, tb, cs.m, cs.n, cs.k, 0.5f, a.data(),
+                 lda, b.data(), ldb, beta, fp32.data(), ldc);
+            const std::string what = std::to_string(cs.m) + "x" +
+                                     std::to_string(cs.n) + "x" +
+                                     std::to_string(cs.k);
+            ASSERT_EQ(c, again) << what;
+            if (!Bf16MatmulAvailable()) ASSERT_EQ(c, want) << what;
+            double near = 0, far = 0;
+            for (int64_t i = 0; i < cs.m; ++i) {
+              ASSERT_EQ(c[i * ldc + cs.n], 5.0f) << "wrote past the row";
+              for (int64_t j = 0; j < cs.n; ++j) {
+                const float got = c[i * ldc + j];
+                near =
+                    std::max(near, double{std::fabs(got - want[i * ldc + j])});
+                far = std::max(far, double{std::fabs(got - fp32[i * ldc + j])});
+              }
+            }
+            ASSERT_LE(near, 1e-6 * cs.k) << what;
+            ASSERT_GT(far, 10 * near) << what;
           }
         }
       }
