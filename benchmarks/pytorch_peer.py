@@ -32,6 +32,9 @@ def parse_args():
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--device", default="cpu",
                    help="cpu (default), cuda or cuda:N")
+    p.add_argument("--autocast", action="store_true",
+                   help="cpu: the forward under torch.autocast(\"cpu\", "
+                   "bfloat16), lockstep's precision \"bf16\"")
     p.add_argument("--info", action="store_true",
                    help="print torch version and BLAS in use, then exit")
     args = p.parse_args()
@@ -196,7 +199,10 @@ def main():
         if on_gpu:
             xb = xb.to(device, non_blocking=True)
             yb = yb.to(device, non_blocking=True)
-        loss = loss_fn(model(xb), yb)
+        with torch.autocast("cpu", dtype=torch.bfloat16,
+                            enabled=ARGS.autocast):
+            out = model(xb)
+        loss = loss_fn(out.float(), yb)
         opt.zero_grad()
         loss.backward()
         opt.step()

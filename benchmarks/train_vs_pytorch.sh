@@ -41,6 +41,9 @@ usage: bazel run //benchmarks:train_vs_pytorch -- [options]
                   with CUDA (LOCKSTEP_BENCH_PYTHON); TF32 is off on both sides
   --repeat K      run each side K times, report the best (default 1; use 3
                   on a shared machine, where bursts of other work lower runs)
+  --precision LIST  comma-separated fp32,bf16 (default fp32); bf16 (CPU
+                  only): the job's "precision": "bf16" against PyTorch under
+                  torch.autocast("cpu", bfloat16)
 Environment: LOCKSTEP_MNIST_DIR  folder with the four MNIST .gz files
   (default: <workspace>/../shared/datasets/mnist)
   LOCKSTEP_BENCH_PYTHON  interpreter for the PyTorch peer (default
@@ -60,9 +63,10 @@ batch_list=64
 models=mlp,cnn
 device_list=cpu
 repeat=1
+precision_list=fp32
 while (($# > 0)); do
   case "$1" in
-    --steps-mlp | --steps-cnn | --threads | --batch | --models | --device | --repeat)
+    --steps-mlp | --steps-cnn | --threads | --batch | --models | --device | --repeat | --precision)
       (($# >= 2)) || { usage >&2; die "$1 needs a value"; }
       opt=$1 val=$2
       shift 2
@@ -79,6 +83,7 @@ while (($# > 0)); do
     --models) models=$val ;;
     --device) device_list=$val ;;
     --repeat) repeat=$val ;;
+    --precision) precision_list=$val ;;
     *) usage >&2; die "unknown option: $opt" ;;
   esac
 done
@@ -104,6 +109,13 @@ fi
 IFS=, read -r -a threads_arr <<<"$threads_list"
 IFS=, read -r -a batch_arr <<<"$batch_list"
 IFS=, read -r -a models_arr <<<"$models"
+IFS=, read -r -a precisions_arr <<<"$precision_list"
+for prec in "${precisions_arr[@]}"; do
+  [[ "$prec" == fp32 || "$prec" == bf16 ]] ||
+    die "--precision: '$prec' is not fp32 or bf16"
+  [[ "$prec" == fp32 || ${#gpus[@]} == 0 ]] ||
+    die "--precision bf16 runs on the CPU only (no --device cuda:N)"
+done
 ((${#threads_arr[@]} > 0)) || die "--threads: empty list"
 ((${#batch_arr[@]} > 0)) || die "--batch: empty list"
 ((${#models_arr[@]} > 0)) || die "--models: empty list"
@@ -145,10 +157,10 @@ print(json.load(f)[sys.argv[2]])' "$1" "$2"
 
 # --- GPU preflight: both sides must reach every cuda:N before anything runs. -
 
-write_job() {  # write_job FILE NAME MODEL STEPS BATCH
-  "$PY" - "$@" "$mnist" <<'EOF'
+write_job() {  # write_job FILE NAME MODEL STEPS BATCH [PRECISION]
+  "$PY" - "$1" "$2" "$3" "$4" "$5" "${6:-fp32}" "$mnist" <<'EOF'
 import json, os, sys
-path, name, model, steps, batch, mnist = sys.argv[1:]
+path, name, model, steps, batch, precision, mnist = sys.argv[1:]
 if model == "mlp":
     arch = {"input_shape": [784], "layers": [
         {"type": "dense", "units": 256, "activation": "relu"},
@@ -178,6 +190,8 @@ job = {
     "summary": {"every_steps": 1000000},
     "cluster": {"workers": 1, "replicas_per_worker": 1, "collective": "ring"},
 }
+if precision != "fp32":
+    job["precision"] = precision
 with open(path, "w") as f:
     json.dump(job, f, indent=1)
 EOF
@@ -282,13 +296,16 @@ for model in "${models_arr[@]}"; do
   for dev in "${devices_arr[@]}"; do
   for batch in "${batch_arr[@]}"; do
   for t in "${threads_arr[@]}"; do
+  for prec in "${precisions_arr[@]}"; do
     # "--devices cpu" explicitly: a --config=cuda lockstep on a GPU host
     # would otherwise train on every visible GPU.
-    name=bench_${model}_${dev/:/}_b${batch}_t${t}
-    what="$model, $dev, batch $batch, $t thread(s)"
+    name=bench_${model}_${dev/:/}_b${batch}_t${t}_${prec}
+    what="$model, $dev, batch $batch, $t thread(s), $prec"
     job=$tmp/$name.json
     log=$tmp/$name.log
-    write_job "$job" "$name" "$model" "$steps" "$batch"
+    write_job "$job" "$name" "$model" "$steps" "$batch" "$prec"
+    autocast=()
+    [[ "$prec" == fp32 ]] || autocast=(--autocast)
 
     ours=0 theirs=0
     for ((r = 1; r <= repeat; r++)); do
@@ -309,15 +326,16 @@ for model in "${models_arr[@]}"; do
       rc=0
       peer_out=$("$PY" "$peer" --model "$model" --mnist-dir "$mnist" \
         --steps "$steps" --threads "$t" --batch "$batch" --device "$dev" \
-        2>"$tmp/$name.peer.err") || rc=$?
+        "${autocast[@]}" 2>"$tmp/$name.peer.err") || rc=$?
       if ((rc != 0)); then
         cat "$tmp/$name.peer.err" >&2
         peer_failed "$rc" "$what"
       fi
       theirs=$(best "$theirs" "$(json_get - samples_per_sec <<<"$peer_out")")
     done
-    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$model" "$dev" "$t" "$batch" "$ours" \
-      "$theirs" >>"$rows"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$model" "$dev" "$t" "$batch" "$ours" \
+      "$theirs" "$prec" >>"$rows"
+  done
   done
   done
   done
@@ -330,26 +348,34 @@ import sys
 rows = [line.split("\t") for line in open(sys.argv[1]).read().splitlines()]
 # CPU only: the table as before; with a GPU, a device column too.
 gpu = any(dev != "cpu" for _, dev, *_ in rows)
+# With bf16 rows, a precision column (PyTorch's bf16 is torch.autocast).
+mixed = any(r[6] != "fp32" for r in rows)
 if gpu:
     fmt = "{:<6} {:<7} {:<6} {:<8} {:<19} {:<18} {}"
     print(fmt.format("model", "device", "batch", "threads",
+                     "lockstep samples/s", "pytorch samples/s", "ratio"))
+elif mixed:
+    fmt = "{:<6} {:<8} {:<6} {:<10} {:<19} {:<18} {}"
+    print(fmt.format("model", "threads", "batch", "precision",
                      "lockstep samples/s", "pytorch samples/s", "ratio"))
 else:
     fmt = "{:<6} {:<8} {:<6} {:<19} {:<18} {}"
     print(fmt.format("model", "threads", "batch", "lockstep samples/s",
                      "pytorch samples/s", "ratio"))
-for model, dev, t, batch, ours, theirs in rows:
+for model, dev, t, batch, ours, theirs, prec in rows:
     ours, theirs = float(ours), float(theirs)
     ratio = f"{ours / theirs:.2f}x" if theirs > 0 else "n/a"
     cells = [f"{ours:,.0f}", f"{theirs:,.0f}", ratio]
     if gpu:
         print(fmt.format(model, dev, batch, t, *cells))
+    elif mixed:
+        print(fmt.format(model, t, batch, prec, *cells))
     else:
         print(fmt.format(model, t, batch, *cells))
 print("ratio = lockstep / pytorch (> 1: lockstep is faster)")
 if gpu:
     short = [f"{m} {d} batch {b} ({float(o) / float(p):.2f}x)"
-             for m, d, t, b, o, p in rows
+             for m, d, t, b, o, p, _ in rows
              if d != "cpu" and float(p) > 0 and float(o) < float(p)]
     print("issue 5 goal, lockstep >= 1.0x PyTorch eager on the GPU: " +
           ("met on every GPU row" if not short else
