@@ -98,7 +98,6 @@ class Model {
   // What every pass's matrix products and convolutions round their inputs
   // to (PassContext::precision): the job's "precision"; kFp32 by default.
   void SetPrecision(GemmPrecision precision) { precision_ = precision; }
-  GemmPrecision precision() const { return precision_; }
 
  private:
   Model() = default;

@@ -12,6 +12,7 @@
 #include <exception>
 #include <map>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "oneapi/dnnl/dnnl.hpp"
@@ -30,13 +31,19 @@ using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t,
 // Primitives a thread keeps; past this many shapes it starts over.
 constexpr size_t kMaxPrimitives = 512;
 
+// A product's primitive and its operands' descriptions (shape, strides).
+struct Product {
+  dnnl::matmul matmul;
+  dnnl::memory::desc a, b, c;
+};
+
 struct ThreadState {
   ThreadState() : engine(dnnl::engine::kind::cpu, 0), stream(engine) {
     omp_set_num_threads(1);  // this thread's oneDNN calls run on it alone
   }
   dnnl::engine engine;
   dnnl::stream stream;
-  std::map<Key, dnnl::matmul> primitives;
+  std::map<Key, Product> products;
   std::string impl;  // of the last primitive made
 };
 
@@ -45,22 +52,23 @@ ThreadState& State() {
   return state;
 }
 
-// The primitive of this shape, strides and scales, made on first use.
-dnnl::matmul& Primitive(ThreadState& t, bool trans_a, bool trans_b, int64_t m,
-                        int64_t n, int64_t k, float alpha, int64_t lda,
-                        int64_t ldb, float beta, int64_t ldc) {
+// The product of this shape, strides and scales, made on first use.
+Product& Find(ThreadState& t, bool trans_a, bool trans_b, int64_t m, int64_t n,
+              int64_t k, float alpha, int64_t lda, int64_t ldb, float beta,
+              int64_t ldc) {
   const Key key{trans_a, trans_b, m,   n,           k,
                 lda,     ldb,     ldc, Bits(alpha), Bits(beta)};
-  auto it = t.primitives.find(key);
-  if (it != t.primitives.end()) return it->second;
+  auto it = t.products.find(key);
+  if (it != t.products.end()) return it->second;
   using dt = dnnl::memory::data_type;
   using dims = dnnl::memory::dims;
   // op(A) is m x k: stored k x m (strides 1, lda) when transposed.
-  const dnnl::memory::desc a_desc(dims{m, k}, dt::bf16,
-                                  trans_a ? dims{1, lda} : dims{lda, 1});
-  const dnnl::memory::desc b_desc(dims{k, n}, dt::bf16,
-                                  trans_b ? dims{1, ldb} : dims{ldb, 1});
-  const dnnl::memory::desc c_desc(dims{m, n}, dt::f32, dims{ldc, 1});
+  Product p;
+  p.a = dnnl::memory::desc(dims{m, k}, dt::bf16,
+                           trans_a ? dims{1, lda} : dims{lda, 1});
+  p.b = dnnl::memory::desc(dims{k, n}, dt::bf16,
+                           trans_b ? dims{1, ldb} : dims{ldb, 1});
+  p.c = dnnl::memory::desc(dims{m, n}, dt::f32, dims{ldc, 1});
   dnnl::primitive_attr attr;
   if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
   if (beta != 0.0f) {
@@ -68,11 +76,34 @@ dnnl::matmul& Primitive(ThreadState& t, bool trans_a, bool trans_b, int64_t m,
     ops.append_sum(beta);
     attr.set_post_ops(ops);
   }
-  const dnnl::matmul::primitive_desc pd(
-      dnnl::matmul::desc(a_desc, b_desc, c_desc), attr, t.engine);
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p.a, p.b, p.c), attr,
+                                        t.engine);
   t.impl = pd.impl_info_str();
-  if (t.primitives.size() >= kMaxPrimitives) t.primitives.clear();
-  return t.primitives.emplace(key, dnnl::matmul(pd)).first->second;
+  p.matmul = dnnl::matmul(pd);
+  if (t.products.size() >= kMaxPrimitives) t.products.clear();
+  return t.products.emplace(key, std::move(p)).first->second;
+}
+
+// Bf16Matmul; oneDNN's error into *error (when not null) on false.
+bool Run(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+         float alpha, const uint16_t* a, int64_t lda, const uint16_t* b,
+         int64_t ldb, float beta, float* c, int64_t ldc, std::string* error) {
+  if (m <= 0 || n <= 0 || k <= 0) return false;
+  try {
+    ThreadState& t = State();
+    Product& p = Find(t, trans_a, trans_b, m, n, k, alpha, lda, ldb, beta, ldc);
+    dnnl::memory am(p.a, t.engine, const_cast<uint16_t*>(a));
+    dnnl::memory bm(p.b, t.engine, const_cast<uint16_t*>(b));
+    dnnl::memory cm(p.c, t.engine, c);
+    p.matmul.execute(
+        t.stream,
+        {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+    t.stream.wait();
+  } catch (const std::exception& e) {
+    if (error != nullptr) *error = e.what();
+    return false;
+  }
+  return true;
 }
 
 struct Probe {
@@ -98,26 +129,15 @@ Probe RunProbe() {
   for (int i = 0; i < 8; ++i) a[i] = static_cast<uint16_t>(Bits(af[i]) >> 16);
   for (int i = 0; i < 12; ++i) b[i] = static_cast<uint16_t>(Bits(bf[i]) >> 16);
   float c[6] = {0};
-  std::string impl;
-  try {
-    ThreadState& t = State();
-    dnnl::matmul& mm = Primitive(t, false, false, 2, 3, 4, 1.0f, 4, 3, 0.0f, 3);
-    impl = t.impl;
-    using dt = dnnl::memory::data_type;
-    dnnl::memory am({{2, 4}, dt::bf16, {4, 1}}, t.engine, a);
-    dnnl::memory bm({{4, 3}, dt::bf16, {3, 1}}, t.engine, b);
-    dnnl::memory cm({{2, 3}, dt::f32, {3, 1}}, t.engine, c);
-    mm.execute(
-        t.stream,
-        {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
-    t.stream.wait();
-  } catch (const std::exception& e) {
-    p.description = std::string(
-                        "converted in software: oneDNN refused a "
-                        "bfloat16 matmul (") +
-                    e.what() + ")";
+  std::string error;
+  if (!Run(false, false, 2, 3, 4, 1.0f, a, 4, b, 3, 0.0f, c, 3, &error)) {
+    p.description =
+        "converted in software: oneDNN refused a bfloat16 "
+        "matmul (" +
+        error + ")";
     return p;
   }
+  const std::string impl = State().impl;
   for (int i = 0; i < 2; ++i) {
     for (int j = 0; j < 3; ++j) {
       float want = 0;
@@ -156,29 +176,8 @@ std::string Bf16MatmulDescription() { return TheProbe().description; }
 bool Bf16Matmul(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                 float alpha, const uint16_t* a, int64_t lda, const uint16_t* b,
                 int64_t ldb, float beta, float* c, int64_t ldc) {
-  if (m <= 0 || n <= 0 || k <= 0) return false;
-  try {
-    ThreadState& t = State();
-    dnnl::matmul& mm =
-        Primitive(t, trans_a, trans_b, m, n, k, alpha, lda, ldb, beta, ldc);
-    using dt = dnnl::memory::data_type;
-    using dims = dnnl::memory::dims;
-    // The descriptors as Primitive built them; the handles are the caller's.
-    dnnl::memory am(
-        {dims{m, k}, dt::bf16, trans_a ? dims{1, lda} : dims{lda, 1}}, t.engine,
-        const_cast<uint16_t*>(a));
-    dnnl::memory bm(
-        {dims{k, n}, dt::bf16, trans_b ? dims{1, ldb} : dims{ldb, 1}}, t.engine,
-        const_cast<uint16_t*>(b));
-    dnnl::memory cm({dims{m, n}, dt::f32, dims{ldc, 1}}, t.engine, c);
-    mm.execute(
-        t.stream,
-        {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
-    t.stream.wait();
-  } catch (const std::exception&) {
-    return false;
-  }
-  return true;
+  return Run(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+             nullptr);
 }
 
 }  // namespace lockstep
