@@ -28,11 +28,15 @@ std::string FormatThousands(double value) {
 std::string FormatProgress(const ProgressInfo& p) {
   std::string epoch =
       p.epochs > 0 ? absl::StrFormat("epoch %d/%d  ", p.epoch, p.epochs) : "";
+  const std::string scale = p.loss_scale > 0
+                                ? absl::StrFormat("  scale %g (%d skipped)",
+                                                  p.loss_scale, p.skipped_steps)
+                                : "";
   return absl::StrFormat(
-      "[%s] %sstep %d/%d  loss %.4f  acc %.4f  lr %.1e  %s samples/s  ETA %s",
-      p.job, epoch, p.step, p.total_steps, p.loss, p.accuracy,
-      p.learning_rate, FormatThousands(p.samples_per_sec),
-      FormatDuration(p.eta_seconds));
+      "[%s] %sstep %d/%d  loss %.4f  acc %.4f  lr %.1e%s  %s samples/s  ETA "
+      "%s",
+      p.job, epoch, p.step, p.total_steps, p.loss, p.accuracy, p.learning_rate,
+      scale, FormatThousands(p.samples_per_sec), FormatDuration(p.eta_seconds));
 }
 
 }  // namespace lockstep

@@ -21,10 +21,15 @@ struct ProgressInfo {
   double eta_seconds = -1;   // < 0: unknown
   // Optimizer state held by this process (cluster.shard: its part).
   int64_t optimizer_state_bytes = 0;
+  // precision "fp16": the loss scale (0: none) and the steps skipped on an
+  // overflow so far.
+  double loss_scale = 0;
+  int64_t skipped_steps = 0;
 };
 
 // "[mnist] epoch 1/3  step 400/2814  loss 0.2215  acc 0.9334  lr 1.0e-03
-//  9,812 samples/s  ETA 0:00:12"
+//  9,812 samples/s  ETA 0:00:12", with "  scale 32768 (1 skipped)" after
+// the learning rate when the job scales its loss.
 std::string FormatProgress(const ProgressInfo& info);
 // "1:02:03", "0:00:12"; "?" for negative.
 std::string FormatDuration(double seconds);

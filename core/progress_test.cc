@@ -26,6 +26,11 @@ TEST(ProgressTest, FormatsEveryField) {
   EXPECT_EQ(FormatProgress(p),
             "[mnist] step 400/2814  loss 0.2215  acc 0.9334  lr 1.0e-03  "
             "9,812 samples/s  ETA ?");
+  p.loss_scale = 32768;  // precision fp16
+  p.skipped_steps = 3;
+  EXPECT_EQ(FormatProgress(p),
+            "[mnist] step 400/2814  loss 0.2215  acc 0.9334  lr 1.0e-03  "
+            "scale 32768 (3 skipped)  9,812 samples/s  ETA ?");
 }
 
 TEST(ProgressTest, Numbers) {

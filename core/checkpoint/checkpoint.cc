@@ -119,6 +119,15 @@ absl::Status CheckpointStore::CommitInto(const std::string& tmp,
                                          const CheckpointState& state,
                                          const NamedTensors& model,
                                          const NamedTensors& optimizer) {
+  const LossScaleState& ls = state.loss_scale;
+  if (!(ls.scale == 0 || (ls.scale > 0 && std::isfinite(ls.scale))) ||
+      ls.good_steps < 0 || ls.skipped_steps < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint: loss_scale must be 0 (none) or finite and > 0 with step "
+        "counts >= 0; got scale ",
+        ls.scale, ", good_steps ", ls.good_steps, ", skipped_steps ",
+        ls.skipped_steps));
+  }
   const std::map<std::string, std::string> meta = {
       {"format", "lockstep"}, {"step", absl::StrCat(state.step)}};
   nlohmann::ordered_json files = nlohmann::ordered_json::object();
@@ -152,6 +161,11 @@ absl::Status CheckpointStore::CommitInto(const std::string& tmp,
   j["seed"] = state.seed;
   j["generation"] = state.generation;
   j["optimizer_iterations"] = state.optimizer_iterations;
+  if (state.loss_scale.scale > 0) {  // only a job that scales its loss
+    j["loss_scale"] = {{"scale", state.loss_scale.scale},
+                       {"good_steps", state.loss_scale.good_steps},
+                       {"skipped_steps", state.loss_scale.skipped_steps}};
+  }
   j["train_loss"] = state.train_loss;  // NaN/inf are written as null
   j["job_json"] = state.job_json;
   j["files"] = files;

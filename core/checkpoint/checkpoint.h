@@ -19,6 +19,18 @@
 
 namespace lockstep {
 
+// Dynamic loss scaling's state (core/train/loss_scale.h); scale 0: the job
+// does not scale its loss (every precision but fp16).
+struct LossScaleState {
+  double scale = 0;
+  int64_t good_steps = 0;     // applied steps since the scale last changed
+  int64_t skipped_steps = 0;  // steps skipped on an overflow, in all
+  bool operator==(const LossScaleState& o) const {
+    return scale == o.scale && good_steps == o.good_steps &&
+           skipped_steps == o.skipped_steps;
+  }
+};
+
 struct CheckpointState {
   int64_t step = 0;           // global steps completed
   int64_t epoch = 0;          // epoch of the next step
@@ -28,6 +40,7 @@ struct CheckpointState {
   uint64_t seed = 0;
   int64_t generation = 0;
   int64_t optimizer_iterations = 0;
+  LossScaleState loss_scale;
   std::string job_json;   // canonical job spec (to notice a different job)
   double train_loss = 0;  // last reported loss, informative
   // What the job's data format keeps beside the model (DataConfig::

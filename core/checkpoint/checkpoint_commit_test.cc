@@ -22,6 +22,7 @@ using testing::CheckpointTest;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 
 TEST_F(CheckpointTest, NoCheckpointIsNotFound) {
   CheckpointStore store(dir_, 2);
@@ -82,6 +83,36 @@ TEST_F(CheckpointTest, NanLossRoundTripsAsNan) {
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_TRUE(std::isnan(loaded->state.train_loss));
   EXPECT_TRUE(loaded->optimizer.empty());
+}
+
+// fp16's loss scale goes into state.json and back; a job without one
+// writes no "loss_scale" (every other checkpoint's bytes unchanged); a
+// scale that is not a finite positive number is refused, not written.
+TEST_F(CheckpointTest, LossScaleRoundTripsAndIsWrittenOnlyWhenSet) {
+  CheckpointStore store(dir_, 3);
+  ASSERT_TRUE(Commit(store, 1).ok());
+  auto text = ReadFile(Path("step-00000001/state.json"));
+  ASSERT_TRUE(text.ok());
+  EXPECT_THAT(*text, Not(HasSubstr("loss_scale")));
+  CheckpointState s = State(2);
+  s.loss_scale.scale = 8192;
+  s.loss_scale.good_steps = 1999;
+  s.loss_scale.skipped_steps = 3;
+  ASSERT_TRUE(store.Commit(s, {{"w", &bias_}}, {}).ok());
+  auto loaded = store.LoadLatest(nullptr);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->state.loss_scale.scale, 8192.0);
+  EXPECT_EQ(loaded->state.loss_scale.good_steps, 1999);
+  EXPECT_EQ(loaded->state.loss_scale.skipped_steps, 3);
+  for (double bad : {-1.0, std::nan(""), HUGE_VAL}) {
+    CheckpointState b = State(3);
+    b.loss_scale.scale = bad;
+    const absl::Status st = store.Commit(b, {{"w", &bias_}}, {});
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(st.message(), HasSubstr("loss_scale must be 0 (none) or "
+                                        "finite and > 0"));
+  }
+  EXPECT_EQ(Latest(), "step-00000002\n");
 }
 
 TEST_F(CheckpointTest, InjectedWriteErrorLeavesLatestUnchanged) {

@@ -56,6 +56,20 @@ absl::Status ReadState(
   ASSIGN_OR_RETURN(st->generation, GetInt64(j, "generation", ""));
   ASSIGN_OR_RETURN(st->optimizer_iterations,
                    GetInt64(j, "optimizer_iterations", ""));
+  if (j.contains("loss_scale")) {  // only a job that scales its loss
+    ASSIGN_OR_RETURN(const nlohmann::json* ls, GetObject(j, "loss_scale", ""));
+    ASSIGN_OR_RETURN(st->loss_scale.scale,
+                     GetDouble(*ls, "scale", "loss_scale"));
+    ASSIGN_OR_RETURN(st->loss_scale.good_steps,
+                     GetInt64(*ls, "good_steps", "loss_scale"));
+    ASSIGN_OR_RETURN(st->loss_scale.skipped_steps,
+                     GetInt64(*ls, "skipped_steps", "loss_scale"));
+    if (!(st->loss_scale.scale > 0) || st->loss_scale.good_steps < 0 ||
+        st->loss_scale.skipped_steps < 0) {
+      return absl::InvalidArgumentError(
+          "loss_scale: scale must be > 0 and the step counts >= 0");
+    }
+  }
   ASSIGN_OR_RETURN(st->job_json, GetString(j, "job_json", ""));
   ASSIGN_OR_RETURN(const nlohmann::json* loss, GetField(j, "train_loss", ""));
   if (loss->is_null()) {  // NaN and inf are written as null

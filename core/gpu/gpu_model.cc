@@ -58,6 +58,7 @@ absl::StatusOr<std::unique_ptr<GpuModel>> GpuModel::Create(
 absl::Status GpuModel::Init(const GpuModelOptions& options) {
   device_ = options.device;
   allow_tf32_ = options.allow_tf32;
+  inputs_ = options.inputs;
   const Graph& g = *graph_;
   // Every layer type needs its CUDA side before anything is allocated.
   nodes_.resize(g.nodes().size());
@@ -108,6 +109,8 @@ absl::Status GpuModel::Init(const GpuModelOptions& options) {
   dc.cudnn = &h_->cudnn;
   dc.gemm.allow_tf32 = allow_tf32_;
   dc.conv.allow_tf32 = allow_tf32_;
+  dc.gemm.inputs = inputs_;
+  dc.conv.inputs = inputs_;
   dc.workspace = [this](size_t bytes) -> absl::StatusOr<void*> {
     RETURN_IF_ERROR(Grow(&workspace_, std::max<size_t>(bytes, 256)));
     return workspace_.ptr;

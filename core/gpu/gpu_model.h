@@ -23,6 +23,7 @@
 #include "core/model/graph.h"
 #include "core/model/model.h"
 #include "core/tensor.h"
+#include "kernels/cuda/elementwise.h"
 
 namespace lockstep {
 namespace cuda {
@@ -32,6 +33,10 @@ struct GpuModelOptions {
   // TF32 tensor cores for the dense GEMMs and convolutions (~1e-3 relative
   // error). Off: FP32 throughout, within ~1e-5 of the CPU Model.
   bool allow_tf32 = false;
+  // A job's 16-bit precision (docs/precision.md): every matrix product's
+  // and convolution's inputs rounded to bfloat16 or half, the products on
+  // tensor cores, sums and everything else float32.
+  InputRounding inputs = InputRounding::kNone;
 };
 
 class GpuModel {
@@ -172,6 +177,7 @@ class GpuModel {
   const Graph* graph_ = nullptr;  // host_'s
   int device_ = 0;
   bool allow_tf32_ = false;
+  InputRounding inputs_ = InputRounding::kNone;
   std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<int64_t> offsets_;  // per param, in floats
   std::vector<int64_t> sizes_;    // per param, in floats

@@ -57,6 +57,7 @@ CudaGpuReplicas::CudaGpuReplicas(const GpuReplicasConfig& config,
       pool_(static_cast<int>(lanes_.size())),
       host_sum_(std::move(host_sum)),
       runs_(UpdateRuns(*lanes_[0].model, config.spec.optimizer)),
+      loss_scale_(config.spec.precision == Precision::kFp16),
       pass_sum_fn_(config.pass_sum) {
   if (lanes_[0].model->host_model().graph().sums_across_replicas()) {
     pass_sum_ = std::make_unique<ReplicaSum>(static_cast<int>(lanes_.size()));
@@ -80,7 +81,11 @@ absl::StatusOr<BatchLoss> CudaGpuReplicas::Step(Batch& batch, const Batch* next,
     next = nullptr;
   }
   const int64_t step = batch.global_step;
-  const float scale = batch.global_labels > 0 ? 1.0f / batch.global_labels : 0;
+  // fp16: the loss's gradient times the loss scale (a power of two).
+  const float scale =
+      batch.global_labels > 0
+          ? static_cast<float>(loss_scale_.scale() / batch.global_labels)
+          : 0;
   const bool via_host = static_cast<bool>(host_all_reduce_);
   std::vector<absl::StatusOr<BatchLoss>> losses(lanes_.size());
   if (pass_sum_ != nullptr) {
@@ -136,12 +141,23 @@ absl::StatusOr<BatchLoss> CudaGpuReplicas::Step(Batch& batch, const Batch* next,
     }
     if (!s.ok()) total = s;
   }
+  bool applied = true;
+  if (total.ok() && loss_scale_.enabled()) {
+    // Every GPU updated from the same sums, so any lane's say; the update
+    // kernels already skipped a step that was not finite.
+    absl::StatusOr<bool> finite = GradientsFinite(lanes_[0]);
+    if (finite.ok()) {
+      applied = loss_scale_.Update(*finite);
+    } else {
+      total = finite.status();
+    }
+  }
   if (!total.ok()) {
     if (aborted_.load()) return Cancelled();
     broken_ = total.status();  // the GPUs may disagree now
     return broken_;
   }
-  ++iterations_;
+  if (applied) ++iterations_;
   return total;
 }
 
@@ -321,6 +337,10 @@ absl::StatusOr<std::unique_ptr<GpuReplicas>> MakeCudaGpuReplicas(
     GpuModelOptions options;
     options.device = device;
     options.allow_tf32 = config.spec.cluster.allow_tf32;
+    options.inputs =
+        config.spec.precision == Precision::kBf16   ? InputRounding::kBf16
+        : config.spec.precision == Precision::kFp16 ? InputRounding::kFp16
+                                                    : InputRounding::kNone;
     absl::StatusOr<std::unique_ptr<GpuModel>> model =
         GpuModel::Create(config.spec.model, config.spec.seed, options);
     if (!model.ok()) return AnnotateStatus(model.status(), where);
@@ -338,7 +358,8 @@ absl::StatusOr<std::unique_ptr<GpuReplicas>> MakeCudaGpuReplicas(
       if (!s.ok()) return AnnotateStatus(s.status(), where);
       lane.second = *std::move(s);
     }
-    if (config.spec.optimizer.global_clipnorm > 0) {
+    if (config.spec.optimizer.global_clipnorm > 0 ||
+        config.spec.precision == Precision::kFp16) {
       absl::StatusOr<std::unique_ptr<DeviceBuffer<double>>> b =
           DeviceBuffer<double>::Create(device, kNormBlocks + 1);
       if (!b.ok()) return AnnotateStatus(b.status(), where);

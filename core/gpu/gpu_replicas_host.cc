@@ -3,6 +3,7 @@
 // the ring layout's gradient sum through pinned host memory, and the
 // parameters and optimizer slots between the GPUs and the host.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -171,14 +172,16 @@ absl::Status CudaGpuReplicas::Update(Lane& lane, double lr,
   const int count = static_cast<int>(runs_.size());
   if (lane.norm) {
     // The global norm over the summed gradients of the optimizer's params,
-    // ahead of the update that reads it (one stream: in order).
+    // ahead of the update that reads it (one stream: in order): for
+    // clipping, and for fp16 the test that skips an overflowed step.
     double* partials = lane.norm->get();
     CUDA_RETURN_IF_ERROR(SumSquaresPartials(
         n, runs, count, model.device_grads(), partials, model.stream()));
     CUDA_RETURN_IF_ERROR(SumPartials(kNormBlocks, partials,
                                      partials + kNormBlocks, model.stream()));
     sgd.clip = adam.clip =
-        GradientClip{o.global_clipnorm, partials + kNormBlocks};
+        GradientClip{o.global_clipnorm, partials + kNormBlocks,
+                     loss_scale_.unscale(), loss_scale_.enabled()};
   }
   if (OptimizerRuns(runs_) > 0) {
     float* w = model.device_params();
@@ -202,6 +205,16 @@ absl::Status CudaGpuReplicas::Update(Lane& lane, double lr,
         model.stream()));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<bool> CudaGpuReplicas::GradientsFinite(const Lane& lane) const {
+  if (!lane.norm) return true;
+  double sum = 0;
+  CUDA_RETURN_IF_ERROR(cudaSetDevice(lane.model->device()));
+  // After the step's wait: the stream has written it.
+  CUDA_RETURN_IF_ERROR(cudaMemcpy(&sum, lane.norm->get() + kNormBlocks,
+                                  sizeof(sum), cudaMemcpyDeviceToHost));
+  return std::isfinite(sum);
 }
 
 absl::StatusOr<std::vector<Tensor*>> CudaGpuReplicas::MatchState(

@@ -72,8 +72,9 @@ struct Lane {
   int64_t staged_step = -1;
   std::unique_ptr<DeviceSlot> first;   // SGD momentum or Adam m; null if none
   std::unique_ptr<DeviceSlot> second;  // Adam v; null if none
-  // global_clipnorm's partial sums of squares (kNormBlocks), then the
-  // total; null without clipping.
+  // The partial sums of squares of the summed gradients (kNormBlocks),
+  // then the total: global_clipnorm's norm and fp16's overflow test; null
+  // without either.
   std::unique_ptr<DeviceBuffer<double>> norm;
   // The update runs (FlatRuns of CudaGpuReplicas::runs_) on this GPU.
   std::unique_ptr<DeviceBuffer<FlatRun>> runs;
@@ -129,6 +130,11 @@ class CudaGpuReplicas final : public GpuReplicas {
   absl::Status PushState(const std::vector<Param*>& params,
                          Optimizer& optimizer) override;
 
+  LossScaleState loss_scale() const override { return loss_scale_.state(); }
+  void RestoreLossScale(const LossScaleState& state) override {
+    loss_scale_.Restore(state);
+  }
+
   void Abort() override;
 
  private:
@@ -178,6 +184,10 @@ class CudaGpuReplicas final : public GpuReplicas {
   // params.
   absl::Status Update(Lane& lane, double lr, int64_t global_samples);
 
+  // Loss scaling: whether lane's summed gradients were all finite (its
+  // norm's sum of squares, read after the step's wait).
+  absl::StatusOr<bool> GradientsFinite(const Lane& lane) const;
+
   // The optimizer's StateTensors, checked against this optimizer's slots
   // for `params` (names, order and sizes).
   absl::StatusOr<std::vector<Tensor*>> MatchState(
@@ -196,6 +206,7 @@ class CudaGpuReplicas final : public GpuReplicas {
   PinnedHostBuffer host_sum_;  // the ring layout's staging: flat_floats()
   const std::vector<UpdateRun> runs_;  // how each part of the buffers updates
   int64_t iterations_ = 0;  // Optimizer::iterations() of the device state
+  LossScale loss_scale_;    // enabled for precision "fp16"
   std::atomic<bool> aborted_{false};
   absl::Status broken_;  // a failed step's error: every later Step's
   // Set when the model sums across replicas in its passes.

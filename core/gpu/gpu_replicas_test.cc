@@ -2,11 +2,16 @@
 // fails naming why; with one, a world of one rank steps like a CPU
 // ReplicaSet plus core Optimizer, and PushState/PullState round-trip.
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/data/batch_prefetcher.h"
@@ -375,6 +380,213 @@ TEST(DeviceDataParallelTest, HostAllReduceSeesTheSumAndItsResultIsApplied) {
   EXPECT_EQ(r.status().message(), "ring peer gone");
   EXPECT_EQ(failing->Step(f, nullptr, *spec.loss, 1, 0.05).status(),
             r.status());
+}
+
+// Two workers' GPU ranks in the ring layout (both on cuda:0 here), their
+// host sums meeting in the test: each deposits its local sum, both add the
+// two in rank order (the same bits on each), as the gRPC ring hands every
+// worker the same sum.
+class TwoRankSum {
+ public:
+  absl::Status Sum(int rank, float* g, int64_t floats) {
+    std::unique_lock<std::mutex> lock(mu_);
+    parts_[rank].assign(g, g + floats);
+    const int64_t round = round_;
+    if (++arrived_ == 2) {
+      arrived_ = 0;
+      ++round_;
+      cv_.notify_all();
+    } else if (!cv_.wait_for(lock, std::chrono::seconds(60),
+                             [&] { return round_ != round; })) {
+      return absl::DeadlineExceededError("the other rank never summed");
+    }
+    for (int64_t i = 0; i < floats; ++i) g[i] = parts_[0][i] + parts_[1][i];
+    // Neither rank deposits again before both have read: the next step's
+    // sum waits for the other's Step, which follows this one's read.
+    if (++read_ == 2) {
+      read_ = 0;
+      ++reads_;
+      cv_.notify_all();
+    } else {
+      const int64_t r = reads_;
+      cv_.wait_for(lock, std::chrono::seconds(60), [&] { return reads_ != r; });
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<float> parts_[2];
+  int arrived_ = 0, read_ = 0;
+  int64_t round_ = 0, reads_ = 0;
+};
+
+std::vector<float> PullParams(GpuReplicas& gpu, const JobSpec& spec,
+                              int64_t* iterations = nullptr) {
+  absl::StatusOr<std::unique_ptr<Model>> m =
+      Model::Build(spec.model, spec.seed + 9);
+  EXPECT_TRUE(m.ok()) << m.status();
+  absl::StatusOr<std::unique_ptr<Optimizer>> o =
+      Optimizer::Create(spec.optimizer, (*m)->params());
+  EXPECT_TRUE(o.ok()) << o.status();
+  EXPECT_TRUE(gpu.PullState((*m)->params(), **o).ok());
+  if (iterations != nullptr) *iterations = (*o)->iterations();
+  std::vector<float> all;
+  for (Param* p : (*m)->params()) {
+    all.insert(all.end(), p->value.data(), p->value.data() + p->value.size());
+  }
+  return all;
+}
+
+// precision "fp16": an inf in one worker's gradients (injected into rank
+// 1's local sum at step 1, as an overflow of the scaled loss's gradient
+// would put it there) reaches both ranks through the sum, and both skip
+// the step: parameters and optimizer iterations as after step 0, the loss
+// scale halved from 65536 to 32768 with one skipped step counted; step 2
+// applies again. The two ranks end bitwise equal. An unscaled run in
+// float32 lands near the fp16 run's step 0 (SGD: a missing unscale would
+// move the parameters 65536 times as far).
+TEST(DeviceDataParallelTest, Fp16LossScalingSkipsAnOverflowOnEveryRankAlike) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  JobSpec spec = SmallDense(OptimizerType::kSgd, 0.9);
+  spec.precision = Precision::kFp16;
+  TwoRankSum ring;
+  std::atomic<bool> inject{false};
+  std::unique_ptr<GpuReplicas> ranks[2];
+  for (int r = 0; r < 2; ++r) {
+    absl::StatusOr<std::string> id = NewNcclUniqueId();
+    ASSERT_TRUE(id.ok()) << id.status();
+    GpuReplicasConfig c = OneRank(spec, *id);
+    c.replica_indices = {r};
+    c.world_replicas = 2;
+    c.host_all_reduce = [&ring, &inject, r](int64_t, float* g, int64_t floats) {
+      if (r == 1 && inject.load()) g[floats / 3] = INFINITY;
+      return ring.Sum(r, g, floats);
+    };
+    absl::StatusOr<std::unique_ptr<GpuReplicas>> d = MakeGpuReplicas(c);
+    ASSERT_TRUE(d.ok()) << d.status();
+    ranks[r] = *std::move(d);
+    EXPECT_EQ(ranks[r]->loss_scale().scale, 65536.0);
+  }
+  auto step_both = [&](int step) {
+    absl::Status st[2];
+    std::thread other([&] {
+      Batch b = MakeTestBatch(step);
+      st[1] = ranks[1]->Step(b, nullptr, *spec.loss, 1, 0.05).status();
+    });
+    Batch a = MakeTestBatch(step);
+    st[0] = ranks[0]->Step(a, nullptr, *spec.loss, 1, 0.05).status();
+    other.join();
+    EXPECT_TRUE(st[0].ok()) << st[0];
+    EXPECT_TRUE(st[1].ok()) << st[1];
+  };
+  step_both(0);
+  int64_t iterations = -1;
+  const std::vector<float> after0 = PullParams(*ranks[0], spec, &iterations);
+  EXPECT_EQ(iterations, 1);
+
+  inject.store(true);
+  step_both(1);
+  inject.store(false);
+  for (int r = 0; r < 2; ++r) {
+    SCOPED_TRACE(r);
+    EXPECT_EQ(PullParams(*ranks[r], spec, &iterations), after0);
+    EXPECT_EQ(iterations, 1);
+    const LossScaleState ls = ranks[r]->loss_scale();
+    EXPECT_EQ(ls.scale, 32768.0);
+    EXPECT_EQ(ls.skipped_steps, 1);
+    EXPECT_EQ(ls.good_steps, 0);
+  }
+
+  step_both(2);
+  const std::vector<float> end0 = PullParams(*ranks[0], spec, &iterations);
+  EXPECT_EQ(iterations, 2);
+  EXPECT_NE(end0, after0);
+  EXPECT_EQ(PullParams(*ranks[1], spec), end0);
+  EXPECT_EQ(ranks[1]->loss_scale().good_steps, 1);
+
+  // Step 0 unscaled, in float32, on one rank: the two workers summed the
+  // same batch's gradient g twice (2g at lr 0.05), so g at lr 0.1.
+  JobSpec fp32 = spec;
+  fp32.precision = Precision::kFp32;
+  absl::StatusOr<std::string> id = NewNcclUniqueId();
+  ASSERT_TRUE(id.ok()) << id.status();
+  GpuReplicasConfig c = OneRank(fp32, *id);
+  absl::StatusOr<std::unique_ptr<GpuReplicas>> plain = MakeGpuReplicas(c);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ((*plain)->loss_scale().scale, 0.0);
+  Batch b = MakeTestBatch(0);
+  ASSERT_TRUE((*plain)->Step(b, nullptr, *spec.loss, 1, 0.1).ok());
+  const std::vector<float> want = PullParams(**plain, fp32);
+  ASSERT_EQ(want.size(), after0.size());
+  double moved = 0, off = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    off = std::max(off, std::fabs(double{after0[i]} - want[i]));
+  }
+  absl::StatusOr<std::unique_ptr<Model>> init =
+      Model::Build(spec.model, spec.seed);
+  ASSERT_TRUE(init.ok());
+  size_t k = 0;
+  for (Param* p : (*init)->params()) {
+    for (int64_t j = 0; j < p->value.size(); ++j, ++k) {
+      moved = std::max(moved, std::fabs(double{want[k]} - p->value.data()[j]));
+    }
+  }
+  EXPECT_GT(moved, 1e-4);
+  EXPECT_LT(off, 0.05 * moved) << "moved " << moved;
+}
+
+// precision "bf16" on the GPU (cuBLAS's FAST_16BF products) against the CPU
+// replicas' bf16 (kernels/cpu/gemm.h): the same op policy, so after three
+// SGD steps the parameters agree far nearer (float32 summation noise,
+// and the odd activation rounded to the other side) than either is to
+// the float32 run.
+TEST(DeviceDataParallelTest, Bf16StepsLikeTheCpusBf16) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  JobSpec spec = SmallDense(OptimizerType::kSgd, 0.9);
+  spec.precision = Precision::kBf16;
+  absl::StatusOr<std::string> id = NewNcclUniqueId();
+  ASSERT_TRUE(id.ok()) << id.status();
+  absl::StatusOr<std::unique_ptr<GpuReplicas>> gpu =
+      MakeGpuReplicas(OneRank(spec, *id));
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  EXPECT_EQ((*gpu)->loss_scale().scale, 0.0);  // bf16 needs no scaling
+  auto cpu_run = [&](Precision precision) {
+    JobSpec s = spec;
+    s.precision = precision;
+    absl::StatusOr<std::unique_ptr<ReplicaSet>> cpu =
+        ReplicaSet::Create(s, {0}, 1);
+    EXPECT_TRUE(cpu.ok()) << cpu.status();
+    absl::StatusOr<std::unique_ptr<Optimizer>> opt =
+        Optimizer::Create(s.optimizer, (*cpu)->params());
+    EXPECT_TRUE(opt.ok()) << opt.status();
+    for (int step = 0; step < 3; ++step) {
+      Batch b = MakeTestBatch(step);
+      EXPECT_TRUE((*cpu)->ComputeGradients(b, *s.loss, 1).ok());
+      (*opt)->Apply(0.05);
+    }
+    std::vector<float> all;
+    for (Param* p : (*cpu)->params()) {
+      all.insert(all.end(), p->value.data(), p->value.data() + p->value.size());
+    }
+    return all;
+  };
+  for (int step = 0; step < 3; ++step) {
+    Batch b = MakeTestBatch(step);
+    ASSERT_TRUE((*gpu)->Step(b, nullptr, *spec.loss, 1, 0.05).ok());
+  }
+  const std::vector<float> got = PullParams(**gpu, spec);
+  const std::vector<float> bf16 = cpu_run(Precision::kBf16);
+  const std::vector<float> fp32 = cpu_run(Precision::kFp32);
+  ASSERT_EQ(got.size(), bf16.size());
+  double to_bf16 = 0, to_fp32 = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    to_bf16 = std::max(to_bf16, std::fabs(double{got[i]} - bf16[i]));
+    to_fp32 = std::max(to_fp32, std::fabs(double{got[i]} - fp32[i]));
+  }
+  EXPECT_GT(to_fp32, 1e-6);  // bf16 rounding changed the run
+  EXPECT_LT(to_bf16, 0.1 * to_fp32) << "float32 is " << to_fp32 << " away";
 }
 
 }  // namespace

@@ -201,6 +201,69 @@ TEST(OptimizerClipTest, ClippedStepsWithExcludedDecayMatchTheCpu) {
   }
 }
 
+// fp16's loss scaling in the update: gradients 2^12 times the true ones
+// with unscale 2^-12 make the unscaled update bit for bit (SGD with
+// momentum and Adam, clipping on: the norm is unscaled too); an inf in one
+// gradient skips the whole step, parameters and slots untouched, NaN
+// likewise; without skip_nonfinite an inf would have been applied.
+TEST(OptimizerLossScaleTest, UnscalesExactlyAndSkipsAnOverflowedStep) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  constexpr int64_t kN = 4099;
+  constexpr float kScale = 4096.0f;
+  for (OptimizerType type : {OptimizerType::kSgd, OptimizerType::kAdam}) {
+    SCOPED_TRACE(type == OptimizerType::kSgd ? "sgd" : "adam");
+    const std::vector<FlatRun> table = {{0, kN, 1, 0}};
+    const DeviceArray<FlatRun> runs(table);
+    const std::vector<float> w0 = RandomVector(kN, 3);
+    const std::vector<float> g0 = RandomVector(kN, 4, -0.5f, 0.5f);
+    std::vector<float> scaled(g0);
+    for (float& x : scaled) x *= kScale;
+    // Two updates from the same state: true gradients, and scaled ones.
+    auto update = [&](const std::vector<float>& grads, float unscale,
+                      std::vector<float>* w_out, std::vector<float>* m_out) {
+      DeviceArray<float> w(w0), m(kN), v(kN), g(grads);
+      DeviceArray<double> norm(kNormBlocks + 1);
+      ASSERT_EQ(
+          SumSquaresPartials(kN, runs.get(), 1, g.get(), norm.get(), nullptr),
+          cudaSuccess);
+      ASSERT_EQ(SumPartials(kNormBlocks, norm.get(), norm.get() + kNormBlocks,
+                            nullptr),
+                cudaSuccess);
+      // A clipnorm under the true norm (about 18.5): clipping applies.
+      const GradientClip clip{5.0, norm.get() + kNormBlocks, unscale, true};
+      if (type == OptimizerType::kSgd) {
+        SgdStep s = MakeSgdStep(0.05, 0.9, false, 0);
+        s.clip = clip;
+        ASSERT_EQ(
+            SgdUpdate(kN, runs.get(), 1, s, w.get(), m.get(), g.get(), nullptr),
+            cudaSuccess);
+      } else {
+        AdamStep s = MakeAdamStep(0.003, 0.9, 0.999, 1e-7, 0, 0);
+        s.clip = clip;
+        ASSERT_EQ(AdamUpdate(kN, runs.get(), 1, s, w.get(), m.get(), v.get(),
+                             g.get(), nullptr),
+                  cudaSuccess);
+      }
+      *w_out = w.ToHost();
+      *m_out = m.ToHost();
+    };
+    std::vector<float> w_true, m_true, w_scaled, m_scaled;
+    update(g0, 1.0f, &w_true, &m_true);
+    update(scaled, 1.0f / kScale, &w_scaled, &m_scaled);
+    EXPECT_NE(w_true, w0);  // the step moved them
+    ExpectSameBits(w_true, w_scaled, "parameters");
+    ExpectSameBits(m_true, m_scaled, "first slot");
+    for (float bad : {INFINITY, NAN}) {
+      std::vector<float> overflowed(scaled);
+      overflowed[kN / 2] = bad;
+      std::vector<float> w_skip, m_skip;
+      update(overflowed, 1.0f / kScale, &w_skip, &m_skip);
+      ExpectSameBits(w0, w_skip, "skipped step's parameters");
+      EXPECT_EQ(m_skip, std::vector<float>(kN, 0.0f));
+    }
+  }
+}
+
 TEST(OptimizerStepTest, AdamScalarsNeedNoDevice) {
   const AdamStep s = MakeAdamStep(0.001, 0.9, 0.999, 1e-7, 0, 0);
   EXPECT_FLOAT_EQ(s.alpha, static_cast<float>(0.001 * std::sqrt(0.001) / 0.1));

@@ -150,9 +150,11 @@ inline constexpr int64_t kMaxGradientAccumulationSteps = 1024;
 
 // What a job's matrix products and convolutions compute in ("precision"):
 // kBf16 rounds their inputs to bfloat16 and keeps float32 products and
-// sums (kernels/cpu/gemm.h GemmPrecision); the weights, the optimizer
-// state, the gradients' all-reduce and every other op stay float32.
-enum class Precision { kFp32, kBf16 };
+// sums (kernels/cpu/gemm.h GemmPrecision, kernels/cuda/gemm.h on GPUs);
+// kFp16 rounds them to IEEE half, on GPU replicas only, with dynamic loss
+// scaling (core/train/loss_scale.h); the weights, the optimizer state, the
+// gradients' all-reduce and every other op stay float32.
+enum class Precision { kFp32, kBf16, kFp16 };
 
 struct JobSpec {
   std::string name;

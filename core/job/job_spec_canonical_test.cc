@@ -63,6 +63,7 @@ TEST(JobSpecTest, RoundTrip) {
                               {"allow_missing", true}};
       },
       [](Json& j) { j["precision"] = "bf16"; },
+      [](Json& j) { j["precision"] = "fp16"; },
   };
   for (const std::string& doc : docs) {
     for (size_t v = 0; v < variants.size(); ++v) {
@@ -85,12 +86,16 @@ TEST(JobSpecTest, RoundTrip) {
         EXPECT_FALSE(s.model.layers[0].trainable);
         EXPECT_TRUE(s.model.init_allow_missing);
       }
-      EXPECT_EQ(s.precision, v == 6 ? Precision::kBf16 : Precision::kFp32);
+      EXPECT_EQ(s.precision, v == 6   ? Precision::kBf16
+                             : v == 7 ? Precision::kFp16
+                                      : Precision::kFp32);
       std::string canonical = JobSpecToJson(s);
       // Written only when not the default fp32.
       const Json written = Json::parse(canonical);
-      EXPECT_EQ(written.contains("precision"), v == 6) << canonical;
-      if (v == 6) EXPECT_EQ(written["precision"], "bf16");
+      EXPECT_EQ(written.contains("precision"), v >= 6) << canonical;
+      if (v >= 6) {
+        EXPECT_EQ(written["precision"], v == 6 ? "bf16" : "fp16");
+      }
       JobSpec again = MustParse(canonical);
       EXPECT_TRUE(again == s) << "variant " << v << "\n" << canonical;
       EXPECT_EQ(JobSpecToJson(again), canonical);

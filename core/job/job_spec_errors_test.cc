@@ -286,9 +286,9 @@ INSTANTIATE_TEST_SUITE_P(
                 "cluster.compression: \"bf16\" compresses the gRPC ring; "
                 "NCCL's all-reduce (collective \"nccl\") is float32 only: "
                 "use collective \"ring\" or compression \"none\""},
-        BadCase{"Precision", [](Json& j) { j["precision"] = "fp16"; },
-                "precision: unknown precision \"fp16\"; expected one of "
-                "fp32, bf16"},
+        BadCase{"Precision", [](Json& j) { j["precision"] = "fp8"; },
+                "precision: unknown precision \"fp8\"; expected one of "
+                "fp32, bf16, fp16"},
         BadCase{"ShardMode",
                 [](Json& j) { j["cluster"]["shard"] = "parameters"; },
                 "cluster.shard: unknown shard mode \"parameters\"; expected "

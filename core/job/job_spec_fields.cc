@@ -34,7 +34,8 @@ const Table<ScheduleUnit>& ScheduleUnits() {
 }
 const Table<Precision>& Precisions() {
   static const auto* t = new Table<Precision>{{"fp32", Precision::kFp32},
-                                              {"bf16", Precision::kBf16}};
+                                              {"bf16", Precision::kBf16},
+                                              {"fp16", Precision::kFp16}};
   return *t;
 }
 

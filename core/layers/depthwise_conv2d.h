@@ -43,6 +43,7 @@ class DepthwiseConv2DLayer : public Layer {
   Conv2DGeometry Geometry(int64_t n) const;
   // The kernel parameter's layout (PyTorch's [C*M, 1, KH, KW] or Keras').
   const ConvKernelLayout& kernel_layout() const { return layout_; }
+  int64_t kernel_floats() const { return kernel_.value.size(); }
 
  private:
   const DepthwiseConv2DConfig config_;

@@ -26,6 +26,7 @@
 #include "core/data/dataset.h"
 #include "core/job/job_spec.h"
 #include "core/model/model.h"
+#include "core/train/loss_scale.h"
 #include "core/train/optimizer.h"
 
 namespace lockstep {
@@ -39,9 +40,12 @@ class GpuReplicas {
   // the generation has the summed gradients applied. Blocks. `next`, when
   // not null, is the batch of the following step: its copy to the devices
   // (through pinned memory) runs while this step computes, and the next
-  // Step with that batch uses it. Errors: a CUDA or NCCL failure (NCCL's
-  // remote and system errors are Aborted or Unavailable: a peer is gone),
-  // Cancelled after Abort().
+  // Step with that batch uses it. With precision "fp16" the loss is scaled
+  // by the loss scale, and a step whose summed gradients hold an inf or NaN
+  // changes nothing but the scale (loss_scale().skipped_steps counts it;
+  // every rank sees the same sums, so every rank skips it). Errors: a CUDA
+  // or NCCL failure (NCCL's remote and system errors are Aborted or
+  // Unavailable: a peer is gone), Cancelled after Abort().
   virtual absl::StatusOr<BatchLoss> Step(Batch& batch, const Batch* next,
                                          const Loss& loss, uint64_t seed,
                                          double lr) = 0;
@@ -57,6 +61,11 @@ class GpuReplicas {
   // a restore).
   virtual absl::Status PushState(const std::vector<Param*>& params,
                                  Optimizer& optimizer) = 0;
+  // Precision "fp16": the dynamic loss scale the steps use and update, for
+  // checkpoints, progress and the result; scale 0 for other precisions.
+  virtual LossScaleState loss_scale() const = 0;
+  // A checkpoint's (scale 0: start afresh); nothing without loss scaling.
+  virtual void RestoreLossScale(const LossScaleState& state) = 0;
   // From any thread: pending and later calls fail with Cancelled.
   virtual void Abort() = 0;
 };

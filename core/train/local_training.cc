@@ -236,6 +236,8 @@ absl::StatusOr<TrainResult> RunLocalTraining(const JobSpec& spec,
   result.samples_per_sec = s.samples_per_sec;
   result.num_parameters = s.num_parameters;
   result.optimizer_state_bytes = s.optimizer_state_bytes;
+  result.loss_scale = s.loss_scale.scale;
+  result.skipped_steps = s.loss_scale.skipped_steps;
   result.fingerprint = s.fingerprint;
   result.skipped_samples = static_cast<int64_t>(s.skipped_samples.size());
   result.checkpoint_path = host.last_checkpoint();

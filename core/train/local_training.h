@@ -62,6 +62,10 @@ struct TrainResult {
   // Optimizer state bytes per rank (the largest rank's: cluster.shard
   // spreads the state over the workers).
   int64_t optimizer_state_bytes = 0;
+  // precision "fp16": the loss scale at the end and the steps skipped on
+  // an overflow (scale 0: no loss scaling).
+  double loss_scale = 0;
+  int64_t skipped_steps = 0;
   ShardMode shard = ShardMode::kNone;  // cluster.shard
   bool copies = false;      // sharded, each part also on the next rank
   std::string fingerprint;  // of all parameter bytes (core/fingerprint.h)

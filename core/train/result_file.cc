@@ -27,6 +27,10 @@ std::string ResultToJson(const JobSpec& spec, const TrainResult& r) {
   j["shard"] = ShardModeName(r.shard);
   if (r.shard != ShardMode::kNone) j["copies"] = r.copies;
   j["optimizer_state_bytes"] = r.optimizer_state_bytes;
+  if (r.loss_scale > 0) {  // precision fp16
+    j["loss_scale"] = r.loss_scale;
+    j["skipped_steps"] = r.skipped_steps;
+  }
   j["resumed_from_step"] = r.resumed_from_step;
   if (!r.membership.empty()) {
     // The history the result is a function of (elastic jobs).

@@ -1,6 +1,7 @@
 // TrainingSession's step loop and its reports (see training_session.h).
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "base/seconds.h"
@@ -25,6 +26,11 @@ ProgressInfo TrainingSession::Progress() {
   info.samples_per_sec = meter_.TakeWindowRate();
   info.eta_seconds = meter_.Eta(end_step_ - step_, plan_->global_batch_size());
   info.optimizer_state_bytes = optimizer_state_bytes();
+  if (gpus_ != nullptr) {
+    const LossScaleState ls = gpus_->loss_scale();
+    info.loss_scale = ls.scale;
+    info.skipped_steps = ls.skipped_steps;
+  }
   return info;
 }
 
@@ -34,6 +40,11 @@ ScalarList TrainingSession::SummaryScalars(double step_seconds) {
                   {"train/accuracy", interval.accuracy()},
                   {"learning_rate", schedule_->At(step_ - 1)},
                   {"samples_per_sec", meter_.run_rate()}};
+  if (gpus_ != nullptr && gpus_->loss_scale().scale > 0) {
+    s.push_back({"loss_scale", gpus_->loss_scale().scale});
+    s.push_back({"skipped_steps",
+                 static_cast<double>(gpus_->loss_scale().skipped_steps)});
+  }
   if (config_.peers.transport != nullptr) {
     const BucketStats b =
         buckets_ != nullptr ? buckets_->stats() : BucketStats();
@@ -78,7 +89,12 @@ absl::StatusOr<TrainingSession::Outcome> TrainingSession::Run() {
                                    absl::StrCat("step ", batch.global_step)));
     const double dt = SecondsSince(t0);
     ++step_;
-    RETURN_IF_ERROR(meter_.Add(step_, dt, batch.global_count, loss));
+    // A skipped fp16 step's loss may be inf (an overflow in the forward
+    // pass): the loss scale's business, not divergence; its samples count
+    // toward the rate only.
+    RETURN_IF_ERROR(meter_.Add(
+        step_, dt, batch.global_count,
+        skipped_ && !std::isfinite(loss.loss_sum) ? BatchLoss() : loss));
     StepFigures figures;
     figures.step = step_;
     figures.seconds = dt;
@@ -146,6 +162,7 @@ absl::StatusOr<SessionResult> TrainingSession::Result() {
   r.samples_per_sec = meter_.run_rate();
   r.num_parameters = num_parameters();
   r.optimizer_state_bytes = optimizer_state_bytes();
+  if (gpus_ != nullptr) r.loss_scale = gpus_->loss_scale();
   ASSIGN_OR_RETURN(r.fingerprint, Fingerprint());
   r.skipped_samples = SkippedSamples({&train_, &test_});
   return r;

@@ -30,6 +30,7 @@ absl::Status TrainingSession::Restore(const LoadedCheckpoint& loaded) {
   RETURN_IF_ERROR(gpus_ != nullptr
                       ? gpus_->PushState(replicas_->params(), *optimizer_)
                       : replicas_->MirrorParams());
+  if (gpus_ != nullptr) gpus_->RestoreLossScale(loaded.state.loss_scale);
   start_step_ = step_ = loaded.state.step;
   // A state from a worker's memory is on storage only once saved again.
   saved_step_ = loaded.in_memory ? -1 : step_;
@@ -46,6 +47,7 @@ CheckpointState TrainingSession::State(int64_t step) const {
   state.seed = config_.spec.seed;
   state.generation = config_.peers.generation;
   state.optimizer_iterations = optimizer_->iterations();
+  if (gpus_ != nullptr) state.loss_scale = gpus_->loss_scale();
   state.job_json = config_.job_json;
   state.artifacts = JobDataArtifacts(config_.spec.data, train_);
   state.train_loss = meter_.epoch().mean_loss();

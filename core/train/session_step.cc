@@ -3,6 +3,7 @@
 // workers, and the update, whole or sharded (cluster.shard).
 #include <cmath>
 
+#include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "core/data/batch_prefetcher.h"
 #include "core/train/training_session.h"
@@ -39,11 +40,21 @@ absl::Status TrainingSession::Step(Batch& batch, const Batch* next,
   BatchLoss local;
   applied_ = false;
   pending_.reset();
+  skipped_ = false;
   if (gpus_ != nullptr) {
     // Gradients summed over the GPUs and the update applied on each, by
     // NCCL and the devices; the host optimizer only counts the iteration.
+    const LossScaleState before = gpus_->loss_scale();
     ASSIGN_OR_RETURN(local,
                      gpus_->Step(batch, next, *spec.loss, spec.seed, lr));
+    const LossScaleState after = gpus_->loss_scale();
+    if (after.skipped_steps != before.skipped_steps) {
+      skipped_ = true;
+      host_->Log(absl::StrFormat(
+          "step %d: the fp16 gradients overflowed (inf or NaN); the update "
+          "is skipped on every rank and the loss scale goes from %g to %g",
+          batch.global_step, before.scale, after.scale));
+    }
   } else {
     ASSIGN_OR_RETURN(local, ComputeGradients(batch));
   }
@@ -66,7 +77,7 @@ absl::Status TrainingSession::Step(Batch& batch, const Batch* next,
     regroup_ = m[4] > 0.5f;
   }
   if (gpus_ != nullptr) {
-    optimizer_->set_iterations(optimizer_->iterations() + 1);
+    if (!skipped_) optimizer_->set_iterations(optimizer_->iterations() + 1);
     return absl::OkStatus();
   }
   if (!optimizer_->sharded()) {

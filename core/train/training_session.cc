@@ -110,11 +110,25 @@ absl::Status TrainingSession::Setup(
         "); weights, optimizer state, gradients and every other op stay "
         "float32"));
   }
-  if (gpus && spec.precision != Precision::kFp32) {
+  if (!gpus && spec.precision == Precision::kFp16) {
     return absl::InvalidArgumentError(
-        "precision: GPU replicas compute in float32 only for now (bf16 runs "
-        "on CPU replicas; cluster.allow_tf32 gives the GPUs' TF32 tensor "
-        "cores); use precision \"fp32\" on GPUs");
+        "precision: \"fp16\" runs on GPU replicas only (its loss scaling "
+        "lives in the GPUs' update); use \"bf16\" on CPU replicas, which "
+        "needs no loss scaling");
+  }
+  if (gpus && spec.precision != Precision::kFp32) {
+    const bool fp16 = spec.precision == Precision::kFp16;
+    host_->Log(absl::StrCat(
+        "precision ", fp16 ? "fp16" : "bf16",
+        " on the GPUs: matrix products and convolutions from ",
+        fp16 ? "half" : "bfloat16",
+        "-rounded inputs on tensor cores with float32 sums; weights, "
+        "optimizer state, gradients and every other op stay float32",
+        fp16 ? absl::StrCat("; dynamic loss scaling from ",
+                            LossScale::kInitialScale,
+                            " (an overflowed step is skipped on every rank "
+                            "and the scale halved)")
+             : ""));
   }
   if (gpus) {
     ASSIGN_OR_RETURN(optimizer_,

@@ -149,6 +149,7 @@ struct SessionResult {
   double samples_per_sec = 0;  // this run's training samples / seconds
   int64_t num_parameters = 0;
   int64_t optimizer_state_bytes = 0;  // held here (sharded: this rank's)
+  LossScaleState loss_scale;          // precision fp16 (scale 0: none)
   std::string fingerprint;  // core/fingerprint.h
   // Samples that could not be made (undecodable images), train and this
   // process's test share, sorted.
@@ -277,6 +278,8 @@ class TrainingSession {
   // Sharded: this step's update is made (parameters and optimizer state of
   // this rank's ranges are the next step's) but not yet all-gathered.
   bool applied_ = false;
+  // The last step's update was skipped (fp16's loss scale overflowed).
+  bool skipped_ = false;
   // Sharded with copies: what this step's update needs is here (sums,
   // norm) but the barrier before it has not passed.
   struct PendingUpdate {

@@ -464,19 +464,19 @@ TEST(TrainingSessionTest, Bf16RanksTrainAsOneProcessAndOffFloat32) {
               0.05 * with_fp32.train.mean_loss());
 }
 
-TEST(TrainingSessionTest, GpuReplicasRefuseBf16) {
+TEST(TrainingSessionTest, CpuReplicasRefuseFp16) {
+  // fp16's loss scaling lives in the GPUs' update; a CPU job is told to
+  // use bf16, before any step.
   JobSpec spec = Job(1);
-  spec.precision = Precision::kBf16;
-  SessionConfig c = LocalConfig(spec);
-  c.cuda_devices = {0};
+  spec.precision = Precision::kFp16;
   MemoryHost host;
-  auto session = TrainingSession::Create(std::move(c), &host);
+  auto session = TrainingSession::Create(LocalConfig(spec), &host);
   ASSERT_FALSE(session.ok());
   EXPECT_EQ(session.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(session.status().message(),
-            "precision: GPU replicas compute in float32 only for now (bf16 "
-            "runs on CPU replicas; cluster.allow_tf32 gives the GPUs' TF32 "
-            "tensor cores); use precision \"fp32\" on GPUs");
+            "precision: \"fp16\" runs on GPU replicas only (its loss scaling "
+            "lives in the GPUs' update); use \"bf16\" on CPU replicas, which "
+            "needs no loss scaling");
 }
 
 TEST(TrainingSessionTest, GpuReplicasRefuseAccumulation) {

@@ -1,6 +1,8 @@
 // Grid-stride element-wise kernels. BiasGrad keeps the CPU's summation
 // order: per column, 256-row blocks each summed from the top, then the
 // blocks' sums in order.
+#include <cuda_fp16.h>
+
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/grid_stride.cuh"
 
@@ -83,6 +85,25 @@ __global__ void AxpyKernel(int64_t n, float alpha, const float* x, float* y) {
   for (int64_t i = FirstIndex(); i < n; i += Stride()) y[i] += alpha * x[i];
 }
 
+// kernels/cpu/elementwise.cc's Bf16Bits, widened back to float.
+__device__ float RoundBf16(float x) {
+  const uint32_t bits = __float_as_uint(x);
+  const bool nan = (bits & 0x7fffffffu) > 0x7f800000u;
+  const uint32_t rounded = bits + 0x7fffu + ((bits >> 16) & 1u);
+  const uint32_t high = nan ? ((bits >> 16) | 0x0040u) : rounded >> 16;
+  return __uint_as_float(high << 16);
+}
+
+__global__ void RoundInputsKernel(int64_t n, InputRounding to, const float* x,
+                                  float* y) {
+  for (int64_t i = FirstIndex(); i < n; i += Stride()) {
+    const float v = x[i];
+    y[i] = to == InputRounding::kBf16   ? RoundBf16(v)
+           : to == InputRounding::kFp16 ? __half2float(__float2half_rn(v))
+                                        : v;
+  }
+}
+
 }  // namespace
 
 cudaError_t AddBias(int64_t rows, int64_t cols, const float* bias, float* y,
@@ -135,6 +156,13 @@ cudaError_t BiasGrad(int64_t rows, int64_t cols, const float* dy, float* dbias,
 cudaError_t Scale(int64_t n, float alpha, float* x, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   ScaleKernel<<<Blocks(n), kThreads, 0, stream>>>(n, alpha, x);
+  return cudaGetLastError();
+}
+
+cudaError_t RoundInputs(InputRounding to, int64_t n, const float* x, float* y,
+                        cudaStream_t stream) {
+  if (n <= 0 || (to == InputRounding::kNone && x == y)) return cudaSuccess;
+  RoundInputsKernel<<<Blocks(n), kThreads, 0, stream>>>(n, to, x, y);
   return cudaGetLastError();
 }
 

@@ -35,6 +35,17 @@ cudaError_t BiasGrad(int64_t rows, int64_t cols, const float* dy, float* dbias,
 int64_t BiasGradWorkspaceFloats(int64_t rows, int64_t cols);
 // x *= alpha.
 cudaError_t Scale(int64_t n, float alpha, float* x, cudaStream_t stream);
+// A job's 16-bit precision for the inputs of matrix products and
+// convolutions (docs/precision.md): the values those ops read are rounded
+// to it and multiplied exactly in float32 (tensor cores), sums in float32.
+enum class InputRounding { kNone, kBf16, kFp16 };
+// y = x rounded to `to` and back to float32 (in place when y == x):
+// bfloat16 as kernels/cpu's RoundToBf16 (nearest, ties to even, a NaN stays
+// a quiet NaN), IEEE half by __float2half_rn (nearest even; beyond 65504 an
+// infinity, which fp16's loss scaling catches). kNone copies (nothing in
+// place).
+cudaError_t RoundInputs(InputRounding to, int64_t n, const float* x, float* y,
+                        cudaStream_t stream);
 // y += alpha * x.
 cudaError_t Axpy(int64_t n, float alpha, const float* x, float* y,
                  cudaStream_t stream);

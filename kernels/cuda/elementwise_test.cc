@@ -2,7 +2,9 @@
 #include "kernels/cuda/elementwise.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <iterator>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -107,6 +109,41 @@ TEST_P(ElementwiseTest, ScaleAndAxpy) {
   DeviceArray<float> dx(x), dy(y0);
   ASSERT_EQ(cuda::Axpy(n, -1.3f, dx.get(), dy.get(), nullptr), cudaSuccess);
   ExpectSameBits(want, dy.ToHost());
+}
+
+// The 16-bit precisions' rounding: bfloat16 bit for bit the CPU's
+// RoundToBf16 (random values, ties, NaN, infinities, the largest floats);
+// half by IEEE's rule at its edges (65504 the largest, 65520 and up to
+// infinity, ties to even, subnormals down to 2^-24); kNone copies.
+TEST(RoundInputsTest, Bf16AsTheCpuAndHalfAtItsEdges) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  std::vector<float> x = RandomVector(10000, 9, -1e4f, 1e4f);
+  const float specials[] = {
+      0.0f,      -0.0f, 1.0f + 0x1p-8f, 1.0f + 0x3p-8f, INFINITY,
+      -INFINITY, NAN,   3.4028235e38f,  -3.4028235e38f, 1e-40f};
+  x.insert(x.end(), std::begin(specials), std::end(specials));
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<float> want(n);
+  lockstep::RoundToBf16(n, x.data(), want.data());
+  DeviceArray<float> dx(x), dy(n);
+  ASSERT_EQ(RoundInputs(InputRounding::kBf16, n, dx.get(), dy.get(), nullptr),
+            cudaSuccess);
+  ExpectSameBits(want, dy.ToHost());
+  ASSERT_EQ(RoundInputs(InputRounding::kNone, n, dx.get(), dy.get(), nullptr),
+            cudaSuccess);
+  ExpectSameBits(x, dy.ToHost());
+
+  const std::vector<float> half_in = {
+      65504.0f,        65519.0f, 65520.0f, -70000.0f, 1.0f + 0x1p-11f,
+      1.0f + 0x3p-11f, 0x1p-25f, 0x3p-26f, 0.1f};
+  const std::vector<float> half_want = {65504.0f,  65504.0f, INFINITY,
+                                        -INFINITY, 1.0f,     1.0f + 0x1p-9f,
+                                        0.0f,      0x1p-24f, 0.0999755859375f};
+  DeviceArray<float> h(half_in);
+  ASSERT_EQ(RoundInputs(InputRounding::kFp16, half_in.size(), h.get(), h.get(),
+                        nullptr),
+            cudaSuccess);
+  EXPECT_EQ(h.ToHost(), half_want);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, ElementwiseTest,

@@ -39,6 +39,18 @@ CublasHandle::~CublasHandle() {
   if (handle_ != nullptr) cublasDestroy(handle_);
 }
 
+cublasComputeType_t ComputeType(const GemmOptions& options) {
+  switch (options.inputs) {
+    case InputRounding::kBf16:
+      return CUBLAS_COMPUTE_32F_FAST_16BF;
+    case InputRounding::kFp16:
+      return CUBLAS_COMPUTE_32F_FAST_16F;
+    case InputRounding::kNone:
+      break;
+  }
+  return options.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+}
+
 absl::Status Gemm(const CublasHandle& handle, cudaStream_t stream,
                   const GemmOptions& options, bool trans_a, bool trans_b,
                   int64_t m, int64_t n, int64_t k, float alpha, const float* a,
@@ -69,8 +81,7 @@ absl::Status Gemm(const CublasHandle& handle, cudaStream_t stream,
                                      im, &beta, c, ildc, &zero, c, ildc, c,
                                      ildc));
   }
-  const cublasComputeType_t compute =
-      options.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const cublasComputeType_t compute = ComputeType(options);
   return CUBLAS_STATUS(cublasGemmEx(
       handle.get(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
       trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, in, im, ik, &alpha, b, CUDA_R_32F,
@@ -109,8 +120,7 @@ absl::Status GemmStridedBatched(const CublasHandle& handle, cudaStream_t stream,
     return absl::OkStatus();
   }
   CUBLAS_RETURN_IF_ERROR(cublasSetStream(handle.get(), stream));
-  const cublasComputeType_t compute =
-      options.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const cublasComputeType_t compute = ComputeType(options);
   // Row-major as column-major transposed: A and B swap, as in Gemm.
   return CUBLAS_STATUS(cublasGemmStridedBatchedEx(
       handle.get(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,

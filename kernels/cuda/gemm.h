@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "kernels/cuda/elementwise.h"
 
 namespace lockstep {
 namespace cuda {
@@ -40,7 +41,15 @@ struct GemmOptions {
   // 10-bit mantissa, FP32 accumulation; several times faster on H100 but
   // about 1e-3 relative error. false: full FP32 (CUBLAS_COMPUTE_32F).
   bool allow_tf32 = false;
+  // A job's 16-bit precision: A and B rounded to bfloat16
+  // (CUBLAS_COMPUTE_32F_FAST_16BF) or IEEE half (CUBLAS_COMPUTE_32F_FAST_16F)
+  // inside cuBLAS, on tensor cores, with float32 accumulation and C; the
+  // float32 buffers stay as they are. Takes precedence over allow_tf32.
+  InputRounding inputs = InputRounding::kNone;
 };
+
+// The cuBLAS compute type `options` asks for.
+cublasComputeType_t ComputeType(const GemmOptions& options);
 
 // C = alpha * op(A) * op(B) + beta * C, all row-major device matrices with
 // row strides lda, ldb, ldc, exactly as lockstep::Gemm: op(A) is m x k (A

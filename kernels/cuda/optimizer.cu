@@ -11,9 +11,15 @@ namespace {
 // ClipGradients' scale: float(clipnorm / norm) above the norm, else 1 (x *
 // 1.0f is x, bit for bit).
 __device__ inline float ClipScale(const GradientClip& c) {
-  if (c.sum_squares == nullptr) return 1.0f;
-  const double norm = sqrt(*c.sum_squares);
+  if (c.sum_squares == nullptr || !(c.clipnorm > 0)) return 1.0f;
+  const double norm = sqrt(*c.sum_squares) * static_cast<double>(c.unscale);
   return norm > c.clipnorm ? static_cast<float>(c.clipnorm / norm) : 1.0f;
+}
+
+// Loss scaling's overflow: the step is skipped on every element.
+__device__ inline bool Skipped(const GradientClip& c) {
+  return c.skip_nonfinite && c.sum_squares != nullptr &&
+         !isfinite(*c.sum_squares);
 }
 
 // The first run of `runs` that ends after i (runs tile [0, n)).
@@ -66,11 +72,13 @@ __device__ inline void ForUpdated(int64_t n, const FlatRun* runs, int count,
 
 __global__ void SgdKernel(int64_t n, const FlatRun* runs, int count, SgdStep s,
                           float* w, float* m, const float* g) {
+  if (Skipped(s.clip)) return;
   const float scale = ClipScale(s.clip);
+  const float unscale = s.clip.unscale;
   ForUpdated(n, runs, count, [&](int64_t i, const FlatRun& run) {
     float wi = w[i];
     if (run.decay != 0) wi -= wi * s.decay_factor;
-    const float gi = g[i] * scale;
+    const float gi = (g[i] * unscale) * scale;
     if (m == nullptr) {
       wi -= gi * s.lr;
     } else if (s.nesterov) {
@@ -90,11 +98,13 @@ __global__ void SgdKernel(int64_t n, const FlatRun* runs, int count, SgdStep s,
 __global__ void AdamKernel(int64_t n, const FlatRun* runs, int count,
                            AdamStep s, float* w, float* m, float* v,
                            const float* g) {
+  if (Skipped(s.clip)) return;
   const float scale = ClipScale(s.clip);
+  const float unscale = s.clip.unscale;
   ForUpdated(n, runs, count, [&](int64_t i, const FlatRun& run) {
     float wi = w[i];
     if (run.decay != 0) wi -= wi * s.decay_factor;
-    const float gi = g[i] * scale;
+    const float gi = (g[i] * unscale) * scale;
     const float mi = m[i] + (gi - m[i]) * s.one_minus_b1;
     const float vi = v[i] + (gi * gi - v[i]) * s.one_minus_b2;
     m[i] = mi;

@@ -14,15 +14,25 @@
 namespace lockstep {
 namespace cuda {
 
-// Clipping by the global norm (Keras' global_clipnorm, as
-// core/train/optimizer.cc's GlobalNorm and Update): with sum_squares set (a
-// device pointer to the sum of squares of every gradient the optimizer updates,
-// SumSquaresPartials then SumPartials below), each update first scales its
-// gradient by float(clipnorm / norm) when norm = sqrt(*sum_squares) >
-// clipnorm. The norm is read on the device: no wait for the host.
+// What the update does to the summed gradients first, read on the device
+// (no wait for the host). sum_squares: a device pointer to the sum of
+// squares of every gradient the optimizer updates (SumSquaresPartials then
+// SumPartials below); null when nothing below needs it.
+//   - Loss scaling (precision "fp16", core/train/loss_scale.h): the
+//     gradients are `unscale`'s inverse times the true ones; each is
+//     multiplied by unscale (1 / the scale, a power of two: exact) first,
+//     and with skip_nonfinite the whole update is skipped (parameters and
+//     slots untouched) when *sum_squares is not finite: an inf or NaN in
+//     some gradient. unscale 1 changes no bit.
+//   - Clipping by the global norm (Keras' global_clipnorm, as
+//     core/train/optimizer.cc's GlobalNorm and Update): with clipnorm > 0,
+//     each gradient is then scaled by float(clipnorm / norm) when norm =
+//     sqrt(*sum_squares) * unscale > clipnorm.
 struct GradientClip {
-  double clipnorm = 0;
-  const double* sum_squares = nullptr;  // null: no clipping
+  double clipnorm = 0;  // 0: no clipping
+  const double* sum_squares = nullptr;
+  float unscale = 1.0f;
+  bool skip_nonfinite = false;
 };
 
 struct SgdStep {

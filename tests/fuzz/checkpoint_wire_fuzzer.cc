@@ -86,6 +86,9 @@ void CheckStateRoundTrip(const CheckpointSlice& m) {
   rewritten.clear_step_in_epoch();
   rewritten.clear_seed();
   rewritten.clear_optimizer_iterations();
+  rewritten.clear_loss_scale();
+  rewritten.clear_loss_scale_good_steps();
+  rewritten.clear_loss_scale_skipped_steps();
   rewritten.clear_job_json();
   rewritten.clear_train_loss();
   rewritten.clear_artifacts();

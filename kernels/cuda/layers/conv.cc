@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/layers/activation.h"
 #include "kernels/cuda/layers/conv_transform.h"
@@ -18,7 +19,7 @@ namespace {
 size_t AlignUp(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 bool MathAllowed(cudnnMathType_t math, const ConvOptions& options) {
-  return options.allow_tf32 || math == CUDNN_FMA_MATH ||
+  return options.tensor_cores() || math == CUDNN_FMA_MATH ||
          math == CUDNN_DEFAULT_MATH;
 }
 
@@ -35,7 +36,7 @@ const Perf* PickDeterministic(const Perf* perf, int count,
         !MathAllowed(p.mathType, options)) {
       continue;
     }
-    if (options.allow_tf32 || p.mathType == CUDNN_FMA_MATH) return &p;
+    if (options.tensor_cores() || p.mathType == CUDNN_FMA_MATH) return &p;
     if (fallback == nullptr) fallback = &p;
   }
   return fallback;
@@ -122,6 +123,7 @@ absl::StatusOr<CudnnConv2D> CudnnConv2D::Create(const CudnnHandle& handle,
   CudnnConv2D conv;
   conv.g_ = g;
   conv.groups_ = groups;
+  conv.inputs_ = options.inputs;
   // cuDNN's output size with symmetric padding (pad_top, pad_left).
   const int64_t sym_h = (g.in_h + 2 * g.pad_top - g.k_h) / g.stride_h + 1;
   const int64_t sym_w = (g.in_w + 2 * g.pad_left - g.k_w) / g.stride_w + 1;
@@ -146,7 +148,18 @@ absl::StatusOr<CudnnConv2D> CudnnConv2D::Create(const CudnnHandle& handle,
   conv.layout_.dfilter = filter_bytes;
   conv.layout_.padded_x = 2 * filter_bytes;
   conv.layout_.padded_dx = 2 * filter_bytes + padded_bytes;
-  conv.layout_.cudnn = 2 * filter_bytes + 2 * padded_bytes;
+  // 16-bit inputs: rounded copies of x (unless the padded copy is rounded
+  // in place) and of dy.
+  const bool round = options.inputs != InputRounding::kNone;
+  const size_t rounded_x_bytes =
+      round && !conv.explicit_padding_
+          ? AlignUp(g.batch * g.in_h * g.in_w * g.in_c * 4)
+          : 0;
+  const size_t rounded_dy_bytes =
+      round ? AlignUp(g.batch * g.out_h * g.out_w * g.filters * 4) : 0;
+  conv.layout_.rounded_x = 2 * filter_bytes + 2 * padded_bytes;
+  conv.layout_.rounded_dy = conv.layout_.rounded_x + rounded_x_bytes;
+  conv.layout_.cudnn = conv.layout_.rounded_dy + rounded_dy_bytes;
   conv.workspace_bytes_ = conv.layout_.cudnn;
   if (g.batch == 0) return conv;  // cuDNN refuses empty tensors
 
@@ -168,7 +181,7 @@ absl::StatusOr<CudnnConv2D> CudnnConv2D::Create(const CudnnHandle& handle,
       static_cast<int>(g.in_c / groups), static_cast<int>(g.k_h),
       static_cast<int>(g.k_w)));
   const cudnnMathType_t math =
-      options.allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+      options.tensor_cores() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
   for (cudnnConvolutionDescriptor_t* c : {&d.fwd, &d.bwd_data, &d.bwd_filter}) {
     CUDNN_RETURN_IF_ERROR(cudnnCreateConvolutionDescriptor(c));
     CUDNN_RETURN_IF_ERROR(cudnnSetConvolution2dDescriptor(
@@ -238,6 +251,26 @@ absl::StatusOr<CudnnConv2D> CudnnConv2D::Create(const CudnnHandle& handle,
   return conv;
 }
 
+absl::StatusOr<const float*> CudnnConv2D::Input(const float* x, char* ws,
+                                                cudaStream_t stream) const {
+  const Conv2DGeometry& g = g_;
+  if (explicit_padding_) {
+    float* padded = reinterpret_cast<float*>(ws + layout_.padded_x);
+    CUDA_RETURN_IF_ERROR(PadNhwc(g.batch, g.in_h, g.in_w, g.in_c, g.pad_top,
+                                 g.pad_left, padded_h_, padded_w_, x, padded,
+                                 stream));
+    CUDA_RETURN_IF_ERROR(RoundInputs(inputs_,
+                                     g.batch * padded_h_ * padded_w_ * g.in_c,
+                                     padded, padded, stream));
+    return padded;
+  }
+  if (inputs_ == InputRounding::kNone) return x;
+  float* rounded = reinterpret_cast<float*>(ws + layout_.rounded_x);
+  CUDA_RETURN_IF_ERROR(RoundInputs(inputs_, g.batch * g.in_h * g.in_w * g.in_c,
+                                   x, rounded, stream));
+  return rounded;
+}
+
 absl::Status CudnnConv2D::Forward(const CudnnHandle& handle,
                                   cudaStream_t stream, const float* x,
                                   const float* kernel, const float* bias,
@@ -247,16 +280,12 @@ absl::Status CudnnConv2D::Forward(const CudnnHandle& handle,
   if (g.batch == 0) return absl::OkStatus();
   char* ws = static_cast<char*>(workspace);
   float* filter = reinterpret_cast<float*>(ws + layout_.filter);
+  const int64_t filter_floats = filter_patch() * g.filters;
   CUDA_RETURN_IF_ERROR(
       KerasToCudnnFilter(filter_patch(), g.filters, kernel, filter, stream));
-  const float* in = x;
-  if (explicit_padding_) {
-    float* padded = reinterpret_cast<float*>(ws + layout_.padded_x);
-    CUDA_RETURN_IF_ERROR(PadNhwc(g.batch, g.in_h, g.in_w, g.in_c, g.pad_top,
-                                 g.pad_left, padded_h_, padded_w_, x, padded,
-                                 stream));
-    in = padded;
-  }
+  CUDA_RETURN_IF_ERROR(
+      RoundInputs(inputs_, filter_floats, filter, filter, stream));
+  ASSIGN_OR_RETURN(const float* in, Input(x, ws, stream));
   const float one = 1.0f, zero = 0.0f;
   CUDNN_RETURN_IF_ERROR(cudnnSetStream(handle.get(), stream));
   CUDNN_RETURN_IF_ERROR(cudnnConvolutionForward(
@@ -286,13 +315,13 @@ absl::Status CudnnConv2D::Backward(const CudnnHandle& handle,
   char* ws = static_cast<char*>(workspace);
   float* filter = reinterpret_cast<float*>(ws + layout_.filter);
   float* dfilter = reinterpret_cast<float*>(ws + layout_.dfilter);
-  const float* in = x;
-  if (explicit_padding_) {
-    float* padded = reinterpret_cast<float*>(ws + layout_.padded_x);
-    CUDA_RETURN_IF_ERROR(PadNhwc(g.batch, g.in_h, g.in_w, g.in_c, g.pad_top,
-                                 g.pad_left, padded_h_, padded_w_, x, padded,
-                                 stream));
-    in = padded;
+  ASSIGN_OR_RETURN(const float* in, Input(x, ws, stream));
+  if (inputs_ != InputRounding::kNone) {
+    // The bias took its gradient from dy as it is (float32) above.
+    float* rounded = reinterpret_cast<float*>(ws + layout_.rounded_dy);
+    CUDA_RETURN_IF_ERROR(
+        RoundInputs(inputs_, g.rows() * g.filters, dy, rounded, stream));
+    dy = rounded;
   }
   const float one = 1.0f, zero = 0.0f;
   CUDNN_RETURN_IF_ERROR(cudnnSetStream(handle.get(), stream));
@@ -305,6 +334,8 @@ absl::Status CudnnConv2D::Backward(const CudnnHandle& handle,
   if (dx == nullptr) return absl::OkStatus();
   CUDA_RETURN_IF_ERROR(
       KerasToCudnnFilter(filter_patch(), g.filters, kernel, filter, stream));
+  CUDA_RETURN_IF_ERROR(
+      RoundInputs(inputs_, filter_patch() * g.filters, filter, filter, stream));
   float* out =
       explicit_padding_ ? reinterpret_cast<float*>(ws + layout_.padded_dx) : dx;
   CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardData(

@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cuda/elementwise.h"
 
 namespace lockstep {
 namespace cuda {
@@ -51,6 +52,14 @@ class CudnnHandle {
 struct ConvOptions {
   // Let cuDNN pick TF32 tensor-core algorithms (about 1e-3 relative error).
   bool allow_tf32 = false;
+  // A job's 16-bit precision: x, the kernel and dy are rounded to it (in the
+  // workspace) and the convolutions run on TF32 tensor cores, whose 10-bit
+  // mantissa holds a bfloat16 or half value exactly: the products exact,
+  // the sums float32, as cuBLAS's FAST_16BF/16F GEMMs.
+  InputRounding inputs = InputRounding::kNone;
+  bool tensor_cores() const {
+    return allow_tf32 || inputs != InputRounding::kNone;
+  }
 };
 
 // One geometry's descriptors, chosen algorithms and workspace size. Build one
@@ -101,10 +110,16 @@ class CudnnConv2D {
  private:
   struct Descriptors;
   struct Layout {  // byte offsets into the workspace
-    size_t filter = 0, dfilter = 0, padded_x = 0, padded_dx = 0, cudnn = 0;
+    size_t filter = 0, dfilter = 0, padded_x = 0, padded_dx = 0, rounded_x = 0,
+           rounded_dy = 0, cudnn = 0;
   };
+  // x as cuDNN reads it: padded into the workspace when explicit_padding_,
+  // rounded there when inputs_ asks (the padded copy in place).
+  absl::StatusOr<const float*> Input(const float* x, char* ws,
+                                     cudaStream_t stream) const;
 
   Conv2DGeometry g_;
+  InputRounding inputs_ = InputRounding::kNone;
   int64_t groups_ = 1;
   // Floats of one filter: KH * KW * C / groups.
   int64_t filter_patch() const { return g_.patch_size() / groups_; }
