@@ -92,6 +92,70 @@ TEST_P(ConvTest, ForwardAndBackwardMatchCpu) {
   EXPECT_EQ(dyd.ToHost(), dy);
 }
 
+// A job's 16-bit precisions: the convolutions equal the CPU's float32 ones
+// on x, the kernel and dy rounded to bfloat16 or half (RoundInputs, which
+// the kernels' tests hold to the CPU's rounding) to the same tolerance, the
+// products on tensor cores being exact; the bias gradient sums dy as it is.
+TEST_P(ConvTest, SixteenBitInputsAreRoundedThenConvolvedExactly) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const Case k = GetParam();
+  const Conv2DGeometry g = Conv2DGeometry::Make(k.batch, k.h, k.w, k.c, k.kh,
+                                                k.kw, k.f, k.sh, k.sw, k.same);
+  const std::vector<float> x = RandomVector(k.batch * k.h * k.w * k.c, 11);
+  const std::vector<float> kernel = RandomVector(g.patch_size() * k.f, 12);
+  const std::vector<float> dy = RandomVector(g.rows() * k.f, 14);
+  absl::StatusOr<CudnnHandle> handle = CudnnHandle::Create();
+  ASSERT_TRUE(handle.ok()) << handle.status();
+  for (InputRounding to : {InputRounding::kBf16, InputRounding::kFp16}) {
+    SCOPED_TRACE(to == InputRounding::kBf16 ? "bf16" : "fp16");
+    auto rounded = [&](const std::vector<float>& v) {
+      DeviceArray<float> d(v);
+      EXPECT_EQ(RoundInputs(to, v.size(), d.get(), d.get(), nullptr),
+                cudaSuccess);
+      return d.ToHost();
+    };
+    const std::vector<float> x16 = rounded(x), k16 = rounded(kernel),
+                             dy16 = rounded(dy);
+    ConvOptions options;
+    options.inputs = to;
+    absl::StatusOr<CudnnConv2D> conv = CudnnConv2D::Create(*handle, g, options);
+    ASSERT_TRUE(conv.ok()) << conv.status();
+    DeviceArray<char> ws(std::max<size_t>(conv->workspace_bytes(), 1));
+    DeviceArray<float> xd(x), kd(kernel), dyd(dy);
+
+    ConvWorkspace cpu_ws;
+    std::vector<float> want(g.rows() * k.f);
+    Conv2DForward(g, x16.data(), k16.data(), nullptr, ActivationKind::kLinear,
+                  want.data(), &cpu_ws);
+    DeviceArray<float> y(want.size());
+    ASSERT_TRUE(conv->Forward(*handle, nullptr, xd.get(), kd.get(), nullptr,
+                              ActivationKind::kLinear, y.get(), ws.get())
+                    .ok());
+    ExpectClose(want, y.ToHost(), "y");
+
+    std::vector<float> want_dk(kernel.size()), want_db(k.f), want_dx(x.size());
+    std::vector<float> unused_dk(kernel.size()), unused_dx(x.size());
+    Conv2DBackward(g, x16.data(), k16.data(), dy16.data(), want_dk.data(),
+                   nullptr, want_dx.data(), &cpu_ws);
+    ConvWorkspace bias_ws;
+    std::vector<float> y32(g.rows() * k.f);
+    Conv2DForward(g, x.data(), kernel.data(), nullptr, ActivationKind::kLinear,
+                  y32.data(), &bias_ws);
+    Conv2DBackward(g, x.data(), kernel.data(), dy.data(), unused_dk.data(),
+                   want_db.data(), unused_dx.data(), &bias_ws);
+    DeviceArray<float> dk(kernel.size()), db(k.f), dx(x.size());
+    const absl::Status s =
+        conv->Backward(*handle, nullptr, xd.get(), kd.get(), dyd.get(),
+                       dk.get(), db.get(), dx.get(), ws.get());
+    ASSERT_TRUE(s.ok()) << s;
+    ExpectClose(want_dk, dk.ToHost(), "dkernel");
+    ExpectClose(want_db, db.ToHost(), "dbias");
+    ExpectClose(want_dx, dx.ToHost(), "dx");
+    EXPECT_EQ(dyd.ToHost(), dy);  // rounded in the workspace, not in place
+    EXPECT_EQ(xd.ToHost(), x);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Geometries, ConvTest,
     ::testing::Values(
