@@ -60,10 +60,13 @@ def parse_args():
     p.add_argument("--tf32", action="store_true",
                    help="cuda: TF32 tensor cores for matmuls and "
                    "convolutions (lockstep's cluster.allow_tf32)")
-    p.add_argument("--autocast", action="store_true",
-                   help="cpu: the step under torch.autocast(\"cpu\", "
-                   "bfloat16), lockstep's precision \"bf16\"; layer norms "
-                   "in float32, as torch 2's CPU autocast runs them")
+    p.add_argument("--autocast", nargs="?", const="bf16",
+                   choices=["bf16", "fp16"],
+                   help="the step under torch.autocast on the device in "
+                   "bfloat16 (default; lockstep's precision \"bf16\") or, "
+                   "on a GPU, float16 with torch.cuda.amp.GradScaler "
+                   "(\"fp16\"); on the CPU layer norms in float32, as "
+                   "torch 2's CPU autocast runs them")
     p.add_argument("--info", action="store_true")
     args = p.parse_args()
     if not args.info and (args.job is None or args.batches is None):
@@ -168,7 +171,7 @@ def evaluate(model, split, batch=128):
 
 
 def main():
-    if ARGS.autocast:
+    if ARGS.autocast and ARGS.device == "cpu":
         # torch 1.13's CPU autocast leaves layer_norm to the op, which
         # refuses a bfloat16 input with float32 weights; torch 2 runs it in
         # float32, as this does.
@@ -187,6 +190,12 @@ def main():
         # job says cluster.allow_tf32 (--tf32 here).
         torch.backends.cuda.matmul.allow_tf32 = ARGS.tf32
         torch.backends.cudnn.allow_tf32 = ARGS.tf32
+    elif ARGS.autocast == "fp16":
+        die("--autocast fp16 runs on a GPU only (as lockstep's fp16)")
+    dtype = torch.float16 if ARGS.autocast == "fp16" else torch.bfloat16
+    # GradScaler's defaults are lockstep's fp16 loss scaling; disabled it
+    # passes the loss and the step through.
+    scaler = torch.cuda.amp.GradScaler(enabled=ARGS.autocast == "fp16")
     if ARGS.info:
         info = {
             "torch": torch.__version__, "blas": blas, "blas_path": blas_path,
@@ -246,18 +255,20 @@ def main():
                              begin + (rank + 1) * local] >= 0).sum()
         for g in opt.param_groups:
             g["lr"] = lr_at(s)
-        with torch.autocast("cpu", dtype=torch.bfloat16,
-                            enabled=ARGS.autocast):
+        with torch.autocast(device.type, dtype=dtype,
+                            enabled=ARGS.autocast is not None):
             logits = net(ids, seg, pad, pos)
         loss_sum = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]),
                                    labels.reshape(-1), ignore_index=-1,
                                    reduction="sum")
         loss = loss_sum * (world / max(int(global_labels), 1))
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        scaler.scale(loss).backward()
         if clip > 0:
+            scaler.unscale_(opt)  # clip the true gradients, as lockstep
             torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
-        opt.step()
+        scaler.step(opt)
+        scaler.update()
         return ids.shape[0] * world, loss_sum.item() / max(
             int(local_labels), 1)
 

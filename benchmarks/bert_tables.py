@@ -63,7 +63,12 @@ if rows:
             ("PyTorch torch.autocast bf16 / PyTorch fp32", "torch1_bf16",
              "torch1", None)] + [
             (f"lockstep / PyTorch eager on the GPU, global batch {b}",
-             f"lockstep_b{b}", f"torch_b{b}", 1.0) for b in gpu_batches]:
+             f"lockstep_b{b}", f"torch_b{b}", 1.0) for b in gpu_batches] + [
+            row for b in gpu_batches for p in ("bf16", "fp16") for row in (
+                (f"lockstep {p} / PyTorch autocast {p}, GPU batch {b}",
+                 f"lockstep_b{b}_{p}", f"torch_b{b}_{p}", 1.0),
+                (f"lockstep {p} / lockstep fp32, GPU batch {b}",
+                 f"lockstep_b{b}_{p}", f"lockstep_b{b}", 2.0))]:
         if a in rows and b in rows:
             r = ratio(a, b)
             mark = "" if goal is None else \

@@ -70,9 +70,12 @@ usage: bazel run //benchmarks:bert_vs_pytorch -- [options]
                   32, the example's)
   --tf32          with cuda:N: TF32 tensor cores on both sides (the job's
                   cluster.allow_tf32, torch's allow_tf32), not FP32
-  --bf16          CPU, only the one-process speed rows: lockstep fp32 and
+  --bf16          only the one-process speed rows: lockstep fp32 and
                   "precision": "bf16" against PyTorch fp32 and
-                  torch.autocast("cpu", bfloat16)
+                  torch.autocast(bfloat16), on the CPU or with cuda:N per
+                  batch
+  --fp16          with cuda:N: also "precision": "fp16" (loss scaling)
+                  against torch.autocast(float16) with GradScaler
   --link RATE     root: only the 2-rank speed rows (no learning runs), every
                   rank on a host of its own (network namespaces, the
                   coordinator with worker 0) over links shaped to RATE
@@ -96,6 +99,7 @@ learning=1
 speed=1
 tf32=0
 bf16=0
+fp16=0
 run_timeout=1800
 seeds=1,2,3
 link=""
@@ -131,6 +135,7 @@ while (($# > 0)); do
     --no-learning) learning=0; shift; continue ;;
     --tf32) tf32=1; shift; continue ;;
     --bf16) bf16=1; shift; continue ;;
+    --fp16) fp16=1; shift; continue ;;
     --no-speed) speed=0; shift; continue ;;
     --*=*) opt=${1%%=*} val=${1#*=}; shift ;;
     -h | --help) usage; exit 0 ;;
@@ -162,9 +167,11 @@ elif ((tf32)); then
   die "--tf32 goes with --device cuda:N"
 fi
 if ((bf16)); then
-  [[ "$device" == cpu && -z "$link" ]] ||
-    die "--bf16 is the CPU's one-process rows (no --device cuda:N, no --link)"
+  [[ -z "$link" ]] || die "--bf16 is one-process rows (no --link)"
   learning=0
+fi
+if ((fp16)); then
+  [[ "$device" != cpu ]] || die "--fp16 runs on a GPU only (--device cuda:N)"
 fi
 
 . "${RUNFILES_DIR:-$0.runfiles}/lockstep/benchmarks/bench_lib.sh"
@@ -264,7 +271,7 @@ if [[ "$device" != cpu ]]; then
   echo "per row: lockstep train JOB --devices $device (one replica; batches staged pinned one step ahead) against"
   echo "         $PY bert_peer.py --device $device (PyTorch eager; each epoch's batches on the GPU before the timed steps)"
 fi
-echo "command: bazel run$([[ "$device" == cpu ]] || echo ' --config=cuda') //benchmarks:bert_vs_pytorch -- --epochs $epochs --steps $steps --threads $threads --repeat $repeat --seeds $seeds$( ((learning)) || echo ' --no-learning')$( ((speed)) || echo ' --no-speed')${link:+ --link $link}$([[ "$device" == cpu ]] || echo " --device $device")$([[ "$batches" == 32 ]] || echo " --batch $batches")$( ((tf32)) && echo " --tf32")$( ((bf16)) && echo " --bf16")"
+echo "command: bazel run$([[ "$device" == cpu ]] || echo ' --config=cuda') //benchmarks:bert_vs_pytorch -- --epochs $epochs --steps $steps --threads $threads --repeat $repeat --seeds $seeds$( ((learning)) || echo ' --no-learning')$( ((speed)) || echo ' --no-speed')${link:+ --link $link}$([[ "$device" == cpu ]] || echo " --device $device")$([[ "$batches" == 32 ]] || echo " --batch $batches")$( ((tf32)) && echo " --tf32")$( ((bf16)) && echo " --bf16")$( ((fp16)) && echo " --fp16")"
 if [[ -n "$link" ]]; then
   netns_up 2 "$link" || die "--link: could not make the network namespaces"
   echo "every rank on a host of its own (network namespace), links shaped to $link (tbf, both directions); the 2-rank speed rows only"
@@ -385,6 +392,11 @@ if ((speed)) && [[ "$device" != cpu ]]; then
   for b in "${batches_arr[@]}"; do
     [[ -d "$tmp/batches_b$b" ]] || make_batches "$b"
     write_job "$tmp/jobs/gpu_b$b.json" "bert_gpu_b$b" 1 "$b" "$steps"
+    for prec in $( ((bf16)) && echo bf16) $( ((fp16)) && echo fp16); do
+      job_precision=$prec
+      write_job "$tmp/jobs/gpu_b${b}_$prec.json" "bert_gpu_b${b}_$prec" 1 "$b" "$steps"
+    done
+    job_precision=fp32
   done
   for ((round = 1; round <= repeat; round++)); do
     echo "speed runs on $device ($steps steps each), round $round of $repeat ..." >&2
@@ -397,6 +409,14 @@ if ((speed)) && [[ "$device" != cpu ]]; then
       run_torch "torch_b$b" 1 "$threads" 1 default --warmup 5 --device "$device" "${tf32_flag[@]}"
       torch_batches=
       row "torch_b$b" "PyTorch eager on $device, global batch $b"
+      for prec in $( ((bf16)) && echo bf16) $( ((fp16)) && echo fp16); do
+        run_train "gpu_b${b}_$prec" "$threads" --devices "$device"
+        row "lockstep_b${b}_$prec" "lockstep train $prec on $device, global batch $b"
+        torch_batches=$tmp/batches_b$b
+        run_torch "torch_b${b}_$prec" 1 "$threads" 1 default --warmup 5 --device "$device" --autocast "$prec"
+        torch_batches=
+        row "torch_b${b}_$prec" "PyTorch autocast $prec on $device, global batch $b"
+      done
     done
   done
 elif ((speed)) && ((bf16)); then

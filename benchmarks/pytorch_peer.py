@@ -32,9 +32,12 @@ def parse_args():
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--device", default="cpu",
                    help="cpu (default), cuda or cuda:N")
-    p.add_argument("--autocast", action="store_true",
-                   help="cpu: the forward under torch.autocast(\"cpu\", "
-                   "bfloat16), lockstep's precision \"bf16\"")
+    p.add_argument("--autocast", nargs="?", const="bf16",
+                   choices=["bf16", "fp16"],
+                   help="the forward under torch.autocast on the device in "
+                   "bfloat16 (the default) or float16 (GPU only, with "
+                   "torch.cuda.amp.GradScaler): lockstep's precision "
+                   "\"bf16\" / \"fp16\"")
     p.add_argument("--info", action="store_true",
                    help="print torch version and BLAS in use, then exit")
     args = p.parse_args()
@@ -187,6 +190,12 @@ def main():
     # Keras' Adam defaults (lockstep follows Keras): eps 1e-7, not torch's 1e-8.
     opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7)
     loss_fn = nn.CrossEntropyLoss()
+    dtype = torch.float16 if ARGS.autocast == "fp16" else torch.bfloat16
+    if ARGS.autocast == "fp16" and not on_gpu:
+        sys.exit("--autocast fp16 runs on a GPU only (as lockstep's fp16)")
+    # GradScaler's defaults are lockstep's fp16 loss scaling; disabled it
+    # passes the loss and the step through.
+    scaler = torch.cuda.amp.GradScaler(enabled=ARGS.autocast == "fp16")
     batches = Batches(x, y, ARGS.batch, gen)
     if on_gpu:
         # Pre-staged (see HostPrefetcher): pinned host batches ready ahead on
@@ -199,13 +208,14 @@ def main():
         if on_gpu:
             xb = xb.to(device, non_blocking=True)
             yb = yb.to(device, non_blocking=True)
-        with torch.autocast("cpu", dtype=torch.bfloat16,
-                            enabled=ARGS.autocast):
+        with torch.autocast(device.type, dtype=dtype,
+                            enabled=ARGS.autocast is not None):
             out = model(xb)
         loss = loss_fn(out.float(), yb)
         opt.zero_grad()
-        loss.backward()
-        opt.step()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
         return yb.shape[0], loss
 
     model.train()

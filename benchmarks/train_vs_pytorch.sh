@@ -41,9 +41,10 @@ usage: bazel run //benchmarks:train_vs_pytorch -- [options]
                   with CUDA (LOCKSTEP_BENCH_PYTHON); TF32 is off on both sides
   --repeat K      run each side K times, report the best (default 1; use 3
                   on a shared machine, where bursts of other work lower runs)
-  --precision LIST  comma-separated fp32,bf16 (default fp32); bf16 (CPU
-                  only): the job's "precision": "bf16" against PyTorch under
-                  torch.autocast("cpu", bfloat16)
+  --precision LIST  comma-separated fp32,bf16,fp16 (default fp32): the
+                  job's "precision" against PyTorch under torch.autocast on
+                  the same device in that dtype (fp16: GPU only, with
+                  GradScaler on PyTorch's side, loss scaling on lockstep's)
 Environment: LOCKSTEP_MNIST_DIR  folder with the four MNIST .gz files
   (default: <workspace>/../shared/datasets/mnist)
   LOCKSTEP_BENCH_PYTHON  interpreter for the PyTorch peer (default
@@ -111,10 +112,10 @@ IFS=, read -r -a batch_arr <<<"$batch_list"
 IFS=, read -r -a models_arr <<<"$models"
 IFS=, read -r -a precisions_arr <<<"$precision_list"
 for prec in "${precisions_arr[@]}"; do
-  [[ "$prec" == fp32 || "$prec" == bf16 ]] ||
-    die "--precision: '$prec' is not fp32 or bf16"
-  [[ "$prec" == fp32 || ${#gpus[@]} == 0 ]] ||
-    die "--precision bf16 runs on the CPU only (no --device cuda:N)"
+  [[ "$prec" == fp32 || "$prec" == bf16 || "$prec" == fp16 ]] ||
+    die "--precision: '$prec' is not fp32, bf16 or fp16"
+  [[ "$prec" != fp16 || ${#gpus[@]} == ${#devices_arr[@]} ]] ||
+    die "--precision fp16 runs on GPUs only (every --device a cuda:N)"
 done
 ((${#threads_arr[@]} > 0)) || die "--threads: empty list"
 ((${#batch_arr[@]} > 0)) || die "--batch: empty list"
@@ -305,7 +306,7 @@ for model in "${models_arr[@]}"; do
     log=$tmp/$name.log
     write_job "$job" "$name" "$model" "$steps" "$batch" "$prec"
     autocast=()
-    [[ "$prec" == fp32 ]] || autocast=(--autocast)
+    [[ "$prec" == fp32 ]] || autocast=(--autocast "$prec")
 
     ours=0 theirs=0
     for ((r = 1; r <= repeat; r++)); do
@@ -351,8 +352,8 @@ gpu = any(dev != "cpu" for _, dev, *_ in rows)
 # With bf16 rows, a precision column (PyTorch's bf16 is torch.autocast).
 mixed = any(r[6] != "fp32" for r in rows)
 if gpu:
-    fmt = "{:<6} {:<7} {:<6} {:<8} {:<19} {:<18} {}"
-    print(fmt.format("model", "device", "batch", "threads",
+    fmt = "{:<6} {:<7} {:<6} {:<8} {:<10} {:<19} {:<18} {}"
+    print(fmt.format("model", "device", "batch", "threads", "precision",
                      "lockstep samples/s", "pytorch samples/s", "ratio"))
 elif mixed:
     fmt = "{:<6} {:<8} {:<6} {:<10} {:<19} {:<18} {}"
@@ -367,7 +368,7 @@ for model, dev, t, batch, ours, theirs, prec in rows:
     ratio = f"{ours / theirs:.2f}x" if theirs > 0 else "n/a"
     cells = [f"{ours:,.0f}", f"{theirs:,.0f}", ratio]
     if gpu:
-        print(fmt.format(model, dev, batch, t, *cells))
+        print(fmt.format(model, dev, batch, t, prec, *cells))
     elif mixed:
         print(fmt.format(model, t, batch, prec, *cells))
     else:

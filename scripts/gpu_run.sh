@@ -66,12 +66,15 @@ grep '^==' "$results/tests.log" | grep -v 'rc=0'
 # The GPU checklist's benchmarks: the CNN on MNIST (train_vs_pytorch) and
 # BERT on Brown (bert_vs_pytorch), beside the machine's PyTorch eager, at
 # the batches of LOCKSTEP_GPU_CNN_BATCHES and LOCKSTEP_GPU_BERT_BATCHES
-# (LOCKSTEP_GPU_BERT_TF32=1: BERT with TF32 on both sides).
+# (LOCKSTEP_GPU_BERT_TF32=1: BERT with TF32 on both sides), each in the
+# precisions of LOCKSTEP_GPU_CNN_PRECISION and LOCKSTEP_GPU_BERT_MIXED
+# (default "--bf16 --fp16": against torch.autocast; " " for fp32 only).
 py=$(command -v python3)
 if [[ -d "$here/mnist" ]]; then
   RUNFILES_DIR=$rf LOCKSTEP_BENCH_PYTHON=$py LOCKSTEP_MNIST_DIR=$here/mnist \
     timeout 240 bash "$root/benchmarks/train_vs_pytorch.sh" --device cuda:0 --models cnn \
     --batch "${LOCKSTEP_GPU_CNN_BATCHES:-64,256,512}" --steps-cnn 1000 \
+    --precision "${LOCKSTEP_GPU_CNN_PRECISION:-fp32,bf16,fp16}" \
     >"$results/train_bench.log" 2>&1
   echo "train_vs_pytorch rc=$?"
   tail -n 6 "$results/train_bench.log"
@@ -80,11 +83,12 @@ else
 fi
 if [[ -d "$here/brown" ]]; then
   RUNFILES_DIR=$rf LOCKSTEP_BENCH_PYTHON=$py LOCKSTEP_BROWN_DIR=$here/brown \
-    timeout 300 bash "$root/benchmarks/bert_vs_pytorch.sh" --device cuda:0 \
+    timeout 420 bash "$root/benchmarks/bert_vs_pytorch.sh" --device cuda:0 \
     --batch "${LOCKSTEP_GPU_BERT_BATCHES:-32,256}" ${LOCKSTEP_GPU_BERT_TF32:+--tf32} \
+    ${LOCKSTEP_GPU_BERT_MIXED:---bf16 --fp16} \
     --steps 300 --epochs 1 --threads "$(nproc)" >"$results/bert_bench.log" 2>&1
   echo "bert_vs_pytorch rc=$?"
-  tail -n 14 "$results/bert_bench.log"
+  tail -n 24 "$results/bert_bench.log"
 else
   echo "no Brown corpus in $here: benchmark skipped"
 fi

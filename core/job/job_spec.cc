@@ -74,9 +74,10 @@
 // gradient_accumulation_steps integer in [1, 1024] ? 1 (micro-batches per
 //                         replica and step, gradients summed)
 // epochs | steps          integer >= 1; exactly one of the two is required
-// precision               fp32 | bf16 ? fp32 (bf16: matrix products and
-//                         convolutions take bfloat16-rounded inputs, float32
-//                         products and sums; CPU replicas)
+// precision               fp32 | bf16 | fp16 ? fp32 (bf16: matrix products
+//                         and convolutions take bfloat16-rounded inputs,
+//                         float32 products and sums; fp16: half-rounded, GPU
+//                         replicas only, with dynamic loss scaling)
 // checkpoint              object ? {}
 //   every_steps           integer >= 0 ? 0 (0: at the end of each epoch)
 //   keep                  integer >= 1 ? 3
