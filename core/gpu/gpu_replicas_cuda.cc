@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "core/collective/replica_sum.h"
+#include "core/data/batch_prefetcher.h"
 #include "core/gpu/gpu_model.h"
 #include "core/gpu/gpu_replicas_internal.h"
 #include "core/random.h"
@@ -28,6 +29,7 @@
 #include "core/tensor.h"
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/layers/batch_norm.h"
 #include "kernels/cuda/nccl_communicator.h"
 #include "kernels/cuda/optimizer.h"
@@ -52,6 +54,8 @@ CudaGpuReplicas::CudaGpuReplicas(const GpuReplicasConfig& config,
                                  PinnedHostBuffer host_sum)
     : optimizer_(config.spec.optimizer),
       world_(config.world_replicas),
+      micros_(std::max<int32_t>(config.micros, 1)),
+      micro_size_(config.spec.batch_size_per_replica),
       host_all_reduce_(config.host_all_reduce),
       lanes_(std::move(lanes)),
       pool_(static_cast<int>(lanes_.size())),
@@ -77,9 +81,16 @@ absl::StatusOr<BatchLoss> CudaGpuReplicas::Step(Batch& batch, const Batch* next,
         absl::StrCat("GpuReplicas::Step: ", batch.replicas.size(),
                      " replica batches for ", lanes_.size(), " GPUs"));
   }
-  if (next != nullptr && next->replicas.size() != lanes_.size()) {
-    next = nullptr;
+  if (next != nullptr &&
+      (next->replicas.size() != lanes_.size() || micros_ > 1)) {
+    next = nullptr;  // micro-batches are staged one by one
   }
+  // Gradient accumulation: the step's micro-batches, every GPU's share.
+  std::vector<Batch> micro;
+  for (int32_t k = 0; micros_ > 1 && k < micros_; ++k) {
+    micro.push_back(MicroBatch(batch, k, micros_, micro_size_));
+  }
+  std::vector<BatchLoss> earlier(lanes_.size());
   const int64_t step = batch.global_step;
   // fp16: the loss's gradient times the loss scale (a power of two).
   const float scale =
@@ -104,7 +115,7 @@ absl::StatusOr<BatchLoss> CudaGpuReplicas::Step(Batch& batch, const Batch* next,
     absl::Status s = LaneCompute(lane, batch.replicas[i], step,
                                  next != nullptr ? &next->replicas[i] : nullptr,
                                  next != nullptr ? next->global_step : -1, loss,
-                                 scale, seed);
+                                 scale, seed, micro, i, &earlier[i]);
     if (pass_sum_ != nullptr) {
       pass_sum_->Finished(i);
       // A failed sum left this lane's statistics unspecified.
@@ -118,8 +129,13 @@ absl::StatusOr<BatchLoss> CudaGpuReplicas::Step(Batch& batch, const Batch* next,
     if (s.ok()) {
       s = LaneFinish(lane, step, via_host ? nullptr : &lr, batch.global_count);
     }
-    losses[i] = s.ok() ? absl::StatusOr<BatchLoss>(lane.model->LossAfterSync())
-                       : absl::StatusOr<BatchLoss>(s);
+    if (s.ok()) {
+      BatchLoss l = earlier[i];  // the micro-batches' in order
+      l += lane.model->LossAfterSync();
+      losses[i] = l;
+    } else {
+      losses[i] = s;
+    }
     // The other local lanes may wait in the all-reduce for this one.
     if (!s.ok()) AbortCommunicators();
   });
@@ -236,22 +252,54 @@ absl::StatusOr<GpuModel::StagedInput> CudaGpuReplicas::Stage(
   return staged;
 }
 
-absl::Status CudaGpuReplicas::LaneCompute(Lane& lane, ReplicaBatch& rb,
-                                          int64_t step,
-                                          const ReplicaBatch* next,
-                                          int64_t next_step, const Loss& loss,
-                                          float scale, uint64_t seed) {
+absl::Status CudaGpuReplicas::LaneCompute(
+    Lane& lane, ReplicaBatch& rb, int64_t step, const ReplicaBatch* next,
+    int64_t next_step, const Loss& loss, float scale, uint64_t seed,
+    const std::vector<Batch>& micro, int index, BatchLoss* earlier) {
   GpuModel& model = *lane.model;
+  // As ReplicaSet::ComputeGradients, so the masks match the CPU path's.
+  const uint64_t dropout_seed = MixSeed(MixSeed(seed, step), lane.replica);
+  const int32_t micros = static_cast<int32_t>(micro.size());
+  const int64_t floats = model.flat_floats();
+  for (int32_t k = 0; k + 1 < micros; ++k) {
+    const std::string what =
+        absl::StrCat("forward/backward of step ", step, ", micro-batch ", k,
+                     ", on ", Where(lane));
+    ASSIGN_OR_RETURN(GpuModel::StagedInput part,
+                     Stage(lane, micro[k].replicas[index], step));
+    RETURN_IF_ERROR(AnnotateStatus(
+        model.EnqueueTrainStep(part, loss, scale,
+                               k > 0 ? MixSeed(dropout_seed, k) : dropout_seed),
+        what));
+    // Kept as ReplicaSet::Keep: the first copied, the others added.
+    CUDA_RETURN_IF_ERROR(
+        k == 0 ? cudaMemcpyAsync(lane.kept->get(), model.device_grads(),
+                                 floats * sizeof(float),
+                                 cudaMemcpyDeviceToDevice, model.stream())
+               : Axpy(floats, 1.0f, model.device_grads(), lane.kept->get(),
+                      model.stream()));
+    absl::StatusOr<BatchLoss> l = model.FinishStep();
+    if (!l.ok()) return AnnotateStatus(l.status(), what);
+    *earlier += *l;
+  }
   GpuModel::StagedInput in = lane.staged;
-  if (lane.staged_step != step) {
+  if (micros > 1) {
+    ASSIGN_OR_RETURN(in, Stage(lane, micro[micros - 1].replicas[index], step));
+  } else if (lane.staged_step != step) {
     ASSIGN_OR_RETURN(in, Stage(lane, rb, step));
   }
   lane.staged_step = -1;
-  // As ReplicaSet::ComputeGradients, so the masks match the CPU path's.
-  const uint64_t dropout_seed = MixSeed(MixSeed(seed, step), lane.replica);
   RETURN_IF_ERROR(AnnotateStatus(
-      model.EnqueueTrainStep(in, loss, scale, dropout_seed),
+      model.EnqueueTrainStep(
+          in, loss, scale,
+          micros > 1 ? MixSeed(dropout_seed, micros - 1) : dropout_seed),
       absl::StrCat("forward/backward of step ", step, " on ", Where(lane))));
+  if (micros > 1) {
+    // The last micro-batch's gradients plus the kept sum (ReplicaSet's
+    // g += kept), before the sum over GPUs.
+    CUDA_RETURN_IF_ERROR(Axpy(floats, 1.0f, lane.kept->get(),
+                              model.device_grads(), model.stream()));
+  }
   if (next != nullptr) {
     ASSIGN_OR_RETURN(lane.staged, Stage(lane, *next, next_step));
     lane.staged_step = next_step;
@@ -357,6 +405,12 @@ absl::StatusOr<std::unique_ptr<GpuReplicas>> MakeCudaGpuReplicas(
           DeviceSlot::Create(device, floats);
       if (!s.ok()) return AnnotateStatus(s.status(), where);
       lane.second = *std::move(s);
+    }
+    if (config.micros > 1) {
+      absl::StatusOr<std::unique_ptr<DeviceSlot>> k =
+          DeviceSlot::Create(device, floats);
+      if (!k.ok()) return AnnotateStatus(k.status(), where);
+      lane.kept = *std::move(k);
     }
     if (config.spec.optimizer.global_clipnorm > 0 ||
         config.spec.precision == Precision::kFp16) {

@@ -72,6 +72,9 @@ struct Lane {
   int64_t staged_step = -1;
   std::unique_ptr<DeviceSlot> first;   // SGD momentum or Adam m; null if none
   std::unique_ptr<DeviceSlot> second;  // Adam v; null if none
+  // Gradient accumulation: the step's earlier micro-batches' gradients,
+  // added up (flat layout); null with one micro-batch a step.
+  std::unique_ptr<DeviceSlot> kept;
   // The partial sums of squares of the summed gradients (kNormBlocks),
   // then the total: global_clipnorm's norm and fp16's overflow test; null
   // without either.
@@ -152,9 +155,15 @@ class CudaGpuReplicas final : public GpuReplicas {
   // One GPU's forward/backward and NCCL sum, enqueued on its stream (a
   // StepPool lane); the next batch's copy runs beside them on the copy
   // stream.
+  // With micro-batches (micros_ > 1, `micro` the step's, rb unused and
+  // no next), each but the last runs and waits in turn, its gradients
+  // added to lane.kept and its loss to *earlier; the last's gradients get
+  // the kept sum added before the NCCL sum.
   absl::Status LaneCompute(Lane& lane, ReplicaBatch& rb, int64_t step,
                            const ReplicaBatch* next, int64_t next_step,
-                           const Loss& loss, float scale, uint64_t seed);
+                           const Loss& loss, float scale, uint64_t seed,
+                           const std::vector<Batch>& micro, int index,
+                           BatchLoss* earlier);
 
   // Enqueues the update at `*lr` (none when null), then waits for the
   // lane's stream: the step's end, the all-reduce's included, so a peer
@@ -200,6 +209,8 @@ class CudaGpuReplicas final : public GpuReplicas {
 
   const OptimizerSpec optimizer_;
   const int64_t world_;
+  const int32_t micros_;      // micro-batches a step (gradient accumulation)
+  const int64_t micro_size_;  // samples of a replica's micro-batch
   const std::function<absl::Status(int64_t, float*, int64_t)> host_all_reduce_;
   std::vector<Lane> lanes_;
   StepPool pool_;

@@ -37,8 +37,9 @@ class GpuReplicas {
 
   // One step of the local replicas (batch.replicas in local order) at
   // learning rate `lr`: their loss sums (this worker's), after every GPU of
-  // the generation has the summed gradients applied. Blocks. `next`, when
-  // not null, is the batch of the following step: its copy to the devices
+  // the generation has the summed gradients applied (with config.micros >
+  // 1, of every micro-batch of the step, added up per GPU). Blocks. `next`,
+  // when not null, is the batch of the following step: its copy to the devices
   // (through pinned memory) runs while this step computes, and the next
   // Step with that batch uses it. With precision "fp16" the loss is scaled
   // by the loss scale, and a step whose summed gradients hold an inf or NaN
@@ -75,6 +76,11 @@ struct GpuReplicasConfig {
   std::vector<int> devices;              // local CUDA ordinals, one each
   std::vector<int64_t> replica_indices;  // their global replica indices
   int64_t world_replicas = 0;            // every GPU of the generation
+  // Gradient accumulation: each step's batch runs as this many
+  // micro-batches of spec.batch_size_per_replica samples (MicroBatch),
+  // each GPU adding up its gradients before the sum over GPUs, as
+  // ReplicaSet does. Not with sync batch norm (its sums inside the pass).
+  int32_t micros = 1;
   // 128 bytes, from NCCL rank 0 (NewNcclId; with host_all_reduce, this
   // process makes it).
   std::string nccl_id;

@@ -133,11 +133,13 @@ absl::Status TrainingSession::Setup(
   if (gpus) {
     ASSIGN_OR_RETURN(optimizer_,
                      Optimizer::Create(spec.optimizer, replicas_->params()));
-    if (spec.gradient_accumulation_steps > 1) {
+    if (micros_ > 1 && replicas_->primary().graph().sums_across_replicas()) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "gradient_accumulation_steps: GPU replicas do not accumulate "
-          "micro-batches yet (got %d); run the job on CPU replicas or give "
-          "each GPU the whole batch_size_per_replica",
+          "gradient_accumulation_steps: GPU replicas accumulate %d "
+          "micro-batches, but sync batch norm's sums inside each "
+          "micro-batch's pass are not built for GPUs; run the job on CPU "
+          "replicas, or without \"sync\" batch norm, or give each GPU the "
+          "whole batch_size_per_replica",
           spec.gradient_accumulation_steps));
     }
     return SetupDevices();
@@ -184,6 +186,7 @@ absl::Status TrainingSession::SetupDevices() {
   c.devices = config_.cuda_devices;
   c.replica_indices = config_.replicas;
   c.world_replicas = config_.world_replicas;
+  c.micros = micros_;
   ASSIGN_OR_RETURN(c.nccl_id, host_->NcclId());
   const SessionPeers& peers = config_.peers;
   if (peers.transport != nullptr) {

@@ -479,17 +479,19 @@ TEST(TrainingSessionTest, CpuReplicasRefuseFp16) {
             "needs no loss scaling");
 }
 
-TEST(TrainingSessionTest, GpuReplicasRefuseAccumulation) {
-  SessionConfig c = LocalConfig(Job(1, 10, 8, 2));
+TEST(TrainingSessionTest, GpuReplicasRefuseAccumulationWithSyncBatchNorm) {
+  SessionConfig c = LocalConfig(Job(1, 10, 8, 2, kSyncBatchNorm));
   c.cuda_devices = {0};
   MemoryHost host;
   auto session = TrainingSession::Create(std::move(c), &host);
   ASSERT_FALSE(session.ok());
   EXPECT_EQ(session.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(session.status().message(),
-            "gradient_accumulation_steps: GPU replicas do not accumulate "
-            "micro-batches yet (got 2); run the job on CPU replicas or give "
-            "each GPU the whole batch_size_per_replica");
+            "gradient_accumulation_steps: GPU replicas accumulate 2 "
+            "micro-batches, but sync batch norm's sums inside each "
+            "micro-batch's pass are not built for GPUs; run the job on CPU "
+            "replicas, or without \"sync\" batch norm, or give each GPU the "
+            "whole batch_size_per_replica");
 }
 
 // One generation of an elastic job: `world` workers of one replica, from
