@@ -62,6 +62,7 @@ CudaGpuReplicas::CudaGpuReplicas(const GpuReplicasConfig& config,
       host_sum_(std::move(host_sum)),
       runs_(UpdateRuns(*lanes_[0].model, config.spec.optimizer)),
       loss_scale_(config.spec.precision == Precision::kFp16),
+      keep_state_(config.keep_state),
       pass_sum_fn_(config.pass_sum) {
   if (lanes_[0].model->host_model().graph().sums_across_replicas()) {
     pass_sum_ = std::make_unique<ReplicaSum>(static_cast<int>(lanes_.size()));
@@ -92,6 +93,7 @@ absl::StatusOr<BatchLoss> CudaGpuReplicas::Step(Batch& batch, const Batch* next,
   }
   std::vector<BatchLoss> earlier(lanes_.size());
   const int64_t step = batch.global_step;
+  updating_.store(false);
   // fp16: the loss's gradient times the loss scale (a power of two).
   const float scale =
       batch.global_labels > 0
@@ -174,6 +176,7 @@ absl::StatusOr<BatchLoss> CudaGpuReplicas::Step(Batch& batch, const Batch* next,
     return broken_;
   }
   if (applied) ++iterations_;
+  updating_.store(false);  // every device holds this step's state
   return total;
 }
 
@@ -319,6 +322,14 @@ absl::Status CudaGpuReplicas::LaneFinish(Lane& lane, int64_t step,
                                          const double* lr,
                                          int64_t global_samples) {
   if (lr != nullptr) {
+    if (keep_state_) {
+      // The sum first: a failed collective leaves the state as it was.
+      RETURN_IF_ERROR(
+          AnnotateStatus(lane.comm->WaitStream(lane.model->stream()),
+                         absl::StrCat("the sum over GPUs of step ", step,
+                                      " on ", Where(lane))));
+    }
+    updating_.store(true);
     RETURN_IF_ERROR(AnnotateStatus(
         Update(lane, *lr, global_samples),
         absl::StrCat("optimizer update of step ", step, " on ", Where(lane))));

@@ -101,7 +101,8 @@ std::vector<std::string> SlotNames(const OptimizerSpec& spec,
 
 absl::Status CudaGpuReplicas::PullState(const std::vector<Param*>& params,
                                         Optimizer& optimizer) {
-  RETURN_IF_ERROR(Usable());
+  // After Abort the state a rank keeps for a rejoin, when intact.
+  if (!StateIntact()) RETURN_IF_ERROR(Usable());
   const Lane& lane = lanes_[0];
   RETURN_IF_ERROR(AnnotateStatus(
       lane.model->CopyParamsToHost(params),

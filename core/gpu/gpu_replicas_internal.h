@@ -137,6 +137,7 @@ class CudaGpuReplicas final : public GpuReplicas {
   void RestoreLossScale(const LossScaleState& state) override {
     loss_scale_.Restore(state);
   }
+  bool StateIntact() const override { return !updating_.load(); }
 
   void Abort() override;
 
@@ -219,6 +220,10 @@ class CudaGpuReplicas final : public GpuReplicas {
   int64_t iterations_ = 0;  // Optimizer::iterations() of the device state
   LossScale loss_scale_;    // enabled for precision "fp16"
   std::atomic<bool> aborted_{false};
+  const bool keep_state_;  // GpuReplicasConfig::keep_state
+  // Set once a lane enqueues the step's update, cleared when the step
+  // ends well: StateIntact() after a failure.
+  std::atomic<bool> updating_{false};
   absl::Status broken_;  // a failed step's error: every later Step's
   // Set when the model sums across replicas in its passes.
   const std::function<absl::Status(int64_t, int32_t, float*, int64_t)>

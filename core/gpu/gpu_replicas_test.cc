@@ -382,6 +382,66 @@ TEST(DeviceDataParallelTest, HostAllReduceSeesTheSumAndItsResultIsApplied) {
             r.status());
 }
 
+// A rank keeps its GPUs' state for a rejoin: the ring's sum failing at
+// step 2 leaves every device as after step 1 (no update began), so after
+// the failure and Abort() PullState reads exactly the state of step 1
+// (the parameters and Adam's slots and count of a run stopped there).
+TEST(DeviceDataParallelTest, AFailedSumLeavesTheStateIntactForARejoin) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const JobSpec spec = SmallDense(OptimizerType::kAdam, 0);
+  auto make = [&](std::function<absl::Status(int64_t, float*, int64_t)> hook)
+      -> std::unique_ptr<GpuReplicas> {
+    absl::StatusOr<std::string> id = NewNcclUniqueId();
+    EXPECT_TRUE(id.ok()) << id.status();
+    GpuReplicasConfig c = OneRank(spec, id.ok() ? *id : "");
+    c.host_all_reduce = std::move(hook);
+    c.keep_state = true;
+    absl::StatusOr<std::unique_ptr<GpuReplicas>> d = MakeGpuReplicas(c);
+    EXPECT_TRUE(d.ok()) << d.status();
+    return d.ok() ? *std::move(d) : nullptr;
+  };
+  std::unique_ptr<GpuReplicas> reference =
+      make([](int64_t, float*, int64_t) { return absl::OkStatus(); });
+  std::unique_ptr<GpuReplicas> failing =
+      make([](int64_t step, float*, int64_t) {
+        return step == 2 ? absl::UnavailableError("ring peer gone")
+                         : absl::OkStatus();
+      });
+  ASSERT_TRUE(reference && failing);
+  for (int step = 0; step < 2; ++step) {
+    Batch a = MakeTestBatch(step), b = MakeTestBatch(step);
+    ASSERT_TRUE(reference->Step(a, nullptr, *spec.loss, 1, 0.003).ok());
+    ASSERT_TRUE(failing->Step(b, nullptr, *spec.loss, 1, 0.003).ok());
+  }
+  EXPECT_TRUE(failing->StateIntact());
+  Batch c = MakeTestBatch(2);
+  EXPECT_EQ(failing->Step(c, nullptr, *spec.loss, 1, 0.003).status().code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(failing->StateIntact());
+  failing->Abort();
+  auto pull = [&](GpuReplicas& g, std::vector<float>* slots) {
+    absl::StatusOr<std::unique_ptr<Model>> m =
+        Model::Build(spec.model, spec.seed + 3);
+    absl::StatusOr<std::unique_ptr<Optimizer>> o =
+        Optimizer::Create(spec.optimizer, (*m)->params());
+    const absl::Status s = g.PullState((*m)->params(), **o);
+    EXPECT_TRUE(s.ok()) << s;
+    EXPECT_EQ((*o)->iterations(), 2);
+    for (auto& [name, t] : (*o)->StateTensors()) {
+      slots->insert(slots->end(), t->data(), t->data() + t->size());
+    }
+    std::vector<float> all;
+    for (Param* p : (*m)->params()) {
+      all.insert(all.end(), p->value.data(), p->value.data() + p->value.size());
+    }
+    return all;
+  };
+  std::vector<float> want_slots, got_slots;
+  const std::vector<float> want = pull(*reference, &want_slots);
+  EXPECT_EQ(pull(*failing, &got_slots), want);
+  EXPECT_EQ(got_slots, want_slots);
+}
+
 // Gradient accumulation on a GPU: each step's 16 samples as 2
 // micro-batches of 8, their gradients added up on the device before the
 // update, as the CPU ReplicaSet adds them (the same micro-batches, the

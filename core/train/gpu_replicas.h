@@ -55,7 +55,8 @@ class GpuReplicas {
                                              const Loss& loss) = 0;
   // The first device's parameters into `params` (host, model order) and
   // its optimizer state into `optimizer`'s StateTensors and iterations: for
-  // checkpoints and fingerprints.
+  // checkpoints and fingerprints, and after a failed step or Abort() for
+  // the state a rank keeps in memory when StateIntact().
   virtual absl::Status PullState(const std::vector<Param*>& params,
                                  Optimizer& optimizer) = 0;
   // The host parameters and optimizer state onto every local device (after
@@ -67,7 +68,13 @@ class GpuReplicas {
   virtual LossScaleState loss_scale() const = 0;
   // A checkpoint's (scale 0: start afresh); nothing without loss scaling.
   virtual void RestoreLossScale(const LossScaleState& state) = 0;
-  // From any thread: pending and later calls fail with Cancelled.
+  // After a failed Step: true when no device began that step's update, so
+  // every device still holds the state from before it (with keep_state
+  // the update waits for the sum over GPUs, so a failed sum leaves it so);
+  // false when some device may have applied it. True after a good Step.
+  virtual bool StateIntact() const = 0;
+  // From any thread: pending and later calls fail with Cancelled (not
+  // PullState while StateIntact()).
   virtual void Abort() = 0;
 };
 
@@ -81,6 +88,11 @@ struct GpuReplicasConfig {
   // each GPU adding up its gradients before the sum over GPUs, as
   // ReplicaSet does. Not with sync batch norm (its sums inside the pass).
   int32_t micros = 1;
+  // A worker that keeps its state in memory for a rejoin
+  // (TrainingSession::CopyState): in the NCCL layout each GPU waits for
+  // the sum before enqueuing the update (one more host wait a step), so a
+  // failed collective leaves the state as it was (StateIntact).
+  bool keep_state = false;
   // 128 bytes, from NCCL rank 0 (NewNcclId; with host_all_reduce, this
   // process makes it).
   std::string nccl_id;

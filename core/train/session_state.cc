@@ -31,7 +31,7 @@ absl::Status TrainingSession::Restore(const LoadedCheckpoint& loaded) {
                       ? gpus_->PushState(replicas_->params(), *optimizer_)
                       : replicas_->MirrorParams());
   if (gpus_ != nullptr) gpus_->RestoreLossScale(loaded.state.loss_scale);
-  start_step_ = step_ = loaded.state.step;
+  start_step_ = step_ = gpu_steps_ = loaded.state.step;
   // A state from a worker's memory is on storage only once saved again.
   saved_step_ = loaded.in_memory ? -1 : step_;
   restored_from_ = loaded.path;
@@ -56,9 +56,27 @@ CheckpointState TrainingSession::State(int64_t step) const {
 
 absl::StatusOr<std::vector<LoadedCheckpoint>> TrainingSession::CopyState() {
   if (gpus_ != nullptr) {
-    return absl::FailedPreconditionError(
-        "GPU replicas keep no training state in memory after a failure: "
-        "the devices' state may be lost with their collective");
+    // The devices hold it: the state before the step that failed, or,
+    // when its update was made and the loss's sum after it failed, the
+    // step after (the coordinator takes the furthest a survivor kept).
+    if (!gpus_->StateIntact()) {
+      return absl::FailedPreconditionError(
+          "GPU replicas keep no training state in memory after this "
+          "failure: the step's update had begun on a device when it broke, "
+          "so the devices may disagree");
+    }
+    RETURN_IF_ERROR(
+        AnnotateStatus(gpus_->PullState(replicas_->params(), *optimizer_),
+                       "keeping the GPUs' training state in memory"));
+    LoadedCheckpoint c;
+    c.state = State(gpu_steps_);
+    for (Param* p : replicas_->params()) {
+      c.model.emplace_back(p->name, p->value);
+    }
+    for (auto& [name, t] : optimizer_->StateTensors()) {
+      c.optimizer.emplace_back(name, *t);
+    }
+    return std::vector<LoadedCheckpoint>{std::move(c)};
   }
   if (optimizer_->sharded() && copy_ == nullptr) {
     return absl::FailedPreconditionError(

@@ -47,6 +47,7 @@ absl::Status TrainingSession::Step(Batch& batch, const Batch* next,
     const LossScaleState before = gpus_->loss_scale();
     ASSIGN_OR_RETURN(local,
                      gpus_->Step(batch, next, *spec.loss, spec.seed, lr));
+    gpu_steps_ = batch.global_step + 1;
     const LossScaleState after = gpus_->loss_scale();
     if (after.skipped_steps != before.skipped_steps) {
       skipped_ = true;

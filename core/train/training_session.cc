@@ -187,6 +187,8 @@ absl::Status TrainingSession::SetupDevices() {
   c.replica_indices = config_.replicas;
   c.world_replicas = config_.world_replicas;
   c.micros = micros_;
+  // A worker's rank keeps its state for a rejoin (CopyState).
+  c.keep_state = config_.peers.transport != nullptr;
   ASSIGN_OR_RETURN(c.nccl_id, host_->NcclId());
   const SessionPeers& peers = config_.peers;
   if (peers.transport != nullptr) {

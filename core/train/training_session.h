@@ -184,13 +184,15 @@ class TrainingSession {
   // optimizer state, data position), for a worker to keep in memory when
   // its generation fails: step() is always a step every rank completed or
   // the step after it, whatever broke (the update follows the last
-  // collective of a step). FailedPrecondition on GPU replicas, and for
-  // sharded optimizer state without copies. Sharded with copies: the
-  // parts of this rank and the previous one (parameters and optimizer
-  // state; LoadedCheckpoint::model_parts, optimizer_parts), of step() or,
-  // when the update of the step that broke was made here, of the step
-  // after it; when the failure came at the barrier before that update,
-  // both (the update made on the copy: another rank may have made it).
+  // collective of a step; on GPU replicas the update comes before the
+  // loss's sum, so theirs may be the step after). FailedPrecondition for
+  // sharded optimizer state without copies, and on GPU replicas when a
+  // failed step may have updated some devices and not others. Sharded with
+  // copies: the parts of this rank and the previous one (parameters and
+  // optimizer state; LoadedCheckpoint::model_parts, optimizer_parts), of step()
+  // or, when the update of the step that broke was made here, of the step after
+  // it; when the failure came at the barrier before that update, both (the
+  // update made on the copy: another rank may have made it).
   absl::StatusOr<std::vector<LoadedCheckpoint>> CopyState();
   // Returns once every rank called it with the same bucket (the drain's
   // barrier); at once without peers.
@@ -214,10 +216,10 @@ class TrainingSession {
   // The checkpoint restored at Create ("" for a fresh start).
   const std::string& restored_from() const { return restored_from_; }
   bool uses_devices() const { return gpus_ != nullptr; }
-  // Whether CopyState can copy the training state (CPU replicas with the
-  // optimizer state whole, or sharded with copies).
+  // Whether CopyState can copy the training state (the optimizer state
+  // whole, or sharded with copies; GPU replicas pull theirs).
   bool state_in_memory() const {
-    return gpus_ == nullptr && (!optimizer_->sharded() || copy_ != nullptr);
+    return !optimizer_->sharded() || copy_ != nullptr;
   }
   // The optimizer state held here (sharded: this rank's part).
   bool sharded() const { return optimizer_->sharded(); }
@@ -295,6 +297,9 @@ class TrainingSession {
   int64_t start_step_ = 0;
   int64_t end_step_ = 0;
   int64_t step_ = 0;
+  // GPU replicas: the steps whose update the devices hold (step_, or one
+  // more when the step's update was made and a later collective failed).
+  int64_t gpu_steps_ = 0;
   int64_t saved_step_ = -1;
   int leaving_ = 0;
   bool regroup_ = false;
