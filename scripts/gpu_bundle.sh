@@ -20,7 +20,8 @@ if [[ "${LOCKSTEP_BUNDLE_FUZZ:-0}" == 1 ]]; then
   for f in "$fuzz_bin"/*_fuzzer; do fuzz+=("$f"); done
 fi
 bazel build --config=cuda //kernels/cuda/... //core/gpu/... \
-  //core/layers:transformer_cuda_test //tests:gpu_cluster_test \
+  //core/layers:transformer_cuda_test //core/train:optimizer_cuda_test \
+  //tests:gpu_cluster_test \
   //client:lockstep //benchmarks:data_batches
 bin=$(bazel info --config=cuda bazel-bin 2>/dev/null)
 stage=$(mktemp -d)
@@ -30,7 +31,8 @@ list=()
 for p in kernels/cuda kernels/cuda/layers core/gpu; do
   for f in "$bin/$p"/*_test; do [[ -f $f && -x $f ]] && list+=("${f#$bin/}"); done
 done
-list+=(core/layers/transformer_cuda_test tests/gpu_cluster_test client/lockstep
+list+=(core/layers/transformer_cuda_test core/train/optimizer_cuda_test
+  tests/gpu_cluster_test client/lockstep
   benchmarks/data_batches)
 for rel in "${list[@]}"; do
   mkdir -p "$stage/bin/$(dirname "$rel")"

@@ -60,7 +60,6 @@ CudaGpuReplicas::CudaGpuReplicas(const GpuReplicasConfig& config,
       lanes_(std::move(lanes)),
       pool_(static_cast<int>(lanes_.size())),
       host_sum_(std::move(host_sum)),
-      runs_(UpdateRuns(*lanes_[0].model, config.spec.optimizer)),
       loss_scale_(config.spec.precision == Precision::kFp16),
       keep_state_(config.keep_state),
       pass_sum_fn_(config.pass_sum) {
@@ -163,7 +162,7 @@ absl::StatusOr<BatchLoss> CudaGpuReplicas::Step(Batch& batch, const Batch* next,
   if (total.ok() && loss_scale_.enabled()) {
     // Every GPU updated from the same sums, so any lane's say; the update
     // kernels already skipped a step that was not finite.
-    absl::StatusOr<bool> finite = GradientsFinite(lanes_[0]);
+    absl::StatusOr<bool> finite = lanes_[0].optimizer->GradientsFinite();
     if (finite.ok()) {
       applied = loss_scale_.Update(*finite);
     } else {
@@ -386,7 +385,6 @@ absl::StatusOr<std::unique_ptr<GpuReplicas>> MakeCudaGpuReplicas(
     const GpuReplicasConfig& config) {
   RETURN_IF_ERROR(CheckConfig(config));
   const size_t n = config.devices.size();
-  const int slots = SlotCount(config.spec.optimizer);
   std::vector<Lane> lanes(n);
   for (size_t i = 0; i < n; ++i) {
     const int device = config.devices[i];
@@ -404,42 +402,22 @@ absl::StatusOr<std::unique_ptr<GpuReplicas>> MakeCudaGpuReplicas(
         GpuModel::Create(config.spec.model, config.spec.seed, options);
     if (!model.ok()) return AnnotateStatus(model.status(), where);
     lane.model = *std::move(model);
-    const int64_t floats = lane.model->flat_floats();
-    if (slots >= 1) {
-      absl::StatusOr<std::unique_ptr<DeviceSlot>> s =
-          DeviceSlot::Create(device, floats);
-      if (!s.ok()) return AnnotateStatus(s.status(), where);
-      lane.first = *std::move(s);
-    }
-    if (slots >= 2) {
-      absl::StatusOr<std::unique_ptr<DeviceSlot>> s =
-          DeviceSlot::Create(device, floats);
-      if (!s.ok()) return AnnotateStatus(s.status(), where);
-      lane.second = *std::move(s);
-    }
+    // Its optimizer: the slots, the update runs, the global norm when
+    // clipping or loss scaling needs it.
+    absl::StatusOr<std::unique_ptr<DeviceOptimizer>> opt =
+        DeviceOptimizer::Create(device, config.spec.optimizer,
+                                lane.model->host_model().params(),
+                                LayoutOf(*lane.model),
+                                config.spec.optimizer.global_clipnorm > 0 ||
+                                    config.spec.precision == Precision::kFp16);
+    if (!opt.ok()) return AnnotateStatus(opt.status(), where);
+    lane.optimizer = *std::move(opt);
     if (config.micros > 1) {
-      absl::StatusOr<std::unique_ptr<DeviceSlot>> k =
-          DeviceSlot::Create(device, floats);
+      absl::StatusOr<std::unique_ptr<DeviceBuffer<float>>> k =
+          DeviceBuffer<float>::Create(device, lane.model->flat_floats());
       if (!k.ok()) return AnnotateStatus(k.status(), where);
       lane.kept = *std::move(k);
     }
-    if (config.spec.optimizer.global_clipnorm > 0 ||
-        config.spec.precision == Precision::kFp16) {
-      absl::StatusOr<std::unique_ptr<DeviceBuffer<double>>> b =
-          DeviceBuffer<double>::Create(device, kNormBlocks + 1);
-      if (!b.ok()) return AnnotateStatus(b.status(), where);
-      lane.norm = *std::move(b);
-    }
-    const std::vector<FlatRun> runs =
-        FlatRuns(UpdateRuns(*lane.model, config.spec.optimizer));
-    absl::StatusOr<std::unique_ptr<DeviceBuffer<FlatRun>>> r =
-        DeviceBuffer<FlatRun>::Create(device,
-                                      static_cast<int64_t>(runs.size()));
-    if (!r.ok()) return AnnotateStatus(r.status(), where);
-    lane.runs = *std::move(r);
-    CUDA_RETURN_IF_ERROR(cudaMemcpy(lane.runs->get(), runs.data(),
-                                    runs.size() * sizeof(FlatRun),
-                                    cudaMemcpyHostToDevice));
   }
   // The ring layout's NCCL spans the local GPUs only (rank = local index).
   const bool local = static_cast<bool>(config.host_all_reduce);

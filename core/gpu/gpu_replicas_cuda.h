@@ -1,6 +1,6 @@
 // The CUDA implementation of core/train/gpu_replicas.h: one GpuModel and
 // one NcclCommunicator per local GPU, the whole flat gradient buffer summed
-// by one NCCL all-reduce, and the fused optimizer (kernels/cuda/optimizer.h)
+// by one NCCL all-reduce, and the GPU optimizer (core/train/optimizer_cuda.h)
 // applied on every GPU (registered by :gpu_backend).
 #ifndef LOCKSTEP_CORE_GPU_GPU_REPLICAS_CUDA_H_
 #define LOCKSTEP_CORE_GPU_GPU_REPLICAS_CUDA_H_

@@ -1,8 +1,8 @@
 // The CUDA build's GpuReplicas (see core/train/gpu_replicas.h):
-// its lanes (one local GPU each), the optimizer slots on them and the
-// class itself, shared by gpu_replicas_cuda.cc (the step, evaluation)
-// and gpu_replicas_host.cc (the update and what crosses to the
-// host). Include nowhere else.
+// its lanes (one local GPU each, with its DeviceOptimizer:
+// core/train/optimizer_cuda.h) and the class itself, shared by
+// gpu_replicas_cuda.cc (the step, evaluation) and gpu_replicas_host.cc
+// (the update and what crosses to the host). Include nowhere else.
 #ifndef LOCKSTEP_CORE_GPU_GPU_REPLICAS_INTERNAL_H_
 #define LOCKSTEP_CORE_GPU_GPU_REPLICAS_INTERNAL_H_
 
@@ -20,47 +20,13 @@
 #include "core/gpu/gpu_model.h"
 #include "core/gpu/gpu_replicas_cuda.h"
 #include "core/step_pool.h"
+#include "core/train/optimizer_cuda.h"
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/nccl_communicator.h"
-#include "kernels/cuda/optimizer.h"
 
 namespace lockstep {
 namespace cuda {
-
-// A zeroed buffer of T on one GPU. As floats laid out like GpuModel's flat
-// buffers: one optimizer slot (momentum, m or v) for every parameter.
-template <typename T>
-class DeviceBuffer {
- public:
-  static absl::StatusOr<std::unique_ptr<DeviceBuffer>> Create(int device,
-                                                              int64_t count) {
-    CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
-    std::unique_ptr<DeviceBuffer> buffer(new DeviceBuffer(device));
-    const size_t bytes = std::max<int64_t>(count, 1) * sizeof(T);
-    void* p = nullptr;
-    CUDA_RETURN_IF_ERROR(cudaMalloc(&p, bytes));
-    buffer->ptr_ = static_cast<T*>(p);
-    CUDA_RETURN_IF_ERROR(cudaMemset(buffer->ptr_, 0, bytes));
-    return buffer;
-  }
-  ~DeviceBuffer() {
-    if (ptr_ == nullptr) return;
-    cudaSetDevice(device_);
-    cudaFree(ptr_);
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-
-  T* get() const { return ptr_; }
-
- private:
-  explicit DeviceBuffer(int device) : device_(device) {}
-  const int device_;
-  T* ptr_ = nullptr;
-};
-
-using DeviceSlot = DeviceBuffer<float>;
 
 // One local GPU. Members are destroyed bottom-up: the communicator before
 // the buffers its pending work might touch.
@@ -70,50 +36,16 @@ struct Lane {
   // The batch staged for global step `staged_step` (-1: none).
   GpuModel::StagedInput staged;
   int64_t staged_step = -1;
-  std::unique_ptr<DeviceSlot> first;   // SGD momentum or Adam m; null if none
-  std::unique_ptr<DeviceSlot> second;  // Adam v; null if none
+  // The optimizer's slots, runs and norm on this GPU.
+  std::unique_ptr<DeviceOptimizer> optimizer;
   // Gradient accumulation: the step's earlier micro-batches' gradients,
   // added up (flat layout); null with one micro-batch a step.
-  std::unique_ptr<DeviceSlot> kept;
-  // The partial sums of squares of the summed gradients (kNormBlocks),
-  // then the total: global_clipnorm's norm and fp16's overflow test; null
-  // without either.
-  std::unique_ptr<DeviceBuffer<double>> norm;
-  // The update runs (FlatRuns of CudaGpuReplicas::runs_) on this GPU.
-  std::unique_ptr<DeviceBuffer<FlatRun>> runs;
+  std::unique_ptr<DeviceBuffer<float>> kept;
   std::unique_ptr<NcclCommunicator> comm;
 };
 
-// A run of the flat buffers whose params are updated alike: [begin, end)
-// in floats, padding included.
-struct UpdateRun {
-  ParamUpdate update = ParamUpdate::kOptimizer;
-  float momentum = 0;  // kMovingAverage
-  bool decay = false;  // kOptimizer: weight decay applies (DecaysWeights)
-  int64_t begin = 0, end = 0;
-};
-
-// The runs as the update kernels read them (kernels/cuda/optimizer.h).
-std::vector<FlatRun> FlatRuns(const std::vector<UpdateRun>& runs);
-
-int SlotCount(const OptimizerSpec& spec);
-
-// The indices of the params the optimizer updates (and keeps state for):
-// every one but batch norm's running statistics and frozen layers'.
-std::vector<int> OptimizerParams(const std::vector<Param*>& params);
-
-// The model's params as runs of one update kind and weight decay (one run,
-// the whole buffer, for a model whose params all belong to the optimizer
-// and decay alike).
-std::vector<UpdateRun> UpdateRuns(const GpuModel& model,
-                                  const OptimizerSpec& spec);
-
-// How many runs belong to the optimizer.
-int OptimizerRuns(const std::vector<UpdateRun>& runs);
-
-// Optimizer::StateTensors' names for `params`, in its order.
-std::vector<std::string> SlotNames(const OptimizerSpec& spec,
-                                   const std::vector<Param*>& all);
+// GpuModel's flat layout, for its DeviceOptimizer.
+FlatLayout LayoutOf(const GpuModel& model);
 
 class CudaGpuReplicas final : public GpuReplicas {
  public:
@@ -185,28 +117,14 @@ class CudaGpuReplicas final : public GpuReplicas {
   static absl::StatusOr<BatchLoss> Sum(
       const std::vector<absl::StatusOr<BatchLoss>>& losses);
 
-  // Enqueues the updates: SGD/Adam/AdamW over every run of the optimizer's
-  // params in one launch (and the clipping norm in two), the math
-  // elementwise, so this equals core/train/optimizer.cc's per-param loops on
-  // every real element, and the padding, gradient and slots zero, updates
-  // to values nothing reads; the moving averages of batch norm's statistics
-  // (UpdateMovingAverages' math), one launch a run; nothing for frozen
-  // params.
+  // Enqueues lane's update (DeviceOptimizer::Update at this step's count
+  // and loss scale).
   absl::Status Update(Lane& lane, double lr, int64_t global_samples);
 
-  // Loss scaling: whether lane's summed gradients were all finite (its
-  // norm's sum of squares, read after the step's wait).
-  absl::StatusOr<bool> GradientsFinite(const Lane& lane) const;
-
-  // The optimizer's StateTensors, checked against this optimizer's slots
-  // for `params` (names, order and sizes).
+  // `params` and the optimizer's StateTensors, checked against the
+  // devices' (the params' count; names, order and sizes of the state).
   absl::StatusOr<std::vector<Tensor*>> MatchState(
       const std::vector<Param*>& params, Optimizer& optimizer) const;
-
-  // A whole flat buffer between the host and lane's GPU, ordered after the
-  // work on its stream; blocks.
-  static absl::Status Copy(const Lane& lane, void* dst, const void* src,
-                           cudaMemcpyKind kind);
 
   const OptimizerSpec optimizer_;
   const int64_t world_;
@@ -216,7 +134,6 @@ class CudaGpuReplicas final : public GpuReplicas {
   std::vector<Lane> lanes_;
   StepPool pool_;
   PinnedHostBuffer host_sum_;  // the ring layout's staging: flat_floats()
-  const std::vector<UpdateRun> runs_;  // how each part of the buffers updates
   int64_t iterations_ = 0;  // Optimizer::iterations() of the device state
   LossScale loss_scale_;    // enabled for precision "fp16"
   std::atomic<bool> aborted_{false};

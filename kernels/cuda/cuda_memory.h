@@ -4,11 +4,16 @@
 #ifndef LOCKSTEP_KERNELS_CUDA_CUDA_MEMORY_H_
 #define LOCKSTEP_KERNELS_CUDA_CUDA_MEMORY_H_
 
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "absl/status/statusor.h"
 #include "kernels/cuda/caching_allocator.h"
+#include "kernels/cuda/cuda_status.h"
 
 namespace lockstep {
 namespace cuda {
@@ -27,6 +32,39 @@ class CudaMallocBackend : public MemoryBackend {
 
 // A caching allocator over cudaMalloc on `device`.
 std::unique_ptr<CachingAllocator> NewDeviceAllocator(int device);
+
+// A zeroed buffer of `count` T on one GPU (at least one), freed on that
+// device; held by unique_ptr (neither copied nor moved). Errors: CUDA's
+// (out of memory).
+template <typename T>
+class DeviceBuffer {
+ public:
+  static absl::StatusOr<std::unique_ptr<DeviceBuffer>> Create(int device,
+                                                              int64_t count) {
+    CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+    std::unique_ptr<DeviceBuffer> buffer(new DeviceBuffer(device));
+    const size_t bytes = std::max<int64_t>(count, 1) * sizeof(T);
+    void* p = nullptr;
+    CUDA_RETURN_IF_ERROR(cudaMalloc(&p, bytes));
+    buffer->ptr_ = static_cast<T*>(p);
+    CUDA_RETURN_IF_ERROR(cudaMemset(buffer->ptr_, 0, bytes));
+    return buffer;
+  }
+  ~DeviceBuffer() {
+    if (ptr_ == nullptr) return;
+    cudaSetDevice(device_);
+    cudaFree(ptr_);
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  T* get() const { return ptr_; }
+
+ private:
+  explicit DeviceBuffer(int device) : device_(device) {}
+  const int device_;
+  T* ptr_ = nullptr;
+};
 
 // Page-locked host memory (cudaHostAlloc, portable across devices). Move-only;
 // frees itself. The contents start uninitialized. Thread-safe as a plain

@@ -1,7 +1,9 @@
-// The GPU updates against core/train/optimizer.cc's Optimizer, bit for bit, over
+// The GPU's optimizer (optimizer_cuda.h and kernels/cuda/optimizer.h's
+// kernels) against core/train/optimizer.cc's Optimizer, bit for bit, over
 // several steps (so slots and Adam's bias correction are exercised).
-#include "kernels/cuda/optimizer.h"
+#include "core/train/optimizer_cuda.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -14,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu/test_util.h"
 #include "kernels/cuda/cuda_test_util.h"
+#include "kernels/cuda/optimizer.h"
 
 namespace lockstep {
 namespace cuda {
@@ -262,6 +265,115 @@ TEST(OptimizerLossScaleTest, UnscalesExactlyAndSkipsAnOverflowedStep) {
       EXPECT_EQ(m_skip, std::vector<float>(kN, 0.0f));
     }
   }
+}
+
+// DeviceOptimizer over a padded flat layout (kernel, a frozen param, the
+// bias; each at a multiple of 64 floats): three AdamW steps with the bias
+// out of weight decay and clipping on are the CPU Optimizer's bit for bit,
+// the frozen param and the padding's neighbours untouched; its slots
+// pulled into an optimizer's state tensors are the CPU's, and pushed into
+// a fresh DeviceOptimizer come back the same.
+TEST(DeviceOptimizerTest, StepsAndStateAreTheCpuOptimizers) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  OptimizerSpec spec;
+  spec.type = OptimizerType::kAdamW;
+  spec.learning_rate = 0.01;
+  spec.weight_decay = 0.1;
+  spec.exclude_from_weight_decay = {"bias"};
+  spec.global_clipnorm = 1.0;
+  Param kernel{"dense/kernel", Tensor({300}, RandomVector(300, 1)),
+               Tensor({300})};
+  Param frozen{"frozen/kernel", Tensor({7}, RandomVector(7, 2)), Tensor({7})};
+  frozen.update = ParamUpdate::kFrozen;
+  Param bias{"dense/bias", Tensor({13}, RandomVector(13, 3)), Tensor({13})};
+  std::vector<Param*> params = {&kernel, &frozen, &bias};
+  const FlatLayout layout{{0, 320, 384}, {300, 7, 13}, 448};
+  absl::StatusOr<std::unique_ptr<Optimizer>> cpu =
+      Optimizer::Create(spec, params);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  absl::StatusOr<std::unique_ptr<DeviceOptimizer>> gpu =
+      DeviceOptimizer::Create(0, spec, params, layout, true);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  std::vector<float> w(448, 5.0f);
+  for (size_t p = 0; p < params.size(); ++p) {
+    std::copy(params[p]->value.data(),
+              params[p]->value.data() + params[p]->value.size(),
+              w.begin() + layout.offsets[p]);
+  }
+  DeviceArray<float> dw(w);
+  for (int step = 0; step < 3; ++step) {
+    std::vector<float> g(448, 0.0f);
+    for (size_t p = 0; p < params.size(); ++p) {
+      const std::vector<float> grad =
+          RandomVector(params[p]->grad.size(), 10 + 3 * step + p);
+      std::copy(grad.begin(), grad.end(), params[p]->grad.data());
+      std::copy(grad.begin(), grad.end(), g.begin() + layout.offsets[p]);
+    }
+    DeviceArray<float> dg(g);
+    ASSERT_TRUE((*gpu)
+                    ->Update(0.01, (*cpu)->iterations(), 1.0f, false, 0,
+                             dw.get(), dg.get(), nullptr)
+                    .ok());
+    (*cpu)->Apply(0.01);
+    absl::StatusOr<bool> finite = (*gpu)->GradientsFinite();
+    ASSERT_TRUE(finite.ok() && *finite);
+  }
+  const std::vector<float> got = dw.ToHost();
+  for (size_t p = 0; p < params.size(); ++p) {
+    ExpectSameBits(
+        std::vector<float>(params[p]->value.data(),
+                           params[p]->value.data() + params[p]->value.size()),
+        std::vector<float>(
+            got.begin() + layout.offsets[p],
+            got.begin() + layout.offsets[p] + params[p]->value.size()),
+        params[p]->name);
+  }
+  EXPECT_EQ(std::vector<float>(got.begin() + 320, got.begin() + 327),
+            std::vector<float>(frozen.value.data(), frozen.value.data() + 7));
+
+  absl::StatusOr<std::unique_ptr<Optimizer>> pulled =
+      Optimizer::Create(spec, params);
+  ASSERT_TRUE(pulled.ok());
+  absl::StatusOr<std::vector<Tensor*>> states = (*gpu)->Match(**pulled);
+  ASSERT_TRUE(states.ok()) << states.status();
+  ASSERT_TRUE((*gpu)->Pull(*states, nullptr).ok());
+  std::vector<std::pair<std::string, Tensor*>> want = (*cpu)->StateTensors();
+  ASSERT_EQ(states->size(), want.size());
+  ASSERT_EQ(want.size(), 4u);  // m and v of the kernel and the bias
+  for (size_t k = 0; k < want.size(); ++k) {
+    ExpectSameBits(
+        std::vector<float>(want[k].second->data(),
+                           want[k].second->data() + want[k].second->size()),
+        std::vector<float>((*states)[k]->data(),
+                           (*states)[k]->data() + (*states)[k]->size()),
+        want[k].first);
+  }
+  absl::StatusOr<std::unique_ptr<DeviceOptimizer>> fresh =
+      DeviceOptimizer::Create(0, spec, params, layout, false);
+  ASSERT_TRUE(fresh.ok());
+  ASSERT_TRUE((*fresh)->Push(*states, nullptr).ok());
+  absl::StatusOr<std::unique_ptr<Optimizer>> again =
+      Optimizer::Create(spec, params);
+  absl::StatusOr<std::vector<Tensor*>> back = (*fresh)->Match(**again);
+  ASSERT_TRUE(back.ok());
+  ASSERT_TRUE((*fresh)->Pull(*back, nullptr).ok());
+  for (size_t k = 0; k < want.size(); ++k) {
+    EXPECT_EQ(std::vector<float>((*back)[k]->data(),
+                                 (*back)[k]->data() + (*back)[k]->size()),
+              std::vector<float>((*states)[k]->data(),
+                                 (*states)[k]->data() + (*states)[k]->size()))
+        << want[k].first;
+  }
+  // A state of another optimizer is refused, naming both.
+  OptimizerSpec sgd;
+  sgd.type = OptimizerType::kSgd;
+  sgd.learning_rate = 0.1;
+  sgd.momentum = 0.9;
+  absl::StatusOr<std::unique_ptr<Optimizer>> other =
+      Optimizer::Create(sgd, params);
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ((*gpu)->Match(**other).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(OptimizerStepTest, AdamScalarsNeedNoDevice) {
