@@ -66,6 +66,21 @@ Batch MakeTestBatch(int64_t step) {
   return batch;
 }
 
+using HostSum = std::function<absl::Status(int64_t, float*, int64_t)>;
+
+// One rank of the ring layout on cuda:0: its local sum goes to `hook`.
+std::unique_ptr<GpuReplicas> RingRank(const JobSpec& spec, HostSum hook,
+                                      bool keep_state = false) {
+  absl::StatusOr<std::string> id = NewNcclUniqueId();
+  EXPECT_TRUE(id.ok()) << id.status();
+  GpuReplicasConfig c = OneRank(spec, id.ok() ? *id : "");
+  c.host_all_reduce = std::move(hook);
+  c.keep_state = keep_state;
+  absl::StatusOr<std::unique_ptr<GpuReplicas>> d = MakeGpuReplicas(c);
+  EXPECT_TRUE(d.ok()) << d.status();
+  return d.ok() ? *std::move(d) : nullptr;
+}
+
 TEST(DeviceDataParallelTest, LinkingRegistersTheBackend) {
   EXPECT_TRUE(HaveGpuBackend());
 }
@@ -312,16 +327,7 @@ TEST(DeviceDataParallelTest, PushThenPullIsExact) {
 TEST(DeviceDataParallelTest, HostAllReduceSeesTheSumAndItsResultIsApplied) {
   SKIP_WITHOUT_CUDA_DEVICE();
   const JobSpec spec = SmallDense(OptimizerType::kSgd, 0);
-  auto make = [&](std::function<absl::Status(int64_t, float*, int64_t)> hook)
-      -> std::unique_ptr<GpuReplicas> {
-    absl::StatusOr<std::string> id = NewNcclUniqueId();
-    EXPECT_TRUE(id.ok()) << id.status();
-    GpuReplicasConfig c = OneRank(spec, id.ok() ? *id : "");
-    c.host_all_reduce = std::move(hook);
-    absl::StatusOr<std::unique_ptr<GpuReplicas>> d = MakeGpuReplicas(c);
-    EXPECT_TRUE(d.ok()) << d.status();
-    return d.ok() ? *std::move(d) : nullptr;
-  };
+  auto make = [&](HostSum hook) { return RingRank(spec, std::move(hook)); };
   std::vector<int64_t> seen_steps;
   int64_t seen_floats = 0;
   std::unique_ptr<GpuReplicas> plain = make(nullptr);
@@ -389,16 +395,8 @@ TEST(DeviceDataParallelTest, HostAllReduceSeesTheSumAndItsResultIsApplied) {
 TEST(DeviceDataParallelTest, AFailedSumLeavesTheStateIntactForARejoin) {
   SKIP_WITHOUT_CUDA_DEVICE();
   const JobSpec spec = SmallDense(OptimizerType::kAdam, 0);
-  auto make = [&](std::function<absl::Status(int64_t, float*, int64_t)> hook)
-      -> std::unique_ptr<GpuReplicas> {
-    absl::StatusOr<std::string> id = NewNcclUniqueId();
-    EXPECT_TRUE(id.ok()) << id.status();
-    GpuReplicasConfig c = OneRank(spec, id.ok() ? *id : "");
-    c.host_all_reduce = std::move(hook);
-    c.keep_state = true;
-    absl::StatusOr<std::unique_ptr<GpuReplicas>> d = MakeGpuReplicas(c);
-    EXPECT_TRUE(d.ok()) << d.status();
-    return d.ok() ? *std::move(d) : nullptr;
+  auto make = [&](HostSum hook) {
+    return RingRank(spec, std::move(hook), /*keep_state=*/true);
   };
   std::unique_ptr<GpuReplicas> reference =
       make([](int64_t, float*, int64_t) { return absl::OkStatus(); });

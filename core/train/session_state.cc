@@ -68,15 +68,7 @@ absl::StatusOr<std::vector<LoadedCheckpoint>> TrainingSession::CopyState() {
     RETURN_IF_ERROR(
         AnnotateStatus(gpus_->PullState(replicas_->params(), *optimizer_),
                        "keeping the GPUs' training state in memory"));
-    LoadedCheckpoint c;
-    c.state = State(gpu_steps_);
-    for (Param* p : replicas_->params()) {
-      c.model.emplace_back(p->name, p->value);
-    }
-    for (auto& [name, t] : optimizer_->StateTensors()) {
-      c.optimizer.emplace_back(name, *t);
-    }
-    return std::vector<LoadedCheckpoint>{std::move(c)};
+    return std::vector<LoadedCheckpoint>{WholeState(gpu_steps_)};
   }
   if (optimizer_->sharded() && copy_ == nullptr) {
     return absl::FailedPreconditionError(
@@ -84,15 +76,7 @@ absl::StatusOr<std::vector<LoadedCheckpoint>> TrainingSession::CopyState() {
         "(cluster.copies false): this rank holds only its part of it");
   }
   if (!optimizer_->sharded()) {
-    LoadedCheckpoint c;
-    c.state = State(step_);
-    for (Param* p : replicas_->params()) {
-      c.model.emplace_back(p->name, p->value);
-    }
-    for (auto& [name, t] : optimizer_->StateTensors()) {
-      c.optimizer.emplace_back(name, *t);
-    }
-    return std::vector<LoadedCheckpoint>{std::move(c)};
+    return std::vector<LoadedCheckpoint>{WholeState(step_)};
   }
   // Sharded with copies: this rank's part and the previous rank's, of the
   // parameters and of the optimizer state. Once the update of the step
@@ -108,6 +92,18 @@ absl::StatusOr<std::vector<LoadedCheckpoint>> TrainingSession::CopyState() {
     out.push_back(KeptParts(step_ + 1));
   }
   return out;
+}
+
+LoadedCheckpoint TrainingSession::WholeState(int64_t step) {
+  LoadedCheckpoint c;
+  c.state = State(step);
+  for (Param* p : replicas_->params()) {
+    c.model.emplace_back(p->name, p->value);
+  }
+  for (auto& [name, t] : optimizer_->StateTensors()) {
+    c.optimizer.emplace_back(name, *t);
+  }
+  return c;
 }
 
 LoadedCheckpoint TrainingSession::KeptParts(int64_t step) {

@@ -245,6 +245,9 @@ class TrainingSession {
   // Sharded: the update of this rank's ranges (and the copy's) with the
   // step's global norm, and the moving averages; sets applied_.
   void Update(double lr, double norm, int64_t global_count);
+  // The parameters and the whole optimizer state as the host holds them
+  // now, as the state of `step`.
+  LoadedCheckpoint WholeState(int64_t step);
   // Sharded with copies: the parts of this rank and the previous one (of
   // the parameters and the optimizer state) as they are now, of `step`.
   LoadedCheckpoint KeptParts(int64_t step);
