@@ -134,6 +134,11 @@ void PrintStatus(const v1::JobStatus& s) {
             : "sharded over the workers (cluster.shard " + s.shard() + ")",
         s.optimizer_state_bytes() / 1048576.0);
   }
+  if (s.loss_scale() > 0) {
+    std::cout << absl::StrFormat(
+        "  loss scale: %g (precision fp16; %d skipped on an overflow)\n",
+        s.loss_scale(), s.skipped_steps());
+  }
   if (!s.storage_path().empty()) {
     std::cout << "  storage: " << s.storage_path() << "\n";
   }

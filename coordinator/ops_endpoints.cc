@@ -124,6 +124,14 @@ std::string CoordinatorMetricsText(const Coordinator::OpsView& view,
             job, s.eta_seconds());
     f.Gauge("lockstep_job_workers_alive", "Workers alive among its ranks", job,
             s.workers_alive());
+    if (s.loss_scale() > 0) {
+      f.Gauge("lockstep_job_loss_scale",
+              "precision fp16: the dynamic loss scale (rank 0's)", job,
+              s.loss_scale());
+      f.Gauge("lockstep_job_skipped_steps",
+              "precision fp16: steps skipped on an overflow so far", job,
+              static_cast<double>(s.skipped_steps()));
+    }
     if (s.optimizer_state_bytes() > 0) {
       f.Gauge("lockstep_job_optimizer_state_bytes",
               "Optimizer state bytes per worker (the most any rank holds; "

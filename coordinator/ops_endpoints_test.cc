@@ -172,6 +172,9 @@ TEST_F(OpsEndpointsTest, ReportsDrawCurvesAndSetTheProgressFigures) {
   EXPECT_THAT(t,
               HasSubstr("lockstep_job_samples_per_second{job=\"j\"} 1234\n"));
   EXPECT_THAT(t, HasSubstr("lockstep_job_test_accuracy{job=\"j\"} 0.8\n"));
+  // Not an fp16 job: no loss scale.
+  EXPECT_THAT(t, Not(HasSubstr("lockstep_job_loss_scale")));
+  EXPECT_EQ(view.jobs[0].status.loss_scale(), 0.0);
 
   const nlohmann::json s = DashboardState(view);
   ASSERT_EQ(s["jobs"].size(), 1u);
@@ -191,6 +194,30 @@ TEST_F(OpsEndpointsTest, ReportsDrawCurvesAndSetTheProgressFigures) {
   EXPECT_EQ(s["workers"][0]["job"], "j");
   EXPECT_EQ(s["workers"][1]["rank"], 1);
   EXPECT_TRUE(s["workers"][1]["alive"].get<bool>());
+}
+
+// precision "fp16": rank 0's loss scale and skipped steps reach the status
+// and /metrics.
+TEST_F(OpsEndpointsTest, TheFp16LossScaleIsAMetric) {
+  ASSERT_TRUE(c_->submissions().Submit(kJob).ok());
+  const std::string rank0 = Register("w1");
+  Register("w2");
+  v1::ProgressReport r;
+  r.set_worker_id(rank0);
+  r.set_job("j");
+  r.set_generation(1);
+  r.set_rank(0);
+  r.set_step(10);
+  r.set_loss_scale(32768);
+  r.set_skipped_steps(3);
+  ASSERT_TRUE(c_->reports().ReportProgress(r).ok());
+  const Coordinator::OpsView view = c_->Ops();
+  ASSERT_EQ(view.jobs.size(), 1u);
+  EXPECT_EQ(view.jobs[0].status.loss_scale(), 32768.0);
+  EXPECT_EQ(view.jobs[0].status.skipped_steps(), 3);
+  const std::string t = CoordinatorMetricsText(view, true);
+  EXPECT_THAT(t, HasSubstr("lockstep_job_loss_scale{job=\"j\"} 32768\n"));
+  EXPECT_THAT(t, HasSubstr("lockstep_job_skipped_steps{job=\"j\"} 3\n"));
 }
 
 TEST_F(OpsEndpointsTest, ARestartedGenerationContinuesTheCurveFromItsStep) {

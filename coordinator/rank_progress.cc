@@ -47,6 +47,8 @@ absl::StatusOr<lockstep::v1::ReportResponse> RankReports::ReportProgress(
       s.set_samples_per_sec(r.samples_per_sec());
       s.set_learning_rate(r.learning_rate());
       s.set_eta_seconds(r.eta_seconds());
+      s.set_loss_scale(r.loss_scale());
+      s.set_skipped_steps(r.skipped_steps());
       for (const std::string& e : r.events()) events_.Event(*job, e);
       events_.Changed(*job);
       reports = job->reports;

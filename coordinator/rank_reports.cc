@@ -251,6 +251,9 @@ void RankReports::CompleteIfDone(Job& job) {
     result.optimizer_state_bytes =
         std::max(result.optimizer_state_bytes, f.optimizer_state_bytes());
   }
+  // fp16: every rank skips alike; the chief's figures.
+  result.loss_scale = chief.loss_scale();
+  result.skipped_steps = chief.skipped_steps();
   if (!skipped.empty()) {
     events_.Event(job, absl::StrFormat("%d samples could not be read and were "
                                        "skipped (the workers' logs name them)",

@@ -235,6 +235,8 @@ absl::Status ClusterHost::Progress(const ProgressInfo& info,
   pending_.set_learning_rate(info.learning_rate);
   pending_.set_eta_seconds(info.eta_seconds);
   pending_.set_optimizer_state_bytes(info.optimizer_state_bytes);
+  pending_.set_loss_scale(info.loss_scale);
+  pending_.set_skipped_steps(info.skipped_steps);
   if (fingerprint != nullptr) {
     pending_.set_fingerprint_step(info.step);
     pending_.set_fingerprint(*fingerprint);

@@ -327,6 +327,8 @@ std::string JobRunner::Finish(const absl::Status& status) {
       req.set_epochs(r->epochs);
       req.set_num_parameters(r->num_parameters);
       req.set_optimizer_state_bytes(r->optimizer_state_bytes);
+      req.set_loss_scale(r->loss_scale.scale);
+      req.set_skipped_steps(r->loss_scale.skipped_steps);
       for (const std::string& name : r->skipped_samples) {
         req.add_skipped_samples(name);
       }

@@ -103,6 +103,10 @@ class JobStatus:
     shard: str = ""
     optimizer_state_bytes: int = 0
     shard_copies: bool = False
+    # precision "fp16": rank 0's loss scale (0.0: none) and the steps
+    # skipped on an overflow so far.
+    loss_scale: float = 0.0
+    skipped_steps: int = 0
 
     @property
     def done(self):

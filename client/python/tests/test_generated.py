@@ -116,3 +116,14 @@ def test_a_status_carries_its_shard_mode_and_state_bytes():
     assert (s.shard, s.optimizer_state_bytes, s.shard_copies) == (
         "optimizer", 19280, True)
     assert status_from_proto(jobs_pb2.JobStatus(name="j")).shard == ""
+
+
+def test_a_status_carries_the_fp16_loss_scale():
+    from lockstep._generated import jobs_pb2
+    from lockstep.types import status_from_proto
+    msg = jobs_pb2.JobStatus(name="j", state=jobs_pb2.RUNNING,
+                             loss_scale=32768.0, skipped_steps=3)
+    s = status_from_proto(msg)
+    assert (s.loss_scale, s.skipped_steps) == (32768.0, 3)
+    none = status_from_proto(jobs_pb2.JobStatus(name="j"))
+    assert (none.loss_scale, none.skipped_steps) == (0.0, 0)
