@@ -33,6 +33,17 @@ class OpsEndpointsTest : public ::testing::Test {
     r.set_name(name);
     return c_->registrations().Register(r, "peer")->worker_id();
   }
+  // Rank 0's progress report of generation 1 of job "j" at `step`.
+  static v1::ProgressReport RankZeroReport(const std::string& worker,
+                                           int64_t step) {
+    v1::ProgressReport r;
+    r.set_worker_id(worker);
+    r.set_job("j");
+    r.set_generation(1);
+    r.set_rank(0);
+    r.set_step(step);
+    return r;
+  }
   std::unique_ptr<Coordinator> c_;
 };
 
@@ -136,12 +147,7 @@ TEST_F(OpsEndpointsTest, ReportsDrawCurvesAndSetTheProgressFigures) {
   ASSERT_TRUE(c_->submissions().Submit(kJob).ok());
   const std::string rank0 = Register("w1");
   Register("w2");
-  v1::ProgressReport r;
-  r.set_worker_id(rank0);
-  r.set_job("j");
-  r.set_generation(1);
-  r.set_rank(0);
-  r.set_step(10);
+  v1::ProgressReport r = RankZeroReport(rank0, 10);
   r.set_total_steps(20);
   r.set_loss(0.6);
   r.set_accuracy(0.7);
@@ -202,12 +208,7 @@ TEST_F(OpsEndpointsTest, TheFp16LossScaleIsAMetric) {
   ASSERT_TRUE(c_->submissions().Submit(kJob).ok());
   const std::string rank0 = Register("w1");
   Register("w2");
-  v1::ProgressReport r;
-  r.set_worker_id(rank0);
-  r.set_job("j");
-  r.set_generation(1);
-  r.set_rank(0);
-  r.set_step(10);
+  v1::ProgressReport r = RankZeroReport(rank0, 10);
   r.set_loss_scale(32768);
   r.set_skipped_steps(3);
   ASSERT_TRUE(c_->reports().ReportProgress(r).ok());

@@ -208,6 +208,33 @@ TEST_F(CheckpointTest, WronglyTypedStateFieldFallsBackNamingTheField) {
   EXPECT_THAT(warnings[0], HasSubstr("2.5"));
 }
 
+// fp16's loss scale read back is checked: a negative scale is damage that
+// names the field, and the checkpoint before is used.
+TEST_F(CheckpointTest, ABadLossScaleFallsBackNamingIt) {
+  CheckpointStore store(dir_, 5);
+  ASSERT_TRUE(Commit(store, 1).ok());
+  CheckpointState s = State(2);
+  s.loss_scale.scale = 4096;
+  ASSERT_TRUE(store.Commit(s, {{"w", &bias_}}, {}).ok());
+  const std::string state = Path("step-00000002/state.json");
+  std::string text = *ReadFile(state);
+  const std::string from = "\"scale\": 4096";
+  const size_t at = text.find(from);
+  ASSERT_NE(at, std::string::npos) << text;
+  text.replace(at, from.size(), "\"scale\": -4096");
+  std::ofstream(state, std::ios::trunc) << text;
+  std::vector<std::string> warnings;
+  auto loaded = store.LoadLatest(&warnings);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->state.step, 1);
+  EXPECT_EQ(loaded->state.loss_scale.scale, 0.0);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], HasSubstr("step-00000002 is damaged"));
+  EXPECT_THAT(warnings[0],
+              HasSubstr("loss_scale: the scale must be finite and > 0"));
+  EXPECT_THAT(warnings[0], HasSubstr("got scale -4096"));
+}
+
 TEST_F(CheckpointTest, AllDamagedIsDataLoss) {
   CheckpointStore store(dir_, 3);
   ASSERT_TRUE(Commit(store, 1000).ok());

@@ -1,5 +1,6 @@
 // Verified checkpoint restore (see checkpoint.h): every CRC state.json
 // records is checked, and a damaged step falls back to the one before.
+#include <cmath>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -64,10 +65,14 @@ absl::Status ReadState(
                      GetInt64(*ls, "good_steps", "loss_scale"));
     ASSIGN_OR_RETURN(st->loss_scale.skipped_steps,
                      GetInt64(*ls, "skipped_steps", "loss_scale"));
-    if (!(st->loss_scale.scale > 0) || st->loss_scale.good_steps < 0 ||
-        st->loss_scale.skipped_steps < 0) {
-      return absl::InvalidArgumentError(
-          "loss_scale: scale must be > 0 and the step counts >= 0");
+    const LossScaleState& got = st->loss_scale;
+    if (!(std::isfinite(got.scale) && got.scale > 0) || got.good_steps < 0 ||
+        got.skipped_steps < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "loss_scale: the scale must be finite and > 0 and the step counts "
+          ">= 0; got scale ",
+          got.scale, ", good_steps ", got.good_steps, ", skipped_steps ",
+          got.skipped_steps));
     }
   }
   ASSIGN_OR_RETURN(st->job_json, GetString(j, "job_json", ""));

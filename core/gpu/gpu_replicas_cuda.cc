@@ -321,8 +321,9 @@ absl::Status CudaGpuReplicas::LaneFinish(Lane& lane, int64_t step,
                                          const double* lr,
                                          int64_t global_samples) {
   if (lr != nullptr) {
-    if (keep_state_) {
-      // The sum first: a failed collective leaves the state as it was.
+    if (keep_state_ && !host_all_reduce_) {
+      // The NCCL sum first: a failed collective leaves the state as it
+      // was (over the ring the update already follows the ring's sum).
       RETURN_IF_ERROR(
           AnnotateStatus(lane.comm->WaitStream(lane.model->stream()),
                          absl::StrCat("the sum over GPUs of step ", step,

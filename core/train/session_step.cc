@@ -77,10 +77,9 @@ absl::Status TrainingSession::Step(Batch& batch, const Batch* next,
     leaving_ = static_cast<int>(std::lround(m[3]));
     regroup_ = m[4] > 0.5f;
   }
-  if (gpus_ != nullptr) {
-    if (!skipped_) optimizer_->set_iterations(optimizer_->iterations() + 1);
-    return absl::OkStatus();
-  }
+  // GPU replicas keep the optimizer's count with its state; PullState
+  // brings it to the host optimizer before anything reads it.
+  if (gpus_ != nullptr) return absl::OkStatus();
   if (!optimizer_->sharded()) {
     optimizer_->Apply(lr);
     UpdateMovingAverages(replicas_->params(), batch.global_count);
