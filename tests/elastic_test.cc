@@ -114,27 +114,32 @@ TEST_F(FaultTest, ElasticJobShrinksOnAKillAndGrowsWhenAWorkerJoins) {
   RunResult w = WatchToEnd();
   EXPECT_EQ(w.exit.exit_code, 0) << w.out << w.err;
   std::smatch m;
-  // The shrink: from the survivors' memory, only the broken step redone.
+  // The shrink: from the survivors' memory, only the broken step redone;
+  // or from the latest checkpoint when it is the same step (1 run in 50).
   ASSERT_TRUE(std::regex_search(
       w.out, m,
-      std::regex(R"(RUNNING generation 2 from step (\d+) \(rank \d's memory)")))
+      std::regex(
+          R"(RUNNING generation 2 from step (\d+) (\(rank \d's memory)?)")))
       << w.out;
   const int shrink_step = std::stoi(m[1]);
   EXPECT_GE(shrink_step, 100);
+  EXPECT_TRUE(m[2].matched || shrink_step % 50 == 0) << m[0];
   EXPECT_NE(w.out.find("membership: 3 -> 2 workers (of 2-3) from step " +
                        std::to_string(shrink_step) + ": rank 2 "),
             std::string::npos)
       << w.out;
-  // The grow: at a step boundary, from the ranks' memory, no restart.
+  // The grow: at a step boundary, from the ranks' memory (or the latest
+  // checkpoint, when the boundary is one: 1 run in 50), no restart.
   ASSERT_TRUE(std::regex_search(
       w.out, m,
       std::regex(
-          R"(RUNNING generation 3 from step (\d+) \(rank \d's memory; )"
-          R"(the latest checkpoint is step \d+\) \(the world grows, )"
+          R"(RUNNING generation 3 from step (\d+) (\(rank \d's memory; )"
+          R"(the latest checkpoint is step \d+\) )?\(the world grows, )"
           R"([\d.]+ s later, no restart counted; no step is done again)")))
       << w.out;
   const int grow_step = std::stoi(m[1]);
   EXPECT_GE(grow_step, 300);
+  EXPECT_TRUE(m[2].matched || grow_step % 50 == 0) << m[0];
   EXPECT_NE(w.out.find("1 idle worker can join: generation 2 ends at the "
                        "next step boundary to grow from 2 to 3 workers"),
             std::string::npos)
