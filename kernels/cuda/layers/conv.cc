@@ -1,6 +1,7 @@
 // Descriptors and algorithm choice at Create; Forward/Backward only enqueue.
 // Algorithms come from cuDNN's heuristics (the *_v7 queries), keeping the
-// first that reports CUDNN_DETERMINISTIC and, without TF32, FMA math.
+// first that reports CUDNN_DETERMINISTIC and, without TF32, FMA math; with
+// 16-bit inputs, one that is no FFT or Winograd.
 #include "kernels/cuda/layers/conv.h"
 
 #include <algorithm>
@@ -18,17 +19,46 @@ namespace {
 
 size_t AlignUp(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
+// Never CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: it may convert float32
+// tensors down to half, whose range (6e-8..65504) would flush bf16's small
+// gradients and overflow large values. TF32 (default math) holds every
+// bf16 and half value exactly.
 bool MathAllowed(cudnnMathType_t math, const ConvOptions& options) {
-  return options.tensor_cores() || math == CUDNN_FMA_MATH ||
-         math == CUDNN_DEFAULT_MATH;
+  return math == CUDNN_FMA_MATH || (math == CUDNN_DEFAULT_MATH) ||
+         (options.tensor_cores() && math == CUDNN_TENSOR_OP_MATH);
+}
+
+// Whether the algorithm multiplies the inputs as they are (a GEMM over
+// them), so products of 16-bit-rounded inputs stay exact under TF32;
+// FFT and Winograd multiply transforms of them, which TF32 rounds again.
+bool MultipliesTheInputs(cudnnConvolutionFwdAlgo_t a) {
+  return a != CUDNN_CONVOLUTION_FWD_ALGO_FFT &&
+         a != CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING &&
+         a != CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD &&
+         a != CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
+}
+bool MultipliesTheInputs(cudnnConvolutionBwdDataAlgo_t a) {
+  return a != CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT &&
+         a != CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING &&
+         a != CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD &&
+         a != CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
+}
+bool MultipliesTheInputs(cudnnConvolutionBwdFilterAlgo_t a) {
+  return a != CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT &&
+         a != CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING &&
+         a != CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD &&
+         a != CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED;
 }
 
 // The first deterministic, supported result whose math is allowed (results
-// come best first). Prefers FMA math over default math without TF32.
+// come best first). Prefers FMA math over default math without tensor
+// cores; with 16-bit inputs, prefers an algorithm that multiplies the
+// rounded inputs themselves (exact products), else the first allowed.
 template <typename Perf>
 const Perf* PickDeterministic(const Perf* perf, int count,
                               const ConvOptions& options) {
   const Perf* fallback = nullptr;
+  const bool sixteen = options.inputs != InputRounding::kNone;
   for (int i = 0; i < count; ++i) {
     const Perf& p = perf[i];
     if (p.status != CUDNN_STATUS_SUCCESS ||
@@ -36,7 +66,10 @@ const Perf* PickDeterministic(const Perf* perf, int count,
         !MathAllowed(p.mathType, options)) {
       continue;
     }
-    if (options.tensor_cores() || p.mathType == CUDNN_FMA_MATH) return &p;
+    const bool preferred =
+        sixteen ? MultipliesTheInputs(p.algo)
+                : options.tensor_cores() || p.mathType == CUDNN_FMA_MATH;
+    if (preferred) return &p;
     if (fallback == nullptr) fallback = &p;
   }
   return fallback;
