@@ -64,6 +64,8 @@ absl::StatusOr<std::optional<lockstep::v1::Journal>> EtcdJournalStore::Read() {
   return std::optional<lockstep::v1::Journal>(std::move(journal));
 }
 
+int64_t EtcdJournalStore::term() const { return lease_->term(); }
+
 std::string EtcdJournalStore::NotLeading() const {
   if (deposed_.load()) {
     absl::MutexLock lock(&mu_);

@@ -37,6 +37,7 @@ class EtcdJournalStore : public JournalStore {
   absl::Status Write(const lockstep::v1::Journal& journal) override;
   std::string NotLeading() const override;
   int64_t refused_writes() const override { return refused_.load(); }
+  int64_t term() const override;
 
   // A transaction carries at most this many writes (etcd's --max-txn-ops
   // is 128 by default); more go in several, each fenced alike.

@@ -35,6 +35,10 @@ class JournalStore {
   // coordinator: the leader is ..."). A store that is not shared always
   // may.
   virtual std::string NotLeading() const { return ""; }
+  // This coordinator's leadership term (etcd: its leader key's create
+  // revision); 0 for a store that is not shared. Its checkpoint commits
+  // record it (CheckpointStore::set_term).
+  virtual int64_t term() const { return 0; }
   // Writes refused because this coordinator no longer led.
   virtual int64_t refused_writes() const { return 0; }
   // DataLoss: "the journal WHERE is damaged (WHY); move it aside ...".

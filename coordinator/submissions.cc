@@ -144,6 +144,10 @@ absl::Status Submissions::OpenJobFiles(Job& job) const {
   job.status.set_storage_id(options_.storage_id);
   job.checkpoints = std::make_shared<CheckpointStore>(
       JoinPath(job_dir, "checkpoints"), job.spec.checkpoint.keep);
+  // A deposed leader's late commit then leaves the new leader's alone.
+  if (options_.journal_store != nullptr) {
+    job.checkpoints->set_term(options_.journal_store->term());
+  }
   job.assembler = std::make_shared<CheckpointAssembler>(job.checkpoints);
   ASSIGN_OR_RETURN(job.reports,
                    JobReports::Open(JoinPath(job_dir, "summaries"),

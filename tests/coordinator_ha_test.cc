@@ -164,6 +164,26 @@ TEST_F(CoordinatorHaTest, AStandbyLeadsWhenTheLeaderIsKilledAndTheJobGoesOn) {
   EXPECT_NE(watched.out.find(taken), std::string::npos) << watched.out;
   EXPECT_EQ(Result()["fingerprint"], reference);
   ExpectExactlyOnce(4);
+  // The new leader's checkpoints record its term, a later one than the
+  // killed leader's (a late commit of the killed one could not undo them).
+  std::smatch terms[2];
+  for (int c : {0, 1}) {
+    const std::string log = coordinators_[c]->Stdout();
+    ASSERT_TRUE(
+        std::regex_search(log, terms[c],
+                          std::regex(R"(leading the coordinators )"
+                                     R"(\(etcd key [^,]+, term (\d+))")))
+        << log;
+  }
+  EXPECT_GT(std::stoll(terms[1][1]), std::stoll(terms[0][1]));
+  const std::string final_state = testing::ReadFileOrEmpty(
+      StorageDir() + "/jobs/ft/checkpoints/" +
+      testing::ReadFileOrEmpty(StorageDir() + "/jobs/ft/checkpoints/latest")
+          .substr(0, 13) +
+      "/state.json");
+  EXPECT_NE(final_state.find("\"term\": " + terms[1][1].str() + ","),
+            std::string::npos)
+      << final_state;
   // Submitted again: one job ft2, whichever way the first try went.
   RunResult again = Client({"submit", other});
   EXPECT_EQ(again.exit.exit_code, 0) << again.out << again.err;

@@ -42,10 +42,24 @@ using checkpoint_layout::kTempPrefix;
 using checkpoint_layout::ParseStepName;
 using checkpoint_layout::ReadLatest;
 using checkpoint_layout::RemoveTree;
+using checkpoint_layout::TempTerm;
 
 std::string RandomHex() {
   std::random_device rd;
   return absl::StrFormat("%08x", rd());
+}
+
+// The "term" a step folder's state.json records; 0 without one (written
+// without a term) or when unreadable (a damaged folder is not a later
+// leader's).
+int64_t FolderTerm(const std::string& folder) {
+  absl::StatusOr<std::string> text = ReadFile(JoinPath(folder, kStateFile));
+  if (!text.ok()) return 0;
+  const nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
+  if (!j.is_object() || !j.contains("term") || !j["term"].is_number_integer()) {
+    return 0;
+  }
+  return j["term"].get<int64_t>();
 }
 
 // Folder creation, renames and folder fsyncs during a commit report ENOENT
@@ -97,6 +111,29 @@ absl::Status CheckpointStore::Fault(const std::string& stage,
                                     const std::string& path) const {
   if (!fault_hook_) return absl::OkStatus();
   return fault_hook_(stage, path);
+}
+
+std::string CheckpointStore::TempName(const std::string& what) const {
+  return term_ > 0 ? absl::StrFormat("%st%d-%s", kTempPrefix, term_, what)
+                   : absl::StrCat(kTempPrefix, what);
+}
+
+absl::Status CheckpointStore::CheckNoLaterTerm(
+    int64_t step, const std::string& context) const {
+  if (term_ <= 0) return absl::OkStatus();
+  const std::string latest = ReadLatest(dir_);
+  for (const std::string& n : ListSteps()) {
+    if (ParseStepName(n) < step && n != latest) continue;
+    const int64_t term = FolderTerm(JoinPath(dir_, n));
+    if (term > term_) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "%s: %s was committed by a later leader (term %d; this "
+          "coordinator's term is %d): this coordinator no longer leads, and "
+          "leaves the later leader's checkpoints as they are",
+          context, n, term, term_));
+    }
+  }
+  return absl::OkStatus();
 }
 
 std::vector<std::string> CheckpointStore::ListSteps() const {
@@ -161,6 +198,7 @@ absl::Status CheckpointStore::CommitInto(const std::string& tmp,
   j["seed"] = state.seed;
   j["generation"] = state.generation;
   j["optimizer_iterations"] = state.optimizer_iterations;
+  if (term_ > 0) j["term"] = term_;  // only an HA coordinator's
   if (state.loss_scale.scale > 0) {  // only a job that scales its loss
     j["loss_scale"] = {{"scale", state.loss_scale.scale},
                        {"good_steps", state.loss_scale.good_steps},
@@ -205,18 +243,21 @@ absl::Status CheckpointStore::Commit(const CheckpointState& state,
   }
   RETURN_IF_ERROR(AnnotateStatus(MakeDirs(dir_), context));
 
-  // Temp folders left by a crash are never committed: remove them.
+  RETURN_IF_ERROR(CheckNoLaterTerm(state.step, context));
+  // Temp folders left by a crash are never committed: remove them (not a
+  // later leader's: its commit may be under way).
   std::error_code ec;
   for (fs::directory_iterator it(dir_, ec), end; !ec && it != end;
        it.increment(ec)) {
-    if (absl::StartsWith(it->path().filename().string(), kTempPrefix)) {
+    const std::string n = it->path().filename().string();
+    if (absl::StartsWith(n, kTempPrefix) &&
+        (term_ == 0 || TempTerm(n) <= term_)) {
       RemoveTree(it->path().string());
     }
   }
 
   const std::string tmp = JoinPath(
-      dir_,
-      absl::StrFormat("%sstep-%08d-%s", kTempPrefix, state.step, RandomHex()));
+      dir_, TempName(absl::StrFormat("step-%08d-%s", state.step, RandomHex())));
   if (mkdir(tmp.c_str(), 0755) != 0) {
     return AnnotateStatus(OsError("cannot create", tmp, errno), context);
   }
@@ -226,13 +267,20 @@ absl::Status CheckpointStore::Commit(const CheckpointState& state,
     return AnnotateStatus(s, context);
   }
 
+  // Written: a later leader may have committed meanwhile (the window a
+  // deposed leader's commit under way has).
+  s = CheckNoLaterTerm(state.step, context);
+  if (!s.ok()) {
+    RemoveTree(tmp);
+    return s;
+  }
   // Re-committing a step (after a fallback) replaces the old folder; keep it
   // aside until `latest` is updated so a failure can put it back.
   const std::string final_dir = JoinPath(dir_, name);
   std::string aside;
   if (Exists(final_dir)) {
     aside = JoinPath(
-        dir_, absl::StrCat(kTempPrefix, "replaced-", name, "-", RandomHex()));
+        dir_, TempName(absl::StrCat("replaced-", name, "-", RandomHex())));
     s = Rename(final_dir, aside);
     if (!s.ok()) {
       RemoveTree(tmp);
@@ -273,12 +321,15 @@ absl::Status CheckpointStore::Commit(const CheckpointState& state,
   }
 
   // Committed. Clean up: the replaced folder, folders of an abandoned newer
-  // timeline, and the oldest beyond `keep`. Failures here are harmless.
+  // timeline (not a later leader's), and the oldest beyond `keep`. Failures
+  // here are harmless.
   if (!aside.empty()) RemoveTree(aside);
   std::vector<std::string> steps;
   for (const std::string& n : ListSteps()) {
     if (ParseStepName(n) > state.step) {
-      RemoveTree(JoinPath(dir_, n));
+      if (term_ == 0 || FolderTerm(JoinPath(dir_, n)) <= term_) {
+        RemoveTree(JoinPath(dir_, n));
+      }
     } else {
       steps.push_back(n);
     }

@@ -114,6 +114,18 @@ class CheckpointStore {
 
   const std::string& dir() const { return dir_; }
 
+  // The writer's leadership term: an HA coordinator's etcd term (its
+  // leader key's create revision, larger for every later leader); 0 (the
+  // default) without one. With a term, state.json records it ("term") and
+  // a commit leaves alone what a later leader wrote: its temporary folders
+  // and its step folders are neither removed nor pruned, and a commit is
+  // refused (FailedPrecondition, naming both terms) once a step folder of
+  // a later term is at or after its step or is `latest`. So a deposed
+  // leader's commit that was under way when it lost its lease can no
+  // longer undo the new leader's checkpoints.
+  void set_term(int64_t term) { term_ = term; }
+  int64_t term() const { return term_; }
+
   // Test-only fault injection: called before each stage of Commit with the
   // stage ("model.safetensors", "optimizer.safetensors", "state.json",
   // "rename", "latest") and the path it is about to write; a non-OK result
@@ -127,9 +139,15 @@ class CheckpointStore {
                           const NamedTensors& model,
                           const NamedTensors& optimizer);
   absl::Status Fault(const std::string& stage, const std::string& path) const;
+  // OK, or FailedPrecondition when a later term committed `latest` or a
+  // step folder at or after `step`.
+  absl::Status CheckNoLaterTerm(int64_t step, const std::string& context) const;
+  // `.tmp-` (+ `t<term>-` with a term) + `what`.
+  std::string TempName(const std::string& what) const;
 
   std::string dir_;
   int64_t keep_;
+  int64_t term_ = 0;
   FaultHook fault_hook_;
 };
 

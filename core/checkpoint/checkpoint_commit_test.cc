@@ -1,6 +1,7 @@
 // CheckpointStore commits: the newest kept, round trips, an injected or
 // real write failure leaving latest unchanged, stale temporary folders and
-// folders newer than latest cleaned, duplicate names refused.
+// folders newer than latest cleaned, duplicate names refused, a deposed
+// HA leader's late commit leaving a later leader's checkpoints alone.
 #include "core/checkpoint/checkpoint.h"
 
 #include <cmath>
@@ -193,6 +194,87 @@ TEST_F(CheckpointTest, FolderNewerThanLatestIsNotUsedAndLaterRemoved) {
   loaded = store.LoadLatest(nullptr);
   ASSERT_TRUE(loaded.ok());
   EXPECT_EQ(loaded->state.step, 2);
+}
+
+// Two HA coordinators on one storage: a deposed leader (term 5) whose
+// commit was under way when a later one (term 7) took over.
+TEST_F(CheckpointTest, ADeposedLeadersLateCommitLeavesTheLaterLeadersAlone) {
+  CheckpointStore deposed(dir_, 3), leader(dir_, 3);
+  deposed.set_term(5);
+  leader.set_term(7);
+  ASSERT_TRUE(Commit(deposed, 100).ok());
+  // The later leader's commit under way, and crash leftovers of term 5 and
+  // of a store without a term: the deposed one's commit removes only the
+  // leftovers.
+  for (const char* tmp :
+       {".tmp-t7-step-00000150-0badf00d", ".tmp-t5-step-00000090-deadbeef",
+        ".tmp-step-00000080-deadbeef"}) {
+    fs::create_directories(Path(tmp));
+  }
+  ASSERT_TRUE(Commit(deposed, 120).ok());
+  EXPECT_THAT(Entries(), ElementsAre(".tmp-t7-step-00000150-0badf00d", "latest",
+                                     "step-00000100", "step-00000120"));
+  auto state = ReadFile(Path("step-00000120/state.json"));
+  ASSERT_TRUE(state.ok());
+  EXPECT_THAT(*state, HasSubstr("\"term\": 5,"));
+  fs::remove_all(Path(".tmp-t7-step-00000150-0badf00d"));
+
+  // The later leader resumed from step 120 and committed 150 and 200; the
+  // deposed one's late commit of step 160 would have pruned them (newer
+  // than its step) and pointed `latest` back: refused, nothing touched.
+  ASSERT_TRUE(Commit(leader, 150).ok());
+  ASSERT_TRUE(Commit(leader, 200).ok());
+  const std::vector<std::string> before = Entries();
+  absl::Status late = Commit(deposed, 160);
+  EXPECT_EQ(late.code(), absl::StatusCode::kFailedPrecondition) << late;
+  EXPECT_THAT(late.message(),
+              HasSubstr("cannot commit checkpoint step-00000160: "
+                        "step-00000200 was committed by a later leader "
+                        "(term 7; this coordinator's term is 5)"));
+  EXPECT_EQ(Entries(), before);
+  EXPECT_EQ(Latest(), "step-00000200\n");
+  // Older than the later leader's `latest` is refused too.
+  EXPECT_EQ(Commit(deposed, 110).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Entries(), before);
+
+  // The later leader, in turn, takes a deposed leader's folder after its
+  // step for an abandoned timeline.
+  fs::create_directories(Path("step-00000300"));
+  std::ofstream(Path("step-00000300/state.json")) << R"({"term": 5})";
+  ASSERT_TRUE(Commit(leader, 250).ok());
+  EXPECT_THAT(Entries(), ElementsAre("latest", "step-00000150", "step-00000200",
+                                     "step-00000250"));
+}
+
+// The later leader commits while the deposed one writes its files: the
+// check before the rename refuses, and the written folder goes.
+TEST_F(CheckpointTest, ALaterLeadersCommitDuringTheWriteIsNotUndone) {
+  CheckpointStore deposed(dir_, 3);
+  deposed.set_term(5);
+  ASSERT_TRUE(Commit(deposed, 100).ok());
+  deposed.SetFaultHookForTesting(
+      [&](const std::string& stage, const std::string&) {
+        if (stage == "state.json") {  // the later leader's step 110 lands
+          fs::create_directories(Path("step-00000110"));
+          std::ofstream(Path("step-00000110/state.json")) << R"({"term": 7})";
+        }
+        return absl::OkStatus();
+      });
+  absl::Status late = Commit(deposed, 105);
+  EXPECT_EQ(late.code(), absl::StatusCode::kFailedPrecondition) << late;
+  EXPECT_THAT(late.message(), HasSubstr("step-00000110 was committed by a "
+                                        "later leader (term 7;"));
+  EXPECT_THAT(Entries(),
+              ElementsAre("latest", "step-00000100", "step-00000110"));
+  EXPECT_EQ(Latest(), "step-00000100\n");
+}
+
+TEST_F(CheckpointTest, AStoreWithoutATermWritesNone) {
+  CheckpointStore store(dir_, 3);
+  ASSERT_TRUE(Commit(store, 7).ok());
+  auto state = ReadFile(Path("step-00000007/state.json"));
+  ASSERT_TRUE(state.ok());
+  EXPECT_THAT(*state, Not(HasSubstr("\"term\"")));
 }
 
 TEST_F(CheckpointTest, DuplicateNamesAcrossFilesAreRefused) {

@@ -62,6 +62,22 @@ inline std::string ReadLatest(const std::string& dir) {
   return std::string(absl::StripAsciiWhitespace(*s));
 }
 
+// The leadership term in a temporary folder's name (".tmp-t12-step-..."
+// -> 12); 0 for one without (".tmp-step-...": written without a term).
+inline int64_t TempTerm(const std::string& name) {
+  if (!absl::StartsWith(name, kTempPrefix)) return 0;
+  const size_t at = sizeof(kTempPrefix) - 1;
+  if (name.size() <= at + 1 || name[at] != 't') return 0;
+  const size_t dash = name.find('-', at + 1);
+  int64_t term = 0;
+  if (dash == std::string::npos ||
+      !absl::SimpleAtoi(name.substr(at + 1, dash - at - 1), &term) ||
+      term < 0) {
+    return 0;
+  }
+  return term;
+}
+
 inline std::string Hex(uint32_t v) { return absl::StrFormat("0x%08x", v); }
 
 }  // namespace checkpoint_layout
