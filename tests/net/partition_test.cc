@@ -237,9 +237,15 @@ TEST_F(NetDrillTest, WithALongerRingKeepaliveA6sCutRidesThrough) {
 }
 
 TEST_F(NetDrillTest, AWorkerCutOffPastTheTimeoutIsReplacedAndFencedOnHealing) {
-  const std::string reference = ReferenceFingerprint();
+  // 8 epochs (2,000 steps): generation 2 still trains when the healed
+  // process's generation-1 requests arrive (with FaultJob's 4 it had once
+  // ended before, so nothing was fenced).
+  const nlohmann::json job = FaultJob({{"epochs", 8}});
+  const nlohmann::json alone = TrainAlone(job, testing::NewTempDir("long"));
+  ASSERT_TRUE(alone.is_object());
+  const std::string reference = alone["fingerprint"];
   StartNet(4, 2, {"--worker-timeout", "3"});
-  ASSERT_EQ(Client({"submit", WriteJob(FaultJob())}).exit.exit_code, 0);
+  ASSERT_EQ(Client({"submit", WriteJob(job)}).exit.exit_code, 0);
   WaitForStep(150);
   Subprocess& cut_worker = *workers_[1];  // host 2
   std::smatch id;
