@@ -137,8 +137,15 @@ absl::StatusOr<BatchLoss> CudaGpuReplicas::Step(Batch& batch, const Batch* next,
     } else {
       losses[i] = s;
     }
-    // The other local lanes may wait in the all-reduce for this one.
-    if (!s.ok()) AbortCommunicators();
+    if (!s.ok()) {
+      // The other local lanes may wait in the all-reduce for this one.
+      AbortCommunicators();
+      // And this lane's own sum may still be enqueued (a failed pass sum
+      // fails the lane after LaneCompute enqueued it): waiting on the
+      // aborted communicator aborts NCCL, so its kernels quit and a later
+      // pull of the state (CopyState) does not wait on them forever.
+      lane.comm->WaitStream(lane.model->stream()).IgnoreError();
+    }
   });
   absl::StatusOr<BatchLoss> total = Sum(losses);
   if (total.ok() && via_host) {

@@ -130,6 +130,9 @@ absl::StatusOr<std::unique_ptr<DeviceOptimizer>> DeviceOptimizer::Create(
   CUDA_RETURN_IF_ERROR(cudaMemcpy(o->flat_runs_->get(), runs.data(),
                                   runs.size() * sizeof(FlatRun),
                                   cudaMemcpyHostToDevice));
+  // From pageable memory the copy may return before its DMA lands, and the
+  // models' non-blocking streams do not wait for it.
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(nullptr));
   return o;
 }
 
@@ -168,14 +171,17 @@ absl::Status DeviceOptimizer::Update(double lr, int64_t iterations,
           AdamUpdate(n, runs, count, adam, w, m, v, g, stream));
     }
   }
+  last_unscale_ = unscale;
+  // A skipped step (fp16's overflow) leaves the moving averages too.
+  const double* skip = norm_ && skip_nonfinite ? sgd.clip.sum_squares : nullptr;
   for (const UpdateRun& run : runs_) {
     if (run.update != ParamUpdate::kMovingAverage || global_samples <= 0) {
       continue;
     }
-    CUDA_RETURN_IF_ERROR(
-        MovingAverageUpdate(run.end - run.begin, run.momentum,
-                            1.0 / static_cast<double>(global_samples),
-                            w + run.begin, g + run.begin, stream));
+    CUDA_RETURN_IF_ERROR(MovingAverageUpdate(
+        run.end - run.begin, run.momentum,
+        1.0 / static_cast<double>(global_samples), w + run.begin, g + run.begin,
+        stream, skip, unscale));
   }
   return absl::OkStatus();
 }
@@ -187,7 +193,7 @@ absl::StatusOr<bool> DeviceOptimizer::GradientsFinite() const {
   // After the step's wait: the stream has written it.
   CUDA_RETURN_IF_ERROR(cudaMemcpy(&sum, norm_->get() + kNormBlocks, sizeof(sum),
                                   cudaMemcpyDeviceToHost));
-  return std::isfinite(sum);
+  return !GradientsOverflowed(sum, last_unscale_);
 }
 
 absl::StatusOr<std::vector<Tensor*>> DeviceOptimizer::Match(

@@ -77,15 +77,18 @@ class DeviceOptimizer {
   // Adam over every optimizer run at `lr` (Adam's bias correction from
   // `iterations`, Optimizer::iterations() before the step), g multiplied by
   // `unscale` first and, with `skip_nonfinite`, the whole update skipped
-  // when the norm is not finite (fp16's loss scaling); then batch norm's
-  // moving averages (1 / global_samples; none for 0). Frozen params are
-  // left alone; padding gets updates nothing reads.
+  // when the gradients overflowed (kernels/cuda/overflow.h; fp16's loss
+  // scaling); then batch norm's moving averages (1 / global_samples; none
+  // for 0, nor on a skipped step). Frozen params are left alone; padding
+  // gets updates nothing reads.
   absl::Status Update(double lr, int64_t iterations, float unscale,
                       bool skip_nonfinite, int64_t global_samples, float* w,
                       const float* g, cudaStream_t stream);
 
   // After the step's wait: whether every summed gradient of the
-  // optimizer's params was finite (the norm's sum; true without a norm).
+  // optimizer's params was finite, unscaled by the last Update's `unscale`
+  // too (not GradientsOverflowed, kernels/cuda/overflow.h: the kernels'
+  // own test; true without a norm).
   absl::StatusOr<bool> GradientsFinite() const;
 
   // The optimizer's StateTensors, checked against these slots (names,
@@ -115,6 +118,7 @@ class DeviceOptimizer {
   std::unique_ptr<DeviceBuffer<float>> second_;  // Adam's v; or null
   // The partial sums of squares (kNormBlocks), then the total; or null.
   std::unique_ptr<DeviceBuffer<double>> norm_;
+  float last_unscale_ = 1.0f;  // the last Update's
   std::unique_ptr<DeviceBuffer<FlatRun>> flat_runs_;
 };
 

@@ -264,7 +264,26 @@ TEST(OptimizerLossScaleTest, UnscalesExactlyAndSkipsAnOverflowedStep) {
       ExpectSameBits(w0, w_skip, "skipped step's parameters");
       EXPECT_EQ(m_skip, std::vector<float>(kN, 0.0f));
     }
+    // A scale below 1 (unscale 2^24, the floor's): a finite gradient of
+    // 1e32 overflows float once unscaled, so the step is skipped too.
+    std::vector<float> huge(g0);
+    huge[7] = 1e32f;
+    std::vector<float> w_skip, m_skip;
+    update(huge, 16777216.0f, &w_skip, &m_skip);
+    ExpectSameBits(w0, w_skip, "unscaled overflow's parameters");
+    EXPECT_EQ(m_skip, std::vector<float>(kN, 0.0f));
   }
+}
+
+// The overflow rule itself (host side: what GradientsFinite decides).
+TEST(OptimizerLossScaleTest, OverflowIsTestedAfterUnscaling) {
+  EXPECT_FALSE(GradientsOverflowed(4.0, 1.0f));
+  EXPECT_TRUE(GradientsOverflowed(INFINITY, 1.0f));
+  EXPECT_TRUE(GradientsOverflowed(NAN, 1.0f / 65536));
+  // A norm of 1e32, unscaled by 2^24: 1.7e39, past float's 3.4e38.
+  EXPECT_TRUE(GradientsOverflowed(1e64, 16777216.0f));
+  EXPECT_FALSE(GradientsOverflowed(1e64, 1.0f / 65536));
+  EXPECT_FALSE(GradientsOverflowed(1e64, 1.0f));
 }
 
 // DeviceOptimizer over a padded flat layout (kernel, a frozen param, the

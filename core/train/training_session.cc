@@ -140,7 +140,7 @@ absl::Status TrainingSession::Setup(
           "micro-batch's pass are not built for GPUs; run the job on CPU "
           "replicas, or without \"sync\" batch norm, or give each GPU the "
           "whole batch_size_per_replica",
-          spec.gradient_accumulation_steps));
+          micros_));
     }
     return SetupDevices();
   }

@@ -48,6 +48,9 @@ class DeviceBuffer {
     CUDA_RETURN_IF_ERROR(cudaMalloc(&p, bytes));
     buffer->ptr_ = static_cast<T*>(p);
     CUDA_RETURN_IF_ERROR(cudaMemset(buffer->ptr_, 0, bytes));
+    // cudaMemset may return before it lands, and the models' streams do
+    // not wait for the legacy stream (cudaStreamNonBlocking): set-up only.
+    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(nullptr));
     return buffer;
   }
   ~DeviceBuffer() {

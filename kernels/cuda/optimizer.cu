@@ -19,7 +19,7 @@ __device__ inline float ClipScale(const GradientClip& c) {
 // Loss scaling's overflow: the step is skipped on every element.
 __device__ inline bool Skipped(const GradientClip& c) {
   return c.skip_nonfinite && c.sum_squares != nullptr &&
-         !isfinite(*c.sum_squares);
+         GradientsOverflowed(*c.sum_squares, c.unscale);
 }
 
 // The first run of `runs` that ends after i (runs tile [0, n)).

@@ -11,6 +11,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cuda/overflow.h"
+
 namespace lockstep {
 namespace cuda {
 
@@ -28,6 +30,8 @@ namespace cuda {
 //     core/train/optimizer.cc's GlobalNorm and Update): with clipnorm > 0,
 //     each gradient is then scaled by float(clipnorm / norm) when norm =
 //     sqrt(*sum_squares) * unscale > clipnorm.
+// With skip_nonfinite, the whole update is skipped when GradientsOverflowed
+// (kernels/cuda/overflow.h) says so.
 struct GradientClip {
   double clipnorm = 0;  // 0: no clipping
   const double* sum_squares = nullptr;

@@ -2,6 +2,7 @@
 #include "kernels/cpu/batch_norm.h"
 #include "kernels/cuda/grid_stride.cuh"
 #include "kernels/cuda/layers/batch_norm.h"
+#include "kernels/cuda/overflow.h"
 
 namespace lockstep {
 namespace cuda {
@@ -176,7 +177,13 @@ __global__ void AddStatisticsKernel(int64_t channels, float samples,
 }
 
 __global__ void MovingAverageKernel(int64_t n, float keep, float take,
-                                    double inv, float* v, const float* g) {
+                                    double inv, float* v, const float* g,
+                                    const double* skip_sum_squares,
+                                    float unscale) {
+  if (skip_sum_squares != nullptr &&
+      GradientsOverflowed(*skip_sum_squares, unscale)) {
+    return;
+  }
   for (int64_t i = FirstIndex(); i < n; i += Stride()) {
     const float batch = static_cast<float>(g[i] * inv);
     v[i] = v[i] * keep + batch * take;
@@ -301,10 +308,12 @@ cudaError_t BatchNormAddStatistics(int64_t channels, float samples,
 
 cudaError_t MovingAverageUpdate(int64_t n, float momentum, double inv_samples,
                                 float* value, const float* grad,
-                                cudaStream_t stream) {
+                                cudaStream_t stream,
+                                const double* skip_sum_squares, float unscale) {
   if (n <= 0) return cudaSuccess;
   MovingAverageKernel<<<Blocks(n), kThreads, 0, stream>>>(
-      n, momentum, 1.0f - momentum, inv_samples, value, grad);
+      n, momentum, 1.0f - momentum, inv_samples, value, grad, skip_sum_squares,
+      unscale);
   return cudaGetLastError();
 }
 

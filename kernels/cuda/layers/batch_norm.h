@@ -80,10 +80,14 @@ cudaError_t BatchNormAddStatistics(int64_t channels, float samples,
 
 // The step's update of a run of kMovingAverage values (core/train/optimizer.h's
 // UpdateMovingAverages): v = v * momentum + (float)(g * inv_samples) *
-// (1 - momentum).
+// (1 - momentum). With `skip_sum_squares` (a device pointer), nothing
+// changes when GradientsOverflowed(*skip_sum_squares, unscale)
+// (kernels/cuda/overflow.h): fp16's skipped step leaves the averages too.
 cudaError_t MovingAverageUpdate(int64_t n, float momentum, double inv_samples,
                                 float* value, const float* grad,
-                                cudaStream_t stream);
+                                cudaStream_t stream,
+                                const double* skip_sum_squares = nullptr,
+                                float unscale = 1.0f);
 
 }  // namespace cuda
 }  // namespace lockstep

@@ -96,6 +96,26 @@ TEST_P(BatchNormCudaTest, MatchesTheCpuBitForBit) {
                                       d_dvar.get(), nullptr),
             cudaSuccess);
   ExpectSameBits(running, d_running.ToHost(), "running");
+  // fp16's skipped step (the gradients' sum of squares not finite) leaves
+  // the averages; a finite one updates them as above.
+  for (double sum : {static_cast<double>(INFINITY), 4.0}) {
+    DeviceArray<float> d_avg(std::vector<float>(ch, 0.25f));
+    DeviceArray<double> d_sum(std::vector<double>{sum});
+    ASSERT_EQ(
+        cuda::MovingAverageUpdate(ch, keep, inv, d_avg.get(), d_dvar.get(),
+                                  nullptr, d_sum.get(), 1.0f),
+        cudaSuccess);
+    const std::vector<float> avg = d_avg.ToHost();
+    if (std::isinf(sum)) {
+      EXPECT_EQ(avg, std::vector<float>(ch, 0.25f));
+    } else {
+      std::vector<float> want(ch);
+      for (int64_t c = 0; c < ch; ++c) {
+        want[c] = 0.25f * keep + static_cast<float>(dvar[c] * inv) * take;
+      }
+      ExpectSameBits(want, avg, "running after a finite step");
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, BatchNormCudaTest, ::testing::Bool(),
