@@ -648,7 +648,7 @@ TEST(DeviceDataParallelTest, Fp16LossScalingSkipsAnOverflowOnEveryRankAlike) {
   EXPECT_LT(off, 0.05 * moved) << "moved " << moved;
 }
 
-// precision "bf16" on the GPU (cuBLAS's FAST_16BF products) against the CPU
+// precision "bf16" on the GPU (cuBLAS on bfloat16 copies) against the CPU
 // replicas' bf16 (kernels/cpu/gemm.h): the same op policy, so after three
 // SGD steps the parameters agree far nearer (float32 summation noise,
 // and the odd activation rounded to the other side) than either is to

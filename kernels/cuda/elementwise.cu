@@ -104,6 +104,16 @@ __global__ void RoundInputsKernel(int64_t n, InputRounding to, const float* x,
   }
 }
 
+__global__ void ToSixteenBitsKernel(int64_t n, InputRounding to, const float* x,
+                                    uint16_t* y) {
+  for (int64_t i = FirstIndex(); i < n; i += Stride()) {
+    const float v = x[i];
+    y[i] = to == InputRounding::kBf16
+               ? static_cast<uint16_t>(__float_as_uint(RoundBf16(v)) >> 16)
+               : __half_as_ushort(__float2half_rn(v));
+  }
+}
+
 }  // namespace
 
 cudaError_t AddBias(int64_t rows, int64_t cols, const float* bias, float* y,
@@ -163,6 +173,14 @@ cudaError_t RoundInputs(InputRounding to, int64_t n, const float* x, float* y,
                         cudaStream_t stream) {
   if (n <= 0 || (to == InputRounding::kNone && x == y)) return cudaSuccess;
   RoundInputsKernel<<<Blocks(n), kThreads, 0, stream>>>(n, to, x, y);
+  return cudaGetLastError();
+}
+
+cudaError_t ToSixteenBits(InputRounding to, int64_t n, const float* x,
+                          uint16_t* y, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  if (to == InputRounding::kNone) return cudaErrorInvalidValue;
+  ToSixteenBitsKernel<<<Blocks(n), kThreads, 0, stream>>>(n, to, x, y);
   return cudaGetLastError();
 }
 

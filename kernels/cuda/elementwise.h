@@ -46,6 +46,11 @@ enum class InputRounding { kNone, kBf16, kFp16 };
 // place).
 cudaError_t RoundInputs(InputRounding to, int64_t n, const float* x, float* y,
                         cudaStream_t stream);
+// y = x as 16-bit values (the bits of a __nv_bfloat16 or __half), rounded
+// as RoundInputs rounds them: what cuBLAS multiplies for a 16-bit GEMM
+// (kernels/cuda/gemm.h). `to` must not be kNone.
+cudaError_t ToSixteenBits(InputRounding to, int64_t n, const float* x,
+                          uint16_t* y, cudaStream_t stream);
 // y += alpha * x.
 cudaError_t Axpy(int64_t n, float alpha, const float* x, float* y,
                  cudaStream_t stream);

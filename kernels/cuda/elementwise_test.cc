@@ -146,6 +146,41 @@ TEST(RoundInputsTest, Bf16AsTheCpuAndHalfAtItsEdges) {
   EXPECT_EQ(h.ToHost(), half_want);
 }
 
+// The 16-bit GEMMs' operands (kernels/cuda/gemm.h): bfloat16 bits are the
+// high half of RoundToBf16's float, half bits IEEE's at its edges.
+TEST(RoundInputsTest, SixteenBitsAreTheRoundedValues) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  std::vector<float> x = RandomVector(5000, 10, -1e4f, 1e4f);
+  x.insert(x.end(), {0.0f, -0.0f, 1.0f + 0x1p-8f, INFINITY, NAN, 1e-40f});
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<float> rounded(n);
+  lockstep::RoundToBf16(n, x.data(), rounded.data());
+  std::vector<uint16_t> want(n);
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &rounded[i], sizeof(bits));
+    want[i] = static_cast<uint16_t>(bits >> 16);
+  }
+  DeviceArray<float> dx(x);
+  DeviceArray<uint16_t> dy(n);
+  ASSERT_EQ(ToSixteenBits(InputRounding::kBf16, n, dx.get(), dy.get(), nullptr),
+            cudaSuccess);
+  EXPECT_EQ(dy.ToHost(), want);
+
+  const std::vector<float> half_in = {65504.0f,        65520.0f, -70000.0f,
+                                      1.0f + 0x3p-11f, 0x3p-26f, 0.1f};
+  const std::vector<uint16_t> half_bits = {0x7bff, 0x7c00, 0xfc00,
+                                           0x3c02, 0x0001, 0x2e66};
+  DeviceArray<float> h(half_in);
+  DeviceArray<uint16_t> hb(half_in.size());
+  ASSERT_EQ(ToSixteenBits(InputRounding::kFp16, half_in.size(), h.get(),
+                          hb.get(), nullptr),
+            cudaSuccess);
+  EXPECT_EQ(hb.ToHost(), half_bits);
+  EXPECT_EQ(ToSixteenBits(InputRounding::kNone, 1, h.get(), hb.get(), nullptr),
+            cudaErrorInvalidValue);
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, ElementwiseTest,
                          ::testing::Values(Shape{0, 5}, Shape{1, 1},
                                            Shape{3, 7}, Shape{257, 10},

@@ -5,6 +5,7 @@
 
 #include <cublas_v2.h>
 
+#include <algorithm>
 #include <limits>
 #include <utility>
 
@@ -25,31 +26,84 @@ absl::StatusOr<CublasHandle> CublasHandle::Create() {
 }
 
 CublasHandle::CublasHandle(CublasHandle&& other) noexcept
-    : handle_(std::exchange(other.handle_, nullptr)) {}
+    : handle_(std::exchange(other.handle_, nullptr)),
+      scratch_(std::exchange(other.scratch_, nullptr)),
+      scratch_bytes_(std::exchange(other.scratch_bytes_, 0)) {}
 
 CublasHandle& CublasHandle::operator=(CublasHandle&& other) noexcept {
   if (this != &other) {
     if (handle_ != nullptr) cublasDestroy(handle_);
+    if (scratch_ != nullptr) cudaFree(scratch_);
     handle_ = std::exchange(other.handle_, nullptr);
+    scratch_ = std::exchange(other.scratch_, nullptr);
+    scratch_bytes_ = std::exchange(other.scratch_bytes_, 0);
   }
   return *this;
 }
 
 CublasHandle::~CublasHandle() {
   if (handle_ != nullptr) cublasDestroy(handle_);
+  if (scratch_ != nullptr) cudaFree(scratch_);
 }
 
-cublasComputeType_t ComputeType(const GemmOptions& options) {
-  switch (options.inputs) {
-    case InputRounding::kBf16:
-      return CUBLAS_COMPUTE_32F_FAST_16BF;
-    case InputRounding::kFp16:
-      return CUBLAS_COMPUTE_32F_FAST_16F;
-    case InputRounding::kNone:
-      break;
+absl::StatusOr<uint16_t*> CublasHandle::Scratch(int64_t count,
+                                                cudaStream_t stream) const {
+  const size_t bytes = std::max<int64_t>(count, 1) * sizeof(uint16_t);
+  if (bytes > scratch_bytes_) {
+    const size_t grown = std::max(bytes, scratch_bytes_ / 2 * 3);
+    // Earlier calls on the stream may still read the old memory.
+    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+    if (scratch_ != nullptr) CUDA_RETURN_IF_ERROR(cudaFree(scratch_));
+    scratch_ = nullptr;
+    scratch_bytes_ = 0;
+    CUDA_RETURN_IF_ERROR(cudaMalloc(&scratch_, grown));
+    scratch_bytes_ = grown;
   }
-  return options.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  return static_cast<uint16_t*>(scratch_);
 }
+
+namespace {
+
+// The elements a row-major matrix of `rows` x `cols` with row stride `ld`
+// spans, `batch` of them `stride` apart.
+int64_t Span(int64_t rows, int64_t cols, int64_t ld, int64_t batch = 1,
+             int64_t stride = 0) {
+  return (batch - 1) * stride + (rows - 1) * ld + cols;
+}
+
+// What cuBLAS multiplies: the float32 operands, or their 16-bit copies.
+struct Operands {
+  const void* a;
+  const void* b;
+  cudaDataType_t type;
+  cublasComputeType_t compute;
+};
+
+absl::StatusOr<Operands> Prepare(const CublasHandle& handle,
+                                 cudaStream_t stream,
+                                 const GemmOptions& options, const float* a,
+                                 int64_t span_a, const float* b,
+                                 int64_t span_b) {
+  if (options.inputs == InputRounding::kNone) {
+    return Operands{
+        a, b, CUDA_R_32F,
+        options.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F};
+  }
+  // B 256 bytes aligned after A (tensor cores want 16).
+  const int64_t b_at = (span_a + 127) / 128 * 128;
+  absl::StatusOr<uint16_t*> scratch = handle.Scratch(b_at + span_b, stream);
+  if (!scratch.ok()) return scratch.status();
+  uint16_t* a16 = *scratch;
+  uint16_t* b16 = *scratch + b_at;
+  CUDA_RETURN_IF_ERROR(ToSixteenBits(options.inputs, span_a, a, a16, stream));
+  CUDA_RETURN_IF_ERROR(ToSixteenBits(options.inputs, span_b, b, b16, stream));
+  return Operands{
+      a16, b16,
+      options.inputs == InputRounding::kBf16 ? CUDA_R_16BF : CUDA_R_16F,
+      CUBLAS_COMPUTE_32F};
+}
+
+}  // namespace
 
 absl::Status Gemm(const CublasHandle& handle, cudaStream_t stream,
                   const GemmOptions& options, bool trans_a, bool trans_b,
@@ -81,12 +135,15 @@ absl::Status Gemm(const CublasHandle& handle, cudaStream_t stream,
                                      im, &beta, c, ildc, &zero, c, ildc, c,
                                      ildc));
   }
-  const cublasComputeType_t compute = ComputeType(options);
+  absl::StatusOr<Operands> o = Prepare(
+      handle, stream, options, a, Span(trans_a ? k : m, trans_a ? m : k, lda),
+      b, Span(trans_b ? n : k, trans_b ? k : n, ldb));
+  if (!o.ok()) return o.status();
   return CUBLAS_STATUS(cublasGemmEx(
       handle.get(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-      trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, in, im, ik, &alpha, b, CUDA_R_32F,
-      static_cast<int>(ldb), a, CUDA_R_32F, static_cast<int>(lda), &beta, c,
-      CUDA_R_32F, ildc, compute, CUBLAS_GEMM_DEFAULT));
+      trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, in, im, ik, &alpha, o->b, o->type,
+      static_cast<int>(ldb), o->a, o->type, static_cast<int>(lda), &beta, c,
+      CUDA_R_32F, ildc, o->compute, CUBLAS_GEMM_DEFAULT));
 }
 
 absl::Status GemmStridedBatched(const CublasHandle& handle, cudaStream_t stream,
@@ -120,15 +177,20 @@ absl::Status GemmStridedBatched(const CublasHandle& handle, cudaStream_t stream,
     return absl::OkStatus();
   }
   CUBLAS_RETURN_IF_ERROR(cublasSetStream(handle.get(), stream));
-  const cublasComputeType_t compute = ComputeType(options);
+  // 16-bit copies keep the layout (strides, a stride of 0 included).
+  absl::StatusOr<Operands> o =
+      Prepare(handle, stream, options, a,
+              Span(trans_a ? k : m, trans_a ? m : k, lda, batch, stride_a), b,
+              Span(trans_b ? n : k, trans_b ? k : n, ldb, batch, stride_b));
+  if (!o.ok()) return o.status();
   // Row-major as column-major transposed: A and B swap, as in Gemm.
   return CUBLAS_STATUS(cublasGemmStridedBatchedEx(
       handle.get(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
       trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n),
-      static_cast<int>(m), static_cast<int>(k), &alpha, b, CUDA_R_32F,
-      static_cast<int>(ldb), stride_b, a, CUDA_R_32F, static_cast<int>(lda),
+      static_cast<int>(m), static_cast<int>(k), &alpha, o->b, o->type,
+      static_cast<int>(ldb), stride_b, o->a, o->type, static_cast<int>(lda),
       stride_a, &beta, c, CUDA_R_32F, static_cast<int>(ldc), stride_c,
-      static_cast<int>(batch), compute, CUBLAS_GEMM_DEFAULT));
+      static_cast<int>(batch), o->compute, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace cuda

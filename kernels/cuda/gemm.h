@@ -15,8 +15,10 @@
 namespace lockstep {
 namespace cuda {
 
-// A cuBLAS handle on the device current at Create; move-only, destroys itself.
-// Not thread-safe: one handle per thread (or per stream) that calls Gemm.
+// A cuBLAS handle on the device current at Create, and the device memory
+// its 16-bit GEMMs convert their operands into; move-only, destroys
+// itself. Not thread-safe: one handle per thread (or per stream) that calls
+// Gemm.
 class CublasHandle {
  public:
   // kFailedPrecondition without a usable GPU or driver.
@@ -31,9 +33,16 @@ class CublasHandle {
 
   cublasHandle_t get() const { return handle_; }
 
+  // `count` 16-bit values of device memory, reused by every call on this
+  // handle (its calls are ordered on one stream); grown, after waiting for
+  // `stream`, when a call needs more.
+  absl::StatusOr<uint16_t*> Scratch(int64_t count, cudaStream_t stream) const;
+
  private:
   explicit CublasHandle(cublasHandle_t handle) : handle_(handle) {}
   cublasHandle_t handle_ = nullptr;
+  mutable void* scratch_ = nullptr;
+  mutable size_t scratch_bytes_ = 0;
 };
 
 struct GemmOptions {
@@ -41,21 +50,21 @@ struct GemmOptions {
   // 10-bit mantissa, FP32 accumulation; several times faster on H100 but
   // about 1e-3 relative error. false: full FP32 (CUBLAS_COMPUTE_32F).
   bool allow_tf32 = false;
-  // A job's 16-bit precision: A and B rounded to bfloat16
-  // (CUBLAS_COMPUTE_32F_FAST_16BF) or IEEE half (CUBLAS_COMPUTE_32F_FAST_16F)
-  // inside cuBLAS, on tensor cores, with float32 accumulation and C; the
+  // A job's 16-bit precision: A and B converted to bfloat16 or IEEE half
+  // (ToSixteenBits: RoundInputs' rounding, the CPU's for bfloat16) in the
+  // handle's scratch memory and multiplied as CUDA_R_16BF / CUDA_R_16F
+  // matrices on tensor cores, with float32 products, sums and C
+  // (CUBLAS_COMPUTE_32F), as torch.autocast's matmuls but for C; the
   // float32 buffers stay as they are. Takes precedence over allow_tf32.
   InputRounding inputs = InputRounding::kNone;
 };
-
-// The cuBLAS compute type `options` asks for.
-cublasComputeType_t ComputeType(const GemmOptions& options);
 
 // C = alpha * op(A) * op(B) + beta * C, all row-major device matrices with
 // row strides lda, ldb, ldc, exactly as lockstep::Gemm: op(A) is m x k (A
 // stored k x m when trans_a), op(B) k x n, C m x n; beta == 0 overwrites C
 // (garbage and NaN included); k == 0 gives C = beta * C. Enqueued on
-// `stream` (the handle is bound to it); does not block.
+// `stream` (the handle is bound to it); does not block (but when the
+// handle's scratch grows, which a 16-bit call may need).
 absl::Status Gemm(const CublasHandle& handle, cudaStream_t stream,
                   const GemmOptions& options, bool trans_a, bool trans_b,
                   int64_t m, int64_t n, int64_t k, float alpha, const float* a,

@@ -98,51 +98,73 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GemmTest, ::testing::ValuesIn(Cases()));
 // A job's 16-bit precisions: the product equals the float32 product of the
 // inputs rounded to bfloat16 (the CPU's RoundToBf16) or half (through
 // RoundInputs here) to float32 summation error, plain and strided-batched,
-// and is nowhere near that close to the unrounded float32 product.
+// and is nowhere near that close to the unrounded float32 product: a large
+// product, a tiny one (the operands are converted by lockstep, whatever
+// kernel cuBLAS picks), and transposed operands with padded row strides
+// (only the elements the strides reach are converted).
 TEST(GemmPrecisionTest, SixteenBitInputsAreRoundedThenMultipliedExactly) {
   SKIP_WITHOUT_CUDA_DEVICE();
-  constexpr int64_t m = 48, n = 40, k = 320;
-  const std::vector<float> a = RandomVector(m * k, 61);
-  const std::vector<float> b = RandomVector(k * n, 62);
+  struct Shape {
+    int64_t m, n, k;
+    bool trans_a, trans_b;
+    int64_t pad;  // added to each row stride
+  };
   absl::StatusOr<CublasHandle> handle = CublasHandle::Create();
   ASSERT_TRUE(handle.ok()) << handle.status();
-  for (InputRounding to : {InputRounding::kBf16, InputRounding::kFp16}) {
-    SCOPED_TRACE(to == InputRounding::kBf16 ? "bf16" : "fp16");
-    DeviceArray<float> da(a), db(b), ra(m * k), rb(k * n);
-    ASSERT_EQ(RoundInputs(to, m * k, da.get(), ra.get(), nullptr), cudaSuccess);
-    ASSERT_EQ(RoundInputs(to, k * n, db.get(), rb.get(), nullptr), cudaSuccess);
-    const std::vector<float> a16 = ra.ToHost(), b16 = rb.ToHost();
-    if (to == InputRounding::kBf16) {
-      std::vector<float> cpu(m * k);
-      lockstep::RoundToBf16(m * k, a.data(), cpu.data());
-      ExpectSameBits(cpu, a16, "RoundInputs against RoundToBf16");
+  for (const Shape& sh :
+       {Shape{48, 40, 320, false, false, 0}, Shape{16, 12, 4, false, false, 0},
+        Shape{24, 40, 72, true, true, 5}}) {
+    const int64_t m = sh.m, n = sh.n, k = sh.k;
+    SCOPED_TRACE(testing::Message() << m << "x" << n << "x" << k);
+    const int64_t a_rows = sh.trans_a ? k : m, a_cols = sh.trans_a ? m : k;
+    const int64_t b_rows = sh.trans_b ? n : k, b_cols = sh.trans_b ? k : n;
+    const int64_t lda = a_cols + sh.pad, ldb = b_cols + sh.pad;
+    const std::vector<float> a = RandomVector(a_rows * lda, 61);
+    const std::vector<float> b = RandomVector(b_rows * ldb, 62);
+    for (InputRounding to : {InputRounding::kBf16, InputRounding::kFp16}) {
+      SCOPED_TRACE(to == InputRounding::kBf16 ? "bf16" : "fp16");
+      DeviceArray<float> da(a), db(b), ra(a.size()), rb(b.size());
+      ASSERT_EQ(RoundInputs(to, a.size(), da.get(), ra.get(), nullptr),
+                cudaSuccess);
+      ASSERT_EQ(RoundInputs(to, b.size(), db.get(), rb.get(), nullptr),
+                cudaSuccess);
+      const std::vector<float> a16 = ra.ToHost(), b16 = rb.ToHost();
+      if (to == InputRounding::kBf16) {
+        std::vector<float> cpu(a.size());
+        lockstep::RoundToBf16(a.size(), a.data(), cpu.data());
+        ExpectSameBits(cpu, a16, "RoundInputs against RoundToBf16");
+      }
+      std::vector<float> want(m * n), exact(m * n);
+      lockstep::Gemm(sh.trans_a, sh.trans_b, m, n, k, 1.0f, a16.data(), lda,
+                     b16.data(), ldb, 0.0f, want.data(), n);
+      lockstep::Gemm(sh.trans_a, sh.trans_b, m, n, k, 1.0f, a.data(), lda,
+                     b.data(), ldb, 0.0f, exact.data(), n);
+      GemmOptions options;
+      options.inputs = to;
+      DeviceArray<float> dc(m * n), dbatch(2 * m * n);
+      ASSERT_TRUE(Gemm(*handle, nullptr, options, sh.trans_a, sh.trans_b, m, n,
+                       k, 1.0f, da.get(), lda, db.get(), ldb, 0.0f, dc.get(), n)
+                      .ok());
+      // The same product twice in a batch (stride 0 over A and B).
+      ASSERT_TRUE(GemmStridedBatched(*handle, nullptr, options, sh.trans_a,
+                                     sh.trans_b, m, n, k, 1.0f, da.get(), lda,
+                                     0, db.get(), ldb, 0, 0.0f, dbatch.get(), n,
+                                     m * n, 2)
+                      .ok());
+      const std::vector<float> got = dc.ToHost(), batched = dbatch.ToHost();
+      double off = 0, from_fp32 = 0;
+      for (int64_t i = 0; i < m * n; ++i) {
+        off = std::max({off, std::fabs(double{got[i]} - want[i]),
+                        std::fabs(double{batched[i]} - want[i]),
+                        std::fabs(double{batched[m * n + i]} - want[i])});
+        from_fp32 = std::max(from_fp32, std::fabs(double{want[i]} - exact[i]));
+      }
+      EXPECT_LT(off, 2e-6 * k) << "16-bit rounding is " << from_fp32 << " off";
+      EXPECT_GT(from_fp32, 20 * off);
+      // Only copies were converted: the float32 inputs are as they were.
+      ExpectSameBits(a, da.ToHost(), "A after the 16-bit GEMMs");
+      ExpectSameBits(b, db.ToHost(), "B after the 16-bit GEMMs");
     }
-    std::vector<float> want(m * n), exact(m * n);
-    lockstep::Gemm(false, false, m, n, k, 1.0f, a16.data(), b16.data(), 0.0f,
-                   want.data());
-    lockstep::Gemm(false, false, m, n, k, 1.0f, a.data(), b.data(), 0.0f,
-                   exact.data());
-    GemmOptions options;
-    options.inputs = to;
-    DeviceArray<float> dc(m * n), dbatch(2 * m * n);
-    ASSERT_TRUE(Gemm(*handle, nullptr, options, false, false, m, n, k, 1.0f,
-                     da.get(), k, db.get(), n, 0.0f, dc.get(), n)
-                    .ok());
-    // The same product twice in a batch (stride 0 over A and B).
-    ASSERT_TRUE(GemmStridedBatched(*handle, nullptr, options, false, false, m,
-                                   n, k, 1.0f, da.get(), k, 0, db.get(), n, 0,
-                                   0.0f, dbatch.get(), n, m * n, 2)
-                    .ok());
-    const std::vector<float> got = dc.ToHost(), batched = dbatch.ToHost();
-    double off = 0, from_fp32 = 0;
-    for (int64_t i = 0; i < m * n; ++i) {
-      off = std::max({off, std::fabs(double{got[i]} - want[i]),
-                      std::fabs(double{batched[i]} - want[i]),
-                      std::fabs(double{batched[m * n + i]} - want[i])});
-      from_fp32 = std::max(from_fp32, std::fabs(double{want[i]} - exact[i]));
-    }
-    EXPECT_LT(off, 2e-6 * k) << "16-bit rounding is " << from_fp32 << " off";
-    EXPECT_GT(from_fp32, 20 * off);
   }
 }
 

@@ -55,7 +55,7 @@ struct ConvOptions {
   // A job's 16-bit precision: x, the kernel and dy are rounded to it (in the
   // workspace) and the convolutions run on TF32 tensor cores, whose 10-bit
   // mantissa holds a bfloat16 or half value exactly: the products exact,
-  // the sums float32, as cuBLAS's FAST_16BF/16F GEMMs.
+  // the sums float32, as the 16-bit GEMMs' (kernels/cuda/gemm.h).
   InputRounding inputs = InputRounding::kNone;
   bool tensor_cores() const {
     return allow_tf32 || inputs != InputRounding::kNone;
