@@ -104,10 +104,13 @@ __global__ void RoundInputsKernel(int64_t n, InputRounding to, const float* x,
   }
 }
 
-__global__ void ToSixteenBitsKernel(int64_t n, InputRounding to, const float* x,
-                                    uint16_t* y) {
+__global__ void ToSixteenBitsKernel(int64_t n, InputRounding to, int64_t rows,
+                                    int64_t cols, const float* x, int64_t ld,
+                                    int64_t stride, uint16_t* y) {
   for (int64_t i = FirstIndex(); i < n; i += Stride()) {
-    const float v = x[i];
+    const int64_t row = i / cols, col = i - row * cols;
+    const int64_t matrix = row / rows;
+    const float v = x[matrix * stride + (row - matrix * rows) * ld + col];
     y[i] = to == InputRounding::kBf16
                ? static_cast<uint16_t>(__float_as_uint(RoundBf16(v)) >> 16)
                : __half_as_ushort(__float2half_rn(v));
@@ -176,11 +179,14 @@ cudaError_t RoundInputs(InputRounding to, int64_t n, const float* x, float* y,
   return cudaGetLastError();
 }
 
-cudaError_t ToSixteenBits(InputRounding to, int64_t n, const float* x,
-                          uint16_t* y, cudaStream_t stream) {
-  if (n <= 0) return cudaSuccess;
+cudaError_t ToSixteenBits(InputRounding to, int64_t batch, int64_t rows,
+                          int64_t cols, const float* x, int64_t ld,
+                          int64_t stride, uint16_t* y, cudaStream_t stream) {
   if (to == InputRounding::kNone) return cudaErrorInvalidValue;
-  ToSixteenBitsKernel<<<Blocks(n), kThreads, 0, stream>>>(n, to, x, y);
+  const int64_t n = batch * rows * cols;
+  if (n <= 0) return cudaSuccess;
+  ToSixteenBitsKernel<<<Blocks(n), kThreads, 0, stream>>>(n, to, rows, cols, x,
+                                                          ld, stride, y);
   return cudaGetLastError();
 }
 

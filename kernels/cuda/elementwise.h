@@ -48,9 +48,13 @@ cudaError_t RoundInputs(InputRounding to, int64_t n, const float* x, float* y,
                         cudaStream_t stream);
 // y = x as 16-bit values (the bits of a __nv_bfloat16 or __half), rounded
 // as RoundInputs rounds them: what cuBLAS multiplies for a 16-bit GEMM
-// (kernels/cuda/gemm.h). `to` must not be kNone.
-cudaError_t ToSixteenBits(InputRounding to, int64_t n, const float* x,
-                          uint16_t* y, cudaStream_t stream);
+// (kernels/cuda/gemm.h). x is `batch` matrices of rows x cols, row stride
+// `ld`, `stride` apart; y gets them packed (row stride cols, rows * cols
+// apart), so only the elements a strided view reaches are read. `to` must
+// not be kNone.
+cudaError_t ToSixteenBits(InputRounding to, int64_t batch, int64_t rows,
+                          int64_t cols, const float* x, int64_t ld,
+                          int64_t stride, uint16_t* y, cudaStream_t stream);
 // y += alpha * x.
 cudaError_t Axpy(int64_t n, float alpha, const float* x, float* y,
                  cudaStream_t stream);

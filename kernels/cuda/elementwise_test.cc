@@ -147,7 +147,8 @@ TEST(RoundInputsTest, Bf16AsTheCpuAndHalfAtItsEdges) {
 }
 
 // The 16-bit GEMMs' operands (kernels/cuda/gemm.h): bfloat16 bits are the
-// high half of RoundToBf16's float, half bits IEEE's at its edges.
+// high half of RoundToBf16's float, half bits IEEE's at its edges; a
+// strided view is packed.
 TEST(RoundInputsTest, SixteenBitsAreTheRoundedValues) {
   SKIP_WITHOUT_CUDA_DEVICE();
   std::vector<float> x = RandomVector(5000, 10, -1e4f, 1e4f);
@@ -163,9 +164,24 @@ TEST(RoundInputsTest, SixteenBitsAreTheRoundedValues) {
   }
   DeviceArray<float> dx(x);
   DeviceArray<uint16_t> dy(n);
-  ASSERT_EQ(ToSixteenBits(InputRounding::kBf16, n, dx.get(), dy.get(), nullptr),
+  ASSERT_EQ(ToSixteenBits(InputRounding::kBf16, 1, 1, n, dx.get(), n, 0,
+                          dy.get(), nullptr),
             cudaSuccess);
   EXPECT_EQ(dy.ToHost(), want);
+  // A strided view packed: 2 matrices of 3 x 4, row stride 7, 50 apart.
+  DeviceArray<uint16_t> packed(24);
+  ASSERT_EQ(ToSixteenBits(InputRounding::kBf16, 2, 3, 4, dx.get(), 7, 50,
+                          packed.get(), nullptr),
+            cudaSuccess);
+  std::vector<uint16_t> want_packed;
+  for (int64_t mat = 0; mat < 2; ++mat) {
+    for (int64_t r = 0; r < 3; ++r) {
+      for (int64_t c = 0; c < 4; ++c) {
+        want_packed.push_back(want[mat * 50 + r * 7 + c]);
+      }
+    }
+  }
+  EXPECT_EQ(packed.ToHost(), want_packed);
 
   const std::vector<float> half_in = {65504.0f,        65520.0f, -70000.0f,
                                       1.0f + 0x3p-11f, 0x3p-26f, 0.1f};
@@ -173,11 +189,12 @@ TEST(RoundInputsTest, SixteenBitsAreTheRoundedValues) {
                                            0x3c02, 0x0001, 0x2e66};
   DeviceArray<float> h(half_in);
   DeviceArray<uint16_t> hb(half_in.size());
-  ASSERT_EQ(ToSixteenBits(InputRounding::kFp16, half_in.size(), h.get(),
-                          hb.get(), nullptr),
+  ASSERT_EQ(ToSixteenBits(InputRounding::kFp16, 1, 1, half_in.size(), h.get(),
+                          half_in.size(), 0, hb.get(), nullptr),
             cudaSuccess);
   EXPECT_EQ(hb.ToHost(), half_bits);
-  EXPECT_EQ(ToSixteenBits(InputRounding::kNone, 1, h.get(), hb.get(), nullptr),
+  EXPECT_EQ(ToSixteenBits(InputRounding::kNone, 1, 1, 1, h.get(), 1, 0,
+                          hb.get(), nullptr),
             cudaErrorInvalidValue);
 }
 

@@ -64,42 +64,57 @@ absl::StatusOr<uint16_t*> CublasHandle::Scratch(int64_t count,
 
 namespace {
 
-// The elements a row-major matrix of `rows` x `cols` with row stride `ld`
-// spans, `batch` of them `stride` apart.
-int64_t Span(int64_t rows, int64_t cols, int64_t ld, int64_t batch = 1,
-             int64_t stride = 0) {
-  return (batch - 1) * stride + (rows - 1) * ld + cols;
-}
+// A row-major operand as cuBLAS reads it: `batch` matrices of rows x cols,
+// row stride ld, `stride` elements apart (0: the same matrix each time).
+struct Operand {
+  const void* data;
+  int64_t rows, cols, ld, stride;
+};
 
 // What cuBLAS multiplies: the float32 operands, or their 16-bit copies.
 struct Operands {
-  const void* a;
-  const void* b;
+  Operand a, b;
   cudaDataType_t type;
   cublasComputeType_t compute;
 };
 
+// The elements Convert writes for `x`.
+int64_t PackedSize(const Operand& x, int64_t batch) {
+  return (x.stride == 0 ? 1 : batch) * x.rows * x.cols;
+}
+
+// Packs `x` converted to 16 bits at `y` (row stride cols, rows * cols a
+// matrix; one matrix for a stride of 0), and points `x` there.
+cudaError_t Convert(InputRounding to, int64_t batch, Operand* x, uint16_t* y,
+                    cudaStream_t stream) {
+  const cudaError_t e = ToSixteenBits(
+      to, x->stride == 0 ? 1 : batch, x->rows, x->cols,
+      static_cast<const float*>(x->data), x->ld, x->stride, y, stream);
+  x->data = y;
+  x->ld = x->cols;
+  x->stride = x->stride == 0 ? 0 : x->rows * x->cols;
+  return e;
+}
+
 absl::StatusOr<Operands> Prepare(const CublasHandle& handle,
                                  cudaStream_t stream,
-                                 const GemmOptions& options, const float* a,
-                                 int64_t span_a, const float* b,
-                                 int64_t span_b) {
+                                 const GemmOptions& options, int64_t batch,
+                                 Operand a, Operand b) {
   if (options.inputs == InputRounding::kNone) {
     return Operands{
         a, b, CUDA_R_32F,
         options.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F};
   }
   // B 256 bytes aligned after A (tensor cores want 16).
-  const int64_t b_at = (span_a + 127) / 128 * 128;
-  absl::StatusOr<uint16_t*> scratch = handle.Scratch(b_at + span_b, stream);
+  const int64_t b_at = (PackedSize(a, batch) + 127) / 128 * 128;
+  absl::StatusOr<uint16_t*> scratch =
+      handle.Scratch(b_at + PackedSize(b, batch), stream);
   if (!scratch.ok()) return scratch.status();
-  uint16_t* a16 = *scratch;
-  uint16_t* b16 = *scratch + b_at;
-  CUDA_RETURN_IF_ERROR(ToSixteenBits(options.inputs, span_a, a, a16, stream));
-  CUDA_RETURN_IF_ERROR(ToSixteenBits(options.inputs, span_b, b, b16, stream));
+  CUDA_RETURN_IF_ERROR(Convert(options.inputs, batch, &a, *scratch, stream));
+  CUDA_RETURN_IF_ERROR(
+      Convert(options.inputs, batch, &b, *scratch + b_at, stream));
   return Operands{
-      a16, b16,
-      options.inputs == InputRounding::kBf16 ? CUDA_R_16BF : CUDA_R_16F,
+      a, b, options.inputs == InputRounding::kBf16 ? CUDA_R_16BF : CUDA_R_16F,
       CUBLAS_COMPUTE_32F};
 }
 
@@ -136,14 +151,15 @@ absl::Status Gemm(const CublasHandle& handle, cudaStream_t stream,
                                      ildc));
   }
   absl::StatusOr<Operands> o = Prepare(
-      handle, stream, options, a, Span(trans_a ? k : m, trans_a ? m : k, lda),
-      b, Span(trans_b ? n : k, trans_b ? k : n, ldb));
+      handle, stream, options, 1, {a, trans_a ? k : m, trans_a ? m : k, lda, 0},
+      {b, trans_b ? n : k, trans_b ? k : n, ldb, 0});
   if (!o.ok()) return o.status();
-  return CUBLAS_STATUS(cublasGemmEx(
-      handle.get(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-      trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, in, im, ik, &alpha, o->b, o->type,
-      static_cast<int>(ldb), o->a, o->type, static_cast<int>(lda), &beta, c,
-      CUDA_R_32F, ildc, o->compute, CUBLAS_GEMM_DEFAULT));
+  return CUBLAS_STATUS(
+      cublasGemmEx(handle.get(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                   trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, in, im, ik, &alpha,
+                   o->b.data, o->type, static_cast<int>(o->b.ld), o->a.data,
+                   o->type, static_cast<int>(o->a.ld), &beta, c, CUDA_R_32F,
+                   ildc, o->compute, CUBLAS_GEMM_DEFAULT));
 }
 
 absl::Status GemmStridedBatched(const CublasHandle& handle, cudaStream_t stream,
@@ -177,20 +193,21 @@ absl::Status GemmStridedBatched(const CublasHandle& handle, cudaStream_t stream,
     return absl::OkStatus();
   }
   CUBLAS_RETURN_IF_ERROR(cublasSetStream(handle.get(), stream));
-  // 16-bit copies keep the layout (strides, a stride of 0 included).
+  // 16-bit copies are packed: their row strides and strides change.
   absl::StatusOr<Operands> o =
-      Prepare(handle, stream, options, a,
-              Span(trans_a ? k : m, trans_a ? m : k, lda, batch, stride_a), b,
-              Span(trans_b ? n : k, trans_b ? k : n, ldb, batch, stride_b));
+      Prepare(handle, stream, options, batch,
+              {a, trans_a ? k : m, trans_a ? m : k, lda, stride_a},
+              {b, trans_b ? n : k, trans_b ? k : n, ldb, stride_b});
   if (!o.ok()) return o.status();
   // Row-major as column-major transposed: A and B swap, as in Gemm.
   return CUBLAS_STATUS(cublasGemmStridedBatchedEx(
       handle.get(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
       trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n),
-      static_cast<int>(m), static_cast<int>(k), &alpha, o->b, o->type,
-      static_cast<int>(ldb), stride_b, o->a, o->type, static_cast<int>(lda),
-      stride_a, &beta, c, CUDA_R_32F, static_cast<int>(ldc), stride_c,
-      static_cast<int>(batch), o->compute, CUBLAS_GEMM_DEFAULT));
+      static_cast<int>(m), static_cast<int>(k), &alpha, o->b.data, o->type,
+      static_cast<int>(o->b.ld), o->b.stride, o->a.data, o->type,
+      static_cast<int>(o->a.ld), o->a.stride, &beta, c, CUDA_R_32F,
+      static_cast<int>(ldc), stride_c, static_cast<int>(batch), o->compute,
+      CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace cuda

@@ -97,11 +97,11 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GemmTest, ::testing::ValuesIn(Cases()));
 
 // A job's 16-bit precisions: the product equals the float32 product of the
 // inputs rounded to bfloat16 (the CPU's RoundToBf16) or half (through
-// RoundInputs here) to float32 summation error, plain and strided-batched,
-// and is nowhere near that close to the unrounded float32 product: a large
-// product, a tiny one (the operands are converted by lockstep, whatever
-// kernel cuBLAS picks), and transposed operands with padded row strides
-// (only the elements the strides reach are converted).
+// RoundInputs here) to float32 summation error, plain and strided-batched
+// (a strided A, a stride-0 B), and is nowhere near that close to the unrounded
+// float32 product: a large product, a tiny one (the operands are converted by
+// lockstep, whatever kernel cuBLAS picks), and transposed operands with padded
+// row strides (only the elements the strides reach are converted).
 TEST(GemmPrecisionTest, SixteenBitInputsAreRoundedThenMultipliedExactly) {
   SKIP_WITHOUT_CUDA_DEVICE();
   struct Shape {
@@ -145,11 +145,15 @@ TEST(GemmPrecisionTest, SixteenBitInputsAreRoundedThenMultipliedExactly) {
       ASSERT_TRUE(Gemm(*handle, nullptr, options, sh.trans_a, sh.trans_b, m, n,
                        k, 1.0f, da.get(), lda, db.get(), ldb, 0.0f, dc.get(), n)
                       .ok());
-      // The same product twice in a batch (stride 0 over A and B).
+      // The same product twice in a batch: A twice in a row (stride: its
+      // size), B once (stride 0).
+      std::vector<float> a2(a);
+      a2.insert(a2.end(), a.begin(), a.end());
+      DeviceArray<float> da2(a2);
       ASSERT_TRUE(GemmStridedBatched(*handle, nullptr, options, sh.trans_a,
-                                     sh.trans_b, m, n, k, 1.0f, da.get(), lda,
-                                     0, db.get(), ldb, 0, 0.0f, dbatch.get(), n,
-                                     m * n, 2)
+                                     sh.trans_b, m, n, k, 1.0f, da2.get(), lda,
+                                     static_cast<int64_t>(a.size()), db.get(),
+                                     ldb, 0, 0.0f, dbatch.get(), n, m * n, 2)
                       .ok());
       const std::vector<float> got = dc.ToHost(), batched = dbatch.ToHost();
       double off = 0, from_fp32 = 0;
