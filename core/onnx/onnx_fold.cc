@@ -40,6 +40,10 @@ absl::StatusOr<std::vector<int64_t>> Ints(const Folded& f, const char* what) {
     if (IsBatch(v)) {
       return Unfoldable(absl::StrCat(what, " depends on the batch size"));
     }
+    if (!IsFoldedInt(v)) {
+      return Unfoldable(
+          absl::StrCat(what, " holds ", v, ", not an integer of at most 2^53"));
+    }
     out.push_back(static_cast<int64_t>(v));
   }
   return out;
@@ -121,6 +125,19 @@ absl::StatusOr<Folded> Elementwise(const std::string& op, const Folded& a,
 }
 
 }  // namespace
+
+absl::StatusOr<int64_t> BoundedCount(const std::vector<int64_t>& dims,
+                                     int64_t limit, const std::string& what) {
+  int64_t count = 1;
+  for (int64_t d : dims) {
+    if (d < 0) return Unfoldable(absl::StrCat(what, " has a size of ", d));
+    if (d > 0 && count > limit / d) {
+      return Unfoldable(absl::StrCat(what, " holds over ", limit, " values"));
+    }
+    count *= d;
+  }
+  return count;
+}
 
 absl::StatusOr<Folded> FoldTensor(const onnx::TensorProto& t) {
   Folded f;
@@ -345,29 +362,36 @@ absl::StatusOr<Folded> FoldNode(const onnx::NodeProto& n,
       value = t.v[0];
       f.integer = t.integer;
     }
-    if (NumElements(f.dims) > (1 << 24)) {
-      return Unfoldable("a ConstantOfShape of over 2^24 values");
-    }
-    f.v.assign(NumElements(f.dims), value);
+    ASSIGN_OR_RETURN(const int64_t count,
+                     BoundedCount(dims, 1 << 24, "a ConstantOfShape"));
+    f.v.assign(count, value);
     return f;
   }
   if (op == "Reshape") {
     if (input(1) == nullptr) return Unfoldable("Reshape without a shape");
     ASSIGN_OR_RETURN(std::vector<int64_t> s, Ints(*in[1], "its target shape"));
     Folded f = x;
-    int64_t known = 1, infer = -1;
+    int64_t infer = -1;
+    std::vector<int64_t> known_dims;
     for (size_t i = 0; i < s.size(); ++i) {
       if (s[i] == 0 && IntAttr(n, "allowzero", 0) == 0 && i < x.dims.size()) {
         s[i] = x.dims[i];
       }
-      if (s[i] == -1) {
+      if (s[i] == -1 && infer < 0) {
         infer = i;
       } else {
-        known *= s[i];
+        known_dims.push_back(s[i]);
       }
     }
-    if (infer >= 0 && known > 0) s[infer] = NumElements(x.dims) / known;
-    if (NumElements(Shape(s.begin(), s.end())) != NumElements(x.dims)) {
+    const int64_t size = NumElements(x.dims);
+    ASSIGN_OR_RETURN(const int64_t known,
+                     BoundedCount(known_dims, std::max<int64_t>(size, 1),
+                                  "a Reshape's target shape"));
+    if (infer >= 0 && known == 0) {
+      return Unfoldable("a Reshape that infers an axis beside a 0");
+    }
+    if (infer >= 0) s[infer] = size / known;
+    if ((infer >= 0 ? s[infer] * known : known) != size) {
       return Unfoldable("a Reshape to a shape of another size");
     }
     f.dims.assign(s.begin(), s.end());
@@ -376,6 +400,7 @@ absl::StatusOr<Folded> FoldNode(const onnx::NodeProto& n,
   if (op == "Expand") {
     if (input(1) == nullptr) return Unfoldable("Expand without a shape");
     ASSIGN_OR_RETURN(std::vector<int64_t> s, Ints(*in[1], "its shape"));
+    RETURN_IF_ERROR(BoundedCount(s, 1 << 24, "an Expand").status());
     ASSIGN_OR_RETURN(const Shape dims,
                      BroadcastDims(x.dims, Shape(s.begin(), s.end()), op));
     if (NumElements(dims) > (1 << 24)) {

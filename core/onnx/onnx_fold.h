@@ -9,6 +9,8 @@
 #ifndef LOCKSTEP_CORE_ONNX_ONNX_FOLD_H_
 #define LOCKSTEP_CORE_ONNX_ONNX_FOLD_H_
 
+#include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,19 @@ namespace lockstep {
 
 // The batch size where a shape holds it (not a number any tensor holds).
 inline constexpr double kBatchSize = -4.5e15;
+
+// Whether a folded value can be a size, an axis or an index: an integer of
+// at most 2^53 (exact in a double and in int64). A damaged or hostile
+// model's inf, NaN or 2.5 is not, and is refused before any cast.
+inline bool IsFoldedInt(double v) {
+  return std::fabs(v) <= 9007199254740992.0 && v == std::trunc(v);
+}
+
+// The number of values a shape of `dims` holds, each at least 0; an
+// error naming `what` when one is negative or the count passes `limit`
+// (checked before each product, so nothing overflows).
+absl::StatusOr<int64_t> BoundedCount(const std::vector<int64_t>& dims,
+                                     int64_t limit, const std::string& what);
 
 struct Folded {
   Shape dims;             // the ONNX shape; {} for a scalar

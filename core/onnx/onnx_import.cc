@@ -427,6 +427,21 @@ const Folded* Importer::FoldedIn(const onnx::NodeProto& n, int i) const {
   return it == folded_.end() ? nullptr : &it->second;
 }
 
+absl::StatusOr<const Folded*> Importer::IntsIn(const onnx::NodeProto& n,
+                                               int i) const {
+  const Folded* f = FoldedIn(n, i);
+  if (f == nullptr) return f;
+  for (double v : f->v) {
+    if (!IsFoldedInt(v)) {
+      return Bad(absl::StrCat(NodeName(n), ": input ", i, " (\"", n.input(i),
+                              "\") must hold integers of at most 2^53; it "
+                              "holds ",
+                              v));
+    }
+  }
+  return f;
+}
+
 absl::StatusOr<Json> Importer::ParamRef(const onnx::NodeProto& n,
                                         const onnx::TensorProto& t,
                                         const std::string& layer) {

@@ -266,6 +266,19 @@ TEST(OnnxImportTest, WhatItCannotTrainIsRefusedNamingNodeOpAndWhatToDo) {
        "", "logits",
        "node \"/Transpose_7\" (Transpose): perm [0, 2, 2] is no "
        "permutation of the 3 axes of its input"},
+      // The fuzz target found a shape that folds to inf (an integer
+      // division by 0), cast to int64 unchecked.
+      {"a shape that folds to inf",
+       [](Builder& b) {
+         b.Cnn();
+         b.Ints64("s", {1, 32});
+         b.Ints64("z", {0});
+         b.Node("Div", {"s", "z"}, {"q"});
+         b.Node("Reshape", {"f", "q"}, {"rq"});
+       },
+       "", "logits",
+       "(Reshape): input 1 (\"q\") must hold integers of at most 2^53; it "
+       "holds inf"},
       {"an op of another domain",
        [](Builder& b) {
          b.Cnn();

@@ -284,7 +284,7 @@ absl::Status Importer::Node(const onnx::NodeProto& n) {
     // and W that one AveragePool reads (the pads counted in its divisor).
     ASSIGN_OR_RETURN(Value x, In(n, 0));
     const onnx::NodeProto* reader = SoleReader(n);
-    const Folded* pads = FoldedIn(n, 1);
+    ASSIGN_OR_RETURN(const Folded* pads, IntsIn(n, 1));
     const Folded* fill = FoldedIn(n, 2);
     const std::string mode = StringAttr(n, "mode");
     const bool zeros =

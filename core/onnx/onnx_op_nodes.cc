@@ -274,7 +274,8 @@ absl::Status Importer::OpNode(const onnx::NodeProto& n) {
                  out, false);
         return absl::OkStatus();
       }
-      if (const Folded* idx = FoldedIn(n, 1)) {
+      ASSIGN_OR_RETURN(const Folded* indices, IntsIn(n, 1));
+      if (const Folded* idx = indices) {
         // Rows at constant indices (positions 0..L-1): the same rows for
         // every sample.
         for (double v : idx->v) {
@@ -298,7 +299,7 @@ absl::Status Importer::OpNode(const onnx::NodeProto& n) {
     // One place along a sample's axis (x[:, 0]: BERT's pooler reads the
     // first token, a classifier the last): a slice there, the axis dropped.
     auto x = values_.find(n.input(0));
-    const Folded* at = FoldedIn(n, 1);
+    ASSIGN_OR_RETURN(const Folded* at, IntsIn(n, 1));
     if (x != values_.end() && at != nullptr && at->v.size() == 1 &&
         !x->second.channels_last) {
       const Value& v = x->second;
@@ -408,7 +409,8 @@ absl::Status Importer::OpNode(const onnx::NodeProto& n) {
     // opset 13's ReduceSum takes its axes as an input, ReduceMean (to 17)
     // as an attribute; none: every axis.
     std::vector<int64_t> axes = IntsAttr(n, "axes", {});
-    if (const Folded* f = FoldedIn(n, 1)) {
+    ASSIGN_OR_RETURN(const Folded* axes_in, IntsIn(n, 1));
+    if (const Folded* f = axes_in) {
       for (double v : f->v) axes.push_back(static_cast<int64_t>(v));
     } else if (n.input_size() > 1 && !n.input(1).empty()) {
       return Bad(absl::StrCat(NodeName(n),

@@ -78,7 +78,7 @@ absl::Status Importer::Transpose(const onnx::NodeProto& n) {
 absl::Status Importer::Reshape(const onnx::NodeProto& n) {
   const std::string& op = n.op_type();
   ASSIGN_OR_RETURN(Value x, In(n, 0));
-  const Folded* arg = FoldedIn(n, 1);
+  ASSIGN_OR_RETURN(const Folded* arg, IntsIn(n, 1));
   if (n.input_size() > 1 && !n.input(1).empty() && arg == nullptr) {
     return Bad(absl::StrCat(NodeName(n), ": its ",
                             op == "Reshape" ? "shape" : "axes",
@@ -122,13 +122,18 @@ absl::Status Importer::Reshape(const onnx::NodeProto& n) {
                               ", not the batch's; a shape that cannot "
                               "be made static is not imported"));
     }
-    int64_t known = 1;
+    std::vector<int64_t> known_dims;
     for (size_t i = 1; i < s.size(); ++i) {
-      if (s[i] != -1) known *= static_cast<int64_t>(s[i]);
+      if (s[i] != -1) known_dims.push_back(static_cast<int64_t>(s[i]));
+    }
+    absl::StatusOr<int64_t> known = BoundedCount(known_dims, int64_t{1} << 40,
+                                                 "its shape (a sample's part)");
+    if (!known.ok()) {
+      return Bad(absl::StrCat(NodeName(n), ": ", known.status().message()));
     }
     for (size_t i = 1; i < s.size(); ++i) {
-      shape.push_back(s[i] == -1 && known > 0 ? NumElements(x.shape) / known
-                                              : static_cast<int64_t>(s[i]));
+      shape.push_back(s[i] == -1 && *known > 0 ? NumElements(x.shape) / *known
+                                               : static_cast<int64_t>(s[i]));
     }
   } else {
     std::vector<int64_t> axes;
@@ -169,7 +174,7 @@ absl::Status Importer::Expand(const onnx::NodeProto& n) {
   const std::string& op = n.op_type();
   const std::string base = LayerName(n.name().empty() ? n.output(0) : n.name());
   ASSIGN_OR_RETURN(Value x, In(n, 0));
-  const Folded* arg = FoldedIn(n, 1);
+  ASSIGN_OR_RETURN(const Folded* arg, IntsIn(n, 1));
   if (arg == nullptr) {
     return Bad(absl::StrCat(NodeName(n),
                             ": its shape must be known at "
@@ -278,7 +283,8 @@ absl::Status Importer::SplitOrSlice(const onnx::NodeProto& n) {
     }
     const int64_t dim = x.shape[axis - 1];
     std::vector<int64_t> sizes = IntsAttr(n, "split", {});
-    if (const Folded* f = FoldedIn(n, 1)) {
+    ASSIGN_OR_RETURN(const Folded* split, IntsIn(n, 1));
+    if (const Folded* f = split) {
       sizes.clear();
       for (double v : f->v) sizes.push_back(static_cast<int64_t>(v));
     } else if (n.input_size() > 1 && !n.input(1).empty()) {
@@ -307,10 +313,10 @@ absl::Status Importer::SplitOrSlice(const onnx::NodeProto& n) {
                               " into its ", n.output_size(), " outputs"));
     }
   } else {
-    const Folded* starts = FoldedIn(n, 1);
-    const Folded* ends = FoldedIn(n, 2);
-    const Folded* axes = FoldedIn(n, 3);
-    const Folded* steps = FoldedIn(n, 4);
+    ASSIGN_OR_RETURN(const Folded* starts, IntsIn(n, 1));
+    ASSIGN_OR_RETURN(const Folded* ends, IntsIn(n, 2));
+    ASSIGN_OR_RETURN(const Folded* axes, IntsIn(n, 3));
+    ASSIGN_OR_RETURN(const Folded* steps, IntsIn(n, 4));
     const bool unknown =
         starts == nullptr || ends == nullptr ||
         (n.input_size() > 3 && !n.input(3).empty() && axes == nullptr) ||
@@ -379,7 +385,7 @@ absl::Status Importer::Trilu(const onnx::NodeProto& n) {
   }
   int64_t k = 0;
   if (n.input_size() > 1 && !n.input(1).empty()) {
-    const Folded* f = FoldedIn(n, 1);
+    ASSIGN_OR_RETURN(const Folded* f, IntsIn(n, 1));
     if (f == nullptr || f->v.size() != 1 || f->v[0] == kBatchSize) {
       return Bad(absl::StrCat(NodeName(n),
                               ": its k must be known at import (a "
