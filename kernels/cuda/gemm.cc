@@ -16,25 +16,29 @@ namespace lockstep {
 namespace cuda {
 
 absl::StatusOr<CublasHandle> CublasHandle::Create() {
+  int device = 0;
+  CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   cublasHandle_t handle = nullptr;
   absl::Status status = CUBLAS_STATUS(cublasCreate(&handle));
   if (!status.ok()) {
     cudaGetLastError();  // cuBLAS may leave the runtime's error set
     return status;
   }
-  return CublasHandle(handle);
+  return CublasHandle(handle, device);
 }
 
 CublasHandle::CublasHandle(CublasHandle&& other) noexcept
     : handle_(std::exchange(other.handle_, nullptr)),
+      device_(other.device_),
       scratch_(std::exchange(other.scratch_, nullptr)),
       scratch_bytes_(std::exchange(other.scratch_bytes_, 0)) {}
 
 CublasHandle& CublasHandle::operator=(CublasHandle&& other) noexcept {
   if (this != &other) {
     if (handle_ != nullptr) cublasDestroy(handle_);
-    if (scratch_ != nullptr) cudaFree(scratch_);
+    FreeScratch();
     handle_ = std::exchange(other.handle_, nullptr);
+    device_ = other.device_;
     scratch_ = std::exchange(other.scratch_, nullptr);
     scratch_bytes_ = std::exchange(other.scratch_bytes_, 0);
   }
@@ -43,7 +47,18 @@ CublasHandle& CublasHandle::operator=(CublasHandle&& other) noexcept {
 
 CublasHandle::~CublasHandle() {
   if (handle_ != nullptr) cublasDestroy(handle_);
-  if (scratch_ != nullptr) cudaFree(scratch_);
+  FreeScratch();
+}
+
+void CublasHandle::FreeScratch() const {
+  if (scratch_ == nullptr) return;
+  int current = 0;
+  cudaGetDevice(&current);
+  cudaSetDevice(device_);
+  cudaFree(scratch_);
+  cudaSetDevice(current);
+  scratch_ = nullptr;
+  scratch_bytes_ = 0;
 }
 
 absl::StatusOr<uint16_t*> CublasHandle::Scratch(int64_t count,
@@ -53,9 +68,8 @@ absl::StatusOr<uint16_t*> CublasHandle::Scratch(int64_t count,
     const size_t grown = std::max(bytes, scratch_bytes_ / 2 * 3);
     // Earlier calls on the stream may still read the old memory.
     CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
-    if (scratch_ != nullptr) CUDA_RETURN_IF_ERROR(cudaFree(scratch_));
-    scratch_ = nullptr;
-    scratch_bytes_ = 0;
+    FreeScratch();
+    CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     CUDA_RETURN_IF_ERROR(cudaMalloc(&scratch_, grown));
     scratch_bytes_ = grown;
   }

@@ -39,8 +39,11 @@ class CublasHandle {
   absl::StatusOr<uint16_t*> Scratch(int64_t count, cudaStream_t stream) const;
 
  private:
-  explicit CublasHandle(cublasHandle_t handle) : handle_(handle) {}
+  CublasHandle(cublasHandle_t handle, int device)
+      : handle_(handle), device_(device) {}
+  void FreeScratch() const;
   cublasHandle_t handle_ = nullptr;
+  int device_ = 0;  // the scratch's
   mutable void* scratch_ = nullptr;
   mutable size_t scratch_bytes_ = 0;
 };
