@@ -222,6 +222,7 @@ std::string CoordinatorMetricsText(const Coordinator::OpsView& view,
 
 nlohmann::json DashboardState(const Coordinator::OpsView& view) {
   nlohmann::json out;
+  out["not_serving"] = view.not_serving;
   out["jobs"] = nlohmann::json::array();
   for (const Coordinator::JobView& j : view.jobs) {
     const lockstep::v1::JobStatus& s = j.status;

@@ -17,8 +17,11 @@ namespace lockstep {
 std::string CoordinatorMetricsText(const Coordinator::OpsView& view,
                                    bool ready);
 
-// {"jobs": [...], "workers": [...]}: each job's state, progress, figures,
-// last events and curves; each worker's identity, job, rank, heartbeat age.
+// {"jobs": [...], "workers": [...], "not_serving": "..."}: each job's
+// state, progress, figures, last events and curves; each worker's
+// identity, job, rank, heartbeat age; and why this coordinator does not
+// serve ("" when it does; a standby's names the leader), which the page
+// shows above its empty tables.
 nlohmann::json DashboardState(const Coordinator::OpsView& view);
 
 // "/", "/api/state", "/metrics" over `coordinator` (not owned).

@@ -256,9 +256,18 @@ TEST_F(OpsEndpointsTest, RoutesServeTheDashboardAndItsState) {
   EXPECT_EQ(page.content_type, "text/html; charset=utf-8");
   EXPECT_THAT(page.body, HasSubstr("<title>lockstep</title>"));
   EXPECT_THAT(page.body, HasSubstr("fetch(\"api/state\""));
+  EXPECT_THAT(page.body, HasSubstr("this coordinator does not serve: "));
   HttpReply state = routes["/api/state"]({});
   EXPECT_EQ(state.content_type, "application/json");
   EXPECT_EQ(nlohmann::json::parse(state.body)["jobs"].size(), 0u);
+  EXPECT_EQ(nlohmann::json::parse(state.body)["not_serving"], "");
+  // A standby's state says why it holds nothing, naming the leader.
+  Coordinator::OpsView standby;
+  standby.not_serving = std::string(kNotLeaderPrefix) +
+                        "a standby; the leader is 10.0.0.1:7070 (term 3)";
+  EXPECT_EQ(DashboardState(standby)["not_serving"],
+            std::string(kNotLeaderPrefix) +
+                "a standby; the leader is 10.0.0.1:7070 (term 3)");
   HttpReply metrics = routes["/metrics"]({});
   EXPECT_THAT(metrics.body, HasSubstr("lockstep_coordinator_ready 1"));
   EXPECT_THAT(metrics.body, Not(HasSubstr("lockstep_job_step{")));
