@@ -60,6 +60,7 @@ absl::Status Coordinator::LoadJournal() {
     return absl::OkStatus();
   }
   for (const Job* job : resumed) {
+    nccl_.Republish(*job);
     LogRecord r(job->events.back());
     r.job = job->name;
     r.generation = job->status.generation();

@@ -85,6 +85,18 @@ TEST_F(CoordinatorTest, Rank0sNcclIdReachesTheOtherRanksOncePerGeneration) {
       c_->nccl().PublishNcclId(request(a, 1, id, 0)).ok());  // idempotent
   EXPECT_TRUE(absl::IsAlreadyExists(
       c_->nccl().PublishNcclId(request(a, 1, std::string(128, 'x'), 0))));
+  // A coordinator that takes over (here a restart from the journal; a
+  // standby that leads reads the same journal from etcd) hands out the
+  // same id at once: the published id was journaled.
+  ASSERT_TRUE(c_->SaveJournal().ok());
+  c_ = std::make_unique<Coordinator>(Options());
+  ASSERT_TRUE(c_->LoadJournal().ok());
+  absl::StatusOr<std::string> again =
+      c_->nccl().FetchNcclId(request(b, 1, "", 0));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*again, id);
+  EXPECT_TRUE(absl::IsAlreadyExists(
+      c_->nccl().PublishNcclId(request(a, 1, std::string(128, 'x'), 0))));
   // Another worker, or a generation that is over, gets nothing.
   const std::string c = Register("hostc");
   EXPECT_TRUE(absl::IsPermissionDenied(

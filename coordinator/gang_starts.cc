@@ -284,6 +284,7 @@ bool GangStarts::TryStart(Job& job) {
   const bool grows =
       recovering && job.regroup_generation == job.status.generation();
   job.finished.clear();
+  job.nccl_id.clear();
   job.fingerprints.clear();
   job.suspects.clear();
   job.quorum_since = absl::InfiniteFuture();

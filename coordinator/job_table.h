@@ -89,6 +89,9 @@ class JobTable {
     std::shared_ptr<AuditLog> audit;
     // The running generation's collective: "ring" or "nccl".
     std::string collective;
+    // The running generation's NCCL unique id once rank 0 published it
+    // (journaled; cleared when a generation starts).
+    std::string nccl_id;
     // The rank holding the running generation back (no text: none), and
     // the last one an event named (generation/rank/cause).
     lockstep::v1::Straggler straggler;

@@ -40,24 +40,39 @@ absl::StatusOr<NcclBootstrap::Job*> NcclBootstrap::NcclGeneration(
 
 absl::Status NcclBootstrap::PublishNcclId(
     const lockstep::v1::NcclIdRequest& req) {
+  if (req.unique_id().size() != kNcclUniqueIdBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("an NCCL unique id is %d bytes, got %d",
+                        kNcclUniqueIdBytes, req.unique_id().size()));
+  }
   {
     absl::MutexLock lock(&mu_);
     int rank = -1;
-    RETURN_IF_ERROR(NcclGeneration(req, &rank).status());
+    ASSIGN_OR_RETURN(Job * job, NcclGeneration(req, &rank));
     if (rank != 0) {
       return absl::PermissionDeniedError(absl::StrFormat(
           "only rank 0 publishes the NCCL id of job %s generation %d; worker "
           "%s is rank %d",
           req.job(), req.generation(), req.worker_id(), rank));
     }
+    if (job->nccl_id.empty()) {
+      // Journaled before any rank has it: a coordinator that takes over
+      // hands out the same id (LoadJournal republishes it).
+      job->nccl_id = req.unique_id();
+      events_.Persist();
+    }
   }
-  if (req.unique_id().size() != kNcclUniqueIdBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("an NCCL unique id is %d bytes, got %d",
-                        kNcclUniqueIdBytes, req.unique_id().size()));
-  }
-  // Outside the state lock: the relay has its own.
+  // Outside the state lock: the relay has its own (and refuses another id
+  // of the same generation).
   return nccl_ids_.Publish(req.job(), req.generation(), req.unique_id());
+}
+
+void NcclBootstrap::Republish(const Job& job) {
+  if (job.nccl_id.empty() || job.status.state() != lockstep::v1::RUNNING) {
+    return;
+  }
+  nccl_ids_.Publish(job.name, job.status.generation(), job.nccl_id)
+      .IgnoreError();  // a fresh relay holds nothing else
 }
 
 absl::StatusOr<std::string> NcclBootstrap::FetchNcclId(

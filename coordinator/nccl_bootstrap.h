@@ -35,6 +35,9 @@ class NcclBootstrap {
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<std::string> FetchNcclId(
       const lockstep::v1::NcclIdRequest& req) ABSL_LOCKS_EXCLUDED(mu_);
+  // A job read back from the journal: its running generation's published
+  // id (journaled by PublishNcclId) is handed out again.
+  void Republish(const Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // How many FetchNcclId calls of `job` wait for its id now.
   int Waiting(const std::string& job) { return nccl_ids_.Waiting(job); }
 

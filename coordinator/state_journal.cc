@@ -82,6 +82,7 @@ absl::Status StateJournal::Write(const Membership& members,
     for (int d : job.memory_part_donors) out->add_memory_part_donors(d);
     out->set_regroup_generation(job.regroup_generation);
     out->set_growing_by(job.growing_by);
+    out->set_nccl_id(job.nccl_id);
     const size_t first = job.events.size() > kMaxJournaledEvents
                              ? job.events.size() - kMaxJournaledEvents
                              : 0;
@@ -182,6 +183,12 @@ absl::StatusOr<StateJournal::Found> StateJournal::Read(
     }
     job->regroup_generation = in.regroup_generation();
     job->growing_by = std::max<int64_t>(0, in.growing_by());
+    if (!in.nccl_id().empty() && in.nccl_id().size() != 128) {
+      return damaged(
+          absl::StrFormat("job %s: an NCCL id of %d bytes (128 expected)",
+                          job->name, in.nccl_id().size()));
+    }
+    job->nccl_id = in.nccl_id();
     // The message is "<reason>; recovering: <what it waits for>".
     job->lost_reason = in.status().message().substr(
         0, in.status().message().find("; recovering"));

@@ -1,7 +1,7 @@
 // BootstrapNcclId against a real coordinator on loopback gRPC, no GPU: both
 // ranks end with rank 0's bytes, a lone rank 1 times out naming rank 0, a
-// stale generation is refused, and both ranks ride out a coordinator
-// restart.
+// stale generation is refused, both ranks ride out a coordinator restart,
+// and with several coordinators they fail over to the one that answers.
 #include "worker/nccl_bootstrap.h"
 
 #include <atomic>
@@ -16,6 +16,7 @@
 #include "coordinator/services.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "rpc/coordinator_stubs.h"
 #include "rpc/rpc_util.h"
 #include "rpc/tls.h"
 
@@ -211,6 +212,34 @@ TEST_F(NcclBootstrapTest, BothRanksRideOutACoordinatorRestart) {
     ASSERT_TRUE(ids[r].ok()) << "rank " << r << ": " << ids[r].status();
     EXPECT_EQ(*ids[r], KnownId());
   }
+}
+
+// Several coordinators, the first unreachable (a killed leader; a standby
+// answers UNAVAILABLE too): through CoordinatorStubs' Run both ranks go on
+// to the one that answers and end with rank 0's bytes.
+TEST_F(NcclBootstrapTest, BothRanksFailOverToTheCoordinatorThatAnswers) {
+  CoordinatorStubs stubs({"127.0.0.1:1", "127.0.0.1:" + std::to_string(port_)},
+                         TlsFiles());
+  const CoordinatorRunner run = [&stubs](const CoordinatorCall& call) {
+    return stubs.Run(call);
+  };
+  absl::StatusOr<std::string> ids[2];
+  std::thread rank1([&] {
+    ids[1] = BootstrapNcclId(
+        run, worker1_, "j", 1, 1, NeverCalled, absl::Seconds(20),
+        absl::Seconds(1), [this](const absl::Status&) { ++unavailable_[1]; });
+  });
+  ids[0] = BootstrapNcclId(run, worker0_, "j", 1, 0, MakeKnownId(),
+                           absl::Seconds(20), absl::Seconds(1),
+                           [this](const absl::Status&) { ++unavailable_[0]; });
+  rank1.join();
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(ids[r].ok()) << "rank " << r << ": " << ids[r].status();
+    EXPECT_EQ(*ids[r], KnownId());
+  }
+  // The first call went to the unreachable one.
+  EXPECT_GE(unavailable_[0] + unavailable_[1], 1);
+  EXPECT_EQ(made_.load(), 1);
 }
 
 TEST_F(NcclBootstrapTest, AnUnreachableCoordinatorEndsAtTheDeadline) {

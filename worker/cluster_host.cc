@@ -154,9 +154,16 @@ absl::StatusOr<std::string> ClusterHost::NcclId() {
   // NCCL over every worker: rank 0 makes the generation's ncclUniqueId and
   // the coordinator relays it. The ring layout: this worker's own.
   if (a_.collective() != "nccl") return NewNcclId();
-  return BootstrapNcclId(ctx_.coordinator->get(), ctx_.worker_id, a_.job(),
-                         a_.generation(), a_.rank(), &NewNcclId,
-                         absl::Seconds(120));
+  // Through every coordinator it knows: a standby answers UNAVAILABLE and
+  // the next call goes to the next one; with several, a call waits 5 s at
+  // most (StepCallTimeout), so a paused leader is left within seconds.
+  CoordinatorStubs& stubs = *ctx_.coordinator;
+  return BootstrapNcclId(
+      [&stubs](const CoordinatorCall& call) { return stubs.Run(call); },
+      ctx_.worker_id, a_.job(), a_.generation(), a_.rank(), &NewNcclId,
+      absl::Seconds(120),
+      stubs.size() > 1 ? absl::Seconds(stubs.StepCallTimeout().count())
+                       : absl::Seconds(300));
 }
 
 absl::Status ClusterHost::SaveCheckpoint(const CheckpointState& state,

@@ -44,19 +44,25 @@ bool WaitToRetry(absl::Time deadline) {
 }
 
 absl::StatusOr<std::string> Publish(
-    lockstep::v1::Coordinator::StubInterface* coordinator,
-    lockstep::v1::NcclIdRequest req, absl::Time deadline,
-    absl::Duration timeout,
+    const CoordinatorRunner& run, lockstep::v1::NcclIdRequest req,
+    absl::Time deadline, absl::Duration timeout, absl::Duration poll,
     const std::function<void(const absl::Status&)>& on_unavailable) {
   while (true) {
-    grpc::ClientContext context;
-    context.set_deadline(ToChrono(deadline));
-    lockstep::v1::NcclIdResponse resp;
-    const absl::Status s = FromGrpc(
-        coordinator->PublishNcclId(&context, req, &resp), "PublishNcclId");
+    const absl::Time call_deadline = std::min(deadline, absl::Now() + poll);
+    const absl::Status s =
+        run([&](lockstep::v1::Coordinator::StubInterface* coordinator) {
+          grpc::ClientContext context;
+          context.set_deadline(ToChrono(call_deadline));
+          lockstep::v1::NcclIdResponse resp;
+          return FromGrpc(coordinator->PublishNcclId(&context, req, &resp),
+                          "PublishNcclId");
+        });
     if (s.ok()) return req.unique_id();
     if (absl::IsUnavailable(s) && on_unavailable) on_unavailable(s);
     if (absl::IsUnavailable(s) && WaitToRetry(deadline)) continue;
+    // A coordinator that answered nothing within `poll` (paused): again,
+    // on the next one where there are several.
+    if (absl::IsDeadlineExceeded(s) && absl::Now() < deadline) continue;
     if (absl::IsUnavailable(s)) {
       return absl::DeadlineExceededError(absl::StrCat(
           "the coordinator stayed unreachable for ",
@@ -67,9 +73,8 @@ absl::StatusOr<std::string> Publish(
 }
 
 absl::StatusOr<std::string> Fetch(
-    lockstep::v1::Coordinator::StubInterface* coordinator,
-    lockstep::v1::NcclIdRequest req, absl::Time deadline,
-    absl::Duration timeout,
+    const CoordinatorRunner& run, lockstep::v1::NcclIdRequest req,
+    absl::Time deadline, absl::Duration timeout, absl::Duration poll,
     const std::function<void(const absl::Status&)>& on_unavailable) {
   absl::Status last;
   while (true) {
@@ -79,13 +84,15 @@ absl::StatusOr<std::string> Fetch(
           "rank 0 did not publish it within ", absl::FormatDuration(timeout),
           last.ok() ? "" : absl::StrCat(" (last: ", last.message(), ")")));
     }
-    const absl::Duration wait = std::min(left, kMaxFetchWait);
+    const absl::Duration wait = std::min({left, poll, kMaxFetchWait});
     req.set_wait_seconds(absl::ToDoubleSeconds(wait));
-    grpc::ClientContext context;
-    context.set_deadline(ToChrono(absl::Now() + wait + kCallGrace));
     lockstep::v1::NcclIdResponse resp;
-    last =
-        FromGrpc(coordinator->FetchNcclId(&context, req, &resp), "FetchNcclId");
+    last = run([&](lockstep::v1::Coordinator::StubInterface* coordinator) {
+      grpc::ClientContext context;
+      context.set_deadline(ToChrono(absl::Now() + wait + kCallGrace));
+      return FromGrpc(coordinator->FetchNcclId(&context, req, &resp),
+                      "FetchNcclId");
+    });
     if (last.ok()) return resp.unique_id();
     if (absl::IsUnavailable(last)) {
       if (on_unavailable) on_unavailable(last);
@@ -99,16 +106,16 @@ absl::StatusOr<std::string> Fetch(
 }  // namespace
 
 absl::StatusOr<std::string> BootstrapNcclId(
-    lockstep::v1::Coordinator::StubInterface* coordinator,
-    const std::string& worker_id, const std::string& job, int64_t generation,
-    int rank, std::function<absl::StatusOr<std::string>()> make_id,
-    absl::Duration timeout,
+    const CoordinatorRunner& run, const std::string& worker_id,
+    const std::string& job, int64_t generation, int rank,
+    std::function<absl::StatusOr<std::string>()> make_id,
+    absl::Duration timeout, absl::Duration poll,
     std::function<void(const absl::Status&)> on_unavailable) {
   const absl::Time deadline = absl::Now() + timeout;
   lockstep::v1::NcclIdRequest req = Request(worker_id, job, generation);
   if (rank != 0) {
     absl::StatusOr<std::string> id =
-        Fetch(coordinator, std::move(req), deadline, timeout, on_unavailable);
+        Fetch(run, std::move(req), deadline, timeout, poll, on_unavailable);
     if (id.ok()) return id;
     return AnnotateStatus(
         id.status(),
@@ -124,9 +131,21 @@ absl::StatusOr<std::string> BootstrapNcclId(
   if (!made.ok()) return AnnotateStatus(made.status(), context);
   req.set_unique_id(*std::move(made));
   absl::StatusOr<std::string> id =
-      Publish(coordinator, std::move(req), deadline, timeout, on_unavailable);
+      Publish(run, std::move(req), deadline, timeout, poll, on_unavailable);
   if (id.ok()) return id;
   return AnnotateStatus(id.status(), context);
+}
+
+absl::StatusOr<std::string> BootstrapNcclId(
+    lockstep::v1::Coordinator::StubInterface* coordinator,
+    const std::string& worker_id, const std::string& job, int64_t generation,
+    int rank, std::function<absl::StatusOr<std::string>()> make_id,
+    absl::Duration timeout,
+    std::function<void(const absl::Status&)> on_unavailable) {
+  return BootstrapNcclId(
+      [coordinator](const CoordinatorCall& call) { return call(coordinator); },
+      worker_id, job, generation, rank, std::move(make_id), timeout,
+      kMaxFetchWait, std::move(on_unavailable));
 }
 
 }  // namespace lockstep

@@ -15,6 +15,15 @@
 
 namespace lockstep {
 
+// One call on a coordinator: `call` gets the stub to use. A
+// CoordinatorStubs' Run fails over (after an UNAVAILABLE or
+// DEADLINE_EXCEEDED answer the next call goes to the next coordinator, as a
+// standby answers UNAVAILABLE naming the leader); a single stub always
+// answers alike.
+using CoordinatorCall =
+    std::function<absl::Status(lockstep::v1::Coordinator::StubInterface*)>;
+using CoordinatorRunner = std::function<absl::Status(const CoordinatorCall&)>;
+
 // The unique id of `job`'s generation `generation`, which `worker_id` holds
 // as `rank`. Rank 0 calls `make_id` (NewNcclUniqueId on a GPU worker) and
 // publishes the result; every other rank fetches it with long polls. Blocks
@@ -25,6 +34,18 @@ namespace lockstep {
 // over (do not retry: the next generation needs a new id), PermissionDenied
 // for a worker without that rank. `coordinator` is not owned.
 // `on_unavailable` (when set) sees each UNAVAILABLE answer before its retry.
+// Through `run` with several coordinators, each call waits at most `poll`
+// (a publish's deadline, a fetch's long poll) and a DEADLINE_EXCEEDED call
+// is tried again (on the next coordinator) until `timeout`: a paused
+// leader holds the ranks back no longer than that, and the one that leads
+// next hands out the id rank 0 published (the coordinator journals it).
+absl::StatusOr<std::string> BootstrapNcclId(
+    const CoordinatorRunner& run, const std::string& worker_id,
+    const std::string& job, int64_t generation, int rank,
+    std::function<absl::StatusOr<std::string>()> make_id,
+    absl::Duration timeout, absl::Duration poll,
+    std::function<void(const absl::Status&)> on_unavailable = nullptr);
+// The same on one coordinator's stub (polls of up to 300 s).
 absl::StatusOr<std::string> BootstrapNcclId(
     lockstep::v1::Coordinator::StubInterface* coordinator,
     const std::string& worker_id, const std::string& job, int64_t generation,
