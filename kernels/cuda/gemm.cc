@@ -16,12 +16,17 @@ namespace lockstep {
 namespace cuda {
 
 absl::StatusOr<CublasHandle> CublasHandle::Create() {
-  int device = 0;
-  CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   cublasHandle_t handle = nullptr;
   absl::Status status = CUBLAS_STATUS(cublasCreate(&handle));
   if (!status.ok()) {
     cudaGetLastError();  // cuBLAS may leave the runtime's error set
+    return status;
+  }
+  int device = 0;
+  status = CUDA_STATUS(cudaGetDevice(&device));
+  if (!status.ok()) {
+    cublasDestroy(handle);
+    cudaGetLastError();
     return status;
   }
   return CublasHandle(handle, device);
@@ -57,6 +62,7 @@ void CublasHandle::FreeScratch() const {
   cudaSetDevice(device_);
   cudaFree(scratch_);
   cudaSetDevice(current);
+  cudaGetLastError();  // nothing above may be left for a later call to read
   scratch_ = nullptr;
   scratch_bytes_ = 0;
 }
@@ -69,7 +75,8 @@ absl::StatusOr<uint16_t*> CublasHandle::Scratch(int64_t count,
     // Earlier calls on the stream may still read the old memory.
     CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
     FreeScratch();
-    CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    // On the handle's device, which its callers have current (cuBLAS
+    // needs it so too).
     CUDA_RETURN_IF_ERROR(cudaMalloc(&scratch_, grown));
     scratch_bytes_ = grown;
   }
