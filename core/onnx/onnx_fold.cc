@@ -41,10 +41,9 @@ absl::StatusOr<std::vector<int64_t>> Ints(const Folded& f, const char* what) {
       return Unfoldable(absl::StrCat(what, " depends on the batch size"));
     }
     if (!IsFoldedInt(v)) {
-      return Unfoldable(
-          absl::StrCat(what, " holds ", v, ", not an integer of at most 2^53"));
+      return Unfoldable(absl::StrCat(what, " holds ", v, ", not an integer"));
     }
-    out.push_back(static_cast<int64_t>(v));
+    out.push_back(FoldedInt(v));
   }
   return out;
 }
@@ -522,8 +521,10 @@ absl::StatusOr<Folded> FoldNode(const onnx::NodeProto& n,
       s = std::clamp<int64_t>(s, 0, d);
       e = std::clamp<int64_t>(e, 0, d);
       begin[a] = s;
-      step[a] = steps[i];
-      out[a] = e > s ? (e - s + steps[i] - 1) / steps[i] : 0;
+      // A step past the axis takes its first element only, as a step of
+      // the axis' size does (which keeps stride * step in range).
+      step[a] = std::min<int64_t>(steps[i], std::max<int64_t>(d, 1));
+      out[a] = e > s ? 1 + (e - s - 1) / step[a] : 0;
     }
     std::vector<int64_t> stride(rank, 1);
     for (size_t i = rank; i-- > 1;) stride[i - 1] = stride[i] * x.dims[i];

@@ -23,11 +23,20 @@ namespace lockstep {
 // The batch size where a shape holds it (not a number any tensor holds).
 inline constexpr double kBatchSize = -4.5e15;
 
-// Whether a folded value can be a size, an axis or an index: an integer of
-// at most 2^53 (exact in a double and in int64). A damaged or hostile
-// model's inf, NaN or 2.5 is not, and is refused before any cast.
+// Whether a folded value can be a size, an axis or an index: a finite
+// integer. A damaged or hostile model's inf, NaN or 2.5 is not, and is
+// refused before any cast.
 inline bool IsFoldedInt(double v) {
-  return std::fabs(v) <= 9007199254740992.0 && v == std::trunc(v);
+  return std::isfinite(v) && v == std::trunc(v);
+}
+
+// A folded integer (IsFoldedInt) as int64, saturated to its range: torch
+// writes an open slice end as INT64_MAX, which a double holds as 2^63,
+// one past it (a plain cast of that is undefined).
+inline int64_t FoldedInt(double v) {
+  if (v >= 9223372036854775807.0) return INT64_MAX;
+  if (v <= -9223372036854775807.0) return INT64_MIN;
+  return static_cast<int64_t>(v);
 }
 
 // The number of values a shape of `dims` holds, each at least 0; an

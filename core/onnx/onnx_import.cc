@@ -434,9 +434,7 @@ absl::StatusOr<const Folded*> Importer::IntsIn(const onnx::NodeProto& n,
   for (double v : f->v) {
     if (!IsFoldedInt(v)) {
       return Bad(absl::StrCat(NodeName(n), ": input ", i, " (\"", n.input(i),
-                              "\") must hold integers of at most 2^53; it "
-                              "holds ",
-                              v));
+                              "\") must hold integers; it holds ", v));
     }
   }
   return f;

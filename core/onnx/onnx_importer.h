@@ -130,8 +130,8 @@ class Importer {
   const Folded* FoldedIn(const onnx::NodeProto& n, int i) const;
   // FoldedIn for an input ONNX types as integers (a shape, axes, indices,
   // sizes, pads, k): an error naming the input and the value when one is
-  // not an integer of at most 2^53 (inf, NaN, 2.5: a damaged or hostile
-  // model's, which would otherwise be cast to int64 unchecked).
+  // not an integer (inf, NaN, 2.5: a damaged or hostile model's, which
+  // would otherwise be cast to int64 unchecked); FoldedInt casts them.
   absl::StatusOr<const Folded*> IntsIn(const onnx::NodeProto& n, int i) const;
   static int64_t IntAttr(const onnx::NodeProto& n, const char* name,
                          int64_t fallback);

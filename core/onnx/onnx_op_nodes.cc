@@ -308,7 +308,7 @@ absl::Status Importer::OpNode(const onnx::NodeProto& n) {
       if (axis < 0) axis += rank;
       if (axis >= 1 && axis < rank && at->v[0] != kBatchSize) {
         const int64_t dim = v.shape[axis - 1];
-        int64_t i = static_cast<int64_t>(at->v[0]);
+        int64_t i = FoldedInt(at->v[0]);
         if (i < 0) i += dim;
         if (i < 0 || i >= dim) {
           return Bad(absl::StrCat(NodeName(n), ": index ", at->v[0],
@@ -411,7 +411,7 @@ absl::Status Importer::OpNode(const onnx::NodeProto& n) {
     std::vector<int64_t> axes = IntsAttr(n, "axes", {});
     ASSIGN_OR_RETURN(const Folded* axes_in, IntsIn(n, 1));
     if (const Folded* f = axes_in) {
-      for (double v : f->v) axes.push_back(static_cast<int64_t>(v));
+      for (double v : f->v) axes.push_back(FoldedInt(v));
     } else if (n.input_size() > 1 && !n.input(1).empty()) {
       return Bad(absl::StrCat(NodeName(n),
                               ": its axes must be known at "

@@ -124,7 +124,7 @@ absl::Status Importer::Reshape(const onnx::NodeProto& n) {
     }
     std::vector<int64_t> known_dims;
     for (size_t i = 1; i < s.size(); ++i) {
-      if (s[i] != -1) known_dims.push_back(static_cast<int64_t>(s[i]));
+      if (s[i] != -1) known_dims.push_back(FoldedInt(s[i]));
     }
     absl::StatusOr<int64_t> known = BoundedCount(known_dims, int64_t{1} << 40,
                                                  "its shape (a sample's part)");
@@ -133,12 +133,12 @@ absl::Status Importer::Reshape(const onnx::NodeProto& n) {
     }
     for (size_t i = 1; i < s.size(); ++i) {
       shape.push_back(s[i] == -1 && *known > 0 ? NumElements(x.shape) / *known
-                                               : static_cast<int64_t>(s[i]));
+                                               : FoldedInt(s[i]));
     }
   } else {
     std::vector<int64_t> axes;
     if (arg != nullptr) {
-      for (double a : arg->v) axes.push_back(static_cast<int64_t>(a));
+      for (double a : arg->v) axes.push_back(FoldedInt(a));
     }
     if (op == "Unsqueeze") {
       const int64_t rank = static_cast<int64_t>(full.size() + axes.size());
@@ -190,7 +190,7 @@ absl::Status Importer::Expand(const onnx::NodeProto& n) {
       continue;
     }
     if (i + x.shape.size() + 1 == arg->v.size() && v == 1) continue;
-    to.push_back(static_cast<int64_t>(v));
+    to.push_back(FoldedInt(v));
   }
   // The target as a shape of zeros the input broadcasts against.
   Json fields = Json::object();
@@ -286,7 +286,7 @@ absl::Status Importer::SplitOrSlice(const onnx::NodeProto& n) {
     ASSIGN_OR_RETURN(const Folded* split, IntsIn(n, 1));
     if (const Folded* f = split) {
       sizes.clear();
-      for (double v : f->v) sizes.push_back(static_cast<int64_t>(v));
+      for (double v : f->v) sizes.push_back(FoldedInt(v));
     } else if (n.input_size() > 1 && !n.input(1).empty()) {
       return Bad(absl::StrCat(NodeName(n),
                               ": its sizes must be known at "
@@ -329,7 +329,7 @@ absl::Status Importer::SplitOrSlice(const onnx::NodeProto& n) {
                               "imported along one axis with step 1, its "
                               "bounds known at import"));
     }
-    int64_t axis = axes == nullptr ? 0 : static_cast<int64_t>(axes->v[0]);
+    int64_t axis = axes == nullptr ? 0 : FoldedInt(axes->v[0]);
     if (axis < 0) axis += rank;
     if (axis < 0 || axis >= rank) {
       return Bad(absl::StrCat(NodeName(n), ": slices axis ", axis));
