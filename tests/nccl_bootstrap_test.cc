@@ -242,6 +242,25 @@ TEST_F(NcclBootstrapTest, BothRanksFailOverToTheCoordinatorThatAnswers) {
   EXPECT_EQ(made_.load(), 1);
 }
 
+// The coordinator's own "not published yet" (a poll's end) is no reason to
+// fail over: with the live coordinator first, a lone rank 1 polls it
+// until its deadline and never tries the unreachable second one.
+TEST_F(NcclBootstrapTest, ANotYetAnswerKeepsTheCoordinator) {
+  CoordinatorStubs stubs({"127.0.0.1:" + std::to_string(port_), "127.0.0.1:1"},
+                         TlsFiles());
+  absl::StatusOr<std::string> id = BootstrapNcclId(
+      [&stubs](const CoordinatorCall& call) { return stubs.Run(call); },
+      worker1_, "j", 1, 1, NeverCalled, absl::Milliseconds(1500),
+      absl::Milliseconds(300),
+      [this](const absl::Status&) { ++unavailable_[1]; });
+  ASSERT_EQ(id.status().code(), absl::StatusCode::kDeadlineExceeded)
+      << id.status();
+  EXPECT_THAT(std::string(id.status().message()),
+              HasSubstr("has not published its NCCL id"));
+  EXPECT_EQ(unavailable_[1].load(), 0);
+  EXPECT_EQ(stubs.address(), "127.0.0.1:" + std::to_string(port_));
+}
+
 TEST_F(NcclBootstrapTest, AnUnreachableCoordinatorEndsAtTheDeadline) {
   StopServer();
   const absl::Time start = absl::Now();

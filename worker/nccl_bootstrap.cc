@@ -87,12 +87,23 @@ absl::StatusOr<std::string> Fetch(
     const absl::Duration wait = std::min({left, poll, kMaxFetchWait});
     req.set_wait_seconds(absl::ToDoubleSeconds(wait));
     lockstep::v1::NcclIdResponse resp;
+    absl::Status not_yet;
     last = run([&](lockstep::v1::Coordinator::StubInterface* coordinator) {
       grpc::ClientContext context;
-      context.set_deadline(ToChrono(absl::Now() + wait + kCallGrace));
-      return FromGrpc(coordinator->FetchNcclId(&context, req, &resp),
-                      "FetchNcclId");
+      const absl::Time call_deadline = absl::Now() + wait + kCallGrace;
+      context.set_deadline(ToChrono(call_deadline));
+      absl::Status s = FromGrpc(coordinator->FetchNcclId(&context, req, &resp),
+                                "FetchNcclId");
+      // The coordinator's own answer that rank 0 has not published yet
+      // (given at `wait`, before the call's deadline): it is alive, so the
+      // runner must not take it for a paused one and fail over.
+      if (absl::IsDeadlineExceeded(s) && absl::Now() < call_deadline) {
+        not_yet = s;
+        return absl::OkStatus();
+      }
+      return s;
     });
+    if (!not_yet.ok()) last = not_yet;
     if (last.ok()) return resp.unique_id();
     if (absl::IsUnavailable(last)) {
       if (on_unavailable) on_unavailable(last);

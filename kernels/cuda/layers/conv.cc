@@ -24,7 +24,7 @@ size_t AlignUp(size_t bytes) { return (bytes + 255) / 256 * 256; }
 // gradients and overflow large values. TF32 (default math) holds every
 // bf16 and half value exactly.
 bool MathAllowed(cudnnMathType_t math, const ConvOptions& options) {
-  return math == CUDNN_FMA_MATH || (math == CUDNN_DEFAULT_MATH) ||
+  return math == CUDNN_FMA_MATH || math == CUDNN_DEFAULT_MATH ||
          (options.tensor_cores() && math == CUDNN_TENSOR_OP_MATH);
 }
 
