@@ -124,7 +124,6 @@ class CheckpointStore {
   // leader's commit that was under way when it lost its lease can no
   // longer undo the new leader's checkpoints.
   void set_term(int64_t term) { term_ = term; }
-  int64_t term() const { return term_; }
 
   // Test-only fault injection: called before each stage of Commit with the
   // stage ("model.safetensors", "optimizer.safetensors", "state.json",
