@@ -171,7 +171,6 @@ absl::Status Importer::Reshape(const onnx::NodeProto& n) {
 }
 
 absl::Status Importer::Expand(const onnx::NodeProto& n) {
-  const std::string& op = n.op_type();
   const std::string base = LayerName(n.name().empty() ? n.output(0) : n.name());
   ASSIGN_OR_RETURN(Value x, In(n, 0));
   ASSIGN_OR_RETURN(const Folded* arg, IntsIn(n, 1));

@@ -10,50 +10,36 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/train/square_sum.h"
+#include "kernels/cpu/optimizer_rules.h"
 
 namespace lockstep {
 namespace {
 
-// Keras' base optimizer: variable -= variable * weight_decay * lr, applied
-// before the update step.
+// The loops below apply kernels/cpu/optimizer_rules.h's rules (the GPU's
+// update kernels apply the same ones).
 void DecayWeights(float* w, int64_t n, float factor) {
-  for (int64_t i = 0; i < n; ++i) w[i] -= w[i] * factor;
+  for (int64_t i = 0; i < n; ++i) DecayRule(w + i, factor);
 }
 
 void SgdPlain(float* w, const float* g, int64_t n, float lr) {
-  for (int64_t i = 0; i < n; ++i) w[i] -= g[i] * lr;
+  for (int64_t i = 0; i < n; ++i) SgdRule(w + i, g[i], lr);
 }
 
-// m = m * momentum - g * lr; w += m (nesterov: w += m * momentum - g * lr).
 void SgdMomentum(float* w, float* m, const float* g, int64_t n, float lr,
                  float momentum, bool nesterov) {
   if (nesterov) {
-    for (int64_t i = 0; i < n; ++i) {
-      const float gl = g[i] * lr;
-      const float mi = m[i] * momentum - gl;
-      m[i] = mi;
-      w[i] += mi * momentum - gl;
-    }
+    for (int64_t i = 0; i < n; ++i)
+      NesterovRule(w + i, m + i, g[i], lr, momentum);
   } else {
-    for (int64_t i = 0; i < n; ++i) {
-      const float mi = m[i] * momentum - g[i] * lr;
-      m[i] = mi;
-      w[i] += mi;
-    }
+    for (int64_t i = 0; i < n; ++i)
+      MomentumRule(w + i, m + i, g[i], lr, momentum);
   }
 }
 
-// m += (g - m)(1 - b1); v += (g^2 - v)(1 - b2); w -= m * alpha / (sqrt(v) +
-// eps).
 void AdamStep(float* w, float* m, float* v, const float* g, int64_t n,
               float alpha, float one_minus_b1, float one_minus_b2, float eps) {
   for (int64_t i = 0; i < n; ++i) {
-    const float gi = g[i];
-    const float mi = m[i] + (gi - m[i]) * one_minus_b1;
-    const float vi = v[i] + (gi * gi - v[i]) * one_minus_b2;
-    m[i] = mi;
-    v[i] = vi;
-    w[i] -= (mi * alpha) / (std::sqrt(vi) + eps);
+    AdamRule(w + i, m + i, v + i, g[i], alpha, one_minus_b1, one_minus_b2, eps);
   }
 }
 
@@ -268,10 +254,8 @@ void UpdateMovingAverages(const std::vector<Param*>& params,
     const float take = 1.0f - keep;
     float* v = p->value.data();
     const float* g = p->grad.data();
-    for (int64_t i = 0; i < p->value.size(); ++i) {
-      const float batch = static_cast<float>(g[i] * inv);
-      v[i] = v[i] * keep + batch * take;
-    }
+    for (int64_t i = 0; i < p->value.size(); ++i)
+      MovingAverageRule(v + i, g[i], inv, keep, take);
   }
 }
 

@@ -7,13 +7,7 @@
 
 #include <cstdint>
 
-#ifndef LOCKSTEP_HOST_DEVICE
-#ifdef __CUDACC__
-#define LOCKSTEP_HOST_DEVICE __host__ __device__
-#else
-#define LOCKSTEP_HOST_DEVICE
-#endif
-#endif
+#include "kernels/cpu/host_device.h"
 
 namespace lockstep {
 

@@ -186,7 +186,9 @@ TEST(GemmTest, Bf16IsTheFloat32GemmOfTheRoundedInputs) {
                                      std::to_string(cs.n) + "x" +
                                      std::to_string(cs.k);
             ASSERT_EQ(c, again) << what;
-            if (!Bf16MatmulAvailable()) ASSERT_EQ(c, want) << what;
+            if (!Bf16MatmulAvailable()) {
+              ASSERT_EQ(c, want) << what;
+            }
             double near = 0, far = 0;
             for (int64_t i = 0; i < cs.m; ++i) {
               ASSERT_EQ(c[i * ldc + cs.n], 5.0f) << "wrote past the row";

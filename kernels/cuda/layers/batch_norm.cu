@@ -2,7 +2,7 @@
 #include "kernels/cpu/batch_norm.h"
 #include "kernels/cuda/grid_stride.cuh"
 #include "kernels/cuda/layers/batch_norm.h"
-#include "kernels/cuda/overflow.h"
+#include "kernels/cuda/optimizer_grid.h"
 
 namespace lockstep {
 namespace cuda {
@@ -180,14 +180,8 @@ __global__ void MovingAverageKernel(int64_t n, float keep, float take,
                                     double inv, float* v, const float* g,
                                     const double* skip_sum_squares,
                                     float unscale) {
-  if (skip_sum_squares != nullptr &&
-      GradientsOverflowed(*skip_sum_squares, unscale)) {
-    return;
-  }
-  for (int64_t i = FirstIndex(); i < n; i += Stride()) {
-    const float batch = static_cast<float>(g[i] * inv);
-    v[i] = v[i] * keep + batch * take;
-  }
+  MovingAverageThread(FirstIndex(), Stride(), n, keep, take, inv, v, g,
+                      skip_sum_squares, unscale);
 }
 
 }  // namespace
