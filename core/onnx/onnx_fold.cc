@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <set>
 
@@ -14,6 +15,11 @@
 
 namespace lockstep {
 namespace {
+
+// The most values a folded tensor holds: folding computes shapes, indices
+// and masks, and a hostile model's broadcast of two large constants must
+// not allocate without bound.
+constexpr int64_t kMaxFolded = int64_t{1} << 24;
 
 absl::Status Unfoldable(const std::string& why) {
   return absl::InvalidArgumentError(why);
@@ -76,6 +82,10 @@ absl::StatusOr<Shape> BroadcastDims(const Shape& a, const Shape& b,
 absl::StatusOr<Folded> Elementwise(const std::string& op, const Folded& a,
                                    const Folded& b) {
   ASSIGN_OR_RETURN(const Shape out, BroadcastDims(a.dims, b.dims, op));
+  RETURN_IF_ERROR(BoundedCount(out, kMaxFolded,
+                               absl::StrCat(op, " of ", ShapeToString(a.dims),
+                                            " and ", ShapeToString(b.dims)))
+                      .status());
   Folded f;
   f.dims = out;
   const bool compare = op == "Equal" || op == "Less" || op == "Greater" ||
@@ -172,7 +182,12 @@ absl::StatusOr<Folded> FoldTensor(const onnx::TensorProto& t) {
                                      " (float, double, int64, int32 and "
                                      "bool are read)"));
   }
-  if (static_cast<int64_t>(f.v.size()) != NumElements(f.dims)) {
+  // Sizes from the file: each at least 0, and a product that cannot
+  // overflow before it is compared with the values there are.
+  ASSIGN_OR_RETURN(const int64_t count,
+                   BoundedCount(f.dims, std::numeric_limits<int64_t>::max(),
+                                absl::StrCat("tensor \"", t.name(), "\"")));
+  if (static_cast<int64_t>(f.v.size()) != count) {
     return Unfoldable(absl::StrCat("tensor \"", t.name(), "\" holds ",
                                    f.v.size(), " values for ",
                                    ShapeToString(f.dims)));
@@ -340,7 +355,7 @@ absl::StatusOr<Folded> FoldNode(const onnx::NodeProto& n,
     }
     if (delta == 0) return Unfoldable("a Range with delta 0");
     const double count = std::max(0.0, std::ceil((limit - start) / delta));
-    if (count > (1 << 24)) return Unfoldable("a Range of over 2^24 values");
+    if (count > kMaxFolded) return Unfoldable("a Range of over 2^24 values");
     Folded f;
     f.integer = in[0]->integer;
     for (int64_t i = 0; i < static_cast<int64_t>(count); ++i) {
@@ -362,7 +377,7 @@ absl::StatusOr<Folded> FoldNode(const onnx::NodeProto& n,
       f.integer = t.integer;
     }
     ASSIGN_OR_RETURN(const int64_t count,
-                     BoundedCount(dims, 1 << 24, "a ConstantOfShape"));
+                     BoundedCount(dims, kMaxFolded, "a ConstantOfShape"));
     f.v.assign(count, value);
     return f;
   }
@@ -399,10 +414,10 @@ absl::StatusOr<Folded> FoldNode(const onnx::NodeProto& n,
   if (op == "Expand") {
     if (input(1) == nullptr) return Unfoldable("Expand without a shape");
     ASSIGN_OR_RETURN(std::vector<int64_t> s, Ints(*in[1], "its shape"));
-    RETURN_IF_ERROR(BoundedCount(s, 1 << 24, "an Expand").status());
+    RETURN_IF_ERROR(BoundedCount(s, kMaxFolded, "an Expand").status());
     ASSIGN_OR_RETURN(const Shape dims,
                      BroadcastDims(x.dims, Shape(s.begin(), s.end()), op));
-    if (NumElements(dims) > (1 << 24)) {
+    if (NumElements(dims) > kMaxFolded) {
       return Unfoldable("an Expand to over 2^24 values");
     }
     Folded out;
@@ -422,6 +437,10 @@ absl::StatusOr<Folded> FoldNode(const onnx::NodeProto& n,
     ASSIGN_OR_RETURN(const Shape ab,
                      BroadcastDims(in[1]->dims, in[2]->dims, op));
     ASSIGN_OR_RETURN(const Shape out, BroadcastDims(x.dims, ab, op));
+    RETURN_IF_ERROR(
+        BoundedCount(out, kMaxFolded,
+                     absl::StrCat("a Where to ", ShapeToString(out)))
+            .status());
     Folded f;
     f.dims = out;
     f.integer = in[1]->integer && in[2]->integer;

@@ -278,6 +278,41 @@ TEST(OnnxImportTest, WhatItCannotTrainIsRefusedNamingNodeOpAndWhatToDo) {
        },
        "", "logits",
        "(Reshape): input 1 (\"q\") must hold integers; it holds inf"},
+      // Two constants each within bounds whose broadcast is not: 2^32
+      // values (the fold threw std::bad_alloc before).
+      {"a broadcast of two large constants",
+       [](Builder& b) {
+         b.Cnn();
+         b.Ints64("s1", {65536, 1});
+         b.Ints64("s2", {1, 65536});
+         b.Node("ConstantOfShape", {"s1"}, {"c1"});
+         b.Node("ConstantOfShape", {"s2"}, {"c2"});
+         b.Node("Add", {"c1", "c2"}, {"big"});
+         b.Node("Shape", {"big"}, {"bs"});
+         b.Node("Reshape", {"f", "bs"}, {"rq"});
+       },
+       "", "logits",
+       "(Add): Add of [65536, 1] and [1, 65536] holds over 16777216 "
+       "values"},
+      // A constant's sizes whose product matches its values although each
+      // is negative (folded as a [-1, -2] tensor before).
+      {"a constant of negative sizes",
+       [](Builder& b) {
+         b.Cnn();
+         auto* n = b.Node("Constant", {}, {"neg"});
+         auto* a = n->add_attribute();
+         a->set_name("value");
+         a->set_type(onnx::AttributeProto::TENSOR);
+         auto* t = a->mutable_t();
+         t->set_name("neg");
+         t->set_data_type(onnx::TensorProto::INT64);
+         t->add_dims(-1);
+         t->add_dims(-2);
+         t->add_int64_data(1);
+         t->add_int64_data(32);
+         b.Node("Reshape", {"f", "neg"}, {"rq"});
+       },
+       "", "logits", "tensor \"neg\" has a size of -1"},
       {"an op of another domain",
        [](Builder& b) {
          b.Cnn();
