@@ -289,6 +289,12 @@ absl::StatusOr<Shape> Importer::PerSample(const std::string& name) const {
     }
     s.push_back(dims[i].dim_value());
   }
+  absl::Status size =
+      BoundedCount(s, kMaxOnnxSampleValues,
+                   absl::StrCat("tensor \"", name, "\", ", ShapeToString(s),
+                                " per sample,"))
+          .status();
+  if (!size.ok()) return Bad(std::string(size.message()));
   return s;
 }
 
@@ -558,6 +564,17 @@ absl::StatusOr<OnnxImport> Importer::Run(
   }
   for (const onnx::NodeProto& n : graph_.node()) {
     RETURN_IF_ERROR(Node(n));
+    for (const std::string& o : n.output()) {
+      auto v = values_.find(o);
+      if (v == values_.end()) continue;
+      absl::Status size =
+          BoundedCount(
+              v->second.shape, kMaxOnnxSampleValues,
+              absl::StrCat(NodeName(n), ": its output \"", o, "\", ",
+                           ShapeToString(v->second.shape), " per sample,"))
+              .status();
+      if (!size.ok()) return Bad(std::string(size.message()));
+    }
     ++result.nodes;
   }
   auto last = values_.find(out);

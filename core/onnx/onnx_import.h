@@ -31,6 +31,12 @@ inline constexpr int kMaxOnnxOpset = 17;
 // A file larger than this is refused before it is read.
 inline constexpr int64_t kMaxOnnxFileBytes = int64_t{2} << 30;
 
+// The most values one tensor of an imported graph holds per sample (2^31:
+// 8 GiB of float32 for one sample). A node whose output would hold more,
+// or has a negative size (a hostile or damaged Expand's shape), is refused
+// at import, before any size is multiplied out.
+inline constexpr int64_t kMaxOnnxSampleValues = int64_t{1} << 31;
+
 struct OnnxImport {
   // One input ("input", the data's field) whose per-sample shape is the
   // graph input's without its batch dimension, channels-last for a

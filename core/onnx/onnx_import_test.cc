@@ -108,6 +108,23 @@ class Builder {
     t->mutable_shape()->add_dim()->set_dim_param("batch");
     t->mutable_shape()->add_dim()->set_dim_value(3);
   }
+  // The small CNN, its flattened features f unsqueezed at `axes`,
+  // expanded to `shape`, summed over `sum_axes` and added to the logits:
+  // the graph's output "out".
+  void ExpandAndSum(std::vector<int64_t> axes, std::vector<int64_t> shape,
+                    std::vector<int64_t> sum_axes) {
+    Cnn();
+    Ints64("uax", std::move(axes));
+    Node("Unsqueeze", {"f", "uax"}, {"fu"});
+    Ints64("e", std::move(shape));
+    Node("Expand", {"fu", "e"}, {"x2"});
+    Ints64("ax", std::move(sum_axes));
+    Int(Node("ReduceSum", {"x2", "ax"}, {"x3"}), "keepdims", 0);
+    Ints64("one", {1});
+    Node("Unsqueeze", {"x3", "one"}, {"x4"});
+    Node("Add", {"logits", "x4"}, {"out"});
+    g_->mutable_output(0)->set_name("out");
+  }
   // The small CNN.
   void Cnn(const std::string& weight = "conv.weight",
            std::vector<int64_t> pads = {1, 1, 1, 1}) {
@@ -313,6 +330,37 @@ TEST(OnnxImportTest, WhatItCannotTrainIsRefusedNamingNodeOpAndWhatToDo) {
          b.Node("Reshape", {"f", "neg"}, {"rq"});
        },
        "", "logits", "tensor \"neg\" has a size of -1"},
+      // An Expand's folded shape is the output's per-sample shape: a
+      // negative size (Graph::Build aborted on it) and one whose values
+      // overflow int64 are refused at the node.
+      {"an Expand to a negative size",
+       [](Builder& b) {
+         b.ExpandAndSum({1}, {1, -7, 32}, {1, 2});
+       },
+       "", "out",
+       "node \"/Expand_8\" (Expand): its output \"x2\", [-7, 32] per sample, "
+       "has a size of -7"},
+      {"an Expand past 2^31 values per sample",
+       [](Builder& b) {
+         b.ExpandAndSum({1, 2}, {1, int64_t{1} << 40, int64_t{1} << 40, 32},
+                        {1, 2, 3});
+       },
+       "", "out",
+       "(Expand): its output \"x2\", [1099511627776, 1099511627776, 32] per "
+       "sample, holds over 2147483648 values"},
+      {"an input past 2^31 values per sample",
+       [](Builder& b) {
+         b.Cnn();
+         auto* shape = b.g_->mutable_input(0)
+                           ->mutable_type()
+                           ->mutable_tensor_type()
+                           ->mutable_shape();
+         shape->mutable_dim(2)->set_dim_value(int64_t{1} << 40);
+         shape->mutable_dim(3)->set_dim_value(int64_t{1} << 40);
+       },
+       "", "logits",
+       "tensor \"x\", [1, 1099511627776, 1099511627776] per sample, holds "
+       "over 2147483648 values"},
       {"an op of another domain",
        [](Builder& b) {
          b.Cnn();
