@@ -106,15 +106,15 @@ absl::Status CheckSpatialAttributes(const onnx::NodeProto& n) {
       }
       for (int64_t v : a.ints()) {
         if (v < (pads ? 0 : 1) || v > (int64_t{1} << 20)) {
-          return Bad(absl::StrCat(
-              NodeName(n), ": ", name, " holds ", v,
-              pads ? " (pads are 0 or more)" : " (it must be 1 or more)"));
+          return Bad(absl::StrCat(NodeName(n), ": ", name, " holds ", v,
+                                  pads ? " (pads are 0 to 1048576)"
+                                       : " (it must be 1 to 1048576)"));
         }
       }
     }
     if (name == "group" && (a.i() < 1 || a.i() > (int64_t{1} << 20))) {
       return Bad(absl::StrCat(NodeName(n), ": group ", a.i(),
-                              " (it must be 1 or more)"));
+                              " (it must be 1 to 1048576)"));
     }
   }
   return absl::OkStatus();

@@ -263,14 +263,23 @@ TEST(OnnxImportTest, WhatItCannotTrainIsRefusedNamingNodeOpAndWhatToDo) {
          Builder::Ints(b.g_->mutable_node(0), "strides", {0, 1});
        },
        "", "",
-       "node \"/Conv_1\" (Conv): strides holds 0 (it must be 1 or "
-       "more)"},
+       "node \"/Conv_1\" (Conv): strides holds 0 (it must be 1 to "
+       "1048576)"},
+      {"a dilation past 2^20",
+       [](Builder& b) {
+         b.Cnn();
+         Builder::Ints(b.g_->mutable_node(0), "dilations",
+                       {int64_t{1} << 62, 1});
+       },
+       "", "",
+       "node \"/Conv_1\" (Conv): dilations holds 4611686018427387904 (it "
+       "must be 1 to 1048576)"},
       {"a group of 0",
        [](Builder& b) {
          b.Cnn();
          Builder::Int(b.g_->mutable_node(0), "group", 0);
        },
-       "", "", "node \"/Conv_1\" (Conv): group 0 (it must be 1 or more)"},
+       "", "", "node \"/Conv_1\" (Conv): group 0 (it must be 1 to 1048576)"},
       // The fuzz target found an imported perm that repeats an axis
       // (which Graph::Build then refused).
       {"a perm that repeats an axis",
