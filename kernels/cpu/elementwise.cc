@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/bf16_bits.h"
 #include "kernels/cpu/fast_math.h"
 #include "kernels/cpu/threading.h"
 
@@ -271,14 +272,11 @@ inline float Bf16At(const char* x, int64_t i) {
 }  // namespace
 
 namespace {
-// x's bfloat16: round to nearest, ties to even (add 0x7fff plus the lowest
-// kept bit); a NaN stays a quiet NaN.
+// x's bfloat16 (kernels/cpu/bf16_bits.h, the GPU's rounding too).
 inline uint16_t Bf16Bits(float x) {
   uint32_t bits;
   std::memcpy(&bits, &x, sizeof(bits));
-  const bool nan = (bits & 0x7fffffffu) > 0x7f800000u;
-  const uint32_t rounded = bits + 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>(nan ? ((bits >> 16) | 0x0040u) : rounded >> 16);
+  return Bf16FromFloatBits(bits);
 }
 }  // namespace
 

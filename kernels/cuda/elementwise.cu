@@ -3,6 +3,7 @@
 // blocks' sums in order.
 #include <cuda_fp16.h>
 
+#include "kernels/cpu/bf16_bits.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/grid_stride.cuh"
 
@@ -85,13 +86,11 @@ __global__ void AxpyKernel(int64_t n, float alpha, const float* x, float* y) {
   for (int64_t i = FirstIndex(); i < n; i += Stride()) y[i] += alpha * x[i];
 }
 
-// kernels/cpu/elementwise.cc's Bf16Bits, widened back to float.
+// The CPU's bfloat16 rounding (kernels/cpu/bf16_bits.h), widened back to
+// float.
 __device__ float RoundBf16(float x) {
-  const uint32_t bits = __float_as_uint(x);
-  const bool nan = (bits & 0x7fffffffu) > 0x7f800000u;
-  const uint32_t rounded = bits + 0x7fffu + ((bits >> 16) & 1u);
-  const uint32_t high = nan ? ((bits >> 16) | 0x0040u) : rounded >> 16;
-  return __uint_as_float(high << 16);
+  return __uint_as_float(
+      static_cast<uint32_t>(Bf16FromFloatBits(__float_as_uint(x))) << 16);
 }
 
 __global__ void RoundInputsKernel(int64_t n, InputRounding to, const float* x,
@@ -111,9 +110,8 @@ __global__ void ToSixteenBitsKernel(int64_t n, InputRounding to, int64_t rows,
     const int64_t row = i / cols, col = i - row * cols;
     const int64_t matrix = row / rows;
     const float v = x[matrix * stride + (row - matrix * rows) * ld + col];
-    y[i] = to == InputRounding::kBf16
-               ? static_cast<uint16_t>(__float_as_uint(RoundBf16(v)) >> 16)
-               : __half_as_ushort(__float2half_rn(v));
+    y[i] = to == InputRounding::kBf16 ? Bf16FromFloatBits(__float_as_uint(v))
+                                      : __half_as_ushort(__float2half_rn(v));
   }
 }
 
