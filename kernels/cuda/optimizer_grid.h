@@ -173,15 +173,23 @@ LOCKSTEP_HOST_DEVICE inline void SgdThread(int64_t first, int64_t stride,
   const float scale = ClipScale(s.clip);
   const float unscale = s.clip.unscale;
   ForUpdated(first, stride, n, runs, count, [&](int64_t i, const FlatRun& run) {
-    if (run.decay != 0) DecayRule(w + i, s.decay_factor);
+    // Each value is loaded once and stored once: the compiler cannot
+    // prove that w, m and g do not alias.
+    float wi = w[i];
+    if (run.decay != 0) DecayRule(&wi, s.decay_factor);
     const float gi = (g[i] * unscale) * scale;
     if (m == nullptr) {
-      SgdRule(w + i, gi, s.lr);
-    } else if (s.nesterov) {
-      NesterovRule(w + i, m + i, gi, s.lr, s.momentum);
+      SgdRule(&wi, gi, s.lr);
     } else {
-      MomentumRule(w + i, m + i, gi, s.lr, s.momentum);
+      float mi = m[i];
+      if (s.nesterov) {
+        NesterovRule(&wi, &mi, gi, s.lr, s.momentum);
+      } else {
+        MomentumRule(&wi, &mi, gi, s.lr, s.momentum);
+      }
+      m[i] = mi;
     }
+    w[i] = wi;
   });
 }
 
@@ -195,10 +203,13 @@ LOCKSTEP_HOST_DEVICE inline void AdamThread(int64_t first, int64_t stride,
   const float scale = ClipScale(s.clip);
   const float unscale = s.clip.unscale;
   ForUpdated(first, stride, n, runs, count, [&](int64_t i, const FlatRun& run) {
-    if (run.decay != 0) DecayRule(w + i, s.decay_factor);
+    float wi = w[i], mi = m[i], vi = v[i];
+    if (run.decay != 0) DecayRule(&wi, s.decay_factor);
     const float gi = (g[i] * unscale) * scale;
-    AdamRule(w + i, m + i, v + i, gi, s.alpha, s.one_minus_b1, s.one_minus_b2,
-             s.eps);
+    AdamRule(&wi, &mi, &vi, gi, s.alpha, s.one_minus_b1, s.one_minus_b2, s.eps);
+    m[i] = mi;
+    v[i] = vi;
+    w[i] = wi;
   });
 }
 
