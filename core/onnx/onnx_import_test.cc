@@ -370,6 +370,30 @@ TEST(OnnxImportTest, WhatItCannotTrainIsRefusedNamingNodeOpAndWhatToDo) {
        "", "logits",
        "tensor \"x\", [1, 1099511627776, 1099511627776] per sample, holds "
        "over 2147483648 values"},
+      // Split sizes that sum to the axis but slice outside it (one
+      // negative).
+      {"a split with a negative size",
+       [](Builder& b) {
+         b.Cnn();
+         b.Ints64("sizes", {35, -3});
+         Builder::Int(b.Node("Split", {"f", "sizes"}, {"s1", "s2"}), "axis", 1);
+       },
+       "", "logits",
+       "(Split): sizes 35, -3 do not split 32 into its 2 outputs"},
+      // An AvgPool2d(padding=N)'s Pad whose pads would overflow the pool's
+      // output size.
+      {"a Pad past 2^20",
+       [](Builder& b) {
+         b.Cnn();
+         const int64_t p = int64_t{1} << 40;
+         b.Ints64("pads", {0, 0, p, p, 0, 0, p, p});
+         b.Node("Pad", {"r", "pads"}, {"padded"});
+         Builder::Ints(b.Node("AveragePool", {"padded"}, {"pooled"}),
+                       "kernel_shape", {1, 1});
+       },
+       "", "logits",
+       "(Pad): pads 1099511627776 and 1099511627776 (pads are 0 to "
+       "1048576)"},
       {"an op of another domain",
        [](Builder& b) {
          b.Cnn();

@@ -302,11 +302,19 @@ absl::Status Importer::SplitOrSlice(const onnx::NodeProto& n) {
       sizes.assign(k, dim / k);
     }
     int64_t at = 0;
+    bool fits = true;
     for (int64_t size : sizes) {
+      // Each part within what is left of the axis (a negative size, or
+      // sizes summing past it, would slice outside the input).
+      if (size < 0 || size > dim - at) {
+        fits = false;
+        break;
+      }
       parts.push_back({axis - 1, at, at + size});
       at += size;
     }
-    if (at != dim || static_cast<int>(sizes.size()) != n.output_size()) {
+    if (!fits || at != dim ||
+        static_cast<int>(sizes.size()) != n.output_size()) {
       return Bad(absl::StrCat(NodeName(n), ": sizes ",
                               absl::StrJoin(sizes, ", "), " do not split ", dim,
                               " into its ", n.output_size(), " outputs"));
