@@ -394,6 +394,30 @@ TEST(OnnxImportTest, WhatItCannotTrainIsRefusedNamingNodeOpAndWhatToDo) {
        "", "logits",
        "(Pad): pads 1099511627776 and 1099511627776 (pads are 0 to "
        "1048576)"},
+      // ONNX's Squeeze names axes of size 1 (an axis past the input's was
+      // ignored before).
+      {"a squeeze past the input's axes",
+       [](Builder& b) {
+         b.Cnn();
+         b.Ints64("sax", {int64_t{1} << 40});
+         b.Node("Squeeze", {"f", "sax"}, {"sq"});
+       },
+       "", "logits",
+       "(Squeeze): squeezes axis 1099511627776 of an input of 2 axes"},
+      {"a squeeze of an axis of 32",
+       [](Builder& b) {
+         b.Cnn();
+         b.Ints64("sax", {1});
+         b.Node("Squeeze", {"f", "sax"}, {"sq"});
+       },
+       "", "logits", "(Squeeze): squeezes axis 1, of size 32 (not 1)"},
+      {"a gather past its axis",
+       [](Builder& b) {
+         b.Cnn();
+         b.Ints64("gi", {int64_t{1} << 40}, true);
+         Builder::Int(b.Node("Gather", {"f", "gi"}, {"g1"}), "axis", 1);
+       },
+       "", "logits", "(Gather): index 1099511627776 is outside axis 1's 32"},
       {"an op of another domain",
        [](Builder& b) {
          b.Cnn();

@@ -311,7 +311,7 @@ absl::Status Importer::OpNode(const onnx::NodeProto& n) {
         int64_t i = FoldedInt(at->v[0]);
         if (i < 0) i += dim;
         if (i < 0 || i >= dim) {
-          return Bad(absl::StrCat(NodeName(n), ": index ", at->v[0],
+          return Bad(absl::StrCat(NodeName(n), ": index ", FoldedInt(at->v[0]),
                                   " is outside axis ", axis, "'s ", dim));
         }
         Shape sliced = v.shape;

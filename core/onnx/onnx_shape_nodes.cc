@@ -154,7 +154,18 @@ absl::Status Importer::Reshape(const onnx::NodeProto& n) {
       }
     } else {
       const int64_t rank = static_cast<int64_t>(full.size());
-      for (int64_t& a : axes) a = a < 0 ? a + rank : a;
+      for (int64_t& a : axes) {
+        a = a < 0 ? a + rank : a;
+        // ONNX: each axis names one of the input's, of size 1.
+        if (a < 0 || a >= rank) {
+          return Bad(absl::StrCat(NodeName(n), ": squeezes axis ", a,
+                                  " of an input of ", rank, " axes"));
+        }
+        if (a > 0 && full[a] != 1) {
+          return Bad(absl::StrCat(NodeName(n), ": squeezes axis ", a,
+                                  ", of size ", full[a], " (not 1)"));
+        }
+      }
       for (int64_t i = 0; i < rank; ++i) {
         const bool drop = axes.empty()
                               ? (i > 0 && full[i] == 1)
