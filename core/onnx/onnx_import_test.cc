@@ -404,6 +404,13 @@ TEST(OnnxImportTest, WhatItCannotTrainIsRefusedNamingNodeOpAndWhatToDo) {
        },
        "", "logits",
        "(Squeeze): squeezes axis 1099511627776 of an input of 2 axes"},
+      {"a squeeze of a negative axis past the input's",
+       [](Builder& b) {
+         b.Cnn();
+         b.Ints64("sax", {-5});
+         b.Node("Squeeze", {"f", "sax"}, {"sq"});
+       },
+       "", "logits", "(Squeeze): squeezes axis -5 of an input of 2 axes"},
       {"a squeeze of an axis of 32",
        [](Builder& b) {
          b.Cnn();

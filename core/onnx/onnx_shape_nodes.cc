@@ -155,10 +155,11 @@ absl::Status Importer::Reshape(const onnx::NodeProto& n) {
     } else {
       const int64_t rank = static_cast<int64_t>(full.size());
       for (int64_t& a : axes) {
+        const int64_t given = a;
         a = a < 0 ? a + rank : a;
         // ONNX: each axis names one of the input's, of size 1.
         if (a < 0 || a >= rank) {
-          return Bad(absl::StrCat(NodeName(n), ": squeezes axis ", a,
+          return Bad(absl::StrCat(NodeName(n), ": squeezes axis ", given,
                                   " of an input of ", rank, " axes"));
         }
         if (a > 0 && full[a] != 1) {

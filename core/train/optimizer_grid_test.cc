@@ -213,7 +213,14 @@ TEST_P(OptimizerGridMatchTest, StepsMatchTheCpuOptimizerBitForBit) {
     for (int64_t i = sizes[0]; i < at[1]; ++i) {
       ASSERT_EQ(w[i], 1000.0f) << "the run between was updated at " << i;
       ASSERT_EQ(m[i], 0.0f) << "the run between has a slot at " << i;
+      ASSERT_EQ(v[i], 0.0f) << "the run between has a slot at " << i;
     }
+    // The slots of the params moved (so the checks above can fail).
+    if (!sgd || c.momentum > 0) {
+      EXPECT_NE(m[0], 0.0f);
+      EXPECT_NE(m[at[1]], 0.0f);
+    }
+    if (!sgd) EXPECT_NE(v[at[1]], 0.0f);
     const std::vector<StatePiece> pieces = (*cpu)->StatePieces();
     ASSERT_EQ(pieces.size(),
               static_cast<size_t>(sgd ? (c.momentum > 0 ? 2 : 0) : 4));
@@ -287,9 +294,18 @@ TEST(OptimizerGridTest, LossScalingUnscalesExactlyAndSkipsAnOverflow) {
   // 1e78 is a finite double whose root, 1e39, is past FLT_MAX.
   const double past_float = 1e78;
   step(RandomVector(kN, 31, -0.5f, 0.5f), 1.0f, &past_float);
+  // The test is after unscaling: a root of 1e35 is within float's range,
+  // but times an unscale of 2^12 (a scale below 1) it is not.
+  const double past_after_unscale = 1e70;
+  step(RandomVector(kN, 32, -0.5f, 0.5f), 4096.0f, &past_after_unscale);
   ExpectSameBits(w0.data(), w.data(), kN, "w after skipped steps");
   ExpectSameBits(m0.data(), m.data(), kN, "m after skipped steps");
   ExpectSameBits(v0.data(), v.data(), kN, "v after skipped steps");
+  // ... and 1e78's root times an unscale of 2^-12 is within it: the step
+  // is taken.
+  step(RandomVector(kN, 33, -0.5f, 0.5f), 1.0f / 4096.0f, &past_float);
+  EXPECT_GE(FirstDifference(w0.data(), w.data(), kN), 0)
+      << "a step whose unscaled norm is finite was skipped";
 
   // Without skip_nonfinite the same inf reaches the parameters.
   AdamStep a = MakeAdamStep(spec.learning_rate, spec.beta_1, spec.beta_2,
@@ -334,7 +350,13 @@ TEST(OptimizerGridTest, MovingAveragesMatchTheCpuAndSkipWithTheStep) {
   const std::vector<float> before = value;
   const double nan = std::numeric_limits<double>::quiet_NaN();
   run(&nan, 1.0f);
-  ExpectSameBits(before.data(), value.data(), kN, "after a skipped step");
+  // Finite, but past float's range after an unscale of 2^12.
+  const double past_after_unscale = 1e70;
+  run(&past_after_unscale, 4096.0f);
+  ExpectSameBits(before.data(), value.data(), kN, "after skipped steps");
+  run(&past_after_unscale, 1.0f);
+  EXPECT_GE(FirstDifference(before.data(), value.data(), kN), 0)
+      << "a step within range was skipped";
 }
 
 }  // namespace
