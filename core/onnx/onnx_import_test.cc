@@ -425,6 +425,18 @@ TEST(OnnxImportTest, WhatItCannotTrainIsRefusedNamingNodeOpAndWhatToDo) {
          Builder::Int(b.Node("Gather", {"f", "gi"}, {"g1"}), "axis", 1);
        },
        "", "logits", "(Gather): index 1099511627776 is outside axis 1's 32"},
+      {"a Trilu past 2^24 values",
+       [](Builder& b) {
+         b.Cnn();
+         b.Ints64("uax", {2, 3});
+         b.Node("Unsqueeze", {"f", "uax"}, {"fu"});
+         b.Ints64("e", {1, 32, 8192, 4096});
+         b.Node("Expand", {"fu", "e"}, {"x2"});
+         b.Node("Trilu", {"x2"}, {"tr"});
+       },
+       "", "logits",
+       "(Trilu): a Trilu of 8192 x 4096 matrices (its mask holds at most "
+       "2^24 values)"},
       {"an op of another domain",
        [](Builder& b) {
          b.Cnn();

@@ -410,12 +410,18 @@ absl::Status Importer::Trilu(const onnx::NodeProto& n) {
                               ": its k must be known at import (a "
                               "constant)"));
     }
-    k = static_cast<int64_t>(f->v[0]);
+    k = FoldedInt(f->v[0]);
   }
   // torch.triu(x, k) / tril(x, k): the entries kept are 1 in a mask of
   // the last two axes, the rest 0; the product's gradient is the mask's.
   const bool upper = IntAttr(n, "upper", 1) != 0;
   const int64_t rows = x.shape[x.shape.size() - 2], cols = x.shape.back();
+  // The mask is written out in the layer's config: bounded as a folded
+  // tensor is (a 4096 x 4096 causal mask at most).
+  if (cols > 0 && rows > (int64_t{1} << 24) / cols) {
+    return Bad(absl::StrCat(NodeName(n), ": a Trilu of ", rows, " x ", cols,
+                            " matrices (its mask holds at most 2^24 values)"));
+  }
   Json mask = Json::array();
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c = 0; c < cols; ++c) {
