@@ -6,6 +6,7 @@
 #ifndef LOCKSTEP_COORDINATOR_JOB_TABLE_H_
 #define LOCKSTEP_COORDINATOR_JOB_TABLE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -26,6 +27,9 @@
 #include "proto/jobs.pb.h"
 
 namespace lockstep {
+
+// NCCL_UNIQUE_ID_BYTES: the size of a published, journaled NCCL id.
+inline constexpr size_t kNcclUniqueIdBytes = 128;
 
 class JobTable {
  public:
@@ -90,7 +94,7 @@ class JobTable {
     // The running generation's collective: "ring" or "nccl".
     std::string collective;
     // The running generation's NCCL unique id once rank 0 published it
-    // (journaled; cleared when a generation starts).
+    // (kNcclUniqueIdBytes; journaled; cleared when a generation starts).
     std::string nccl_id;
     // The rank holding the running generation back (no text: none), and
     // the last one an event named (generation/rank/cause).

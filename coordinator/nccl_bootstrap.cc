@@ -9,7 +9,6 @@
 namespace lockstep {
 
 namespace {
-constexpr size_t kNcclUniqueIdBytes = 128;  // NCCL_UNIQUE_ID_BYTES
 constexpr double kMaxNcclWaitSeconds = 300;
 }  // namespace
 

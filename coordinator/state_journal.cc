@@ -183,10 +183,10 @@ absl::StatusOr<StateJournal::Found> StateJournal::Read(
     }
     job->regroup_generation = in.regroup_generation();
     job->growing_by = std::max<int64_t>(0, in.growing_by());
-    if (!in.nccl_id().empty() && in.nccl_id().size() != 128) {
+    if (!in.nccl_id().empty() && in.nccl_id().size() != kNcclUniqueIdBytes) {
       return damaged(
-          absl::StrFormat("job %s: an NCCL id of %d bytes (128 expected)",
-                          job->name, in.nccl_id().size()));
+          absl::StrFormat("job %s: an NCCL id of %d bytes (%d expected)",
+                          job->name, in.nccl_id().size(), kNcclUniqueIdBytes));
     }
     job->nccl_id = in.nccl_id();
     // The message is "<reason>; recovering: <what it waits for>".

@@ -5,6 +5,7 @@
 #include "worker/nccl_bootstrap.h"
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -28,6 +29,19 @@ using ::testing::StartsWith;
 namespace v1 = lockstep::v1;
 
 constexpr const char* kJob = testing::kTwoWorkerJob;
+
+// BootstrapNcclId on one coordinator's stub, polls of up to 300 s.
+absl::StatusOr<std::string> OnStub(
+    v1::Coordinator::StubInterface* coordinator, const std::string& worker_id,
+    const std::string& job, int64_t generation, int rank,
+    std::function<absl::StatusOr<std::string>()> make_id,
+    absl::Duration timeout,
+    std::function<void(const absl::Status&)> on_unavailable = nullptr) {
+  return BootstrapNcclId(
+      [coordinator](const CoordinatorCall& call) { return call(coordinator); },
+      worker_id, job, generation, rank, std::move(make_id), timeout,
+      absl::Seconds(300), std::move(on_unavailable));
+}
 
 std::string KnownId() {
   std::string id(128, '\0');
@@ -95,10 +109,9 @@ class NcclBootstrapTest : public ::testing::Test {
   }
   absl::StatusOr<std::string> Bootstrap(int rank, absl::Duration timeout,
                                         int64_t generation = 1) {
-    return BootstrapNcclId(
-        stub_.get(), rank == 0 ? worker0_ : worker1_, "j", generation, rank,
-        rank == 0 ? MakeKnownId() : NeverCalled, timeout,
-        [this, rank](const absl::Status&) { ++unavailable_[rank]; });
+    return OnStub(stub_.get(), rank == 0 ? worker0_ : worker1_, "j", generation,
+                  rank, rank == 0 ? MakeKnownId() : NeverCalled, timeout,
+                  [this, rank](const absl::Status&) { ++unavailable_[rank]; });
   }
   // Blocks until `done()` holds (bounded: 20 s); false if it never did.
   template <typename Done>
@@ -173,7 +186,7 @@ TEST_F(NcclBootstrapTest, AStaleGenerationIsRefused) {
 }
 
 TEST_F(NcclBootstrapTest, ErrorsFromMakeIdAndBadIdsAreNotRetried) {
-  absl::StatusOr<std::string> id = BootstrapNcclId(
+  absl::StatusOr<std::string> id = OnStub(
       stub_.get(), worker0_, "j", 1, 0,
       [] {
         return absl::StatusOr<std::string>(absl::UnavailableError("no NIC"));
@@ -184,7 +197,7 @@ TEST_F(NcclBootstrapTest, ErrorsFromMakeIdAndBadIdsAreNotRetried) {
             "while publishing the NCCL id of job j generation 1 to the "
             "coordinator (as rank 0): no NIC");
   const absl::Time start = absl::Now();
-  id = BootstrapNcclId(
+  id = OnStub(
       stub_.get(), worker0_, "j", 1, 0,
       [] { return absl::StatusOr<std::string>("short"); }, absl::Seconds(5));
   EXPECT_LT(absl::Now() - start, absl::Seconds(1));

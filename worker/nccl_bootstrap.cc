@@ -147,16 +147,4 @@ absl::StatusOr<std::string> BootstrapNcclId(
   return AnnotateStatus(id.status(), context);
 }
 
-absl::StatusOr<std::string> BootstrapNcclId(
-    lockstep::v1::Coordinator::StubInterface* coordinator,
-    const std::string& worker_id, const std::string& job, int64_t generation,
-    int rank, std::function<absl::StatusOr<std::string>()> make_id,
-    absl::Duration timeout,
-    std::function<void(const absl::Status&)> on_unavailable) {
-  return BootstrapNcclId(
-      [coordinator](const CoordinatorCall& call) { return call(coordinator); },
-      worker_id, job, generation, rank, std::move(make_id), timeout,
-      kMaxFetchWait, std::move(on_unavailable));
-}
-
 }  // namespace lockstep

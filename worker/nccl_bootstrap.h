@@ -45,13 +45,6 @@ absl::StatusOr<std::string> BootstrapNcclId(
     std::function<absl::StatusOr<std::string>()> make_id,
     absl::Duration timeout, absl::Duration poll,
     std::function<void(const absl::Status&)> on_unavailable = nullptr);
-// The same on one coordinator's stub (polls of up to 300 s).
-absl::StatusOr<std::string> BootstrapNcclId(
-    lockstep::v1::Coordinator::StubInterface* coordinator,
-    const std::string& worker_id, const std::string& job, int64_t generation,
-    int rank, std::function<absl::StatusOr<std::string>()> make_id,
-    absl::Duration timeout,
-    std::function<void(const absl::Status&)> on_unavailable = nullptr);
 
 }  // namespace lockstep
 

@@ -16,11 +16,6 @@
 namespace lockstep {
 namespace {
 
-// The most values a folded tensor holds: folding computes shapes, indices
-// and masks, and a hostile model's broadcast of two large constants must
-// not allocate without bound.
-constexpr int64_t kMaxFolded = int64_t{1} << 24;
-
 absl::Status Unfoldable(const std::string& why) {
   return absl::InvalidArgumentError(why);
 }
@@ -82,7 +77,7 @@ absl::StatusOr<Shape> BroadcastDims(const Shape& a, const Shape& b,
 absl::StatusOr<Folded> Elementwise(const std::string& op, const Folded& a,
                                    const Folded& b) {
   ASSIGN_OR_RETURN(const Shape out, BroadcastDims(a.dims, b.dims, op));
-  RETURN_IF_ERROR(BoundedCount(out, kMaxFolded,
+  RETURN_IF_ERROR(BoundedCount(out, kMaxFoldedValues,
                                absl::StrCat(op, " of ", ShapeToString(a.dims),
                                             " and ", ShapeToString(b.dims)))
                       .status());
@@ -355,7 +350,8 @@ absl::StatusOr<Folded> FoldNode(const onnx::NodeProto& n,
     }
     if (delta == 0) return Unfoldable("a Range with delta 0");
     const double count = std::max(0.0, std::ceil((limit - start) / delta));
-    if (count > kMaxFolded) return Unfoldable("a Range of over 2^24 values");
+    if (count > kMaxFoldedValues)
+      return Unfoldable("a Range of over 2^24 values");
     Folded f;
     f.integer = in[0]->integer;
     for (int64_t i = 0; i < static_cast<int64_t>(count); ++i) {
@@ -377,7 +373,7 @@ absl::StatusOr<Folded> FoldNode(const onnx::NodeProto& n,
       f.integer = t.integer;
     }
     ASSIGN_OR_RETURN(const int64_t count,
-                     BoundedCount(dims, kMaxFolded, "a ConstantOfShape"));
+                     BoundedCount(dims, kMaxFoldedValues, "a ConstantOfShape"));
     f.v.assign(count, value);
     return f;
   }
@@ -414,10 +410,10 @@ absl::StatusOr<Folded> FoldNode(const onnx::NodeProto& n,
   if (op == "Expand") {
     if (input(1) == nullptr) return Unfoldable("Expand without a shape");
     ASSIGN_OR_RETURN(std::vector<int64_t> s, Ints(*in[1], "its shape"));
-    RETURN_IF_ERROR(BoundedCount(s, kMaxFolded, "an Expand").status());
+    RETURN_IF_ERROR(BoundedCount(s, kMaxFoldedValues, "an Expand").status());
     ASSIGN_OR_RETURN(const Shape dims,
                      BroadcastDims(x.dims, Shape(s.begin(), s.end()), op));
-    if (NumElements(dims) > kMaxFolded) {
+    if (NumElements(dims) > kMaxFoldedValues) {
       return Unfoldable("an Expand to over 2^24 values");
     }
     Folded out;
@@ -438,7 +434,7 @@ absl::StatusOr<Folded> FoldNode(const onnx::NodeProto& n,
                      BroadcastDims(in[1]->dims, in[2]->dims, op));
     ASSIGN_OR_RETURN(const Shape out, BroadcastDims(x.dims, ab, op));
     RETURN_IF_ERROR(
-        BoundedCount(out, kMaxFolded,
+        BoundedCount(out, kMaxFoldedValues,
                      absl::StrCat("a Where to ", ShapeToString(out)))
             .status());
     Folded f;

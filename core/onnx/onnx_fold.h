@@ -39,6 +39,12 @@ inline int64_t FoldedInt(double v) {
   return static_cast<int64_t>(v);
 }
 
+// The most values a folded tensor holds (and a Trilu's mask, which the
+// importer writes out): folding computes shapes, indices and masks, and a
+// hostile model's broadcast of two large constants must not allocate
+// without bound. A 4096 x 4096 causal mask at most.
+inline constexpr int64_t kMaxFoldedValues = int64_t{1} << 24;
+
 // The number of values a shape of `dims` holds, each at least 0; an
 // error naming `what` when one is negative or the count passes `limit`
 // (checked before each product, so nothing overflows).

@@ -93,6 +93,16 @@ constexpr const char* kSupported[] = {
 // indexes with it unchecked: a node of an op imported here must not have
 // strides, kernel sizes, dilations or groups below 1, negative pads, or
 // more of them than its 2 spatial axes. Run before the checker.
+// A tensor's per-sample shape within kMaxOnnxSampleValues, its sizes at
+// least 0; the error names it as `what` ("tensor \"x\"").
+absl::Status CheckSampleShape(const std::string& what, const Shape& shape) {
+  absl::Status s = BoundedCount(shape, kMaxOnnxSampleValues,
+                                absl::StrCat(what, ", ", ShapeToString(shape),
+                                             " per sample,"))
+                       .status();
+  return s.ok() ? s : Bad(s.message());
+}
+
 absl::Status CheckSpatialAttributes(const onnx::NodeProto& n) {
   for (const auto& a : n.attribute()) {
     const std::string& name = a.name();
@@ -105,16 +115,17 @@ absl::Status CheckSpatialAttributes(const onnx::NodeProto& n) {
                                 " values (", want, " for a 2-D op)"));
       }
       for (int64_t v : a.ints()) {
-        if (v < (pads ? 0 : 1) || v > (int64_t{1} << 20)) {
-          return Bad(absl::StrCat(NodeName(n), ": ", name, " holds ", v,
-                                  pads ? " (pads are 0 to 1048576)"
-                                       : " (it must be 1 to 1048576)"));
+        if (v < (pads ? 0 : 1) || v > kMaxSpatialValue) {
+          return Bad(
+              absl::StrCat(NodeName(n), ": ", name, " holds ", v,
+                           pads ? " (pads are 0 to " : " (it must be 1 to ",
+                           kMaxSpatialValue, ")"));
         }
       }
     }
-    if (name == "group" && (a.i() < 1 || a.i() > (int64_t{1} << 20))) {
+    if (name == "group" && (a.i() < 1 || a.i() > kMaxSpatialValue)) {
       return Bad(absl::StrCat(NodeName(n), ": group ", a.i(),
-                              " (it must be 1 to 1048576)"));
+                              " (it must be 1 to ", kMaxSpatialValue, ")"));
     }
   }
   return absl::OkStatus();
@@ -289,12 +300,7 @@ absl::StatusOr<Shape> Importer::PerSample(const std::string& name) const {
     }
     s.push_back(dims[i].dim_value());
   }
-  absl::Status size =
-      BoundedCount(s, kMaxOnnxSampleValues,
-                   absl::StrCat("tensor \"", name, "\", ", ShapeToString(s),
-                                " per sample,"))
-          .status();
-  if (!size.ok()) return Bad(std::string(size.message()));
+  RETURN_IF_ERROR(CheckSampleShape(absl::StrCat("tensor \"", name, "\""), s));
   return s;
 }
 
@@ -567,13 +573,9 @@ absl::StatusOr<OnnxImport> Importer::Run(
     for (const std::string& o : n.output()) {
       auto v = values_.find(o);
       if (v == values_.end()) continue;
-      absl::Status size =
-          BoundedCount(
-              v->second.shape, kMaxOnnxSampleValues,
-              absl::StrCat(NodeName(n), ": its output \"", o, "\", ",
-                           ShapeToString(v->second.shape), " per sample,"))
-              .status();
-      if (!size.ok()) return Bad(std::string(size.message()));
+      RETURN_IF_ERROR(CheckSampleShape(
+          absl::StrCat(NodeName(n), ": its output \"", o, "\""),
+          v->second.shape));
     }
     ++result.nodes;
   }

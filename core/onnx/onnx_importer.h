@@ -39,6 +39,11 @@ struct Value {
   bool channels_last = false;
 };
 
+// The largest stride, kernel size, dilation, pad or group a conv or pool
+// may have (and an AvgPool2d's Pad node): beyond any real model, and
+// small enough that the size arithmetic cannot overflow.
+inline constexpr int64_t kMaxSpatialValue = int64_t{1} << 20;
+
 // kInvalidArgument "model.onnx: <what>".
 absl::Status Bad(absl::string_view what);
 // "node \"NAME\" (OP)" for errors.

@@ -303,9 +303,10 @@ absl::Status Importer::Node(const onnx::NodeProto& n) {
           "pool that reads it (torch's AvgPool2d(padding=N)): constant 0, "
           "the same rows on both sides of H and columns of W"));
     }
-    if (v[2] > (1 << 20) || v[3] > (1 << 20)) {
+    if (v[2] > kMaxSpatialValue || v[3] > kMaxSpatialValue) {
       return Bad(absl::StrCat(NodeName(n), ": pads ", FoldedInt(v[2]), " and ",
-                              FoldedInt(v[3]), " (pads are 0 to 1048576)"));
+                              FoldedInt(v[3]), " (pads are 0 to ",
+                              kMaxSpatialValue, ")"));
     }
     padded_[n.output(0)] = {x, static_cast<int64_t>(v[2]),
                             static_cast<int64_t>(v[3])};

@@ -313,24 +313,19 @@ absl::Status Importer::SplitOrSlice(const onnx::NodeProto& n) {
       }
       sizes.assign(k, dim / k);
     }
+    const absl::Status mismatch = Bad(absl::StrCat(
+        NodeName(n), ": sizes ", absl::StrJoin(sizes, ", "), " do not split ",
+        dim, " into its ", n.output_size(), " outputs"));
+    if (static_cast<int>(sizes.size()) != n.output_size()) return mismatch;
     int64_t at = 0;
-    bool fits = true;
     for (int64_t size : sizes) {
       // Each part within what is left of the axis (a negative size, or
       // sizes summing past it, would slice outside the input).
-      if (size < 0 || size > dim - at) {
-        fits = false;
-        break;
-      }
+      if (size < 0 || size > dim - at) return mismatch;
       parts.push_back({axis - 1, at, at + size});
       at += size;
     }
-    if (!fits || at != dim ||
-        static_cast<int>(sizes.size()) != n.output_size()) {
-      return Bad(absl::StrCat(NodeName(n), ": sizes ",
-                              absl::StrJoin(sizes, ", "), " do not split ", dim,
-                              " into its ", n.output_size(), " outputs"));
-    }
+    if (at != dim) return mismatch;
   } else {
     ASSIGN_OR_RETURN(const Folded* starts, IntsIn(n, 1));
     ASSIGN_OR_RETURN(const Folded* ends, IntsIn(n, 2));
@@ -418,7 +413,7 @@ absl::Status Importer::Trilu(const onnx::NodeProto& n) {
   const int64_t rows = x.shape[x.shape.size() - 2], cols = x.shape.back();
   // The mask is written out in the layer's config: bounded as a folded
   // tensor is (a 4096 x 4096 causal mask at most).
-  if (cols > 0 && rows > (int64_t{1} << 24) / cols) {
+  if (cols > 0 && rows > kMaxFoldedValues / cols) {
     return Bad(absl::StrCat(NodeName(n), ": a Trilu of ", rows, " x ", cols,
                             " matrices (its mask holds at most 2^24 values)"));
   }
