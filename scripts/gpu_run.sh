@@ -93,8 +93,10 @@ else
   echo "no Brown corpus in $here: benchmark skipped"
 fi
 # LOCKSTEP_GPU_PROFILE=1: each kernel's GPU time (ncu) over about two steps
-# of BERT at batch 256 (after 20 steps) and of the CNN at batch 512, summed
-# by kernel name, beside the steps' wall time.
+# of BERT at batch 256 (after 20 steps) in float32 and in each precision of
+# LOCKSTEP_GPU_PROFILE_MIXED (default "bf16"; "" for none), and of the CNN
+# at batch 512, summed by kernel name; each table also in
+# RESULTS/profile_NAME.txt.
 profile() {  # profile NAME JOB SKIP COUNT
   local name=$1 job=$2 skip=$3 count=$4
   timeout 150 ncu --metrics gpu__time_duration.sum --csv --launch-skip "$skip" \
@@ -102,7 +104,7 @@ profile() {  # profile NAME JOB SKIP COUNT
     --storage "$b/prof_$name" --threads "$(nproc)" >"$b/ncu_$name.csv" 2>"$b/ncu_$name.err"
   echo "ncu $name rc=$?"
   tail -n 3 "$b/ncu_$name.err"
-  "$py" - "$b/ncu_$name.csv" <<'PYEOF'
+  "$py" - "$b/ncu_$name.csv" <<'PYEOF' | tee "$results/profile_$name.txt"
 import csv, collections, sys
 rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
 at = next(i for i, r in enumerate(rows) if "Kernel Name" in r)
@@ -122,10 +124,12 @@ for name, t in sorted(tot.items(), key=lambda x: -x[1])[:18]:
 PYEOF
 }
 if [[ "${LOCKSTEP_GPU_PROFILE:-0}" == 1 && -d "$here/brown" ]] && command -v ncu >/dev/null; then
-  "$py" - "$root/examples/bert_mlm_brown.json" "$here/brown" "$b/bert_prof.json" <<'PYEOF'
+  for precision in fp32 ${LOCKSTEP_GPU_PROFILE_MIXED-bf16}; do
+  "$py" - "$root/examples/bert_mlm_brown.json" "$here/brown" "$b/bert_$precision.json" "$precision" <<'PYEOF'
 import json, os, sys
 job = json.load(open(sys.argv[1]))
-job["name"] = "bert_prof"
+job["name"] = "bert_prof_" + sys.argv[4]
+job["precision"] = sys.argv[4]
 job["data"]["train_path"] = os.path.join(sys.argv[2], "train.txt")
 job["data"]["test_path"] = os.path.join(sys.argv[2], "valid.txt")
 job["batch_size_per_replica"] = 256
@@ -134,7 +138,8 @@ job["checkpoint"] = {"every_steps": 0, "keep": 1}
 job["cluster"]["workers"] = 1
 json.dump(job, open(sys.argv[3], "w"))
 PYEOF
-  profile bert "$b/bert_prof.json" 6000 800
+  profile "bert_$precision" "$b/bert_$precision.json" 6000 800
+  done
   if [[ -d "$here/mnist" ]]; then
     "$py" - "$root/examples/mnist_cnn.json" "$here/mnist" "$b/cnn_prof.json" <<'PYEOF'
 import json, os, sys
