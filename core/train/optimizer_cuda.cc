@@ -141,6 +141,13 @@ absl::Status DeviceOptimizer::Update(double lr, int64_t iterations,
                                      int64_t global_samples, float* w,
                                      const float* g, cudaStream_t stream) {
   if (layout_.floats == 0) return absl::OkStatus();
+  if (skip_nonfinite && !norm_) {
+    // The overflow test reads the global norm's sum, which only a
+    // DeviceOptimizer created with `norm` keeps.
+    return absl::FailedPreconditionError(
+        "DeviceOptimizer::Update: skipping overflowed steps needs the global "
+        "norm's buffers (created without norm)");
+  }
   CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
   float* m = first_ ? first_->get() : nullptr;
   float* v = second_ ? second_->get() : nullptr;
@@ -151,6 +158,8 @@ absl::Status DeviceOptimizer::Update(double lr, int64_t iterations,
   const int64_t n = layout_.floats;
   const FlatRun* runs = flat_runs_->get();
   const int count = static_cast<int>(runs_.size());
+  // Loss scaling's unscale applies with or without the norm's buffers.
+  sgd.clip.unscale = adam.clip.unscale = unscale;
   if (norm_) {
     // The global norm over the summed gradients of the optimizer's params,
     // ahead of the update that reads it (one stream: in order): for

@@ -78,7 +78,8 @@ class DeviceOptimizer {
   // `iterations`, Optimizer::iterations() before the step), g multiplied by
   // `unscale` first and, with `skip_nonfinite`, the whole update skipped
   // when the gradients overflowed (kernels/cuda/overflow.h; fp16's loss
-  // scaling); then batch norm's moving averages (1 / global_samples; none
+  // scaling: FailedPrecondition for a DeviceOptimizer created without
+  // `norm`); then batch norm's moving averages (1 / global_samples; none
   // for 0, nor on a skipped step). Frozen params are left alone; padding
   // gets updates nothing reads.
   absl::Status Update(double lr, int64_t iterations, float unscale,

@@ -395,6 +395,55 @@ TEST(DeviceOptimizerTest, StepsAndStateAreTheCpuOptimizers) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// Without the norm's buffers (no global_clipnorm, not fp16) the update
+// still unscales: gradients x 4096 with unscale 1/4096 step as the true
+// ones on the CPU; skipping overflowed steps is refused (no sum to test).
+TEST(DeviceOptimizerTest, UnscalesWithoutTheNormsBuffers) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  constexpr float kScale = 4096.0f;
+  OptimizerSpec spec;
+  spec.type = OptimizerType::kSgd;
+  spec.learning_rate = 0.05;
+  spec.momentum = 0.9;
+  Param kernel{"dense/kernel", Tensor({300}, RandomVector(300, 1)),
+               Tensor({300})};
+  std::vector<Param*> params = {&kernel};
+  const FlatLayout layout{{0}, {300}, 320};
+  absl::StatusOr<std::unique_ptr<Optimizer>> cpu =
+      Optimizer::Create(spec, params);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  absl::StatusOr<std::unique_ptr<DeviceOptimizer>> gpu =
+      DeviceOptimizer::Create(0, spec, params, layout, false);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  std::vector<float> w(320, 0.0f);
+  std::copy(kernel.value.data(), kernel.value.data() + 300, w.begin());
+  DeviceArray<float> dw(w);
+  for (int step = 0; step < 2; ++step) {
+    const std::vector<float> grad = RandomVector(300, 20 + step, -0.5f, 0.5f);
+    std::copy(grad.begin(), grad.end(), kernel.grad.data());
+    std::vector<float> scaled(320, 0.0f);
+    for (int i = 0; i < 300; ++i) scaled[i] = grad[i] * kScale;
+    DeviceArray<float> dg(scaled);
+    ASSERT_TRUE((*gpu)
+                    ->Update(0.05, (*cpu)->iterations(), 1.0f / kScale, false,
+                             0, dw.get(), dg.get(), nullptr)
+                    .ok());
+    (*cpu)->Apply(0.05);
+  }
+  const std::vector<float> got = dw.ToHost();
+  ExpectSameBits(
+      std::vector<float>(kernel.value.data(), kernel.value.data() + 300),
+      std::vector<float>(got.begin(), got.begin() + 300), "dense/kernel");
+  DeviceArray<float> dg(std::vector<float>(320, 1.0f));
+  const absl::Status skip =
+      (*gpu)->Update(0.05, (*cpu)->iterations(), 1.0f / kScale, true, 0,
+                     dw.get(), dg.get(), nullptr);
+  EXPECT_EQ(skip.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(skip.message().find("needs the global norm's buffers"),
+            std::string::npos)
+      << skip;
+}
+
 TEST(OptimizerStepTest, AdamScalarsNeedNoDevice) {
   const AdamStep s = MakeAdamStep(0.001, 0.9, 0.999, 1e-7, 0, 0);
   EXPECT_FLOAT_EQ(s.alpha, static_cast<float>(0.001 * std::sqrt(0.001) / 0.1));

@@ -34,8 +34,9 @@ class CudaMallocBackend : public MemoryBackend {
 std::unique_ptr<CachingAllocator> NewDeviceAllocator(int device);
 
 // A zeroed buffer of `count` T on one GPU (at least one), freed on that
-// device; held by unique_ptr (neither copied nor moved). Errors: CUDA's
-// (out of memory).
+// device; held by unique_ptr (neither copied nor moved). Create leaves
+// `device` current (its callers go on to copy there); the destructor puts
+// back the thread's device. Errors: CUDA's (out of memory).
 template <typename T>
 class DeviceBuffer {
  public:
@@ -55,8 +56,12 @@ class DeviceBuffer {
   }
   ~DeviceBuffer() {
     if (ptr_ == nullptr) return;
+    int current = 0;
+    const bool known = cudaGetDevice(&current) == cudaSuccess;
     cudaSetDevice(device_);
     cudaFree(ptr_);
+    if (known) cudaSetDevice(current);
+    cudaGetLastError();  // nothing above may be left for a later call to read
   }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;

@@ -4,6 +4,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,34 @@ TEST(CudaMemoryTest, WithGpuRoundTripsThroughCachedBlocks) {
   EXPECT_TRUE(alloc->EmptyCache().ok());
   EXPECT_EQ(alloc->stats().bytes_cached, 0);
   cudaStreamDestroy(stream);
+}
+
+// A DeviceBuffer is zeroed, left current by Create and freed on its own
+// device, the thread's device put back (a lane's buffer freed from another
+// GPU's thread must not move that thread's later launches).
+TEST(CudaMemoryTest, DeviceBufferIsZeroAndFreedOnItsDevice) {
+  std::string why;
+  if (!HaveDevice(&why)) GTEST_SKIP() << why;
+  int count = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
+  const int last = count - 1;
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  absl::StatusOr<std::unique_ptr<DeviceBuffer<float>>> buffer =
+      DeviceBuffer<float>::Create(last, 1000);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  int current = -1;
+  ASSERT_EQ(cudaGetDevice(&current), cudaSuccess);
+  EXPECT_EQ(current, last);
+  std::vector<float> back(1000, 1.0f);
+  ASSERT_EQ(cudaMemcpy(back.data(), (*buffer)->get(), sizeof(float) * 1000,
+                       cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  EXPECT_EQ(back, std::vector<float>(1000, 0.0f));
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  buffer->reset();
+  ASSERT_EQ(cudaGetDevice(&current), cudaSuccess);
+  EXPECT_EQ(current, 0) << "freeing a buffer of cuda:" << last;
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
 TEST(CudaMemoryTest, WithGpuOutOfMemoryIsResourceExhausted) {
