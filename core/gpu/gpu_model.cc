@@ -99,9 +99,9 @@ absl::Status GpuModel::Init(const GpuModelOptions& options) {
     CUDA_RETURN_IF_ERROR(
         cudaEventCreateWithFlags(&slot->consumed, cudaEventDisableTiming));
   }
-  ASSIGN_OR_RETURN(h_->cublas, CublasHandle::Create());
-  ASSIGN_OR_RETURN(h_->cudnn, CudnnHandle::Create());
   h_->allocator = NewDeviceAllocator(device_);
+  ASSIGN_OR_RETURN(h_->cublas, CublasHandle::Create(h_->allocator.get()));
+  ASSIGN_OR_RETURN(h_->cudnn, CudnnHandle::Create());
   DeviceContext& dc = h_->dc;
   dc.device = device_;
   dc.stream = stream_;

@@ -54,9 +54,10 @@ struct GpuModel::InputSlot {
 };
 
 struct GpuModel::Handles {
+  // First, so it outlives the cuBLAS handle whose scratch it holds.
+  std::unique_ptr<CachingAllocator> allocator;
   CublasHandle cublas;
   CudnnHandle cudnn;
-  std::unique_ptr<CachingAllocator> allocator;
   PinnedHostBuffer staging;  // total_floats_ floats
   PinnedHostBuffer sums;     // one DeviceLossSums
   DeviceContext dc;

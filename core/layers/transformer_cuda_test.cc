@@ -4,8 +4,6 @@
 // (accumulated onto what was there), bit for bit where the sums run in the
 // CPU's order, and repeatable bit for bit from run to run. Skips without a
 // GPU.
-#include "kernels/cuda/transformer.h"
-
 #include <cmath>
 #include <memory>
 #include <random>
@@ -17,9 +15,11 @@
 #include "core/layers/test_util.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cuda/cuda_memory.h"
 #include "kernels/cuda/cuda_test_util.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/layers/device_context.h"
+#include "kernels/cuda/transformer.h"
 
 namespace lockstep {
 namespace cuda {
@@ -78,7 +78,9 @@ Pass RunGpu(Layer& l, int64_t n, const PassContext& ctx, const Vectors& x,
                   << " (is //core/layers:cuda linked?)";
     return out;
   }
-  absl::StatusOr<CublasHandle> cublas = CublasHandle::Create();
+  std::unique_ptr<CachingAllocator> gemm_scratch = NewDeviceAllocator(0);
+  absl::StatusOr<CublasHandle> cublas =
+      CublasHandle::Create(gemm_scratch.get());
   if (!cublas.ok()) {
     ADD_FAILURE() << cublas.status();
     return out;
@@ -340,7 +342,9 @@ TEST(TransformerCudaTest, AttentionMatchesTheCpu) {
 
 TEST(GemmStridedBatchedTest, MatchesCpuGemmPerBatch) {
   SKIP_WITHOUT_CUDA_DEVICE();
-  absl::StatusOr<CublasHandle> handle = CublasHandle::Create();
+  std::unique_ptr<CachingAllocator> gemm_scratch = NewDeviceAllocator(0);
+  absl::StatusOr<CublasHandle> handle =
+      CublasHandle::Create(gemm_scratch.get());
   ASSERT_TRUE(handle.ok()) << handle.status();
   for (bool ta : {false, true}) {
     for (bool tb : {false, true}) {

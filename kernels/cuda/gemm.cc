@@ -15,35 +15,28 @@
 namespace lockstep {
 namespace cuda {
 
-absl::StatusOr<CublasHandle> CublasHandle::Create() {
+absl::StatusOr<CublasHandle> CublasHandle::Create(CachingAllocator* scratch) {
   cublasHandle_t handle = nullptr;
   absl::Status status = CUBLAS_STATUS(cublasCreate(&handle));
   if (!status.ok()) {
     cudaGetLastError();  // cuBLAS may leave the runtime's error set
     return status;
   }
-  int device = 0;
-  status = CUDA_STATUS(cudaGetDevice(&device));
-  if (!status.ok()) {
-    cublasDestroy(handle);
-    cudaGetLastError();
-    return status;
-  }
-  return CublasHandle(handle, device);
+  return CublasHandle(handle, scratch);
 }
 
 CublasHandle::CublasHandle(CublasHandle&& other) noexcept
     : handle_(std::exchange(other.handle_, nullptr)),
-      device_(other.device_),
+      allocator_(std::exchange(other.allocator_, nullptr)),
       scratch_(std::exchange(other.scratch_, nullptr)),
       scratch_bytes_(std::exchange(other.scratch_bytes_, 0)) {}
 
 CublasHandle& CublasHandle::operator=(CublasHandle&& other) noexcept {
   if (this != &other) {
     if (handle_ != nullptr) cublasDestroy(handle_);
-    FreeScratch();
+    FreeScratch().IgnoreError();
     handle_ = std::exchange(other.handle_, nullptr);
-    device_ = other.device_;
+    allocator_ = std::exchange(other.allocator_, nullptr);
     scratch_ = std::exchange(other.scratch_, nullptr);
     scratch_bytes_ = std::exchange(other.scratch_bytes_, 0);
   }
@@ -52,32 +45,31 @@ CublasHandle& CublasHandle::operator=(CublasHandle&& other) noexcept {
 
 CublasHandle::~CublasHandle() {
   if (handle_ != nullptr) cublasDestroy(handle_);
-  FreeScratch();
+  FreeScratch().IgnoreError();
 }
 
-void CublasHandle::FreeScratch() const {
-  if (scratch_ == nullptr) return;
-  int current = 0;
-  cudaGetDevice(&current);
-  cudaSetDevice(device_);
-  cudaFree(scratch_);
-  cudaSetDevice(current);
-  cudaGetLastError();  // nothing above may be left for a later call to read
-  scratch_ = nullptr;
+absl::Status CublasHandle::FreeScratch() const {
+  if (scratch_ == nullptr) return absl::OkStatus();
+  void* block = std::exchange(scratch_, nullptr);
   scratch_bytes_ = 0;
+  return allocator_->Free(block);
 }
 
 absl::StatusOr<uint16_t*> CublasHandle::Scratch(int64_t count,
                                                 cudaStream_t stream) const {
+  if (allocator_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "cuda::Gemm: 16-bit inputs need the cuBLAS handle's scratch "
+        "allocator (the handle was created without one)");
+  }
   const size_t bytes = std::max<int64_t>(count, 1) * sizeof(uint16_t);
   if (bytes > scratch_bytes_) {
     const size_t grown = std::max(bytes, scratch_bytes_ / 2 * 3);
-    // Earlier calls on the stream may still read the old memory.
-    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
-    FreeScratch();
-    // On the handle's device, which its callers have current (cuBLAS
-    // needs it so too).
-    CUDA_RETURN_IF_ERROR(cudaMalloc(&scratch_, grown));
+    absl::Status freed = FreeScratch();
+    if (!freed.ok()) return freed;
+    absl::StatusOr<void*> block = allocator_->Allocate(grown, stream);
+    if (!block.ok()) return block.status();
+    scratch_ = *block;
     scratch_bytes_ = grown;
   }
   return static_cast<uint16_t*>(scratch_);

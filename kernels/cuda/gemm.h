@@ -10,19 +10,24 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "kernels/cuda/caching_allocator.h"
 #include "kernels/cuda/elementwise.h"
 
 namespace lockstep {
 namespace cuda {
 
 // A cuBLAS handle on the device current at Create, and the device memory
-// its 16-bit GEMMs convert their operands into; move-only, destroys
-// itself. Not thread-safe: one handle per thread (or per stream) that calls
-// Gemm.
+// its 16-bit GEMMs convert their operands into, a block of that device's
+// caching allocator; move-only, destroys itself. Not thread-safe: one
+// handle per thread (or per stream) that calls Gemm.
 class CublasHandle {
  public:
-  // kFailedPrecondition without a usable GPU or driver.
-  static absl::StatusOr<CublasHandle> Create();
+  // `scratch`: the current device's allocator the 16-bit operands' memory
+  // comes from (so it counts in its stats, and an out-of-memory empties the
+  // cache before it fails); it must outlive the handle. nullptr: 16-bit
+  // GEMMs fail with kFailedPrecondition. kFailedPrecondition without a
+  // usable GPU or driver.
+  static absl::StatusOr<CublasHandle> Create(CachingAllocator* scratch);
 
   CublasHandle() = default;
   CublasHandle(CublasHandle&& other) noexcept;
@@ -34,16 +39,18 @@ class CublasHandle {
   cublasHandle_t get() const { return handle_; }
 
   // `count` 16-bit values of device memory, reused by every call on this
-  // handle (its calls are ordered on one stream); grown, after waiting for
-  // `stream`, when a call needs more.
+  // handle (its calls are ordered on one stream); grown when a call needs
+  // more: the old block goes back to the allocator's cache for its stream
+  // (work enqueued there that reads it runs before anything that gets it
+  // again), so nothing waits.
   absl::StatusOr<uint16_t*> Scratch(int64_t count, cudaStream_t stream) const;
 
  private:
-  CublasHandle(cublasHandle_t handle, int device)
-      : handle_(handle), device_(device) {}
-  void FreeScratch() const;
+  CublasHandle(cublasHandle_t handle, CachingAllocator* allocator)
+      : handle_(handle), allocator_(allocator) {}
+  absl::Status FreeScratch() const;
   cublasHandle_t handle_ = nullptr;
-  int device_ = 0;  // the scratch's
+  CachingAllocator* allocator_ = nullptr;  // the scratch's; not owned
   mutable void* scratch_ = nullptr;
   mutable size_t scratch_bytes_ = 0;
 };

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/test_util.h"
+#include "kernels/cuda/cuda_memory.h"
 #include "kernels/cuda/cuda_test_util.h"
 
 namespace lockstep {
@@ -20,7 +22,7 @@ namespace {
 
 TEST(CublasHandleTest, WithoutGpuSaysWhy) {
   if (WhyNoDevice().empty()) GTEST_SKIP() << "a CUDA device is present";
-  absl::StatusOr<CublasHandle> handle = CublasHandle::Create();
+  absl::StatusOr<CublasHandle> handle = CublasHandle::Create(nullptr);
   ASSERT_FALSE(handle.ok());
   EXPECT_EQ(handle.status().code(), absl::StatusCode::kFailedPrecondition)
       << handle.status();
@@ -54,7 +56,8 @@ TEST_P(GemmTest, MatchesCpu) {
   lockstep::Gemm(p.ta, p.tb, p.m, p.n, p.k, alpha, a.data(), lda, b.data(), ldb,
                  p.beta, want.data(), ldc);
 
-  absl::StatusOr<CublasHandle> handle = CublasHandle::Create();
+  std::unique_ptr<CachingAllocator> scratch = NewDeviceAllocator(0);
+  absl::StatusOr<CublasHandle> handle = CublasHandle::Create(scratch.get());
   ASSERT_TRUE(handle.ok()) << handle.status();
   DeviceArray<float> da(a), db(b), dc(c0);
   GemmOptions options;
@@ -109,7 +112,8 @@ TEST(GemmPrecisionTest, SixteenBitInputsAreRoundedThenMultipliedExactly) {
     bool trans_a, trans_b;
     int64_t pad;  // added to each row stride
   };
-  absl::StatusOr<CublasHandle> handle = CublasHandle::Create();
+  std::unique_ptr<CachingAllocator> scratch = NewDeviceAllocator(0);
+  absl::StatusOr<CublasHandle> handle = CublasHandle::Create(scratch.get());
   ASSERT_TRUE(handle.ok()) << handle.status();
   for (const Shape& sh :
        {Shape{48, 40, 320, false, false, 0}, Shape{16, 12, 4, false, false, 0},
@@ -170,6 +174,52 @@ TEST(GemmPrecisionTest, SixteenBitInputsAreRoundedThenMultipliedExactly) {
       ExpectSameBits(b, db.ToHost(), "B after the 16-bit GEMMs");
     }
   }
+}
+
+// The 16-bit operands' memory is a block of the handle's allocator: in use
+// while the handle lives (grown, the old block cached for the stream),
+// cached once it is gone; without an allocator a 16-bit GEMM says why and
+// a float32 one still runs.
+TEST(GemmPrecisionTest, SixteenBitScratchIsTheAllocatorsBlock) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  std::unique_ptr<CachingAllocator> scratch = NewDeviceAllocator(0);
+  const int64_t m = 64, n = 32;
+  DeviceArray<float> a(RandomVector(m * 512, 71)), b(RandomVector(512 * n, 72));
+  DeviceArray<float> c(m * n);
+  GemmOptions bf16;
+  bf16.inputs = InputRounding::kBf16;
+  {
+    absl::StatusOr<CublasHandle> handle = CublasHandle::Create(scratch.get());
+    ASSERT_TRUE(handle.ok()) << handle.status();
+    ASSERT_TRUE(Gemm(*handle, nullptr, bf16, false, false, m, n, 8, 1.0f,
+                     a.get(), 512, b.get(), n, 0.0f, c.get(), n)
+                    .ok());
+    const AllocatorStats small = scratch->stats();
+    EXPECT_EQ(small.allocations, 1);
+    EXPECT_GE(small.bytes_in_use, (m * 8 + 8 * n) * 2);
+    // A larger product grows it: the first block back in the cache.
+    ASSERT_TRUE(Gemm(*handle, nullptr, bf16, false, false, m, n, 512, 1.0f,
+                     a.get(), 512, b.get(), n, 0.0f, c.get(), n)
+                    .ok());
+    const AllocatorStats grown = scratch->stats();
+    EXPECT_EQ(grown.allocations, 2);
+    EXPECT_GE(grown.bytes_in_use, (m * 512 + 512 * n) * 2);
+    EXPECT_EQ(grown.bytes_cached, small.bytes_in_use);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
+  EXPECT_EQ(scratch->stats().bytes_in_use, 0);
+  absl::StatusOr<CublasHandle> bare = CublasHandle::Create(nullptr);
+  ASSERT_TRUE(bare.ok()) << bare.status();
+  const absl::Status refused =
+      Gemm(*bare, nullptr, bf16, false, false, m, n, 8, 1.0f, a.get(), 512,
+           b.get(), n, 0.0f, c.get(), n);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_THAT(std::string(refused.message()),
+              ::testing::HasSubstr("16-bit inputs need the cuBLAS handle's "
+                                   "scratch allocator"));
+  EXPECT_TRUE(Gemm(*bare, nullptr, GemmOptions(), false, false, m, n, 8, 1.0f,
+                   a.get(), 512, b.get(), n, 0.0f, c.get(), n)
+                  .ok());
 }
 
 }  // namespace
