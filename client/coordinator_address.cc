@@ -31,17 +31,34 @@ absl::StatusOr<std::string> NormalizeCoordinatorAddress(
     }
     text = text.substr(at + 3);
     while (!text.empty() && text.back() == '/') text.pop_back();
-    if (text.find('/') != std::string::npos) {
-      return bad("give host:port, without a path");
-    }
   }
+  if (text.find('/') != std::string::npos) {
+    return bad("give host:port, without a path");
+  }
+  absl::StatusOr<HostPort> parsed = ParseHostPort(
+      text, absl::StrCat("coordinator address \"", address, "\""), 1);
+  if (!parsed.ok()) return parsed.status();
+  return parsed->With(kDefaultCoordinatorPort);
+}
+
+std::string HostPort::With(int default_port) const {
+  return absl::StrCat(host, ":", port.value_or(default_port));
+}
+
+absl::StatusOr<HostPort> ParseHostPort(const std::string& address,
+                                       const std::string& what, int min_port) {
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", why));
+  };
+  const std::string text(absl::StripAsciiWhitespace(address));
   if (text.empty()) return bad("empty; give host:port");
-  std::string host, port;
+  HostPort out;
+  std::string port;
   bool has_port = false;
   if (text[0] == '[') {
     const size_t close = text.find(']');
     if (close == std::string::npos) return bad("an unclosed [");
-    host = text.substr(0, close + 1);
+    out.host = text.substr(0, close + 1);
     const std::string rest = text.substr(close + 1);
     if (!rest.empty()) {
       if (rest[0] != ':') return bad("give host:port");
@@ -49,22 +66,26 @@ absl::StatusOr<std::string> NormalizeCoordinatorAddress(
       has_port = true;
     }
   } else if (std::count(text.begin(), text.end(), ':') > 1) {
-    host = absl::StrCat("[", text, "]");  // a bare IPv6 address
+    out.host = absl::StrCat("[", text, "]");  // a bare IPv6 address
   } else if (const size_t colon = text.find(':'); colon != std::string::npos) {
-    host = text.substr(0, colon);
+    out.host = text.substr(0, colon);
     port = text.substr(colon + 1);
     has_port = true;
   } else {
-    host = text;
+    out.host = text;
   }
-  int value = kDefaultCoordinatorPort;
-  if (has_port &&
-      (!absl::SimpleAtoi(port, &value) || value < 1 || value > 65535 ||
-       port.find_first_not_of("0123456789") != std::string::npos)) {
-    return bad("give host:port with a port from 1 to 65535");
+  if (has_port) {
+    int value = 0;
+    if (!absl::SimpleAtoi(port, &value) || value < min_port || value > 65535 ||
+        port.find_first_not_of("0123456789") != std::string::npos) {
+      return bad(absl::StrCat("give host:port with a port from ", min_port,
+                              " to 65535"));
+    }
+    out.port = value;
   }
-  if (host.empty() || host == "[]") return bad("no host; give host:port");
-  return absl::StrCat(host, ":", value);
+  if (out.host.empty() || out.host == "[]")
+    return bad("no host; give host:port");
+  return out;
 }
 
 absl::StatusOr<std::string> NormalizeCoordinatorAddresses(

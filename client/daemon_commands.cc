@@ -69,6 +69,30 @@ absl::StatusOr<LogFn> LoggerFromFlags(const ParsedFlags& f,
   return MakeLogger(component, *format, &std::cout);
 }
 
+// --listen as "host:port" (a host alone takes `default_port`; port 0 a
+// free one), or `fallback` when not given.
+absl::StatusOr<std::string> ListenFlag(const ParsedFlags& f,
+                                       const std::string& fallback,
+                                       int default_port) {
+  if (!f.Has("listen")) return fallback;
+  const std::string given = f.Get("listen", "");
+  absl::StatusOr<HostPort> hp =
+      ParseHostPort(given, absl::StrCat("--listen \"", given, "\""), 0);
+  if (!hp.ok()) return hp.status();
+  return hp->With(default_port);
+}
+
+// --advertise checked ("host" alone or with port 0: the bound port, which
+// AdvertisedAddress fills in), or "" when not given.
+absl::StatusOr<std::string> AdvertiseFlag(const ParsedFlags& f) {
+  if (!f.Has("advertise")) return std::string();
+  const std::string given = f.Get("advertise", "");
+  absl::StatusOr<HostPort> hp =
+      ParseHostPort(given, absl::StrCat("--advertise \"", given, "\""), 0);
+  if (!hp.ok()) return hp.status();
+  return hp->port ? hp->With(0) : hp->host;
+}
+
 }  // namespace
 
 int RunCoordinatorCommand(const std::vector<std::string>& args) {
@@ -134,8 +158,14 @@ int RunCoordinatorCommand(const std::vector<std::string>& args) {
     if (!token.ok()) return FlagError("coordinator", token.status());
     o.token = *token;
   }
-  o.listen = f->Get("listen", "127.0.0.1:7070");
-  o.advertise = f->Get("advertise", "");
+  absl::StatusOr<std::string> listen =
+      ListenFlag(*f, absl::StrCat("127.0.0.1:", kDefaultCoordinatorPort),
+                 kDefaultCoordinatorPort);
+  if (!listen.ok()) return FlagError("coordinator", listen.status());
+  o.listen = *listen;
+  absl::StatusOr<std::string> advertise = AdvertiseFlag(*f);
+  if (!advertise.ok()) return FlagError("coordinator", advertise.status());
+  o.advertise = *advertise;
   if (f->Has("etcd")) {
     for (const char* flag : {"etcd-ca", "etcd-cert", "etcd-key"}) {
       if (!f->Has(flag)) continue;
@@ -281,8 +311,12 @@ int RunWorkerCommand(const std::vector<std::string>& args) {
       NormalizeCoordinatorAddresses(f->Get("coordinator", ""));
   if (!coordinator.ok()) return FlagError("worker", coordinator.status());
   o.coordinator = *coordinator;
-  o.listen = f->Get("listen", "127.0.0.1:0");
-  o.advertise = f->Get("advertise", "");
+  absl::StatusOr<std::string> listen = ListenFlag(*f, "127.0.0.1:0", 0);
+  if (!listen.ok()) return FlagError("worker", listen.status());
+  o.listen = *listen;
+  absl::StatusOr<std::string> advertise = AdvertiseFlag(*f);
+  if (!advertise.ok()) return FlagError("worker", advertise.status());
+  o.advertise = *advertise;
   o.name = f->Get("name", "");
   o.http = f->Get("http", "");
   o.health_listen = f->Get("health-listen", "");
@@ -307,15 +341,27 @@ int RunWorkerCommand(const std::vector<std::string>& args) {
     std::cerr << "lockstep worker: --replicas must be 1..1024\n";
     return 2;
   }
+  if (f->Has("replicas") && f->Has("devices")) {
+    std::cerr << "lockstep worker: give --replicas N or --devices LIST, not "
+                 "both (--devices cpu:N is --replicas N)\n";
+    return 2;
+  }
+  if (*threads < 0 || *threads > 1024) {
+    std::cerr << "lockstep worker: --threads must be 0 (every core) to 1024\n";
+    return 2;
+  }
+  if (*lanes < 1 || *lanes > 16) {
+    std::cerr << "lockstep worker: --lanes must be 1..16\n";
+    return 2;
+  }
   absl::StatusOr<DeviceList> devices =
       ResolveDevices(f->Get("devices", ""), static_cast<int>(*replicas));
   if (!devices.ok()) return FlagError("worker", devices.status());
   *replicas = devices->replicas();
   o.cuda_devices = devices->cuda_ordinals;
-  if (*replicas < 1 || *replicas > 1024 || *threads < 0 || *lanes < 1 ||
-      *lanes > 16) {
-    std::cerr << "lockstep worker: --replicas must be 1..1024, --threads >= "
-                 "0, --lanes 1..16\n";
+  if (*replicas < 1 || *replicas > 1024) {
+    std::cerr << "lockstep worker: --devices gives " << *replicas
+              << " replicas; a worker runs 1..1024\n";
     return 2;
   }
   o.replicas = static_cast<int>(*replicas);

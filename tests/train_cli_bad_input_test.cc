@@ -3,16 +3,16 @@
 // storage that cannot be written and unknown flags. Each fails with a
 // clear message naming the file or field, a non-zero exit, and nothing
 // written to the storage folder. The fixture is in train_cli_fixture.h.
-#include "tests/train_cli_fixture.h"
-
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "tests/subprocess.h"
 #include "tests/test_jobs.h"
+#include "tests/train_cli_fixture.h"
 
 namespace lockstep {
 namespace {
@@ -168,6 +168,47 @@ TEST_F(BadInputTest, UnknownFlagAndMissingJob) {
   r = RunProcess({Binary(), "frobnicate"}, dir_, kTimeout);
   EXPECT_EQ(r.exit.exit_code, 2);
   EXPECT_NE(r.err.find("unknown command \"frobnicate\""), std::string::npos);
+}
+
+// The daemons' flags are checked before anything listens or dials: each
+// refusal names the flag (a bare --listen host once bound gRPC's default
+// port 443; an --advertise port past 65535 was taken as given).
+TEST_F(BadInputTest, DaemonFlagsNameWhatIsWrong) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"worker", "--listen", "127.0.0.1:99999"},
+       "--listen \"127.0.0.1:99999\": give host:port with a port from 0 to "
+       "65535"},
+      {{"worker", "--advertise", "127.0.0.1:99999"},
+       "--advertise \"127.0.0.1:99999\": give host:port with a port from 0 "
+       "to 65535"},
+      {{"worker", "--advertise", ":7071"}, "--advertise \":7071\": no host"},
+      {{"worker", "--lanes", "17"}, "--lanes must be 1..16"},
+      {{"worker", "--threads", "5000"},
+       "--threads must be 0 (every core) to 1024"},
+      {{"worker", "--replicas", "2", "--devices", "cpu:3"},
+       "give --replicas N or --devices LIST, not both"},
+      {{"coordinator", "--listen", "[::1"}, "--listen \"[::1\": an unclosed ["},
+      {{"coordinator", "--listen", "127.0.0.1:http"},
+       "give host:port with a port from 0 to 65535"},
+      {{"coordinator", "--advertise", "chief:70000"},
+       "--advertise \"chief:70000\": give host:port"},
+  };
+  for (const auto& [flags, needle] : cases) {
+    std::vector<std::string> argv = {Binary()};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    if (flags[0] == "worker") {
+      argv.insert(argv.end(), {"--coordinator", "127.0.0.1:1"});
+    } else {
+      argv.insert(argv.end(), {"--storage", dir_ + "/cst"});
+    }
+    RunResult r = RunProcess(argv, dir_, kTimeout);
+    ASSERT_TRUE(r.exit.exited) << "hung: " << flags[1];
+    EXPECT_EQ(r.exit.exit_code, 2) << flags[1] << ": " << r.err;
+    EXPECT_NE(r.err.find("lockstep " + flags[0] + ": "), std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(Exists(dir_ + "/cst")) << "a refused coordinator wrote storage";
 }
 
 }  // namespace

@@ -60,10 +60,10 @@ def normalize_address(address):
                 f"coordinator address {address!r}: unknown scheme "
                 f"{scheme!r}; give host:port")
         text = text.rstrip("/")
-        if "/" in text:
-            raise errors.LockstepError(
-                f"coordinator address {address!r}: give host:port, without "
-                "a path")
+    if "/" in text:
+        raise errors.LockstepError(
+            f"coordinator address {address!r}: give host:port, without "
+            "a path")
     if not text:
         raise errors.LockstepError("coordinator address is empty: give "
                                    "host:port")

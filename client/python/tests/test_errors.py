@@ -97,6 +97,7 @@ def test_addresses_are_read_as_the_cli_reads_them():
     for given, why in [("https://chief:7070", "not a scheme"),
                        ("ftp://chief", "unknown scheme 'ftp'"),
                        ("http://chief:7070/jobs", "without a path"),
+                       ("chief:7070/jobs", "without a path"),
                        ("chief:0", "a port from 1 to 65535"),
                        ("chief:70000", "a port from 1 to 65535"),
                        ("chief:http", "a port from 1 to 65535"),
