@@ -124,6 +124,19 @@ std::string Dirname(const std::string& path) {
   return path.substr(0, slash);
 }
 
+absl::StatusOr<std::string> AbsolutePath(const std::string& path) {
+  if (!path.empty() && path[0] == '/') return path;
+  char buf[4096];
+  if (getcwd(buf, sizeof(buf)) == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot read the working folder: ", strerror(errno)));
+  }
+  std::string rest = path;
+  while (rest.rfind("./", 0) == 0) rest = rest.substr(2);
+  if (rest == ".") rest.clear();
+  return rest.empty() ? std::string(buf) : JoinPath(buf, rest);
+}
+
 std::string JoinPath(const std::string& a, const std::string& b) {
   if (a.empty() || (!b.empty() && b[0] == '/')) return b;
   if (a.back() == '/') return a + b;

@@ -43,6 +43,10 @@ absl::Status FsyncDir(const std::string& path);
 std::string Dirname(const std::string& path);
 // a + "/" + b unless b is absolute or a empty.
 std::string JoinPath(const std::string& a, const std::string& b);
+// `path` as an absolute path: joined to the working folder when relative
+// ("." and a leading "./" dropped; nothing else is normalized and no link
+// followed). Errors: the working folder cannot be read.
+absl::StatusOr<std::string> AbsolutePath(const std::string& path);
 
 }  // namespace lockstep
 

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/file_util.h"
 #include "base/status_macros.h"
 #include "client/cli_flags.h"
 #include "client/job_client.h"
@@ -283,6 +284,22 @@ absl::Status CheckPaths(const std::string& verb, const JobSpec& spec,
   return absl::OkStatus();
 }
 
+// The folder `submit` and `check` resolve the job's relative data paths
+// against: --data-dir, else the job file's folder, else (a bare name,
+// stdin) the working folder; absolute, since the workers do not share
+// this working folder. With --data-on-workers the paths are the workers'
+// own and stay as the job gives them (against --data-dir when given).
+absl::StatusOr<std::string> DataBase(const ParsedFlags& f,
+                                     const std::string& job_path) {
+  const std::string data_dir = f.Get("data-dir", "");
+  if (f.Has("data-on-workers")) return data_dir;
+  if (!data_dir.empty()) return AbsolutePath(data_dir);
+  if (job_path == "-" || job_path.find('/') == std::string::npos) {
+    return AbsolutePath(".");
+  }
+  return AbsolutePath(Dirname(job_path));
+}
+
 constexpr char kDataOnWorkersUsage[] =
     "  --data-on-workers  the job's data paths are the workers' alone: do "
     "not look for them here\n              (they are named as not checked); "
@@ -329,8 +346,9 @@ int RunSubmitCommand(const std::vector<std::string>& args) {
   const v1::SubmitMode mode = f->Has("resume")    ? v1::SUBMIT_RESUME
                               : f->Has("restart") ? v1::SUBMIT_RESTART
                                                   : v1::SUBMIT_NEW;
-  absl::StatusOr<JobSpec> spec =
-      LoadJobSpec(f->positional[0], f->Get("data-dir", ""));
+  absl::StatusOr<std::string> base = DataBase(*f, f->positional[0]);
+  if (!base.ok()) return FailVerb("submit", base.status());
+  absl::StatusOr<JobSpec> spec = LoadJobSpec(f->positional[0], *base);
   if (!spec.ok()) return FailVerb("submit", spec.status());
   if (absl::Status s = CheckPaths("submit", *spec, *f); !s.ok()) {
     return FailVerb("submit", s);
@@ -406,13 +424,15 @@ int RunCheckCommand(const std::vector<std::string>& args) {
     (f.ok() && f->Has("help") ? std::cout : std::cerr) << usage;
     return f.ok() && f->Has("help") ? 0 : 2;
   }
+  absl::StatusOr<std::string> base = DataBase(*f, f->positional[0]);
+  if (!base.ok()) return FailVerb("check", base.status());
   absl::StatusOr<JobSpec> spec;
   if (f->positional[0] == "-") {
     std::ostringstream text;
     text << std::cin.rdbuf();
-    spec = ParseJobSpec(text.str(), f->Get("data-dir", ""));
+    spec = ParseJobSpec(text.str(), *base);
   } else {
-    spec = LoadJobSpec(f->positional[0], f->Get("data-dir", ""));
+    spec = LoadJobSpec(f->positional[0], *base);
   }
   if (!spec.ok()) return FailVerb("check", spec.status());
   if (absl::Status s = CheckPaths("check", *spec, *f); !s.ok()) {

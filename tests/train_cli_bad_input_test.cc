@@ -3,6 +3,8 @@
 // storage that cannot be written and unknown flags. Each fails with a
 // clear message naming the file or field, a non-zero exit, and nothing
 // written to the storage folder. The fixture is in train_cli_fixture.h.
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -168,6 +170,35 @@ TEST_F(BadInputTest, UnknownFlagAndMissingJob) {
   r = RunProcess({Binary(), "frobnicate"}, dir_, kTimeout);
   EXPECT_EQ(r.exit.exit_code, 2);
   EXPECT_NE(r.err.find("unknown command \"frobnicate\""), std::string::npos);
+}
+
+// `check` (what `submit` sends) resolves relative data paths to absolute
+// ones: the workers do not share this working folder. A job named by a
+// relative path, and --data-dir relative too; --data-on-workers leaves the
+// paths as given (they are the workers' own).
+TEST_F(BadInputTest, CheckSendsAbsoluteDataPaths) {
+  mkdir((dir_ + "/d").c_str(), 0755);
+  WriteIdx("d/img", 0x803, {10, 4, 4}, std::string(160, 'a'));
+  WriteIdx("d/lab", 0x801, {10}, std::string(10, '\1'));
+  testing::WriteStringToFile(dir_ + "/d/job.json", IdxJob("img", "lab").dump());
+  // Run from dir_ (RunProcess keeps the test's working folder).
+  auto train_images = [&](std::vector<std::string> args) {
+    std::vector<std::string> argv = {
+        "/bin/sh", "-c", "cd \"$0\" && exec \"$@\"", dir_, Binary(), "check"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    RunResult r = RunProcess(argv, dir_, kTimeout);
+    EXPECT_EQ(r.exit.exit_code, 0) << r.err;
+    const nlohmann::json j =
+        nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+    return j.is_object() ? j["data"].value("train_images", "") : r.out;
+  };
+  EXPECT_EQ(train_images({"d/job.json"}), dir_ + "/d/img");
+  EXPECT_EQ(train_images({"./d/job.json"}), dir_ + "/d/img");
+  EXPECT_EQ(train_images({dir_ + "/d/job.json"}), dir_ + "/d/img");
+  EXPECT_EQ(
+      train_images({WriteJob(IdxJob("d/img", "d/lab")), "--data-dir", "."}),
+      dir_ + "/d/img");
+  EXPECT_EQ(train_images({"d/job.json", "--data-on-workers"}), "d/img");
 }
 
 // The daemons' flags are checked before anything listens or dials: each
