@@ -30,6 +30,9 @@ std::string RingReportBrief(int reporter, int suspect,
     what = absl::StrFormat("rank %d sent nothing in time", suspect);
   } else if (error.find("is closed") != std::string::npos) {
     what = absl::StrFormat("its stream to rank %d closed", suspect);
+  } else if (error.find("could not connect") != std::string::npos) {
+    what = absl::StrFormat(
+        "rank %d cannot be reached at its advertised address", suspect);
   } else {
     what = absl::StrFormat("rank %d failed it", suspect);
   }

@@ -529,5 +529,57 @@ TEST_F(FaultTest, StoppedWorkerIsNamedWithStepAndBucketThenReplacedByItself) {
   EXPECT_EQ(Result()["fingerprint"], reference);
 }
 
+// A worker whose --advertise address cannot be reached (a port nothing
+// listens on): its previous rank cannot connect and reports it within the
+// ring's keepalive time, so the coordinator drops that worker, not its
+// healthy neighbour. Before, the two ranks waited on each other until the
+// hang timeout and the coordinator blamed whichever wait it read, so the
+// healthy worker could be excluded and the broken one kept.
+TEST_F(FaultTest, AnUnreachableAdvertisedAddressIsBlamedNotItsNeighbour) {
+  const std::string reference = ReferenceFingerprint();
+  dir_ = testing::NewTempDir(
+      ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  // A hang timeout far past the test's waits: only the report can drop a
+  // rank here.
+  cluster_ = std::make_unique<testing::LocalCluster>(
+      dir_, std::vector<std::string>{"--hang-timeout", "300"});
+  ASSERT_TRUE(cluster_->ok()) << cluster_->error();
+  std::string why;
+  ASSERT_TRUE(cluster_->StartWorkers(1, 1, 1, &why)) << why;
+  ASSERT_TRUE(
+      cluster_->StartWorkers(1, 1, 1, &why, {"--advertise", "127.0.0.1:1"}))
+      << why;
+  const pid_t broken = cluster_->worker(1).pid();
+  ASSERT_EQ(Client({"submit", WriteJob(FaultJob())}).exit.exit_code, 0);
+  std::string last;
+  // Twice (it registers again after each drop), then excluded by name.
+  ASSERT_TRUE(
+      WaitForStatus("1 excluded after failing this job 2 times", 60, &last))
+      << last;
+  const std::string coordinator_log = cluster_->coordinator().Stdout();
+  const std::regex lost(R"(rank \d \(w\d+ on \S+ pid (\d+), [^)]*\) lost: )");
+  int drops = 0;
+  for (std::sregex_iterator it(coordinator_log.begin(), coordinator_log.end(),
+                               lost);
+       it != std::sregex_iterator(); ++it) {
+    EXPECT_EQ(std::stoi((*it)[1]), broken) << coordinator_log;
+    ++drops;
+  }
+  EXPECT_GE(drops, 2) << coordinator_log;
+  EXPECT_NE(coordinator_log.find("could not connect to rank 1 (127.0.0.1:1)"),
+            std::string::npos)
+      << coordinator_log;
+  EXPECT_NE(coordinator_log.find("127.0.0.1:1) lost: rank 0 reports: rank 1 "
+                                 "cannot be reached at its advertised address "
+                                 "at step 0"),
+            std::string::npos)
+      << coordinator_log;
+  // A reachable spare takes the place; nothing is lost.
+  ASSERT_TRUE(cluster_->StartWorkers(1, 1, 1, &why)) << why;
+  RunResult w = WatchToEnd();
+  EXPECT_EQ(w.exit.exit_code, 0) << w.out << w.err;
+  EXPECT_EQ(Result()["fingerprint"], reference);
+}
+
 }  // namespace
 }  // namespace lockstep

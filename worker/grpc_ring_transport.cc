@@ -7,6 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "rpc/rpc_util.h"
 
 namespace lockstep {
@@ -21,9 +23,9 @@ GrpcRingTransport::GrpcRingTransport(GrpcRingOptions options)
   // One channel per lane: separate TCP connections, separate HTTP/2 flow
   // control windows.
   for (int i = 0; i < lanes; ++i) {
-    stubs_.push_back(std::make_unique<grpc::GenericStub>(
-        MakeChannel(next, options_.tls, i + 1,
-                    options_.keepalive_timeout_ms)));
+    channels_.push_back(
+        MakeChannel(next, options_.tls, i + 1, options_.keepalive_timeout_ms));
+    stubs_.push_back(std::make_unique<grpc::GenericStub>(channels_.back()));
     lanes_.push_back(new RingLaneStream(
         stubs_.back().get(), [this](const grpc::Status& status) {
           const int next = next_rank();
@@ -32,9 +34,46 @@ GrpcRingTransport::GrpcRingTransport(GrpcRingOptions options)
                next);
         }));
   }
+  connect_watch_ = std::thread([this] { WatchConnect(); });
+}
+
+void GrpcRingTransport::WatchConnect() {
+  const absl::Duration limit = absl::Milliseconds(
+      std::max(options_.keepalive_timeout_ms, kMinConnectMs));
+  const absl::Time give_up = absl::Now() + limit;
+  for (const std::shared_ptr<grpc::Channel>& channel : channels_) {
+    grpc_connectivity_state state = channel->GetState(/*try_to_connect=*/true);
+    while (state != GRPC_CHANNEL_READY) {
+      if (stop_watch_.HasBeenNotified()) return;
+      {
+        absl::MutexLock lock(&mu_);
+        if (!error_.ok()) return;  // failed already: that is the report
+      }
+      const absl::Time now = absl::Now();
+      if (now >= give_up) {
+        const int next = next_rank();
+        Fail(absl::UnavailableError(absl::StrFormat(
+                 "could not connect to rank %d (%s) within %.1f s (the ring's "
+                 "keepalive timeout): the connection is %s; is that worker's "
+                 "--advertise address reachable from this one?",
+                 next, options_.peers[next], absl::ToDoubleSeconds(limit),
+                 state == GRPC_CHANNEL_TRANSIENT_FAILURE ? "refused or failing"
+                                                         : "not answered")),
+             next);
+        return;
+      }
+      // Short waits, so the destructor's stop is seen quickly.
+      channel->WaitForStateChange(
+          state,
+          absl::ToChronoTime(std::min(give_up, now + absl::Milliseconds(100))));
+      state = channel->GetState(/*try_to_connect=*/true);
+    }
+  }
 }
 
 GrpcRingTransport::~GrpcRingTransport() {
+  stop_watch_.Notify();
+  if (connect_watch_.joinable()) connect_watch_.join();
   for (RingLaneStream* lane : lanes_) lane->Close();
   // A clean close takes a round trip; a peer that does not answer (gone,
   // or never reached) is cancelled.

@@ -12,12 +12,14 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "core/collective/transport.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "proto/collective.pb.h"
@@ -38,12 +40,17 @@ struct GrpcRingOptions {
   TlsFiles tls;                    // the worker's certificate; off: plaintext
   // A stream to the next rank whose data stays unacknowledged this long is
   // broken (the neighbour then reports that rank): MakeChannel's
-  // keepalive_timeout_ms. Longer rides through longer partitions.
+  // keepalive_timeout_ms. Longer rides through longer partitions. A next
+  // rank not connected within as long (at least kMinConnectMs) is
+  // unreachable: its advertised address refuses, drops or never speaks
+  // gRPC.
   int keepalive_timeout_ms = kKeepaliveTimeoutMs;
   // The job's cluster.ring_checksum: messages carry an XXH3-64 of header
   // and payload, and each receive checks it as it sums.
   bool checksum = false;
 };
+
+inline constexpr int kMinConnectMs = 1000;
 
 class GrpcRingTransport : public Transport {
  public:
@@ -106,10 +113,17 @@ class GrpcRingTransport : public Transport {
 
  private:
   void Fail(const absl::Status& status, int suspect = -1);
+  // Until every lane's channel is READY: past the connect time, fails the
+  // transport naming the next rank (a lane's stream waits for its
+  // connection, retrying, and would not fail by itself).
+  void WatchConnect();
 
   const GrpcRingOptions options_;
+  std::vector<std::shared_ptr<grpc::Channel>> channels_;   // one per lane
   std::vector<std::unique_ptr<grpc::GenericStub>> stubs_;  // one per lane
   std::vector<RingLaneStream*> lanes_;  // each lives until its stream is done
+  absl::Notification stop_watch_;
+  std::thread connect_watch_;  // WatchConnect; joined before lanes_ go
 
   absl::Mutex mu_;
   absl::CondVar arrived_;

@@ -4,6 +4,12 @@
 // malformed messages are refused with errors that say so.
 #include "worker/grpc_ring_transport.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -61,8 +67,8 @@ class GrpcRing {
     transports_.clear();
   }
   // Attaches a transport for (job, generation) on every rank.
-  void Start(const std::string& job, int64_t generation,
-             bool checksum = false) {
+  void Start(const std::string& job, int64_t generation, bool checksum = false,
+             int keepalive_timeout_ms = kKeepaliveTimeoutMs) {
     Clear();
     for (size_t r = 0; r < nodes_.size(); ++r) {
       GrpcRingOptions o;
@@ -72,6 +78,7 @@ class GrpcRing {
       o.peers = peers_;
       o.lanes = 2;
       o.checksum = checksum;
+      o.keepalive_timeout_ms = keepalive_timeout_ms;
       auto t = std::make_shared<GrpcRingTransport>(o);
       nodes_[r].service.Attach(t);
       transports_.push_back(t);
@@ -446,6 +453,80 @@ TEST(GrpcTransportTest, DeadPeerGivesUnavailableNamingTheRank) {
   t.Abort(absl::CancelledError("test over"));
   EXPECT_TRUE(sends.WaitIdle(absl::Now() + absl::Seconds(5)))
       << "Abort must let go of the queued payload";
+}
+
+// A next rank that cannot be reached (its advertised port refuses, or a
+// socket that completes TCP's handshake but never speaks gRPC) fails the
+// transport within the connect time, naming that rank as the suspect: the
+// lane's stream would otherwise wait for its connection for ever, and the
+// coordinator could only guess whom to blame from two waiting ranks.
+TEST(GrpcTransportTest, AnUnreachableNextRankFailsNamingIt) {
+  // Listening, never accepting: the kernel completes the handshake.
+  const int silent = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(silent, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(silent, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(silent, 16), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(getsockname(silent, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string silent_address =
+      "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  GrpcRing ring(2);
+  for (const std::string& next : {std::string("127.0.0.1:1"), silent_address}) {
+    SCOPED_TRACE(next);
+    GrpcRingOptions o;
+    o.job = "job";
+    o.generation = 1;
+    o.rank = 0;
+    o.peers = {ring.peers()[0], next};
+    o.keepalive_timeout_ms = 1000;
+    GrpcRingTransport t(o);
+    const float x = 1.0f;
+    SendTracker sends;
+    ASSERT_TRUE(t.SendToNext(CollectiveTag{1, 0, 0, 0}, &x, 1,
+                             WireType::kFloat32, sends)
+                    .ok());
+    const absl::Time t0 = absl::Now();
+    float got = 0;
+    absl::Status r = t.RecvFromPrev(CollectiveTag{1, 0, 0, 0},
+                                    absl::Now() + absl::Seconds(30), &got, 1,
+                                    WireType::kFloat32, RecvOp::kCopy);
+    EXPECT_TRUE(absl::IsUnavailable(r)) << r;
+    EXPECT_THAT(r.message(), HasSubstr("could not connect to rank 1 (" + next +
+                                       ") within 1.0 s"));
+    EXPECT_LT(absl::Now() - t0, absl::Seconds(10));
+    EXPECT_EQ(t.suspect_rank(), 1);
+    EXPECT_TRUE(sends.WaitIdle(absl::Now() + absl::Seconds(5)))
+        << "the failure must let go of the queued payload";
+  }
+  close(silent);
+}
+
+// A connected ring is left alone by the connect watch: a transport that
+// lives past the connect time still sends and receives.
+TEST(GrpcTransportTest, AConnectedRingOutlivesTheConnectTime) {
+  GrpcRing ring(2);
+  ring.Start("job", 1, /*checksum=*/false, /*keepalive_timeout_ms=*/1000);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  std::thread t([&] {
+    const float x = 2.5f;
+    SendTracker sends;
+    ASSERT_TRUE(ring.at(0)
+                    .SendToNext(CollectiveTag{1, 0, 0, 0}, &x, 1,
+                                WireType::kFloat32, sends)
+                    .ok());
+    EXPECT_TRUE(sends.WaitIdle(absl::Now() + absl::Seconds(10)));
+  });
+  float got = 0;
+  absl::Status r = ring.at(1).RecvFromPrev(
+      CollectiveTag{1, 0, 0, 0}, absl::Now() + absl::Seconds(10), &got, 1,
+      WireType::kFloat32, RecvOp::kCopy);
+  t.join();
+  EXPECT_TRUE(r.ok()) << r;
+  EXPECT_EQ(got, 2.5f);
+  EXPECT_EQ(ring.at(0).suspect_rank(), -1);
 }
 
 // A collective whose next rank never takes its messages cannot leave them
