@@ -65,6 +65,29 @@ TEST_F(TrainCliTest, StopAndResumeEqualsStraightRun) {
   EXPECT_EQ(Result(storage, "tiny")["resumed_from_step"], 45);
 }
 
+// A finished job run again has nothing to train: its result.json (train
+// loss, speed) stays the one of the run that trained it, and the run says
+// so instead of reporting 0 samples/s.
+TEST_F(TrainCliTest, RunningAFinishedJobAgainKeepsItsResult) {
+  const std::string path = WriteJob(TinyJob());
+  const std::string storage = dir_ + "/storage";
+  RunResult first = Train(path, storage);
+  ASSERT_EQ(first.exit.exit_code, 0) << first.err;
+  const std::string before =
+      ReadFileOrEmpty(storage + "/jobs/tiny/result.json");
+  ASSERT_GT(Result(storage, "tiny")["train_loss"].get<double>(), 0.0);
+  RunResult again = Train(path, storage);
+  ASSERT_EQ(again.exit.exit_code, 0) << again.err;
+  EXPECT_NE(
+      again.out.find("[tiny] had already finished at step 189: nothing "
+                     "to train; " +
+                     storage + "/jobs/tiny/result.json is left as it was"),
+      std::string::npos)
+      << again.out;
+  EXPECT_EQ(again.out.find("0 samples/s"), std::string::npos) << again.out;
+  EXPECT_EQ(ReadFileOrEmpty(storage + "/jobs/tiny/result.json"), before);
+}
+
 TEST_F(TrainCliTest, KillDashNineThenResumeEqualsStraightRun) {
   nlohmann::json job =
       SlowJob({{"epochs", 1}, {"checkpoint", {{"every_steps", 250}}}});

@@ -2,6 +2,7 @@
 // a TrainingSession that holds every replica of the job.
 #include "core/train/local_training.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -256,6 +257,17 @@ absl::StatusOr<TrainResult> RunLocalTraining(const JobSpec& spec,
   result.test_loss = s.test.mean_loss();
   result.test_accuracy = s.test.accuracy();
   result.result_path = JoinPath(host.job_dir(), "result.json");
+  struct stat st;
+  if (result.steps == result.resumed_from_step &&
+      stat(result.result_path.c_str(), &st) == 0) {
+    // Run again after it finished: nothing trained, so the result of the
+    // run that did stands (this one's train loss and speed are empty).
+    host.Log(absl::StrFormat(
+        "[%s] had already finished at step %d: nothing to train; %s is left "
+        "as it was (--no-resume trains the job again)",
+        spec.name, result.steps, result.result_path));
+    return result;
+  }
   RETURN_IF_ERROR(WriteResultFile(result.result_path, spec, result));
   host.Log(absl::StrFormat(
       "[%s] finished: %d steps, test accuracy %.4f, test loss %.4f, "
