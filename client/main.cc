@@ -2,6 +2,7 @@
 // submit, check, status, watch, list, cancel, pull, predict, health, audit,
 // version).
 #include <iostream>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,8 @@ constexpr char kUsage[] =
     "  help                             this text\n"
     "Run `lockstep <command> --help` for a command's flags.\n";
 
+int Dispatch(const std::string& verb, const std::vector<std::string>& args);
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -60,6 +63,24 @@ int main(int argc, char** argv) {
   }
   const std::string verb = args[0];
   args.erase(args.begin());
+  try {
+    return Dispatch(verb, args);
+  } catch (const std::bad_alloc&) {
+    // The engine reports errors as statuses; memory that runs out inside a
+    // container or vector can only throw. One line, as every error.
+    std::cerr << "lockstep " << verb
+              << ": error: out of memory (std::bad_alloc): the job's model, "
+                 "batch or data does not fit in this machine's memory (or "
+                 "its limit); a smaller model or batch_size_per_replica, or "
+                 "a machine with more"
+              << std::endl;
+    return 1;
+  }
+}
+
+namespace {
+
+int Dispatch(const std::string& verb, const std::vector<std::string>& args) {
   if (verb == "train") return lockstep::RunTrainCommand(args);
   if (verb == "predict") return lockstep::RunPredictCommand(args);
   if (verb == "coordinator") return lockstep::RunCoordinatorCommand(args);
@@ -84,3 +105,5 @@ int main(int argc, char** argv) {
   std::cerr << "lockstep: unknown command \"" << verb << "\"\n" << kUsage;
   return 2;
 }
+
+}  // namespace

@@ -172,6 +172,28 @@ TEST_F(BadInputTest, UnknownFlagAndMissingJob) {
   EXPECT_NE(r.err.find("unknown command \"frobnicate\""), std::string::npos);
 }
 
+// A model past the machine's memory (here its limit: 2 GB of address
+// space) is one line naming memory, exit 1, nothing written; it was an
+// uncaught std::bad_alloc (SIGABRT).
+TEST_F(BadInputTest, AModelPastMemoryIsAnErrorNotACrash) {
+  nlohmann::json job = TinyJob();
+  job["model"]["layers"] = nlohmann::json::parse(
+      R"([{"type": "flatten"}, {"type": "dense", "units": 200000000},
+          {"type": "dense", "units": 10}])");
+  const std::string storage = dir_ + "/storage";
+  RunResult r = RunProcess(
+      {"/bin/sh", "-c", "ulimit -v 2000000 && exec \"$@\"", "sh", Binary(),
+       "train", WriteJob(job), "--storage", storage, "--threads", "1"},
+      dir_, kTimeout);
+  ASSERT_TRUE(r.exit.exited) << "hung";
+  EXPECT_EQ(r.exit.term_signal, 0) << "crashed: " << r.err;
+  EXPECT_EQ(r.exit.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("lockstep train: error: out of memory (std::bad_alloc)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(Exists(storage + "/jobs")) << "half-written output";
+}
+
 // `check` (what `submit` sends) resolves relative data paths to absolute
 // ones: the workers do not share this working folder. A job named by a
 // relative path, and --data-dir relative too; --data-on-workers leaves the

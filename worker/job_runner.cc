@@ -9,6 +9,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <new>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -359,7 +360,16 @@ absl::Status RunAssignment(const Assignment& assignment,
     context.metrics->SetAssignment(assignment.job(), assignment.generation(),
                                    assignment.rank(), assignment.world_size());
   }
-  absl::Status status = runner.Run();
+  absl::Status status;
+  try {
+    status = runner.Run();
+  } catch (const std::bad_alloc&) {
+    // Reported like any failure (the coordinator hears it), not a crash
+    // of the daemon.
+    status = absl::ResourceExhaustedError(
+        "out of memory on this worker (std::bad_alloc): the job's model, "
+        "batch or data does not fit in its memory (or its limit)");
+  }
   if (runner.uses_nccl() &&
       (absl::IsAborted(status) || absl::IsUnavailable(status) ||
        absl::IsDeadlineExceeded(status)) &&
