@@ -21,6 +21,7 @@
 #include "client/file_fetch.h"
 #include "client/job_command_util.h"
 #include "client/tls_flags.h"
+#include "core/checkpoint/checkpoint.h"
 
 namespace lockstep {
 namespace {
@@ -146,6 +147,26 @@ int RunPullCommand(const std::vector<std::string>& args) {
     bytes += file.size();
     std::cout << absl::StrFormat("  %-52s %12d bytes", file.path(), file.size())
               << std::endl;
+  }
+  // The copy is the storage's, byte for byte (each file's CRC-32 above);
+  // whether those bytes are the checkpoint that was committed is its own
+  // CRC32Cs' say (state.json), as when a job resumes from it.
+  if (checkpoint_found) {
+    std::vector<std::string> warnings;
+    const std::string folder =
+        JoinPath(dest, checkpoint.substr(0, checkpoint.size() - 1));
+    absl::StatusOr<LoadedCheckpoint> verified =
+        LoadCheckpointAt(folder, &warnings);
+    if (!verified.ok()) {
+      return FailVerb(
+          "pull",
+          absl::DataLossError(absl::StrFormat(
+              "pulled into %s, but checkpoint %s is damaged on the "
+              "coordinator's storage (%s); committed: %s (--step N pulls "
+              "another)",
+              dest, checkpoint.substr(0, checkpoint.size() - 1),
+              verified.status().message(), CommittedSteps(*all))));
+    }
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)

@@ -229,3 +229,36 @@ def test_a_wrong_token_is_refused(remote, tmp_path):
     assert run.returncode == 1
     assert "bearer token" in run.stderr
     assert not os.path.exists(tmp_path / "cli")
+
+
+def test_pull_says_when_the_storages_checkpoint_is_damaged(remote, tmp_path):
+    """A checkpoint whose bytes on the coordinator's storage no longer match
+    its CRC32Cs (state.json) is pulled as it is, but pull exits 1 saying
+    so and naming the committed steps, as a resume from it would."""
+    status = remote.client().job("far").status()
+    last = os.path.basename(status.checkpoint_path)
+    model = remote.coordinator_path(
+        os.path.join(status.storage_path, "checkpoints", last,
+                     "model.safetensors"))
+    with open(model, "r+b") as f:
+        f.seek(-1, os.SEEK_END)
+        good = f.read(1)
+        f.seek(-1, os.SEEK_END)
+        f.write(bytes([good[0] ^ 0x10]))
+    try:
+        dest = str(tmp_path / "damaged")
+        run = subprocess.run(
+            [cluster_mod.binary(), "pull", "far", dest, "--coordinator",
+             remote.address, "--token-file", remote.token_file],
+            capture_output=True, text=True, timeout=60)
+        assert run.returncode == 1, run.stderr
+        assert (f"lockstep pull: error: pulled into {dest}, but checkpoint "
+                f"checkpoints/{last} is damaged on the coordinator's "
+                "storage (") in run.stderr, run.stderr
+        assert "committed: " in run.stderr
+        assert os.path.exists(
+            os.path.join(dest, "checkpoints", last, "model.safetensors"))
+    finally:
+        with open(model, "r+b") as f:
+            f.seek(-1, os.SEEK_END)
+            f.write(good)
