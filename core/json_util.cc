@@ -3,6 +3,9 @@
 
 #include <exception>
 #include <limits>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -54,6 +57,80 @@ size_t TooDeepAt(absl::string_view text) {
   return absl::string_view::npos;
 }
 
+// Where the parse is, for the first repeated key: each open object's keys
+// so far, and each open array's elements so far.
+class KeyWatch {
+ public:
+  template <typename Json>
+  bool On(nlohmann::detail::parse_event_t event, const Json& parsed) {
+    using E = nlohmann::detail::parse_event_t;
+    switch (event) {
+      case E::object_start:
+        frames_.push_back(Frame{true});
+        break;
+      case E::array_start:
+        frames_.push_back(Frame{false});
+        break;
+      case E::key: {
+        if (frames_.empty() || !frames_.back().object) break;
+        Frame& top = frames_.back();
+        top.key = parsed.template get<std::string>();
+        if (!top.keys.insert(top.key).second && duplicate_.empty()) {
+          duplicate_ = top.key;
+          duplicate_in_ = Path(frames_.size() - 1);
+        }
+        break;
+      }
+      case E::object_end:
+      case E::array_end:
+        if (!frames_.empty()) frames_.pop_back();
+        Completed();
+        break;
+      case E::value:
+        Completed();
+        break;
+    }
+    return true;
+  }
+  // "" when no object repeats a key; else the error's text.
+  std::string Problem() const {
+    if (duplicate_.empty()) return "";
+    return absl::StrCat("the key \"", duplicate_, "\" appears twice in ",
+                        duplicate_in_.empty()
+                            ? std::string("the top-level object")
+                            : absl::StrCat("\"", duplicate_in_, "\""),
+                        " (each key once: which value would count?)");
+  }
+
+ private:
+  struct Frame {
+    bool object = false;
+    std::set<std::string> keys;  // an object's
+    std::string key;             // an object's current one
+    int64_t done = 0;            // an array's elements so far
+  };
+  // An element of the enclosing array ended.
+  void Completed() {
+    if (!frames_.empty() && !frames_.back().object) ++frames_.back().done;
+  }
+  // "model.layers[1]": the path to the frame at `depth`.
+  std::string Path(size_t depth) const {
+    std::string out;
+    for (size_t i = 0; i < depth; ++i) {
+      const Frame& f = frames_[i];
+      if (f.object) {
+        absl::StrAppend(&out, out.empty() ? "" : ".", f.key);
+      } else {
+        absl::StrAppend(&out, "[", f.done, "]");
+      }
+    }
+    return out;
+  }
+
+  std::vector<Frame> frames_;
+  std::string duplicate_, duplicate_in_;
+};
+
 template <typename Json>
 absl::StatusOr<Json> ParseImpl(absl::string_view text,
                                absl::string_view source) {
@@ -65,7 +142,15 @@ absl::StatusOr<Json> ParseImpl(absl::string_view text,
         " levels at line ", line, ", column ", column));
   }
   try {
-    return Json::parse(text.begin(), text.end());
+    KeyWatch keys;
+    Json doc =
+        Json::parse(text.begin(), text.end(),
+                    [&keys](int, nlohmann::detail::parse_event_t event,
+                            Json& parsed) { return keys.On(event, parsed); });
+    if (std::string problem = keys.Problem(); !problem.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(source, ": ", problem));
+    }
+    return doc;
   } catch (const nlohmann::json::parse_error& e) {
     // e.byte counts the characters read, so the offending one is at byte-1.
     int64_t line = 0, column = 0;

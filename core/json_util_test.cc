@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -113,6 +114,39 @@ TEST(JsonUtilTest, MissingFieldAndNonObject) {
   // An empty context leaves the message unprefixed.
   ExpectError(GetDouble(j, "absent", ""), "missing field \"absent\"");
   ExpectError(GetField(Json(2), "x", ""), "expected an object, got 2");
+}
+
+// A key given twice in one object is refused, naming it and where (the
+// parser would keep the last value silently: a repeated learning_rate
+// would train with whichever came second).
+TEST(JsonUtilTest, ARepeatedKeyIsRefusedNamingItAndWhere) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"name": "x", "name": "y"})",
+       "job: the key \"name\" appears twice in the top-level object (each "
+       "key once: which value would count?)"},
+      {R"({"optimizer": {"learning_rate": 0.1, "type": "sgd",
+           "learning_rate": 1e-3}})",
+       "job: the key \"learning_rate\" appears twice in \"optimizer\" (each "
+       "key once: which value would count?)"},
+      {R"({"model": {"layers": [{"type": "flatten"}, [1, {"a": 2}],
+           {"type": "dense", "units": 3, "units": 4}]}})",
+       "job: the key \"units\" appears twice in \"model.layers[2]\" (each "
+       "key once: which value would count?)"},
+      // Escapes are compared as the strings they stand for.
+      {R"({"a": 1, "\u0061": 2})",
+       "job: the key \"a\" appears twice in the top-level object (each key "
+       "once: which value would count?)"},
+  };
+  for (const auto& [text, message] : cases) {
+    ExpectError(ParseJson(text, "job"), message);
+    ExpectError(ParseOrderedJson(text, "job"), message);
+  }
+  // The same key in two objects, or as a value, is fine.
+  absl::StatusOr<Json> ok = ParseJson(
+      R"({"a": {"k": 1}, "b": {"k": 2}, "c": ["k", "k"], "k": {"k": 3}})",
+      "job");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ((*ok)["k"]["k"], 3);
 }
 
 TEST(JsonUtilTest, DumpJsonStrictRefusesInvalidUtf8) {
