@@ -442,6 +442,9 @@ int RunCheckCommand(const std::vector<std::string>& args) {
   return 0;
 }
 
+int ListCommandAs(const std::string& verb,
+                  const std::vector<std::string>& args);
+
 int RunStatusCommand(const std::vector<std::string>& args) {
   const std::string usage = absl::StrCat(
       "usage: lockstep status [JOB] [--coordinator HOST:PORT] ", kSecurityFlags,
@@ -456,7 +459,7 @@ int RunStatusCommand(const std::vector<std::string>& args) {
     (f.ok() && f->Has("help") ? std::cout : std::cerr) << usage;
     return f.ok() && f->Has("help") ? 0 : 2;
   }
-  if (f->positional.empty()) return RunListCommand(args);
+  if (f->positional.empty()) return ListCommandAs("status", args);
   std::unique_ptr<JobClient> client = JobClientFromFlags("status", *f);
   if (client == nullptr) return 2;
   absl::StatusOr<v1::JobStatus> s = client->Get(f->positional[0]);
@@ -483,20 +486,25 @@ int RunWatchCommand(const std::vector<std::string>& args) {
   return WatchToEnd("watch", *client, f->positional[0]);
 }
 
-int RunListCommand(const std::vector<std::string>& args) {
+// `list`, or `status` without a job, with the verb the user typed in its
+// errors.
+int ListCommandAs(const std::string& verb,
+                  const std::vector<std::string>& args) {
   const std::string usage =
       absl::StrCat("usage: lockstep list [--coordinator HOST:PORT] ",
                    kSecurityFlags, "\n", kClientSecurityUsage);
   absl::StatusOr<ParsedFlags> f = ParseJobVerbFlags(args, {}, {});
   if (!f.ok() || f->Has("help") || !f->positional.empty()) {
-    if (!f.ok()) std::cerr << "lockstep list: " << f.status().message() << "\n";
+    if (!f.ok()) {
+      std::cerr << "lockstep " << verb << ": " << f.status().message() << "\n";
+    }
     (f.ok() && f->Has("help") ? std::cout : std::cerr) << usage;
     return f.ok() && f->Has("help") ? 0 : 2;
   }
-  std::unique_ptr<JobClient> client = JobClientFromFlags("list", *f);
+  std::unique_ptr<JobClient> client = JobClientFromFlags(verb, *f);
   if (client == nullptr) return 2;
   absl::StatusOr<v1::ListJobsResponse> l = client->List();
-  if (!l.ok()) return FailVerb("list", l.status());
+  if (!l.ok()) return FailVerb(verb, l.status());
   std::cout << absl::StrFormat("%-20s %-10s %4s %15s %9s  %s\n", "JOB", "STATE",
                                "GEN", "STEP", "TEST_ACC", "MESSAGE");
   for (const v1::JobStatus& j : l->jobs()) {
@@ -513,6 +521,10 @@ int RunListCommand(const std::vector<std::string>& args) {
               << "\n";
   }
   return 0;
+}
+
+int RunListCommand(const std::vector<std::string>& args) {
+  return ListCommandAs("list", args);
 }
 
 int RunCancelCommand(const std::vector<std::string>& args) {

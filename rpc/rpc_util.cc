@@ -19,6 +19,19 @@ absl::Status FromGrpc(const grpc::Status& status, absl::string_view what) {
         absl::StrCat(what, ": no answer before the deadline (",
                      status.error_message(), ")"));
   }
+  if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+    // A gRPC server without this service: another kind of lockstep daemon
+    // (a worker's collective port for a coordinator), or another program.
+    return absl::UnimplementedError(absl::StrCat(
+        what, ": the server there does not serve this call (UNIMPLEMENTED",
+        status.error_message().empty() ? "" : ": ", status.error_message(),
+        "): is that address a lockstep coordinator, of this version?"));
+  }
+  if (status.error_message().empty()) {
+    return absl::Status(code,
+                        absl::StrCat(what, ": ", absl::StatusCodeToString(code),
+                                     " with no message"));
+  }
   return absl::Status(code, absl::StrCat(what, ": ", status.error_message()));
 }
 

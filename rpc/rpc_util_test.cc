@@ -35,6 +35,22 @@ TEST(RpcUtilTest, AdvertisedAddressTakesTheBoundPortWhenGivenNone) {
   EXPECT_EQ(AdvertisedAddress("[fe80::1]:99", "[::]:4567"), "[fe80::1]:99");
 }
 
+// A server without the service (a worker's port for a coordinator's call)
+// answers UNIMPLEMENTED with no text: the status says what that means
+// instead of ending in "list from ADDRESS: ".
+TEST(RpcUtilTest, UnimplementedAndEmptyMessagesSayWhat) {
+  const absl::Status u = FromGrpc(
+      grpc::Status(grpc::StatusCode::UNIMPLEMENTED, ""), "list from h:1");
+  EXPECT_TRUE(absl::IsUnimplemented(u));
+  EXPECT_EQ(u.message(),
+            "list from h:1: the server there does not serve this call "
+            "(UNIMPLEMENTED): is that address a lockstep coordinator, of this "
+            "version?");
+  const absl::Status e =
+      FromGrpc(grpc::Status(grpc::StatusCode::INTERNAL, ""), "submit to h:1");
+  EXPECT_EQ(e.message(), "submit to h:1: INTERNAL with no message");
+}
+
 TEST(RpcUtilTest, RoundTrip) {
   EXPECT_TRUE(FromGrpc(grpc::Status::OK, "x").ok());
   EXPECT_TRUE(ToGrpc(absl::OkStatus()).ok());

@@ -191,6 +191,17 @@ absl::Status AddTlsHint(const absl::Status& status, const TlsFiles& tls,
       absl::StrContains(status.message(), "not the leader: ")) {
     return status;
   }
+  // Neither is TLS's doing: say what is.
+  if (absl::StrContains(status.message(), "http1.x server")) {
+    return absl::Status(
+        status.code(),
+        absl::StrCat(status.message(),
+                     " (an HTTP/1 server answers there, not lockstep's gRPC: "
+                     "a dashboard's --http port, or another web server?)"));
+  }
+  if (absl::StrContains(status.message(), "DNS resolution failed")) {
+    return status;  // gRPC's words say the name does not resolve
+  }
   std::string hint;
   if (!tls.enabled()) {
     hint = absl::StrCat(" (if ", peer, " uses TLS, pass ", tls_flags, ")");

@@ -145,6 +145,18 @@ TEST(TlsTest, HintsOnlyWhereTlsMayBeTheCause) {
             not_found);
   EXPECT_THAT(AddTlsHint(closed, TlsFiles(), "p", "--tls-ca").message(),
               Not(HasSubstr("same CA")));
+  // An HTTP/1 server (the dashboard's port) and a name that does not
+  // resolve are not TLS's doing: no TLS hint.
+  const absl::Status http1 = absl::UnavailableError(
+      "x: peer unreachable or gone (Trying to connect an http1.x server)");
+  EXPECT_EQ(
+      AddTlsHint(http1, TlsFiles(), "the coordinator", "--tls-ca").message(),
+      "x: peer unreachable or gone (Trying to connect an http1.x "
+      "server) (an HTTP/1 server answers there, not lockstep's gRPC: a "
+      "dashboard's --http port, or another web server?)");
+  const absl::Status dns = absl::UnavailableError(
+      "x: peer unreachable or gone (DNS resolution failed for nohost:7070)");
+  EXPECT_EQ(AddTlsHint(dns, TlsFiles(), "the coordinator", "--tls-ca"), dns);
 }
 
 }  // namespace

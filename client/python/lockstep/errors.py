@@ -98,4 +98,12 @@ def from_rpc_error(error, what):
     # so that InvalidJob.field can name the field.
     if cls is InvalidJob:
         return InvalidJob(details or "", name)
+    if code == grpc.StatusCode.UNIMPLEMENTED:
+        # The CLI's words (rpc/rpc_util.cc): a gRPC server without the
+        # service, such as a worker's collective port.
+        details = (f"the server there does not serve this call "
+                   f"(UNIMPLEMENTED{': ' + details if details else ''}): is "
+                   "that address a lockstep coordinator, of this version?")
+    elif not details and name is not None:
+        details = f"{name} with no message"
     return cls(f"{what}: {details}" if details else what, name)

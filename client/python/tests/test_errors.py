@@ -1,6 +1,7 @@
 """Every error class, with the message the user sees."""
 
 import json
+import re
 import warnings
 
 import pytest
@@ -207,6 +208,37 @@ def test_nothing_listening_is_unavailable():
     assert "list from 127.0.0.1:" in str(e.value)
     with pytest.raises(lockstep.Unavailable):
         next(client.job("x").events())
+
+
+def test_a_server_that_is_not_a_coordinator_is_named(tmp_path):
+    """A gRPC server without the job service (here one with no service,
+    as a worker's collective port is for these calls) answers
+    UNIMPLEMENTED with no text: the CLI and this client say what that
+    means rather than end in "list from ADDRESS: "."""
+    import subprocess
+    from concurrent import futures
+    import grpc
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        # (Python's server adds "Method not found!"; a C++ one says nothing.)
+        want = (rf"list from 127\.0\.0\.1:{port}: the server there does not "
+                r"serve this call \(UNIMPLEMENTED(: Method not found!)?\): is "
+                r"that address a lockstep coordinator, of this version\?")
+        client = lockstep.Client(f"127.0.0.1:{port}", timeout=5,
+                                 lockstep_binary=False)
+        with pytest.raises(lockstep.LockstepError) as e:
+            client.jobs()
+        assert re.fullmatch(want, str(e.value)), str(e.value)
+        run = subprocess.run(
+            [cluster_mod.binary(), "list", "--coordinator",
+             f"127.0.0.1:{port}"], capture_output=True, text=True, timeout=30)
+        assert run.returncode == 1, run.stderr
+        assert re.fullmatch("lockstep list: error: " + want,
+                            run.stderr.strip()), run.stderr
+    finally:
+        server.stop(None)
 
 
 def test_bad_client_settings_are_named(tmp_path):
