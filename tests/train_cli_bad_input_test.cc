@@ -134,6 +134,22 @@ TEST_F(BadInputTest, TruncatedIdxFile) {
   ExpectRejected(WriteJob(IdxJob(images, labels)), "truncated");
 }
 
+// Malformed data exits 2 like any named bad data file (cli.md), a corrupt
+// gzip stream and a folder given as a file included (they exited 1).
+TEST_F(BadInputTest, CorruptGzipAndAFolderAreBadData) {
+  std::string labels = WriteIdx("lab", 0x801, {10}, std::string(10, '\1'));
+  const std::string gz = dir_ + "/img.gz";
+  WriteStringToFile(gz, std::string("\x1f\x8b\x08\x00\x00\x00\x00\x00"
+                                    "\x00\x03garbage-garbage",
+                                    24));
+  ExpectRejected(WriteJob(IdxJob(gz, labels)),
+                 "data.train_images: \"" + gz + "\": corrupt gzip stream: ");
+  mkdir((dir_ + "/folder").c_str(), 0755);
+  ExpectRejected(
+      WriteJob(IdxJob(dir_ + "/folder", labels)),
+      "data.train_images: \"" + dir_ + "/folder\" is a folder, not a file");
+}
+
 TEST_F(BadInputTest, LabelCountDiffersFromImageCount) {
   std::string images =
       WriteIdx("img", 0x803, {10, 4, 4}, std::string(160, 'a'));

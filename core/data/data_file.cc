@@ -27,9 +27,10 @@ absl::StatusOr<bool> Inflate(
     const std::string& field, const std::string& path,
     const std::string& compressed,
     absl::FunctionRef<bool(const char* data, size_t size)> sink) {
+  // Malformed input, as a truncated or garbled raw file is.
   auto corrupt = [&](const std::string& what) {
-    return absl::DataLossError(absl::StrCat(field, ": ", Quoted(path),
-                                            ": corrupt gzip stream: ", what));
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": ", Quoted(path), ": corrupt gzip stream: ", what));
   };
   z_stream zs;
   std::memset(&zs, 0, sizeof(zs));
@@ -90,6 +91,10 @@ absl::StatusOr<std::string> ReadMaybeGzipFile(const std::string& field,
     return absl::FailedPreconditionError(msg);
   };
   auto read_error = [&](int err) {
+    if (err == EISDIR) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": ", Quoted(path), " is a folder, not a file"));
+    }
     return absl::DataLossError(absl::StrCat(
         field, ": ", Quoted(path), ": read error: ", std::strerror(err)));
   };

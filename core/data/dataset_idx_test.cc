@@ -238,7 +238,7 @@ TEST(IdxTest, CorruptGzip) {
   // Cut short: the deflate stream never ends.
   WriteRaw(img, good.substr(0, good.size() / 2));
   ExpectError(LoadDataset(IdxSpec(img, lab), Split::kTrain),
-              absl::StatusCode::kDataLoss,
+              absl::StatusCode::kInvalidArgument,
               absl::StrCat("data.train_images: \"", img,
                            "\": corrupt gzip stream: unexpected end of file"));
 
@@ -248,7 +248,7 @@ TEST(IdxTest, CorruptGzip) {
   WriteRaw(img, bad);
   absl::StatusOr<Dataset> d = LoadDataset(IdxSpec(img, lab), Split::kTrain);
   ASSERT_FALSE(d.ok());
-  EXPECT_EQ(d.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(d.status().message()),
               StartsWith(absl::StrCat("data.train_images: \"", img,
                                       "\": corrupt gzip stream: ")));
@@ -259,7 +259,7 @@ TEST(IdxTest, CorruptGzip) {
   WriteRaw(img, bad);
   d = LoadDataset(IdxSpec(img, lab), Split::kTrain);
   ASSERT_FALSE(d.ok());
-  EXPECT_EQ(d.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(d.status().message()),
               StartsWith(absl::StrCat("data.train_images: \"", img,
                                       "\": corrupt gzip stream: ")));
