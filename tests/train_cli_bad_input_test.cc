@@ -150,6 +150,28 @@ TEST_F(BadInputTest, CorruptGzipAndAFolderAreBadData) {
       "data.train_images: \"" + dir_ + "/folder\" is a folder, not a file");
 }
 
+// Images of another shape with as many values are refused: a test file of
+// 2 x 8 images beside 4 x 4 train images, and a model that takes 2 x 8
+// images of 4 x 4 data (both trained on scrambled pixels before).
+TEST_F(BadInputTest, ImagesOfAnotherShapeAreRefused) {
+  const std::string pixels(160, 'a');
+  std::string images = WriteIdx("img", 0x803, {10, 4, 4}, pixels);
+  std::string wide = WriteIdx("wide", 0x803, {10, 2, 8}, pixels);
+  std::string labels = WriteIdx("lab", 0x801, {10}, std::string(10, '\1'));
+  nlohmann::json job = IdxJob(images, labels);
+  job["data"]["test_images"] = wide;
+  ExpectRejected(WriteJob(job), "data: the train samples are [4, 4] (");
+  job = IdxJob(images, labels);
+  job["model"]["input_shape"] = {2, 8, 1};
+  ExpectRejected(WriteJob(job),
+                 "model.input_shape: [2, 8, 1] takes images of [2, 8], but the "
+                 "data (");
+  // A flat model takes them flattened, as before.
+  job["model"]["input_shape"] = {16};
+  RunResult r = Train(WriteJob(job), dir_ + "/flat");
+  EXPECT_EQ(r.exit.exit_code, 0) << r.err;
+}
+
 TEST_F(BadInputTest, LabelCountDiffersFromImageCount) {
   std::string images =
       WriteIdx("img", 0x803, {10, 4, 4}, std::string(160, 'a'));

@@ -257,6 +257,35 @@ void TrainingSession::Abort() {
 absl::Status CheckDataFitsModel(const JobSpec& spec, const Model& model,
                                 const Dataset& train, const Dataset& test) {
   const int64_t want = NumElements(model.input_shape());
+  // Samples of one shape: a test file of other images with as many values
+  // (14 x 56 against 28 x 28) would evaluate on scrambled pixels.
+  if (test.num_samples > 0 && train.sample_shape != test.sample_shape) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "data: the train samples are %s (%s) but the test samples %s (%s): "
+        "they must have one shape",
+        ShapeToString(train.sample_shape), train.source,
+        ShapeToString(test.sample_shape), test.source));
+  }
+  // Images of rows x cols (IDX) against a model that takes images: the
+  // same rows and cols, whatever size-1 axes either adds ([28, 28] fits
+  // [28, 28, 1] and [1, 28, 28]; a flat [784] takes them flattened).
+  auto squeezed = [](const Shape& s) {
+    Shape out;
+    for (int64_t d : s) {
+      if (d != 1) out.push_back(d);
+    }
+    return out;
+  };
+  if (train.sample_shape.size() == 2 &&
+      squeezed(model.input_shape()).size() == 2 &&
+      squeezed(model.input_shape()) != squeezed(train.sample_shape)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model.input_shape: %s takes images of %s, but the data (%s) holds "
+        "images of %s",
+        ShapeToString(model.input_shape()),
+        ShapeToString(squeezed(model.input_shape())), train.source,
+        ShapeToString(train.sample_shape)));
+  }
   for (const Dataset* d : {&train, &test}) {
     const int64_t have = NumElements(d->sample_shape);
     if (have != want) {
