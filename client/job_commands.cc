@@ -48,6 +48,14 @@ std::string ProgressLine(const v1::JobStatus& s) {
 }
 
 std::string WorkerLine(const v1::WorkerStatus& w) {
+  if (!w.alive() && w.pid() == 0 && w.host().empty()) {
+    // A rank's worker that was lost before the coordinator restarted: only
+    // its id is known.
+    return absl::StrFormat(
+        "  %s %-4s lost before the coordinator restarted",
+        w.rank() >= 0 ? absl::StrCat("rank ", w.rank()) : std::string("idle  "),
+        w.worker_id());
+  }
   std::string timing;
   if (w.ring_ms_per_mib() > 0) {
     timing = absl::StrFormat("ring in %.1f ms/MiB", w.ring_ms_per_mib());

@@ -620,6 +620,44 @@ void EditJournal(const std::string& path, Edit edit) {
   ASSERT_TRUE(WriteFileAtomic(path, bytes + payload).ok());
 }
 
+// A rank's worker lost before the restart (the journal keeps only live
+// workers): a running job keeps its rank table whole with a lost stand-in
+// whose heartbeat age is counted from the restart (it read 56 years, from
+// 1970); a finished job's ranks are history and add no stand-in to the
+// worker list.
+TEST_F(CoordinatorTest, ARankLostBeforeARestartIsListedOnlyWhileItsJobRuns) {
+  Register("hosta");
+  Register("hostb");
+  ASSERT_TRUE(c_->submissions().Submit(kJob).ok());
+  const CoordinatorOptions o = Options();
+  ASSERT_TRUE(c_->SaveJournal().ok());
+  const std::string path = c_->journal_store().Where();
+  const std::string good = *ReadFile(path);
+  auto drop_second_worker = [](v1::Journal& j) {
+    j.mutable_workers()->RemoveLast();
+  };
+  EditJournal(path, drop_second_worker);
+  {
+    Coordinator running(o);
+    ASSERT_TRUE(running.LoadJournal().ok());
+    const v1::ListJobsResponse l = running.views().List();
+    ASSERT_EQ(l.workers_size(), 2);
+    const v1::WorkerStatus& gone = l.workers(1);
+    EXPECT_FALSE(gone.alive());
+    EXPECT_EQ(gone.pid(), 0);
+    EXPECT_LT(gone.heartbeat_age_seconds(), 60.0);
+  }
+  ASSERT_TRUE(WriteFileAtomic(path, good).ok());
+  EditJournal(path, [&](v1::Journal& j) {
+    drop_second_worker(j);
+    j.mutable_jobs(0)->mutable_status()->set_state(v1::SUCCEEDED);
+  });
+  Coordinator finished(o);
+  ASSERT_TRUE(finished.LoadJournal().ok());
+  const v1::ListJobsResponse l = finished.views().List();
+  EXPECT_EQ(l.workers_size(), 1);
+}
+
 // Found by journal_fuzzer: counters at int64's end overflowed at the next
 // write or registration, and a worker naming a job with an empty rank table
 // divided by a world of 0 in its status.

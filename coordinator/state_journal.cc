@@ -197,12 +197,15 @@ absl::StatusOr<StateJournal::Found> StateJournal::Read(
     }
     RETURN_IF_ERROR(open_files(*job));
     for (const std::string& id : job->ranks) {
+      if (IsTerminal(job->status.state())) break;  // its ranks are history
       if (members->Find(id) == nullptr) {
         // A rank whose worker was already lost: keep the rank table whole.
+        // Its process is not known (the journal keeps only live workers).
         Worker gone;
         gone.id = id;
         gone.lost = true;
         gone.lost_at = now;
+        gone.last_heartbeat = now;
         members->Add(std::move(gone));
       }
     }
