@@ -83,6 +83,10 @@ int RunTrainCommand(const std::vector<std::string>& args) {
   }
   absl::StatusOr<int64_t> stop_after = flags->GetInt("stop-after-steps", -1);
   if (!stop_after.ok()) return Fail(stop_after.status());
+  if (flags->Has("stop-after-steps") && *stop_after < 0) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "--stop-after-steps: must be 0 or more, got ", *stop_after)));
+  }
 
   absl::StatusOr<JobSpec> spec =
       LoadJobSpec(flags->positional[0], flags->Get("data-dir", ""));
@@ -105,6 +109,13 @@ int RunTrainCommand(const std::vector<std::string>& args) {
           "--devices %s: %d GPUs for the job's %d replicas "
           "(cluster.workers x cluster.replicas_per_worker); one GPU each",
           devices, list->cuda_ordinals.size(), replicas)));
+    }
+    if (list->kind == DeviceKind::kCpu && list->cpu_replicas != replicas) {
+      // The job says how many replicas it has; train runs them all here.
+      return Fail(absl::InvalidArgumentError(absl::StrFormat(
+          "--devices %s: the job has %d replicas (cluster.workers x "
+          "cluster.replicas_per_worker), all run here: give cpu or cpu:%d",
+          devices, replicas, replicas)));
     }
     options.cuda_devices = list->cuda_ordinals;
   }

@@ -200,6 +200,25 @@ TEST_F(BadInputTest, StorageThatCannotBeWritten) {
       << r.err;
 }
 
+// Flags that were silently ignored: a negative --stop-after-steps (no
+// limit) and --devices cpu:N for a job of another replica count.
+TEST_F(BadInputTest, TrainFlagsThatCannotApplyAreRefused) {
+  const std::string job = WriteJob(TinyJob());
+  RunResult r = Train(job, dir_ + "/s", {"--stop-after-steps", "-5"});
+  EXPECT_EQ(r.exit.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--stop-after-steps: must be 0 or more, got -5"),
+            std::string::npos)
+      << r.err;
+  r = Train(job, dir_ + "/s", {"--devices", "cpu:2"});
+  EXPECT_EQ(r.exit.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--devices cpu:2: the job has 1 replicas"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(Exists(dir_ + "/s/jobs"));
+  r = Train(job, dir_ + "/s", {"--devices", "cpu:1"});
+  EXPECT_EQ(r.exit.exit_code, 0) << r.err;
+}
+
 TEST_F(BadInputTest, UnknownFlagAndMissingJob) {
   RunResult r =
       RunProcess({Binary(), "train", "--storag", "x"}, dir_, kTimeout);

@@ -45,11 +45,13 @@ absl::StatusOr<FillMaskResult> FillMask(const JobSpec& spec,
                               : text_data->vocab_path;
     ASSIGN_OR_RETURN(vocab, LoadOrLearnVocab(*text_data));
   }
-  if (top_k < 1 || top_k > vocab->size()) {
+  if (top_k < 1) {
     return absl::InvalidArgumentError(
-        absl::StrCat("top_k must be in [1, ", vocab->size(),
-                     "] (the vocabulary's size), got ", top_k));
+        absl::StrCat("top_k must be at least 1, got ", top_k));
   }
+  // More than the vocabulary holds: every token, as ClassifyImages shows
+  // every class.
+  top_k = static_cast<int>(std::min<int64_t>(top_k, vocab->size()));
   // The checkpoint holds every parameter: the job's initial weights
   // (model.init) are neither read nor needed.
   ModelSpec model_spec = spec.model;

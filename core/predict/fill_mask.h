@@ -32,8 +32,8 @@ struct FillMaskResult {
 // Builds the job's model with the checkpoint's parameters and runs `text`
 // through it in inference mode. kInvalidArgument for a job that is not a
 // text job, a text without [MASK] or too long for the model, a top_k
-// outside [1, vocabulary]; kFailedPrecondition when the checkpoint is of
-// another model or its vocabulary does not fit the model.
+// under 1 (one past the vocabulary shows every token); kFailedPrecondition when
+// the checkpoint is of another model or its vocabulary does not fit the model.
 absl::StatusOr<FillMaskResult> FillMask(const JobSpec& spec,
                                         const LoadedCheckpoint& checkpoint,
                                         absl::string_view text, int top_k);

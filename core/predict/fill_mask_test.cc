@@ -159,8 +159,13 @@ TEST_F(FillMaskTest, BadQueriesSayWhatIsWrong) {
   EXPECT_THAT(error("the cat [MASK] on the mat the dog ran in the park", 1),
               HasSubstr("the text is 14 tokens with [CLS] and [SEP]; the "
                         "model reads at most 12 (data.sequence_length)"));
-  EXPECT_THAT(error("the [MASK]", 0), HasSubstr("top_k must be in [1, 128]"));
-  EXPECT_THAT(error("the [MASK]", 129), HasSubstr("got 129"));
+  EXPECT_THAT(error("the [MASK]", 0), HasSubstr("top_k must be at least 1"));
+  // More than the vocabulary (128 tokens): all of them, best first.
+  absl::StatusOr<FillMaskResult> all =
+      FillMask(*spec_, c, "the [MASK]", 100000);
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->guesses.size(), 1u);
+  EXPECT_EQ(all->guesses[0].size(), 128u);
 }
 
 TEST_F(FillMaskTest, AnotherModelOrAnImageJobIsRefused) {
