@@ -95,6 +95,9 @@ absl::StatusOr<TrainingSession::Outcome> TrainingSession::Run() {
     RETURN_IF_ERROR(meter_.Add(
         step_, dt, batch.global_count,
         skipped_ && !std::isfinite(loss.loss_sum) ? BatchLoss() : loss));
+    // From here to the next step: the ETA's overhead (evaluation,
+    // checkpoints, summaries), which the samples/s leaves out.
+    const Clock::time_point between = Clock::now();
     StepFigures figures;
     figures.step = step_;
     figures.seconds = dt;
@@ -134,6 +137,7 @@ absl::StatusOr<TrainingSession::Outcome> TrainingSession::Run() {
     if (CheckpointDue(epoch_end)) RETURN_IF_ERROR(SaveCheckpoint());
     RETURN_IF_ERROR(host_->EndStep(step_));
     if (epoch_end) meter_.EndEpoch();
+    meter_.AddOverhead(SecondsSince(between));
     // At the last step the job ends anyway: nothing to leave or regroup.
     if (leaving_ > 0 && !last) return Outcome::kLeaving;
     if (regroup_ && !last) return Outcome::kRegroup;

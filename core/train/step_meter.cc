@@ -17,6 +17,7 @@ absl::Status StepMeter::Add(int64_t step, double seconds, int64_t samples,
   }
   seconds_ += seconds;
   samples_ += samples;
+  ++steps_;
   window_seconds_ += seconds;
   window_samples_ += samples;
   epoch_ += loss;
@@ -36,7 +37,9 @@ double StepMeter::TakeWindowRate() {
 
 double StepMeter::Eta(int64_t steps_left, int64_t global_batch) const {
   const double rate = run_rate();
-  return rate > 0 ? steps_left * static_cast<double>(global_batch) / rate : -1;
+  if (rate <= 0) return -1;
+  const double overhead = overhead_seconds_ / static_cast<double>(steps_);
+  return steps_left * (static_cast<double>(global_batch) / rate + overhead);
 }
 
 BatchLoss StepMeter::TakeSummary() {

@@ -32,6 +32,9 @@ class StepMeter {
   // Seconds for `steps_left` steps of `global_batch` at the run rate; -1
   // when unknown.
   double Eta(int64_t steps_left, int64_t global_batch) const;
+  // Seconds the loop spent between steps (evaluation, checkpoints,
+  // summaries): not in the rate, but in the ETA, per step on average.
+  void AddOverhead(double seconds) { overhead_seconds_ += seconds; }
 
   const BatchLoss& epoch() const { return epoch_; }
   void EndEpoch() { epoch_ = BatchLoss(); }
@@ -41,6 +44,8 @@ class StepMeter {
  private:
   double seconds_ = 0;
   int64_t samples_ = 0;
+  int64_t steps_ = 0;
+  double overhead_seconds_ = 0;
   double window_seconds_ = 0;
   int64_t window_samples_ = 0;
   BatchLoss epoch_, summary_;

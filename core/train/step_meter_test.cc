@@ -36,6 +36,11 @@ TEST(StepMeterTest, RatesEtaAndLosses) {
   m.EndEpoch();
   EXPECT_EQ(m.epoch().count, 0);
   EXPECT_DOUBLE_EQ(m.run_rate(), 300 / 2.25);  // the run keeps counting
+  // Evaluation and checkpoints between steps: not in the rate, in the ETA
+  // (1.5 s over 3 steps: 0.5 s a step still to run).
+  m.AddOverhead(1.5);
+  EXPECT_DOUBLE_EQ(m.run_rate(), 300 / 2.25);
+  EXPECT_DOUBLE_EQ(m.Eta(4, 100), 4 * (100 / (300 / 2.25) + 0.5));
 }
 
 TEST(StepMeterTest, NonFiniteLossIsDivergenceNamingTheStep) {
