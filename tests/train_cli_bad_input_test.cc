@@ -219,6 +219,21 @@ TEST_F(BadInputTest, TrainFlagsThatCannotApplyAreRefused) {
   EXPECT_EQ(r.exit.exit_code, 0) << r.err;
 }
 
+// A global batch past the dataset trains (one step an epoch over every
+// sample, as Keras does) and says so.
+TEST_F(BadInputTest, ABatchLargerThanTheDataIsNoted) {
+  nlohmann::json job = TinyJob();
+  job["batch_size_per_replica"] = 100000;
+  RunResult r = Train(WriteJob(job), dir_ + "/s");
+  EXPECT_EQ(r.exit.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("note: the global batch (100000) is larger than the "
+                       "1000 training samples: each epoch is one step over "
+                       "all of them"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("1 steps per epoch"), std::string::npos) << r.out;
+}
+
 TEST_F(BadInputTest, UnknownFlagAndMissingJob) {
   RunResult r =
       RunProcess({Binary(), "train", "--storag", "x"}, dir_, kTimeout);

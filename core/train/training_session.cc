@@ -90,6 +90,12 @@ absl::Status TrainingSession::Setup(
   const std::string init =
       replicas_->primary().graph().InitSummary(spec.model.init_safetensors);
   if (!init.empty()) host_->Log(init);
+  if (spec.global_batch_size() > train_.num_samples) {
+    host_->Log(absl::StrFormat(
+        "note: the global batch (%d) is larger than the %d training "
+        "samples: each epoch is one step over all of them",
+        spec.global_batch_size(), train_.num_samples));
+  }
   const bool shard = spec.cluster.shard != ShardMode::kNone &&
                      config_.peers.transport != nullptr;
   if (spec.cluster.shard != ShardMode::kNone && !shard) {
