@@ -508,8 +508,8 @@ TEST(GrpcTransportTest, AnUnreachableNextRankFailsNamingIt) {
 // lives past the connect time still sends and receives.
 TEST(GrpcTransportTest, AConnectedRingOutlivesTheConnectTime) {
   GrpcRing ring(2);
-  ring.Start("job", 1, /*checksum=*/false, /*keepalive_timeout_ms=*/1000);
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ring.Start("job", 1, /*checksum=*/false, /*keepalive_timeout_ms=*/2000);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
   std::thread t([&] {
     const float x = 2.5f;
     SendTracker sends;
