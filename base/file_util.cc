@@ -132,7 +132,12 @@ absl::StatusOr<std::string> AbsolutePath(const std::string& path) {
         absl::StrCat("cannot read the working folder: ", strerror(errno)));
   }
   std::string rest = path;
-  while (rest.rfind("./", 0) == 0) rest = rest.substr(2);
+  // "./", ".//" and so on: the separators after a leading "." are
+  // redundant (the path was relative), not a root.
+  while (rest.rfind("./", 0) == 0) {
+    rest = rest.substr(2);
+    while (!rest.empty() && rest[0] == '/') rest = rest.substr(1);
+  }
   if (rest == ".") rest.clear();
   return rest.empty() ? std::string(buf) : JoinPath(buf, rest);
 }

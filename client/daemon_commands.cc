@@ -341,11 +341,6 @@ int RunWorkerCommand(const std::vector<std::string>& args) {
     std::cerr << "lockstep worker: --replicas must be 1..1024\n";
     return 2;
   }
-  if (f->Has("replicas") && f->Has("devices")) {
-    std::cerr << "lockstep worker: give --replicas N or --devices LIST, not "
-                 "both (--devices cpu:N is --replicas N)\n";
-    return 2;
-  }
   if (*threads < 0 || *threads > 1024) {
     std::cerr << "lockstep worker: --threads must be 0 (every core) to 1024\n";
     return 2;
@@ -357,6 +352,14 @@ int RunWorkerCommand(const std::vector<std::string>& args) {
   absl::StatusOr<DeviceList> devices =
       ResolveDevices(f->Get("devices", ""), static_cast<int>(*replicas));
   if (!devices.ok()) return FlagError("worker", devices.status());
+  if (f->Has("replicas") && f->Has("devices") &&
+      devices->replicas() != *replicas) {
+    std::cerr << "lockstep worker: --replicas " << *replicas
+              << " and --devices " << f->Get("devices", "") << " ("
+              << devices->replicas()
+              << " replicas) disagree: give one of them\n";
+    return 2;
+  }
   *replicas = devices->replicas();
   o.cuda_devices = devices->cuda_ordinals;
   if (*replicas < 1 || *replicas > 1024) {

@@ -296,7 +296,8 @@ absl::Status CheckPaths(const std::string& verb, const JobSpec& spec,
 // against: --data-dir, else the job file's folder, else (a bare name,
 // stdin) the working folder; absolute, since the workers do not share
 // this working folder. With --data-on-workers the paths are the workers'
-// own and stay as the job gives them (against --data-dir when given).
+// own: joined to --data-dir or the job file's folder as given (as
+// LoadJobSpec does), not made absolute.
 absl::StatusOr<std::string> DataBase(const ParsedFlags& f,
                                      const std::string& job_path) {
   const std::string data_dir = f.Get("data-dir", "");

@@ -152,21 +152,19 @@ int RunPullCommand(const std::vector<std::string>& args) {
   // whether those bytes are the checkpoint that was committed is its own
   // CRC32Cs' say (state.json), as when a job resumes from it.
   if (checkpoint_found) {
-    std::vector<std::string> warnings;
     const std::string folder =
         JoinPath(dest, checkpoint.substr(0, checkpoint.size() - 1));
-    absl::StatusOr<LoadedCheckpoint> verified =
-        LoadCheckpointAt(folder, &warnings);
-    if (!verified.ok()) {
-      return FailVerb(
-          "pull",
-          absl::DataLossError(absl::StrFormat(
-              "pulled into %s, but checkpoint %s is damaged on the "
-              "coordinator's storage (%s); committed: %s (--step N pulls "
-              "another)",
-              dest, checkpoint.substr(0, checkpoint.size() - 1),
-              verified.status().message(), CommittedSteps(*all))));
+    const absl::Status verified = VerifyCheckpointFiles(folder);
+    if (absl::IsDataLoss(verified)) {
+      return FailVerb("pull",
+                      absl::DataLossError(absl::StrFormat(
+                          "pulled into %s, but checkpoint %s is damaged on the "
+                          "coordinator's storage (%s); committed: %s (--step N "
+                          "pulls another)",
+                          dest, checkpoint.substr(0, checkpoint.size() - 1),
+                          verified.message(), CommittedSteps(*all))));
     }
+    if (!verified.ok()) return FailVerb("pull", verified);
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)

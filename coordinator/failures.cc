@@ -243,10 +243,13 @@ void Failures::Check() {
     Job* job = w.job.empty() ? nullptr : jobs_.Find(w.job);
     if (job != nullptr) {
       for (const std::string& other : job->ranks) {
-        const Worker& o = *members_.Find(other);
-        if (&o != &w && o.wait.from_rank() == w.rank &&
-            members_.WaitSeconds(o) >= 1.0) {
-          absl::StrAppend(&why, "; ", members_.WaitText(o, 1.0));
+        // A finished job's rank may have no member left (a journal keeps
+        // only live workers).
+        const Worker* o = members_.Find(other);
+        if (o == nullptr) continue;
+        if (o != &w && o->wait.from_rank() == w.rank &&
+            members_.WaitSeconds(*o) >= 1.0) {
+          absl::StrAppend(&why, "; ", members_.WaitText(*o, 1.0));
           break;
         }
       }

@@ -57,41 +57,45 @@ size_t TooDeepAt(absl::string_view text) {
   return absl::string_view::npos;
 }
 
-// Where the parse is, for the first repeated key: each open object's keys
-// so far, and each open array's elements so far.
+// A SAX pass for the first key an object repeats (nlohmann keeps the last
+// value silently). Its own pass, linear: nlohmann's parse with a callback
+// rescans the parent after every object (quadratic in a wide object).
 class KeyWatch {
  public:
-  template <typename Json>
-  bool On(nlohmann::detail::parse_event_t event, const Json& parsed) {
-    using E = nlohmann::detail::parse_event_t;
-    switch (event) {
-      case E::object_start:
-        frames_.push_back(Frame{true});
-        break;
-      case E::array_start:
-        frames_.push_back(Frame{false});
-        break;
-      case E::key: {
-        if (frames_.empty() || !frames_.back().object) break;
-        Frame& top = frames_.back();
-        top.key = parsed.template get<std::string>();
-        if (!top.keys.insert(top.key).second && duplicate_.empty()) {
-          duplicate_ = top.key;
-          duplicate_in_ = Path(frames_.size() - 1);
-        }
-        break;
-      }
-      case E::object_end:
-      case E::array_end:
-        if (!frames_.empty()) frames_.pop_back();
-        Completed();
-        break;
-      case E::value:
-        Completed();
-        break;
+  using J = nlohmann::json;
+  bool null() { return Value(); }
+  bool boolean(bool) { return Value(); }
+  bool number_integer(J::number_integer_t) { return Value(); }
+  bool number_unsigned(J::number_unsigned_t) { return Value(); }
+  bool number_float(J::number_float_t, const J::string_t&) { return Value(); }
+  bool string(J::string_t&) { return Value(); }
+  bool binary(J::binary_t&) { return Value(); }
+  bool start_object(std::size_t) {
+    frames_.push_back(Frame{true});
+    return true;
+  }
+  bool start_array(std::size_t) {
+    frames_.push_back(Frame{false});
+    return true;
+  }
+  bool key(J::string_t& k) {
+    if (frames_.empty() || !frames_.back().object) return true;
+    Frame& top = frames_.back();
+    top.key = k;
+    if (!top.keys.insert(k).second) {
+      duplicate_ = k;
+      duplicate_in_ = Path(frames_.size() - 1);
+      return false;  // the first one is the answer: stop
     }
     return true;
   }
+  bool end_object() { return End(); }
+  bool end_array() { return End(); }
+  bool parse_error(std::size_t, const std::string&,
+                   const nlohmann::detail::exception&) {
+    return false;  // the document parse reports it, with its position
+  }
+
   // "" when no object repeats a key; else the error's text.
   std::string Problem() const {
     if (duplicate_.empty()) return "";
@@ -109,9 +113,14 @@ class KeyWatch {
     std::string key;             // an object's current one
     int64_t done = 0;            // an array's elements so far
   };
-  // An element of the enclosing array ended.
-  void Completed() {
+  // A value ended: an element of the enclosing array.
+  bool Value() {
     if (!frames_.empty() && !frames_.back().object) ++frames_.back().done;
+    return true;
+  }
+  bool End() {
+    if (!frames_.empty()) frames_.pop_back();
+    return Value();
   }
   // "model.layers[1]": the path to the frame at `depth`.
   std::string Path(size_t depth) const {
@@ -142,11 +151,9 @@ absl::StatusOr<Json> ParseImpl(absl::string_view text,
         " levels at line ", line, ", column ", column));
   }
   try {
+    Json doc = Json::parse(text.begin(), text.end());
     KeyWatch keys;
-    Json doc =
-        Json::parse(text.begin(), text.end(),
-                    [&keys](int, nlohmann::detail::parse_event_t event,
-                            Json& parsed) { return keys.On(event, parsed); });
+    nlohmann::json::sax_parse(text.begin(), text.end(), &keys);
     if (std::string problem = keys.Problem(); !problem.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(source, ": ", problem));
     }

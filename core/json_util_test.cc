@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -147,6 +148,17 @@ TEST(JsonUtilTest, ARepeatedKeyIsRefusedNamingItAndWhere) {
       "job");
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ((*ok)["k"]["k"], 3);
+  // A wide object of objects (a safetensors header's shape) parses in one
+  // linear pass each: nlohmann's callback parse rescanned the parent after
+  // every child (100,000 children took minutes).
+  std::string wide = "{";
+  for (int i = 0; i < 100000; ++i) {
+    absl::StrAppend(&wide, i ? "," : "", "\"t", i, "\":{\"a\":1}");
+  }
+  wide += "}";
+  absl::StatusOr<Json> parsed = ParseJson(wide, "header");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->size(), 100000u);
 }
 
 TEST(JsonUtilTest, DumpJsonStrictRefusesInvalidUtf8) {

@@ -25,7 +25,8 @@ absl::Status FromGrpc(const grpc::Status& status, absl::string_view what) {
     return absl::UnimplementedError(absl::StrCat(
         what, ": the server there does not serve this call (UNIMPLEMENTED",
         status.error_message().empty() ? "" : ": ", status.error_message(),
-        "): is that address a lockstep coordinator, of this version?"));
+        "): another service listens at that address (another lockstep "
+        "daemon, or another program), or another lockstep version"));
   }
   if (status.error_message().empty()) {
     return absl::Status(code,

@@ -44,8 +44,9 @@ TEST(RpcUtilTest, UnimplementedAndEmptyMessagesSayWhat) {
   EXPECT_TRUE(absl::IsUnimplemented(u));
   EXPECT_EQ(u.message(),
             "list from h:1: the server there does not serve this call "
-            "(UNIMPLEMENTED): is that address a lockstep coordinator, of this "
-            "version?");
+            "(UNIMPLEMENTED): another service listens at that address "
+            "(another lockstep daemon, or another program), or another "
+            "lockstep version");
   const absl::Status e =
       FromGrpc(grpc::Status(grpc::StatusCode::INTERNAL, ""), "submit to h:1");
   EXPECT_EQ(e.message(), "submit to h:1: INTERNAL with no message");

@@ -86,6 +86,16 @@ TEST_F(TrainCliTest, RunningAFinishedJobAgainKeepsItsResult) {
       << again.out;
   EXPECT_EQ(again.out.find("0 samples/s"), std::string::npos) << again.out;
   EXPECT_EQ(ReadFileOrEmpty(storage + "/jobs/tiny/result.json"), before);
+  // A result.json of other parameters (an interrupted --no-resume run left
+  // the old one) is not kept: the run writes its own.
+  nlohmann::json other = Result(storage, "tiny");
+  const std::string fingerprint = other["fingerprint"];
+  other["fingerprint"] = "00000000000000000000000000000000";
+  WriteStringToFile(storage + "/jobs/tiny/result.json", other.dump());
+  RunResult third = Train(path, storage);
+  ASSERT_EQ(third.exit.exit_code, 0) << third.err;
+  EXPECT_EQ(third.out.find("had already finished"), std::string::npos);
+  EXPECT_EQ(Result(storage, "tiny")["fingerprint"], fingerprint);
 }
 
 TEST_F(TrainCliTest, KillDashNineThenResumeEqualsStraightRun) {

@@ -38,8 +38,7 @@ GrpcRingTransport::GrpcRingTransport(GrpcRingOptions options)
 }
 
 void GrpcRingTransport::WatchConnect() {
-  const absl::Duration limit = absl::Milliseconds(
-      std::max(options_.keepalive_timeout_ms, kMinConnectMs));
+  const absl::Duration limit = absl::Milliseconds(options_.connect_timeout_ms);
   const absl::Time give_up = absl::Now() + limit;
   for (const std::shared_ptr<grpc::Channel>& channel : channels_) {
     grpc_connectivity_state state = channel->GetState(/*try_to_connect=*/true);
@@ -53,9 +52,9 @@ void GrpcRingTransport::WatchConnect() {
       if (now >= give_up) {
         const int next = next_rank();
         Fail(absl::UnavailableError(absl::StrFormat(
-                 "could not connect to rank %d (%s) within %.1f s (the ring's "
-                 "keepalive timeout): the connection is %s; is that worker's "
-                 "--advertise address reachable from this one?",
+                 "could not connect to rank %d (%s) within %.1f s: the "
+                 "connection is %s; is that worker's --advertise address "
+                 "reachable from this one?",
                  next, options_.peers[next], absl::ToDoubleSeconds(limit),
                  state == GRPC_CHANNEL_TRANSIENT_FAILURE ? "refused or failing"
                                                          : "not answered")),

@@ -31,6 +31,8 @@
 
 namespace lockstep {
 
+inline constexpr int kConnectTimeoutMs = 15000;
+
 struct GrpcRingOptions {
   std::string job;
   int64_t generation = 0;
@@ -40,17 +42,18 @@ struct GrpcRingOptions {
   TlsFiles tls;                    // the worker's certificate; off: plaintext
   // A stream to the next rank whose data stays unacknowledged this long is
   // broken (the neighbour then reports that rank): MakeChannel's
-  // keepalive_timeout_ms. Longer rides through longer partitions. A next
-  // rank not connected within as long (at least kMinConnectMs) is
-  // unreachable: its advertised address refuses, drops or never speaks
-  // gRPC.
+  // keepalive_timeout_ms. Longer rides through longer partitions.
   int keepalive_timeout_ms = kKeepaliveTimeoutMs;
+  // A next rank not connected within this long is unreachable (its
+  // advertised address refuses, drops or never speaks gRPC) and reported.
+  // Longer than the keepalive: a restarted peer's name may still resolve
+  // to its old address for a while, and a loaded host's TLS handshake is
+  // slow; shorter than the coordinator's hang timeout (30 s).
+  int connect_timeout_ms = kConnectTimeoutMs;
   // The job's cluster.ring_checksum: messages carry an XXH3-64 of header
   // and payload, and each receive checks it as it sums.
   bool checksum = false;
 };
-
-inline constexpr int kMinConnectMs = 1000;
 
 class GrpcRingTransport : public Transport {
  public:

@@ -68,7 +68,7 @@ class GrpcRing {
   }
   // Attaches a transport for (job, generation) on every rank.
   void Start(const std::string& job, int64_t generation, bool checksum = false,
-             int keepalive_timeout_ms = kKeepaliveTimeoutMs) {
+             int connect_timeout_ms = kConnectTimeoutMs) {
     Clear();
     for (size_t r = 0; r < nodes_.size(); ++r) {
       GrpcRingOptions o;
@@ -78,7 +78,7 @@ class GrpcRing {
       o.peers = peers_;
       o.lanes = 2;
       o.checksum = checksum;
-      o.keepalive_timeout_ms = keepalive_timeout_ms;
+      o.connect_timeout_ms = connect_timeout_ms;
       auto t = std::make_shared<GrpcRingTransport>(o);
       nodes_[r].service.Attach(t);
       transports_.push_back(t);
@@ -481,7 +481,7 @@ TEST(GrpcTransportTest, AnUnreachableNextRankFailsNamingIt) {
     o.generation = 1;
     o.rank = 0;
     o.peers = {ring.peers()[0], next};
-    o.keepalive_timeout_ms = 1000;
+    o.connect_timeout_ms = 1000;
     GrpcRingTransport t(o);
     const float x = 1.0f;
     SendTracker sends;
@@ -508,7 +508,7 @@ TEST(GrpcTransportTest, AnUnreachableNextRankFailsNamingIt) {
 // lives past the connect time still sends and receives.
 TEST(GrpcTransportTest, AConnectedRingOutlivesTheConnectTime) {
   GrpcRing ring(2);
-  ring.Start("job", 1, /*checksum=*/false, /*keepalive_timeout_ms=*/2000);
+  ring.Start("job", 1, /*checksum=*/false, /*connect_timeout_ms=*/2000);
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));
   std::thread t([&] {
     const float x = 2.5f;

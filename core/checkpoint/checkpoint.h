@@ -153,6 +153,13 @@ class CheckpointStore {
 // "step-00001200".
 std::string CheckpointFolderName(int64_t step);
 
+// Checks the files of the step folder `step_dir` against its state.json
+// (each file's size and CRC32C, the model, optimizer and artifacts), a
+// MiB at a time: what LoadStep verifies of the files, without loading the
+// tensors (a client that only copies a checkpoint). kDataLoss naming the
+// file and what is wrong; other codes for a folder that cannot be read.
+absl::Status VerifyCheckpointFiles(const std::string& step_dir);
+
 // A checkpoint a user names: a checkpoints folder (its latest, as
 // LoadLatest, warnings included) or one step folder in it (that one,
 // verified). NotFound naming `path` when it is neither.

@@ -54,6 +54,35 @@ TEST_F(CheckpointTest, VocabularyRoundTripsAndADamagedOneFallsBack) {
   EXPECT_TRUE(loaded->state.artifacts.empty());
 }
 
+// VerifyCheckpointFiles (a pulled copy) finds what LoadStep finds of the
+// files, streaming them: a flipped byte, a missing file, a damaged
+// state.json.
+TEST_F(CheckpointTest, VerifyingTheFilesFindsTheDamageALoadFinds) {
+  CheckpointStore store(dir_, 3);
+  CheckpointState s = State(10);
+  s.artifacts["vocab.txt"] = "[PAD]\n[UNK]\n";
+  ASSERT_TRUE(store.Commit(s, {{"w", &bias_}}, {}).ok());
+  const std::string step = Path("step-00000010");
+  EXPECT_TRUE(VerifyCheckpointFiles(step).ok());
+  const std::string model = *ReadFile(step + "/model.safetensors");
+  FlipByte(step + "/model.safetensors", static_cast<int>(model.size()) - 1);
+  absl::Status v = VerifyCheckpointFiles(step);
+  EXPECT_TRUE(absl::IsDataLoss(v)) << v;
+  EXPECT_THAT(v.message(),
+              HasSubstr("model.safetensors: " + std::to_string(model.size()) +
+                        " bytes with CRC32C 0x"));
+  EXPECT_FALSE(store.LoadStep("step-00000010").ok());  // the load agrees
+  FlipByte(step + "/model.safetensors", static_cast<int>(model.size()) - 1);
+  EXPECT_TRUE(VerifyCheckpointFiles(step).ok());
+  fs::remove(step + "/vocab.txt");
+  v = VerifyCheckpointFiles(step);
+  EXPECT_EQ(v.message(), "vocab.txt: missing");
+  std::ofstream(step + "/state.json") << "{";
+  v = VerifyCheckpointFiles(step);
+  EXPECT_TRUE(absl::IsDataLoss(v)) << v;
+  EXPECT_THAT(v.message(), HasSubstr("state.json: malformed JSON"));
+}
+
 // A data artifact is a plain file beside the tensors: a name that is a
 // path, or one of the checkpoint's own files, is refused when written, and
 // a state.json that records one is damage (a read outside the folder never

@@ -1,6 +1,8 @@
 // Verified checkpoint restore (see checkpoint.h): every CRC state.json
 // records is checked, and a damaged step falls back to the one before.
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -99,6 +101,59 @@ absl::Status ReadState(
 }
 
 }  // namespace
+
+absl::Status VerifyCheckpointFiles(const std::string& step_dir) {
+  absl::StatusOr<std::string> text = ReadFile(JoinPath(step_dir, kStateFile));
+  if (!text.ok()) {
+    if (!absl::IsNotFound(text.status())) return text.status();
+    return absl::DataLossError(absl::StrCat(kStateFile, ": missing"));
+  }
+  absl::StatusOr<nlohmann::json> j = ParseJson(*text, kStateFile);
+  if (!j.ok()) return absl::DataLossError(j.status().message());
+  CheckpointState state;
+  std::map<std::string, Record> files;
+  std::map<std::string, std::map<std::string, Record>> tensors;
+  if (absl::Status read = ReadState(*j, &state, &files, &tensors); !read.ok()) {
+    return absl::DataLossError(
+        absl::StrCat(kStateFile, ": malformed (", read.message(), ")"));
+  }
+  for (const std::string file : {kModelFile, kOptimizerFile}) {
+    if (files.count(file) == 0) {
+      return absl::DataLossError(
+          absl::StrCat(kStateFile, ": no record of ", file));
+    }
+  }
+  std::string buf(size_t{1} << 20, '\0');
+  for (const auto& [file, rec] : files) {
+    if (file != kModelFile && file != kOptimizerFile && !IsArtifactName(file)) {
+      return absl::DataLossError(absl::StrCat(kStateFile, ": records \"", file,
+                                              "\", not a plain file name"));
+    }
+    const std::string path = JoinPath(step_dir, file);
+    FILE* f = fopen(path.c_str(), "rb");
+    if (f == nullptr) {
+      if (errno == ENOENT) return absl::DataLossError(file + ": missing");
+      return ErrnoToStatus("open", path, errno);
+    }
+    uint64_t bytes = 0;
+    uint32_t crc = 0;
+    size_t n;
+    while ((n = fread(buf.data(), 1, buf.size(), f)) > 0) {
+      crc = Crc32cExtend(crc, buf.data(), n);
+      bytes += n;
+    }
+    const bool failed = ferror(f) != 0;
+    const int err = errno;
+    fclose(f);
+    if (failed) return ErrnoToStatus("read", path, err);
+    if (bytes != rec.bytes || crc != rec.crc) {
+      return absl::DataLossError(
+          absl::StrCat(file, ": ", bytes, " bytes with CRC32C ", Hex(crc),
+                       ", recorded ", rec.bytes, " bytes with ", Hex(rec.crc)));
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<LoadedCheckpoint> CheckpointStore::LoadStep(
     const std::string& name) const {

@@ -18,9 +18,10 @@ inline constexpr int64_t kMaxInflatedBytes = int64_t{4} << 30;
 
 // Reads a whole file, inflating it when it starts with the gzip magic 1f 8b
 // (concatenated members too). Errors are prefixed with `field`
-// ("data.train_images"): kNotFound (no file), kPermissionDenied, kDataLoss
-// (a read error or a corrupt stream), kResourceExhausted (it inflates to
-// more than `max_inflated_bytes`, found before the output is allocated).
+// ("data.train_images"): kNotFound (no file), kPermissionDenied,
+// kInvalidArgument (a corrupt gzip stream, a folder), kDataLoss (a read
+// error), kResourceExhausted (it inflates to more than
+// `max_inflated_bytes`, found before the output is allocated).
 absl::StatusOr<std::string> ReadMaybeGzipFile(
     const std::string& field, const std::string& path,
     int64_t max_inflated_bytes = kMaxInflatedBytes);

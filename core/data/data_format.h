@@ -47,8 +47,8 @@ class DataConfig {
   // The labels a sample has (a masked language model: its predictions).
   virtual int64_t LabelsPerSample() const { return 1; }
   // Loads `split`; errors name the data field and the file (kNotFound: a
-  // file cannot be opened; kInvalidArgument: bad content; kDataLoss: a
-  // corrupt stream or a read error).
+  // file cannot be opened; kInvalidArgument: bad content, a corrupt gzip
+  // stream or a folder; kDataLoss: a read error).
   virtual absl::StatusOr<Dataset> Load(const DataSpec& data, Split split,
                                        const DataOptions& options) const = 0;
   // What a checkpoint keeps beside the model for data loaded from `train`

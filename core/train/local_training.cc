@@ -2,7 +2,6 @@
 // a TrainingSession that holds every replica of the job.
 #include "core/train/local_training.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +24,7 @@
 #include "core/audit/audit_check.h"
 #include "core/audit/sample_audit.h"
 #include "core/checkpoint/checkpoint.h"
+#include "core/json_util.h"
 #include "core/progress.h"
 #include "core/summary/summary_writer.h"
 #include "core/train/gpu_backend.h"
@@ -169,6 +169,19 @@ absl::Status LocalHost::SaveCheckpoint(const CheckpointState& state,
   return absl::OkStatus();
 }
 
+// Whether `path` is the result.json of a run that ended where `result`
+// stands: the same step and the same parameters (not one an interrupted
+// run left behind for other parameters).
+bool ResultOfTheseParameters(const std::string& path,
+                             const TrainResult& result) {
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) return false;
+  absl::StatusOr<nlohmann::json> j = ParseJson(*text, path);
+  return j.ok() && j->is_object() &&
+         j->value("steps", int64_t{-1}) == result.steps &&
+         j->value("fingerprint", std::string()) == result.fingerprint;
+}
+
 }  // namespace
 
 absl::StatusOr<TrainResult> RunLocalTraining(const JobSpec& spec,
@@ -257,9 +270,8 @@ absl::StatusOr<TrainResult> RunLocalTraining(const JobSpec& spec,
   result.test_loss = s.test.mean_loss();
   result.test_accuracy = s.test.accuracy();
   result.result_path = JoinPath(host.job_dir(), "result.json");
-  struct stat st;
   if (result.steps == result.resumed_from_step &&
-      stat(result.result_path.c_str(), &st) == 0) {
+      ResultOfTheseParameters(result.result_path, result)) {
     // Run again after it finished: nothing trained, so the result of the
     // run that did stands (this one's train loss and speed are empty).
     host.Log(absl::StrFormat(

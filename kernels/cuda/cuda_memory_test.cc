@@ -102,9 +102,13 @@ TEST(CudaMemoryTest, DeviceBufferIsZeroAndFreedOnItsDevice) {
   EXPECT_EQ(back, std::vector<float>(1000, 0.0f));
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
   buffer->reset();
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  if (count < 2) {
+    GTEST_SKIP() << "the device put back after the free needs two GPUs to "
+                    "be told from the buffer's (one here)";
+  }
   ASSERT_EQ(cudaGetDevice(&current), cudaSuccess);
   EXPECT_EQ(current, 0) << "freeing a buffer of cuda:" << last;
-  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
 TEST(CudaMemoryTest, WithGpuOutOfMemoryIsResourceExhausted) {

@@ -102,8 +102,10 @@ def from_rpc_error(error, what):
         # The CLI's words (rpc/rpc_util.cc): a gRPC server without the
         # service, such as a worker's collective port.
         details = (f"the server there does not serve this call "
-                   f"(UNIMPLEMENTED{': ' + details if details else ''}): is "
-                   "that address a lockstep coordinator, of this version?")
+                   f"(UNIMPLEMENTED{': ' + details if details else ''}): "
+                   "another service listens at that address (another "
+                   "lockstep daemon, or another program), or another "
+                   "lockstep version")
     elif not details and name is not None:
         details = f"{name} with no message"
     return cls(f"{what}: {details}" if details else what, name)

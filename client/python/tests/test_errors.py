@@ -224,8 +224,10 @@ def test_a_server_that_is_not_a_coordinator_is_named(tmp_path):
     try:
         # (Python's server adds "Method not found!"; a C++ one says nothing.)
         want = (rf"list from 127\.0\.0\.1:{port}: the server there does not "
-                r"serve this call \(UNIMPLEMENTED(: Method not found!)?\): is "
-                r"that address a lockstep coordinator, of this version\?")
+                r"serve this call \(UNIMPLEMENTED(: Method not found!)?\): "
+                r"another service listens at that address \(another "
+                r"lockstep daemon, or another program\), or another "
+                r"lockstep version")
         client = lockstep.Client(f"127.0.0.1:{port}", timeout=5,
                                  lockstep_binary=False)
         with pytest.raises(lockstep.LockstepError) as e:
