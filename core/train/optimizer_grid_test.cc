@@ -220,7 +220,9 @@ TEST_P(OptimizerGridMatchTest, StepsMatchTheCpuOptimizerBitForBit) {
       EXPECT_NE(m[0], 0.0f);
       EXPECT_NE(m[at[1]], 0.0f);
     }
-    if (!sgd) EXPECT_NE(v[at[1]], 0.0f);
+    if (!sgd) {
+      EXPECT_NE(v[at[1]], 0.0f);
+    }
     const std::vector<StatePiece> pieces = (*cpu)->StatePieces();
     ASSERT_EQ(pieces.size(),
               static_cast<size_t>(sgd ? (c.momentum > 0 ? 2 : 0) : 4));
