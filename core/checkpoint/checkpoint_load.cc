@@ -100,35 +100,68 @@ absl::Status ReadState(
   return absl::OkStatus();
 }
 
-}  // namespace
+// A step folder's state.json, checked: its fields, the step its folder
+// names, a record of the model and the optimizer, every other record a
+// plain file name (an artifact). kDataLoss naming what is wrong.
+struct StepRecords {
+  CheckpointState state;
+  std::map<std::string, Record> files;
+  std::map<std::string, std::map<std::string, Record>> tensors;  // by file
+};
 
-absl::Status VerifyCheckpointFiles(const std::string& step_dir) {
+absl::StatusOr<StepRecords> ReadStepRecords(const std::string& step_dir,
+                                            const std::string& name) {
   absl::StatusOr<std::string> text = ReadFile(JoinPath(step_dir, kStateFile));
   if (!text.ok()) {
-    if (!absl::IsNotFound(text.status())) return text.status();
-    return absl::DataLossError(absl::StrCat(kStateFile, ": missing"));
+    return absl::DataLossError(absl::StrCat(
+        kStateFile, ": ",
+        absl::IsNotFound(text.status()) ? "missing" : text.status().message()));
   }
   absl::StatusOr<nlohmann::json> j = ParseJson(*text, kStateFile);
   if (!j.ok()) return absl::DataLossError(j.status().message());
-  CheckpointState state;
-  std::map<std::string, Record> files;
-  std::map<std::string, std::map<std::string, Record>> tensors;
-  if (absl::Status read = ReadState(*j, &state, &files, &tensors); !read.ok()) {
+  StepRecords r;
+  absl::Status read = ReadState(*j, &r.state, &r.files, &r.tensors);
+  if (!read.ok()) {
     return absl::DataLossError(
         absl::StrCat(kStateFile, ": malformed (", read.message(), ")"));
   }
+  if (r.state.step != ParseStepName(name)) {
+    return absl::DataLossError(absl::StrCat(kStateFile, ": records step ",
+                                            r.state.step, " in folder ", name));
+  }
   for (const std::string file : {kModelFile, kOptimizerFile}) {
-    if (files.count(file) == 0) {
+    if (r.files.count(file) == 0) {
       return absl::DataLossError(
           absl::StrCat(kStateFile, ": no record of ", file));
     }
   }
-  std::string buf(size_t{1} << 20, '\0');
-  for (const auto& [file, rec] : files) {
+  for (const auto& [file, rec] : r.files) {
     if (file != kModelFile && file != kOptimizerFile && !IsArtifactName(file)) {
       return absl::DataLossError(absl::StrCat(kStateFile, ": records \"", file,
                                               "\", not a plain file name"));
     }
+  }
+  return r;
+}
+
+// A whole file's size and CRC32C against its record.
+absl::Status CheckFileRecord(const std::string& file, uint64_t bytes,
+                             uint32_t crc, const Record& rec) {
+  if (bytes == rec.bytes && crc == rec.crc) return absl::OkStatus();
+  return absl::DataLossError(
+      absl::StrCat(file, ": ", bytes, " bytes with CRC32C ", Hex(crc),
+                   ", recorded ", rec.bytes, " bytes with ", Hex(rec.crc)));
+}
+
+}  // namespace
+
+absl::Status VerifyCheckpointFiles(const std::string& step_dir) {
+  std::string name = step_dir;
+  while (name.size() > 1 && name.back() == '/') name.pop_back();
+  name = name.substr(name.find_last_of('/') + 1);
+  ASSIGN_OR_RETURN(const StepRecords r, ReadStepRecords(step_dir, name));
+  std::string buf(size_t{1} << 20, '\0');
+  for (const auto& [file, rec] : r.files) {
     const std::string path = JoinPath(step_dir, file);
     FILE* f = fopen(path.c_str(), "rb");
     if (f == nullptr) {
@@ -146,11 +179,7 @@ absl::Status VerifyCheckpointFiles(const std::string& step_dir) {
     const int err = errno;
     fclose(f);
     if (failed) return ErrnoToStatus("read", path, err);
-    if (bytes != rec.bytes || crc != rec.crc) {
-      return absl::DataLossError(
-          absl::StrCat(file, ": ", bytes, " bytes with CRC32C ", Hex(crc),
-                       ", recorded ", rec.bytes, " bytes with ", Hex(rec.crc)));
-    }
+    RETURN_IF_ERROR(CheckFileRecord(file, bytes, crc, rec));
   }
   return absl::OkStatus();
 }
@@ -159,31 +188,12 @@ absl::StatusOr<LoadedCheckpoint> CheckpointStore::LoadStep(
     const std::string& name) const {
   LoadedCheckpoint out;
   out.path = JoinPath(dir_, name);
-  absl::StatusOr<std::string> text = ReadFile(JoinPath(out.path, kStateFile));
-  if (!text.ok()) {
-    return absl::DataLossError(absl::StrCat(
-        kStateFile, ": ",
-        absl::IsNotFound(text.status()) ? "missing" : text.status().message()));
-  }
-  std::map<std::string, Record> files;
-  std::map<std::string, std::map<std::string, Record>> tensors;  // by file
-  absl::StatusOr<nlohmann::json> j = ParseJson(*text, kStateFile);
-  if (!j.ok()) return absl::DataLossError(j.status().message());
-  absl::Status read = ReadState(*j, &out.state, &files, &tensors);
-  if (!read.ok()) {
-    return absl::DataLossError(
-        absl::StrCat(kStateFile, ": malformed (", read.message(), ")"));
-  }
-  if (out.state.step != ParseStepName(name)) {
-    return absl::DataLossError(absl::StrCat(
-        kStateFile, ": records step ", out.state.step, " in folder ", name));
-  }
+  ASSIGN_OR_RETURN(StepRecords r, ReadStepRecords(out.path, name));
+  out.state = std::move(r.state);
+  std::map<std::string, Record>& files = r.files;
+  std::map<std::string, std::map<std::string, Record>>& tensors = r.tensors;
   for (const std::string file : {kModelFile, kOptimizerFile}) {
     auto rec = files.find(file);
-    if (rec == files.end()) {
-      return absl::DataLossError(
-          absl::StrCat(kStateFile, ": no record of ", file));
-    }
     absl::StatusOr<std::string> bytes = ReadFile(JoinPath(out.path, file));
     if (!bytes.ok()) {
       return absl::DataLossError(
@@ -236,10 +246,6 @@ absl::StatusOr<LoadedCheckpoint> CheckpointStore::LoadStep(
   // Every other file recorded is a data artifact (a text job's vocab.txt).
   for (const auto& [file, rec] : files) {
     if (file == kModelFile || file == kOptimizerFile) continue;
-    if (!IsArtifactName(file)) {
-      return absl::DataLossError(absl::StrCat(kStateFile, ": records \"", file,
-                                              "\", not a plain file name"));
-    }
     absl::StatusOr<std::string> bytes = ReadFile(JoinPath(out.path, file));
     if (!bytes.ok()) {
       return absl::DataLossError(
@@ -248,12 +254,8 @@ absl::StatusOr<LoadedCheckpoint> CheckpointStore::LoadStep(
                            ? "missing"
                            : std::string(bytes.status().message())));
     }
-    const uint32_t crc = Crc32c(bytes->data(), bytes->size());
-    if (bytes->size() != rec.bytes || crc != rec.crc) {
-      return absl::DataLossError(absl::StrCat(
-          file, ": ", bytes->size(), " bytes with CRC32C ", Hex(crc),
-          ", recorded ", rec.bytes, " bytes with ", Hex(rec.crc)));
-    }
+    RETURN_IF_ERROR(CheckFileRecord(file, bytes->size(),
+                                    Crc32c(bytes->data(), bytes->size()), rec));
     out.state.artifacts[file] = std::move(*bytes);
   }
   return out;
