@@ -44,6 +44,7 @@ test_packages=(
   python3-torch python3-torchvision
   # The Python client (client/python) and its pytest tests.
   python3-grpcio python3-protobuf python3-numpy python3-pytest python3-tqdm
+  python3-crc32c
   python3-pip
   # deploy/slurm's test starts a real one-node Slurm cluster (its own
   # munged, slurmctld and slurmd, in a temporary folder).

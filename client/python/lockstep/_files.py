@@ -4,6 +4,7 @@ malformed input raises CheckpointError naming the file and the defect."""
 
 import json
 import os
+import re
 import struct
 
 from lockstep.errors import CheckpointError
@@ -110,12 +111,101 @@ def _crc32c_table():
 _TABLE = _crc32c_table()
 
 
-def crc32c(data):
-    """CRC-32C (Castagnoli) of bytes, as TFRecord framing uses it."""
-    c = 0xFFFFFFFF
+def _crc32c_python(data, crc=0):
+    c = crc ^ 0xFFFFFFFF
+    table = _TABLE
     for b in data:
-        c = _TABLE[(c ^ b) & 0xFF] ^ (c >> 8)
+        c = table[(c ^ b) & 0xFF] ^ (c >> 8)
     return c ^ 0xFFFFFFFF
+
+
+try:  # Debian's python3-crc32c: SSE4.2 / ARMv8 instructions when present
+    import crc32c as _crc32c_module
+    _crc32c_fast = _crc32c_module.crc32c
+except ImportError:
+    _crc32c_fast = None
+
+
+def crc32c(data, crc=0):
+    """CRC-32C (Castagnoli) of bytes, as TFRecord framing and checkpoints'
+    state.json use it; ``crc`` continues an earlier block's."""
+    if _crc32c_fast is not None:
+        return _crc32c_fast(data, crc)
+    return _crc32c_python(data, crc)
+
+
+_STEP_FOLDER = re.compile(r"step-(\d{8,})")
+
+
+def _recorded_files(state_blob, name):
+    """state.json's {file: {"bytes", "crc32c"}} of the checkpoint folder
+    ``name``, its step checked against the folder's."""
+    try:
+        state = json.loads(state_blob)
+    except ValueError as e:
+        raise CheckpointError(f"state.json: malformed ({e})") from None
+    files = state.get("files") if isinstance(state, dict) else None
+    if not isinstance(files, dict):
+        raise CheckpointError("state.json: malformed (no \"files\" object)")
+    match = _STEP_FOLDER.fullmatch(name)
+    if match and state.get("step") != int(match.group(1)):
+        raise CheckpointError(
+            f"state.json: records step {state.get('step')} in folder {name}")
+    for file in ("model.safetensors", "optimizer.safetensors"):
+        if file not in files:
+            raise CheckpointError(f"state.json: no record of {file}")
+    for file, rec in files.items():
+        if (not isinstance(rec, dict) or "/" in file or file in ("", ".", "..")
+                or not isinstance(rec.get("bytes"), int)
+                or not isinstance(rec.get("crc32c"), int)):
+            raise CheckpointError(
+                f"state.json: malformed (the record of \"{file}\")")
+    return files
+
+
+def _check_record(file, size, crc, rec):
+    if size != rec["bytes"] or crc != rec["crc32c"]:
+        raise CheckpointError(
+            f"{file}: {size} bytes with CRC32C 0x{crc:08x}, recorded "
+            f"{rec['bytes']} bytes with 0x{rec['crc32c']:08x}")
+
+
+def check_model_blob(state_blob, blob, name):
+    """Checks the bytes of checkpoint ``name``'s model.safetensors against
+    the record in its state.json (the bytes of ``state_blob``)."""
+    rec = _recorded_files(state_blob, name)["model.safetensors"]
+    _check_record("model.safetensors", len(blob), crc32c(blob), rec)
+
+
+def verify_checkpoint(folder):
+    """Checks a checkpoint folder (checkpoints/step-N) against the CRC32Cs
+    its state.json recorded when it was committed, as a resume from it
+    does: the record's step is the folder's, and each recorded file
+    (model.safetensors, optimizer.safetensors, artifacts) is there with
+    its bytes and CRC32C, read a MiB at a time. CheckpointError naming
+    the file and the difference otherwise."""
+    state_path = os.path.join(folder, "state.json")
+    if not os.path.exists(state_path):
+        raise CheckpointError("state.json: missing")
+    files = _recorded_files(read_file(state_path),
+                            os.path.basename(os.path.normpath(folder)))
+    for file, rec in sorted(files.items()):
+        path = os.path.join(folder, file)
+        crc, size = 0, 0
+        try:
+            with open(path, "rb") as f:
+                while True:
+                    block = f.read(1 << 20)
+                    if not block:
+                        break
+                    crc = crc32c(block, crc)
+                    size += len(block)
+        except FileNotFoundError:
+            raise CheckpointError(f"{file}: missing") from None
+        except OSError as e:
+            raise CheckpointError(
+                f"cannot read \"{path}\": {e.strerror}") from None
+        _check_record(file, size, crc, rec)
 
 
 def _masked(crc):

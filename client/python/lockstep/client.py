@@ -21,8 +21,9 @@ import warnings
 import grpc
 
 from lockstep import _transfer, errors, types
-from lockstep._files import (EVENT_FILE_PREFIX, parse_safetensors, read_file,
-                             read_scalars, scalars_from_events)
+from lockstep._files import (EVENT_FILE_PREFIX, check_model_blob,
+                             parse_safetensors, read_file, read_scalars,
+                             scalars_from_events, verify_checkpoint)
 from lockstep._generated import jobs_pb2, jobs_pb2_grpc
 
 DEFAULT_ADDRESS = "127.0.0.1:7070"
@@ -602,7 +603,18 @@ class Job:
                     f"committed: {', '.join(map(str, steps)) or 'none'}")
         rel = f"checkpoints/{folder}/model.safetensors"
         path = os.path.join(status.storage_path, rel)
-        return Checkpoint(path, blob=self._read(status, rel))
+        blob = self._read(status, rel)
+        try:
+            check_model_blob(
+                self._read(status, f"checkpoints/{folder}/state.json"), blob,
+                folder)
+        except errors.CheckpointError as e:
+            raise errors.CheckpointError(
+                f"checkpoint {folder} of job {self.name} is damaged on the "
+                f"coordinator's storage ({e}); committed: "
+                f"{', '.join(map(str, self.checkpoints())) or 'none'} "
+                "(step=N reads another)", "DATA_LOSS") from None
+        return Checkpoint(path, blob=blob)
 
     def pull(self, dest, step=None):
         """Copies the job's result.json, summaries and its last committed
@@ -632,6 +644,19 @@ class Job:
             target = os.path.join(dest, *rel.split("/"))
             _transfer.fetch_to(self.client, self.name, rel, size, target)
             written.append(target)
+        # The copy is the storage's, byte for byte (each file's CRC-32
+        # above); whether those bytes are the checkpoint that was committed
+        # is its state.json's CRC32Cs' say, as when a job resumes from it.
+        if folder and any(rel.startswith(folder) for rel, _ in wanted):
+            try:
+                verify_checkpoint(os.path.join(dest, *folder.split("/")))
+            except errors.CheckpointError as e:
+                steps = self.checkpoints()
+                raise errors.CheckpointError(
+                    f"pulled into {dest}, but checkpoint {folder[:-1]} is "
+                    f"damaged on the coordinator's storage ({e}); committed: "
+                    f"{', '.join(map(str, steps)) or 'none'} (step=N pulls "
+                    "another)", "DATA_LOSS") from None
         return written
 
 

@@ -282,3 +282,76 @@ def test_damaged_checkpoint_and_summaries_are_named(tmp_path):
     with pytest.raises(lockstep.CheckpointError,
                        match="record 0 at byte 0: the length's CRC"):
         read_tfrecords(str(events))
+
+
+def test_a_checkpoint_folder_is_checked_against_its_crc32cs(tmp_path):
+    """What pull checks after copying a checkpoint (lockstep pull's
+    VerifyCheckpointFiles): state.json's step and each file's bytes and
+    CRC32C; each defect named."""
+    import os
+    from lockstep import _files
+    # CRC-32C's check value, with and without python3-crc32c, and chained.
+    assert _files.crc32c(b"123456789") == 0xE3069283
+    assert _files._crc32c_python(b"123456789") == 0xE3069283
+    blob = os.urandom(70000)
+    assert _files.crc32c(blob[:123], 0) == _files._crc32c_python(blob[:123])
+    assert _files.crc32c(blob[123:], _files.crc32c(blob[:123])) == \
+        _files.crc32c(blob)
+    folder = tmp_path / "step-00000003"
+    folder.mkdir()
+    contents = {"model.safetensors": b"model-bytes",
+                "optimizer.safetensors": b"optimizer"}
+    for name, data in contents.items():
+        (folder / name).write_bytes(data)
+
+    def write_state(step=3, files=None):
+        records = {n: {"bytes": len(d), "crc32c": _files.crc32c(d)}
+                   for n, d in contents.items()}
+        (folder / "state.json").write_text(
+            json.dumps({"step": step, "files": files or records}))
+
+    write_state()
+    _files.verify_checkpoint(str(folder))
+    _files.check_model_blob((folder / "state.json").read_bytes(),
+                            b"model-bytes", "step-00000003")
+    with pytest.raises(lockstep.CheckpointError) as e:
+        _files.check_model_blob((folder / "state.json").read_bytes(),
+                                b"model-byteS", "step-00000003")
+    assert re.fullmatch(r"model\.safetensors: 11 bytes with CRC32C "
+                        r"0x[0-9a-f]{8}, recorded 11 bytes with "
+                        r"0x[0-9a-f]{8}", str(e.value)), str(e.value)
+    (folder / "optimizer.safetensors").write_bytes(b"optimizer!")
+    with pytest.raises(lockstep.CheckpointError,
+                       match=r"^optimizer\.safetensors: 10 bytes with CRC32C "
+                       r"0x[0-9a-f]{8}, recorded 9 bytes"):
+        _files.verify_checkpoint(str(folder))
+    (folder / "optimizer.safetensors").unlink()
+    with pytest.raises(lockstep.CheckpointError,
+                       match=r"^optimizer\.safetensors: missing$"):
+        _files.verify_checkpoint(str(folder))
+    (folder / "optimizer.safetensors").write_bytes(b"optimizer")
+    write_state(step=4)
+    with pytest.raises(lockstep.CheckpointError,
+                       match=r"^state\.json: records step 4 in folder "
+                       r"step-00000003$"):
+        _files.verify_checkpoint(str(folder))
+    write_state(files={"model.safetensors": {"bytes": 1, "crc32c": 2}})
+    with pytest.raises(lockstep.CheckpointError,
+                       match=r"^state\.json: no record of "
+                       r"optimizer\.safetensors$"):
+        _files.verify_checkpoint(str(folder))
+    write_state(files={"model.safetensors": {"bytes": 1, "crc32c": 2},
+                       "optimizer.safetensors": {"bytes": 1, "crc32c": 2},
+                       "../x": {"bytes": 1, "crc32c": 2}})
+    with pytest.raises(lockstep.CheckpointError,
+                       match=r'^state\.json: malformed \(the record of '
+                       r'"\.\./x"\)$'):
+        _files.verify_checkpoint(str(folder))
+    (folder / "state.json").write_text("{")
+    with pytest.raises(lockstep.CheckpointError,
+                       match=r"^state\.json: malformed \("):
+        _files.verify_checkpoint(str(folder))
+    (folder / "state.json").unlink()
+    with pytest.raises(lockstep.CheckpointError,
+                       match=r"^state\.json: missing$"):
+        _files.verify_checkpoint(str(folder))

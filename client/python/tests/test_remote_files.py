@@ -258,6 +258,22 @@ def test_pull_says_when_the_storages_checkpoint_is_damaged(remote, tmp_path):
         assert "committed: " in run.stderr
         assert os.path.exists(
             os.path.join(dest, "checkpoints", last, "model.safetensors"))
+        # Python's pull and checkpoint() say the same.
+        job = remote.client().job("far")
+        py_dest = str(tmp_path / "py-damaged")
+        with pytest.raises(lockstep.CheckpointError) as info:
+            job.pull(py_dest)
+        assert info.value.code == "DATA_LOSS"
+        assert str(info.value).startswith(
+            f"pulled into {py_dest}, but checkpoint checkpoints/{last} is "
+            "damaged on the coordinator's storage (model.safetensors: "), \
+            str(info.value)
+        assert "committed: " in str(info.value)
+        with pytest.raises(lockstep.CheckpointError) as info:
+            job.checkpoint()
+        assert str(info.value).startswith(
+            f"checkpoint {last} of job far is damaged on the coordinator's "
+            "storage (model.safetensors: "), str(info.value)
     finally:
         with open(model, "r+b") as f:
             f.seek(-1, os.SEEK_END)
