@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "rpc/listen_check.h"
 #include "rpc/rpc_util.h"
 
 namespace lockstep {
@@ -14,6 +15,7 @@ absl::StatusOr<StartedServer> StartServer(
     const std::string& flag, const std::string& listen,
     std::shared_ptr<grpc::ServerCredentials> credentials,
     const std::vector<grpc::Service*>& services) {
+  RETURN_IF_ERROR(CheckListenAddress(flag, listen));
   grpc::ServerBuilder builder;
   ConfigureServer(builder);
   StartedServer s;

@@ -52,16 +52,19 @@ TEST(DaemonServerTest, ServesHealthOnBothPortsAndRefusesBusyOnes) {
       DaemonServer::Start(busy, {}, &health);
   ASSERT_FALSE(again.ok());
   EXPECT_EQ(again.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(again.status().message(),
-            "--listen " + address +
-                ": cannot listen there (in use or not a local address?)");
+  const auto in_use = [](const std::string& address) {
+    const std::string port = address.substr(address.rfind(':') + 1);
+    return address + ": port " + port +
+           " is in use by another process (ss -ltnp 'sport = :" + port +
+           "' names it; port 0 picks a free one)";
+  };
+  EXPECT_EQ(again.status().message(), "--listen " + in_use(address));
   busy.listen = "127.0.0.1:0";
   busy.health_listen = health_address;
   again = DaemonServer::Start(busy, {}, &health);
   ASSERT_FALSE(again.ok());
   EXPECT_EQ(again.status().message(),
-            "--health-listen " + health_address +
-                ": cannot listen there (in use or not a local address?)");
+            "--health-listen " + in_use(health_address));
 
   health.ShutDown();
   (*server)->Shutdown();

@@ -8,6 +8,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "rpc/listen_check.h"
 
 namespace lockstep {
 
@@ -25,6 +26,9 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
   std::string host = listen.substr(0, colon);
   if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
     host = host.substr(1, host.size() - 2);
+  }
+  if (absl::Status free = CheckListenAddress(flag, listen); !free.ok()) {
+    return free;
   }
   std::unique_ptr<HttpServer> s(new HttpServer());
   s->server_ = std::make_unique<httplib::Server>();

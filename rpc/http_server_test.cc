@@ -36,11 +36,14 @@ TEST(HttpServerTest, AnAddressInUseIsRefusedNamingTheFlag) {
   ASSERT_TRUE(a.ok()) << a.status();
   absl::StatusOr<std::unique_ptr<HttpServer>> b =
       HttpServer::Start((*a)->address(), "--http", {});
+  const std::string port =
+      (*a)->address().substr((*a)->address().rfind(':') + 1);
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(b.status().message(),
-            "--http " + (*a)->address() +
-                ": cannot listen there (in use or not a local address?)");
+            "--http " + (*a)->address() + ": port " + port +
+                " is in use by another process (ss -ltnp 'sport = :" + port +
+                "' names it; port 0 picks a free one)");
 }
 
 TEST(HttpServerTest, MalformedAddressesAreInvalid) {
