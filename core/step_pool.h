@@ -6,6 +6,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -22,11 +23,15 @@ class StepPool {
 
   int lanes() const { return lanes_; }
   // Calls fn(lane) for lane in [0, lanes) concurrently; blocks until all
-  // return. Not reentrant.
+  // return. An exception a lane throws (std::bad_alloc) is rethrown here,
+  // on the caller's thread, once every lane has returned: the first one
+  // thrown, the others dropped. Not reentrant.
   void Run(const std::function<void(int lane)>& fn);
 
  private:
   void Loop(int lane);
+  // Runs fn(lane), keeping what it throws (the first of a step) in error_.
+  void Call(const std::function<void(int)>& fn, int lane);
 
   const int lanes_;
   std::mutex mu_;
@@ -35,6 +40,7 @@ class StepPool {
   int64_t generation_ = 0;
   int pending_ = 0;
   bool shutdown_ = false;
+  std::exception_ptr error_;  // the step's first exception; guarded by mu_
   std::vector<std::thread> threads_;
 };
 

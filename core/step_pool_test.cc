@@ -2,7 +2,10 @@
 #include "core/step_pool.h"
 
 #include <atomic>
+#include <chrono>
+#include <new>
 #include <set>
+#include <stdexcept>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -37,6 +40,36 @@ TEST(StepPoolTest, LanesRunOnDistinctThreadsAndRunWaits) {
   });
   EXPECT_EQ(arrived.load(), 3);
   EXPECT_EQ(ids.size(), 3u);
+}
+
+// Memory that runs out on a lane (std::bad_alloc) reaches the caller, after
+// every lane has returned, instead of ending the process; the pool runs on.
+TEST(StepPoolTest, ALanesExceptionIsRethrownToTheCaller) {
+  StepPool pool(3);
+  std::atomic<int> finished{0};
+  try {
+    pool.Run([&](int lane) {
+      if (lane == 2) throw std::bad_alloc();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      ++finished;
+    });
+    ADD_FAILURE() << "Run returned";
+  } catch (const std::bad_alloc&) {
+  }
+  EXPECT_EQ(finished.load(), 2) << "rethrown before the other lanes ended";
+  // The caller's own lane, and two at once: one is rethrown.
+  EXPECT_THROW(pool.Run([](int lane) {
+    if (lane == 0) throw std::runtime_error("lane 0");
+  }),
+               std::runtime_error);
+  EXPECT_THROW(pool.Run([](int lane) {
+    if (lane > 0) throw std::bad_alloc();
+  }),
+               std::bad_alloc);
+  // Nothing carried into the next round.
+  std::atomic<int> ran{0};
+  pool.Run([&](int) { ++ran; });
+  EXPECT_EQ(ran.load(), 3);
 }
 
 }  // namespace

@@ -270,6 +270,38 @@ TEST_F(BadInputTest, AModelPastMemoryIsAnErrorNotACrash) {
   EXPECT_FALSE(Exists(storage + "/jobs")) << "half-written output";
 }
 
+// Memory that runs out on a replica's lane (two replicas on two threads,
+// a batch whose activations pass the limit) reaches the verb's handler
+// as the model's does: it ended the process ("terminate called after
+// throwing an instance of 'std::bad_alloc'").
+TEST_F(BadInputTest, ABatchPastMemoryOnAReplicaThreadIsAnErrorNotACrash) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "a sanitizer build cannot run under ulimit -v (its shadow "
+                  "memory), and its allocator aborts instead of throwing";
+#endif
+  nlohmann::json job = TinyJob();
+  job["model"]["layers"] = nlohmann::json::parse(
+      R"([{"type": "flatten"},
+          {"type": "dense", "units": 8192, "activation": "relu"},
+          {"type": "dense", "units": 10}])");
+  job["data"]["train_samples"] = 40000;
+  job["batch_size_per_replica"] = 16000;
+  job["epochs"] = 1;
+  job["cluster"]["replicas_per_worker"] = 2;
+  const std::string storage = dir_ + "/storage";
+  RunResult r = RunProcess({"/bin/sh", "-c", "ulimit -v 2000000 && exec \"$@\"",
+                            "sh", Binary(), "train", WriteJob(job), "--storage",
+                            storage, "--threads", "2", "--devices", "cpu:2"},
+                           dir_, kTimeout);
+  ASSERT_TRUE(r.exit.exited) << "hung";
+  EXPECT_EQ(r.exit.term_signal, 0) << "crashed: " << r.err;
+  EXPECT_EQ(r.exit.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("lockstep train: error: out of memory (std::bad_alloc)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("terminate called"), std::string::npos) << r.err;
+}
+
 // `check` (what `submit` sends) resolves relative data paths to absolute
 // ones: the workers do not share this working folder. A job named by a
 // relative path, and --data-dir relative too; --data-on-workers leaves the

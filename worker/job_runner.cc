@@ -366,9 +366,9 @@ absl::Status RunAssignment(const Assignment& assignment,
   } catch (const std::bad_alloc&) {
     // Reported as the job's own error (the coordinator fails the job, as
     // for a model that does not fit the data), not a crash of the daemon
-    // and not a fault of this worker to retry elsewhere. Allocations on
-    // the replicas' and prefetch threads are not covered: there the
-    // process still ends.
+    // and not a fault of this worker to retry elsewhere. The replicas',
+    // prefetch and bucket threads carry theirs here (StepPool::Run,
+    // BatchPrefetcher::Next, GradientBuckets::FinishStep rethrow them).
     status = absl::FailedPreconditionError(
         "out of memory on this worker (std::bad_alloc): the job's model, "
         "batch or data does not fit in its memory (or its limit)");

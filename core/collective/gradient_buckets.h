@@ -6,6 +6,7 @@
 #define LOCKSTEP_CORE_COLLECTIVE_GRADIENT_BUCKETS_H_
 
 #include <cstdint>
+#include <exception>
 #include <thread>
 #include <vector>
 
@@ -66,7 +67,9 @@ class GradientBuckets {
   // Param i's (locally summed) grad is final. Thread-safe; cheap.
   void ParamReady(int param_index);
   // Blocks until every bucket of the step is all-reduced and the grads hold
-  // the sums; returns the first error (with the bucket named).
+  // the sums; returns the first error (with the bucket named). What a
+  // bucket's all-reduce threw on the bucket thread (std::bad_alloc) is
+  // rethrown here, on the caller's.
   absl::Status FinishStep();
   BucketStats stats() const;
 
@@ -116,6 +119,7 @@ class GradientBuckets {
   int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
+  std::exception_ptr thrown_ ABSL_GUARDED_BY(mu_);  // what a Reduce threw
   BucketStats stats_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };

@@ -135,7 +135,9 @@ bool BatchPrefetcher::CanProduce() const {
   return stop_ || ready_.size() < depth_;
 }
 
-bool BatchPrefetcher::CanConsume() const { return stop_ || !ready_.empty(); }
+bool BatchPrefetcher::CanConsume() const {
+  return stop_ || !ready_.empty() || error_ != nullptr;
+}
 
 void BatchPrefetcher::Run() {
   for (int64_t step = start_step_; step < end_step_; ++step) {
@@ -144,8 +146,15 @@ void BatchPrefetcher::Run() {
       mu_.Await(absl::Condition(this, &BatchPrefetcher::CanProduce));
       if (stop_) return;
     }
-    Batch b = MakeBatch(*data_, *plan_, replica_indices_, input_shape_, step,
-                        fill_pool_.get());
+    Batch b;
+    try {
+      b = MakeBatch(*data_, *plan_, replica_indices_, input_shape_, step,
+                    fill_pool_.get());
+    } catch (...) {
+      absl::MutexLock lock(&mu_);
+      error_ = std::current_exception();
+      return;
+    }
     absl::MutexLock lock(&mu_);
     if (stop_) return;
     ready_.push_back(std::move(b));
@@ -153,22 +162,29 @@ void BatchPrefetcher::Run() {
 }
 
 absl::StatusOr<Batch> BatchPrefetcher::Next() {
-  absl::MutexLock lock(&mu_);
-  if (stop_) return absl::CancelledError("batch prefetcher was stopped");
-  if (next_to_return_ >= end_step_) {
-    return absl::OutOfRangeError(
-        absl::StrCat("no batches after step ", end_step_));
+  std::exception_ptr error;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stop_) return absl::CancelledError("batch prefetcher was stopped");
+    if (next_to_return_ >= end_step_) {
+      return absl::OutOfRangeError(
+          absl::StrCat("no batches after step ", end_step_));
+    }
+    if (plan_->steps_per_epoch() == 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "no batches: the dataset is empty (", data_->source, ")"));
+    }
+    mu_.Await(absl::Condition(this, &BatchPrefetcher::CanConsume));
+    if (stop_) return absl::CancelledError("batch prefetcher was stopped");
+    if (!ready_.empty()) {
+      Batch b = std::move(ready_.front());
+      ready_.pop_front();
+      ++next_to_return_;
+      return b;
+    }
+    error = error_;
   }
-  if (plan_->steps_per_epoch() == 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("no batches: the dataset is empty (", data_->source, ")"));
-  }
-  mu_.Await(absl::Condition(this, &BatchPrefetcher::CanConsume));
-  if (stop_) return absl::CancelledError("batch prefetcher was stopped");
-  Batch b = std::move(ready_.front());
-  ready_.pop_front();
-  ++next_to_return_;
-  return b;
+  std::rethrow_exception(error);
 }
 
 const Batch* BatchPrefetcher::PeekReady() {

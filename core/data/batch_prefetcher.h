@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -84,7 +85,9 @@ class BatchPrefetcher {
 
   // Blocks until the next batch is ready. kOutOfRange once end_step is
   // reached, kCancelled after Stop(), kFailedPrecondition when the plan has
-  // no steps (empty dataset) but steps were asked for.
+  // no steps (empty dataset) but steps were asked for. What making a batch
+  // threw on the prefetch thread (std::bad_alloc) is rethrown here, on the
+  // consumer's, where that batch would have been returned.
   absl::StatusOr<Batch> Next();
 
   // The batch the next Next() will return if it is ready now, else null
@@ -116,6 +119,7 @@ class BatchPrefetcher {
   std::deque<Batch> ready_ ABSL_GUARDED_BY(mu_);
   int64_t next_to_return_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::exception_ptr error_ ABSL_GUARDED_BY(mu_);  // production ended by it
 
   absl::Mutex join_mu_;  // serializes joining between Stop() callers
   std::thread thread_;

@@ -1,8 +1,8 @@
 #include "core/data/batch_prefetcher.h"
 
-#include <memory>
-
 #include <chrono>
+#include <memory>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -92,6 +92,41 @@ class CountingMaker : public SampleMaker {
  private:
   const int64_t per_;
 };
+
+// A maker whose sample `bad` runs out of memory.
+class FailingMaker : public CountingMaker {
+ public:
+  explicit FailingMaker(int64_t bad) : CountingMaker(3), bad_(bad) {}
+  void Make(int64_t epoch, int64_t index, float* x,
+            int32_t* labels) const override {
+    if (index == bad_) throw std::bad_alloc();
+    CountingMaker::Make(epoch, index, x, labels);
+  }
+
+ private:
+  const int64_t bad_;
+};
+
+// Memory that runs out making a batch, on the prefetch thread or one of
+// its fill lanes, reaches the consumer's Next() where that batch would
+// have come (the batches before it still do); it ended the process.
+TEST(BatchPrefetcherTest, AnExceptionMakingABatchIsRethrownByNext) {
+  Dataset d;
+  d.sample_shape = {3};
+  d.num_samples = 12;
+  d.num_classes = 5;
+  const ShardPlan plan(12, 4, 1, 42, /*shuffle=*/false);
+  d.maker = std::make_shared<FailingMaker>(9);  // step 2's second sample
+  BatchPrefetcher pf(&d, &plan, {0}, {3}, 0, 3, /*depth=*/4);
+  for (int64_t step = 0; step < 2; ++step) {
+    absl::StatusOr<Batch> b = pf.Next();
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_EQ(b->global_step, step);
+  }
+  EXPECT_THROW(pf.Next(), std::bad_alloc);
+  pf.Stop();
+  EXPECT_EQ(pf.Next().status().code(), absl::StatusCode::kCancelled);
+}
 
 TEST(BatchPrefetcherTest, MadeSamplesOnSeveralThreadsAreTheSerialOnes) {
   Dataset d;
