@@ -12,6 +12,7 @@
 #include <atomic>
 #include <climits>
 #include <cstring>
+#include <exception>
 #include <string>
 #include <thread>
 #include <utility>
@@ -113,31 +114,44 @@ absl::StatusOr<BatchLoss> CudaGpuReplicas::Step(Batch& batch, const Batch* next,
   // host leg the update too, then one wait.
   pool_.Run([&](int i) {
     Lane& lane = lanes_[i];
-    absl::Status s = LaneCompute(lane, batch.replicas[i], step,
-                                 next != nullptr ? &next->replicas[i] : nullptr,
-                                 next != nullptr ? next->global_step : -1, loss,
-                                 scale, seed, micro, i, &earlier[i]);
-    if (pass_sum_ != nullptr) {
-      pass_sum_->Finished(i);
-      // A failed sum left this lane's statistics unspecified.
-      if (s.ok()) {
-        s = AnnotateStatus(pass_sum_->status(),
-                           "the sums across replicas in the pass (sync "
-                           "batch norm)");
+    // What the lane throws (std::bad_alloc) fails it as an error does,
+    // so the other lanes are released from their waits, and is rethrown
+    // for StepPool::Run to carry to the caller.
+    std::exception_ptr thrown;
+    bool finished = false;
+    absl::Status s;
+    try {
+      s = LaneCompute(lane, batch.replicas[i], step,
+                      next != nullptr ? &next->replicas[i] : nullptr,
+                      next != nullptr ? next->global_step : -1, loss, scale,
+                      seed, micro, i, &earlier[i]);
+      if (pass_sum_ != nullptr) {
+        pass_sum_->Finished(i);
+        finished = true;
+        // A failed sum left this lane's statistics unspecified.
+        if (s.ok()) {
+          s = AnnotateStatus(pass_sum_->status(),
+                             "the sums across replicas in the pass (sync "
+                             "batch norm)");
+        }
       }
+      if (s.ok() && via_host && i == 0) s = SumToHost(lane, step);
+      if (s.ok()) {
+        s = LaneFinish(lane, step, via_host ? nullptr : &lr,
+                       batch.global_count);
+      }
+      if (s.ok()) {
+        BatchLoss l = earlier[i];  // the micro-batches' in order
+        l += lane.model->LossAfterSync();
+        losses[i] = l;
+      }
+    } catch (...) {
+      thrown = std::current_exception();
+      s = absl::InternalError("the lane threw");
     }
-    if (s.ok() && via_host && i == 0) s = SumToHost(lane, step);
-    if (s.ok()) {
-      s = LaneFinish(lane, step, via_host ? nullptr : &lr, batch.global_count);
-    }
-    if (s.ok()) {
-      BatchLoss l = earlier[i];  // the micro-batches' in order
-      l += lane.model->LossAfterSync();
-      losses[i] = l;
-    } else {
-      losses[i] = s;
-    }
+    if (pass_sum_ != nullptr && !finished) pass_sum_->Finished(i);
     if (!s.ok()) {
+      losses[i] = s;
       // The other local lanes may wait in the all-reduce for this one.
       AbortCommunicators();
       // And this lane's own sum may still be enqueued (a failed pass sum
@@ -146,6 +160,7 @@ absl::StatusOr<BatchLoss> CudaGpuReplicas::Step(Batch& batch, const Batch* next,
       // pull of the state (CopyState) does not wait on them forever.
       lane.comm->WaitStream(lane.model->stream()).IgnoreError();
     }
+    if (thrown) std::rethrow_exception(thrown);
   });
   absl::StatusOr<BatchLoss> total = Sum(losses);
   if (total.ok() && via_host) {

@@ -122,8 +122,15 @@ absl::StatusOr<BatchLoss> ReplicaSet::ComputeGradients(
       uint64_t dropout_seed =
           MixSeed(MixSeed(seed, batch.global_step), indices_[r]);
       if (batch.micro > 0) dropout_seed = MixSeed(dropout_seed, batch.micro);
-      losses[r] = replicas_[r]->TrainStep(rb.x, rb.labels.data(), loss, scale,
-                                          dropout_seed);
+      try {
+        losses[r] = replicas_[r]->TrainStep(rb.x, rb.labels.data(), loss, scale,
+                                            dropout_seed);
+      } catch (...) {
+        // Released from the barriers they wait at (sync batch norm) before
+        // StepPool::Run carries this to the caller.
+        if (pass_sum_ != nullptr) pass_sum_->Finished(static_cast<int>(r));
+        throw;
+      }
       if (pass_sum_ != nullptr) pass_sum_->Finished(static_cast<int>(r));
       if (keeping_ && losses[r].ok()) Keep(r, batch.micro == 0);
     }
