@@ -18,6 +18,7 @@
 #include "client/job_client.h"
 #include "client/job_command_util.h"
 #include "client/tls_flags.h"
+#include "client/watch_printer.h"
 #include "core/job/job_fields.h"
 #include "core/job/job_paths.h"
 #include "core/job/job_spec.h"
@@ -28,24 +29,6 @@ namespace lockstep {
 namespace {
 
 namespace v1 = lockstep::v1;
-
-const char* StateName(v1::JobState s) { return v1::JobState_Name(s).c_str(); }
-
-std::string ProgressLine(const v1::JobStatus& s) {
-  ProgressInfo info;
-  info.job = s.name();
-  info.epoch = s.epoch();
-  info.epochs = s.epochs();
-  info.step = s.step();
-  info.total_steps = s.total_steps();
-  info.loss = s.loss();
-  info.accuracy = s.accuracy();
-  info.learning_rate = s.learning_rate();
-  info.samples_per_sec = s.samples_per_sec();
-  info.eta_seconds = s.eta_seconds();
-  return absl::StrFormat("%s  workers %d/%d", FormatProgress(info),
-                         s.workers_alive(), s.workers_needed());
-}
 
 std::string WorkerLine(const v1::WorkerStatus& w) {
   if (!w.alive() && w.pid() == 0 && w.host().empty()) {
@@ -74,33 +57,6 @@ std::string WorkerLine(const v1::WorkerStatus& w) {
       w.shard().empty() ? "" : "\n      " + w.shard(),
       w.waiting().empty() ? "" : "\n      waiting: " + w.waiting(),
       timing.empty() ? "" : "\n      recently: " + timing);
-}
-
-bool Waiting(const v1::JobStatus& s) {
-  return s.state() == v1::PENDING || s.state() == v1::RECOVERING;
-}
-
-// The state as a person reads it: a planned grow is not a failure.
-std::string StateWords(const v1::JobStatus& s) {
-  if (s.state() == v1::RECOVERING && s.recovery() == "grow") {
-    return "RECOVERING (growing)";
-  }
-  if (s.state() == v1::RECOVERING && s.recovery() == "leave") {
-    return "RECOVERING (after a planned leave)";
-  }
-  return StateName(s.state());
-}
-
-// "waiting for the restart back-off: 3 s left" ("" when it waits for
-// nothing in particular).
-std::string WaitingLine(const v1::JobStatus& s) {
-  if (!Waiting(s) || s.waiting_for().empty()) return "";
-  return absl::StrCat(
-      "waiting for ", s.waiting_for(),
-      s.waiting_seconds_left() >= 0
-          ? absl::StrFormat(": %d s left", static_cast<int64_t>(std::ceil(
-                                               s.waiting_seconds_left())))
-          : "");
 }
 
 void PrintStatus(const v1::JobStatus& s) {
@@ -177,85 +133,9 @@ void PrintStatus(const v1::JobStatus& s) {
   }
 }
 
-// Prints events as they arrive and a progress line at most once a second.
-class WatchPrinter {
- public:
-  static bool IsEnd(const v1::JobStatus& s) {
-    return s.state() == v1::SUCCEEDED || s.state() == v1::FAILED ||
-           s.state() == v1::CANCELLED;
-  }
-  void operator()(const v1::JobStatus& s) {
-    // The final progress line goes before the job's closing events.
-    if (!IsEnd(s)) {
-      for (const std::string& e : s.events()) std::cout << e << "\n";
-    }
-    const auto now = std::chrono::steady_clock::now();
-    // Once a second, at each new epoch and at the end (so a short job
-    // shows its figures too).
-    const bool done = s.state() == v1::SUCCEEDED;
-    if ((s.state() == v1::RUNNING || done) && s.total_steps() > 0 &&
-        s.step() != last_step_ &&
-        (now - last_print_ >= std::chrono::seconds(1) ||
-         s.epoch() != last_epoch_ || done)) {
-      std::cout << ProgressLine(s) << "\n";
-      last_step_ = s.step();
-      last_epoch_ = s.epoch();
-      last_print_ = now;
-    }
-    if (IsEnd(s)) {
-      // The job's closing event ("SUCCEEDED: 1955 steps, ...") is what the
-      // verb's last line says again with the job's name: printed once.
-      const std::string closing = absl::StrCat(
-          StateName(s.state()), s.message().empty() ? "" : ": ", s.message());
-      for (const std::string& e : s.events()) {
-        if (e != closing) std::cout << e << "\n";
-      }
-    }
-    // A waiting job: each change once, then a countdown of what it waits
-    // for (every second in its last ten, else every ten).
-    if (Waiting(s)) {
-      // A state change: the state, why (the message up to what the job
-      // waits for, which may change as workers come and go) and the
-      // generation.
-      const std::string why =
-          s.message().substr(0, s.message().find("; recovering: "));
-      const std::string key =
-          absl::StrCat(StateWords(s), "|", why, "|", s.generation());
-      if (key != last_head_) {
-        std::cout << "[" << s.name() << "] " << StateWords(s) << ": "
-                  << s.message() << "\n";
-        last_head_ = key;
-        last_left_ = -1;
-        last_waiting_.clear();
-      }
-      if (!s.waiting_for().empty() && s.waiting_seconds_left() >= 0) {
-        const int64_t left =
-            static_cast<int64_t>(std::ceil(s.waiting_seconds_left()));
-        if (s.waiting_for() != last_waiting_ ||
-            (left != last_left_ && (left <= 10 || left % 10 == 0))) {
-          std::cout << "[" << s.name() << "] " << WaitingLine(s) << "\n";
-          last_waiting_ = s.waiting_for();
-          last_left_ = left;
-        }
-      }
-    } else {
-      last_head_.clear();
-      last_waiting_.clear();
-    }
-    std::cout.flush();
-  }
-
- private:
-  int64_t last_step_ = -1;
-  int64_t last_epoch_ = -1;
-  std::string last_head_, last_waiting_;
-  int64_t last_left_ = -1;
-  std::chrono::steady_clock::time_point last_print_;
-};
-
 int WatchToEnd(const std::string& verb, JobClient& client,
                const std::string& name) {
-  WatchPrinter printer;
+  WatchPrinter printer(std::cout);
   absl::StatusOr<v1::JobStatus> last =
       client.Watch(name, [&](const v1::JobStatus& s) { printer(s); });
   if (!last.ok()) return FailVerb(verb, last.status());
