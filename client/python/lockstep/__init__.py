@@ -18,7 +18,8 @@ from lockstep.client import Checkpoint, Client, Job
 from lockstep.client import normalize_address, normalize_addresses
 from lockstep.errors import (CheckpointError, InvalidJob, JobCancelled,
                              JobExists, JobFailed, JobNotFinished, JobNotFound,
-                             LockstepError, Unauthenticated, Unavailable)
+                             LockstepError, Unauthenticated, Unavailable,
+                             WaitTimeout)
 from lockstep.torch_io import WeightsMismatch, export, to_torch
 from lockstep._transfer import TransferWarning
 from lockstep.types import (Event, Finished, JobStatus, LogLine,
@@ -35,7 +36,7 @@ __all__ = [
     "MembershipChange", "Progress", "Straggler", "normalize_address",
     "normalize_addresses",
     "Reconnecting", "StateChanged", "TransferWarning", "Unauthenticated",
-    "Unavailable",
+    "Unavailable", "WaitTimeout",
     "WeightsMismatch", "WorkerStatus", "export", "read_safetensors",
     "to_torch",
 ]

@@ -15,9 +15,15 @@ def _eta(seconds):
         else f"{seconds}s"
 
 
+def _epoch(s):
+    """"2/3", or "" for a job given steps rather than epochs."""
+    return f"{s.epoch}/{s.epochs}" if s.epochs > 0 else ""
+
+
 def describe(s):
     """One progress line for a JobStatus (like ``lockstep watch``)."""
-    return (f"[{s.name}] epoch {s.epoch}/{s.epochs} step {s.step}/"
+    epoch = f" epoch {_epoch(s)}" if _epoch(s) else ""
+    return (f"[{s.name}]{epoch} step {s.step}/"
             f"{s.total_steps} loss {s.loss:.4f} acc {s.accuracy:.4f} "
             f"{s.samples_per_sec:.0f} samples/s ETA {_eta(s.eta_seconds)}  "
             f"workers {s.workers_alive}/{s.workers_needed}")
@@ -44,7 +50,10 @@ class ProgressView:
     def show(self, event):
         s = event.status
         if isinstance(event, types.LogLine):
-            self._say(event.text)
+            # The closing line ("SUCCEEDED: ...") is said once, by Finished.
+            if not (s.done and event.text == s.state
+                    + (f": {s.message}" if s.message else "")):
+                self._say(event.text)
         elif isinstance(event, types.Reconnecting):
             self._say(f"{event.error}; reconnecting for up to "
                       f"{event.give_up_in:.0f} s")
@@ -58,10 +67,11 @@ class ProgressView:
                                           desc=self.name, file=self.file)
                 self.bar.total = s.total_steps
                 self.bar.n = s.step
-                self.bar.set_postfix(
-                    epoch=f"{s.epoch}/{s.epochs}", loss=f"{s.loss:.4f}",
-                    acc=f"{s.accuracy:.4f}",
-                    samples_s=f"{s.samples_per_sec:.0f}", refresh=False)
+                figures = dict(loss=f"{s.loss:.4f}", acc=f"{s.accuracy:.4f}",
+                               samples_s=f"{s.samples_per_sec:.0f}")
+                if _epoch(s):
+                    figures = dict(epoch=_epoch(s), **figures)
+                self.bar.set_postfix(refresh=False, **figures)
                 self.bar.refresh()
             elif (time.monotonic() - self.last_print >= 1.0
                   or s.step == s.total_steps):

@@ -11,6 +11,7 @@ read its result, metrics and checkpoints.
 
 import ipaddress
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -39,6 +40,16 @@ def _read(what, path):
     except OSError as e:
         raise errors.LockstepError(
             f"{what} \"{path}\": cannot read: {e.strerror}") from None
+
+
+def _read_pem(what, path):
+    """A PEM file's bytes; LockstepError with the CLI's words when it is
+    not one (gRPC would only say it has an "empty address list")."""
+    pem = _read(what, path)
+    if b"-----BEGIN " not in pem:
+        raise errors.LockstepError(
+            f"{what} \"{path}\": not a PEM file (no \"-----BEGIN\" line)")
+    return pem
 
 
 DEFAULT_PORT = 7070
@@ -105,6 +116,49 @@ def _is_loopback(address):
         return False
 
 
+def _non_finite(value, path=""):
+    """The field path of the first NaN or infinity in a job dict, or None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return path or "job"
+    if isinstance(value, dict):
+        for k, v in value.items():
+            found = _non_finite(v, f"{path}.{k}" if path else str(k))
+            if found:
+                return found
+    if isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            found = _non_finite(v, f"{path}[{i}]")
+            if found:
+                return found
+    return None
+
+
+def _job_json(job):
+    """A job dict as JSON; InvalidJob naming the field of a NaN or
+    infinity (JSON has none; json.dumps would write a bare NaN)."""
+    where = _non_finite(job)
+    if where is not None:
+        raise errors.InvalidJob(f"{where}: not a finite number")
+    try:
+        return json.dumps(job)
+    except (TypeError, ValueError) as e:
+        raise errors.InvalidJob(f"job: cannot be written as JSON: {e}") \
+            from None
+
+
+def _refuse_json_text(job):
+    """A str job is a file's path; JSON text given instead is named."""
+    if isinstance(job, str) and job.lstrip().startswith("{"):
+        raise errors.InvalidJob(
+            "job: a string is the path of a job file, and this one is JSON "
+            "text: pass a dict (json.loads(text)) or the file's path")
+    if not isinstance(job, (dict, str, bytes)) and \
+            not hasattr(job, "__fspath__"):
+        raise errors.InvalidJob(
+            f"job: give a dict or a job file's path, not "
+            f"{type(job).__name__}")
+
+
 def _step_of(folder_name):
     """N for a checkpoint folder "step-0000000N", else None."""
     digits = folder_name[5:]
@@ -162,6 +216,17 @@ class Client:
     def __init__(self, address=None, *, tls_ca=None, tls_cert=None,
                  tls_key=None, token=None, token_file=None, timeout=30.0,
                  lockstep_binary=None, files="auto"):
+        if isinstance(address, (list, tuple)):
+            address = ",".join(address) if all(
+                isinstance(a, str) for a in address) else address
+        if address is not None and not isinstance(address, str):
+            raise errors.LockstepError(
+                f"coordinator address {address!r}: give a string, "
+                "\"host:port\" (or a list of them)")
+        if address is not None and not address.strip():
+            raise errors.LockstepError(
+                "coordinator address is empty: give host:port (or None for "
+                "$LOCKSTEP_COORDINATOR, else " + DEFAULT_ADDRESS + ")")
         self.address = normalize_addresses(
             address or os.environ.get("LOCKSTEP_COORDINATOR")
             or DEFAULT_ADDRESS)
@@ -184,15 +249,26 @@ class Client:
                 raise errors.LockstepError(
                     f"token_file \"{token_file}\": the file holds no token")
         if token is None:
-            token = os.environ.get("LOCKSTEP_TOKEN", "").strip()
+            token = os.environ.get("LOCKSTEP_TOKEN", "")
+        if not isinstance(token, str):
+            raise errors.LockstepError(
+                f"token: give a string, not {type(token).__name__}")
+        # As token_file and --token-file: the whitespace around it (a
+        # newline read from a file) is not part of it.
+        token = token.strip()
+        if any(c.isspace() or not c.isprintable() for c in token):
+            raise errors.LockstepError(
+                "token: holds whitespace or control characters inside it "
+                "(a bearer token is one printable word)")
         self._metadata = (("authorization", f"Bearer {token}"),) if token \
             else ()
         self._tls = tls_ca is not None
         if self._tls:
             creds = grpc.ssl_channel_credentials(
-                root_certificates=_read("tls_ca", tls_ca),
-                private_key=_read("tls_key", tls_key) if tls_key else None,
-                certificate_chain=_read("tls_cert", tls_cert)
+                root_certificates=_read_pem("tls_ca", tls_ca),
+                private_key=_read_pem("tls_key", tls_key) if tls_key
+                else None,
+                certificate_chain=_read_pem("tls_cert", tls_cert)
                 if tls_cert else None)
             self._channels = [grpc.secure_channel(a, creds)
                               for a in self.address.split(",")]
@@ -274,9 +350,10 @@ class Client:
             raise errors.LockstepError(
                 "no lockstep binary to validate with: pass lockstep_binary=, "
                 "set $LOCKSTEP_BINARY or put lockstep on PATH")
+        _refuse_json_text(job)
         if isinstance(job, dict):
             args, stdin = ["-", "--data-dir", data_dir or os.getcwd()], \
-                json.dumps(job)
+                _job_json(job)
         else:
             args = [os.fspath(job)] + (["--data-dir", data_dir]
                                        if data_dir else [])
@@ -323,6 +400,7 @@ class Client:
             raise errors.LockstepError(
                 "resume and restart: give one (continue from the checkpoint, "
                 "or start over)")
+        _refuse_json_text(job)
         if self._binary is not None:
             text = self.check(job, data_dir, data_on_workers)
         elif data_dir is not None:
@@ -338,7 +416,7 @@ class Client:
                     "which validates them, but their data paths are not "
                     "looked for before they start", stacklevel=2)
             if isinstance(job, dict):
-                text = json.dumps(job)
+                text = _job_json(job)
             else:
                 path = os.fspath(job)
                 try:
@@ -358,6 +436,9 @@ class Client:
 
     def job(self, name):
         """The ``Job`` of that name (not checked until used)."""
+        if not isinstance(name, str) or not name:
+            raise errors.LockstepError(
+                f"job name {name!r}: give the job's name, a non-empty string")
         return Job(self, name)
 
     def jobs(self):
@@ -417,7 +498,8 @@ class Job:
         LogLine, Reconnecting, and last Finished. Rides through a
         coordinator restart (retrying for ``reconnect_seconds``; the log
         goes on after the last line seen). ``timeout``: seconds in all,
-        then TimeoutError."""
+        then WaitTimeout (a LockstepError and a TimeoutError); a job
+        already ended is returned even with timeout=0."""
         client = self.client
         deadline = None if timeout is None else time.monotonic() + timeout
         seen = 0
@@ -430,10 +512,13 @@ class Job:
             remaining = None
             if deadline is not None:
                 remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise TimeoutError(
+                if remaining <= 0 and any_snapshot:
+                    raise errors.WaitTimeout(
                         f"job {self.name}: not ended after {timeout} s "
-                        f"(last state {state})")
+                        f"(last state {state})", "DEADLINE_EXCEEDED")
+                # Asked once at least (timeout=0 on an ended job returns
+                # it): a second for the first answer.
+                remaining = max(remaining, 1.0)
             call = client._stub.WatchJob(
                 jobs_pb2.WatchJobRequest(name=self.name, events_seen=seen),
                 timeout=remaining, metadata=client._metadata)
@@ -444,6 +529,8 @@ class Job:
                     any_snapshot = True
                     s = types.status_from_proto(msg)
                     seen = msg.events_total
+                    for line in msg.events:
+                        yield types.LogLine(s, line)
                     if s.state != state:
                         state = s.state
                         yield types.StateChanged(s, s.state, s.message)
@@ -451,8 +538,6 @@ class Job:
                         step = s.step
                         yield types.Progress(s, s.step, s.total_steps,
                                              s.epoch, s.loss)
-                    for line in msg.events:
-                        yield types.LogLine(s, line)
                     if s.done:
                         yield types.Finished(s, s.state, s.message)
                         return
@@ -462,7 +547,11 @@ class Job:
                 call.cancel()
             code = error.code() if error is not None else None
             if code == grpc.StatusCode.DEADLINE_EXCEEDED and deadline:
-                continue  # the loop's check raises TimeoutError
+                if not any_snapshot and time.monotonic() >= deadline:
+                    raise errors.WaitTimeout(
+                        f"job {self.name}: no answer from {client.address} "
+                        f"within {timeout} s", "DEADLINE_EXCEEDED")
+                continue  # the loop's check raises WaitTimeout
             if code == grpc.StatusCode.UNAVAILABLE and not any_snapshot:
                 # Never reached: say so once every coordinator was asked.
                 unanswered += 1
@@ -622,6 +711,9 @@ class Job:
         the job's folder (``lockstep pull JOB DEST``). Always over the job
         service; files already in ``dest`` are checked, not fetched again.
         Returns the paths written."""
+        if os.path.exists(dest) and not os.path.isdir(dest):
+            raise errors.LockstepError(
+                f"pull into \"{dest}\": a file is there; give a folder")
         status = self.status()
         if step is not None:
             folder = f"checkpoints/step-{int(step):08d}/"

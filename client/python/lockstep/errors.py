@@ -71,6 +71,11 @@ class JobNotFinished(LockstepError):
     """The job has not ended yet, so it has no result (``wait()`` waits)."""
 
 
+class WaitTimeout(LockstepError, TimeoutError):
+    """``events(timeout=)`` or ``wait(timeout=)`` ran out before the job
+    ended (a ``TimeoutError`` too)."""
+
+
 class CheckpointError(LockstepError):
     """A checkpoint, result or summary file is missing or damaged (the
     message names the file and what is wrong)."""

@@ -355,3 +355,51 @@ def test_a_checkpoint_folder_is_checked_against_its_crc32cs(tmp_path):
     with pytest.raises(lockstep.CheckpointError,
                        match=r"^state\.json: missing$"):
         _files.verify_checkpoint(str(folder))
+
+
+def test_wrong_arguments_are_named_not_leaked(cluster, tmp_path):
+    """Arguments of the wrong kind raise a LockstepError saying so, not an
+    AttributeError from inside, a grpc ValueError or a silent default."""
+    with pytest.raises(lockstep.LockstepError,
+                       match=r"^coordinator address 7070: give a string"):
+        lockstep.Client(7070)
+    with pytest.raises(lockstep.LockstepError,
+                       match=r"^coordinator address is empty"):
+        lockstep.Client("  ")
+    assert lockstep.Client(["127.0.0.1:1", "chief"]).address == \
+        "127.0.0.1:1,chief:7070"
+    # A token read with its newline works (as token_file); one with
+    # whitespace inside is refused before gRPC sees it.
+    lockstep.Client(cluster.address, token=" abc\n")
+    with pytest.raises(lockstep.LockstepError,
+                       match="token: holds whitespace or control characters"):
+        lockstep.Client(cluster.address, token="ab c")
+    not_pem = tmp_path / "ca.txt"
+    not_pem.write_text("hello")
+    with pytest.raises(lockstep.LockstepError) as e:
+        lockstep.Client(cluster.address, tls_ca=str(not_pem))
+    assert str(e.value) == (f'tls_ca "{not_pem}": not a PEM file (no '
+                            '"-----BEGIN" line)')
+    client = cluster.client()
+    with pytest.raises(lockstep.LockstepError,
+                       match=r"^job name 5: give the job's name"):
+        client.job(5)
+    with pytest.raises(lockstep.InvalidJob,
+                       match="this one is JSON text: pass a dict"):
+        client.submit('{"name": "x"}')
+    job = jobs.mlp_job("py-nan", str(tmp_path))
+    job["optimizer"]["learning_rate"] = float("nan")
+    with pytest.raises(lockstep.InvalidJob) as e:
+        client.submit(job, data_dir=str(tmp_path))
+    assert str(e.value) == "optimizer.learning_rate: not a finite number"
+    assert e.value.field == "optimizer.learning_rate"
+    job["optimizer"]["learning_rate"] = 0.1
+    job["model"]["layers"][0]["units"] = [1, float("-inf")]
+    with pytest.raises(lockstep.InvalidJob,
+                       match=r"^model\.layers\[0\]\.units\[1\]: not a finite"):
+        client.check(job)
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    with pytest.raises(lockstep.LockstepError,
+                       match="a file is there; give a folder"):
+        client.job("py-nan").pull(str(a_file))

@@ -54,3 +54,37 @@ def test_events_ride_through_a_coordinator_restart(cluster, tmp_path):
     assert job.result()["steps"] == 5120
     steps = [e.step for e in seen if isinstance(e, lockstep.Progress)]
     assert steps == sorted(steps) and steps[-1] == 5120, steps
+
+
+def test_an_ended_job_is_returned_with_timeout_zero_and_its_log_first(
+        cluster, tmp_path):
+    """wait(timeout=0) and events(timeout=0) on a job that already ended
+    return it (they raised TimeoutError before asking); the events come in
+    the order lockstep watch prints: the log lines, then the state they
+    led to, then Finished. A job that cannot end in time raises
+    WaitTimeout, a LockstepError and a TimeoutError."""
+    jobs.write_csv(str(tmp_path), 8)
+    client = cluster.client()
+    job = client.submit(jobs.mlp_job("py-ended", str(tmp_path), epochs=1),
+                        data_dir=str(tmp_path))
+    first = job.wait(progress=False, timeout=120)
+    assert job.wait(progress=False, timeout=0)["steps"] == first["steps"]
+    events = list(job.events(timeout=0))
+    kinds = [type(e).__name__ for e in events]
+    assert kinds[-1] == "Finished", kinds
+    state_at = kinds.index("StateChanged")
+    assert state_at > 0 and set(kinds[:state_at]) == {"LogLine"}, kinds
+    assert events[state_at].state == "SUCCEEDED"
+    # Needs more workers than the cluster has: pending until cancelled.
+    waiting = client.submit(
+        jobs.mlp_job("py-waits", str(tmp_path), workers=5),
+        data_dir=str(tmp_path))
+    try:
+        with pytest.raises(lockstep.WaitTimeout) as e:
+            waiting.wait(progress=False, timeout=0.5)
+        assert isinstance(e.value, TimeoutError)
+        assert isinstance(e.value, lockstep.LockstepError)
+        assert str(e.value) == ("job py-waits: not ended after 0.5 s (last "
+                                "state PENDING)")
+    finally:
+        waiting.cancel()
