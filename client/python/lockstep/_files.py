@@ -15,6 +15,26 @@ _DTYPES = {"F32": "<f4", "F64": "<f8", "F16": "<f2", "I64": "<i8",
 _MAX_HEADER = 100 << 20
 
 
+class _RepeatedKey(Exception):
+    pass
+
+
+def _no_repeated_keys(pairs):
+    """json.loads' object hook: a key given twice is refused (the C++
+    reader refuses it too), not silently the last one."""
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise _RepeatedKey(key)
+        out[key] = value
+    return out
+
+
+def _is_count(value):
+    return isinstance(value, int) and not isinstance(value, bool) \
+        and value >= 0
+
+
 def read_file(path):
     """The bytes of a file; CheckpointError naming it when it cannot be
     read."""
@@ -50,9 +70,13 @@ def parse_safetensors(blob, path):
             f"\"{path}\": header of {n} bytes does not fit in the file's "
             f"{len(blob)} bytes (truncated or not safetensors)")
     try:
-        header = json.loads(blob[8:8 + n].decode("utf-8"))
+        header = json.loads(blob[8:8 + n].decode("utf-8"),
+                            object_pairs_hook=_no_repeated_keys)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise CheckpointError(f"\"{path}\": header is not JSON: {e}") from None
+    except _RepeatedKey as e:
+        raise CheckpointError(
+            f"\"{path}\": the header names \"{e.args[0]}\" twice") from None
     if not isinstance(header, dict):
         raise CheckpointError(f"\"{path}\": header is not a JSON object")
     data = memoryview(blob)[8 + n:]
@@ -60,31 +84,52 @@ def parse_safetensors(blob, path):
     spans = []
     for name, rec in header.items():
         if name == "__metadata__":
+            if not isinstance(rec, dict) or not all(
+                    isinstance(v, str) for v in rec.values()):
+                raise CheckpointError(
+                    f"\"{path}\": __metadata__ is not an object of strings")
             continue
-        try:
-            dtype = _DTYPES[rec["dtype"]]
-            shape = [int(d) for d in rec["shape"]]
-            begin, end = (int(x) for x in rec["data_offsets"])
-        except (KeyError, TypeError, ValueError):
+        where = f"\"{path}\": tensor \"{name}\""
+        if not isinstance(rec, dict) or not isinstance(rec.get("dtype"), str) \
+                or not isinstance(rec.get("shape"), list) \
+                or not isinstance(rec.get("data_offsets"), list) \
+                or len(rec["data_offsets"]) != 2:
             raise CheckpointError(
-                f"\"{path}\": tensor \"{name}\": needs a known dtype "
-                f"({', '.join(_DTYPES)}), a shape and data_offsets; "
-                f"got {rec!r}") from None
+                f"{where}: needs dtype, shape and data_offsets; got {rec!r}")
+        if rec["dtype"] not in _DTYPES and rec["dtype"] != "BF16":
+            raise CheckpointError(
+                f"{where}: unknown dtype {rec['dtype']!r} (known: "
+                f"{', '.join(list(_DTYPES) + ['BF16'])})")
+        shape = rec["shape"]
+        if not all(_is_count(d) for d in shape):
+            raise CheckpointError(
+                f"{where}: a shape that is not a list of non-negative "
+                f"integers: {shape!r}")
+        if not all(_is_count(x) for x in rec["data_offsets"]):
+            raise CheckpointError(
+                f"{where}: data_offsets that are not non-negative integers: "
+                f"{rec['data_offsets']!r}")
+        begin, end = rec["data_offsets"]
         count = 1
         for d in shape:
-            if d < 0:
-                raise CheckpointError(
-                    f"\"{path}\": tensor \"{name}\": negative dimension")
             count *= d
-        size = count * np.dtype(dtype).itemsize
+        itemsize = 2 if rec["dtype"] == "BF16" \
+            else np.dtype(_DTYPES[rec["dtype"]]).itemsize
+        size = count * itemsize
         if not 0 <= begin <= end <= len(data) or end - begin != size:
             raise CheckpointError(
-                f"\"{path}\": tensor \"{name}\": bytes [{begin}, {end}) do not "
+                f"{where}: bytes [{begin}, {end}) do not "
                 f"hold shape {shape} {rec['dtype']} ({size} bytes) inside "
                 f"the {len(data)}-byte data area (truncated?)")
         spans.append((begin, end, name))
-        out[name] = np.frombuffer(data[begin:end], dtype=dtype).reshape(
-            shape).copy()
+        if rec["dtype"] == "BF16":
+            # The top half of a float32: widened exactly.
+            raw = np.frombuffer(data[begin:end], dtype="<u2")
+            out[name] = (raw.astype("<u4") << 16).view("<f4").reshape(shape)
+        else:
+            out[name] = np.frombuffer(data[begin:end],
+                                      dtype=_DTYPES[rec["dtype"]]).reshape(
+                                          shape).copy()
     at = 0
     for begin, end, name in sorted(spans):
         if begin != at:

@@ -277,6 +277,37 @@ def test_damaged_checkpoint_and_summaries_are_named(tmp_path):
     with pytest.raises(lockstep.CheckpointError,
                        match="2 bytes after the last tensor"):
         read_safetensors(str(path))
+    # What the C++ reader refuses, this one refuses too.
+    def with_header(text, data=bytes(16)):
+        raw = text.encode()
+        path.write_bytes(len(raw).to_bytes(8, "little") + raw + data)
+
+    for text, message in [
+        ('{"w": {"dtype": "F32", "shape": "22", "data_offsets": [0, 16]}}',
+         'needs dtype, shape and data_offsets'),
+        ('{"w": {"dtype": "F32", "shape": [2, 2.0], "data_offsets": [0, 16]}}',
+         'a shape that is not a list of non-negative integers'),
+        ('{"w": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16.5]}}',
+         'data_offsets that are not non-negative integers'),
+        ('{"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}, '
+         '"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}',
+         'the header names "w" twice'),
+        ('{"__metadata__": {"a": 1}, '
+         '"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}',
+         '__metadata__ is not an object of strings'),
+        ('{"w": {"dtype": "F8", "shape": [4], "data_offsets": [0, 16]}}',
+         "unknown dtype 'F8'"),
+    ]:
+        with_header(text)
+        with pytest.raises(lockstep.CheckpointError) as e:
+            read_safetensors(str(path))
+        assert message in str(e.value), (text, str(e.value))
+    # BF16 (what model.init takes) is widened to float32 exactly.
+    with_header('{"w": {"dtype": "BF16", "shape": [2], '
+                '"data_offsets": [0, 4]}}',
+                bytes([0x80, 0x3F, 0x20, 0xC0]))  # 1.0, -2.5
+    got = read_safetensors(str(path))["w"]
+    assert got.dtype.name == "float32" and got.tolist() == [1.0, -2.5]
     events = tmp_path / "events.out.tfevents.1"
     events.write_bytes(bytes(12) + b"abcd" + bytes(4))
     with pytest.raises(lockstep.CheckpointError,
