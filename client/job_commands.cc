@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -70,7 +71,9 @@ void PrintStatus(const v1::JobStatus& s) {
   }
   std::cout << "\n";
   if (!s.message().empty()) std::cout << "  " << s.message() << "\n";
-  if (const std::string w = WaitingLine(s); !w.empty()) {
+  // Unless the message said it already (no countdown to add).
+  if (const std::string w = WaitingLine(s);
+      !w.empty() && !absl::StartsWith(s.message(), w)) {
     std::cout << "  " << w << "\n";
   }
   if (s.has_straggler()) {

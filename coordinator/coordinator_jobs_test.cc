@@ -55,6 +55,32 @@ TEST_F(CoordinatorTest, PendingUntilTwoWorkersThenRanksInRegistrationOrder) {
                                    "with another spec: seed (1 -> 2)"));
 }
 
+// Jobs start in the order submitted: one that waits for more workers than
+// there are holds the next, and the next says behind which job (it said
+// "2 idle qualify"), until that one is cancelled.
+TEST_F(CoordinatorTest, AJobQueuedBehindAWaitingOneSaysSoAndStartsAfterIt) {
+  Register("hosta");
+  Register("hostb");
+  std::string big = kJob;
+  big.replace(big.find("\"name\": \"j\""), 11, "\"name\": \"big\"");
+  big.replace(big.find("\"workers\": 2"), 12, "\"workers\": 3");
+  ASSERT_TRUE(c_->submissions().Submit(big).ok());
+  absl::StatusOr<v1::JobStatus> s = c_->submissions().Submit(kJob);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(c_->views().Get("big")->state(), v1::PENDING);
+  EXPECT_THAT(c_->views().Get("big")->message(),
+              HasSubstr("needs 3 with >= 1 replicas each; 2 idle qualify"));
+  absl::StatusOr<v1::JobStatus> j = c_->views().Get("j");
+  EXPECT_EQ(j->state(), v1::PENDING);
+  EXPECT_EQ(j->message(),
+            "queued behind job \"big\", submitted before it and still "
+            "waiting for workers (jobs start in the order submitted: cancel "
+            "it, or add the workers it needs)");
+  EXPECT_EQ(j->waiting_for(), "job \"big\" to start");
+  ASSERT_TRUE(c_->submissions().Cancel("big").ok());
+  EXPECT_EQ(c_->views().Get("j")->state(), v1::RUNNING);
+}
+
 // A generation's ranks load the step it starts from, even when a later
 // checkpoint was committed since (the previous generation's slices, in
 // before its failure, committed after the start); a step with no

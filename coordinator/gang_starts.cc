@@ -132,6 +132,14 @@ void GangStarts::MaybeGrow(Job& job) {
                world + joining));
 }
 
+const Job* GangStarts::PendingAhead(const Job& job) const {
+  for (const Job* other : jobs_.InOrder()) {
+    if (other == &job) return nullptr;
+    if (other->status.state() == lockstep::v1::PENDING) return other;
+  }
+  return nullptr;
+}
+
 std::string GangStarts::PendingReason(const Job& job) const {
   const int64_t need = job.spec.cluster.workers;
   const int64_t r = job.spec.cluster.replicas_per_worker;
@@ -159,6 +167,13 @@ std::string GangStarts::PendingReason(const Job& job) const {
           other.name);
     }
   }
+  if (const Job* ahead = PendingAhead(job); ahead != nullptr) {
+    return absl::StrFormat(
+        "queued behind job \"%s\", submitted before it and still waiting "
+        "for workers (jobs start in the order submitted: cancel it, or add "
+        "the workers it needs)",
+        ahead->name);
+  }
   const ClusterSpec& c = job.spec.cluster;
   return absl::StrFormat(
       "waiting for workers: needs %s with >= %d %s each; %d idle "
@@ -183,12 +198,24 @@ bool GangStarts::TryStart(Job& job) {
   if (job.status.state() != lockstep::v1::PENDING && !recovering) return false;
   if (!recovering) {
     // Jobs start in submission order: an older pending job goes first, and
-    // recovering jobs keep the workers they need.
+    // recovering jobs keep the workers they need. The job says which.
+    const Job* ahead = PendingAhead(job);
+    bool held = ahead != nullptr;
     for (const Job* other : jobs_.InOrder()) {
-      const JobState state = other->status.state();
-      if (state == lockstep::v1::RECOVERING) return false;
-      if (other->name == job.name) break;
-      if (state == lockstep::v1::PENDING) return false;
+      held = held || other->status.state() == lockstep::v1::RECOVERING;
+    }
+    if (held) {
+      const std::string what =
+          ahead != nullptr ? absl::StrCat("job \"", ahead->name, "\" to start")
+                           : "a recovering job";
+      job.waiting_until = absl::InfiniteFuture();
+      const std::string reason = PendingReason(job);
+      if (reason != job.status.message() || what != job.waiting_for) {
+        job.status.set_message(reason);
+        job.waiting_for = what;
+        events_.Changed(job);
+      }
+      return false;
     }
   }
   std::vector<Worker*> idle = IdleFor(job);

@@ -54,8 +54,12 @@ class GangStarts {
   // next step boundary when idle workers could join it (and no other job
   // waits for workers).
   void MaybeGrow(Job& job);
-  // Why a job waits, in one sentence ("waiting for workers: ...").
+  // Why a job waits, in one sentence ("waiting for workers: ...", "queued
+  // behind job ...").
   std::string PendingReason(const Job& job) const;
+  // The oldest PENDING job submitted before `job`, which starts first;
+  // null when none.
+  const Job* PendingAhead(const Job& job) const;
   // What rank `rank` of the running generation is told.
   lockstep::v1::Assignment AssignmentFor(const Job& job, int rank) const;
 
