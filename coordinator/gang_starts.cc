@@ -132,7 +132,7 @@ void GangStarts::MaybeGrow(Job& job) {
                world + joining));
 }
 
-const Job* GangStarts::PendingAhead(const Job& job) const {
+const GangStarts::Job* GangStarts::PendingAhead(const Job& job) const {
   for (const Job* other : jobs_.InOrder()) {
     if (other == &job) return nullptr;
     if (other->status.state() == lockstep::v1::PENDING) return other;

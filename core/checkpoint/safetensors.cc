@@ -364,7 +364,9 @@ absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> ParseSafetensors(
   const char* data = bytes.data() + 8 + n;
   for (Entry& e : entries) {
     if (!IsConvertibleFloat(e.dtype)) {
-      if (options.skipped != nullptr) options.skipped->push_back(e.name);
+      if (options.skipped != nullptr) {
+        options.skipped->push_back({e.name, e.dtype});
+      }
       continue;
     }
     Tensor t(e.shape);

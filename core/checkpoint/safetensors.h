@@ -45,13 +45,22 @@ absl::Status WriteSafetensors(
     const std::map<std::string, std::string>& metadata,
     SafetensorsWriteInfo* info = nullptr);
 
+// A tensor ReadSafetensors left out (any_dtype): its name and dtype.
+struct SkippedTensor {
+  std::string name;
+  std::string dtype;  // "I64", "BOOL", "F8_E4M3", ...
+  bool operator==(const SkippedTensor& o) const {
+    return name == o.name && dtype == o.dtype;
+  }
+};
+
 struct SafetensorsReadOptions {
   // false (checkpoints, which lockstep writes): any dtype but F32 is
   // DataLoss. true (weights from elsewhere): F64, F16 and BF16 tensors are
   // converted to fp32, and integer, bool and fp8 ones (Hugging Face's
-  // position_ids buffer) are left out, their names put in `skipped`.
+  // position_ids buffer) are left out, put in `skipped`.
   bool any_dtype = false;
-  std::vector<std::string>* skipped = nullptr;
+  std::vector<SkippedTensor>* skipped = nullptr;
 };
 
 // Reads a whole file. Tensors come back in file (data offset) order.

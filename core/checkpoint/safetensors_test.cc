@@ -171,7 +171,7 @@ TEST(SafetensorsTest, OtherDtypesConvertOrAreSkippedOnRequest) {
             data));
   EXPECT_EQ(ReadSafetensors(path).status().code(),
             absl::StatusCode::kDataLoss);  // strict by default
-  std::vector<std::string> skipped;
+  std::vector<SkippedTensor> skipped;
   SafetensorsReadOptions options;
   options.any_dtype = true;
   options.skipped = &skipped;
@@ -183,7 +183,7 @@ TEST(SafetensorsTest, OtherDtypesConvertOrAreSkippedOnRequest) {
             (std::vector<float>{1, -2, 0.5f, 65504}));
   EXPECT_EQ((*read)[1].second.values(), (std::vector<float>{1, -3}));
   EXPECT_EQ((*read)[2].second.values(), (std::vector<float>{0.25f}));
-  EXPECT_EQ(skipped, std::vector<std::string>{"ids"});
+  EXPECT_EQ(skipped, (std::vector<SkippedTensor>{{"ids", "I64"}}));
 }
 
 struct Corruption {

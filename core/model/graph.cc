@@ -3,10 +3,12 @@
 #include "core/model/graph.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
@@ -263,26 +265,64 @@ absl::StatusOr<std::unique_ptr<Graph>> Graph::BuildOnnx(const ModelSpec& spec,
   return g;
 }
 
+namespace {
+
+// When the file names the parameter `want` under another prefix (a
+// Hugging Face BertModel's "embeddings..." for a BertForMaskedLM's
+// "bert.embeddings..."), says so; else "".
+std::string PrefixHint(const std::string& want,
+                       const std::map<std::string, const Tensor*>& by_name) {
+  for (const auto& [name, tensor] : by_name) {
+    if (name.size() < want.size() && absl::EndsWith(want, "." + name)) {
+      return absl::StrCat("; the file has \"", name,
+                          "\": its names lack the model's prefix \"",
+                          want.substr(0, want.size() - name.size()), "\"");
+    }
+    if (name.size() > want.size() && absl::EndsWith(name, "." + want)) {
+      return absl::StrCat(
+          "; the file has \"", name, "\": its names carry a prefix \"",
+          name.substr(0, name.size() - want.size()), "\" the model's lack");
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
 absl::Status Graph::LoadInitialWeights(const std::string& path,
                                        bool allow_missing) {
   const std::string where = "model.init.safetensors";
-  std::vector<std::string> skipped;
+  std::vector<SkippedTensor> skipped;
   SafetensorsReadOptions options;
   options.any_dtype = true;
   options.skipped = &skipped;
   absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> tensors =
       ReadSafetensors(path, nullptr, options);
   if (!tensors.ok()) {
-    return absl::Status(tensors.status().code(),
+    // The user's file, damaged or not safetensors: bad input, as a data
+    // file (exit 2), whatever the reader called it.
+    return absl::Status(absl::IsNotFound(tensors.status()) ||
+                                absl::IsPermissionDenied(tensors.status())
+                            ? tensors.status().code()
+                            : absl::StatusCode::kInvalidArgument,
                         absl::StrCat(where, ": ", tensors.status().message()));
   }
   std::map<std::string, const Tensor*> by_name;
   for (const auto& [name, t] : *tensors) by_name[name] = &t;
+  std::map<std::string, std::string> skipped_dtype;
+  for (const SkippedTensor& t : skipped) skipped_dtype[t.name] = t.dtype;
   for (Param* p : params_) {
     auto it = by_name.find(p->name);
     if (it == by_name.end() && allow_missing) {
       init_missing_.push_back(p->name);
       continue;
+    }
+    if (it == by_name.end() && skipped_dtype.count(p->name) > 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": \"", path, "\" tensor \"", p->name, "\" is ",
+          skipped_dtype[p->name],
+          "; a parameter's initial weights must be floating point (F32, "
+          "F16, BF16 or F64)"));
     }
     if (it == by_name.end()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -290,7 +330,8 @@ absl::Status Graph::LoadInitialWeights(const std::string& path,
           "\" (the model's parameter ", ShapeToString(p->value.shape()),
           "); its tensors' names must be the model's parameter names "
           "(model.param_names), or set model.init.allow_missing to keep "
-          "the initializers of those it lacks"));
+          "the initializers of those it lacks",
+          PrefixHint(p->name, by_name)));
     }
     if (it->second->shape() != p->value.shape()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -298,7 +339,16 @@ absl::Status Graph::LoadInitialWeights(const std::string& path,
           ShapeToString(it->second->shape()), " but the model's parameter is ",
           ShapeToString(p->value.shape())));
     }
-    p->value.values() = it->second->values();
+    const std::vector<float>& values = it->second->values();
+    for (size_t k = 0; k < values.size(); ++k) {
+      if (!std::isfinite(values[k])) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, ": \"", path, "\" tensor \"", p->name, "\" holds ",
+            std::isnan(values[k]) ? "NaN" : "infinity", " (element ", k, " of ",
+            values.size(), "): training from it would diverge"));
+      }
+    }
+    p->value.values() = values;
     by_name.erase(it);
   }
   if (init_missing_.size() == params_.size() && !params_.empty()) {
@@ -306,9 +356,11 @@ absl::Status Graph::LoadInitialWeights(const std::string& path,
         where, ": \"", path, "\" has none of the model's ", params_.size(),
         " parameters (the first is \"", params_[0]->name,
         "\"); its tensors' names must be the model's parameter names "
-        "(model.param_names)"));
+        "(model.param_names)",
+        PrefixHint(params_[0]->name, by_name)));
   }
-  init_unused_ = std::move(skipped);
+  init_unused_.clear();
+  for (const SkippedTensor& t : skipped) init_unused_.push_back(t.name);
   for (const auto& [name, t] : by_name) init_unused_.push_back(name);
   std::sort(init_unused_.begin(), init_unused_.end());
   return absl::OkStatus();

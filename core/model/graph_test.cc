@@ -3,6 +3,7 @@
 // the backward plan (which layers run, where their input gradients go).
 #include "core/model/graph.h"
 
+#include <cmath>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -188,8 +189,55 @@ TEST(GraphTest, InitialWeightsFromSafetensors) {
   EXPECT_THAT(error(truncated),
               ::testing::StartsWith("model.init.safetensors: "));
   EXPECT_THAT(error(truncated), ::testing::HasSubstr("truncated"));
+  // Bad input (exit 2), as a damaged data file, not DataLoss.
+  EXPECT_EQ(Graph::Build(Model(model(truncated)), 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(error(dir + "/nope.safetensors"),
               ::testing::HasSubstr("nope.safetensors"));
+
+  // The names under another prefix: said (it read as "no tensor named").
+  const std::string prefixed = dir + "/prefixed.safetensors";
+  ASSERT_TRUE(WriteSafetensors(prefixed,
+                               {{"model.a.weight", &aw},
+                                {"model.a.bias", &ab},
+                                {"model.b.weight", &bw},
+                                {"model.b.bias", &bb}},
+                               {})
+                  .ok());
+  EXPECT_THAT(error(prefixed),
+              ::testing::EndsWith("; the file has \"model.a.weight\": its "
+                                  "names carry a prefix \"model.\" the "
+                                  "model's lack"));
+  // An integer tensor of the right name is named with its dtype (it read
+  // as missing: the reader leaves integers out).
+  const std::string ints = dir + "/ints.safetensors";
+  {
+    const std::string header =
+        R"({"a.weight": {"dtype": "I32", "shape": [2, 3], )"
+        R"("data_offsets": [0, 24]}})";
+    std::string file(8, '\0');
+    for (int i = 0; i < 8; ++i)
+      file[i] = static_cast<char>(header.size() >> (8 * i));
+    file += header + std::string(24, '\0');
+    std::ofstream(ints, std::ios::binary) << file;
+  }
+  EXPECT_EQ(error(ints), "model.init.safetensors: \"" + ints +
+                             "\" tensor \"a.weight\" is I32; a parameter's "
+                             "initial weights must be floating point (F32, "
+                             "F16, BF16 or F64)");
+  // A NaN is named before training diverges on it.
+  const std::string nan = dir + "/nan.safetensors";
+  Tensor bad_bias({4}, {0, 0, std::nanf(""), 0});
+  ASSERT_TRUE(WriteSafetensors(nan,
+                               {{"a.weight", &aw},
+                                {"a.bias", &ab},
+                                {"b.weight", &bw},
+                                {"b.bias", &bad_bias}},
+                               {})
+                  .ok());
+  EXPECT_EQ(error(nan), "model.init.safetensors: \"" + nan +
+                            "\" tensor \"b.bias\" holds NaN (element 2 of "
+                            "4): training from it would diverge");
 }
 
 }  // namespace
