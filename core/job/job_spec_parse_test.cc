@@ -342,6 +342,18 @@ TEST(JobSpecTest, OnnxModelWithNamedInputs) {
             "model.input[1]: \"token_ids\" is named twice");
   EXPECT_TRUE(absl::StrContains(error(Json::parse(R"(["token_ids", "words"])")),
                                 "has no field named \"words\""));
+  // No model.input: the text's fields are named, and how to list them (it
+  // said model.inputs[0] has no field "input", a field never written).
+  Json none = j;
+  none["model"].erase("input");
+  absl::StatusOr<JobSpec> s = ParseJobSpec(none.dump());
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().message(),
+            "model.input: data format \"text\" has no single input (its "
+            "fields are token_ids, segment_ids, padding_mask and "
+            "mask_positions): list the graph inputs it feeds, each fed by the "
+            "data field of its name, as in \"input\": [\"token_ids\", "
+            "\"mask_positions\"]");
 }
 
 // data.task "causal_lm": the labels are the next tokens (sequence_length a

@@ -251,6 +251,18 @@ absl::Status ResolveInputShapes(const DataSpec& data, ModelSpec* model) {
             ? data.config->FieldShape(in.name)
             : absl::StatusOr<Shape>(absl::NotFoundError("it has no fields"));
     const std::string path = absl::StrCat("model.inputs[", i, "]");
+    if (absl::IsNotFound(shape.status()) && !model->onnx_path.empty() &&
+        model->inputs.size() == 1 && in.name == "input") {
+      // An ONNX graph fed by the data's one "input", which this data (a
+      // text's token_ids, mask_positions, ...) does not have.
+      return Bad(
+          "model.input",
+          absl::StrCat("data format \"", data.format,
+                       "\" has no single input (", shape.status().message(),
+                       "): list the graph inputs it feeds, each fed by "
+                       "the data field of its name, as in "
+                       "\"input\": [\"token_ids\", \"mask_positions\"]"));
+    }
     if (absl::IsNotFound(shape.status())) {
       return Bad(path, absl::StrCat(
                            "data format \"", data.format,

@@ -111,6 +111,16 @@ absl::Status CheckSpatialAttributes(const onnx::NodeProto& n) {
         name == "dilations") {
       const int want = pads ? 4 : 2;
       if (a.ints_size() != want) {
+        // One value per spatial axis (two for pads): Conv1d's 1, Conv3d's 3.
+        const int per_axis = pads ? 2 : 1;
+        if (a.ints_size() > 0 && a.ints_size() % per_axis == 0) {
+          return Bad(absl::StrCat(
+              NodeName(n), ": a ", a.ints_size() / per_axis, "-D ", n.op_type(),
+              " (its ", name, " has ", a.ints_size(),
+              " values); only 2-D convolutions and pools are imported "
+              "(Conv2d, MaxPool2d, AvgPool2d: a 1-D one can be exported as "
+              "2-D with a height of 1)"));
+        }
         return Bad(absl::StrCat(NodeName(n), ": ", name, " has ", a.ints_size(),
                                 " values (", want, " for a 2-D op)"));
       }
@@ -361,9 +371,11 @@ absl::StatusOr<std::string> Importer::Prefix(const onnx::NodeProto& n,
 absl::Status Importer::UseParam(const onnx::NodeProto& n,
                                 const onnx::TensorProto& t, const Shape& want) {
   if (t.data_type() != onnx::TensorProto::FLOAT) {
-    return Bad(absl::StrCat(NodeName(n), ": parameter \"", t.name(),
-                            "\" is not float32 (type ", t.data_type(),
-                            "); export the model in float32"));
+    return Bad(absl::StrCat(
+        NodeName(n), ": parameter \"", t.name(), "\" is not float32 (it is ",
+        onnx::TensorProto_DataType_Name(
+            static_cast<onnx::TensorProto_DataType>(t.data_type())),
+        "); export the model in float32"));
   }
   Shape shape(t.dims().begin(), t.dims().end());
   if (shape != want) {
@@ -373,9 +385,11 @@ absl::Status Importer::UseParam(const onnx::NodeProto& n,
   }
   if (!params_.insert(t.name()).second || owner_.count(t.name())) {
     return Bad(absl::StrCat(NodeName(n), ": parameter \"", t.name(),
-                            "\" is used by two nodes (tied weights are "
-                            "imported for embeddings, Linears and "
-                            "element-wise ops only)"));
+                            "\" is used by two nodes: a module applied "
+                            "twice (one Linear or Conv on two inputs) is not "
+                            "imported; weights are shared only between an "
+                            "embedding and its output Linear, and by "
+                            "element-wise ops"));
   }
   const int64_t count = NumElements(shape);
   Tensor value(shape);

@@ -274,6 +274,41 @@ TEST(OnnxImportTest, WhatItCannotTrainIsRefusedNamingNodeOpAndWhatToDo) {
        "", "",
        "node \"/Conv_1\" (Conv): dilations holds 4611686018427387904 (it "
        "must be 1 to 1048576)"},
+      {"a 1-D convolution (Conv1d)",
+       [](Builder& b) {
+         b.Cnn();
+         Builder::Ints(b.g_->mutable_node(0), "dilations", {1});
+       },
+       "", "",
+       "node \"/Conv_1\" (Conv): a 1-D Conv (its dilations has 1 values); "
+       "only 2-D convolutions and pools are imported (Conv2d, MaxPool2d, "
+       "AvgPool2d: a 1-D one can be exported as 2-D with a height of 1)"},
+      {"a float64 parameter",
+       [](Builder& b) {
+         b.Cnn();
+         onnx::TensorProto* w = b.g_->mutable_initializer(0);
+         w->set_data_type(onnx::TensorProto::DOUBLE);
+         for (float v : w->float_data()) w->add_double_data(v);
+         w->clear_float_data();
+       },
+       "", "",
+       "node \"/Conv_1\" (Conv): parameter \"conv.weight\" is not float32 (it "
+       "is DOUBLE); export the model in float32"},
+      {"a Linear applied twice",
+       [](Builder& b) {
+         b.Init("in.weight", {3, 16});
+         b.Init("fc.weight", {3, 3});
+         b.Node("Flatten", {"x"}, {"f"});
+         Builder::Int(b.Node("Gemm", {"f", "in.weight"}, {"h0"}), "transB", 1);
+         Builder::Int(b.Node("Gemm", {"h0", "fc.weight"}, {"h"}), "transB", 1);
+         Builder::Int(b.Node("Gemm", {"h", "fc.weight"}, {"out"}), "transB", 1);
+         b.Output("out");
+       },
+       "", "",
+       "node \"/Gemm_4\" (Gemm): parameter \"fc.weight\" is used by two "
+       "nodes: a module applied twice (one Linear or Conv on two inputs) is "
+       "not imported; weights are shared only between an embedding and its "
+       "output Linear, and by element-wise ops"},
       {"a group of 0",
        [](Builder& b) {
          b.Cnn();
