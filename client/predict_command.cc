@@ -96,9 +96,11 @@ int RunPredictCommand(const std::vector<std::string>& args) {
     std::cout << absl::StrFormat("checkpoint %s (step %d), classes from %s\n",
                                  checkpoint->path, checkpoint->state.step,
                                  c->classes_source);
+    int unread = 0;
     for (const ImagePrediction& p : c->images) {
       if (!p.error.empty()) {
         std::cout << p.path << ": cannot read: " << p.error << "\n";
+        ++unread;
         continue;
       }
       std::vector<std::string> guesses;
@@ -106,6 +108,20 @@ int RunPredictCommand(const std::vector<std::string>& args) {
         guesses.push_back(absl::StrFormat("%s %.4f", g.label, g.probability));
       }
       std::cout << p.path << ": " << absl::StrJoin(guesses, ", ") << "\n";
+    }
+    std::cout.flush();
+    const int n = static_cast<int>(c->images.size());
+    if (unread > 0 && unread == n) {
+      std::cerr << "lockstep predict: error: "
+                << (n == 1 ? std::string("the image could not be read")
+                           : absl::StrCat("none of the ", n,
+                                          " images could be read"))
+                << " (above)" << std::endl;
+      return 1;
+    }
+    if (unread > 0) {
+      std::cerr << "lockstep predict: warning: " << unread << " of " << n
+                << " images could not be read (above)" << std::endl;
     }
     return 0;
   }

@@ -92,13 +92,13 @@ class MobileNetFinetuneTest : public ::testing::Test {
   // `lockstep predict JOB --image PATH` on the job `name`'s checkpoint:
   // the share of the images whose best class is `want`; the output in *out.
   double Predict(const std::string& name, const std::string& path,
-                 const std::string& want, std::string* out) {
+                 const std::string& want, std::string* out, int exit_code = 0) {
     RunResult r = RunProcess(
         {Runfile("client/lockstep"), "predict", tmp_ + "/" + name + ".json",
          "--image", path, "--storage", tmp_ + "/storage", "--top-k", "2"},
         tmp_, 300);
     *out = r.out + r.err;
-    EXPECT_EQ(r.exit.exit_code, 0) << *out;
+    EXPECT_EQ(r.exit.exit_code, exit_code) << *out;
     int lines = 0, right = 0;
     for (size_t at = 0; (at = r.out.find(".png: ", at)) != std::string::npos;
          ++at) {
@@ -176,8 +176,12 @@ TEST_F(MobileNetFinetuneTest, PretrainOnDigits0To4ThenFineTuneFrozen) {
   // damaged file is named, not fatal.
   std::string out;
   EXPECT_GT(Predict("digits", tmp_ + "/a/test/3", "3", &out), 0.8) << out;
-  Predict("digits", cut, "3", &out);
+  // Nothing classified: exit 1 (it was 0).
+  Predict("digits", cut, "3", &out, /*exit_code=*/1);
   EXPECT_NE(out.find("damaged.png: cannot read: PNG: "), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("lockstep predict: error: the image could not be read"),
+            std::string::npos)
       << out;
   RunResult missing = RunProcess(
       {Runfile("client/lockstep"), "predict", tmp_ + "/digits.json",
