@@ -63,10 +63,10 @@ absl::StatusOr<SubmitAction> DecideSubmit(const JobSpec& spec, SubmitMode mode,
           JobSpecDifferences(*prior->spec, spec, "model");
       if (!model.empty()) {
         return absl::AlreadyExistsError(absl::StrFormat(
-            "job \"%s\": --resume continues the same model from its "
-            "checkpoint, but the model differs: %s; --restart starts over "
-            "with the new one (the old results are moved aside), or pick "
-            "another name",
+            "job \"%s\": --resume (resume=True) continues the same model "
+            "from its checkpoint, but the model differs: %s; --restart "
+            "(restart=True) starts over with the new one (the old results "
+            "are moved aside), or pick another name",
             name, JoinDifferences(model)));
       }
       return latest_checkpoint >= 0 ? SubmitAction::kResume

@@ -112,10 +112,10 @@ TEST(SubmitPolicyTest, ResumeNeedsTheSameModelRestartTakesAnything) {
       DecideSubmit(Job(0.001, 5), SubmitMode::kResume, &done, 10);
   EXPECT_EQ(wider.status().code(), absl::StatusCode::kAlreadyExists);
   EXPECT_THAT(wider.status().message(),
-              HasSubstr("--resume continues the same model from its "
-                        "checkpoint, but the model differs: "
-                        "model.layers[0].units (2 -> 5); --restart starts "
-                        "over"));
+              HasSubstr("--resume (resume=True) continues the same model "
+                        "from its checkpoint, but the model differs: "
+                        "model.layers[0].units (2 -> 5); --restart "
+                        "(restart=True) starts over"));
   EXPECT_EQ(*DecideSubmit(Job(0.001, 5), SubmitMode::kRestart, &done, 10),
             SubmitAction::kRestart);
 }

@@ -299,6 +299,11 @@ INSTANTIATE_TEST_SUITE_P(
                   j["cluster"]["copies"] = "no";
                 },
                 "cluster.copies: must be true or false, got \"no\""},
+        BadCase{"CopiesWithoutShard",
+                [](Json& j) { j["cluster"]["copies"] = false; },
+                "cluster.copies: only with cluster.shard (the copies of "
+                "sharded optimizer state a neighbour keeps); this job's state "
+                "is whole"},
         BadCase{"ShardWithNccl",
                 [](Json& j) {
                   j["cluster"]["collective"] = "nccl";

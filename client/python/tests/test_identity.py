@@ -54,8 +54,8 @@ def test_a_name_is_an_identity(cluster, tmp_path):
     wider = copy.deepcopy(longer)
     wider["model"]["layers"][0]["units"] = 32
     with pytest.raises(lockstep.JobExists,
-                       match=r"--resume continues the same model from its "
-                       r"checkpoint, but the model differs: "
+                       match=r"--resume \(resume=True\) continues the same "
+                       r"model from its checkpoint, but the model differs: "
                        r"model\.layers\[0\]\.units \(16 -> 32\)"):
         client.submit(wider, data_dir=data, resume=True)
     with pytest.raises(lockstep.LockstepError, match="give one"):
