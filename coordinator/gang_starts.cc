@@ -167,7 +167,10 @@ std::string GangStarts::PendingReason(const Job& job) const {
           other.name);
     }
   }
-  if (const Job* ahead = PendingAhead(job); ahead != nullptr) {
+  if (const Job* ahead = job.status.state() == lockstep::v1::PENDING
+                             ? PendingAhead(job)
+                             : nullptr;
+      ahead != nullptr) {
     return absl::StrFormat(
         "queued behind job \"%s\", submitted before it and still waiting "
         "for workers (jobs start in the order submitted: cancel it, or add "
@@ -199,15 +202,20 @@ bool GangStarts::TryStart(Job& job) {
   if (!recovering) {
     // Jobs start in submission order: an older pending job goes first, and
     // recovering jobs keep the workers they need. The job says which.
-    const Job* ahead = PendingAhead(job);
-    bool held = ahead != nullptr;
+    // (PendingReason's precedence: a recovering job, then an older one.)
+    const Job* holder = nullptr;
     for (const Job* other : jobs_.InOrder()) {
-      held = held || other->status.state() == lockstep::v1::RECOVERING;
+      if (other->status.state() == lockstep::v1::RECOVERING) {
+        holder = other;
+        break;
+      }
     }
-    if (held) {
+    const Job* ahead = holder == nullptr ? PendingAhead(job) : nullptr;
+    if (holder != nullptr || ahead != nullptr) {
       const std::string what =
-          ahead != nullptr ? absl::StrCat("job \"", ahead->name, "\" to start")
-                           : "a recovering job";
+          holder != nullptr
+              ? absl::StrCat("job \"", holder->name, "\" to recover")
+              : absl::StrCat("job \"", ahead->name, "\" to start");
       job.waiting_until = absl::InfiniteFuture();
       const std::string reason = PendingReason(job);
       if (reason != job.status.message() || what != job.waiting_for) {

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
@@ -43,6 +44,12 @@ absl::Status CheckListenAddress(const std::string& flag,
       !absl::SimpleAtoi(listen.substr(colon + 1), &port) || port < 0 ||
       port > 65535) {
     return absl::OkStatus();
+  }
+  // gRPC's own forms (unix:PATH, unix-abstract:NAME, vsock:CID:PORT,
+  // ipv4:/ipv6:) are its to bind.
+  for (const char* scheme :
+       {"unix:", "unix-abstract:", "vsock:", "ipv4:", "ipv6:", "dns:"}) {
+    if (absl::StartsWith(listen, scheme)) return absl::OkStatus();
   }
   std::string host = listen.substr(0, colon);
   if (host.size() > 2 && host.front() == '[' && host.back() == ']') {

@@ -56,7 +56,8 @@ TEST(ListenCheckTest, AnAddressThisMachineLacksIsNamed) {
 
 TEST(ListenCheckTest, PortZeroAndTextsThatAreNotHostPortAreTheServersSay) {
   for (const char* listen :
-       {"127.0.0.1:0", "nohost", "127.0.0.1:x", "127.0.0.1:70000"}) {
+       {"127.0.0.1:0", "nohost", "127.0.0.1:x", "127.0.0.1:70000",
+        "vsock:3:5000", "unix:/tmp/no/such/dir/s:1"}) {
     EXPECT_TRUE(CheckListenAddress("--listen", listen).ok()) << listen;
   }
 }

@@ -3,7 +3,9 @@
 // grads end as the sum over ranks whatever order the params become ready.
 #include "core/collective/gradient_buckets.h"
 
+#include <atomic>
 #include <memory>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -226,6 +228,46 @@ TEST(GradientBucketsTest, AMissingPeerFailsTheStepNamingTheBucket) {
   EXPECT_TRUE(absl::IsDeadlineExceeded(s)) << s;
   EXPECT_THAT(std::string(s.message()),
               ::testing::HasSubstr("all-reduce of gradient bucket 0"));
+}
+
+// Rank 0 of 2 whose first send runs out of memory; later sends fail as a
+// broken link does.
+class ThrowingTransport : public Transport {
+ public:
+  int rank() const override { return 0; }
+  int world_size() const override { return 2; }
+  absl::Status SendToNext(const CollectiveTag&, const void*, int64_t, WireType,
+                          const SendTracker&) override {
+    if (!thrown_.exchange(true)) throw std::bad_alloc();
+    return absl::UnavailableError("the link to rank 1 is broken");
+  }
+  absl::Status RecvFromPrev(const CollectiveTag&, absl::Time, float*, int64_t,
+                            WireType, RecvOp) override {
+    return absl::UnavailableError("the link from rank 1 is broken");
+  }
+  void Abort(const absl::Status&) override {}
+
+ private:
+  std::atomic<bool> thrown_{false};
+};
+
+// What a bucket's all-reduce throws on the bucket thread (std::bad_alloc)
+// is rethrown by FinishStep on the caller's, once every bucket is counted
+// (the later ones skipped); it ended the process. The next step starts
+// clean: its failure is a status again.
+TEST(GradientBucketsTest, AThrowingAllReduceIsRethrownByFinishStep) {
+  ThrowingTransport transport;
+  auto owned = MakeParams(0);
+  std::vector<Param*> params = Raw(owned);
+  GradientBuckets b(params, 64, &transport, RingOptions());
+  ASSERT_GT(b.num_buckets(), 1);
+  b.BeginStep(1, 0);
+  for (int i = 4; i >= 0; --i) b.ParamReady(i);
+  EXPECT_THROW(b.FinishStep().IgnoreError(), std::bad_alloc);
+  b.BeginStep(1, 1);
+  for (int i = 4; i >= 0; --i) b.ParamReady(i);
+  absl::Status s = b.FinishStep();
+  EXPECT_TRUE(absl::IsUnavailable(s)) << s;
 }
 
 }  // namespace

@@ -157,7 +157,12 @@ void BatchPrefetcher::Run() {
     }
     absl::MutexLock lock(&mu_);
     if (stop_) return;
-    ready_.push_back(std::move(b));
+    try {
+      ready_.push_back(std::move(b));
+    } catch (...) {
+      error_ = std::current_exception();
+      return;
+    }
   }
 }
 

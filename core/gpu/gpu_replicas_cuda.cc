@@ -112,56 +112,64 @@ absl::StatusOr<BatchLoss> CudaGpuReplicas::Step(Batch& batch, const Batch* next,
   }
   // Every lane: forward/backward and the NCCL sum enqueued; without the
   // host leg the update too, then one wait.
-  pool_.Run([&](int i) {
-    Lane& lane = lanes_[i];
-    // What the lane throws (std::bad_alloc) fails it as an error does,
-    // so the other lanes are released from their waits, and is rethrown
-    // for StepPool::Run to carry to the caller.
-    std::exception_ptr thrown;
-    bool finished = false;
-    absl::Status s;
-    try {
-      s = LaneCompute(lane, batch.replicas[i], step,
-                      next != nullptr ? &next->replicas[i] : nullptr,
-                      next != nullptr ? next->global_step : -1, loss, scale,
-                      seed, micro, i, &earlier[i]);
-      if (pass_sum_ != nullptr) {
-        pass_sum_->Finished(i);
-        finished = true;
-        // A failed sum left this lane's statistics unspecified.
-        if (s.ok()) {
-          s = AnnotateStatus(pass_sum_->status(),
-                             "the sums across replicas in the pass (sync "
-                             "batch norm)");
+  try {
+    pool_.Run([&](int i) {
+      Lane& lane = lanes_[i];
+      // What the lane throws (std::bad_alloc) fails it as an error does,
+      // so the other lanes are released from their waits, and is rethrown
+      // for StepPool::Run to carry to the caller.
+      std::exception_ptr thrown;
+      bool finished = false;
+      absl::Status s;
+      try {
+        s = LaneCompute(lane, batch.replicas[i], step,
+                        next != nullptr ? &next->replicas[i] : nullptr,
+                        next != nullptr ? next->global_step : -1, loss, scale,
+                        seed, micro, i, &earlier[i]);
+        if (pass_sum_ != nullptr) {
+          pass_sum_->Finished(i);
+          finished = true;
+          // A failed sum left this lane's statistics unspecified.
+          if (s.ok()) {
+            s = AnnotateStatus(pass_sum_->status(),
+                               "the sums across replicas in the pass (sync "
+                               "batch norm)");
+          }
         }
+        if (s.ok() && via_host && i == 0) s = SumToHost(lane, step);
+        if (s.ok()) {
+          s = LaneFinish(lane, step, via_host ? nullptr : &lr,
+                         batch.global_count);
+        }
+        if (s.ok()) {
+          BatchLoss l = earlier[i];  // the micro-batches' in order
+          l += lane.model->LossAfterSync();
+          losses[i] = l;
+        }
+      } catch (...) {
+        thrown = std::current_exception();
+        s = absl::InternalError("the lane threw");
       }
-      if (s.ok() && via_host && i == 0) s = SumToHost(lane, step);
-      if (s.ok()) {
-        s = LaneFinish(lane, step, via_host ? nullptr : &lr,
-                       batch.global_count);
+      if (pass_sum_ != nullptr && !finished) pass_sum_->Finished(i);
+      if (!s.ok()) {
+        losses[i] = s;
+        // The other local lanes may wait in the all-reduce for this one.
+        AbortCommunicators();
+        // And this lane's own sum may still be enqueued (a failed pass sum
+        // fails the lane after LaneCompute enqueued it): waiting on the
+        // aborted communicator aborts NCCL, so its kernels quit and a later
+        // pull of the state (CopyState) does not wait on them forever.
+        lane.comm->WaitStream(lane.model->stream()).IgnoreError();
       }
-      if (s.ok()) {
-        BatchLoss l = earlier[i];  // the micro-batches' in order
-        l += lane.model->LossAfterSync();
-        losses[i] = l;
-      }
-    } catch (...) {
-      thrown = std::current_exception();
-      s = absl::InternalError("the lane threw");
-    }
-    if (pass_sum_ != nullptr && !finished) pass_sum_->Finished(i);
-    if (!s.ok()) {
-      losses[i] = s;
-      // The other local lanes may wait in the all-reduce for this one.
-      AbortCommunicators();
-      // And this lane's own sum may still be enqueued (a failed pass sum
-      // fails the lane after LaneCompute enqueued it): waiting on the
-      // aborted communicator aborts NCCL, so its kernels quit and a later
-      // pull of the state (CopyState) does not wait on them forever.
-      lane.comm->WaitStream(lane.model->stream()).IgnoreError();
-    }
-    if (thrown) std::rethrow_exception(thrown);
-  });
+      if (thrown) std::rethrow_exception(thrown);
+    });
+  } catch (...) {
+    // The communicators are aborted and the GPUs may disagree: no later
+    // step runs on them.
+    broken_ =
+        absl::InternalError("a replica's step threw (out of host memory?)");
+    throw;
+  }
   absl::StatusOr<BatchLoss> total = Sum(losses);
   if (total.ok() && via_host) {
     // The gRPC ring over the workers, then the sum back to every GPU and

@@ -281,11 +281,13 @@ absl::Status ParseRoot(const Json& v, absl::string_view base_dir,
     RETURN_IF_ERROR(
         c.Enum("shard", "shard mode", ShardModes(), &spec->cluster.shard));
     RETURN_IF_ERROR(c.Bool("copies", &spec->cluster.copies));
-    if (c.Has("copies") && spec->cluster.shard == ShardMode::kNone) {
-      // Else set and silently unused.
+    if (c.Has("copies") && spec->cluster.copies &&
+        spec->cluster.shard == ShardMode::kNone) {
+      // Else asked for and silently unused (false says what is so).
       return absl::InvalidArgumentError(
-          "cluster.copies: only with cluster.shard (the copies of sharded "
-          "optimizer state a neighbour keeps); this job's state is whole");
+          "cluster.copies: true only with cluster.shard (the copies of "
+          "sharded optimizer state a neighbour keeps); this job's state is "
+          "whole");
     }
     if (spec->cluster.shard != ShardMode::kNone &&
         spec->cluster.collective == Collective::kNccl) {

@@ -300,8 +300,8 @@ INSTANTIATE_TEST_SUITE_P(
                 },
                 "cluster.copies: must be true or false, got \"no\""},
         BadCase{"CopiesWithoutShard",
-                [](Json& j) { j["cluster"]["copies"] = false; },
-                "cluster.copies: only with cluster.shard (the copies of "
+                [](Json& j) { j["cluster"]["copies"] = true; },
+                "cluster.copies: true only with cluster.shard (the copies of "
                 "sharded optimizer state a neighbour keeps); this job's state "
                 "is whole"},
         BadCase{"ShardWithNccl",

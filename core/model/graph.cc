@@ -313,16 +313,17 @@ absl::Status Graph::LoadInitialWeights(const std::string& path,
   for (const SkippedTensor& t : skipped) skipped_dtype[t.name] = t.dtype;
   for (Param* p : params_) {
     auto it = by_name.find(p->name);
-    if (it == by_name.end() && allow_missing) {
-      init_missing_.push_back(p->name);
-      continue;
-    }
+    // Before allow_missing: the tensor is there, in a type it cannot be.
     if (it == by_name.end() && skipped_dtype.count(p->name) > 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           where, ": \"", path, "\" tensor \"", p->name, "\" is ",
           skipped_dtype[p->name],
           "; a parameter's initial weights must be floating point (F32, "
           "F16, BF16 or F64)"));
+    }
+    if (it == by_name.end() && allow_missing) {
+      init_missing_.push_back(p->name);
+      continue;
     }
     if (it == by_name.end()) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -225,6 +225,11 @@ TEST(GraphTest, InitialWeightsFromSafetensors) {
                              "\" tensor \"a.weight\" is I32; a parameter's "
                              "initial weights must be floating point (F32, "
                              "F16, BF16 or F64)");
+  absl::StatusOr<std::unique_ptr<Graph>> lenient_ints =
+      Graph::Build(Model(lenient(ints)), 1);
+  ASSERT_FALSE(lenient_ints.ok()) << "allow_missing kept its initializer";
+  EXPECT_THAT(std::string(lenient_ints.status().message()),
+              ::testing::HasSubstr("tensor \"a.weight\" is I32"));
   // A NaN is named before training diverges on it.
   const std::string nan = dir + "/nan.safetensors";
   Tensor bad_bias({4}, {0, 0, std::nanf(""), 0});

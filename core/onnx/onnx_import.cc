@@ -373,8 +373,10 @@ absl::Status Importer::UseParam(const onnx::NodeProto& n,
   if (t.data_type() != onnx::TensorProto::FLOAT) {
     return Bad(absl::StrCat(
         NodeName(n), ": parameter \"", t.name(), "\" is not float32 (it is ",
-        onnx::TensorProto_DataType_Name(
-            static_cast<onnx::TensorProto_DataType>(t.data_type())),
+        onnx::TensorProto_DataType_IsValid(t.data_type())
+            ? onnx::TensorProto_DataType_Name(
+                  static_cast<onnx::TensorProto_DataType>(t.data_type()))
+            : absl::StrCat("type ", t.data_type()),
         "); export the model in float32"));
   }
   Shape shape(t.dims().begin(), t.dims().end());

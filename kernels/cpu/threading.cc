@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -71,7 +72,8 @@ class Pool {
   int workers() const { return static_cast<int>(threads_.size()); }
 
   // Calls fn(i) for i in [0, chunks), chunks <= workers() + 1; the caller
-  // runs chunk 0. Blocks until every chunk is done.
+  // runs chunk 0. Blocks until every chunk is done; then rethrows what a
+  // chunk threw (std::bad_alloc), the first of them.
   void Run(int chunks, absl::FunctionRef<void(int)> fn) {
     fn_ = &fn;
     pending_.store(chunks - 1, std::memory_order_relaxed);
@@ -82,13 +84,23 @@ class Pool {
       job_.store((counter + 1) * kJobStep + chunks, std::memory_order_release);
       if (sleepers_ > 0) start_cv_.notify_all();
     }
-    fn(0);
+    Call(fn, 0);
     auto done = [this] {
       return pending_.load(std::memory_order_acquire) == 0;
     };
-    if (SpinUntil(done)) return;
-    std::unique_lock<std::mutex> lock(mu_);
-    done_cv_.wait(lock, done);
+    if (!SpinUntil(done)) {
+      std::unique_lock<std::mutex> lock(mu_);
+      done_cv_.wait(lock, done);
+    }
+    if (failed_.load(std::memory_order_acquire)) {
+      std::exception_ptr error;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        std::swap(error, error_);
+        failed_.store(false, std::memory_order_relaxed);
+      }
+      std::rethrow_exception(error);
+    }
   }
 
  private:
@@ -96,6 +108,18 @@ class Pool {
   // worker reads both in one load and never pairs one job's counter with the
   // next job's count.
   static constexpr int64_t kJobStep = int64_t{1} << 16;
+
+  // fn(chunk), keeping what it throws for Run to rethrow (else a worker
+  // thread's exception ends the process).
+  void Call(absl::FunctionRef<void(int)> fn, int chunk) {
+    try {
+      fn(chunk);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!error_) error_ = std::current_exception();
+      failed_.store(true, std::memory_order_release);
+    }
+  }
 
   void Loop(int chunk) {
     int64_t seen = 0;
@@ -115,7 +139,7 @@ class Pool {
       // fn_ is this job's: the caller cannot start another until this
       // worker's chunk is counted down.
       if (chunk >= seen % kJobStep) continue;
-      (*fn_)(chunk);
+      Call(*fn_, chunk);
       if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
         // Under the lock so the caller cannot miss the wake-up between its
         // check and its wait.
@@ -131,7 +155,9 @@ class Pool {
   std::atomic<int64_t> job_{0};
   std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};
-  int sleepers_ = 0;  // guarded by mu_
+  std::atomic<bool> failed_{false};  // error_ is set
+  std::exception_ptr error_;         // guarded by mu_
+  int sleepers_ = 0;                 // guarded by mu_
   std::vector<std::thread> threads_;
 };
 
@@ -175,10 +201,12 @@ void ParallelFor(int64_t n, int64_t min_grain,
     g_pool = std::make_unique<Pool>(threads - 1);
   }
   g_pool->Run(static_cast<int>(chunks), [&](int c) {
-    const bool was_inside = t_inside;
-    t_inside = true;
+    struct Inside {  // restored when fn throws too
+      bool was = t_inside;
+      Inside() { t_inside = true; }
+      ~Inside() { t_inside = was; }
+    } inside;
     fn(n * c / chunks, n * (c + 1) / chunks);
-    t_inside = was_inside;
   });
 }
 

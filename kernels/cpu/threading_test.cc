@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -71,6 +73,28 @@ TEST(ThreadingTest, NestedAndConcurrentCallsComplete) {
   t1.join();
   t2.join();
   EXPECT_EQ(total.load(), 3 * 50 * 30);
+}
+
+// A chunk that throws on a pool thread (std::bad_alloc in a kernel's
+// scratch) reaches the caller once every chunk is done, instead of
+// ending the process; the pool and the caller's thread go on as before.
+TEST(ThreadingTest, AChunksExceptionReachesTheCaller) {
+  SetNumThreads(3);
+  for (int thrower : {0, 2}) {  // the caller's chunk, a pool thread's
+    std::atomic<int> finished{0};
+    EXPECT_THROW(ParallelFor(3, 1,
+                             [&](int64_t b, int64_t) {
+                               if (b == thrower) throw std::bad_alloc();
+                               std::this_thread::sleep_for(
+                                   std::chrono::milliseconds(10));
+                               ++finished;
+                             }),
+                 std::bad_alloc)
+        << thrower;
+    EXPECT_EQ(finished.load(), 2) << "rethrown before the other chunks ended";
+    EXPECT_FALSE(InsideParallelFor());
+  }
+  ExpectCoversOnce(3000, 1);
 }
 
 TEST(ThreadingTest, ChunksAreSplitEvenly) {

@@ -107,7 +107,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   SafetensorsReadOptions any;
   any.any_dtype = true;
-  std::vector<std::string> skipped;
+  std::vector<SkippedTensor> skipped;
   any.skipped = &skipped;
   std::map<std::string, std::string> any_metadata;
   absl::StatusOr<Tensors> converted =
@@ -124,11 +124,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } else if (converted.ok()) {
     // A skipped tensor is named once and is not also returned.
     const ByName kept = Index(*converted);
-    std::vector<std::string> sorted = skipped;
+    std::vector<std::string> sorted;
+    for (const SkippedTensor& t : skipped) {
+      FUZZ_CHECK(kept.count(t.name) == 0);
+      // Named with the dtype it has: one the reader does not convert.
+      FUZZ_CHECK(!t.dtype.empty() && t.dtype != "F32" && t.dtype != "F16" &&
+                 t.dtype != "BF16" && t.dtype != "F64");
+      sorted.push_back(t.name);
+    }
     std::sort(sorted.begin(), sorted.end());
     FUZZ_CHECK(std::adjacent_find(sorted.begin(), sorted.end()) ==
                sorted.end());
-    for (const std::string& name : skipped) FUZZ_CHECK(kept.count(name) == 0);
     CheckRoundTrip(*converted, any_metadata);
   }
   return 0;

@@ -223,10 +223,8 @@ class Client:
             raise errors.LockstepError(
                 f"coordinator address {address!r}: give a string, "
                 "\"host:port\" (or a list of them)")
-        if address is not None and not address.strip():
-            raise errors.LockstepError(
-                "coordinator address is empty: give host:port (or None for "
-                "$LOCKSTEP_COORDINATOR, else " + DEFAULT_ADDRESS + ")")
+        # "" (an unset variable's default) means None: $LOCKSTEP_COORDINATOR,
+        # else the default address.
         self.address = normalize_addresses(
             address or os.environ.get("LOCKSTEP_COORDINATOR")
             or DEFAULT_ADDRESS)
@@ -518,7 +516,8 @@ class Job:
                         f"(last state {state})", "DEADLINE_EXCEEDED")
                 # Asked once at least (timeout=0 on an ended job returns
                 # it): a second for the first answer.
-                remaining = max(remaining, 1.0)
+                if not any_snapshot:
+                    remaining = max(remaining, 1.0)
             call = client._stub.WatchJob(
                 jobs_pb2.WatchJobRequest(name=self.name, events_seen=seen),
                 timeout=remaining, metadata=client._metadata)
