@@ -46,6 +46,31 @@ class BadInputTest : public TrainCliTest {
     EXPECT_FALSE(Exists(storage + "/jobs")) << "half-written output";
   }
 
+  // Trains `job` under a 2 GB address-space limit with `flags`, and
+  // expects the verb's out-of-memory line: exit 1, no signal, no
+  // "terminate called" (an exception that escaped a thread), no result.
+  // Returns the storage folder.
+  std::string ExpectOutOfMemory(const nlohmann::json& job,
+                                const std::vector<std::string>& flags) {
+    const std::string storage = dir_ + "/storage";
+    std::vector<std::string> argv = {
+        "/bin/sh",     "-c",        "ulimit -v 2000000 && exec \"$@\"",
+        "sh",          Binary(),    "train",
+        WriteJob(job), "--storage", storage};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    RunResult r = RunProcess(argv, dir_, kTimeout);
+    EXPECT_TRUE(r.exit.exited) << "hung";
+    EXPECT_EQ(r.exit.term_signal, 0) << "crashed: " << r.err;
+    EXPECT_EQ(r.exit.exit_code, 1) << r.err;
+    EXPECT_NE(
+        r.err.find("lockstep train: error: out of memory (std::bad_alloc)"),
+        std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.err.find("terminate called"), std::string::npos) << r.err;
+    EXPECT_FALSE(Exists(storage + "/jobs/tiny/result.json"));
+    return storage;
+  }
+
   // Writes an IDX file: magic, dims, then `payload`.
   std::string WriteIdx(const std::string& name, uint32_t magic,
                        std::vector<uint32_t> dims, const std::string& payload) {
@@ -256,17 +281,7 @@ TEST_F(BadInputTest, AModelPastMemoryIsAnErrorNotACrash) {
   job["model"]["layers"] = nlohmann::json::parse(
       R"([{"type": "flatten"}, {"type": "dense", "units": 200000000},
           {"type": "dense", "units": 10}])");
-  const std::string storage = dir_ + "/storage";
-  RunResult r = RunProcess(
-      {"/bin/sh", "-c", "ulimit -v 2000000 && exec \"$@\"", "sh", Binary(),
-       "train", WriteJob(job), "--storage", storage, "--threads", "1"},
-      dir_, kTimeout);
-  ASSERT_TRUE(r.exit.exited) << "hung";
-  EXPECT_EQ(r.exit.term_signal, 0) << "crashed: " << r.err;
-  EXPECT_EQ(r.exit.exit_code, 1) << r.err;
-  EXPECT_NE(r.err.find("lockstep train: error: out of memory (std::bad_alloc)"),
-            std::string::npos)
-      << r.err;
+  const std::string storage = ExpectOutOfMemory(job, {"--threads", "1"});
   EXPECT_FALSE(Exists(storage + "/jobs")) << "half-written output";
 }
 
@@ -288,18 +303,7 @@ TEST_F(BadInputTest, ABatchPastMemoryOnAReplicaThreadIsAnErrorNotACrash) {
   job["batch_size_per_replica"] = 16000;
   job["epochs"] = 1;
   job["cluster"]["replicas_per_worker"] = 2;
-  const std::string storage = dir_ + "/storage";
-  RunResult r = RunProcess({"/bin/sh", "-c", "ulimit -v 2000000 && exec \"$@\"",
-                            "sh", Binary(), "train", WriteJob(job), "--storage",
-                            storage, "--threads", "2", "--devices", "cpu:2"},
-                           dir_, kTimeout);
-  ASSERT_TRUE(r.exit.exited) << "hung";
-  EXPECT_EQ(r.exit.term_signal, 0) << "crashed: " << r.err;
-  EXPECT_EQ(r.exit.exit_code, 1) << r.err;
-  EXPECT_NE(r.err.find("lockstep train: error: out of memory (std::bad_alloc)"),
-            std::string::npos)
-      << r.err;
-  EXPECT_EQ(r.err.find("terminate called"), std::string::npos) << r.err;
+  ExpectOutOfMemory(job, {"--threads", "2", "--devices", "cpu:2"});
 }
 
 // `check` (what `submit` sends) resolves relative data paths to absolute
