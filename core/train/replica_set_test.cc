@@ -4,10 +4,11 @@
 #include "core/train/replica_set.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <new>
 
 #include "absl/strings/str_cat.h"
-
 #include "core/data/shard_plan.h"
 #include "core/data/synthetic_data.h"
 #include "core/job/job_spec.h"
@@ -147,6 +148,33 @@ TEST(ReplicaSetTest, SyncBatchNormWithAnEmptySliceNeitherHangsNorDiffers) {
   }
   EXPECT_EQ(grads[0], grads[1]);
   EXPECT_LT(MaxDifference(grads[0], Grads(**set1)), 2e-5f);
+}
+
+// A replica whose step throws (std::bad_alloc in its loss, between the
+// forward and backward batch-norm sums) still releases the others from
+// the backward sums: the throw reaches the caller, no lane waits for ever,
+// and the next step runs.
+TEST(ReplicaSetTest, AReplicaThatThrowsReleasesTheOthersSums) {
+  const JobSpec spec = BatchNormJob(true);
+  Dataset data = MakeSyntheticDataset(1, Split::kTrain, 100, 10, 1.0);
+  ShardPlan plan(100, 21, 3, spec.seed, true);
+  Batch b = MakeBatch(data, plan, {0, 1, 2}, {8, 8, 1}, 2);
+  auto set = ReplicaSet::Create(spec, {0, 1, 2}, 3);
+  ASSERT_TRUE(set.ok());
+  Loss throwing = *spec.loss;
+  std::atomic<int> calls{0};
+  throwing.compute = [&](int64_t rows, int64_t outputs, const float* out,
+                         const int32_t* labels, float scale, float* grad) {
+    if (calls++ == 0) throw std::bad_alloc();
+    return spec.loss->compute(rows, outputs, out, labels, scale, grad);
+  };
+  EXPECT_THROW((*set)->ComputeGradients(b, throwing, spec.seed).IgnoreError(),
+               std::bad_alloc);
+  EXPECT_EQ(calls.load(), 3);
+  absl::StatusOr<BatchLoss> next =
+      (*set)->ComputeGradients(b, *spec.loss, spec.seed);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(next->count, 21);
 }
 
 TEST(ReplicaSetTest, LaneCountDoesNotChangeTheBits) {
