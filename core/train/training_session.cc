@@ -102,6 +102,10 @@ absl::Status TrainingSession::Setup(
     host_->Log(
         "cluster.shard: this process holds every replica of the job, so its "
         "optimizer state stays whole");
+  } else if (shard && config_.peers.transport->world_size() == 1) {
+    host_->Log(
+        "cluster.shard: one worker this generation, so it holds the whole "
+        "optimizer state (the job shards it when it runs on more)");
   }
   if (gpus && shard) {
     return absl::InvalidArgumentError(

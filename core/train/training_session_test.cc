@@ -23,6 +23,7 @@
 #include "core/checkpoint/tensor_parts.h"
 #include "core/collective/in_process_transport.h"
 #include "core/train/session_test_util.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace lockstep {
@@ -627,6 +628,21 @@ bool SameTensors(const std::vector<std::pair<std::string, Tensor>>& a,
 // reduce-scatter, step 6; at the barrier before the update, 6 and 7 on both
 // (the update made on the kept copy); in the parameters' all-gather, 7
 // (the update made, not gathered).
+// cluster.shard with one rank in the generation: said, not silent (the
+// whole state is on it).
+TEST(TrainingSessionTest, ShardingOverOneRankSaysItHoldsTheWholeState) {
+  JobSpec spec = Job(1);
+  spec.cluster.shard = ShardMode::kOptimizer;
+  const auto ranks =
+      RunRanks(spec, 1, [](int, MemoryHost& host) { host.sharded_ok = true; });
+  ASSERT_TRUE(ranks[0]->outcome.ok()) << ranks[0]->outcome.status();
+  EXPECT_THAT(ranks[0]->host.logs,
+              ::testing::Contains(
+                  "cluster.shard: one worker this generation, so it holds the "
+                  "whole optimizer state (the job shards it when it runs on "
+                  "more)"));
+}
+
 TEST(TrainingSessionTest, KeptPartsOfShardedCopiesAreTheUnshardedState) {
   JobSpec spec = Job(3);
   spec.optimizer.global_clipnorm = 0.05;  // the norm's sum and its clip
