@@ -49,6 +49,11 @@ TEST_F(ClusterTest, TwoWorkersTrainLikeOneProcessAndLeaveVerifiedFiles) {
   EXPECT_NE(r.out.find("epoch 3 done"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("job tiny SUCCEEDED: 96 steps"), std::string::npos)
       << r.out;
+  // In the order they happened: the last epoch's line, then the final
+  // checkpoint's commit (the chief reports before it uploads).
+  const size_t committed = r.out.find("step-00000096 committed");
+  ASSERT_NE(committed, std::string::npos) << r.out;
+  EXPECT_LT(r.out.find("epoch 3 done"), committed) << r.out;
 
   nlohmann::json res = Result(storage_, "tiny");
   ASSERT_TRUE(res.is_object()) << r.out;

@@ -170,6 +170,9 @@ absl::Status ClusterHost::SaveCheckpoint(const CheckpointState& state,
                                          const NamedTensors& model,
                                          const OptimizerParts& optimizer,
                                          bool final) {
+  // The step's report first: its events (the epoch's line) come before
+  // the checkpoint's commit in the job's log, as they happened.
+  RETURN_IF_ERROR(SendDueReport());
   SliceInfo info{ctx_.worker_id, a_.job(),        a_.generation(),
                  a_.rank(),      a_.world_size(), final};
   auto upload = [&] {
@@ -271,6 +274,10 @@ absl::Status ClusterHost::EndStep(int64_t step) {
     ctx_.kept->Clear();
     kept_released_ = true;
   }
+  return SendDueReport();
+}
+
+absl::Status ClusterHost::SendDueReport() {
   if (!report_due_) return absl::OkStatus();
   report_due_ = false;
   last_report_ = Clock::now();

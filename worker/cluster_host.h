@@ -65,6 +65,9 @@ class ClusterHost : public SessionHost {
            ctx_.regroup->load(std::memory_order_relaxed);
   }
 
+  // Sends the report Progress made due (its events with it), once; the
+  // coordinator unreachable is logged and training goes on.
+  absl::Status SendDueReport();
   // Sends `report` (named as this rank's); Cancelled when the coordinator
   // says the job stopped.
   absl::Status Report(lockstep::v1::ProgressReport& report);
