@@ -81,6 +81,14 @@ absl::StatusOr<std::vector<Cert>> ParseCertificates(const std::string& flag,
       return absl::InvalidArgumentError(absl::StrCat(
           flag, " \"", path, "\": a certificate in it has expired"));
     }
+    // Else every peer would refuse it ("certificate verify failed").
+    if (X509_cmp_current_time(X509_get0_notBefore(c.get())) > 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, " \"", path,
+                       "\": a certificate in it is not valid yet (its "
+                       "notBefore is in the future: check this machine's "
+                       "clock, or the date it was issued for)"));
+    }
   }
   return certs;
 }
@@ -88,7 +96,18 @@ absl::StatusOr<std::vector<Cert>> ParseCertificates(const std::string& flag,
 absl::Status CheckKeyMatches(const TlsPaths& paths, const TlsFiles& files,
                              X509* leaf) {
   Bio bio = MemoryBio(files.key);
-  Key key(PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr));
+  // No passphrase callback: OpenSSL's default asks on the terminal, and a
+  // daemon would wait there for ever.
+  pem_password_cb* no_prompt = [](char*, int, int, void*) { return 0; };
+  Key key(PEM_read_bio_PrivateKey(bio.get(), nullptr, no_prompt, nullptr));
+  if (key == nullptr && absl::StrContains(files.key, "ENCRYPTED")) {
+    ERR_clear_error();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--tls-key \"", paths.key,
+        "\": not a PEM private key without a passphrase (it is encrypted; "
+        "a daemon has no one to ask: openssl pkey -in KEY -out PLAIN.key "
+        "writes it without)"));
+  }
   if (key == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("--tls-key \"", paths.key,

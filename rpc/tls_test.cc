@@ -2,6 +2,11 @@
 // and path named; real certificates load into usable credentials.
 #include "rpc/tls.h"
 
+#include <openssl/bio.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/subprocess.h"
@@ -93,6 +98,60 @@ TEST_F(TlsFilesTest, KeyOfAnotherCertificateIsRefused) {
   EXPECT_THAT(s.message(),
               AllOf(HasSubstr(certs_.rogue_key), HasSubstr("is not the key of"),
                     HasSubstr(certs_.worker_cert)));
+}
+
+// A key with a passphrase is refused at once: OpenSSL's default callback
+// would ask on the terminal, where a daemon waits for ever.
+TEST_F(TlsFilesTest, AKeyWithAPassphraseIsRefusedWithoutAPrompt) {
+  const std::string enc = dir_ + "/enc.key";
+  testing::RunResult r =
+      testing::RunProcess({"/usr/bin/openssl", "pkey", "-in", certs_.worker_key,
+                           "-aes256", "-passout", "pass:secret", "-out", enc},
+                          dir_, 30);
+  ASSERT_EQ(r.exit.exit_code, 0) << r.err;
+  absl::Status s =
+      LoadTlsFiles({certs_.worker_cert, enc, certs_.ca}, TlsRole::kDaemon)
+          .status();
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(s.message(),
+              AllOf(HasSubstr(enc), HasSubstr("not a PEM private key without "
+                                              "a passphrase")));
+}
+
+// A certificate whose notBefore is in the future is refused at start (each
+// peer refused it with "certificate verify failed").
+TEST_F(TlsFilesTest, ACertificateNotValidYetIsRefused) {
+  BIO* in = BIO_new_file(certs_.worker_key.c_str(), "r");
+  ASSERT_NE(in, nullptr);
+  EVP_PKEY* key = PEM_read_bio_PrivateKey(in, nullptr, nullptr, nullptr);
+  BIO_free(in);
+  ASSERT_NE(key, nullptr);
+  X509* x = X509_new();
+  X509_set_version(x, 2);
+  ASN1_INTEGER_set(X509_get_serialNumber(x), 7);
+  X509_gmtime_adj(X509_getm_notBefore(x), 365L * 86400);
+  X509_gmtime_adj(X509_getm_notAfter(x), 2 * 365L * 86400);
+  X509_NAME* name = X509_get_subject_name(x);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
+                             reinterpret_cast<const unsigned char*>("future"),
+                             -1, -1, 0);
+  X509_set_issuer_name(x, name);
+  X509_set_pubkey(x, key);
+  ASSERT_GT(X509_sign(x, key, EVP_sha256()), 0);
+  const std::string future = dir_ + "/future.pem";
+  BIO* out = BIO_new_file(future.c_str(), "w");
+  ASSERT_NE(out, nullptr);
+  PEM_write_bio_X509(out, x);
+  BIO_free(out);
+  X509_free(x);
+  EVP_PKEY_free(key);
+  absl::Status s =
+      LoadTlsFiles({future, certs_.worker_key, certs_.ca}, TlsRole::kDaemon)
+          .status();
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(s.message(), AllOf(HasSubstr(future),
+                                 HasSubstr("a certificate in it is not valid "
+                                           "yet")));
 }
 
 TEST_F(TlsFilesTest, CompleteSetsLoadIntoCredentials) {
