@@ -99,6 +99,11 @@ std::string CoordinatorMetricsText(const Coordinator::OpsView& view,
   for (const Coordinator::JobView& j : view.jobs) {
     const lockstep::v1::JobStatus& s = j.status;
     const std::vector<ClientMetric::Label> job = {{"job", s.name()}};
+    // What describes a run going on is 0 once none is: an ended job's last
+    // rate, ETA and live workers would read as a job still training.
+    const bool ended = s.state() == lockstep::v1::SUCCEEDED ||
+                       s.state() == lockstep::v1::FAILED ||
+                       s.state() == lockstep::v1::CANCELLED;
     f.Gauge("lockstep_job_state", "1 for the job's current state",
             {{"job", s.name()}, {"state", JobStateName(s.state())}}, 1);
     f.Gauge("lockstep_job_generation", "The job's generation", job,
@@ -107,10 +112,13 @@ std::string CoordinatorMetricsText(const Coordinator::OpsView& view,
             static_cast<double>(s.step()));
     f.Gauge("lockstep_job_total_steps", "Steps the job trains in all", job,
             static_cast<double>(s.total_steps()));
-    f.Gauge("lockstep_job_loss", "Training loss, running mean of the epoch",
-            job, s.loss());
-    f.Gauge("lockstep_job_accuracy",
-            "Training accuracy, running mean of the epoch", job, s.accuracy());
+    if (s.step() > 0) {  // none before the first step's report
+      f.Gauge("lockstep_job_loss", "Training loss, running mean of the epoch",
+              job, s.loss());
+      f.Gauge("lockstep_job_accuracy",
+              "Training accuracy, running mean of the epoch", job,
+              s.accuracy());
+    }
     if (!j.curves.eval.empty()) {
       f.Gauge("lockstep_job_test_loss", "Loss of the last evaluation", job,
               j.curves.eval.back()[1]);
@@ -118,12 +126,14 @@ std::string CoordinatorMetricsText(const Coordinator::OpsView& view,
               job, j.curves.eval.back()[2]);
     }
     f.Gauge("lockstep_job_samples_per_second",
-            "Training samples per second (all workers)", job,
-            s.samples_per_sec());
-    f.Gauge("lockstep_job_eta_seconds", "Estimated seconds left (-1 unknown)",
-            job, s.eta_seconds());
-    f.Gauge("lockstep_job_workers_alive", "Workers alive among its ranks", job,
-            s.workers_alive());
+            "Training samples per second (all workers; 0 once ended)", job,
+            ended ? 0 : s.samples_per_sec());
+    f.Gauge("lockstep_job_eta_seconds",
+            "Estimated seconds left (-1 unknown; 0 once ended)", job,
+            ended ? 0 : s.eta_seconds());
+    f.Gauge("lockstep_job_workers_alive",
+            "Workers alive among its ranks (0 once ended)", job,
+            ended ? 0 : s.workers_alive());
     if (s.loss_scale() > 0) {
       f.Gauge("lockstep_job_loss_scale",
               "precision fp16: the dynamic loss scale (rank 0's)", job,

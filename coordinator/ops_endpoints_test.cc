@@ -200,6 +200,19 @@ TEST_F(OpsEndpointsTest, ReportsDrawCurvesAndSetTheProgressFigures) {
   EXPECT_EQ(s["workers"][0]["job"], "j");
   EXPECT_EQ(s["workers"][1]["rank"], 1);
   EXPECT_TRUE(s["workers"][1]["alive"].get<bool>());
+
+  // Once the job ends, its rate, ETA and live workers are 0 (they kept the
+  // running values: a dashboard read a cancelled job as training).
+  EXPECT_THAT(t, HasSubstr("lockstep_job_workers_alive{job=\"j\"} 2\n"));
+  ASSERT_TRUE(c_->submissions().Cancel("j").ok());
+  const std::string after = CoordinatorMetricsText(c_->Ops(), true);
+  EXPECT_THAT(after,
+              HasSubstr("lockstep_job_state{job=\"j\",state=\"CANCELLED\"} 1"));
+  EXPECT_THAT(after,
+              HasSubstr("lockstep_job_samples_per_second{job=\"j\"} 0\n"));
+  EXPECT_THAT(after, HasSubstr("lockstep_job_eta_seconds{job=\"j\"} 0\n"));
+  EXPECT_THAT(after, HasSubstr("lockstep_job_workers_alive{job=\"j\"} 0\n"));
+  EXPECT_THAT(after, HasSubstr("lockstep_job_step{job=\"j\"} 10\n"));
 }
 
 // precision "fp16": rank 0's loss scale and skipped steps reach the status

@@ -123,6 +123,7 @@ void WorkerMetrics::ClearAssignment() {
   assignment_ = nullptr;
   generation_.Set(-1);
   rank_.Set(-1);
+  rate_.Set(0);  // idle: no job's samples go through it now
 }
 
 void WorkerMetrics::AddStep(int64_t step, const StepSample& s) {

@@ -49,6 +49,7 @@ TEST(WorkerMetricsTest, AssignmentIsOneLabelledSeriesReplacedPerJob) {
               HasSubstr("lockstep_worker_assignment{generation=\"2\",job="
                         "\"mnist\",rank=\"1\",world_size=\"2\"} 1\n"));
   m.SetAssignment("mnist", 3, 0, 2);
+  m.SetRate(6997);
   const std::string t = m.Text();
   EXPECT_THAT(t, Not(HasSubstr("generation=\"2\"")));
   EXPECT_THAT(t, HasSubstr("generation=\"3\""));
@@ -56,6 +57,9 @@ TEST(WorkerMetricsTest, AssignmentIsOneLabelledSeriesReplacedPerJob) {
   m.ClearAssignment();
   EXPECT_THAT(m.Text(), Not(HasSubstr("lockstep_worker_assignment{")));
   EXPECT_THAT(m.Text(), HasSubstr("\nlockstep_worker_generation -1\n"));
+  // An idle worker's rate is no job's: 0, not the last one's.
+  EXPECT_THAT(t, HasSubstr("\nlockstep_worker_samples_per_second 6997\n"));
+  EXPECT_THAT(m.Text(), HasSubstr("\nlockstep_worker_samples_per_second 0\n"));
 }
 
 TEST(WorkerMetricsTest, RegistrationHeartbeatsCheckpointsAndLeaves) {
