@@ -86,8 +86,11 @@ grpc::Status Authorizer::Refuse(const grpc::ServerContext& context,
     }
   }
   if (log && o_.log) {
-    o_.log(absl::StrCat("refused ", method, " from ", peer, ": ", reason,
-                        " (repeats from this host: once a minute)"));
+    LogRecord refused(absl::StrCat("refused ", method, " from ", peer, ": ",
+                                   reason,
+                                   " (repeats from this host: once a minute)"));
+    refused.level = "warning";
+    o_.log(refused);
   }
   return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, message);
 }

@@ -5,6 +5,7 @@
 
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -51,6 +52,9 @@ void Coordinator::Changed(Job& job) {
 void Coordinator::Event(Job& job, const std::string& line) {
   job.events.push_back(line);
   LogRecord r(line);
+  // A failed job is an error; a generation lost (recovering) a warning.
+  if (absl::StartsWith(line, "FAILED")) r.level = "error";
+  if (absl::StartsWith(line, "RECOVERING")) r.level = "warning";
   r.job = job.name;
   r.generation = job.status.generation();
   if (job.status.step() > 0) r.step = job.status.step();

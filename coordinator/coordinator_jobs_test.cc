@@ -3,9 +3,11 @@
 // mismatches failing the job with the ranks named, an idle worker leaving,
 // and a job that succeeds writing result.json.
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/coordinator_test_fixture.h"
 #include "core/checkpoint/checkpoint.h"
@@ -132,6 +134,11 @@ TEST_F(CoordinatorTest, CancelSendsStopAndFreesTheWorkers) {
 }
 
 TEST_F(CoordinatorTest, FingerprintMismatchFailsNamingTheRanks) {
+  // The failure is an error in the log (--log-format json's level).
+  std::vector<LogRecord> logged;
+  CoordinatorOptions o = Options();
+  o.log = [&](const LogRecord& r) { logged.push_back(r); };
+  c_ = std::make_unique<Coordinator>(o);
   Register("hosta");
   Register("hostb");
   ASSERT_TRUE(c_->submissions().Submit(kJob).ok());
@@ -146,6 +153,11 @@ TEST_F(CoordinatorTest, FingerprintMismatchFailsNamingTheRanks) {
               HasSubstr("parameters diverged across workers at step 10 "
                         "(fingerprints rank 0 aaaaaaaaaaaaaaaa, rank 1 "
                         "bbbbbbbbbbbbbbbb)"));
+  ASSERT_FALSE(logged.empty());
+  EXPECT_TRUE(absl::StartsWith(logged.back().message, "FAILED: "))
+      << logged.back().message;
+  EXPECT_EQ(logged.back().level, "error");
+  EXPECT_EQ(logged.back().job, "j");
 }
 
 TEST_F(CoordinatorTest, AnIdleWorkerLeavingIsNeverHandedAJob) {

@@ -67,8 +67,14 @@ void Failures::MarkLost(Worker& w, const std::string& why) {
   w.lost = true;
   w.lost_at = Now();
   // The whole story here; the job's status and events get one sentence.
-  events_.Log(absl::StrFormat("worker %s (\"%s\") lost: %s",
-                              Membership::Describe(w), w.name, why));
+  LogRecord lost(absl::StrFormat("worker %s (\"%s\") lost: %s",
+                                 Membership::Describe(w), w.name, why));
+  lost.level = "warning";
+  if (!w.job.empty()) {
+    lost.job = w.job;
+    lost.rank = w.rank;
+  }
+  events_.Log(lost);
   Job* job = w.job.empty() ? nullptr : jobs_.Find(w.job);
   if (job != nullptr && job->status.state() == lockstep::v1::RUNNING) {
     // Frees every rank of the job, this one included, and journals.

@@ -143,9 +143,14 @@ absl::Status RankReports::Finish(const lockstep::v1::FinishRequest& req,
     // field to fix); a recoverable one is one sentence (the log has it).
     const std::string what = absl::StrFormat("rank %d (%s) failed: %s",
                                              req.rank(), who, req.error());
-    events_.Log(absl::StrFormat("job %s generation %d: rank %d (%s) failed: %s",
-                                job->name, req.generation(), req.rank(), who,
-                                req.error()));
+    LogRecord failed(absl::StrFormat(
+        "job %s generation %d: rank %d (%s) failed: %s", job->name,
+        req.generation(), req.rank(), who, req.error()));
+    failed.level = "warning";  // the job recovers, or fails (its own line)
+    failed.job = job->name;
+    failed.generation = req.generation();
+    failed.rank = req.rank();
+    events_.Log(failed);
     const auto code = static_cast<absl::StatusCode>(req.error_code());
     if (req.leaving()) {
       // A planned departure: recover without blaming the worker, which is

@@ -28,7 +28,7 @@ std::string FormatLogLine(const LogRecord& r, const std::string& component,
     nlohmann::ordered_json j;
     j["time"] =
         absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", now, absl::UTCTimeZone());
-    j["level"] = LogLevel(r.message);
+    j["level"] = r.level.empty() ? LogLevel(r.message) : r.level;
     j["component"] = component;
     if (!r.job.empty()) j["job"] = r.job;
     if (r.generation >= 0) j["generation"] = r.generation;

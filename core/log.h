@@ -20,6 +20,9 @@ struct LogRecord {
   LogRecord(const char* m) : message(m) {}             // NOLINT
 
   std::string message;
+  // "warning" or "error" for --log-format json's level; empty: from the
+  // message ("warning: ..." and "error: ..." say so), else "info".
+  std::string level;
   // Context; unset fields are left out of the line.
   std::string job;
   int64_t generation = -1;

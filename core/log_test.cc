@@ -64,6 +64,21 @@ TEST(LogTest, LevelsFollowTheMessagePrefix) {
   EXPECT_EQ(LogLevel("registered"), "info");
 }
 
+// A record's own level wins over the message's prefix ("worker w2 lost"
+// is a warning without saying "warning:").
+TEST(LogTest, ARecordsOwnLevelIsTheJsonLevel) {
+  LogRecord r("worker w2 lost: no heartbeat for 5.0 s");
+  EXPECT_EQ(
+      nlohmann::json::parse(FormatLogLine(r, "coordinator", LogFormat::kJson,
+                                          absl::UnixEpoch()))["level"],
+      "info");
+  r.level = "warning";
+  EXPECT_EQ(
+      nlohmann::json::parse(FormatLogLine(r, "coordinator", LogFormat::kJson,
+                                          absl::UnixEpoch()))["level"],
+      "warning");
+}
+
 TEST(LogTest, ParseLogFormatNamesTheFlag) {
   EXPECT_EQ(*ParseLogFormat("json"), LogFormat::kJson);
   EXPECT_EQ(*ParseLogFormat("text"), LogFormat::kText);

@@ -24,7 +24,7 @@ namespace lockstep {
 class ClusterHost : public SessionHost {
  public:
   ClusterHost(const lockstep::v1::Assignment& a, const RunnerContext& ctx)
-      : a_(a), ctx_(ctx) {}
+      : a_(a), ctx_(ctx), step_(a.start_step()) {}
 
   absl::StatusOr<std::optional<LoadedCheckpoint>> StartingCheckpoint() override;
   absl::StatusOr<std::string> NcclId() override;
@@ -92,7 +92,7 @@ class ClusterHost : public SessionHost {
 
   const lockstep::v1::Assignment& a_;
   const RunnerContext& ctx_;
-  int64_t step_ = 0;                      // for the log lines
+  int64_t step_;  // for the log lines: the generation's start, then each step
   lockstep::v1::ProgressReport pending_;  // scalars and events not yet sent
   bool report_due_ = false;
   bool kept_released_ = false;  // RunnerContext::kept cleared this run
