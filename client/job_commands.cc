@@ -60,6 +60,15 @@ std::string WorkerLine(const v1::WorkerStatus& w) {
       timing.empty() ? "" : "\n      recently: " + timing);
 }
 
+// "38.2 KiB", "54.8 MiB", "1.3 GiB".
+std::string Bytes(int64_t n) {
+  if (n < (int64_t{1} << 20)) return absl::StrFormat("%.1f KiB", n / 1024.0);
+  if (n < (int64_t{1} << 30)) {
+    return absl::StrFormat("%.1f MiB", n / 1048576.0);
+  }
+  return absl::StrFormat("%.1f GiB", n / 1073741824.0);
+}
+
 void PrintStatus(const v1::JobStatus& s) {
   std::cout << absl::StrFormat("job %s: %s", s.name(), StateWords(s));
   if (s.generation() > 0) {
@@ -94,13 +103,13 @@ void PrintStatus(const v1::JobStatus& s) {
   }
   if (!s.shard().empty() || s.optimizer_state_bytes() > 0) {
     std::cout << absl::StrFormat(
-        "  optimizer state: %s, %.1f MiB per worker\n",
+        "  optimizer state: %s, %s per worker\n",
         s.shard().empty() ? "whole on every worker"
         : s.shard_copies()
             ? "sharded over the workers (cluster.shard " + s.shard() +
                   "), each part also kept by the next worker (cluster.copies)"
             : "sharded over the workers (cluster.shard " + s.shard() + ")",
-        s.optimizer_state_bytes() / 1048576.0);
+        Bytes(s.optimizer_state_bytes()));
   }
   if (s.loss_scale() > 0) {
     std::cout << absl::StrFormat(
