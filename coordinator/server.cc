@@ -199,9 +199,17 @@ absl::Status RunCoordinator(const ServerOptions& options) {
     // A standby: health NOT_SERVING (a Kubernetes Service sends nothing
     // here) and every call UNAVAILABLE naming the leader, until it leads.
     if (options.coordinator.log) {
+      // Its ports are said now: a standby serves its dashboard and health
+      // (NOT_SERVING) before it leads, and the address file waits for that.
       options.coordinator.log(absl::StrCat(
           "coordinator on ", address, ": campaigning through etcd ",
-          absl::StrJoin(options.etcd, ","), " (key ", lease->key(), ")"));
+          absl::StrJoin(options.etcd, ","), " (key ", lease->key(), ")",
+          http != nullptr
+              ? absl::StrCat("; dashboard on http://", http->address(), "/")
+              : "",
+          server->health_address().empty()
+              ? ""
+              : absl::StrCat("; gRPC health on ", server->health_address())));
     }
     absl::StatusOr<int64_t> term = lease->Campaign(
         AdvertisedAddress(options.advertise, address), *options.shutdown);
@@ -246,6 +254,14 @@ absl::Status RunCoordinator(const ServerOptions& options) {
                            ? ""
                            : " (and the bearer token crosses the network "
                              "in clear text)"));
+    }
+    if (http != nullptr && (options.tls.enabled() || !options.token.empty()) &&
+        !IsLoopbackAddress(options.http)) {
+      log(absl::StrCat(
+          "warning: the dashboard and /metrics on http://", http->address(),
+          " have neither TLS nor the bearer token: anyone who can reach it "
+          "reads every job's events, storage paths and workers (bind --http "
+          "to 127.0.0.1, or put an authenticating proxy in front)"));
     }
   }
   while (!options.shutdown->load()) {
