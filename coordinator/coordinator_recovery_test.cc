@@ -15,6 +15,7 @@
 #include "base/file_util.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/coordinator_test_fixture.h"
+#include "coordinator/failures.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/journal.pb.h"
@@ -734,6 +735,23 @@ TEST_F(CoordinatorTest, AJournalsCountersAndRanksAreCheckedBeforeUse) {
     EXPECT_EQ(w.job(), "j");
     EXPECT_EQ(w.shard(), "") << w.name();
   }
+}
+
+// A reason is cut once, with one note at its end, also when it quotes a
+// reason already cut (the message read "(the coordinator's log has its …
+// (the coordinator's log has the rest)").
+TEST(BriefReasonTest, OneNoteAtTheEndHoweverOftenCut) {
+  const std::string more = " … (the coordinator's log has the rest)";
+  EXPECT_EQ(BriefReason("short"), "short");
+  const std::string inner =
+      BriefReason(std::string(100, 'a') + " " + std::string(100, 'b'));
+  EXPECT_EQ(inner, std::string(100, 'a') + more);
+  const std::string outer =
+      BriefReason("could not connect to rank 2: " + inner);
+  EXPECT_EQ(outer.find(more), outer.size() - more.size()) << outer;
+  EXPECT_EQ(outer.find("log has"), outer.rfind("log has")) << outer;
+  // Short enough once the inner note is gone: kept whole, one note.
+  EXPECT_EQ(BriefReason("a: " + inner), "a: " + std::string(100, 'a') + more);
 }
 
 }  // namespace

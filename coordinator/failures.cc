@@ -52,14 +52,23 @@ bool Failures::BlameChain(Job& job, absl::Duration patience) {
 }
 
 std::string BriefReason(const std::string& text) {
-  if (text.size() <= kBriefReasonChars) return text;
-  size_t cut = text.rfind(' ', kBriefReasonChars);
+  const std::string kMore = " … (the coordinator's log has the rest)";
+  // A reason made of one already cut keeps one note, at the end (it read
+  // "(the coordinator's log has its … (the coordinator's log has the rest)").
+  std::string t = text;
+  bool cut_before = false;
+  for (size_t at; (at = t.find(kMore)) != std::string::npos;) {
+    t.erase(at, kMore.size());
+    cut_before = true;
+  }
+  if (t.size() <= kBriefReasonChars) {
+    return cut_before ? absl::StrCat(t, kMore) : t;
+  }
+  size_t cut = t.rfind(' ', kBriefReasonChars);
   if (cut == std::string::npos || cut < kBriefReasonChars / 2) {
     cut = kBriefReasonChars;
   }
-  return absl::StrCat(text.substr(0, cut),
-                      " … (the coordinator's log has the "
-                      "rest)");
+  return absl::StrCat(t.substr(0, cut), kMore);
 }
 
 void Failures::MarkLost(Worker& w, const std::string& why) {
