@@ -5,6 +5,7 @@
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 #include <vector>
 
@@ -187,6 +188,32 @@ std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(
   o.pem_root_certs = tls.ca;
   o.pem_key_cert_pairs.push_back({tls.key, tls.cert});
   return grpc::SslServerCredentials(o);
+}
+
+absl::Status CheckCertificateNames(const TlsFiles& tls,
+                                   const std::string& host_port) {
+  if (!tls.enabled() || tls.cert.empty()) return absl::OkStatus();
+  std::string host = host_port.substr(0, host_port.rfind(':'));
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  Bio bio = MemoryBio(tls.cert);
+  Cert leaf(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
+  if (leaf == nullptr) {
+    ERR_clear_error();
+    return absl::OkStatus();  // LoadTlsFiles refused it already
+  }
+  const bool ip = X509_check_ip_asc(leaf.get(), host.c_str(), 0) == 1;
+  const bool name = !ip && X509_check_host(leaf.get(), host.c_str(),
+                                           host.size(), 0, nullptr) == 1;
+  ERR_clear_error();
+  if (ip || name) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "--tls-cert does not name \"", host, "\", the address peers dial (",
+      host_port,
+      "): every worker would refuse its ring connection (\"No match found "
+      "for server name\"); issue the certificate with subjectAltName IP:",
+      host, " (or DNS:NAME), or give --advertise an address it names"));
 }
 
 bool IsLoopbackAddress(const std::string& host_port) {

@@ -65,6 +65,14 @@ enum class ClientCertificates {
 std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(
     const TlsFiles& tls, ClientCertificates client_certificates);
 
+// OK when the leaf certificate of tls.cert names the host of `host_port`
+// (an IP address among its IP SANs, a name among its DNS SANs, wildcards
+// as TLS matches them), or TLS is off. Else FailedPrecondition saying so:
+// a worker whose certificate does not name its --advertise address is
+// refused by every peer that dials it ("No match found for server name").
+absl::Status CheckCertificateNames(const TlsFiles& tls,
+                                   const std::string& host_port);
+
 // True for a listen address on the loopback interface (127.x.x.x,
 // localhost, [::1]); false for 0.0.0.0, [::] and every other host.
 bool IsLoopbackAddress(const std::string& host_port);

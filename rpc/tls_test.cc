@@ -154,6 +154,28 @@ TEST_F(TlsFilesTest, ACertificateNotValidYetIsRefused) {
                                            "yet")));
 }
 
+// A worker's certificate must name the address its peers dial.
+TEST_F(TlsFilesTest, ACertificateThatDoesNotNameTheAddressIsRefused) {
+  absl::StatusOr<TlsFiles> worker = LoadTlsFiles(
+      {certs_.worker_cert, certs_.worker_key, certs_.ca}, TlsRole::kDaemon);
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  EXPECT_TRUE(CheckCertificateNames(*worker, "127.0.0.1:5000").ok());
+  absl::Status s = CheckCertificateNames(*worker, "127.0.0.9:5000");
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_THAT(s.message(),
+              AllOf(HasSubstr("--tls-cert does not name \"127.0.0.9\", the "
+                              "address peers dial (127.0.0.9:5000)"),
+                    HasSubstr("subjectAltName IP:127.0.0.9")));
+  // Names as DNS SANs: the coordinator's names localhost, the worker's not.
+  EXPECT_FALSE(CheckCertificateNames(*worker, "localhost:1").ok());
+  absl::StatusOr<TlsFiles> coordinator =
+      LoadTlsFiles({certs_.coordinator_cert, certs_.coordinator_key, certs_.ca},
+                   TlsRole::kDaemon);
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  EXPECT_TRUE(CheckCertificateNames(*coordinator, "localhost:1").ok());
+  EXPECT_TRUE(CheckCertificateNames(TlsFiles(), "anything:1").ok());
+}
+
 TEST_F(TlsFilesTest, CompleteSetsLoadIntoCredentials) {
   absl::StatusOr<TlsFiles> daemon = LoadTlsFiles(
       {certs_.worker_cert, certs_.worker_key, certs_.ca}, TlsRole::kDaemon);

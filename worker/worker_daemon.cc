@@ -225,6 +225,9 @@ absl::Status WorkerDaemon::Run() {
                      server->health_address()));
   }
   address_ = AdvertisedAddress(o_.advertise, server->address());
+  // Else the peers that dial it refuse the handshake, and the job stalls
+  // on a ring connection that fails for a reason only their stderr says.
+  RETURN_IF_ERROR(CheckCertificateNames(o_.tls, address_));
   if (!o_.tls.enabled() && !IsLoopbackAddress(o_.listen)) {
     Log(absl::StrCat("warning: collective service listening on ", address_,
                      " without TLS: anyone who can reach it can inject data "
