@@ -73,6 +73,8 @@ int RunHealthCommand(const std::vector<std::string>& args) {
       continue;
     }
     if (!s.ok()) {
+      // As the other verbs: a failed handshake reads as a closed socket.
+      s = AddTlsHint(s, *tls, "the server", "--tls-ca");
       std::cerr << "lockstep health: error: " << s.message() << "\n";
       return 1;
     }

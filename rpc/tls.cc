@@ -245,8 +245,20 @@ absl::Status AddTlsHint(const absl::Status& status, const TlsFiles& tls,
                      " (an HTTP/1 server answers there, not lockstep's gRPC: "
                      "a dashboard's --http port, or another web server?)"));
   }
-  if (absl::StrContains(status.message(), "DNS resolution failed")) {
-    return status;  // gRPC's words say the name does not resolve
+  if (absl::StrContains(status.message(), "DNS resolution failed") ||
+      absl::StrContains(status.message(), "keepalive watchdog timeout")) {
+    // The name does not resolve, or a peer that answered before went
+    // silent (paused, gone): gRPC's words say so; TLS is not it.
+    return status;
+  }
+  if (tls.enabled() &&
+      absl::StrContains(status.message(), "wrong version number")) {
+    // OpenSSL read a plaintext answer where a TLS record belongs.
+    return absl::Status(
+        status.code(),
+        absl::StrCat(status.message(), " (", peer,
+                     " answers without TLS: drop ", tls_flags,
+                     ", or start it with --tls-cert, --tls-key and --tls-ca)"));
   }
   std::string hint;
   if (!tls.enabled()) {

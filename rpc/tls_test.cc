@@ -238,6 +238,19 @@ TEST(TlsTest, HintsOnlyWhereTlsMayBeTheCause) {
   const absl::Status dns = absl::UnavailableError(
       "x: peer unreachable or gone (DNS resolution failed for nohost:7070)");
   EXPECT_EQ(AddTlsHint(dns, TlsFiles(), "the coordinator", "--tls-ca"), dns);
+  // A peer that went silent (paused, gone) is no TLS matter either.
+  const absl::Status silent = absl::UnavailableError(
+      "x: peer unreachable or gone (keepalive watchdog timeout)");
+  EXPECT_EQ(AddTlsHint(silent, TlsFiles(), "the coordinator", "--tls-ca"),
+            silent);
+  // TLS here, plaintext there: OpenSSL's "wrong version number" says so.
+  const absl::Status plain = absl::UnavailableError(
+      "x: peer unreachable or gone (SSL_ERROR_SSL: error:0A00010B:SSL "
+      "routines::wrong version number)");
+  EXPECT_THAT(AddTlsHint(plain, on, "the coordinator", "--tls-ca").message(),
+              HasSubstr("(the coordinator answers without TLS: drop --tls-ca, "
+                        "or start it with --tls-cert, --tls-key and "
+                        "--tls-ca)"));
 }
 
 }  // namespace
