@@ -49,10 +49,17 @@ std::string WorkerLine(const v1::WorkerStatus& w) {
         &timing, timing.empty() ? "" : ", ",
         absl::StrFormat("own work %.1f ms/step", w.compute_ms_per_step()));
   }
+  // The --name it was given (its default, the address, is shown anyway).
+  const std::string id =
+      w.name().empty() || w.name() == w.worker_id() || w.name() == w.address()
+          ? w.worker_id()
+          : absl::StrCat(w.worker_id(), " (", w.name(), ")");
   return absl::StrFormat(
       "  %s %-4s %s pid %d  %s  %s  heartbeat %.1fs ago%s%s%s%s",
-      w.rank() >= 0 ? absl::StrCat("rank ", w.rank()) : std::string("idle  "),
-      w.worker_id(), w.host(), w.pid(), w.address(),
+      w.rank() >= 0 ? absl::StrCat("rank ", w.rank())
+      : w.alive()   ? std::string("idle  ")
+                    : std::string("      "),
+      id, w.host(), w.pid(), w.address(),
       absl::StrCat(w.replicas(), " replicas"), w.heartbeat_age_seconds(),
       w.alive() ? "" : "  LOST",
       w.shard().empty() ? "" : "\n      " + w.shard(),
