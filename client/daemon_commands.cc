@@ -1,6 +1,8 @@
 // Coordinator and worker daemons: flags, signal handling, timestamped logs.
 #include "client/daemon_commands.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <atomic>
 #include <csignal>
@@ -9,6 +11,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -157,6 +160,18 @@ int RunCoordinatorCommand(const std::vector<std::string>& args) {
         ReadTokenFile("--token-file", f->Get("token-file", ""));
     if (!token.ok()) return FlagError("coordinator", token.status());
     o.token = *token;
+    // The secret every job client sends: others on this machine should not
+    // read it. Said, not refused (a Kubernetes Secret mounts 0644 files).
+    struct stat st;
+    const std::string path = f->Get("token-file", "");
+    if (stat(path.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
+      std::cerr << absl::StrFormat(
+                       "lockstep coordinator: warning: --token-file \"%s\" "
+                       "is readable by others on this machine (mode %04o; "
+                       "chmod 600 it)",
+                       path, st.st_mode & 07777)
+                << std::endl;
+    }
   }
   absl::StatusOr<std::string> listen =
       ListenFlag(*f, absl::StrCat("127.0.0.1:", kDefaultCoordinatorPort),
