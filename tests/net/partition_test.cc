@@ -253,7 +253,7 @@ TEST_F(NetDrillTest, AWorkerCutOffPastTheTimeoutIsReplacedAndFencedOnHealing) {
   ASSERT_TRUE(std::regex_search(
       before, id,
       std::regex(
-          R"(rank \d (w\d+)\s+\S+ pid \d+\s+)" +
+          R"(rank \d (w\d+)(?: \(\S+\))?\s+\S+ pid \d+\s+)" +
           std::regex_replace(lab_->address(2), std::regex(R"(\.)"), R"(\.)") +
           ":7071")))
       << before;
