@@ -130,8 +130,16 @@ absl::StatusOr<JobStatus> Submissions::Cancel(const std::string& name) {
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Job * job, jobs_.Get(name));
   if (!IsTerminal(job->status.state())) {
-    events_.EndJob(*job, lockstep::v1::CANCELLED,
-                   absl::StrFormat("cancelled at step %d", job->status.step()));
+    // The step is rank 0's last report; a checkpoint committed since may be
+    // later (a resume starts there).
+    const std::string& last = job->status.checkpoint_path();
+    events_.EndJob(
+        *job, lockstep::v1::CANCELLED,
+        absl::StrCat(
+            absl::StrFormat("cancelled at step %d", job->status.step()),
+            last.empty() ? ""
+                         : absl::StrCat("; last checkpoint ",
+                                        last.substr(last.rfind('/') + 1))));
     starts_.TryStartAll();
   }
   return views_.Snapshot(*job);

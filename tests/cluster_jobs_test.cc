@@ -98,7 +98,10 @@ TEST_F(ClusterTest, CancelStopsARunningJobAndFreesTheWorkers) {
             std::string::npos)
       << c.out;
   for (auto& w : workers_) {
-    EXPECT_TRUE(w->WaitForOutput("job slow ended: CANCELLED", 20))
+    EXPECT_TRUE(w->WaitForOutput(
+        "job slow generation 1: this worker's part ended (the coordinator "
+        "stopped it): ",
+        20))
         << w->Stdout();
   }
   // Both workers are free again: the next job runs to the end.

@@ -38,9 +38,16 @@ void WorkerDaemon::StartJob(const lockstep::v1::Assignment& a) {
                       a.generation(), a.rank(), a.world_size()));
   job_thread_ = std::make_unique<std::thread>([this] {
     absl::Status s = RunAssignment(assignment_, runner_);
-    Log(s.ok() ? absl::StrFormat("job %s: my part is done", assignment_.job())
-               : absl::StrFormat("job %s ended: %s", assignment_.job(),
-                                 s.ToString()));
+    // This worker's part of the generation, not the job: a recovering or
+    // regrouping job goes on without it (the status code name read as if
+    // the job were CANCELLED).
+    Log(s.ok()
+            ? absl::StrFormat("job %s: my part is done", assignment_.job())
+            : absl::StrFormat(
+                  "job %s generation %d: this worker's part ended%s: %s",
+                  assignment_.job(), assignment_.generation(),
+                  absl::IsCancelled(s) ? " (the coordinator stopped it)" : "",
+                  s.message()));
     job_done_ = true;
   });
 }
