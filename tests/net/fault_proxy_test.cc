@@ -183,9 +183,11 @@ TEST_F(FaultProxyTest, ABitFlippedInFlightIsRefusedNeverSummed) {
     logs += cluster_->worker(i).Stdout() + cluster_->worker(i).Stderr();
   }
   EXPECT_TRUE(std::regex_search(
-      logs, std::regex(R"(job ft ended: [^\n]*its checksum )"
-                       R"([0-9a-f]{16} does not match the sender's [0-9a-f]{16} )"
-                       R"(\(damaged on the way; the step is abandoned)")))
+      logs,
+      std::regex(
+          R"(job ft generation \d+: this worker's part ended[^\n]*its checksum )"
+          R"([0-9a-f]{16} does not match the sender's [0-9a-f]{16} )"
+          R"(\(damaged on the way; the step is abandoned)")))
       << logs;
   std::printf(
       "FIGURE proxy_flip: a bit flipped at step >= 150 refused by the "
