@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "coordinator/dashboard_html.h"
+#include "coordinator/job_table.h"
 #include "rpc/rpc_util.h"
 
 namespace lockstep {
@@ -101,9 +102,7 @@ std::string CoordinatorMetricsText(const Coordinator::OpsView& view,
     const std::vector<ClientMetric::Label> job = {{"job", s.name()}};
     // What describes a run going on is 0 once none is: an ended job's last
     // rate, ETA and live workers would read as a job still training.
-    const bool ended = s.state() == lockstep::v1::SUCCEEDED ||
-                       s.state() == lockstep::v1::FAILED ||
-                       s.state() == lockstep::v1::CANCELLED;
+    const bool ended = IsTerminal(s.state());
     f.Gauge("lockstep_job_state", "1 for the job's current state",
             {{"job", s.name()}, {"state", JobStateName(s.state())}}, 1);
     f.Gauge("lockstep_job_generation", "The job's generation", job,

@@ -27,28 +27,16 @@ void StepPool::Run(const std::function<void(int)>& fn) {
     std::lock_guard<std::mutex> lock(mu_);
     fn_ = &fn;
     pending_ = lanes_ - 1;
-    error_ = nullptr;
     ++generation_;
   }
   start_cv_.notify_all();
-  Call(fn, 0);
-  std::exception_ptr error;
+  thrown_.Run([&] { fn(0); });
   {
     std::unique_lock<std::mutex> lock(mu_);
     done_cv_.wait(lock, [this] { return pending_ == 0; });
     fn_ = nullptr;
-    std::swap(error, error_);
   }
-  if (error) std::rethrow_exception(error);
-}
-
-void StepPool::Call(const std::function<void(int)>& fn, int lane) {
-  try {
-    fn(lane);
-  } catch (...) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!error_) error_ = std::current_exception();
-  }
+  thrown_.RethrowIfAny();
 }
 
 void StepPool::Loop(int lane) {
@@ -62,7 +50,7 @@ void StepPool::Loop(int lane) {
       seen = generation_;
       fn = fn_;
     }
-    Call(*fn, lane);
+    thrown_.Run([&] { (*fn)(lane); });
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (--pending_ == 0) done_cv_.notify_one();

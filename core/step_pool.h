@@ -6,11 +6,12 @@
 
 #include <condition_variable>
 #include <cstdint>
-#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "base/first_exception.h"
 
 namespace lockstep {
 
@@ -30,8 +31,6 @@ class StepPool {
 
  private:
   void Loop(int lane);
-  // Runs fn(lane), keeping what it throws (the first of a step) in error_.
-  void Call(const std::function<void(int)>& fn, int lane);
 
   const int lanes_;
   std::mutex mu_;
@@ -40,7 +39,7 @@ class StepPool {
   int64_t generation_ = 0;
   int pending_ = 0;
   bool shutdown_ = false;
-  std::exception_ptr error_;  // the step's first exception; guarded by mu_
+  FirstException thrown_;  // what the step's lanes threw
   std::vector<std::thread> threads_;
 };
 

@@ -8,6 +8,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "rpc/host_port.h"
 #include "rpc/listen_check.h"
 
 namespace lockstep {
@@ -23,10 +24,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
     return absl::InvalidArgumentError(absl::StrCat(
         flag, " ", listen, ": expected HOST:PORT (port 0 picks a free one)"));
   }
-  std::string host = listen.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
+  const std::string host = HostOf(listen);
   if (absl::Status free = CheckListenAddress(flag, listen); !free.ok()) {
     return free;
   }

@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "rpc/host_port.h"
 
 namespace lockstep {
 namespace {
@@ -51,10 +52,7 @@ absl::Status CheckListenAddress(const std::string& flag,
        {"unix:", "unix-abstract:", "vsock:", "ipv4:", "ipv6:", "dns:"}) {
     if (absl::StartsWith(listen, scheme)) return absl::OkStatus();
   }
-  std::string host = listen.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
+  const std::string host = HostOf(listen);
   const std::string where = absl::StrCat(flag, " ", listen, ": ");
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "rpc/host_port.h"
 
 namespace lockstep {
 namespace {
@@ -60,6 +61,14 @@ TEST(ListenCheckTest, PortZeroAndTextsThatAreNotHostPortAreTheServersSay) {
         "vsock:3:5000", "unix:/tmp/no/such/dir/s:1"}) {
     EXPECT_TRUE(CheckListenAddress("--listen", listen).ok()) << listen;
   }
+}
+
+TEST(HostOfTest, TheHostWithoutBracketsOrPort) {
+  EXPECT_EQ(HostOf("127.0.0.1:7070"), "127.0.0.1");
+  EXPECT_EQ(HostOf("[::1]:7070"), "::1");
+  EXPECT_EQ(HostOf("[::1]"), "::1");
+  EXPECT_EQ(HostOf("localhost"), "localhost");
+  EXPECT_EQ(HostOf(":7070"), "");
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "base/file_util.h"
 #include "base/status_macros.h"
+#include "rpc/host_port.h"
 
 namespace lockstep {
 namespace {
@@ -193,10 +194,7 @@ std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(
 absl::Status CheckCertificateNames(const TlsFiles& tls,
                                    const std::string& host_port) {
   if (!tls.enabled() || tls.cert.empty()) return absl::OkStatus();
-  std::string host = host_port.substr(0, host_port.rfind(':'));
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
+  const std::string host = HostOf(host_port);
   Bio bio = MemoryBio(tls.cert);
   Cert leaf(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
   if (leaf == nullptr) {
@@ -217,12 +215,7 @@ absl::Status CheckCertificateNames(const TlsFiles& tls,
 }
 
 bool IsLoopbackAddress(const std::string& host_port) {
-  const size_t colon = host_port.rfind(':');
-  std::string host =
-      colon == std::string::npos ? host_port : host_port.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
+  const std::string host = HostOf(host_port);
   return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
 }
 

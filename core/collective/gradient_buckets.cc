@@ -73,7 +73,6 @@ void GradientBuckets::BeginStep(int64_t generation, int64_t step) {
   done_ = 0;
   active_ = true;
   error_ = absl::OkStatus();
-  thrown_ = nullptr;
   stats_.allreduce_seconds = 0;
   stats_.bytes = 0;
   stats_.released_bytes = 0;
@@ -196,21 +195,19 @@ void GradientBuckets::Loop() {
     }
     // After a failure the rest of the step is skipped: the step is lost.
     absl::Status s;
-    std::exception_ptr thrown;  // FinishStep rethrows it (std::bad_alloc)
     const auto t0 = std::chrono::steady_clock::now();
     int64_t released = 0;
-    try {
-      if (!failed) s = Reduce(b);
-      if (s.ok() && !failed && release_) released = Release(b);
-    } catch (...) {
-      thrown = std::current_exception();
+    // What it throws (std::bad_alloc) FinishStep rethrows; the step fails.
+    if (thrown_.Run([&] {
+          if (!failed) s = Reduce(b);
+          if (s.ok() && !failed && release_) released = Release(b);
+        })) {
       s = absl::InternalError("the bucket's all-reduce threw");
     }
     const double dt = Seconds(t0);
     absl::MutexLock lock(&mu_);
     stats_.released_bytes += released;
     if (!s.ok() && error_.ok()) error_ = s;
-    if (thrown && !thrown_) thrown_ = thrown;
     stats_.allreduce_seconds += dt;
     stats_.bytes += buckets_[b].elements * static_cast<int64_t>(sizeof(float));
     if (++done_ == num_buckets()) {
@@ -222,16 +219,16 @@ void GradientBuckets::Loop() {
 
 absl::Status GradientBuckets::FinishStep() {
   const auto t0 = std::chrono::steady_clock::now();
-  std::exception_ptr thrown;
+  absl::Status error;
   {
     absl::MutexLock lock(&mu_);
     while (done_ < num_buckets()) cv_.Wait(&mu_);
     active_ = false;
     stats_.wait_seconds = Seconds(t0);
-    std::swap(thrown, thrown_);
-    if (!thrown) return error_;
+    error = error_;
   }
-  std::rethrow_exception(thrown);
+  thrown_.RethrowIfAny();
+  return error;
 }
 
 std::vector<ParamRange> GradientBuckets::CopyRanges() const {

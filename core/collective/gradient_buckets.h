@@ -6,13 +6,13 @@
 #define LOCKSTEP_CORE_COLLECTIVE_GRADIENT_BUCKETS_H_
 
 #include <cstdint>
-#include <exception>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "base/first_exception.h"
 #include "core/collective/ring_allreduce.h"
 #include "core/collective/transport.h"
 #include "core/tensor.h"
@@ -119,7 +119,7 @@ class GradientBuckets {
   int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
-  std::exception_ptr thrown_ ABSL_GUARDED_BY(mu_);  // what a Reduce threw
+  FirstException thrown_;  // what a bucket's all-reduce threw
   BucketStats stats_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };

@@ -9,7 +9,6 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <exception>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -18,6 +17,8 @@
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
+
+#include "base/first_exception.h"
 
 namespace lockstep {
 namespace {
@@ -84,7 +85,7 @@ class Pool {
       job_.store((counter + 1) * kJobStep + chunks, std::memory_order_release);
       if (sleepers_ > 0) start_cv_.notify_all();
     }
-    Call(fn, 0);
+    thrown_.Run([&] { fn(0); });
     auto done = [this] {
       return pending_.load(std::memory_order_acquire) == 0;
     };
@@ -92,15 +93,7 @@ class Pool {
       std::unique_lock<std::mutex> lock(mu_);
       done_cv_.wait(lock, done);
     }
-    if (failed_.load(std::memory_order_acquire)) {
-      std::exception_ptr error;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        std::swap(error, error_);
-        failed_.store(false, std::memory_order_relaxed);
-      }
-      std::rethrow_exception(error);
-    }
+    thrown_.RethrowIfAny();
   }
 
  private:
@@ -108,18 +101,6 @@ class Pool {
   // worker reads both in one load and never pairs one job's counter with the
   // next job's count.
   static constexpr int64_t kJobStep = int64_t{1} << 16;
-
-  // fn(chunk), keeping what it throws for Run to rethrow (else a worker
-  // thread's exception ends the process).
-  void Call(absl::FunctionRef<void(int)> fn, int chunk) {
-    try {
-      fn(chunk);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!error_) error_ = std::current_exception();
-      failed_.store(true, std::memory_order_release);
-    }
-  }
 
   void Loop(int chunk) {
     int64_t seen = 0;
@@ -139,7 +120,7 @@ class Pool {
       // fn_ is this job's: the caller cannot start another until this
       // worker's chunk is counted down.
       if (chunk >= seen % kJobStep) continue;
-      Call(*fn_, chunk);
+      thrown_.Run([&] { (*fn_)(chunk); });
       if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
         // Under the lock so the caller cannot miss the wake-up between its
         // check and its wait.
@@ -155,9 +136,8 @@ class Pool {
   std::atomic<int64_t> job_{0};
   std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};
-  std::atomic<bool> failed_{false};  // error_ is set
-  std::exception_ptr error_;         // guarded by mu_
-  int sleepers_ = 0;                 // guarded by mu_
+  FirstException thrown_;  // what the job's chunks threw, for Run
+  int sleepers_ = 0;       // guarded by mu_
   std::vector<std::thread> threads_;
 };
 
